@@ -1,0 +1,69 @@
+# The README's two commands:
+#   make demo   set everything up and run the end-to-end testbed scenario
+#   make test   set everything up and run the whole test suite
+# Both install missing Debian packages (root), configure and build.
+
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+MESON      ?= meson
+CRUX_FUZZ_SECONDS ?= 20
+export CRUX_FUZZ_SECONDS
+
+# Debian packages the build, the tests and the demo need.
+DEB_PACKAGES = gcc make pkg-config meson ninja-build libcmocka-dev libibverbs-dev \
+	clang libclang-rt-14-dev iproute2 tcpdump iperf3 gnuplot-nox procps
+
+.PHONY: all deps setup build test test-unit test-asan test-fuzz bench demo clean
+
+all: build
+
+deps:
+	@sh tools/install-deps.sh $(DEB_PACKAGES)
+
+$(BUILD)/build.ninja:
+	$(MESON) setup $(BUILD) --buildtype=debugoptimized -Dwerror=true
+
+setup: deps $(BUILD)/build.ninja
+
+build: setup
+	$(MESON) compile -C $(BUILD)
+
+# Everything: unit, stress, fuzz-corpus and integration suites; then the unit,
+# stress and fuzz suites again under AddressSanitizer + UndefinedBehaviorSanitizer;
+# then a bounded libFuzzer run of every fuzz target.
+test: build
+	$(MESON) test -C $(BUILD) --print-errorlogs --num-processes 2
+	$(MAKE) --no-print-directory test-asan
+	$(MAKE) --no-print-directory test-fuzz
+	@echo "make test: all suites passed"
+
+test-unit: build
+	$(MESON) test -C $(BUILD) --print-errorlogs --suite unit
+
+test-asan: deps
+	@test -f $(ASAN_BUILD)/build.ninja || $(MESON) setup $(ASAN_BUILD) --buildtype=debug \
+		-Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false
+	$(MESON) compile -C $(ASAN_BUILD)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		$(MESON) test -C $(ASAN_BUILD) --print-errorlogs --num-processes 2 \
+		--suite unit --suite stress --suite fuzz
+
+test-fuzz: deps
+	@test -f $(FUZZ_BUILD)/build.ninja || CC=clang $(MESON) setup $(FUZZ_BUILD) --buildtype=debug \
+		-Dwerror=true -Dfuzzing=true -Db_sanitize=address,undefined -Db_lundef=false \
+		-Dc_args=-fsanitize=fuzzer-no-link
+	$(MESON) compile -C $(FUZZ_BUILD)
+	$(MESON) test -C $(FUZZ_BUILD) --print-errorlogs --num-processes 1 --suite fuzz
+
+# The end-to-end testbed: emulated leaf-spine fabric in network namespaces,
+# emulated training jobs, no scheduling vs Crux (root).
+demo: build
+	sh bench/testbed/demo.sh $(BUILD)
+
+bench: build
+	$(MESON) compile -C $(BUILD)
+	sh bench/run-all.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The decision table: written only by the agent (cruxd), or by cruxctl when
+ * no agent runs; read by every training process (the plugin) on its data
+ * path. File CRUX_DT_FILE in the shared-memory directory, mode 0644.
+ *
+ * Levels: 0..nlevels-1, HIGHER NUMBER = HIGHER PRIORITY; level nlevels-1 is
+ * the top level (given to jobs still being profiled). The header maps every
+ * level to a DSCP value, a socket priority (SO_PRIORITY) and an InfiniBand
+ * SL so operators can match their switch configuration.
+ *
+ * Concurrency: jobs and routes are published under one seqlock (a reader
+ * copies one entry and retries if the writer was active); the heartbeat is a
+ * separate atomic so refreshing it never makes readers retry. The writer
+ * holds an exclusive flock(2) on the file for as long as it owns the table.
+ */
+#ifndef CRUX_DECISION_H
+#define CRUX_DECISION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "crux/addr.h"
+#include "crux/jobid.h"
+#include "crux/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CRUX_DT_FILE "decision.tbl"
+#define CRUX_DT_MAGIC 0x44585243u /* "CRXD" little-endian */
+#define CRUX_DT_VERSION 1
+#define CRUX_MAX_LEVELS 8
+#define CRUX_DEFAULT_LEVELS 4
+#define CRUX_DT_MAX_JOBS 1024
+#define CRUX_DT_MAX_ROUTES 4096
+#define CRUX_ROUTE_MAX_PORTS 8 /* source ports per route: one per data socket */
+#define CRUX_DT_DEFAULT_HEARTBEAT_TIMEOUT_NS (5ull * 1000000000ull)
+#define CRUX_PATH_NONE 0xffffu
+
+enum crux_job_state {
+	CRUX_JOB_PROFILING = 0, /* new job: top level while it is measured */
+	CRUX_JOB_SCHEDULED = 1, /* level and paths from the scheduler */
+	CRUX_JOB_OVERRIDDEN = 2, /* an operator's override (cruxctl set) */
+};
+
+struct crux_level_map {
+	uint8_t dscp;      /* 0..63; IP TOS = dscp << 2; RoCE traffic class = dscp << 2 */
+	uint8_t ib_sl;     /* 0..15 */
+	uint16_t reserved;
+	int32_t sock_prio; /* SO_PRIORITY, 0..6 without CAP_NET_ADMIN */
+};
+
+/* The decision for one job (public view; the file layout is private). */
+struct crux_dt_job {
+	uint64_t job_key;
+	char job_id[CRUX_JOB_ID_LEN];
+	uint8_t level;
+	uint8_t state; /* enum crux_job_state */
+	uint16_t reserved;
+	uint32_t reserved2;
+};
+
+/* The path for (job, peer host): a path id and the source ports that take it. */
+struct crux_dt_route {
+	uint64_t job_key;
+	struct crux_addr peer;
+	uint16_t path_id;
+	uint8_t nports;
+	uint8_t reserved;
+	uint16_t ports[CRUX_ROUTE_MAX_PORTS];
+};
+
+/* Global settings in the table header. */
+struct crux_dt_settings {
+	uint32_t nlevels;       /* K, 1..CRUX_MAX_LEVELS */
+	uint32_t default_level; /* for jobs the table does not name */
+	struct crux_level_map levels[CRUX_MAX_LEVELS];
+	uint64_t heartbeat_timeout_ns; /* readers treat an older heartbeat as stale */
+};
+
+/* A whole table, in private memory (cruxctl status, agent restart). */
+struct crux_dt_contents {
+	struct crux_dt_settings settings;
+	uint64_t generation;
+	uint64_t heartbeat_ns;
+	pid_t writer_pid;
+	uint32_t njobs;
+	uint32_t nroutes;
+	struct crux_dt_job jobs[CRUX_DT_MAX_JOBS];
+	struct crux_dt_route routes[CRUX_DT_MAX_ROUTES];
+};
+
+/* What the data path gets for one (job, peer). */
+struct crux_decision {
+	uint64_t generation;
+	uint8_t level;
+	uint8_t state;       /* meaningful when job_found */
+	bool job_found;      /* false: the table's default level applies */
+	bool route_found;    /* false: plain ECMP (ephemeral ports) */
+	struct crux_level_map class_map; /* the level's DSCP / priority / SL */
+	uint16_t path_id;
+	uint8_t nports;
+	uint16_t ports[CRUX_ROUTE_MAX_PORTS];
+};
+
+/* Default settings: K levels, level l -> DSCP 8*l, sock prio l, SL l; default level 0. */
+void crux_dt_settings_default(uint32_t nlevels, struct crux_dt_settings *out);
+/* Check ranges (nlevels, default_level, dscp, sl, unique DSCPs). */
+crux_status_t crux_dt_settings_validate(const struct crux_dt_settings *s, char *err,
+					size_t errlen);
+
+/* ---- Reader (plugin, cruxctl) ---- */
+
+struct crux_dt_reader;
+
+/*
+ * Map the table read-only and validate it. CRUX_ERR_NOENT when no table
+ * exists, CRUX_ERR_CORRUPT / CRUX_ERR_VERSION / CRUX_ERR_PERM as found.
+ */
+crux_status_t crux_dt_reader_open(const char *dir, struct crux_dt_reader **out);
+void crux_dt_reader_close(struct crux_dt_reader *r);
+
+/* Current generation (one atomic load): cheap "did anything change?". */
+uint64_t crux_dt_generation(const struct crux_dt_reader *r);
+
+/* Heartbeat age in ns at 'now_ns' (CLOCK_MONOTONIC); UINT64_MAX if never beaten. */
+uint64_t crux_dt_heartbeat_age(const struct crux_dt_reader *r, uint64_t now_ns);
+
+/* True when the heartbeat is older than the table's timeout at now_ns. */
+bool crux_dt_is_stale(const struct crux_dt_reader *r, uint64_t now_ns);
+
+/*
+ * The data-path lookup: no locks, no allocation, no system calls.
+ * 'peer' may be NULL (no route wanted). CRUX_OK with *out filled (job or
+ * default level; route or none); CRUX_ERR_BUSY when the writer kept it busy
+ * past the retry bound; CRUX_ERR_CORRUPT if an entry fails validation.
+ * Staleness is not checked here (see crux_dt_is_stale).
+ */
+crux_status_t crux_dt_lookup(const struct crux_dt_reader *r, uint64_t job_key,
+			     const struct crux_addr *peer, struct crux_decision *out);
+
+/* Consistent copy of the whole table (allocates nothing; 'out' is large). */
+crux_status_t crux_dt_read_all(const struct crux_dt_reader *r, struct crux_dt_contents *out);
+
+/* ---- Writer (cruxd; cruxctl set/clear when no agent runs) ---- */
+
+struct crux_dt_writer;
+
+/*
+ * Take ownership of the table: create it (mode 0644) with 'settings' if
+ * absent, or open the existing one keeping its entries (restart stability;
+ * its settings are replaced by 'settings'). A corrupt or foreign file is
+ * replaced with a logged warning. CRUX_ERR_BUSY when another process holds
+ * it; *holder_pid (may be NULL) then names it.
+ */
+crux_status_t crux_dt_writer_open(const char *dir, const struct crux_dt_settings *settings,
+				  struct crux_dt_writer **out, pid_t *holder_pid);
+
+/* Read back the current entries (e.g. after a restart). */
+crux_status_t crux_dt_writer_read(const struct crux_dt_writer *w, struct crux_dt_contents *out);
+
+/*
+ * Publish a full set of jobs and routes (replacing the old) and bump the
+ * generation. CRUX_ERR_RANGE when there are too many; CRUX_ERR_INVAL for a
+ * level >= nlevels or a bad route. The old contents stay on error.
+ */
+crux_status_t crux_dt_publish(struct crux_dt_writer *w, const struct crux_dt_job *jobs,
+			      uint32_t njobs, const struct crux_dt_route *routes,
+			      uint32_t nroutes);
+
+/* Replace settings (levels map) and bump the generation. */
+crux_status_t crux_dt_set_settings(struct crux_dt_writer *w, const struct crux_dt_settings *s);
+
+/* Refresh the heartbeat to now. */
+void crux_dt_heartbeat(struct crux_dt_writer *w);
+
+/* Release ownership; the table stays valid for readers. */
+void crux_dt_writer_close(struct crux_dt_writer *w);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CRUX_DECISION_H */

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Logging. Messages go to a sink: NCCL's logger inside the plugin, stderr
+ * everywhere else. The threshold comes from CRUX_LOG_LEVEL
+ * (error|warn|info|debug, or 0..3; default warn).
+ *
+ * The log context is the one piece of process-wide state of common/; it is
+ * set once at start-up (crux_log_init) and read lock-free afterwards.
+ */
+#ifndef CRUX_LOG_H
+#define CRUX_LOG_H
+
+#include <stdarg.h>
+
+#include "crux/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum crux_log_level {
+	CRUX_LOG_ERROR = 0,
+	CRUX_LOG_WARN = 1,
+	CRUX_LOG_INFO = 2,
+	CRUX_LOG_DEBUG = 3,
+};
+
+/* A sink receives one formatted line without trailing newline. */
+typedef void (*crux_log_sink_fn)(void *arg, enum crux_log_level level, const char *file, int line,
+				 const char *msg);
+
+/*
+ * Read CRUX_LOG_LEVEL. Returns CRUX_ERR_INVAL (and keeps the default) on a bad
+ * value; the message naming the variable is logged at error level.
+ * 'component' prefixes stderr lines ("cruxd", "crux-plugin", ...).
+ */
+crux_status_t crux_log_init(const char *component);
+
+/* Replace the sink (NULL restores stderr). */
+void crux_log_set_sink(crux_log_sink_fn sink, void *arg);
+void crux_log_set_level(enum crux_log_level level);
+enum crux_log_level crux_log_get_level(void);
+
+void crux_log_msg(enum crux_log_level level, const char *file, int line, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+void crux_log_vmsg(enum crux_log_level level, const char *file, int line, const char *fmt,
+		   va_list ap);
+
+#define crux_log(level, ...)                                                                       \
+	do {                                                                                       \
+		if ((level) <= crux_log_get_level())                                               \
+			crux_log_msg((level), __FILE__, __LINE__, __VA_ARGS__);                    \
+	} while (0)
+#define crux_err(...) crux_log(CRUX_LOG_ERROR, __VA_ARGS__)
+#define crux_warn(...) crux_log(CRUX_LOG_WARN, __VA_ARGS__)
+#define crux_info(...) crux_log(CRUX_LOG_INFO, __VA_ARGS__)
+#define crux_debug(...) crux_log(CRUX_LOG_DEBUG, __VA_ARGS__)
+
+/*
+ * Log at most once per 'flag' (an int owned by the caller, e.g. a field of a
+ * connection or a static in the caller's context). Thread-safe.
+ */
+#define crux_log_once(flag, level, ...)                                                            \
+	do {                                                                                       \
+		if (!__atomic_exchange_n((flag), 1, __ATOMIC_RELAXED))                             \
+			crux_log((level), __VA_ARGS__);                                            \
+	} while (0)
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CRUX_LOG_H */

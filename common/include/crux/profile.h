@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Profile records: one file per training process in the shared-memory
+ * directory, named "prof-<pid>-<starttime>.rec" so a reused pid never
+ * aliases an old record. Two sections, each written by exactly one
+ * component under its own sequence counter:
+ *   - compute: written by the preload (iterations, compute/communication
+ *     timing per window);
+ *   - net: written by the plugin (bytes per peer host and per level).
+ * The preload and the plugin do not know each other: whichever comes first
+ * creates the file (atomically initialised), the other opens it.
+ * The agent scans all records, skips invalid ones and removes those of
+ * processes that no longer exist.
+ */
+#ifndef CRUX_PROFILE_H
+#define CRUX_PROFILE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "crux/addr.h"
+#include "crux/decision.h"
+#include "crux/jobid.h"
+#include "crux/seqlock.h"
+#include "crux/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CRUX_PROF_MAGIC 0x50585243u /* "CRXP" little-endian */
+#define CRUX_PROF_VERSION 1
+#define CRUX_PROF_PREFIX "prof-"
+#define CRUX_PROF_SUFFIX ".rec"
+#define CRUX_PROF_MAX_PEERS 64
+#define CRUX_HOSTNAME_LEN 64
+#define CRUX_DEVICE_LEN 64
+
+enum crux_coll_kind {
+	CRUX_COLL_ALLREDUCE = 0,
+	CRUX_COLL_ALLGATHER,
+	CRUX_COLL_REDUCESCATTER,
+	CRUX_COLL_BROADCAST,
+	CRUX_COLL_REDUCE,
+	CRUX_COLL_ALLTOALL,
+	CRUX_COLL_GATHER,
+	CRUX_COLL_SCATTER,
+	CRUX_COLL_SENDRECV,
+	CRUX_COLL_KINDS
+};
+
+enum crux_timing_backend {
+	CRUX_TIMING_NONE = 0,
+	CRUX_TIMING_HOST,
+	CRUX_TIMING_EVENTS,
+	CRUX_TIMING_CUPTI,
+};
+
+/* Who this process is; fixed when the record is created. */
+struct crux_prof_identity {
+	uint64_t job_key;
+	char job_id[CRUX_JOB_ID_LEN];
+	char hostname[CRUX_HOSTNAME_LEN];
+	struct crux_addr host_addr; /* this host's address on the fabric, if known */
+	int32_t rank;       /* -1 when unknown */
+	int32_t world_size; /* -1 when unknown */
+	int32_t local_rank; /* -1 when unknown */
+	int32_t reserved;
+};
+
+/* Written by the preload once per profile window (CRUX_PROFILE_WINDOW). */
+struct crux_prof_compute {
+	uint64_t window_end_ns;  /* CLOCK_MONOTONIC at the end of the last window */
+	double window_s;         /* length of that window */
+	uint64_t windows;        /* windows published so far */
+	uint64_t iterations;     /* iterations in the last window */
+	uint64_t total_iterations;
+	double iter_time_s;      /* mean iteration period */
+	double compute_s;        /* per iteration: GPU compute busy time */
+	double comm_s;           /* per iteration: communication (NCCL) busy time */
+	double overlap_s;        /* per iteration: compute and communication at once */
+	double stall_s;          /* per iteration: exposed communication = comm - overlap */
+	uint64_t bytes_per_iter[CRUX_COLL_KINDS]; /* by collective kind */
+	uint32_t timing_backend; /* enum crux_timing_backend */
+	uint32_t flags;          /* CRUX_PROF_F_* */
+	char device[CRUX_DEVICE_LEN]; /* e.g. "GPU-<uuid>" or "cpu" */
+};
+
+#define CRUX_PROF_F_ITER_DETECTED 0x1u /* iteration period found */
+#define CRUX_PROF_F_ITER_MARKED 0x2u   /* from crux_iteration_mark / CRUX_ITERATION_MARK */
+#define CRUX_PROF_F_STATIC_NCCL 0x4u   /* NCCL linked statically: nothing intercepted */
+
+struct crux_prof_peer {
+	struct crux_addr peer;
+	uint64_t tx_bytes[CRUX_MAX_LEVELS]; /* by the level the bytes were sent at */
+	uint64_t rx_bytes[CRUX_MAX_LEVELS];
+};
+
+/* Written by the plugin: cumulative byte counters per peer host. */
+struct crux_prof_net {
+	uint64_t update_ns;  /* CLOCK_MONOTONIC of the last publish */
+	uint32_t npeers;
+	uint32_t reserved;
+	struct crux_prof_peer peers[CRUX_PROF_MAX_PEERS];
+};
+
+/* A validated, consistent copy of one record (what the scan delivers). */
+struct crux_prof_snapshot {
+	pid_t pid;
+	uint64_t start_time;
+	char file[CRUX_PATH_MAX];
+	struct crux_prof_identity id;
+	bool has_compute; /* the preload published at least once */
+	bool has_net;     /* the plugin published at least once */
+	struct crux_prof_compute compute;
+	struct crux_prof_net net;
+};
+
+/* ---- Writer side: this process's own record ---- */
+
+struct crux_prof_handle;
+
+/*
+ * Create (or open, if the other component already created it) this
+ * process's record in 'dir'. 'id' is used only when creating.
+ */
+crux_status_t crux_prof_open_self(const char *dir, const struct crux_prof_identity *id,
+				  struct crux_prof_handle **out);
+
+/* Publish the compute section (preload). */
+void crux_prof_publish_compute(struct crux_prof_handle *h, const struct crux_prof_compute *c);
+/* Publish the net section (plugin). */
+void crux_prof_publish_net(struct crux_prof_handle *h, const struct crux_prof_net *n);
+
+/* Unmap; the file stays until the agent reaps it (or crux_prof_remove_self). */
+void crux_prof_close(struct crux_prof_handle *h);
+
+/* ---- Agent side ---- */
+
+enum crux_prof_scan_flags {
+	CRUX_PROF_SCAN_REAP = 0x1, /* remove records of processes that no longer exist */
+};
+
+struct crux_prof_scan_stats {
+	uint32_t valid;
+	uint32_t invalid; /* skipped: corrupt, foreign, wrong version, unsafe file */
+	uint32_t busy;    /* skipped this time: writer kept it busy */
+	uint32_t reaped;  /* removed: process gone */
+};
+
+/* Called once per valid record; return non-zero to stop the scan. */
+typedef int (*crux_prof_scan_fn)(void *arg, const struct crux_prof_snapshot *snap);
+
+/*
+ * Visit every record in 'dir'. Invalid records are skipped with one log line
+ * per file name (not repeated on later scans of the same file).
+ * 'stats' may be NULL.
+ */
+crux_status_t crux_prof_scan(const char *dir, unsigned flags, crux_prof_scan_fn fn, void *arg,
+			     struct crux_prof_scan_stats *stats);
+
+/* Read one record file by name (cruxctl, tests). */
+crux_status_t crux_prof_read(const char *dir, const char *name, struct crux_prof_snapshot *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CRUX_PROFILE_H */
