@@ -1,1 +1,1047 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Decision table file layout (private; version CRUX_DT_VERSION):
+ *
+ *   struct crux_shm_header   generation, heartbeat (atomics), writer pid
+ *   dt_top                   'active': which of the two banks readers use
+ *   bank[0], bank[1]         settings + jobs + routes + hash indexes
+ *
+ * Each bank is one seqlock region. The writer fills the inactive bank, then
+ * flips 'active': a reader only retries when the writer laps it twice, so
+ * lookups almost never retry even when the agent publishes continuously.
+ * Jobs are found through an open-addressing index keyed by the job key,
+ * routes through one keyed by (job key, peer address); index slots hold
+ * entry number + 1 (0 = empty) and are bounds-checked on every use.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "crux/decision.h"
+#include "crux/log.h"
+#include "crux/shm.h"
+#include "internal.h"
+
+#define DT_JOB_BUCKETS (2 * CRUX_DT_MAX_JOBS)
+#define DT_ROUTE_BUCKETS (2 * CRUX_DT_MAX_ROUTES)
+#define DT_MIN_BUCKETS 8u
+#define DT_READ_ALL_RETRIES (16 * CRUX_SEQ_MAX_RETRIES)
+
+struct dt_job_slot {
+	uint64_t key;
+	char id[CRUX_JOB_ID_LEN];
+	uint8_t level;
+	uint8_t state;
+	uint16_t reserved;
+	uint32_t reserved2;
+};
+
+struct dt_route_slot {
+	uint64_t key;
+	struct crux_addr peer;
+	uint16_t path_id;
+	uint8_t nports;
+	uint8_t reserved;
+	uint16_t ports[CRUX_ROUTE_MAX_PORTS];
+};
+
+struct dt_bank {
+	crux_seq_t seq;
+	uint64_t generation;
+	uint32_t nlevels;
+	uint32_t default_level;
+	uint64_t heartbeat_timeout_ns;
+	struct crux_level_map levels[CRUX_MAX_LEVELS];
+	uint32_t njobs;
+	uint32_t nroutes;
+	uint32_t job_mask;   /* index buckets - 1 (power of two - 1) */
+	uint32_t route_mask;
+	uint64_t reserved[2];
+	uint16_t job_index[DT_JOB_BUCKETS];
+	uint16_t route_index[DT_ROUTE_BUCKETS];
+	struct dt_job_slot jobs[CRUX_DT_MAX_JOBS];
+	struct dt_route_slot routes[CRUX_DT_MAX_ROUTES];
+};
+
+struct dt_top {
+	_Atomic uint32_t active;
+	uint32_t reserved[15];
+};
+
+struct dt_file {
+	struct crux_shm_header hdr;
+	struct dt_top top;
+	struct dt_bank bank[2];
+};
+
+_Static_assert(sizeof(struct dt_job_slot) == 80, "job slot layout");
+_Static_assert(sizeof(struct dt_route_slot) == 48, "route slot layout");
+_Static_assert(sizeof(struct crux_level_map) == 8, "level map layout");
+_Static_assert(CRUX_DT_MAX_ROUTES < 65535 && CRUX_DT_MAX_JOBS < 65535, "16-bit index slots");
+_Static_assert((CRUX_MAX_LEVELS & (CRUX_MAX_LEVELS - 1)) == 0, "level mask");
+
+struct crux_dt_reader {
+	struct crux_shm_map map;
+	const struct dt_file *f;
+};
+
+struct crux_dt_writer {
+	struct crux_shm_map map;
+	struct dt_file *f;
+	struct dt_bank *stage;   /* the current contents, private: what the next publish starts from */
+	struct dt_bank *scratch; /* the next contents while they are built and checked */
+};
+
+size_t crux_dt_file_size(void)
+{
+	return sizeof(struct dt_file);
+}
+
+/* Plain loads the compiler may not repeat: a value checked is the value used. */
+#define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+
+/*
+ * Index hashes (part of the file layout: writer and readers must agree).
+ * Job keys are already FNV-1a hashes: one multiply spreads them. A route
+ * mixes the peer's significant address bytes into the job key first.
+ */
+static inline uint32_t job_hash(uint64_t key)
+{
+	return (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> 32);
+}
+
+/* The peer address as two words, bytes beyond the family's length zeroed. */
+struct peer_words {
+	uint64_t lo, hi;
+	uint8_t family;
+};
+
+static inline struct peer_words peer_words(const struct crux_addr *a)
+{
+	struct peer_words w;
+	memcpy(&w.lo, a->bytes, 8);
+	memcpy(&w.hi, a->bytes + 8, 8);
+	w.family = a->family;
+	if (a->family == 4) {
+		w.lo &= 0xffffffffull; /* little endian: the first 4 bytes */
+		w.hi = 0;
+	} else if (a->family != 6) {
+		w.lo = w.hi = 0;
+	}
+	return w;
+}
+
+static inline uint32_t route_hash(uint64_t key, const struct peer_words *p)
+{
+	uint64_t x = key ^ (p->lo * 0xff51afd7ed558ccdull) ^ (p->hi * 0xc4ceb9fe1a85ec53ull) ^
+		     p->family;
+	return job_hash(x);
+}
+
+/* ---- settings ---- */
+
+void crux_dt_settings_default(uint32_t nlevels, struct crux_dt_settings *out)
+{
+	if (nlevels < 1)
+		nlevels = 1;
+	if (nlevels > CRUX_MAX_LEVELS)
+		nlevels = CRUX_MAX_LEVELS;
+	memset(out, 0, sizeof(*out));
+	out->nlevels = nlevels;
+	out->default_level = 0;
+	for (uint32_t l = 0; l < CRUX_MAX_LEVELS; l++) {
+		out->levels[l].dscp = (uint8_t)(8 * l);
+		out->levels[l].ib_sl = (uint8_t)l;
+		out->levels[l].sock_prio = (int32_t)l;
+	}
+	out->heartbeat_timeout_ns = CRUX_DT_DEFAULT_HEARTBEAT_TIMEOUT_NS;
+}
+
+crux_status_t crux_dt_settings_validate(const struct crux_dt_settings *s, char *err,
+					size_t errlen)
+{
+	if (s->nlevels < 1 || s->nlevels > CRUX_MAX_LEVELS) {
+		crux_set_err(err, errlen, "number of levels %u is not in [1, %d]",
+			     (unsigned)s->nlevels, CRUX_MAX_LEVELS);
+		return CRUX_ERR_INVAL;
+	}
+	if (s->default_level >= s->nlevels) {
+		crux_set_err(err, errlen, "default level %u is not in [0, %u]",
+			     (unsigned)s->default_level, (unsigned)s->nlevels - 1);
+		return CRUX_ERR_INVAL;
+	}
+	if (s->heartbeat_timeout_ns == 0) {
+		crux_set_err(err, errlen, "heartbeat timeout must be positive");
+		return CRUX_ERR_INVAL;
+	}
+	for (uint32_t l = 0; l < s->nlevels; l++) {
+		const struct crux_level_map *m = &s->levels[l];
+		if (m->dscp > 63) {
+			crux_set_err(err, errlen, "level %u: DSCP %u is not in [0, 63]",
+				     (unsigned)l, (unsigned)m->dscp);
+			return CRUX_ERR_INVAL;
+		}
+		if (m->ib_sl > 15) {
+			crux_set_err(err, errlen, "level %u: InfiniBand SL %u is not in [0, 15]",
+				     (unsigned)l, (unsigned)m->ib_sl);
+			return CRUX_ERR_INVAL;
+		}
+		if (m->sock_prio < 0) {
+			crux_set_err(err, errlen, "level %u: socket priority %d is negative",
+				     (unsigned)l, (int)m->sock_prio);
+			return CRUX_ERR_INVAL;
+		}
+		for (uint32_t o = 0; o < l; o++) {
+			if (s->levels[o].dscp == m->dscp) {
+				crux_set_err(err, errlen,
+					     "levels %u and %u share DSCP %u: switches could not "
+					     "tell them apart",
+					     (unsigned)o, (unsigned)l, (unsigned)m->dscp);
+				return CRUX_ERR_INVAL;
+			}
+		}
+	}
+	return CRUX_OK;
+}
+
+/* ---- validation of a consistent bank copy ---- */
+
+static bool mask_ok(uint32_t mask, uint32_t max_buckets)
+{
+	uint32_t n = mask + 1;
+	return n >= 1 && n <= max_buckets && (n & (n - 1)) == 0;
+}
+
+static void bank_settings(const struct dt_bank *b, struct crux_dt_settings *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->nlevels = b->nlevels;
+	s->default_level = b->default_level;
+	s->heartbeat_timeout_ns = b->heartbeat_timeout_ns;
+	memcpy(s->levels, b->levels, sizeof(s->levels));
+}
+
+/* Whole-bank check on a private copy (reader open, read_all, writer restart, fuzzing). */
+static crux_status_t bank_validate(const struct dt_bank *b, char *err, size_t errlen)
+{
+	struct crux_dt_settings s;
+	char why[160];
+	bank_settings(b, &s);
+	if (crux_dt_settings_validate(&s, why, sizeof(why)) != CRUX_OK) {
+		crux_set_err(err, errlen, "bad settings: %s", why);
+		return CRUX_ERR_CORRUPT;
+	}
+	if (b->njobs > CRUX_DT_MAX_JOBS || b->nroutes > CRUX_DT_MAX_ROUTES) {
+		crux_set_err(err, errlen, "%u jobs / %u routes exceed the limits %d / %d",
+			     (unsigned)b->njobs, (unsigned)b->nroutes, CRUX_DT_MAX_JOBS,
+			     CRUX_DT_MAX_ROUTES);
+		return CRUX_ERR_CORRUPT;
+	}
+	if (!mask_ok(b->job_mask, DT_JOB_BUCKETS) || !mask_ok(b->route_mask, DT_ROUTE_BUCKETS) ||
+	    b->njobs > b->job_mask || b->nroutes > b->route_mask) {
+		crux_set_err(err, errlen, "bad index size (%u job / %u route buckets)",
+			     (unsigned)b->job_mask + 1, (unsigned)b->route_mask + 1);
+		return CRUX_ERR_CORRUPT;
+	}
+	for (uint32_t i = 0; i <= b->job_mask; i++) {
+		if (b->job_index[i] > b->njobs) {
+			crux_set_err(err, errlen, "job index slot %u points past the %u jobs",
+				     (unsigned)i, (unsigned)b->njobs);
+			return CRUX_ERR_CORRUPT;
+		}
+	}
+	for (uint32_t i = 0; i <= b->route_mask; i++) {
+		if (b->route_index[i] > b->nroutes) {
+			crux_set_err(err, errlen, "route index slot %u points past the %u routes",
+				     (unsigned)i, (unsigned)b->nroutes);
+			return CRUX_ERR_CORRUPT;
+		}
+	}
+	for (uint32_t i = 0; i < b->njobs; i++) {
+		const struct dt_job_slot *j = &b->jobs[i];
+		if (j->key == 0 || j->level >= b->nlevels || j->state > CRUX_JOB_OVERRIDDEN ||
+		    !memchr(j->id, '\0', sizeof(j->id))) {
+			crux_set_err(err, errlen, "job entry %u is invalid (key, level %u, state "
+				     "%u or unterminated id)",
+				     (unsigned)i, (unsigned)j->level, (unsigned)j->state);
+			return CRUX_ERR_CORRUPT;
+		}
+	}
+	for (uint32_t i = 0; i < b->nroutes; i++) {
+		const struct dt_route_slot *r = &b->routes[i];
+		if (r->key == 0 || r->nports > CRUX_ROUTE_MAX_PORTS ||
+		    (r->peer.family != 4 && r->peer.family != 6)) {
+			crux_set_err(err, errlen, "route entry %u is invalid (key, %u ports or "
+				     "address family %u)",
+				     (unsigned)i, (unsigned)r->nports, (unsigned)r->peer.family);
+			return CRUX_ERR_CORRUPT;
+		}
+	}
+	return CRUX_OK;
+}
+
+/*
+ * Consistent copy of the active bank's used part into 'dst' (private).
+ * Counts are clamped before they size a copy; the copy is validated by the
+ * caller once the sequence check passed.
+ */
+static crux_status_t bank_snapshot(const struct dt_file *f, struct dt_bank *dst,
+				   unsigned retries)
+{
+	for (unsigned t = 0; t < retries; t++) {
+		uint32_t a = atomic_load_explicit(&f->top.active, memory_order_acquire) & 1u;
+		const struct dt_bank *b = &f->bank[a];
+		uint64_t s = crux_seq_read_begin(&b->seq);
+		if (s & 1u) {
+			cpu_relax();
+			continue;
+		}
+		memcpy(dst, b, offsetof(struct dt_bank, job_index));
+		uint32_t jm = dst->job_mask < DT_JOB_BUCKETS ? dst->job_mask : DT_JOB_BUCKETS - 1;
+		uint32_t rm = dst->route_mask < DT_ROUTE_BUCKETS ? dst->route_mask
+								 : DT_ROUTE_BUCKETS - 1;
+		uint32_t nj = dst->njobs < CRUX_DT_MAX_JOBS ? dst->njobs : CRUX_DT_MAX_JOBS;
+		uint32_t nr = dst->nroutes < CRUX_DT_MAX_ROUTES ? dst->nroutes : CRUX_DT_MAX_ROUTES;
+		memcpy(dst->job_index, b->job_index, (jm + 1) * sizeof(uint16_t));
+		memcpy(dst->route_index, b->route_index, (rm + 1) * sizeof(uint16_t));
+		memcpy(dst->jobs, b->jobs, nj * sizeof(b->jobs[0]));
+		memcpy(dst->routes, b->routes, nr * sizeof(b->routes[0]));
+		if (crux_seq_read_ok(&b->seq, s))
+			return CRUX_OK;
+	}
+	return CRUX_ERR_BUSY;
+}
+
+/* ---- reader ---- */
+
+crux_status_t crux_dt_validate_mapped(const void *base, size_t size, char *err, size_t errlen)
+{
+	crux_status_t st;
+	char why[256];
+	st = crux_shm_validate_ex(base, size, CRUX_DT_MAGIC, CRUX_DT_VERSION,
+				  sizeof(struct dt_file), why, sizeof(why));
+	if (st != CRUX_OK) {
+		crux_set_err(err, errlen, "decision table: %s", why);
+		return st;
+	}
+	struct dt_bank *copy = malloc(sizeof(*copy));
+	if (!copy)
+		return CRUX_ERR_NOMEM;
+	st = bank_snapshot(base, copy, DT_READ_ALL_RETRIES);
+	if (st == CRUX_OK) {
+		st = bank_validate(copy, why, sizeof(why));
+		if (st != CRUX_OK)
+			crux_set_err(err, errlen, "decision table: %s", why);
+	} else {
+		crux_set_err(err, errlen, "decision table: writer kept it busy");
+	}
+	free(copy);
+	return st;
+}
+
+crux_status_t crux_dt_reader_open_ex(const char *dir, struct crux_dt_reader **out, char *err,
+				     size_t errlen)
+{
+	crux_status_t st;
+	struct crux_dt_reader *r = calloc(1, sizeof(*r));
+	if (!r)
+		return CRUX_ERR_NOMEM;
+	st = crux_shm_open_ex(dir, CRUX_DT_FILE, CRUX_DT_MAGIC, CRUX_DT_VERSION,
+			      sizeof(struct dt_file), false, &r->map, err, errlen);
+	if (st != CRUX_OK)
+		goto out_free;
+	char why[256];
+	st = crux_dt_validate_mapped(r->map.base, r->map.size, why, sizeof(why));
+	/* Busy at open time is no reason to refuse: lookups retry on their own. */
+	if (st != CRUX_OK && st != CRUX_ERR_BUSY) {
+		crux_set_err(err, errlen, "%s: %s; fix: restart cruxd (it rewrites the table)",
+			     r->map.path, why);
+		goto out_unmap;
+	}
+	r->f = r->map.base;
+	*out = r;
+	return CRUX_OK;
+
+out_unmap:
+	crux_shm_unmap(&r->map);
+out_free:
+	free(r);
+	return st;
+}
+
+crux_status_t crux_dt_reader_open(const char *dir, struct crux_dt_reader **out)
+{
+	char err[512];
+	crux_status_t st = crux_dt_reader_open_ex(dir, out, err, sizeof(err));
+	if (st == CRUX_ERR_NOENT)
+		crux_debug("%s", err);
+	else if (st != CRUX_OK)
+		crux_warn("%s", err);
+	return st;
+}
+
+crux_status_t crux_dt_reader_open_buffer(const void *base, size_t size,
+					 struct crux_dt_reader **out, char *err, size_t errlen)
+{
+	crux_status_t st = crux_dt_validate_mapped(base, size, err, errlen);
+	if (st != CRUX_OK && st != CRUX_ERR_BUSY)
+		return st;
+	struct crux_dt_reader *r = calloc(1, sizeof(*r));
+	if (!r)
+		return CRUX_ERR_NOMEM;
+	r->map.fd = -1; /* not ours: close leaves the buffer alone */
+	r->f = base;
+	*out = r;
+	return CRUX_OK;
+}
+
+void crux_dt_reader_close(struct crux_dt_reader *r)
+{
+	if (!r)
+		return;
+	if (r->map.fd >= 0)
+		crux_shm_unmap(&r->map);
+	free(r);
+}
+
+uint64_t crux_dt_generation(const struct crux_dt_reader *r)
+{
+	return atomic_load_explicit(&((struct dt_file *)r->f)->hdr.generation,
+				    memory_order_acquire);
+}
+
+static uint64_t hb_age(const struct dt_file *f, uint64_t now_ns)
+{
+	uint64_t hb = atomic_load_explicit(&((struct dt_file *)f)->hdr.heartbeat_ns,
+					   memory_order_relaxed);
+	if (hb == 0)
+		return UINT64_MAX;
+	return now_ns > hb ? now_ns - hb : 0;
+}
+
+uint64_t crux_dt_heartbeat_age(const struct crux_dt_reader *r, uint64_t now_ns)
+{
+	return hb_age(r->f, now_ns);
+}
+
+static uint64_t hb_timeout(const struct dt_file *f)
+{
+	for (unsigned t = 0; t < CRUX_SEQ_MAX_RETRIES; t++) {
+		uint32_t a = atomic_load_explicit(&f->top.active, memory_order_acquire) & 1u;
+		const struct dt_bank *b = &f->bank[a];
+		uint64_t s = crux_seq_read_begin(&b->seq);
+		uint64_t v = LOAD(b->heartbeat_timeout_ns);
+		if (crux_seq_read_ok(&b->seq, s))
+			return v ? v : CRUX_DT_DEFAULT_HEARTBEAT_TIMEOUT_NS;
+	}
+	return CRUX_DT_DEFAULT_HEARTBEAT_TIMEOUT_NS;
+}
+
+bool crux_dt_is_stale(const struct crux_dt_reader *r, uint64_t now_ns)
+{
+	return hb_age(r->f, now_ns) > hb_timeout(r->f);
+}
+
+crux_status_t crux_dt_lookup(const struct crux_dt_reader *r, uint64_t job_key,
+			     const struct crux_addr *peer, struct crux_decision *out)
+{
+	const struct dt_file *f = r->f;
+	struct peer_words pw = {0, 0, 0};
+	if (peer)
+		pw = peer_words(peer);
+	for (unsigned t = 0; t < CRUX_SEQ_MAX_RETRIES; t++) {
+		uint32_t a = atomic_load_explicit(&f->top.active, memory_order_acquire) & 1u;
+		const struct dt_bank *b = &f->bank[a];
+		uint64_t s = crux_seq_read_begin(&b->seq);
+		if (s & 1u) {
+			cpu_relax();
+			continue;
+		}
+		bool corrupt = false, job_found = false, route_found = false;
+		uint32_t nlevels = LOAD(b->nlevels);
+		uint32_t level = LOAD(b->default_level);
+		uint32_t state = 0;
+		uint64_t gen = LOAD(b->generation);
+		uint16_t path_id = CRUX_PATH_NONE;
+		uint32_t nports = 0;
+		uint16_t ports[CRUX_ROUTE_MAX_PORTS];
+
+		uint32_t mask = LOAD(b->job_mask), n = LOAD(b->njobs);
+		if (mask >= DT_JOB_BUCKETS || n > CRUX_DT_MAX_JOBS) {
+			corrupt = true;
+		} else {
+			uint32_t h = job_hash(job_key) & mask;
+			for (uint32_t i = 0; i <= mask; i++) {
+				uint32_t slot = LOAD(b->job_index[h]);
+				if (slot == 0)
+					break;
+				if (slot > n) {
+					corrupt = true;
+					break;
+				}
+				const struct dt_job_slot *j = &b->jobs[slot - 1];
+				if (LOAD(j->key) == job_key) {
+					level = LOAD(j->level);
+					state = LOAD(j->state);
+					job_found = true;
+					break;
+				}
+				h = (h + 1) & mask;
+			}
+		}
+		if (peer && !corrupt) {
+			mask = LOAD(b->route_mask);
+			n = LOAD(b->nroutes);
+			if (mask >= DT_ROUTE_BUCKETS || n > CRUX_DT_MAX_ROUTES) {
+				corrupt = true;
+			} else {
+				uint32_t h = route_hash(job_key, &pw) & mask;
+				for (uint32_t i = 0; i <= mask; i++) {
+					uint32_t slot = LOAD(b->route_index[h]);
+					if (slot == 0)
+						break;
+					if (slot > n) {
+						corrupt = true;
+						break;
+					}
+					const struct dt_route_slot *rt = &b->routes[slot - 1];
+					/* Slots hold normalised addresses: compare words. */
+					uint64_t lo, hi;
+					memcpy(&lo, rt->peer.bytes, 8);
+					memcpy(&hi, rt->peer.bytes + 8, 8);
+					if (LOAD(rt->key) == job_key && lo == pw.lo && hi == pw.hi &&
+					    rt->peer.family == pw.family) {
+						path_id = rt->path_id;
+						nports = LOAD(rt->nports);
+						memcpy(ports, rt->ports, sizeof(ports));
+						route_found = true;
+						break;
+					}
+					h = (h + 1) & mask;
+				}
+			}
+		}
+		/* Masked index: in bounds whatever was read; checked below once consistent. */
+		struct crux_level_map cm = b->levels[level & (CRUX_MAX_LEVELS - 1)];
+		if (!crux_seq_read_ok(&b->seq, s)) {
+			cpu_relax();
+			continue;
+		}
+		if (corrupt || nlevels < 1 || nlevels > CRUX_MAX_LEVELS || level >= nlevels ||
+		    state > CRUX_JOB_OVERRIDDEN || nports > CRUX_ROUTE_MAX_PORTS)
+			return CRUX_ERR_CORRUPT;
+
+		out->generation = gen;
+		out->level = (uint8_t)level;
+		out->state = (uint8_t)state;
+		out->job_found = job_found;
+		out->route_found = route_found;
+		out->class_map = cm;
+		out->path_id = path_id;
+		out->nports = (uint8_t)nports;
+		if (route_found)
+			memcpy(out->ports, ports, sizeof(out->ports));
+		else
+			memset(out->ports, 0, sizeof(out->ports));
+		return CRUX_OK;
+	}
+	return CRUX_ERR_BUSY;
+}
+
+static void bank_to_contents(const struct dt_bank *b, const struct crux_shm_header *h,
+			     struct crux_dt_contents *out)
+{
+	bank_settings(b, &out->settings);
+	out->generation = b->generation;
+	out->heartbeat_ns = atomic_load(&((struct crux_shm_header *)h)->heartbeat_ns);
+	out->writer_pid = (pid_t)__atomic_load_n(&h->writer_pid, __ATOMIC_RELAXED);
+	out->njobs = b->njobs;
+	out->nroutes = b->nroutes;
+	for (uint32_t i = 0; i < b->njobs; i++) {
+		struct crux_dt_job *j = &out->jobs[i];
+		memset(j, 0, sizeof(*j));
+		j->job_key = b->jobs[i].key;
+		memcpy(j->job_id, b->jobs[i].id, sizeof(j->job_id));
+		j->level = b->jobs[i].level;
+		j->state = b->jobs[i].state;
+	}
+	for (uint32_t i = 0; i < b->nroutes; i++) {
+		struct crux_dt_route *r = &out->routes[i];
+		memset(r, 0, sizeof(*r));
+		r->job_key = b->routes[i].key;
+		r->peer = b->routes[i].peer;
+		r->path_id = b->routes[i].path_id;
+		r->nports = b->routes[i].nports;
+		memcpy(r->ports, b->routes[i].ports, sizeof(r->ports));
+	}
+}
+
+crux_status_t crux_dt_read_all(const struct crux_dt_reader *r, struct crux_dt_contents *out)
+{
+	/* Entry by entry straight into 'out' (no allocation); used once consistent. */
+	const struct dt_file *f = r->f;
+	for (unsigned t = 0; t < DT_READ_ALL_RETRIES; t++) {
+		uint32_t a = atomic_load_explicit(&f->top.active, memory_order_acquire) & 1u;
+		const struct dt_bank *b = &f->bank[a];
+		uint64_t s = crux_seq_read_begin(&b->seq);
+		if (s & 1u) {
+			cpu_relax();
+			continue;
+		}
+		uint32_t nj = LOAD(b->njobs), nr = LOAD(b->nroutes);
+		if (nj > CRUX_DT_MAX_JOBS || nr > CRUX_DT_MAX_ROUTES) {
+			if (crux_seq_read_ok(&b->seq, s))
+				return CRUX_ERR_CORRUPT;
+			continue;
+		}
+		struct crux_dt_settings set;
+		bank_settings(b, &set);
+		out->settings = set;
+		out->generation = LOAD(b->generation);
+		out->njobs = nj;
+		out->nroutes = nr;
+		for (uint32_t i = 0; i < nj; i++) {
+			struct crux_dt_job *j = &out->jobs[i];
+			memset(j, 0, sizeof(*j));
+			j->job_key = b->jobs[i].key;
+			memcpy(j->job_id, b->jobs[i].id, sizeof(j->job_id));
+			j->level = b->jobs[i].level;
+			j->state = b->jobs[i].state;
+		}
+		for (uint32_t i = 0; i < nr; i++) {
+			struct crux_dt_route *rt = &out->routes[i];
+			memset(rt, 0, sizeof(*rt));
+			rt->job_key = b->routes[i].key;
+			rt->peer = b->routes[i].peer;
+			rt->path_id = b->routes[i].path_id;
+			rt->nports = b->routes[i].nports;
+			memcpy(rt->ports, b->routes[i].ports, sizeof(rt->ports));
+		}
+		if (!crux_seq_read_ok(&b->seq, s))
+			continue;
+		out->heartbeat_ns = atomic_load(&((struct dt_file *)f)->hdr.heartbeat_ns);
+		out->writer_pid = (pid_t)__atomic_load_n(&f->hdr.writer_pid, __ATOMIC_RELAXED);
+		/* Same rules as the writer enforces. */
+		if (crux_dt_settings_validate(&out->settings, NULL, 0) != CRUX_OK)
+			return CRUX_ERR_CORRUPT;
+		for (uint32_t i = 0; i < nj; i++) {
+			const struct crux_dt_job *j = &out->jobs[i];
+			if (j->level >= out->settings.nlevels || j->state > CRUX_JOB_OVERRIDDEN ||
+			    !memchr(j->job_id, '\0', sizeof(j->job_id)))
+				return CRUX_ERR_CORRUPT;
+		}
+		for (uint32_t i = 0; i < nr; i++)
+			if (out->routes[i].nports > CRUX_ROUTE_MAX_PORTS)
+				return CRUX_ERR_CORRUPT;
+		return CRUX_OK;
+	}
+	return CRUX_ERR_BUSY;
+}
+
+/* ---- writer ---- */
+
+static uint32_t buckets_for(uint32_t n, uint32_t max)
+{
+	uint32_t b = DT_MIN_BUCKETS;
+	while (b < 2 * n && b < max)
+		b <<= 1;
+	return b;
+}
+
+/* Fill stage's entries and indexes from the caller's arrays; stage settings are kept. */
+static crux_status_t stage_build(struct dt_bank *st, const struct crux_dt_job *jobs,
+				 uint32_t njobs, const struct crux_dt_route *routes,
+				 uint32_t nroutes, char *err, size_t errlen)
+{
+	if (njobs > CRUX_DT_MAX_JOBS || nroutes > CRUX_DT_MAX_ROUTES) {
+		crux_set_err(err, errlen, "%u jobs / %u routes exceed the limits %d / %d",
+			     (unsigned)njobs, (unsigned)nroutes, CRUX_DT_MAX_JOBS,
+			     CRUX_DT_MAX_ROUTES);
+		return CRUX_ERR_RANGE;
+	}
+	uint32_t jb = buckets_for(njobs, DT_JOB_BUCKETS);
+	uint32_t rb = buckets_for(nroutes, DT_ROUTE_BUCKETS);
+	st->job_mask = jb - 1;
+	st->route_mask = rb - 1;
+	memset(st->job_index, 0, jb * sizeof(uint16_t));
+	memset(st->route_index, 0, rb * sizeof(uint16_t));
+	for (uint32_t i = 0; i < njobs; i++) {
+		const struct crux_dt_job *j = &jobs[i];
+		if (j->job_key == 0 || j->level >= st->nlevels || j->state > CRUX_JOB_OVERRIDDEN) {
+			crux_set_err(err, errlen,
+				     "job %u: key 0, level %u >= %u levels or bad state %u",
+				     (unsigned)i, (unsigned)j->level, (unsigned)st->nlevels,
+				     (unsigned)j->state);
+			return CRUX_ERR_INVAL;
+		}
+		uint32_t h = job_hash(j->job_key) & st->job_mask;
+		while (st->job_index[h] != 0) {
+			if (st->jobs[st->job_index[h] - 1].key == j->job_key) {
+				crux_set_err(err, errlen, "job key %016llx appears twice",
+					     (unsigned long long)j->job_key);
+				return CRUX_ERR_INVAL;
+			}
+			h = (h + 1) & st->job_mask;
+		}
+		struct dt_job_slot *s = &st->jobs[i];
+		memset(s, 0, sizeof(*s));
+		s->key = j->job_key;
+		memcpy(s->id, j->job_id, sizeof(s->id));
+		s->id[sizeof(s->id) - 1] = '\0';
+		s->level = j->level;
+		s->state = j->state;
+		st->job_index[h] = (uint16_t)(i + 1);
+	}
+	st->njobs = njobs;
+	for (uint32_t i = 0; i < nroutes; i++) {
+		const struct crux_dt_route *r = &routes[i];
+		if (r->job_key == 0 || r->nports > CRUX_ROUTE_MAX_PORTS ||
+		    (r->peer.family != 4 && r->peer.family != 6)) {
+			crux_set_err(err, errlen,
+				     "route %u: key 0, %u ports (max %d) or no peer address",
+				     (unsigned)i, (unsigned)r->nports, CRUX_ROUTE_MAX_PORTS);
+			return CRUX_ERR_INVAL;
+		}
+		/* Normalised copy: padding and unused address bytes zero. */
+		struct dt_route_slot s;
+		memset(&s, 0, sizeof(s));
+		s.key = r->job_key;
+		s.peer.family = r->peer.family;
+		memcpy(s.peer.bytes, r->peer.bytes, r->peer.family == 4 ? 4 : 16);
+		s.path_id = r->path_id;
+		s.nports = r->nports;
+		memcpy(s.ports, r->ports, r->nports * sizeof(uint16_t));
+		struct peer_words pw = peer_words(&s.peer);
+		uint32_t h = route_hash(s.key, &pw) & st->route_mask;
+		while (st->route_index[h] != 0) {
+			const struct dt_route_slot *o = &st->routes[st->route_index[h] - 1];
+			if (o->key == s.key && crux_addr_equal(&o->peer, &s.peer)) {
+				char a[CRUX_ADDR_STRLEN];
+				crux_addr_format(&s.peer, a, sizeof(a));
+				crux_set_err(err, errlen, "route (job %016llx, peer %s) appears twice",
+					     (unsigned long long)s.key, a);
+				return CRUX_ERR_INVAL;
+			}
+			h = (h + 1) & st->route_mask;
+		}
+		st->routes[i] = s;
+		st->route_index[h] = (uint16_t)(i + 1);
+	}
+	st->nroutes = nroutes;
+	return CRUX_OK;
+}
+
+/* Copy the stage into the inactive bank and make it the active one. */
+static void stage_commit(struct crux_dt_writer *w)
+{
+	struct dt_file *f = w->f;
+	struct dt_bank *st = w->stage;
+	uint32_t a = atomic_load_explicit(&f->top.active, memory_order_relaxed) & 1u;
+	struct dt_bank *b = &f->bank[a ^ 1u];
+	uint64_t gen = atomic_load(&f->hdr.generation) + 1;
+
+	st->generation = gen;
+	crux_seq_write_begin(&b->seq);
+	/* Only the used part: cost follows the contents, not the capacity. */
+	memcpy((char *)b + sizeof(b->seq), (char *)st + sizeof(st->seq),
+	       offsetof(struct dt_bank, job_index) - sizeof(b->seq));
+	memcpy(b->job_index, st->job_index, (st->job_mask + 1) * sizeof(uint16_t));
+	memcpy(b->route_index, st->route_index, (st->route_mask + 1) * sizeof(uint16_t));
+	memcpy(b->jobs, st->jobs, st->njobs * sizeof(st->jobs[0]));
+	memcpy(b->routes, st->routes, st->nroutes * sizeof(st->routes[0]));
+	crux_seq_write_end(&b->seq);
+	atomic_store_explicit(&f->top.active, a ^ 1u, memory_order_release);
+	atomic_store_explicit(&f->hdr.generation, gen, memory_order_release);
+}
+
+static void stage_set_settings(struct dt_bank *st, const struct crux_dt_settings *s)
+{
+	st->nlevels = s->nlevels;
+	st->default_level = s->default_level;
+	st->heartbeat_timeout_ns = s->heartbeat_timeout_ns;
+	memcpy(st->levels, s->levels, sizeof(st->levels));
+}
+
+static void dt_init_file(void *base, void *arg)
+{
+	struct dt_file *f = base;
+	const struct crux_dt_settings *s = arg;
+	for (int i = 0; i < 2; i++) {
+		stage_set_settings(&f->bank[i], s);
+		f->bank[i].job_mask = DT_MIN_BUCKETS - 1;
+		f->bank[i].route_mask = DT_MIN_BUCKETS - 1;
+	}
+	atomic_store(&f->top.active, 0);
+}
+
+/* The pid holding an flock on (dev, ino), from /proc/locks; 0 when not found. */
+static pid_t flock_holder(dev_t dev, ino_t ino)
+{
+	FILE *fp = fopen("/proc/locks", "re");
+	char line[256];
+	pid_t found = 0;
+	if (!fp)
+		return 0;
+	while (!found && fgets(line, sizeof(line), fp)) {
+		char type[16];
+		int pid;
+		unsigned maj, min;
+		unsigned long long in;
+		/* "1: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF" */
+		if (sscanf(line, "%*d: %15s %*s %*s %d %x:%x:%llu", type, &pid, &maj, &min,
+			   &in) != 5)
+			continue;
+		if (strcmp(type, "FLOCK") == 0 && in == (unsigned long long)ino &&
+		    maj == major(dev) && min == minor(dev))
+			found = pid;
+	}
+	fclose(fp);
+	return found;
+}
+
+static pid_t holder_of(const struct crux_shm_map *m)
+{
+	const struct crux_shm_header *h = m->base;
+	struct stat sb;
+	if (fstat(m->fd, &sb) == 0) {
+		pid_t p = flock_holder(sb.st_dev, sb.st_ino);
+		if (p > 0)
+			return p;
+	}
+	pid_t p = (pid_t)__atomic_load_n(&h->writer_pid, __ATOMIC_RELAXED);
+	uint64_t start = __atomic_load_n(&h->writer_start_time, __ATOMIC_RELAXED);
+	return (p > 0 && crux_proc_alive(p, start)) ? p : 0;
+}
+
+/* Is 'path' still the inode we locked? (A concurrent writer may have replaced it.) */
+static bool still_named(const struct crux_shm_map *m)
+{
+	struct stat a, b;
+	return fstat(m->fd, &a) == 0 && lstat(m->path, &b) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
+crux_status_t crux_dt_writer_open_ex(const char *dir, const struct crux_dt_settings *settings,
+				     struct crux_dt_writer **out, pid_t *holder_pid, char *err,
+				     size_t errlen)
+{
+	crux_status_t st;
+	char why[512];
+	struct crux_dt_settings s = *settings;
+	struct crux_dt_writer *w = calloc(1, sizeof(*w));
+	if (!w)
+		return CRUX_ERR_NOMEM;
+	w->map.fd = -1;
+	w->stage = calloc(1, sizeof(*w->stage));
+	w->scratch = calloc(1, sizeof(*w->scratch));
+	if (!w->stage || !w->scratch) {
+		st = CRUX_ERR_NOMEM;
+		goto out_free;
+	}
+	st = crux_dt_settings_validate(&s, why, sizeof(why));
+	if (st != CRUX_OK) {
+		crux_set_err(err, errlen, "decision table settings: %s", why);
+		goto out_free;
+	}
+	st = crux_shm_dir_check_ex(dir, true, err, errlen);
+	if (st != CRUX_OK)
+		goto out_free;
+
+	bool keep = false;
+	for (int attempt = 0;; attempt++) {
+		if (attempt == 8) {
+			crux_set_err(err, errlen, "%s/%s keeps being replaced by another process",
+				     dir, CRUX_DT_FILE);
+			st = CRUX_ERR_BUSY;
+			goto out_free;
+		}
+		st = crux_shm_open_ex(dir, CRUX_DT_FILE, CRUX_DT_MAGIC, CRUX_DT_VERSION,
+				      sizeof(struct dt_file), true, &w->map, why, sizeof(why));
+		keep = st == CRUX_OK;
+		if (st == CRUX_ERR_NOENT) {
+			st = crux_shm_create_ex(dir, CRUX_DT_FILE, CRUX_DT_MAGIC, CRUX_DT_VERSION,
+						sizeof(struct dt_file), 0644, true, dt_init_file,
+						&s, &w->map, why, sizeof(why));
+			if (st == CRUX_ERR_EXIST)
+				continue; /* another writer created it: open theirs */
+		} else if (st == CRUX_ERR_CORRUPT || st == CRUX_ERR_VERSION) {
+			crux_warn("%s; replacing it with an empty table", why);
+			st = crux_shm_create_ex(dir, CRUX_DT_FILE, CRUX_DT_MAGIC, CRUX_DT_VERSION,
+						sizeof(struct dt_file), 0644, false, dt_init_file,
+						&s, &w->map, why, sizeof(why));
+		}
+		if (st != CRUX_OK) {
+			crux_set_err(err, errlen, "%s", why);
+			goto out_free;
+		}
+		if (flock(w->map.fd, LOCK_EX | LOCK_NB) != 0) {
+			int e = errno;
+			if (e == EWOULDBLOCK) {
+				pid_t holder = holder_of(&w->map);
+				if (holder_pid)
+					*holder_pid = holder;
+				if (holder > 0)
+					crux_set_err(err, errlen,
+						     "%s is held by another writer (pid %d); stop it "
+						     "first (cruxd, or a running cruxctl)",
+						     w->map.path, (int)holder);
+				else
+					crux_set_err(err, errlen,
+						     "%s is held by another writer", w->map.path);
+				st = CRUX_ERR_BUSY;
+			} else {
+				crux_set_err(err, errlen, "cannot lock %s: %s", w->map.path,
+					     strerror(e));
+				st = CRUX_ERR_IO;
+			}
+			goto out_unmap;
+		}
+		if (still_named(&w->map))
+			break;
+		crux_shm_unmap(&w->map);
+	}
+	w->f = w->map.base;
+
+	/* Restart: keep the published entries, under the new settings. */
+	if (keep) {
+		st = bank_snapshot(w->f, w->stage, DT_READ_ALL_RETRIES);
+		if (st == CRUX_OK)
+			st = bank_validate(w->stage, why, sizeof(why));
+		if (st != CRUX_OK) {
+			crux_warn("%s: existing entries dropped (%s)", w->map.path,
+				  st == CRUX_ERR_BUSY ? "busy" : why);
+			memset(w->stage, 0, sizeof(*w->stage));
+			w->stage->job_mask = DT_MIN_BUCKETS - 1;
+			w->stage->route_mask = DT_MIN_BUCKETS - 1;
+			w->stage->nlevels = s.nlevels;
+		}
+		for (uint32_t i = 0; i < w->stage->njobs; i++) {
+			if (w->stage->jobs[i].level >= s.nlevels) {
+				crux_warn("job %s: level %u clamped to %u (now %u levels)",
+					  w->stage->jobs[i].id, (unsigned)w->stage->jobs[i].level,
+					  (unsigned)s.nlevels - 1, (unsigned)s.nlevels);
+				w->stage->jobs[i].level = (uint8_t)(s.nlevels - 1);
+			}
+		}
+	} else {
+		w->stage->job_mask = DT_MIN_BUCKETS - 1;
+		w->stage->route_mask = DT_MIN_BUCKETS - 1;
+	}
+	stage_set_settings(w->stage, &s);
+	/* A writer that died inside a publish left an odd counter: make it even
+	 * again, or our next write (which adds one) would look consistent. */
+	for (int i = 0; i < 2; i++) {
+		uint64_t q = atomic_load(&w->f->bank[i].seq);
+		if (q & 1u)
+			atomic_store(&w->f->bank[i].seq, q + 1);
+	}
+	uint64_t start = 0;
+	crux_proc_start_time(getpid(), &start);
+	__atomic_store_n(&w->f->hdr.writer_start_time, start, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->f->hdr.writer_pid, (uint32_t)getpid(), __ATOMIC_RELEASE);
+	stage_commit(w);
+	crux_dt_heartbeat(w);
+	*out = w;
+	return CRUX_OK;
+
+out_unmap:
+	crux_shm_unmap(&w->map);
+out_free:
+	free(w->scratch);
+	free(w->stage);
+	free(w);
+	return st;
+}
+
+crux_status_t crux_dt_writer_open(const char *dir, const struct crux_dt_settings *settings,
+				  struct crux_dt_writer **out, pid_t *holder_pid)
+{
+	char err[512];
+	crux_status_t st = crux_dt_writer_open_ex(dir, settings, out, holder_pid, err,
+						  sizeof(err));
+	if (st != CRUX_OK)
+		crux_err("%s", err);
+	return st;
+}
+
+crux_status_t crux_dt_writer_read(const struct crux_dt_writer *w, struct crux_dt_contents *out)
+{
+	bank_to_contents(w->stage, &w->f->hdr, out);
+	return CRUX_OK;
+}
+
+crux_status_t crux_dt_publish_ex(struct crux_dt_writer *w, const struct crux_dt_job *jobs,
+				 uint32_t njobs, const struct crux_dt_route *routes,
+				 uint32_t nroutes, char *err, size_t errlen)
+{
+	crux_status_t st;
+	if (njobs > CRUX_DT_MAX_JOBS || nroutes > CRUX_DT_MAX_ROUTES) {
+		crux_set_err(err, errlen, "%u jobs / %u routes exceed the limits %d / %d",
+			     (unsigned)njobs, (unsigned)nroutes, CRUX_DT_MAX_JOBS,
+			     CRUX_DT_MAX_ROUTES);
+		return CRUX_ERR_RANGE;
+	}
+	/* Build into the scratch bank so the current contents survive an error. */
+	struct dt_bank *next = w->scratch;
+	memcpy(next, w->stage, offsetof(struct dt_bank, job_index));
+	st = stage_build(next, jobs, njobs, routes, nroutes, err, errlen);
+	if (st != CRUX_OK)
+		return st;
+	w->scratch = w->stage;
+	w->stage = next;
+	stage_commit(w);
+	return CRUX_OK;
+}
+
+crux_status_t crux_dt_publish(struct crux_dt_writer *w, const struct crux_dt_job *jobs,
+			      uint32_t njobs, const struct crux_dt_route *routes,
+			      uint32_t nroutes)
+{
+	char err[256];
+	crux_status_t st = crux_dt_publish_ex(w, jobs, njobs, routes, nroutes, err, sizeof(err));
+	if (st != CRUX_OK)
+		crux_err("decision table not published: %s", err);
+	return st;
+}
+
+crux_status_t crux_dt_set_settings(struct crux_dt_writer *w, const struct crux_dt_settings *s)
+{
+	char err[256];
+	if (crux_dt_settings_validate(s, err, sizeof(err)) != CRUX_OK) {
+		crux_err("decision table settings refused: %s", err);
+		return CRUX_ERR_INVAL;
+	}
+	for (uint32_t i = 0; i < w->stage->njobs; i++) {
+		if (w->stage->jobs[i].level >= s->nlevels) {
+			crux_err("decision table settings refused: job %s has level %u, not "
+				 "below the new %u levels",
+				 w->stage->jobs[i].id, (unsigned)w->stage->jobs[i].level,
+				 (unsigned)s->nlevels);
+			return CRUX_ERR_INVAL;
+		}
+	}
+	stage_set_settings(w->stage, s);
+	stage_commit(w);
+	return CRUX_OK;
+}
+
+void crux_dt_heartbeat(struct crux_dt_writer *w)
+{
+	atomic_store_explicit(&w->f->hdr.heartbeat_ns, crux_now_ns(), memory_order_release);
+}
+
+void crux_dt_writer_close(struct crux_dt_writer *w)
+{
+	if (!w)
+		return;
+	/* Closing the descriptor releases the flock. */
+	crux_shm_unmap(&w->map);
+	free(w->scratch);
+	free(w->stage);
+	free(w);
+}

@@ -1,1 +1,496 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Profile record file layout (private; version CRUX_PROF_VERSION):
+ *
+ *   struct crux_shm_header  writer pid + start time (must match the name)
+ *   identity                written once before the file is published
+ *   compute section         seq counter + publish count + crux_prof_compute
+ *   net section             seq counter + publish count + crux_prof_net
+ *
+ * The two sections sit on their own cache lines: the preload and the plugin
+ * publish from different threads without sharing a line.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "crux/log.h"
+#include "crux/profile.h"
+#include "crux/shm.h"
+#include "internal.h"
+
+struct prof_compute_sec {
+	_Alignas(64) crux_seq_t seq;
+	uint64_t count; /* publishes so far; 0 = never */
+	struct crux_prof_compute data;
+};
+
+struct prof_net_sec {
+	_Alignas(64) crux_seq_t seq;
+	uint64_t count;
+	struct crux_prof_net data;
+};
+
+struct prof_file {
+	struct crux_shm_header hdr;
+	struct crux_prof_identity id;
+	struct prof_compute_sec compute;
+	struct prof_net_sec net;
+};
+
+_Static_assert(offsetof(struct prof_file, id) == 64, "identity follows the header");
+
+/*
+ * Read attempts per section. The agent is no data path: it may wait out a
+ * writer copying a whole section (~10 KB) rather than skip the record.
+ */
+#define PROF_READ_RETRIES 4096
+
+struct crux_prof_handle {
+	struct crux_shm_map map;
+	struct prof_file *f;
+};
+
+size_t crux_prof_file_size(void)
+{
+	return sizeof(struct prof_file);
+}
+
+int crux_prof_name(pid_t pid, uint64_t start_time, char *buf, size_t len)
+{
+	return snprintf(buf, len, CRUX_PROF_PREFIX "%d-%" PRIu64 CRUX_PROF_SUFFIX, (int)pid,
+			start_time);
+}
+
+/* Strict inverse of crux_prof_name: digits only, no leading zeros or signs. */
+bool crux_prof_parse_name(const char *name, pid_t *pid, uint64_t *start_time)
+{
+	const size_t plen = sizeof(CRUX_PROF_PREFIX) - 1, slen = sizeof(CRUX_PROF_SUFFIX) - 1;
+	size_t n = strlen(name);
+	if (n <= plen + slen || strncmp(name, CRUX_PROF_PREFIX, plen) != 0 ||
+	    strcmp(name + n - slen, CRUX_PROF_SUFFIX) != 0)
+		return false;
+	const char *p = name + plen, *end = name + n - slen;
+	uint64_t v[2] = {0, 0};
+	for (int k = 0; k < 2; k++) {
+		const char *q = p;
+		while (q < end && *q >= '0' && *q <= '9') {
+			uint64_t d = (uint64_t)(*q - '0');
+			if (v[k] > (UINT64_MAX - d) / 10)
+				return false;
+			v[k] = v[k] * 10 + d;
+			q++;
+		}
+		if (q == p || (q - p > 1 && *p == '0'))
+			return false;
+		if (k == 0) {
+			if (q >= end || *q != '-')
+				return false;
+			p = q + 1;
+		} else if (q != end) {
+			return false;
+		}
+	}
+	if (v[0] == 0 || v[0] > INT32_MAX)
+		return false;
+	*pid = (pid_t)v[0];
+	*start_time = v[1];
+	return true;
+}
+
+/* ---- writer side ---- */
+
+static void copy_str(char *dst, const char *src, size_t len)
+{
+	size_t n = strnlen(src, len - 1);
+	memcpy(dst, src, n);
+	memset(dst + n, 0, len - n);
+}
+
+static void prof_init(void *base, void *arg)
+{
+	struct prof_file *f = base;
+	const struct crux_prof_identity *id = arg;
+	/* Field by field: the strings are made terminated, padding stays zero. */
+	f->id.job_key = id->job_key;
+	copy_str(f->id.job_id, id->job_id, sizeof(f->id.job_id));
+	copy_str(f->id.hostname, id->hostname, sizeof(f->id.hostname));
+	f->id.host_addr.family = id->host_addr.family;
+	memcpy(f->id.host_addr.bytes, id->host_addr.bytes, sizeof(f->id.host_addr.bytes));
+	f->id.rank = id->rank;
+	f->id.world_size = id->world_size;
+	f->id.local_rank = id->local_rank;
+}
+
+crux_status_t crux_prof_open_self_ex(const char *dir, const struct crux_prof_identity *id,
+				     struct crux_prof_handle **out, char *err, size_t errlen)
+{
+	crux_status_t st;
+	char name[96];
+	uint64_t start;
+	pid_t pid = getpid();
+
+	st = crux_proc_start_time(pid, &start);
+	if (st != CRUX_OK) {
+		crux_set_err(err, errlen, "cannot read this process's start time from /proc");
+		return CRUX_ERR_IO;
+	}
+	/* The agent owns the directory; a training process never creates it. */
+	st = crux_shm_dir_check_ex(dir, false, err, errlen);
+	if (st != CRUX_OK)
+		return st;
+	crux_prof_name(pid, start, name, sizeof(name));
+	struct crux_prof_handle *h = calloc(1, sizeof(*h));
+	if (!h)
+		return CRUX_ERR_NOMEM;
+	/* The preload and the plugin may race here: one creates, the other opens. */
+	for (int attempt = 0; attempt < 4; attempt++) {
+		st = crux_shm_open_ex(dir, name, CRUX_PROF_MAGIC, CRUX_PROF_VERSION,
+				      sizeof(struct prof_file), true, &h->map, err, errlen);
+		if (st != CRUX_ERR_NOENT)
+			break;
+		st = crux_shm_create_ex(dir, name, CRUX_PROF_MAGIC, CRUX_PROF_VERSION,
+					sizeof(struct prof_file), 0644, true, prof_init,
+					(void *)id, &h->map, err, errlen);
+		if (st != CRUX_ERR_EXIST)
+			break;
+	}
+	if (st != CRUX_OK) {
+		free(h);
+		return st;
+	}
+	h->f = h->map.base;
+	if (h->f->hdr.writer_pid != (uint32_t)pid || h->f->hdr.writer_start_time != start) {
+		crux_set_err(err, errlen, "%s names another process than its header", h->map.path);
+		crux_shm_unmap(&h->map);
+		free(h);
+		return CRUX_ERR_CORRUPT;
+	}
+	*out = h;
+	return CRUX_OK;
+}
+
+crux_status_t crux_prof_open_self(const char *dir, const struct crux_prof_identity *id,
+				  struct crux_prof_handle **out)
+{
+	char err[512];
+	crux_status_t st = crux_prof_open_self_ex(dir, id, out, err, sizeof(err));
+	if (st == CRUX_ERR_NOENT)
+		crux_info("profile record not created: %s", err);
+	else if (st != CRUX_OK)
+		crux_warn("profile record not created: %s", err);
+	return st;
+}
+
+static void touch(struct prof_file *f)
+{
+	atomic_fetch_add_explicit(&f->hdr.generation, 1, memory_order_release);
+	atomic_store_explicit(&f->hdr.heartbeat_ns, crux_now_ns(), memory_order_relaxed);
+}
+
+void crux_prof_publish_compute(struct crux_prof_handle *h, const struct crux_prof_compute *c)
+{
+	struct prof_compute_sec *s = &h->f->compute;
+	crux_seq_write_begin(&s->seq);
+	memcpy(&s->data, c, sizeof(*c));
+	s->data.device[sizeof(s->data.device) - 1] = '\0';
+	s->count++;
+	crux_seq_write_end(&s->seq);
+	touch(h->f);
+}
+
+void crux_prof_publish_net(struct crux_prof_handle *h, const struct crux_prof_net *n)
+{
+	struct prof_net_sec *s = &h->f->net;
+	uint32_t np = n->npeers < CRUX_PROF_MAX_PEERS ? n->npeers : CRUX_PROF_MAX_PEERS;
+	crux_seq_write_begin(&s->seq);
+	s->data.update_ns = n->update_ns;
+	s->data.npeers = np;
+	s->data.reserved = 0;
+	memcpy(s->data.peers, n->peers, np * sizeof(n->peers[0]));
+	s->count++;
+	crux_seq_write_end(&s->seq);
+	touch(h->f);
+}
+
+void crux_prof_close(struct crux_prof_handle *h)
+{
+	if (!h)
+		return;
+	crux_shm_unmap(&h->map);
+	free(h);
+}
+
+crux_status_t crux_prof_remove_self(const char *dir)
+{
+	char path[CRUX_PATH_MAX], name[96];
+	uint64_t start;
+	if (crux_proc_start_time(getpid(), &start) != CRUX_OK)
+		return CRUX_ERR_IO;
+	crux_prof_name(getpid(), start, name, sizeof(name));
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) >= sizeof(path))
+		return CRUX_ERR_INVAL;
+	if (unlink(path) != 0)
+		return errno == ENOENT ? CRUX_ERR_NOENT : CRUX_ERR_IO;
+	return CRUX_OK;
+}
+
+/* ---- reader side ---- */
+
+static bool addr_family_ok(const struct crux_addr *a, bool allow_none)
+{
+	return a->family == 4 || a->family == 6 || (allow_none && a->family == 0);
+}
+
+/*
+ * Validate a mapped (or buffered) record and take a consistent snapshot.
+ * With expect_pid > 0 the header must name that process.
+ */
+crux_status_t crux_prof_validate_buffer(const void *base, size_t size, pid_t expect_pid,
+					uint64_t expect_start, struct crux_prof_snapshot *out,
+					char *err, size_t errlen)
+{
+	const struct prof_file *f = base;
+	char why[256];
+	crux_status_t st = crux_shm_validate_ex(base, size, CRUX_PROF_MAGIC, CRUX_PROF_VERSION,
+						sizeof(struct prof_file), why, sizeof(why));
+	if (st != CRUX_OK) {
+		crux_set_err(err, errlen, "%s", why);
+		return st;
+	}
+	uint32_t wpid = __atomic_load_n(&f->hdr.writer_pid, __ATOMIC_RELAXED);
+	uint64_t wstart = __atomic_load_n(&f->hdr.writer_start_time, __ATOMIC_RELAXED);
+	if (expect_pid > 0 && (wpid != (uint32_t)expect_pid || wstart != expect_start)) {
+		crux_set_err(err, errlen,
+			     "header names process %u (start %" PRIu64 "), the file name %d (start "
+			     "%" PRIu64 ")",
+			     wpid, wstart, (int)expect_pid, expect_start);
+		return CRUX_ERR_CORRUPT;
+	}
+	if (wpid == 0 || wpid > INT32_MAX) {
+		crux_set_err(err, errlen, "header names no valid process (pid %u)", wpid);
+		return CRUX_ERR_CORRUPT;
+	}
+	/* Identity is written before publication and never changes: a plain copy. */
+	out->id = f->id;
+	if (!memchr(out->id.job_id, '\0', sizeof(out->id.job_id)) ||
+	    !memchr(out->id.hostname, '\0', sizeof(out->id.hostname)) ||
+	    !addr_family_ok(&out->id.host_addr, true)) {
+		crux_set_err(err, errlen, "identity has an unterminated string or a bad address");
+		return CRUX_ERR_CORRUPT;
+	}
+
+	uint64_t count = 0;
+	bool ok = false;
+	for (unsigned t = 0; t < PROF_READ_RETRIES && !ok; t++) {
+		uint64_t s = crux_seq_read_begin(&f->compute.seq);
+		if (s & 1u) {
+			cpu_relax();
+			continue;
+		}
+		count = __atomic_load_n(&f->compute.count, __ATOMIC_RELAXED);
+		memcpy(&out->compute, &f->compute.data, sizeof(out->compute));
+		ok = crux_seq_read_ok(&f->compute.seq, s);
+	}
+	if (!ok) {
+		crux_set_err(err, errlen, "compute section kept busy by its writer");
+		return CRUX_ERR_BUSY;
+	}
+	out->has_compute = count > 0;
+	if (!memchr(out->compute.device, '\0', sizeof(out->compute.device)) ||
+	    out->compute.timing_backend > CRUX_TIMING_CUPTI) {
+		crux_set_err(err, errlen, "compute section: unterminated device name or timing "
+			     "backend %u unknown",
+			     out->compute.timing_backend);
+		return CRUX_ERR_CORRUPT;
+	}
+
+	ok = false;
+	for (unsigned t = 0; t < PROF_READ_RETRIES && !ok; t++) {
+		uint64_t s = crux_seq_read_begin(&f->net.seq);
+		if (s & 1u) {
+			cpu_relax();
+			continue;
+		}
+		count = __atomic_load_n(&f->net.count, __ATOMIC_RELAXED);
+		uint32_t np = __atomic_load_n(&f->net.data.npeers, __ATOMIC_RELAXED);
+		out->net.update_ns = f->net.data.update_ns;
+		out->net.npeers = np;
+		out->net.reserved = 0;
+		/* Clamped copy; an out-of-range count is reported once consistent. */
+		uint32_t cp = np < CRUX_PROF_MAX_PEERS ? np : CRUX_PROF_MAX_PEERS;
+		memcpy(out->net.peers, f->net.data.peers, cp * sizeof(out->net.peers[0]));
+		memset(out->net.peers + cp, 0,
+		       (CRUX_PROF_MAX_PEERS - cp) * sizeof(out->net.peers[0]));
+		ok = crux_seq_read_ok(&f->net.seq, s);
+	}
+	if (!ok) {
+		crux_set_err(err, errlen, "net section kept busy by its writer");
+		return CRUX_ERR_BUSY;
+	}
+	out->has_net = count > 0;
+	if (out->net.npeers > CRUX_PROF_MAX_PEERS) {
+		crux_set_err(err, errlen, "net section: %u peers, at most %d",
+			     (unsigned)out->net.npeers, CRUX_PROF_MAX_PEERS);
+		return CRUX_ERR_CORRUPT;
+	}
+	for (uint32_t i = 0; i < out->net.npeers; i++) {
+		if (!addr_family_ok(&out->net.peers[i].peer, false)) {
+			crux_set_err(err, errlen, "net section: peer %u has address family %u",
+				     (unsigned)i, (unsigned)out->net.peers[i].peer.family);
+			return CRUX_ERR_CORRUPT;
+		}
+	}
+	out->pid = (pid_t)wpid;
+	out->start_time = wstart;
+	return CRUX_OK;
+}
+
+static crux_status_t prof_read(const char *dir, const char *name,
+			       struct crux_prof_snapshot *out, char *err, size_t errlen)
+{
+	pid_t pid;
+	uint64_t start;
+	struct crux_shm_map map;
+	char why[512];
+	crux_status_t st;
+
+	if (!crux_prof_parse_name(name, &pid, &start)) {
+		crux_set_err(err, errlen, "%s/%s: not a profile record name (" CRUX_PROF_PREFIX
+			     "<pid>-<starttime>" CRUX_PROF_SUFFIX ")",
+			     dir, name);
+		return CRUX_ERR_INVAL;
+	}
+	st = crux_shm_open_ex(dir, name, CRUX_PROF_MAGIC, CRUX_PROF_VERSION,
+			      sizeof(struct prof_file), false, &map, err, errlen);
+	if (st != CRUX_OK)
+		return st;
+	st = crux_prof_validate_buffer(map.base, map.size, pid, start, out, why, sizeof(why));
+	if (st != CRUX_OK)
+		crux_set_err(err, errlen, "%s: %s", map.path, why);
+	else
+		snprintf(out->file, sizeof(out->file), "%s", map.path);
+	crux_shm_unmap(&map);
+	return st;
+}
+
+crux_status_t crux_prof_read_ex(const char *dir, const char *name,
+				struct crux_prof_snapshot *out, char *err, size_t errlen)
+{
+	/* A private snapshot: 'out' is written only on success. */
+	struct crux_prof_snapshot *tmp = malloc(sizeof(*tmp));
+	if (!tmp)
+		return CRUX_ERR_NOMEM;
+	crux_status_t st = prof_read(dir, name, tmp, err, errlen);
+	if (st == CRUX_OK)
+		memcpy(out, tmp, sizeof(*out));
+	free(tmp);
+	return st;
+}
+
+crux_status_t crux_prof_read(const char *dir, const char *name, struct crux_prof_snapshot *out)
+{
+	char err[768];
+	crux_status_t st = crux_prof_read_ex(dir, name, out, err, sizeof(err));
+	if (st != CRUX_OK && st != CRUX_ERR_BUSY)
+		crux_warn("%s", err);
+	return st;
+}
+
+/* A key for "this file, this problem" so a bad record is logged once. */
+static uint64_t report_key(const char *dir, const char *name, crux_status_t st)
+{
+	char buf[CRUX_PATH_MAX + 16];
+	snprintf(buf, sizeof(buf), "%s/%s#%d", dir, name, (int)st);
+	return crux_job_key_of(buf);
+}
+
+/* Leftover ".tmp-<pid>-..." of a creator that died between create and publish. */
+static bool stale_temp(const char *name)
+{
+	int pid;
+	if (strncmp(name, ".tmp-", 5) != 0 || sscanf(name + 5, "%d-", &pid) != 1 || pid <= 0)
+		return false;
+	return kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+crux_status_t crux_prof_scan(const char *dir, unsigned flags, crux_prof_scan_fn fn, void *arg,
+			     struct crux_prof_scan_stats *stats)
+{
+	struct crux_prof_scan_stats s = {0, 0, 0, 0};
+	char err[768];
+	crux_status_t st = crux_shm_dir_check_ex(dir, false, err, sizeof(err));
+	if (st != CRUX_OK) {
+		if (crux_log_once_key(report_key(dir, "", st)))
+			crux_warn("profile scan: %s", err);
+		return st;
+	}
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return CRUX_ERR_IO;
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		close(dfd);
+		return CRUX_ERR_IO;
+	}
+	struct crux_prof_snapshot *snap = malloc(sizeof(*snap));
+	if (!snap) {
+		closedir(d);
+		return CRUX_ERR_NOMEM;
+	}
+	struct dirent *e;
+	st = CRUX_OK;
+	while ((e = readdir(d)) != NULL) {
+		const char *name = e->d_name;
+		pid_t pid;
+		uint64_t start;
+		if ((flags & CRUX_PROF_SCAN_REAP) && stale_temp(name)) {
+			unlinkat(dfd, name, 0);
+			continue;
+		}
+		if (strncmp(name, CRUX_PROF_PREFIX, sizeof(CRUX_PROF_PREFIX) - 1) != 0)
+			continue;
+		if (!crux_prof_parse_name(name, &pid, &start)) {
+			s.invalid++;
+			if (crux_log_once_key(report_key(dir, name, CRUX_ERR_INVAL)))
+				crux_warn("skipping %s/%s: not a profile record name (" CRUX_PROF_PREFIX
+					  "<pid>-<starttime>" CRUX_PROF_SUFFIX "); remove it",
+					  dir, name);
+			continue;
+		}
+		if ((flags & CRUX_PROF_SCAN_REAP) && !crux_proc_alive(pid, start)) {
+			if (unlinkat(dfd, name, 0) == 0) {
+				s.reaped++;
+				crux_info("removed %s/%s: process %d is gone", dir, name, (int)pid);
+			}
+			continue;
+		}
+		crux_status_t rs = prof_read(dir, name, snap, err, sizeof(err));
+		if (rs == CRUX_ERR_BUSY) {
+			s.busy++;
+			continue;
+		}
+		if (rs == CRUX_ERR_NOENT)
+			continue; /* removed since readdir */
+		if (rs != CRUX_OK) {
+			s.invalid++;
+			if (crux_log_once_key(report_key(dir, name, rs)))
+				crux_warn("skipping invalid profile record: %s", err);
+			continue;
+		}
+		s.valid++;
+		if (fn && fn(arg, snap) != 0)
+			break;
+	}
+	free(snap);
+	closedir(d);
+	if (stats)
+		*stats = s;
+	return st;
+}

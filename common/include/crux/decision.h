@@ -18,6 +18,7 @@
 #define CRUX_DECISION_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -142,7 +143,11 @@ bool crux_dt_is_stale(const struct crux_dt_reader *r, uint64_t now_ns);
 crux_status_t crux_dt_lookup(const struct crux_dt_reader *r, uint64_t job_key,
 			     const struct crux_addr *peer, struct crux_decision *out);
 
-/* Consistent copy of the whole table (allocates nothing; 'out' is large). */
+/*
+ * Consistent copy of the whole table (allocates nothing; 'out' is large).
+ * Entries are copied straight into 'out' and checked afterwards, so on an
+ * error 'out' may hold a partial copy: use it only on CRUX_OK.
+ */
 crux_status_t crux_dt_read_all(const struct crux_dt_reader *r, struct crux_dt_contents *out);
 
 /* ---- Writer (cruxd; cruxctl set/clear when no agent runs) ---- */
@@ -179,6 +184,40 @@ void crux_dt_heartbeat(struct crux_dt_writer *w);
 
 /* Release ownership; the table stays valid for readers. */
 void crux_dt_writer_close(struct crux_dt_writer *w);
+
+/* ---- Variants with an error message instead of a log line ---- */
+
+/*
+ * As the functions above, but nothing is logged: on failure 'err' (may be
+ * NULL) receives a message naming the file, the problem and the fix. The
+ * plugin uses these to report a missing or bad table once in NCCL's log.
+ */
+crux_status_t crux_dt_reader_open_ex(const char *dir, struct crux_dt_reader **out, char *err,
+				     size_t errlen);
+crux_status_t crux_dt_writer_open_ex(const char *dir, const struct crux_dt_settings *settings,
+				     struct crux_dt_writer **out, pid_t *holder_pid, char *err,
+				     size_t errlen);
+crux_status_t crux_dt_publish_ex(struct crux_dt_writer *w, const struct crux_dt_job *jobs,
+				 uint32_t njobs, const struct crux_dt_route *routes,
+				 uint32_t nroutes, char *err, size_t errlen);
+
+/* Size in bytes of a decision table file of this layout version. */
+size_t crux_dt_file_size(void);
+
+/*
+ * The readers' validation of a whole table image (header, settings, counts,
+ * indexes, entries) on memory of 'size' bytes, 8-byte aligned: what
+ * crux_dt_reader_open runs after mapping the file (fuzzing, tests).
+ */
+crux_status_t crux_dt_validate_mapped(const void *base, size_t size, char *err, size_t errlen);
+
+/*
+ * A reader over a table image in memory (validated as above; CRUX_ERR_BUSY
+ * at validation is accepted as for files). The buffer must outlive the
+ * reader; crux_dt_reader_close does not free it.
+ */
+crux_status_t crux_dt_reader_open_buffer(const void *base, size_t size,
+					 struct crux_dt_reader **out, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

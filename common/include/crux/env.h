@@ -62,6 +62,11 @@ crux_status_t crux_parse_int(const char *name, const char *value, long long min,
 			     long long *out, char *err, size_t errlen);
 crux_status_t crux_parse_double(const char *name, const char *value, double min, double max,
 				double *out, char *err, size_t errlen);
+crux_status_t crux_parse_bool(const char *name, const char *value, bool *out, char *err,
+			      size_t errlen);
+crux_status_t crux_parse_duration_ns(const char *name, const char *value, uint64_t min_ns,
+				     uint64_t max_ns, uint64_t default_unit_ns, uint64_t *out,
+				     char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -58,6 +58,17 @@ struct crux_rank_info {
 crux_status_t crux_job_identity_derive(crux_getenv_fn fn, void *arg,
 				       struct crux_job_identity *out);
 
+/*
+ * Same, without logging: a bad CRUX_JOB_ID (more than 59 characters, or a
+ * space or non-printable byte) gives CRUX_ERR_INVAL and a message in err.
+ * Launcher-derived ids longer than CRUX_JOB_ID_LEN-1 keep their head and end
+ * in "~<16 hex digits>" (a hash of the whole id); bytes outside 0x21..0x7e
+ * become '_'. The key is crux_job_key_of(id) of that final id.
+ */
+crux_status_t crux_job_identity_derive_ex(crux_getenv_fn fn, void *arg,
+					  struct crux_job_identity *out, char *err,
+					  size_t errlen);
+
 /* Rank info from RANK/WORLD_SIZE/LOCAL_RANK, SLURM_PROCID/.., OMPI_COMM_WORLD_*, PMI_RANK/PMIX_RANK. */
 crux_status_t crux_rank_info_derive(crux_getenv_fn fn, void *arg, struct crux_rank_info *out);
 

@@ -11,6 +11,11 @@
 #define CRUX_LOG_H
 
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "crux/env.h"
 
 #include "crux/status.h"
 
@@ -35,6 +40,22 @@ typedef void (*crux_log_sink_fn)(void *arg, enum crux_log_level level, const cha
  * 'component' prefixes stderr lines ("cruxd", "crux-plugin", ...).
  */
 crux_status_t crux_log_init(const char *component);
+
+/*
+ * Parse CRUX_LOG_LEVEL through fn (NULL = getenv) without touching the log
+ * context (unset: warn). On a bad value CRUX_ERR_INVAL and a message in err.
+ */
+crux_status_t crux_log_parse_level(crux_getenv_fn fn, void *arg, enum crux_log_level *out,
+				   char *err, size_t errlen);
+
+/*
+ * True the first time 'key' (e.g. a hash of a file name and a status) is
+ * seen by this process, false afterwards: "log once per thing" across calls.
+ * Remembers the last 256 keys (bounded memory; an old key may log again).
+ */
+bool crux_log_once_key(uint64_t key);
+/* Forget every key (tests). */
+void crux_log_once_reset(void);
 
 /* Replace the sink (NULL restores stderr). */
 void crux_log_set_sink(crux_log_sink_fn sink, void *arg);

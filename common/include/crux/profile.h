@@ -16,6 +16,7 @@
 #define CRUX_PROFILE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -23,6 +24,7 @@
 #include "crux/decision.h"
 #include "crux/jobid.h"
 #include "crux/seqlock.h"
+#include "crux/shm.h"
 #include "crux/status.h"
 
 #ifdef __cplusplus
@@ -162,6 +164,42 @@ crux_status_t crux_prof_scan(const char *dir, unsigned flags, crux_prof_scan_fn 
 
 /* Read one record file by name (cruxctl, tests). */
 crux_status_t crux_prof_read(const char *dir, const char *name, struct crux_prof_snapshot *out);
+
+/* ---- Additions ---- */
+
+/*
+ * Variants that do not log; 'err' (may be NULL) gets the message. open_self
+ * returns CRUX_ERR_NOENT while the directory does not exist (the agent
+ * creates it; training processes never do) and CRUX_ERR_PERM when this
+ * process may not create files there.
+ */
+crux_status_t crux_prof_open_self_ex(const char *dir, const struct crux_prof_identity *id,
+				     struct crux_prof_handle **out, char *err, size_t errlen);
+crux_status_t crux_prof_read_ex(const char *dir, const char *name,
+				struct crux_prof_snapshot *out, char *err, size_t errlen);
+
+/* Remove this process's record (clean exit); CRUX_ERR_NOENT if there is none. */
+crux_status_t crux_prof_remove_self(const char *dir);
+
+/* "prof-<pid>-<starttime>.rec" into buf; returns what snprintf returns. */
+int crux_prof_name(pid_t pid, uint64_t start_time, char *buf, size_t len);
+/* Strict parse of a record name (decimal, no leading zeros); false if not one. */
+bool crux_prof_parse_name(const char *name, pid_t *pid, uint64_t *start_time);
+
+/* Size in bytes of a profile record file of this layout version. */
+size_t crux_prof_file_size(void);
+
+/*
+ * The readers' validation on a record image of 'size' bytes (8-byte aligned):
+ * header, identity, both sections (consistent copies, bounds). With
+ * expect_pid > 0 the header must name that pid and start time (as the file
+ * name does). Fills 'out' except out->file; 'out' is scratch space here and
+ * holds a valid snapshot only when CRUX_OK is returned. Used by
+ * crux_prof_read (through a private copy) and the fuzz target.
+ */
+crux_status_t crux_prof_validate_buffer(const void *base, size_t size, pid_t expect_pid,
+					uint64_t expect_start, struct crux_prof_snapshot *out,
+					char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

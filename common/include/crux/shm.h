@@ -92,6 +92,31 @@ crux_status_t crux_shm_validate(const void *buf, size_t avail, uint32_t magic,
 
 void crux_shm_unmap(struct crux_shm_map *map);
 
+/*
+ * Variants that do not log: on failure they write a message naming the file,
+ * the problem and the fix into 'err' (may be NULL) for the caller to log
+ * once (the plugin retries opens and must not flood NCCL's log). The plain
+ * functions above log that message themselves (NOENT only at debug level).
+ */
+crux_status_t crux_shm_dir_check_ex(const char *dir, bool create, char *err, size_t errlen);
+crux_status_t crux_shm_open_ex(const char *dir, const char *name, uint32_t magic,
+			       uint16_t layout_version, size_t size, bool writable,
+			       struct crux_shm_map *out, char *err, size_t errlen);
+crux_status_t crux_shm_validate_ex(const void *buf, size_t avail, uint32_t magic,
+				   uint16_t layout_version, size_t expected_size, char *err,
+				   size_t errlen);
+
+/*
+ * Called by crux_shm_create_ex on the mapped, zero-filled file after the
+ * header is set and before the file is published under its name: fields
+ * written here (e.g. a record's fixed identity) are never seen half-written.
+ */
+typedef void (*crux_shm_init_fn)(void *base, void *arg);
+crux_status_t crux_shm_create_ex(const char *dir, const char *name, uint32_t magic,
+				 uint16_t layout_version, size_t size, mode_t mode, bool exclusive,
+				 crux_shm_init_fn init, void *init_arg, struct crux_shm_map *out,
+				 char *err, size_t errlen);
+
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t crux_now_ns(void);
 

@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The agent's status record: what cruxd computed (per-job intensity I,
+ * correction k, priority P, level, chosen paths; probed paths per peer;
+ * applied overrides), for cruxctl. A pointer-free record file in the
+ * shared-memory directory (CRUXD_STATUS_FILE, mode 0644) with its own magic
+ * and layout version, written only by cruxd under a seqlock; the common
+ * header's heartbeat says whether the agent is alive.
+ */
+#ifndef CRUX_AGENT_STATUS_H
+#define CRUX_AGENT_STATUS_H
+
+#include <stdint.h>
+
+#include "crux/addr.h"
+#include "crux/decision.h"
+#include "crux/jobid.h"
+#include "crux/seqlock.h"
+#include "crux/shm.h"
+#include "crux/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CRUXD_STATUS_FILE "agent.status"
+#define CRUXD_STATUS_MAGIC 0x41585243u /* "CRXA" little-endian */
+#define CRUXD_STATUS_VERSION 1
+#define CRUXD_STATUS_MAX_JOBS CRUX_DT_MAX_JOBS
+#define CRUXD_STATUS_JOB_HOSTS 8
+#define CRUXD_STATUS_JOB_PATHS 8
+#define CRUXD_STATUS_MAX_PEERS 256
+#define CRUXD_STATUS_PEER_PATHS 16
+
+struct cruxd_status_path {
+	struct crux_addr src;  /* host the traffic leaves */
+	struct crux_addr dst;  /* peer host */
+	uint16_t path_id;      /* scheduler's path between the two hosts */
+	uint8_t nports;        /* ports the prober found for it (0: none yet) */
+	uint8_t reserved;
+	double bytes_per_iter; /* traffic of this host pair */
+};
+
+struct cruxd_status_job {
+	uint64_t job_key;
+	char job_id[CRUX_JOB_ID_LEN];
+	uint32_t nranks;
+	uint32_t nhosts;
+	struct crux_addr hosts[CRUXD_STATUS_JOB_HOSTS];
+	double iter_time_s; /* per iteration, mean over ranks */
+	double compute_s;
+	double comm_s;
+	double overlap_s;
+	double stall_s;
+	double work;        /* W: compute seconds per iteration summed over ranks */
+	double comm_time_s; /* t: bottleneck-link transfer time per iteration */
+	double intensity;   /* I = W / t */
+	double k;           /* correction factor */
+	double priority;    /* P = k * I */
+	double bytes_per_iter;
+	uint64_t profiling_left_ms; /* while profiling: time left in the window */
+	uint8_t level;
+	uint8_t state; /* enum crux_job_state */
+	uint8_t clamped; /* some rank's record had absurd values */
+	uint8_t npaths;
+	uint32_t reserved;
+	struct cruxd_status_path paths[CRUXD_STATUS_JOB_PATHS];
+};
+
+struct cruxd_status_peer_path {
+	struct crux_addr hop;
+	uint8_t nports;
+	uint8_t reserved;
+	uint16_t ports[CRUX_ROUTE_MAX_PORTS];
+};
+
+struct cruxd_status_peer {
+	struct crux_addr peer;
+	uint8_t state; /* enum cruxd_probe_state */
+	uint8_t npaths;
+	uint16_t reserved;
+	uint32_t failures;
+	uint64_t age_ms; /* since the last successful probe run; UINT64_MAX never */
+	struct cruxd_status_peer_path paths[CRUXD_STATUS_PEER_PATHS];
+};
+
+struct cruxd_status_body {
+	uint32_t agent_pid;
+	uint32_t nlevels;
+	uint64_t overrides_seq; /* last overrides file sequence applied */
+	uint64_t passes;
+	uint64_t reschedules;
+	uint64_t last_pass_ns;  /* duration of the last pass */
+	uint64_t interval_ns;
+	uint64_t profile_window_ns;
+	uint64_t table_generation;
+	uint32_t records_valid;
+	uint32_t records_invalid;
+	uint32_t records_busy;
+	uint32_t records_reaped;
+	uint32_t nhosts_topology; /* 0: single-host view */
+	uint32_t njobs;
+	uint32_t npeers;
+	uint32_t reserved;
+	char topology[CRUX_PATH_MAX];
+	char overrides_error[256]; /* why the last overrides file was refused; empty if fine */
+	struct cruxd_status_job jobs[CRUXD_STATUS_MAX_JOBS];
+	struct cruxd_status_peer peers[CRUXD_STATUS_MAX_PEERS];
+};
+
+struct cruxd_status_file {
+	struct crux_shm_header hdr;
+	crux_seq_t seq;
+	uint64_t pad[7];
+	struct cruxd_status_body body;
+};
+
+struct cruxd_status_writer;
+
+/* Create (replace) the status record. */
+crux_status_t cruxd_status_writer_open(const char *dir, struct cruxd_status_writer **out);
+/* Publish a body (only the first njobs/npeers entries are copied). */
+void cruxd_status_publish(struct cruxd_status_writer *w, const struct cruxd_status_body *b);
+/* Heartbeat only. */
+void cruxd_status_heartbeat(struct cruxd_status_writer *w);
+/* Close; with 'remove', unlink the file (clean shutdown). */
+void cruxd_status_writer_close(struct cruxd_status_writer *w, bool remove);
+
+/*
+ * Read a consistent copy. CRUX_ERR_NOENT when no agent ever ran here;
+ * *heartbeat_ns and *pid (may be NULL) tell whether it is alive.
+ */
+crux_status_t cruxd_status_read(const char *dir, struct cruxd_status_body *out,
+				uint64_t *heartbeat_ns);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CRUX_AGENT_STATUS_H */

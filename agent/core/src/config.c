@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* cruxd configuration from CRUX_ variables, parsed strictly. */
+#include <stdio.h>
+#include <string.h>
+
+#include "crux/agent.h"
+
+#define SEC 1000000000ull
+
+crux_status_t cruxd_parse_level_list(const char *name, const char *text, uint32_t n, long min,
+				     long max, long *out, char *err, size_t errlen)
+{
+	long vals[CRUX_MAX_LEVELS];
+	const char *p = text;
+	uint32_t k = 0;
+
+	if (!text || !*text)
+		goto bad;
+	for (;;) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		char item[24];
+		long long v;
+
+		if (len == 0 || len >= sizeof(item) || k >= n || k >= CRUX_MAX_LEVELS)
+			goto bad;
+		memcpy(item, p, len);
+		item[len] = '\0';
+		if (crux_parse_int(name, item, min, max, &v, NULL, 0) != CRUX_OK)
+			goto bad;
+		vals[k++] = (long)v;
+		if (!comma)
+			break;
+		p = comma + 1;
+	}
+	if (k != n)
+		goto bad;
+	memcpy(out, vals, n * sizeof(long));
+	return CRUX_OK;
+bad:
+	if (err && errlen)
+		snprintf(err, errlen,
+			 "%s='%s' is not valid: expected %u comma-separated integers in [%ld, %ld], "
+			 "one per level from level 0 (CRUX_LEVELS=%u)",
+			 name, text ? text : "", n, min, max, n);
+	return CRUX_ERR_INVAL;
+}
+
+static crux_status_t level_list(crux_getenv_fn fn, void *arg, const char *name, uint32_t n,
+				long min, long max, long *out, bool *given, char *err,
+				size_t errlen)
+{
+	const char *v = crux_env_get(fn, arg, name);
+
+	*given = v != NULL;
+	if (!v)
+		return CRUX_OK;
+	return cruxd_parse_level_list(name, v, n, min, max, out, err, errlen);
+}
+
+crux_status_t cruxd_config_env(crux_getenv_fn fn, void *arg, struct cruxd_config *out, char *err,
+			       size_t errlen)
+{
+	struct cruxd_config c;
+	long dscp[CRUX_MAX_LEVELS], prio[CRUX_MAX_LEVELS], sl[CRUX_MAX_LEVELS];
+	bool gd, gp, gs, b;
+	long long v;
+	const char *topo;
+	crux_status_t st;
+
+	memset(&c, 0, sizeof(c));
+	st = crux_shm_dir(fn, arg, c.shm_dir, sizeof(c.shm_dir));
+	if (st != CRUX_OK) {
+		if (err && errlen)
+			snprintf(err, errlen,
+				 "CRUX_SHM_DIR is not valid: expected an absolute path shorter than "
+				 "%d bytes",
+				 CRUX_PATH_MAX);
+		return st;
+	}
+	topo = crux_env_get(fn, arg, "CRUX_TOPOLOGY");
+	if (topo) {
+		if (strlen(topo) >= sizeof(c.topology)) {
+			if (err && errlen)
+				snprintf(err, errlen, "CRUX_TOPOLOGY is longer than %d bytes",
+					 CRUX_PATH_MAX - 1);
+			return CRUX_ERR_INVAL;
+		}
+		strcpy(c.topology, topo);
+	}
+	st = crux_env_int(fn, arg, "CRUX_LEVELS", CRUX_DEFAULT_LEVELS, 1, CRUX_MAX_LEVELS, &v, err,
+			  errlen);
+	if (st != CRUX_OK)
+		return st;
+	crux_dt_settings_default((uint32_t)v, &c.settings);
+	st = level_list(fn, arg, "CRUX_LEVEL_DSCP", c.settings.nlevels, 0, 63, dscp, &gd, err,
+			errlen);
+	if (st == CRUX_OK)
+		st = level_list(fn, arg, "CRUX_LEVEL_PRIO", c.settings.nlevels, 0, 15, prio, &gp,
+				err, errlen);
+	if (st == CRUX_OK)
+		st = level_list(fn, arg, "CRUX_LEVEL_SL", c.settings.nlevels, 0, 15, sl, &gs, err,
+				errlen);
+	if (st != CRUX_OK)
+		return st;
+	for (uint32_t l = 0; l < c.settings.nlevels; l++) {
+		if (gd)
+			c.settings.levels[l].dscp = (uint8_t)dscp[l];
+		if (gp)
+			c.settings.levels[l].sock_prio = (int32_t)prio[l];
+		if (gs)
+			c.settings.levels[l].ib_sl = (uint8_t)sl[l];
+	}
+	st = crux_env_int(fn, arg, "CRUX_DEFAULT_LEVEL", 0, 0, c.settings.nlevels - 1, &v, err,
+			  errlen);
+	if (st != CRUX_OK)
+		return st;
+	c.settings.default_level = (uint32_t)v;
+	st = crux_env_duration_ns(fn, arg, "CRUX_HEARTBEAT_TIMEOUT",
+				  CRUX_DT_DEFAULT_HEARTBEAT_TIMEOUT_NS, SEC / 10, 3600 * SEC, SEC,
+				  &c.settings.heartbeat_timeout_ns, err, errlen);
+	if (st != CRUX_OK)
+		return st;
+	st = crux_dt_settings_validate(&c.settings, err, errlen);
+	if (st != CRUX_OK)
+		return st;
+	st = crux_env_duration_ns(fn, arg, "CRUX_AGENT_INTERVAL", SEC, SEC / 100, 60 * SEC, SEC,
+				  &c.interval_ns, err, errlen);
+	if (st != CRUX_OK)
+		return st;
+	if (c.interval_ns * 3 > c.settings.heartbeat_timeout_ns) {
+		if (err && errlen)
+			snprintf(err, errlen,
+				 "CRUX_AGENT_INTERVAL (%llu ms) must be at most a third of "
+				 "CRUX_HEARTBEAT_TIMEOUT (%llu ms) so the heartbeat never goes stale "
+				 "while the agent runs",
+				 (unsigned long long)(c.interval_ns / 1000000),
+				 (unsigned long long)(c.settings.heartbeat_timeout_ns / 1000000));
+		return CRUX_ERR_INVAL;
+	}
+	st = crux_env_duration_ns(fn, arg, "CRUX_PROFILE_WINDOW", 30 * SEC, SEC / 100, 3600 * SEC,
+				  SEC, &c.profile_window_ns, err, errlen);
+	if (st != CRUX_OK)
+		return st;
+	st = crux_env_double(fn, arg, "CRUX_AGENT_CHANGE", 0.25, 0.01, 100.0, &c.change_threshold,
+			     err, errlen);
+	if (st != CRUX_OK)
+		return st;
+	st = crux_env_duration_ns(fn, arg, "CRUX_AGENT_HOLD", 10 * SEC, 0, 3600 * SEC, SEC,
+				  &c.hold_ns, err, errlen);
+	if (st != CRUX_OK)
+		return st;
+	st = crux_env_double(fn, arg, "CRUX_AGENT_LINK_GBPS", 100.0, 0.001, 100000.0, &c.link_gbps,
+			     err, errlen);
+	if (st != CRUX_OK)
+		return st;
+	st = crux_env_double(fn, arg, "CRUX_AGENT_MAX_ITER", 3600.0, 0.001, 86400.0, &c.max_iter_s,
+			     err, errlen);
+	if (st != CRUX_OK)
+		return st;
+	st = crux_env_int(fn, arg, "CRUX_AGENT_SEED", 1, 0, INT64_MAX, &v, err, errlen);
+	if (st != CRUX_OK)
+		return st;
+	c.seed = (uint64_t)v;
+	st = crux_env_bool(fn, arg, "CRUX_PROBE", true, &b, err, errlen);
+	if (st != CRUX_OK)
+		return st;
+	c.probe = b;
+	cruxd_probe_cache_config_default(&c.probe_cfg);
+	st = cruxd_probe_cache_config_env(fn, arg, &c.probe_cfg, err, errlen);
+	if (st != CRUX_OK)
+		return st;
+	*out = c;
+	return CRUX_OK;
+}

@@ -1,0 +1,745 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* cruxctl status / top: gather and render. */
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "show.h"
+
+static const char *state_name(unsigned s)
+{
+	switch (s) {
+	case CRUX_JOB_PROFILING: return "profiling";
+	case CRUX_JOB_SCHEDULED: return "scheduled";
+	case CRUX_JOB_OVERRIDDEN: return "overridden";
+	default: return "?";
+	}
+}
+
+static const char *probe_state_name(unsigned s)
+{
+	switch (s) {
+	case CRUXD_PROBE_NONE: return "pending";
+	case CRUXD_PROBE_OK: return "ok";
+	case CRUXD_PROBE_FAILED: return "failed";
+	default: return "?";
+	}
+}
+
+static const char *backend_name(unsigned b)
+{
+	static const char *const n[] = {"none", "host", "events", "cupti"};
+	return b < 4 ? n[b] : "?";
+}
+
+static int scan_cb(void *arg, const struct crux_prof_snapshot *s)
+{
+	struct view *v = arg;
+
+	if (v->nrecs == v->caprecs) {
+		size_t nc = v->caprecs ? v->caprecs * 2 : 16;
+		struct crux_prof_snapshot *n = realloc(v->recs, nc * sizeof(*n));
+		if (!n)
+			return 1;
+		v->recs = n;
+		v->caprecs = nc;
+	}
+	v->recs[v->nrecs++] = *s;
+	return 0;
+}
+
+crux_status_t view_load(struct view *v, const char *dir)
+{
+	struct crux_dt_reader *r = NULL;
+
+	memset(v, 0, sizeof(*v));
+	snprintf(v->dir, sizeof(v->dir), "%s", dir);
+	v->table = calloc(1, sizeof(*v->table));
+	v->agent = calloc(1, sizeof(*v->agent));
+	if (!v->table || !v->agent)
+		return CRUX_ERR_NOMEM;
+	v->table_st = crux_dt_reader_open(dir, &r);
+	v->now_ns = crux_now_ns();
+	if (v->table_st == CRUX_OK) {
+		v->table_st = crux_dt_read_all(r, v->table);
+		v->table_hb_age_ns = crux_dt_heartbeat_age(r, v->now_ns);
+		v->table_stale = crux_dt_is_stale(r, v->now_ns);
+		crux_dt_reader_close(r);
+	}
+	v->agent_st = cruxd_status_read(dir, v->agent, &v->agent_hb_age_ns);
+	if (v->agent_st == CRUX_OK) {
+		uint64_t timeout = v->table_st == CRUX_OK ? v->table->settings.heartbeat_timeout_ns
+							  : CRUX_DT_DEFAULT_HEARTBEAT_TIMEOUT_NS;
+		uint64_t hb = v->agent_hb_age_ns;
+		v->agent_hb_age_ns = hb && hb <= v->now_ns ? v->now_ns - hb : UINT64_MAX;
+		v->agent_alive = v->agent_hb_age_ns < timeout &&
+				 kill((pid_t)v->agent->agent_pid, 0) == 0;
+	}
+	v->scan_st = crux_prof_scan(dir, 0, scan_cb, v, &v->scan);
+	return CRUX_OK;
+}
+
+void view_free(struct view *v)
+{
+	free(v->table);
+	free(v->agent);
+	free(v->recs);
+	memset(v, 0, sizeof(*v));
+}
+
+static const struct cruxd_status_job *agent_job(const struct view *v, uint64_t key)
+{
+	if (v->agent_st != CRUX_OK)
+		return NULL;
+	for (uint32_t i = 0; i < v->agent->njobs; i++)
+		if (v->agent->jobs[i].job_key == key)
+			return &v->agent->jobs[i];
+	return NULL;
+}
+
+static const struct crux_dt_job *table_job(const struct view *v, uint64_t key)
+{
+	if (v->table_st != CRUX_OK)
+		return NULL;
+	for (uint32_t i = 0; i < v->table->njobs; i++)
+		if (v->table->jobs[i].job_key == key)
+			return &v->table->jobs[i];
+	return NULL;
+}
+
+/* One row per job: the agent's view if it runs, else aggregated from the records. */
+struct row {
+	uint64_t key;
+	char id[CRUX_JOB_ID_LEN];
+	uint32_t ranks, hosts;
+	double iter, compute, comm, overlap, stall, I, k, P;
+	bool have_metrics, have_sched;
+	int level, state; /* -1 unknown */
+	const struct cruxd_status_job *aj;
+};
+
+static size_t collect_rows(const struct view *v, struct row **out)
+{
+	size_t n = 0, cap = 16;
+	struct row *rows = malloc(cap * sizeof(*rows));
+
+#define ADD_KEY(K, ID)                                                                             \
+	do {                                                                                       \
+		bool found = false;                                                                \
+		for (size_t q = 0; q < n && !found; q++)                                           \
+			found = rows[q].key == (K);                                                \
+		if (!found) {                                                                      \
+			if (n == cap) {                                                            \
+				struct row *nr = realloc(rows, cap * 2 * sizeof(*rows));           \
+				if (!nr)                                                           \
+					goto done;                                                 \
+				rows = nr;                                                         \
+				cap *= 2;                                                          \
+			}                                                                          \
+			memset(&rows[n], 0, sizeof(rows[n]));                                      \
+			rows[n].key = (K);                                                         \
+			snprintf(rows[n].id, sizeof(rows[n].id), "%s", (ID));                      \
+			rows[n].level = rows[n].state = -1;                                        \
+			n++;                                                                       \
+		}                                                                                  \
+	} while (0)
+
+	if (!rows)
+		return 0;
+	if (v->agent_st == CRUX_OK)
+		for (uint32_t i = 0; i < v->agent->njobs; i++)
+			ADD_KEY(v->agent->jobs[i].job_key, v->agent->jobs[i].job_id);
+	if (v->table_st == CRUX_OK)
+		for (uint32_t i = 0; i < v->table->njobs; i++)
+			ADD_KEY(v->table->jobs[i].job_key, v->table->jobs[i].job_id);
+	for (size_t i = 0; i < v->nrecs; i++)
+		ADD_KEY(v->recs[i].id.job_key, v->recs[i].id.job_id);
+done:
+	for (size_t i = 0; i < n; i++) {
+		struct row *r = &rows[i];
+		const struct cruxd_status_job *aj = agent_job(v, r->key);
+		const struct crux_dt_job *tj = table_job(v, r->key);
+		uint32_t nc = 0;
+
+		r->aj = aj;
+		if (tj) {
+			r->level = tj->level;
+			r->state = tj->state;
+		}
+		if (aj) {
+			r->ranks = aj->nranks;
+			r->hosts = aj->nhosts;
+			r->iter = aj->iter_time_s;
+			r->compute = aj->compute_s;
+			r->comm = aj->comm_s;
+			r->overlap = aj->overlap_s;
+			r->stall = aj->stall_s;
+			r->I = aj->intensity;
+			r->k = aj->k;
+			r->P = aj->priority;
+			r->have_metrics = true;
+			r->have_sched = aj->state == CRUX_JOB_SCHEDULED;
+			if (!tj) {
+				r->level = aj->level;
+				r->state = aj->state;
+			}
+			continue;
+		}
+		for (size_t q = 0; q < v->nrecs; q++) {
+			const struct crux_prof_snapshot *s = &v->recs[q];
+			if (s->id.job_key != r->key)
+				continue;
+			r->ranks++;
+			if (s->has_compute) {
+				nc++;
+				r->iter += s->compute.iter_time_s;
+				r->compute += s->compute.compute_s;
+				r->comm += s->compute.comm_s;
+				r->overlap += s->compute.overlap_s;
+				r->stall += s->compute.stall_s;
+			}
+		}
+		if (nc) {
+			r->iter /= nc;
+			r->compute /= nc;
+			r->comm /= nc;
+			r->overlap /= nc;
+			r->stall /= nc;
+			r->have_metrics = true;
+		}
+		{
+			/* distinct hosts among the records */
+			uint32_t h = 0;
+			for (size_t q = 0; q < v->nrecs; q++) {
+				bool dup = false;
+				if (v->recs[q].id.job_key != r->key)
+					continue;
+				for (size_t p = 0; p < q && !dup; p++)
+					dup = v->recs[p].id.job_key == r->key &&
+					      crux_addr_equal(&v->recs[p].id.host_addr,
+							      &v->recs[q].id.host_addr) &&
+					      !strcmp(v->recs[p].id.hostname, v->recs[q].id.hostname);
+				h += !dup;
+			}
+			r->hosts = h;
+		}
+	}
+	*out = rows;
+	return n;
+#undef ADD_KEY
+}
+
+static void fmt_age(uint64_t ns, char *buf, size_t len)
+{
+	if (ns == UINT64_MAX)
+		snprintf(buf, len, "never");
+	else
+		snprintf(buf, len, "%.1f s ago", (double)ns / 1e9);
+}
+
+static void fmt_num(double v, bool have, char *buf, size_t len)
+{
+	if (!have)
+		snprintf(buf, len, "-");
+	else if (v != 0 && (fabs(v) >= 1e5 || fabs(v) < 1e-3))
+		snprintf(buf, len, "%.2e", v);
+	else
+		snprintf(buf, len, "%.3f", v);
+}
+
+static void job_paths(const struct view *v, const struct row *r, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = '\0';
+	if (r->aj) {
+		for (uint8_t p = 0; p < r->aj->npaths && off + 1 < len; p++) {
+			char d[CRUX_ADDR_STRLEN];
+			crux_addr_format(&r->aj->paths[p].dst, d, sizeof(d));
+			off += (size_t)snprintf(buf + off, len - off, "%s%s:%u(%u)", off ? " " : "", d,
+						r->aj->paths[p].path_id, r->aj->paths[p].nports);
+		}
+	} else if (v->table_st == CRUX_OK) {
+		for (uint32_t i = 0; i < v->table->nroutes && off + 1 < len; i++) {
+			const struct crux_dt_route *rt = &v->table->routes[i];
+			char d[CRUX_ADDR_STRLEN];
+			if (rt->job_key != r->key)
+				continue;
+			crux_addr_format(&rt->peer, d, sizeof(d));
+			off += (size_t)snprintf(buf + off, len - off, "%s%s:%u(%u)", off ? " " : "", d,
+						rt->path_id, rt->nports);
+		}
+	}
+	if (!buf[0])
+		snprintf(buf, len, "-");
+}
+
+void view_text(const struct view *v, FILE *f, bool compact)
+{
+	struct row *rows = NULL;
+	size_t n;
+	char age[32];
+
+	if (v->table_st == CRUX_OK) {
+		const struct crux_dt_settings *s = &v->table->settings;
+		fmt_age(v->table_hb_age_ns, age, sizeof(age));
+		fprintf(f,
+			"decision table  %s/%s  generation %llu  heartbeat %s (%s, timeout %.1f s)  "
+			"writer pid %d\n",
+			v->dir, CRUX_DT_FILE, (unsigned long long)v->table->generation, age,
+			v->table_stale ? "STALE: readers use defaults" : "fresh",
+			(double)s->heartbeat_timeout_ns / 1e9, (int)v->table->writer_pid);
+		fprintf(f, "levels %u (default %u):", s->nlevels, s->default_level);
+		for (uint32_t l = 0; l < s->nlevels && l < CRUX_MAX_LEVELS; l++)
+			fprintf(f, "  L%u dscp %u prio %d sl %u", l, s->levels[l].dscp,
+				s->levels[l].sock_prio, s->levels[l].ib_sl);
+		fprintf(f, "\n");
+	} else {
+		fprintf(f, "decision table  %s/%s  %s\n", v->dir, CRUX_DT_FILE,
+			v->table_st == CRUX_ERR_NOENT ? "absent (plugins use defaults)"
+						      : crux_status_str(v->table_st));
+	}
+	if (v->agent_st == CRUX_OK) {
+		fmt_age(v->agent_hb_age_ns, age, sizeof(age));
+		fprintf(f,
+			"agent           pid %u %s  heartbeat %s  passes %llu  last pass %.2f ms  "
+			"reschedules %llu  overrides seq %llu  topology %s\n",
+			v->agent->agent_pid, v->agent_alive ? "running" : "NOT RUNNING", age,
+			(unsigned long long)v->agent->passes, (double)v->agent->last_pass_ns / 1e6,
+			(unsigned long long)v->agent->reschedules,
+			(unsigned long long)v->agent->overrides_seq,
+			v->agent->topology[0] ? v->agent->topology : "none (single-host view)");
+		if (v->agent->overrides_error[0])
+			fprintf(f, "                overrides file refused: %s\n",
+				v->agent->overrides_error);
+	} else {
+		fprintf(f, "agent           not running\n");
+	}
+	fprintf(f, "records         %u valid, %u invalid, %u busy\n\n", v->scan.valid,
+		v->scan.invalid, v->scan.busy);
+
+	n = collect_rows(v, &rows);
+	fprintf(f, "%-24s %-18s %5s %5s %8s %8s %8s %8s %8s %9s %6s %9s %5s %-10s %s\n", "JOB", "KEY",
+		"RANKS", "HOSTS", "ITER(s)", "COMPUTE", "COMM", "OVERLAP", "STALL", "I", "k", "P",
+		"LEVEL", "STATE", "PATHS peer:path(ports)");
+	for (size_t i = 0; i < n; i++) {
+		const struct row *r = &rows[i];
+		char it[16], cp[16], cm[16], ov[16], st[16], I[16], k[16], P[16], lv[8];
+		char paths[256];
+
+		fmt_num(r->iter, r->have_metrics, it, sizeof(it));
+		fmt_num(r->compute, r->have_metrics, cp, sizeof(cp));
+		fmt_num(r->comm, r->have_metrics, cm, sizeof(cm));
+		fmt_num(r->overlap, r->have_metrics, ov, sizeof(ov));
+		fmt_num(r->stall, r->have_metrics, st, sizeof(st));
+		fmt_num(r->I, r->have_sched, I, sizeof(I));
+		fmt_num(r->k, r->have_sched, k, sizeof(k));
+		fmt_num(r->P, r->have_sched, P, sizeof(P));
+		snprintf(lv, sizeof(lv), "%s", "dflt");
+		if (r->level >= 0 && r->level < 100)
+			snprintf(lv, sizeof(lv), "%d", r->level % 100);
+		job_paths(v, r, paths, sizeof(paths));
+		fprintf(f, "%-24.24s 0x%016llx %5u %5u %8s %8s %8s %8s %8s %9s %6s %9s %5s %-10s %s\n",
+			r->id[0] ? r->id : "-", (unsigned long long)r->key, r->ranks, r->hosts, it,
+			cp, cm, ov, st, I, k, P, lv, r->state >= 0 ? state_name((unsigned)r->state)
+								 : "untabled",
+			paths);
+	}
+	free(rows);
+	if (compact)
+		return;
+
+	if (v->table_st == CRUX_OK && v->table->nroutes) {
+		fprintf(f, "\nroutes\n%-18s %-40s %6s  %s\n", "KEY", "PEER", "PATH", "PORTS");
+		for (uint32_t i = 0; i < v->table->nroutes; i++) {
+			const struct crux_dt_route *rt = &v->table->routes[i];
+			char d[CRUX_ADDR_STRLEN];
+			crux_addr_format(&rt->peer, d, sizeof(d));
+			fprintf(f, "0x%016llx %-40s %6u ", (unsigned long long)rt->job_key, d,
+				rt->path_id);
+			for (uint8_t p = 0; p < rt->nports && p < CRUX_ROUTE_MAX_PORTS; p++)
+				fprintf(f, "%c%u", p ? ',' : ' ', rt->ports[p]);
+			fprintf(f, "\n");
+		}
+	}
+	if (v->agent_st == CRUX_OK && v->agent->npeers) {
+		fprintf(f, "\nprobed peers\n");
+		for (uint32_t i = 0; i < v->agent->npeers; i++) {
+			const struct cruxd_status_peer *p = &v->agent->peers[i];
+			char d[CRUX_ADDR_STRLEN];
+			crux_addr_format(&p->peer, d, sizeof(d));
+			if (p->age_ms == UINT64_MAX)
+				snprintf(age, sizeof(age), "never");
+			else
+				snprintf(age, sizeof(age), "%.1f s ago", (double)p->age_ms / 1e3);
+			fprintf(f, "  %s  %s  %u path(s)  probed %s  failures %u\n", d,
+				probe_state_name(p->state), p->npaths, age, p->failures);
+			for (uint8_t q = 0; q < p->npaths && q < CRUXD_STATUS_PEER_PATHS; q++) {
+				crux_addr_format(&p->paths[q].hop, d, sizeof(d));
+				fprintf(f, "    path %u via %s  ports", q, d);
+				for (uint8_t k = 0; k < p->paths[q].nports && k < CRUX_ROUTE_MAX_PORTS;
+				     k++)
+					fprintf(f, "%c%u", k ? ',' : ' ', p->paths[q].ports[k]);
+				fprintf(f, "\n");
+			}
+		}
+	}
+	fprintf(f, "\nprofile records\n%-36s %7s %-22s %9s %-16s %8s %8s %8s %8s %8s %7s %-6s\n",
+		"FILE", "PID", "JOB", "RANK", "HOST", "ITER(s)", "COMPUTE", "COMM", "OVERLAP",
+		"STALL", "WINDOWS", "TIMING");
+	for (size_t i = 0; i < v->nrecs; i++) {
+		const struct crux_prof_snapshot *s = &v->recs[i];
+		const char *base = strrchr(s->file, '/');
+		char host[CRUX_ADDR_STRLEN], rank[24];
+
+		crux_addr_format(&s->id.host_addr, host, sizeof(host));
+		snprintf(rank, sizeof(rank), "%d/%d", s->id.rank, s->id.world_size);
+		if (s->has_compute)
+			fprintf(f, "%-36.36s %7d %-22.22s %9s %-16.16s %8.3f %8.3f %8.3f %8.3f %8.3f "
+				   "%7llu %-6s\n",
+				base ? base + 1 : s->file, (int)s->pid, s->id.job_id, rank,
+				s->id.host_addr.family ? host : s->id.hostname, s->compute.iter_time_s,
+				s->compute.compute_s, s->compute.comm_s, s->compute.overlap_s,
+				s->compute.stall_s, (unsigned long long)s->compute.windows,
+				backend_name(s->compute.timing_backend));
+		else
+			fprintf(f, "%-36.36s %7d %-22.22s %9s %-16.16s %8s %8s %8s %8s %8s %7s %-6s\n",
+				base ? base + 1 : s->file, (int)s->pid, s->id.job_id, rank,
+				s->id.host_addr.family ? host : s->id.hostname, "-", "-", "-", "-", "-",
+				"0", "-");
+		if (!s->has_net)
+			continue;
+		for (uint32_t p = 0; p < s->net.npeers && p < CRUX_PROF_MAX_PEERS; p++) {
+			const struct crux_prof_peer *pp = &s->net.peers[p];
+			char d[CRUX_ADDR_STRLEN];
+			crux_addr_format(&pp->peer, d, sizeof(d));
+			fprintf(f, "    peer %-16s tx by level", d);
+			for (int l = 0; l < CRUX_MAX_LEVELS; l++)
+				fprintf(f, " %llu", (unsigned long long)pp->tx_bytes[l]);
+			fprintf(f, "  rx by level");
+			for (int l = 0; l < CRUX_MAX_LEVELS; l++)
+				fprintf(f, " %llu", (unsigned long long)pp->rx_bytes[l]);
+			fprintf(f, "\n");
+		}
+	}
+}
+
+static void json_addr(struct json *j, const struct crux_addr *a)
+{
+	char b[CRUX_ADDR_STRLEN];
+	if (!a->family) {
+		json_null(j);
+		return;
+	}
+	crux_addr_format(a, b, sizeof(b));
+	json_str(j, b);
+}
+
+static void json_keyhex(struct json *j, uint64_t key)
+{
+	char b[24];
+	snprintf(b, sizeof(b), "0x%016llx", (unsigned long long)key);
+	json_str(j, b);
+}
+
+void view_json(const struct view *v, struct json *j)
+{
+	struct row *rows = NULL;
+	size_t n;
+
+	json_obj(j);
+	json_key(j, "shm_dir");
+	json_str(j, v->dir);
+	json_key(j, "table");
+	if (v->table_st == CRUX_OK) {
+		const struct crux_dt_settings *s = &v->table->settings;
+		json_obj(j);
+		json_key(j, "generation");
+		json_u64(j, v->table->generation);
+		json_key(j, "heartbeat_age_s");
+		if (v->table_hb_age_ns == UINT64_MAX)
+			json_null(j);
+		else
+			json_num(j, (double)v->table_hb_age_ns / 1e9);
+		json_key(j, "stale");
+		json_bool(j, v->table_stale);
+		json_key(j, "heartbeat_timeout_s");
+		json_num(j, (double)s->heartbeat_timeout_ns / 1e9);
+		json_key(j, "writer_pid");
+		json_i64(j, v->table->writer_pid);
+		json_key(j, "nlevels");
+		json_u64(j, s->nlevels);
+		json_key(j, "default_level");
+		json_u64(j, s->default_level);
+		json_key(j, "levels");
+		json_arr(j);
+		for (uint32_t l = 0; l < s->nlevels && l < CRUX_MAX_LEVELS; l++) {
+			json_obj(j);
+			json_key(j, "level");
+			json_u64(j, l);
+			json_key(j, "dscp");
+			json_u64(j, s->levels[l].dscp);
+			json_key(j, "sock_prio");
+			json_i64(j, s->levels[l].sock_prio);
+			json_key(j, "ib_sl");
+			json_u64(j, s->levels[l].ib_sl);
+			json_end_obj(j);
+		}
+		json_end_arr(j);
+		json_key(j, "jobs");
+		json_arr(j);
+		for (uint32_t i = 0; i < v->table->njobs; i++) {
+			const struct crux_dt_job *tj = &v->table->jobs[i];
+			json_obj(j);
+			json_key(j, "key");
+			json_keyhex(j, tj->job_key);
+			json_key(j, "id");
+			json_str(j, tj->job_id);
+			json_key(j, "level");
+			json_u64(j, tj->level);
+			json_key(j, "state");
+			json_str(j, state_name(tj->state));
+			json_end_obj(j);
+		}
+		json_end_arr(j);
+		json_key(j, "routes");
+		json_arr(j);
+		for (uint32_t i = 0; i < v->table->nroutes; i++) {
+			const struct crux_dt_route *rt = &v->table->routes[i];
+			json_obj(j);
+			json_key(j, "key");
+			json_keyhex(j, rt->job_key);
+			json_key(j, "peer");
+			json_addr(j, &rt->peer);
+			json_key(j, "path");
+			json_u64(j, rt->path_id);
+			json_key(j, "ports");
+			json_arr(j);
+			for (uint8_t p = 0; p < rt->nports && p < CRUX_ROUTE_MAX_PORTS; p++)
+				json_u64(j, rt->ports[p]);
+			json_end_arr(j);
+			json_end_obj(j);
+		}
+		json_end_arr(j);
+		json_end_obj(j);
+	} else {
+		json_obj(j);
+		json_key(j, "error");
+		json_str(j, v->table_st == CRUX_ERR_NOENT ? "absent" : crux_status_str(v->table_st));
+		json_end_obj(j);
+	}
+	json_key(j, "agent");
+	if (v->agent_st == CRUX_OK) {
+		json_obj(j);
+		json_key(j, "pid");
+		json_u64(j, v->agent->agent_pid);
+		json_key(j, "running");
+		json_bool(j, v->agent_alive);
+		json_key(j, "heartbeat_age_s");
+		if (v->agent_hb_age_ns == UINT64_MAX)
+			json_null(j);
+		else
+			json_num(j, (double)v->agent_hb_age_ns / 1e9);
+		json_key(j, "passes");
+		json_u64(j, v->agent->passes);
+		json_key(j, "last_pass_ms");
+		json_num(j, (double)v->agent->last_pass_ns / 1e6);
+		json_key(j, "reschedules");
+		json_u64(j, v->agent->reschedules);
+		json_key(j, "overrides_seq");
+		json_u64(j, v->agent->overrides_seq);
+		json_key(j, "overrides_error");
+		json_str(j, v->agent->overrides_error);
+		json_key(j, "topology");
+		json_str(j, v->agent->topology);
+		json_key(j, "peers");
+		json_arr(j);
+		for (uint32_t i = 0; i < v->agent->npeers; i++) {
+			const struct cruxd_status_peer *p = &v->agent->peers[i];
+			json_obj(j);
+			json_key(j, "peer");
+			json_addr(j, &p->peer);
+			json_key(j, "state");
+			json_str(j, probe_state_name(p->state));
+			json_key(j, "failures");
+			json_u64(j, p->failures);
+			json_key(j, "age_s");
+			if (p->age_ms == UINT64_MAX)
+				json_null(j);
+			else
+				json_num(j, (double)p->age_ms / 1e3);
+			json_key(j, "paths");
+			json_arr(j);
+			for (uint8_t q = 0; q < p->npaths && q < CRUXD_STATUS_PEER_PATHS; q++) {
+				json_obj(j);
+				json_key(j, "hop");
+				json_addr(j, &p->paths[q].hop);
+				json_key(j, "ports");
+				json_arr(j);
+				for (uint8_t k = 0; k < p->paths[q].nports && k < CRUX_ROUTE_MAX_PORTS;
+				     k++)
+					json_u64(j, p->paths[q].ports[k]);
+				json_end_arr(j);
+				json_end_obj(j);
+			}
+			json_end_arr(j);
+			json_end_obj(j);
+		}
+		json_end_arr(j);
+		json_end_obj(j);
+	} else {
+		json_null(j);
+	}
+	json_key(j, "jobs");
+	json_arr(j);
+	n = collect_rows(v, &rows);
+	for (size_t i = 0; i < n; i++) {
+		const struct row *r = &rows[i];
+		json_obj(j);
+		json_key(j, "key");
+		json_keyhex(j, r->key);
+		json_key(j, "id");
+		json_str(j, r->id);
+		json_key(j, "ranks");
+		json_u64(j, r->ranks);
+		json_key(j, "hosts");
+		json_arr(j);
+		if (r->aj)
+			for (uint32_t h = 0; h < r->aj->nhosts && h < CRUXD_STATUS_JOB_HOSTS; h++)
+				json_addr(j, &r->aj->hosts[h]);
+		json_end_arr(j);
+		json_key(j, "nhosts");
+		json_u64(j, r->hosts);
+#define NUM(name, val, have)                                                                       \
+	do {                                                                                       \
+		json_key(j, name);                                                                 \
+		if (have)                                                                          \
+			json_num(j, val);                                                          \
+		else                                                                               \
+			json_null(j);                                                              \
+	} while (0)
+		NUM("iter_time_s", r->iter, r->have_metrics);
+		NUM("compute_s", r->compute, r->have_metrics);
+		NUM("comm_s", r->comm, r->have_metrics);
+		NUM("overlap_s", r->overlap, r->have_metrics);
+		NUM("stall_s", r->stall, r->have_metrics);
+		NUM("work_gpu_s", r->aj ? r->aj->work : 0, r->aj != NULL);
+		NUM("bytes_per_iter", r->aj ? r->aj->bytes_per_iter : 0, r->aj != NULL);
+		NUM("comm_time_s", r->aj ? r->aj->comm_time_s : 0, r->have_sched);
+		NUM("intensity", r->I, r->have_sched);
+		NUM("k", r->k, r->have_sched);
+		NUM("priority", r->P, r->have_sched);
+#undef NUM
+		json_key(j, "level");
+		if (r->level >= 0)
+			json_i64(j, r->level);
+		else
+			json_null(j);
+		json_key(j, "state");
+		json_str(j, r->state >= 0 ? state_name((unsigned)r->state) : "untabled");
+		json_key(j, "clamped");
+		json_bool(j, r->aj && r->aj->clamped);
+		json_key(j, "profiling_left_s");
+		json_num(j, r->aj ? (double)r->aj->profiling_left_ms / 1e3 : 0);
+		json_key(j, "paths");
+		json_arr(j);
+		for (uint8_t p = 0; r->aj && p < r->aj->npaths && p < CRUXD_STATUS_JOB_PATHS; p++) {
+			const struct cruxd_status_path *sp = &r->aj->paths[p];
+			json_obj(j);
+			json_key(j, "src");
+			json_addr(j, &sp->src);
+			json_key(j, "dst");
+			json_addr(j, &sp->dst);
+			json_key(j, "path");
+			json_u64(j, sp->path_id);
+			json_key(j, "ports");
+			json_u64(j, sp->nports);
+			json_key(j, "bytes_per_iter");
+			json_num(j, sp->bytes_per_iter);
+			json_end_obj(j);
+		}
+		json_end_arr(j);
+		json_end_obj(j);
+	}
+	free(rows);
+	json_end_arr(j);
+	json_key(j, "records");
+	json_obj(j);
+	json_key(j, "valid");
+	json_u64(j, v->scan.valid);
+	json_key(j, "invalid");
+	json_u64(j, v->scan.invalid);
+	json_key(j, "busy");
+	json_u64(j, v->scan.busy);
+	json_key(j, "list");
+	json_arr(j);
+	for (size_t i = 0; i < v->nrecs; i++) {
+		const struct crux_prof_snapshot *s = &v->recs[i];
+		json_obj(j);
+		json_key(j, "file");
+		json_str(j, s->file);
+		json_key(j, "pid");
+		json_i64(j, s->pid);
+		json_key(j, "job_key");
+		json_keyhex(j, s->id.job_key);
+		json_key(j, "job_id");
+		json_str(j, s->id.job_id);
+		json_key(j, "hostname");
+		json_str(j, s->id.hostname);
+		json_key(j, "host_addr");
+		json_addr(j, &s->id.host_addr);
+		json_key(j, "rank");
+		json_i64(j, s->id.rank);
+		json_key(j, "world_size");
+		json_i64(j, s->id.world_size);
+		json_key(j, "compute");
+		if (s->has_compute) {
+			const struct crux_prof_compute *c = &s->compute;
+			json_obj(j);
+			json_key(j, "windows");
+			json_u64(j, c->windows);
+			json_key(j, "iterations");
+			json_u64(j, c->total_iterations);
+			json_key(j, "iter_time_s");
+			json_num(j, c->iter_time_s);
+			json_key(j, "compute_s");
+			json_num(j, c->compute_s);
+			json_key(j, "comm_s");
+			json_num(j, c->comm_s);
+			json_key(j, "overlap_s");
+			json_num(j, c->overlap_s);
+			json_key(j, "stall_s");
+			json_num(j, c->stall_s);
+			json_key(j, "timing");
+			json_str(j, backend_name(c->timing_backend));
+			json_end_obj(j);
+		} else {
+			json_null(j);
+		}
+		json_key(j, "peers");
+		json_arr(j);
+		for (uint32_t p = 0; s->has_net && p < s->net.npeers && p < CRUX_PROF_MAX_PEERS; p++) {
+			const struct crux_prof_peer *pp = &s->net.peers[p];
+			json_obj(j);
+			json_key(j, "peer");
+			json_addr(j, &pp->peer);
+			json_key(j, "tx_bytes");
+			json_arr(j);
+			for (int l = 0; l < CRUX_MAX_LEVELS; l++)
+				json_u64(j, pp->tx_bytes[l]);
+			json_end_arr(j);
+			json_key(j, "rx_bytes");
+			json_arr(j);
+			for (int l = 0; l < CRUX_MAX_LEVELS; l++)
+				json_u64(j, pp->rx_bytes[l]);
+			json_end_arr(j);
+			json_end_obj(j);
+		}
+		json_end_arr(j);
+		json_end_obj(j);
+	}
+	json_end_arr(j);
+	json_end_obj(j);
+	json_end_obj(j);
+}

@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cruxd: the Crux agent. One per host (or one per shared-memory directory in
+ * the namespace testbed). Runs in the foreground, logs to stderr (the journal
+ * under systemd), reloads its configuration on SIGHUP and leaves a valid
+ * decision table on SIGTERM.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "crux/agent.h"
+#include "crux/log.h"
+#include "crux_config.h"
+
+/* Signals are the one thing a handler may touch: this is cruxd's only global state. */
+static volatile sig_atomic_t cruxd_sig_stop, cruxd_sig_reload;
+
+static void on_signal(int sig)
+{
+	if (sig == SIGHUP)
+		cruxd_sig_reload = 1;
+	else
+		cruxd_sig_stop = 1;
+}
+
+/* Command-line options are CRUX_ variables set on top of the environment. */
+#define MAX_OVERLAY 16
+struct overlay {
+	int n;
+	const char *name[MAX_OVERLAY];
+	const char *value[MAX_OVERLAY];
+};
+
+static const char *overlay_get(void *arg, const char *name)
+{
+	const struct overlay *o = arg;
+
+	for (int i = o->n - 1; i >= 0; i--)
+		if (!strcmp(o->name[i], name))
+			return o->value[i];
+	return getenv(name);
+}
+
+static void overlay_set(struct overlay *o, const char *name, const char *value)
+{
+	if (o->n < MAX_OVERLAY) {
+		o->name[o->n] = name;
+		o->value[o->n] = value;
+		o->n++;
+	}
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: cruxd [options]\n"
+		"  --shm-dir DIR      shared-memory directory (CRUX_SHM_DIR, default %s)\n"
+		"  --topology FILE    topology in the scheduler's format (CRUX_TOPOLOGY;\n"
+		"                     none: single-host view)\n"
+		"  --levels K         priority levels 1..8 (CRUX_LEVELS, default 4)\n"
+		"  --interval DUR     pass period, e.g. 1s, 500ms (CRUX_AGENT_INTERVAL)\n"
+		"  --window DUR       profiling window of a new job (CRUX_PROFILE_WINDOW)\n"
+		"  --no-probe         do not probe ECMP paths (CRUX_PROBE=0)\n"
+		"  --passes N         run N passes and exit (0 = until SIGTERM)\n"
+		"  --log-level L      error|warn|info|debug (CRUX_LOG_LEVEL)\n"
+		"  --version, --help\n"
+		"Signals: SIGHUP reloads topology and levels; SIGTERM/SIGINT stop cleanly.\n",
+		CRUX_SHM_DIR_DEFAULT);
+}
+
+static void sleep_until(uint64_t deadline)
+{
+	for (;;) {
+		uint64_t now = crux_now_ns();
+		struct timespec ts;
+
+		if (now >= deadline || cruxd_sig_stop || cruxd_sig_reload)
+			return;
+		ts.tv_sec = (time_t)((deadline - now) / 1000000000ull);
+		ts.tv_nsec = (long)((deadline - now) % 1000000000ull);
+		if (nanosleep(&ts, NULL) == 0)
+			return;
+		if (errno != EINTR)
+			return;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"shm-dir", required_argument, NULL, 'd'},
+		{"topology", required_argument, NULL, 't'},
+		{"levels", required_argument, NULL, 'k'},
+		{"interval", required_argument, NULL, 'i'},
+		{"window", required_argument, NULL, 'w'},
+		{"no-probe", no_argument, NULL, 'P'},
+		{"passes", required_argument, NULL, 'n'},
+		{"log-level", required_argument, NULL, 'l'},
+		{"version", no_argument, NULL, 'V'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct overlay ov = {0};
+	struct cruxd_config cfg;
+	struct cruxd_agent *agent = NULL;
+	struct sigaction sa;
+	long long passes = 0, done = 0;
+	char err[512];
+	pid_t holder = 0;
+	crux_status_t st;
+	int c, rc = 1;
+
+	while ((c = getopt_long(argc, argv, "d:t:k:i:w:Pn:l:Vh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': overlay_set(&ov, "CRUX_SHM_DIR", optarg); break;
+		case 't': overlay_set(&ov, "CRUX_TOPOLOGY", optarg); break;
+		case 'k': overlay_set(&ov, "CRUX_LEVELS", optarg); break;
+		case 'i': overlay_set(&ov, "CRUX_AGENT_INTERVAL", optarg); break;
+		case 'w': overlay_set(&ov, "CRUX_PROFILE_WINDOW", optarg); break;
+		case 'P': overlay_set(&ov, "CRUX_PROBE", "0"); break;
+		case 'l': overlay_set(&ov, "CRUX_LOG_LEVEL", optarg); break;
+		case 'n':
+			if (crux_parse_int("--passes", optarg, 0, 1000000000, &passes, err,
+					   sizeof(err)) != CRUX_OK) {
+				fprintf(stderr, "cruxd: %s\n", err);
+				return 2;
+			}
+			break;
+		case 'V': printf("cruxd %s\n", CRUX_VERSION); return 0;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "cruxd: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	for (int i = 0; i < ov.n; i++)
+		if (!strcmp(ov.name[i], "CRUX_LOG_LEVEL"))
+			setenv("CRUX_LOG_LEVEL", ov.value[i], 1);
+	if (crux_log_init("cruxd") != CRUX_OK)
+		return 2;
+	st = cruxd_config_env(overlay_get, &ov, &cfg, err, sizeof(err));
+	if (st != CRUX_OK) {
+		crux_err("%s", err);
+		return 2;
+	}
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	st = cruxd_agent_open(&cfg, &agent, &holder);
+	if (st == CRUX_ERR_BUSY) {
+		crux_err("another process (pid %d) holds the decision table in %s: one agent per "
+			 "directory; stop it first",
+			 (int)holder, cfg.shm_dir);
+		return 1;
+	}
+	if (st != CRUX_OK) {
+		crux_err("cannot start on %s: %s", cfg.shm_dir, crux_status_str(st));
+		return 1;
+	}
+	if (cruxd_agent_start_probing(agent) != CRUX_OK)
+		goto out;
+	crux_info("running on %s: %u levels, pass every %.3f s, heartbeat timeout %.1f s, "
+		  "profiling window %.1f s, topology %s, probing %s",
+		  cfg.shm_dir, cfg.settings.nlevels, (double)cfg.interval_ns / 1e9,
+		  (double)cfg.settings.heartbeat_timeout_ns / 1e9,
+		  (double)cfg.profile_window_ns / 1e9, cfg.topology[0] ? cfg.topology : "none",
+		  cfg.probe ? "on" : "off");
+
+	while (!cruxd_sig_stop) {
+		uint64_t start = crux_now_ns();
+
+		if (cruxd_sig_reload) {
+			struct cruxd_config ncfg;
+			cruxd_sig_reload = 0;
+			st = cruxd_config_env(overlay_get, &ov, &ncfg, err, sizeof(err));
+			if (st != CRUX_OK)
+				crux_err("reload refused, keeping the running configuration: %s", err);
+			else if (cruxd_agent_reload(agent, &ncfg) == CRUX_OK)
+				cfg = ncfg;
+		}
+		cruxd_agent_pass(agent, start);
+		if (passes && ++done >= passes)
+			break;
+		sleep_until(start + cfg.interval_ns);
+	}
+	crux_info("stopping: the decision table stays valid until its heartbeat times out");
+	rc = 0;
+out:
+	cruxd_agent_close(agent);
+	return rc;
+}

@@ -1,0 +1,287 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Crux scheduler library: GPU intensity, correction factor, path selection,
+ * priority compression, baselines and a fluid evaluator (SIGCOMM'24 Crux).
+ *
+ * Depends on libc and libm only (crux/status.h is used for its enum alone).
+ * Units: bytes, seconds, bytes/s inside the library; topology files give
+ * link rates in Gbit/s. Levels run 0..K-1 and a HIGHER level is a HIGHER
+ * priority. Every function is deterministic for equal inputs and seed.
+ *
+ * Thread safety: a topology caches candidate paths lazily, so one topology
+ * object must be used by one thread at a time. Everything else is reentrant.
+ */
+#ifndef CRUX_SCHED_H
+#define CRUX_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "crux/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CRUX_SCHED_MAX_LEVELS  64
+#define CRUX_SCHED_ERR_LEN     320
+#define CRUX_SCHED_DEF_LEVELS  8
+#define CRUX_SCHED_DEF_ORDERS  10
+#define CRUX_SCHED_DEF_MAXPATH 16
+
+/* Filled with a one-line message (file, line, field, fix) when a call fails. */
+struct crux_sched_err {
+	char msg[CRUX_SCHED_ERR_LEN];
+};
+
+/* ---- Topology ----------------------------------------------------------- */
+
+/*
+ * Nodes are hosts (indices 0..n_hosts-1) followed by switches. Every cable is
+ * two directed links of the same rate. Candidate paths between two hosts are
+ * the explicit "path" lines of the file, else all shortest paths (by hops),
+ * at most max_paths, in a deterministic order.
+ */
+struct crux_sched_topo;
+
+struct crux_sched_path_set {
+	int n_paths;
+	const int *off;   /* n_paths + 1 offsets into links */
+	const int *links; /* directed link ids */
+};
+
+crux_status_t crux_sched_topo_load(const char *path, struct crux_sched_topo **out,
+				   struct crux_sched_err *err);
+/* Parse text already in memory; name is used in error messages. */
+crux_status_t crux_sched_topo_parse(const char *text, size_t len, const char *name,
+				    struct crux_sched_topo **out, struct crux_sched_err *err);
+void crux_sched_topo_free(struct crux_sched_topo *t);
+
+int crux_sched_topo_n_hosts(const struct crux_sched_topo *t);
+int crux_sched_topo_n_nodes(const struct crux_sched_topo *t);
+int crux_sched_topo_n_links(const struct crux_sched_topo *t);
+const char *crux_sched_topo_node_name(const struct crux_sched_topo *t, int node);
+/* Node index of a name, or -1. */
+int crux_sched_topo_find(const struct crux_sched_topo *t, const char *name);
+/* Directed link: endpoints and rate in bytes/s. */
+crux_status_t crux_sched_topo_link(const struct crux_sched_topo *t, int link, int *from, int *to,
+				   double *bytes_per_s);
+/* Candidate paths from host src to host dst (src != dst); cached. CRUX_ERR_NOENT if unreachable. */
+crux_status_t crux_sched_topo_paths(struct crux_sched_topo *t, int src, int dst,
+				    struct crux_sched_path_set *out);
+/* Hop count (links) of path idx between src and dst. */
+int crux_sched_topo_path_hops(struct crux_sched_topo *t, int src, int dst, int idx);
+
+/* Two-layer Clos: hosts_per_tor hosts per ToR, every ToR to every aggregation
+ * switch with tor_uplinks parallel cables. Names: h<i>, tor<i>, agg<i>. */
+struct crux_sched_clos2_params {
+	int n_tor, n_agg, hosts_per_tor, tor_uplinks;
+	double host_gbps, tor_gbps;
+};
+crux_status_t crux_sched_topo_clos2(const struct crux_sched_clos2_params *p,
+				    struct crux_sched_topo **out, struct crux_sched_err *err);
+
+/* Three-layer Clos: pods of ToRs and aggregation switches (full mesh inside a
+ * pod), every aggregation switch to every core switch. */
+struct crux_sched_clos3_params {
+	int n_pods, tors_per_pod, aggs_per_pod, n_core, hosts_per_tor;
+	double host_gbps, tor_gbps, agg_gbps;
+};
+crux_status_t crux_sched_topo_clos3(const struct crux_sched_clos3_params *p,
+				    struct crux_sched_topo **out, struct crux_sched_err *err);
+
+/* The paper's "double-sided" topology: each host on two ToRs through
+ * host_links cables (half to each), every ToR to every aggregation switch,
+ * every aggregation switch to every core switch (paper: 6/12/32, 8 links). */
+struct crux_sched_dsided_params {
+	int n_hosts, n_tor, n_agg, n_core, host_links;
+	double host_gbps, tor_gbps, agg_gbps;
+};
+crux_status_t crux_sched_topo_dsided(const struct crux_sched_dsided_params *p,
+				     struct crux_sched_topo **out, struct crux_sched_err *err);
+
+/* Lingjun CSV (ip,DSW,PSW,ASW): host -> ASW -> PSW -> DSW. An ASW is named by
+ * its (PSW, ASW) pair. *_uplinks parallel cables per ASW-PSW / PSW-DSW. */
+struct crux_sched_lingjun_params {
+	double host_gbps, tor_gbps, agg_gbps;
+	int tor_uplinks, agg_uplinks;
+};
+void crux_sched_lingjun_defaults(struct crux_sched_lingjun_params *p);
+crux_status_t crux_sched_topo_lingjun(const char *csv_path, const struct crux_sched_lingjun_params *p,
+				      struct crux_sched_topo **out, struct crux_sched_err *err);
+
+/* ---- Jobs --------------------------------------------------------------- */
+
+/* Per-iteration traffic from host src to host dst (node indices), bytes. */
+struct crux_sched_flow {
+	int src, dst;
+	double bytes;
+};
+
+struct crux_sched_job {
+	uint64_t id;
+	int gpus;        /* GPUs of the job (all hosts) */
+	int n_hosts;
+	int *hosts;      /* host node indices */
+	double work;     /* W: GPU-seconds of computation per iteration */
+	double compute;  /* c: compute time of one iteration, s */
+	double overlap;  /* 0..1: communication may start after (1-overlap)*c */
+	double iter_time; /* measured iteration time, s; 0 = unknown (informational) */
+	int n_flows;
+	struct crux_sched_flow *flows; /* one per ordered host pair, src != dst */
+};
+
+/* A growable set of jobs that owns each job's hosts and flows arrays. */
+struct crux_sched_jobs {
+	size_t n, cap;
+	struct crux_sched_job *v;
+};
+
+void crux_sched_jobs_init(struct crux_sched_jobs *js);
+void crux_sched_jobs_free(struct crux_sched_jobs *js);
+/* Copy job (and its hosts/flows) into the set; duplicate ids are refused. */
+crux_status_t crux_sched_jobs_add(struct crux_sched_jobs *js, const struct crux_sched_job *job);
+/* Ring all-reduce of bytes over the job's hosts (in the given order): each
+ * host sends 2 (g-1)/g * bytes to the next host, g = GPUs. Appends flows to
+ * job v[idx] (merging equal host pairs). */
+crux_status_t crux_sched_jobs_add_ring(struct crux_sched_jobs *js, size_t idx, double bytes);
+/* Load a jobs file against a topology (host names resolved there). */
+crux_status_t crux_sched_jobs_load(const char *path, struct crux_sched_topo *t,
+				   struct crux_sched_jobs *out, struct crux_sched_err *err);
+crux_status_t crux_sched_jobs_parse(const char *text, size_t len, const char *name,
+				    struct crux_sched_topo *t, struct crux_sched_jobs *out,
+				    struct crux_sched_err *err);
+/* Overlap fraction that explains a measured iteration time: iter = max(c, (1-o)c + comm). */
+double crux_sched_overlap_from_times(double compute, double comm, double iter);
+
+/* ---- Schedule ----------------------------------------------------------- */
+
+struct crux_sched_decision {
+	uint64_t id;
+	double comm_time; /* t = max_e M_e / B_e on the chosen paths, s (0: no network traffic) */
+	double intensity; /* I = W / t (0 when t = 0) */
+	double k;         /* correction factor (reference job: 1) */
+	double priority;  /* P = k I (baselines: their own score) */
+	int rank;         /* 0 = highest priority */
+	int level;        /* 0..levels-1, higher = higher priority */
+	int *path;        /* per flow of the job: index into the pair's candidates, -1 intra-host */
+};
+
+struct crux_sched_schedule {
+	size_t n_jobs;
+	int levels;
+	int reference;     /* index of the reference job (most traffic), -1 if none */
+	double cut_weight; /* Max-K-Cut objective reached (Crux compression) */
+	struct crux_sched_decision *d;
+	int *path_store;   /* backing storage of every d[i].path */
+	size_t n_paths;    /* entries in path_store (flows of all jobs) */
+	/* Contention DAG of the last crux_sched_compress (statistics). */
+	size_t dag_edges;
+	int dag_components, dag_largest; /* components with edges; nodes in the largest */
+};
+
+/* Allocate a schedule shaped for the jobs (paths -1, levels 0). */
+crux_status_t crux_sched_schedule_new(const struct crux_sched_job *jobs, size_t n, int levels,
+				      struct crux_sched_schedule **out);
+void crux_sched_schedule_free(struct crux_sched_schedule *s);
+crux_status_t crux_sched_schedule_copy(struct crux_sched_schedule *dst,
+				       const struct crux_sched_schedule *src);
+
+enum crux_sched_policy {
+	CRUX_SCHED_CRUX_FULL = 0, /* path selection + priority assignment + compression */
+	CRUX_SCHED_CRUX_PS_PA,    /* path selection + priority assignment, rank mapping */
+	CRUX_SCHED_CRUX_PA,       /* ECMP paths + priority assignment, rank mapping */
+	CRUX_SCHED_SINCRONIA,     /* ECMP paths, BSSI order, level max(K-1-rank, 0) */
+	CRUX_SCHED_VARYS,         /* ECMP paths, SEBF order, balanced compression */
+	CRUX_SCHED_TACCL,         /* least congested paths in id order, more hops = higher */
+	CRUX_SCHED_ECMP,          /* ECMP paths, every job on one level (fair sharing) */
+	CRUX_SCHED_N_POLICIES
+};
+const char *crux_sched_policy_name(enum crux_sched_policy p);
+/* Policy by name ("crux", "crux-ps-pa", "crux-pa", "sincronia", "varys", "taccl", "ecmp"). */
+crux_status_t crux_sched_policy_parse(const char *name, enum crux_sched_policy *out);
+
+struct crux_sched_params {
+	int levels;    /* K, 1..CRUX_SCHED_MAX_LEVELS */
+	int orders;    /* m random topological orders for Max-K-Cut */
+	uint64_t seed; /* ECMP hashing and random orders */
+};
+void crux_sched_params_default(struct crux_sched_params *p);
+
+/* Run a whole policy; s must come from crux_sched_schedule_new for these jobs. */
+crux_status_t crux_sched_run(struct crux_sched_topo *t, const struct crux_sched_job *jobs, size_t n,
+			     const struct crux_sched_params *p, enum crux_sched_policy pol,
+			     struct crux_sched_schedule *s);
+
+/* ---- The separate mechanisms (each reads and writes s) ----------------- */
+
+/* ECMP: path = hash(seed, job id, src, dst) mod candidates. */
+int crux_sched_ecmp_pick(uint64_t seed, uint64_t job_id, int src, int dst, int n_paths);
+crux_status_t crux_sched_paths_ecmp(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+				    size_t n, uint64_t seed, struct crux_sched_schedule *s);
+/* Least congested candidate per flow, jobs taken in the given order (indices;
+ * NULL: by decreasing s->d[].intensity). Link load = sum of placed flows'
+ * bytes / isolated iteration time (needs s->d[].comm_time); a candidate's cost
+ * is its highest load/bandwidth after adding the flow, ties by the sum over
+ * its links, then by the lower index. */
+crux_status_t crux_sched_paths_select(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+				      size_t n, const size_t *order, struct crux_sched_schedule *s);
+/* t and I on the current paths. */
+crux_status_t crux_sched_intensity(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+				   size_t n, struct crux_sched_schedule *s);
+/* Reference job, k and P = k I (needs comm_time and intensity). */
+crux_status_t crux_sched_correction(const struct crux_sched_job *jobs, size_t n,
+				    struct crux_sched_schedule *s);
+/* Two jobs alone on one link under both strict orders: D_j and D_r, the
+ * extra link time (s per s) each gains when it goes first. */
+struct crux_sched_pair_job {
+	double compute, overlap, comm; /* c, overlap fraction, t at full link rate */
+};
+crux_status_t crux_sched_pair_gain(const struct crux_sched_pair_job *j,
+				   const struct crux_sched_pair_job *r, double *d_j, double *d_r);
+/* Ranks from s->d[].priority (ties: intensity, then index). */
+void crux_sched_rank(struct crux_sched_schedule *s);
+/* Crux compression: contention DAG + Max-K-Cut over params->orders orders. */
+crux_status_t crux_sched_compress(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+				  size_t n, const struct crux_sched_params *p,
+				  struct crux_sched_schedule *s);
+/* Rank mappings: level = max(K-1-rank, 0) (Sincronia) and equal-size blocks (Varys). */
+void crux_sched_compress_rank(struct crux_sched_schedule *s);
+void crux_sched_compress_balanced(struct crux_sched_schedule *s);
+
+/* Baseline priority scores into s->d[].priority (then crux_sched_rank). */
+crux_status_t crux_sched_prio_sincronia(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+					size_t n, struct crux_sched_schedule *s);
+crux_status_t crux_sched_prio_varys(const struct crux_sched_job *jobs, size_t n,
+				    struct crux_sched_schedule *s);
+crux_status_t crux_sched_prio_taccl(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+				    size_t n, struct crux_sched_schedule *s);
+
+/* Max-K-Cut on an explicit DAG (for tests and tools): n nodes, edges
+ * (from[i] -> to[i]) with weight w[i]; levels_out[v] in 0..K-1, higher first. */
+crux_status_t crux_sched_maxkcut(int n, int n_edges, const int *from, const int *to,
+				 const double *w, int levels, int orders, uint64_t seed,
+				 int *levels_out, double *cut_out);
+
+/* ---- Fluid evaluator ---------------------------------------------------- */
+
+/*
+ * Steady state under strict priority between levels (higher levels' average
+ * load is taken off each link first) and max-min fair sharing inside a level
+ * (each job's flows move together; the level's jobs communicate at once).
+ * Job iteration T = max(c, (1-overlap)c + tau), tau its communication time.
+ * iter_time[i] (may be NULL) gets T of every job; util gets the GPU
+ * utilisation sum_j (W_j / T_j) / sum_j gpus_j.
+ */
+struct crux_sched_eval;
+crux_status_t crux_sched_eval_new(struct crux_sched_eval **out);
+void crux_sched_eval_free(struct crux_sched_eval *ev);
+crux_status_t crux_sched_evaluate(struct crux_sched_eval *ev, struct crux_sched_topo *t,
+				  const struct crux_sched_job *jobs, size_t n,
+				  const struct crux_sched_schedule *s, double *iter_time, double *util);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CRUX_SCHED_H */

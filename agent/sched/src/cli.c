@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* "plan": load a topology and jobs, schedule them, print the decisions. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crux/sched_cli.h"
+#include "internal.h"
+
+static void usage(FILE *f, const char *prog)
+{
+	fprintf(f,
+		"usage: %s --topology FILE --jobs FILE [--levels K] [--seed N] [--orders M]\n"
+		"          [--policy crux|crux-ps-pa|crux-pa|sincronia|varys|taccl|ecmp] [--json]\n"
+		"  FILE for --topology: a topology file, lingjun:CSV or clos2:TORS,AGGS,HOSTS_PER_TOR\n",
+		prog);
+}
+
+static void json_str(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c < 0x20)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+	putchar('"');
+}
+
+static int parse_long(const char *s, long lo, long hi, long *out)
+{
+	char *end;
+
+	errno = 0;
+	long v = strtol(s, &end, 10);
+
+	if (end == s || *end || errno || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static crux_status_t load_topo(const char *spec, struct crux_sched_topo **t, struct crux_sched_err *err)
+{
+	if (!strncmp(spec, "lingjun:", 8)) {
+		struct crux_sched_lingjun_params lp;
+
+		crux_sched_lingjun_defaults(&lp);
+		return crux_sched_topo_lingjun(spec + 8, &lp, t, err);
+	}
+	if (!strncmp(spec, "clos2:", 6)) {
+		struct crux_sched_clos2_params cp = {0, 0, 0, 1, 100, 400};
+
+		if (sscanf(spec + 6, "%d,%d,%d", &cp.n_tor, &cp.n_agg, &cp.hosts_per_tor) != 3) {
+			sched_err(err, "--topology %s: expected clos2:TORS,AGGS,HOSTS_PER_TOR", spec);
+			return CRUX_ERR_INVAL;
+		}
+		return crux_sched_topo_clos2(&cp, t, err);
+	}
+	return crux_sched_topo_load(spec, t, err);
+}
+
+static void print_path(struct crux_sched_topo *t, const struct crux_sched_flow *fl, int idx, int json)
+{
+	const char *sep = json ? "," : " ";
+	struct crux_sched_path_set ps;
+
+	if (crux_sched_topo_paths(t, fl->src, fl->dst, &ps) || idx < 0 || idx >= ps.n_paths)
+		return;
+	if (json)
+		json_str(t->names[fl->src]);
+	else
+		fputs(t->names[fl->src], stdout);
+	for (int k = ps.off[idx]; k < ps.off[idx + 1]; k++) {
+		fputs(sep, stdout);
+		if (json)
+			json_str(t->names[t->lto[ps.links[k]]]);
+		else
+			fputs(t->names[t->lto[ps.links[k]]], stdout);
+	}
+}
+
+int crux_sched_plan_cli(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"topology", required_argument, NULL, 't'}, {"jobs", required_argument, NULL, 'j'},
+		{"levels", required_argument, NULL, 'k'},   {"seed", required_argument, NULL, 's'},
+		{"orders", required_argument, NULL, 'm'},   {"policy", required_argument, NULL, 'p'},
+		{"json", no_argument, NULL, 'J'},           {"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *prog = argc > 0 ? argv[0] : "plan";
+	const char *topo_path = NULL, *jobs_path = NULL;
+	struct crux_sched_params p;
+	enum crux_sched_policy pol = CRUX_SCHED_CRUX_FULL;
+	struct crux_sched_topo *t = NULL;
+	struct crux_sched_jobs js;
+	struct crux_sched_schedule *s = NULL;
+	struct crux_sched_eval *ev = NULL;
+	struct crux_sched_err err = {{0}};
+	double *iter = NULL, util = 0;
+	int json = 0, rc = 1, c;
+	long v;
+
+	crux_sched_params_default(&p);
+	crux_sched_jobs_init(&js);
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 't':
+			topo_path = optarg;
+			break;
+		case 'j':
+			jobs_path = optarg;
+			break;
+		case 'k':
+			if (parse_long(optarg, 1, CRUX_SCHED_MAX_LEVELS, &v)) {
+				fprintf(stderr, "%s: --levels '%s': expected an integer in 1..%d\n", prog, optarg,
+					CRUX_SCHED_MAX_LEVELS);
+				return 2;
+			}
+			p.levels = (int)v;
+			break;
+		case 'm':
+			if (parse_long(optarg, 1, 1000, &v)) {
+				fprintf(stderr, "%s: --orders '%s': expected an integer in 1..1000\n", prog, optarg);
+				return 2;
+			}
+			p.orders = (int)v;
+			break;
+		case 's': {
+			char *end;
+
+			errno = 0;
+			unsigned long long sv = strtoull(optarg, &end, 0);
+
+			if (end == optarg || *end || errno || optarg[0] == '-') {
+				fprintf(stderr, "%s: --seed '%s': expected an unsigned integer\n", prog, optarg);
+				return 2;
+			}
+			p.seed = sv;
+			break;
+		}
+		case 'p':
+			if (crux_sched_policy_parse(optarg, &pol)) {
+				fprintf(stderr, "%s: --policy '%s': unknown policy\n", prog, optarg);
+				usage(stderr, prog);
+				return 2;
+			}
+			break;
+		case 'J':
+			json = 1;
+			break;
+		case 'h':
+			usage(stdout, prog);
+			return 0;
+		default:
+			fprintf(stderr, "%s: unknown or incomplete option '%s'\n", prog,
+				optind > 0 && optind <= argc ? argv[optind - 1] : "?");
+			usage(stderr, prog);
+			return 2;
+		}
+	}
+	if (!topo_path || !jobs_path || optind != argc) {
+		fprintf(stderr, "%s: --topology and --jobs are required (and nothing else)\n", prog);
+		usage(stderr, prog);
+		return 2;
+	}
+	if (load_topo(topo_path, &t, &err)) {
+		fprintf(stderr, "%s: %s\n", prog, err.msg);
+		goto out;
+	}
+	if (crux_sched_jobs_load(jobs_path, t, &js, &err)) {
+		fprintf(stderr, "%s: %s\n", prog, err.msg);
+		goto out;
+	}
+	iter = calloc(js.n ? js.n : 1, sizeof(double));
+	if (!iter || crux_sched_schedule_new(js.v, js.n, p.levels, &s) || crux_sched_eval_new(&ev)) {
+		fprintf(stderr, "%s: out of memory\n", prog);
+		goto out;
+	}
+	crux_status_t st = crux_sched_run(t, js.v, js.n, &p, pol, s);
+
+	if (!st)
+		st = crux_sched_evaluate(ev, t, js.v, js.n, s, iter, &util);
+	if (st) {
+		fprintf(stderr, "%s: scheduling failed: error %d\n", prog, (int)st);
+		goto out;
+	}
+	if (json) {
+		printf("{\"policy\":\"%s\",\"levels\":%d,\"seed\":%llu,\"orders\":%d,\"reference\":",
+		       crux_sched_policy_name(pol), p.levels, (unsigned long long)p.seed, p.orders);
+		if (s->reference >= 0)
+			printf("%llu", (unsigned long long)js.v[s->reference].id);
+		else
+			printf("null");
+		printf(",\"cut_weight\":%.9g,\"gpu_util\":%.6f,\"jobs\":[", s->cut_weight, util);
+		for (size_t i = 0; i < js.n; i++) {
+			const struct crux_sched_decision *d = &s->d[i];
+
+			printf("%s{\"id\":%llu,\"level\":%d,\"rank\":%d,\"intensity\":%.9g,\"k\":%.6g,"
+			       "\"priority\":%.9g,\"comm_time\":%.9g,\"iter_time\":%.9g,\"paths\":[",
+			       i ? "," : "", (unsigned long long)d->id, d->level, d->rank, d->intensity, d->k,
+			       d->priority, d->comm_time, iter[i]);
+			for (int f = 0; f < js.v[i].n_flows; f++) {
+				printf("%s{\"src\":", f ? "," : "");
+				json_str(t->names[js.v[i].flows[f].src]);
+				printf(",\"dst\":");
+				json_str(t->names[js.v[i].flows[f].dst]);
+				printf(",\"bytes\":%.9g,\"path\":%d,\"hops\":[", js.v[i].flows[f].bytes, d->path[f]);
+				print_path(t, &js.v[i].flows[f], d->path[f], 1);
+				printf("]}");
+			}
+			printf("]}");
+		}
+		printf("]}\n");
+	} else {
+		printf("policy %s, %d levels (higher = higher priority), seed %llu, %zu jobs\n",
+		       crux_sched_policy_name(pol), p.levels, (unsigned long long)p.seed, js.n);
+		if (s->reference >= 0)
+			printf("reference job %llu, cut weight %.6g, predicted GPU utilisation %.2f%%\n",
+			       (unsigned long long)js.v[s->reference].id, s->cut_weight, 100 * util);
+		printf("%-10s %5s %5s %12s %8s %12s %10s %10s\n", "job", "level", "rank", "intensity", "k",
+		       "priority", "comm_s", "iter_s");
+		for (size_t i = 0; i < js.n; i++) {
+			const struct crux_sched_decision *d = &s->d[i];
+
+			printf("%-10llu %5d %5d %12.6g %8.4g %12.6g %10.6g %10.6g\n",
+			       (unsigned long long)d->id, d->level, d->rank, d->intensity, d->k, d->priority,
+			       d->comm_time, iter[i]);
+			for (int f = 0; f < js.v[i].n_flows; f++) {
+				printf("    path %d: ", d->path[f]);
+				print_path(t, &js.v[i].flows[f], d->path[f], 0);
+				putchar('\n');
+			}
+		}
+	}
+	rc = 0;
+out:
+	free(iter);
+	crux_sched_eval_free(ev);
+	crux_sched_schedule_free(s);
+	crux_sched_jobs_free(&js);
+	crux_sched_topo_free(t);
+	return rc;
+}

@@ -1,0 +1,362 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Fluid steady-state evaluator.
+ *
+ * Levels are served from the highest down. A level sees each link's residual
+ * rate: its bandwidth minus the average load (bytes per iteration over
+ * iteration time) of every higher level. Inside a level the jobs communicate
+ * together and share the residual max-min fairly: job j moves all its flows
+ * at one rate factor, its busiest link getting lambda_j bytes/s; lambda is
+ * raised for all unfrozen jobs until a link fills (progressive filling, a
+ * heap of link saturation points). Its communication then takes
+ * tau = max_e M_e / lambda_j and its iteration T = max(c, (1-o)c + tau).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define RESIDUAL_FLOOR 1e-6 /* of the link rate: starved, not divided by zero */
+
+struct hent {
+	double key;
+	int link;
+	unsigned ver;
+};
+
+struct crux_sched_eval {
+	/* Scratch reused between calls (sized by links / jobs / incidences). */
+	double *resid, *used, *cnt;
+	unsigned *ver;
+	int *nunf, *touched, *slot;
+	size_t links_cap;
+	struct hent *heap;
+	size_t heap_n, heap_cap;
+	size_t *loff, *fill;
+	int *inc_job;
+	size_t *inc_k;
+	size_t inc_cap;
+	int *order;
+	double *lambda, *maxm;
+	unsigned char *frozen;
+	size_t jobs_cap;
+};
+
+crux_status_t crux_sched_eval_new(struct crux_sched_eval **out)
+{
+	struct crux_sched_eval *ev = calloc(1, sizeof(*ev));
+
+	if (!ev)
+		return CRUX_ERR_NOMEM;
+	*out = ev;
+	return CRUX_OK;
+}
+
+void crux_sched_eval_free(struct crux_sched_eval *ev)
+{
+	if (!ev)
+		return;
+	free(ev->resid);
+	free(ev->used);
+	free(ev->cnt);
+	free(ev->ver);
+	free(ev->nunf);
+	free(ev->touched);
+	free(ev->slot);
+	free(ev->heap);
+	free(ev->loff);
+	free(ev->fill);
+	free(ev->inc_job);
+	free(ev->inc_k);
+	free(ev->order);
+	free(ev->lambda);
+	free(ev->maxm);
+	free(ev->frozen);
+	free(ev);
+}
+
+static int heap_push(struct crux_sched_eval *ev, double key, int link)
+{
+	if (ev->heap_n == ev->heap_cap) {
+		size_t nc = ev->heap_cap ? ev->heap_cap * 2 : 1024;
+		struct hent *nh = realloc(ev->heap, nc * sizeof(*nh));
+
+		if (!nh)
+			return -1;
+		ev->heap = nh;
+		ev->heap_cap = nc;
+	}
+	size_t i = ev->heap_n++;
+	struct hent e = {key, link, ev->ver[link]};
+
+	while (i > 0) {
+		size_t p = (i - 1) / 2;
+
+		if (ev->heap[p].key < key || (ev->heap[p].key == key && ev->heap[p].link <= link))
+			break;
+		ev->heap[i] = ev->heap[p];
+		i = p;
+	}
+	ev->heap[i] = e;
+	return 0;
+}
+
+static struct hent heap_pop(struct crux_sched_eval *ev)
+{
+	struct hent top = ev->heap[0], last = ev->heap[--ev->heap_n];
+	size_t i = 0, n = ev->heap_n;
+
+	for (;;) {
+		size_t c = 2 * i + 1;
+
+		if (c >= n)
+			break;
+		if (c + 1 < n && (ev->heap[c + 1].key < ev->heap[c].key ||
+				  (ev->heap[c + 1].key == ev->heap[c].key &&
+				   ev->heap[c + 1].link < ev->heap[c].link)))
+			c++;
+		if (last.key < ev->heap[c].key ||
+		    (last.key == ev->heap[c].key && last.link <= ev->heap[c].link))
+			break;
+		ev->heap[i] = ev->heap[c];
+		i = c;
+	}
+	if (n)
+		ev->heap[i] = last;
+	return top;
+}
+
+#define ENSURE(ptr, cap_needed, type)                                              \
+	do {                                                                       \
+		type *np_ = realloc((ptr), (cap_needed) * sizeof(type));           \
+		if (!np_)                                                          \
+			return CRUX_ERR_NOMEM;                                     \
+		(ptr) = np_;                                                       \
+	} while (0)
+
+static crux_status_t ev_size(struct crux_sched_eval *ev, size_t L, size_t n, size_t inc)
+{
+	if (L + 1 > ev->links_cap) {
+		size_t c = L + 1;
+
+		ENSURE(ev->resid, c, double);
+		ENSURE(ev->used, c, double);
+		ENSURE(ev->cnt, c, double);
+		ENSURE(ev->ver, c, unsigned);
+		ENSURE(ev->nunf, c, int);
+		ENSURE(ev->touched, c, int);
+		ENSURE(ev->slot, c, int);
+		ENSURE(ev->loff, c + 1, size_t);
+		ENSURE(ev->fill, c + 1, size_t);
+		ev->links_cap = c;
+	}
+	if (n + 1 > ev->jobs_cap) {
+		size_t c = n + 1;
+
+		ENSURE(ev->order, c, int);
+		ENSURE(ev->lambda, c, double);
+		ENSURE(ev->maxm, c, double);
+		ENSURE(ev->frozen, c, unsigned char);
+		ev->jobs_cap = c;
+	}
+	if (inc + 1 > ev->inc_cap) {
+		size_t c = inc + 1;
+
+		ENSURE(ev->inc_job, c, int);
+		ENSURE(ev->inc_k, c, size_t);
+		ev->inc_cap = c;
+	}
+	return CRUX_OK;
+}
+
+/* Counting sort of job indices by level, highest first (stable). */
+static void order_by_level(const struct crux_sched_schedule *s, size_t n, int *order)
+{
+	int K = s->levels;
+	size_t cnt[CRUX_SCHED_MAX_LEVELS + 1] = {0};
+
+	for (size_t i = 0; i < n; i++) {
+		int l = s->d[i].level;
+
+		l = l < 0 ? 0 : l >= K ? K - 1 : l;
+		cnt[K - 1 - l + 1]++;
+	}
+	for (int b = 0; b < K; b++)
+		cnt[b + 1] += cnt[b];
+	for (size_t i = 0; i < n; i++) {
+		int l = s->d[i].level;
+
+		l = l < 0 ? 0 : l >= K ? K - 1 : l;
+		order[cnt[K - 1 - l]++] = (int)i;
+	}
+}
+
+static int clamp_level(const struct crux_sched_schedule *s, int l)
+{
+	return l < 0 ? 0 : l >= s->levels ? s->levels - 1 : l;
+}
+
+crux_status_t crux_sched_evaluate(struct crux_sched_eval *ev, struct crux_sched_topo *t,
+				  const struct crux_sched_job *jobs, size_t n,
+				  const struct crux_sched_schedule *s, double *iter_time, double *util)
+{
+	struct job_links jl;
+	size_t L = (size_t)t->n_links;
+	crux_status_t st;
+	double work_rate = 0, gpus = 0;
+
+	if (s->n_jobs != n || s->levels < 1)
+		return CRUX_ERR_INVAL;
+	st = job_links_build(t, jobs, n, s, &jl);
+	if (st)
+		return st;
+	st = ev_size(ev, L, n, jl.off[n]);
+	if (st)
+		goto out;
+	for (size_t l = 0; l < L; l++) {
+		ev->resid[l] = t->lbw[l];
+		ev->ver[l] = 0;
+	}
+	order_by_level(s, n, ev->order);
+	for (size_t lo = 0; lo < n;) {
+		size_t hi = lo;
+		int lev = clamp_level(s, s->d[ev->order[lo]].level);
+
+		while (hi < n && clamp_level(s, s->d[ev->order[hi]].level) == lev)
+			hi++;
+		/* Incidences of this level's jobs, grouped by link. */
+		size_t nt = 0, ninc = 0;
+
+		for (size_t a = lo; a < hi; a++) {
+			int j = ev->order[a];
+
+			ev->frozen[j] = 0;
+			ev->maxm[j] = 0;
+			for (size_t k = jl.off[j]; k < jl.off[j + 1]; k++) {
+				int l = jl.link[k];
+
+				if (ev->maxm[j] < jl.bytes[k])
+					ev->maxm[j] = jl.bytes[k];
+				ev->nunf[l] = 0;
+			}
+		}
+		for (size_t a = lo; a < hi; a++) {
+			int j = ev->order[a];
+
+			for (size_t k = jl.off[j]; k < jl.off[j + 1]; k++) {
+				int l = jl.link[k];
+
+				if (ev->nunf[l] == 0) {
+					ev->touched[nt++] = l;
+					ev->cnt[l] = 0;
+					ev->used[l] = 0;
+				}
+				ev->nunf[l]++;
+				ev->cnt[l] += jl.bytes[k] / ev->maxm[j];
+				ninc++;
+			}
+		}
+		ev->fill[0] = 0;
+		for (size_t q = 0; q < nt; q++) {
+			int l = ev->touched[q];
+
+			ev->loff[q] = ev->fill[q];
+			ev->fill[q + 1] = ev->fill[q] + (size_t)ev->nunf[l];
+			ev->slot[l] = (int)q; /* link -> its slot in touched */
+		}
+		for (size_t q = 0; q < nt; q++)
+			ev->fill[q] = ev->loff[q];
+		for (size_t a = lo; a < hi; a++) {
+			int j = ev->order[a];
+
+			for (size_t k = jl.off[j]; k < jl.off[j + 1]; k++) {
+				size_t q = (size_t)ev->slot[jl.link[k]];
+
+				ev->inc_job[ev->fill[q]] = j;
+				ev->inc_k[ev->fill[q]++] = k;
+			}
+		}
+		/* Progressive filling; ver[] counts key updates per link (stale heap entries). */
+		ev->heap_n = 0;
+		for (size_t q = 0; q < nt; q++) {
+			int l = ev->touched[q];
+
+			if (heap_push(ev, ev->resid[l] / ev->cnt[l], l)) {
+				st = CRUX_ERR_NOMEM;
+				goto out;
+			}
+		}
+		while (ev->heap_n) {
+			struct hent h = heap_pop(ev);
+			int l = h.link;
+
+			if (h.ver != ev->ver[l] || ev->nunf[l] == 0)
+				continue;
+			double lam = h.key;
+
+			size_t q = (size_t)ev->slot[l];
+			size_t q0 = ev->loff[q], q1 = q + 1 < nt ? ev->loff[q + 1] : ninc;
+
+			for (size_t r = q0; r < q1; r++) {
+				int j = ev->inc_job[r];
+
+				if (ev->frozen[j])
+					continue;
+				ev->frozen[j] = 1;
+				ev->lambda[j] = lam;
+				for (size_t k = jl.off[j]; k < jl.off[j + 1]; k++) {
+					int m = jl.link[k];
+					double a = jl.bytes[k] / ev->maxm[j];
+
+					ev->used[m] += lam * a;
+					ev->cnt[m] -= a;
+					ev->nunf[m]--;
+					ev->ver[m]++;
+					if (ev->nunf[m] > 0) {
+						double c = ev->cnt[m] > 1e-15 ? ev->cnt[m] : 1e-15;
+						double key = (ev->resid[m] - ev->used[m]) / c;
+
+						if (key < lam)
+							key = lam;
+						if (heap_push(ev, key, m)) {
+							st = CRUX_ERR_NOMEM;
+							goto out;
+						}
+					}
+				}
+			}
+		}
+		/* Iteration times, then this level's average load leaves the residual. */
+		for (size_t a = lo; a < hi; a++) {
+			int j = ev->order[a];
+			const struct crux_sched_job *jb = &jobs[j];
+			double start = (1.0 - jb->overlap) * jb->compute, T = jb->compute;
+
+			if (jl.off[j + 1] > jl.off[j]) {
+				double tau = ev->maxm[j] / ev->lambda[j];
+
+				T = fmax(jb->compute, start + tau);
+				for (size_t k = jl.off[j]; k < jl.off[j + 1]; k++) {
+					int m = jl.link[k];
+
+					ev->resid[m] -= jl.bytes[k] / T;
+					if (ev->resid[m] < RESIDUAL_FLOOR * t->lbw[m])
+						ev->resid[m] = RESIDUAL_FLOOR * t->lbw[m];
+				}
+			}
+			if (iter_time)
+				iter_time[j] = T;
+			if (T > 0)
+				work_rate += jb->work / T;
+			gpus += jb->gpus;
+		}
+		lo = hi;
+	}
+	if (util)
+		*util = gpus > 0 ? work_rate / gpus : 0;
+	st = CRUX_OK;
+out:
+	job_links_free(&jl);
+	return st;
+}

@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Internals shared by the scheduler's source files. */
+#ifndef CRUX_SCHED_INTERNAL_H
+#define CRUX_SCHED_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "crux/sched.h"
+
+#define GBPS_TO_BYTES(g) ((g) * 1e9 / 8.0)
+
+struct pcache_ent {
+	int src, dst; /* src < 0: empty slot */
+	int n_paths;
+	int *off;
+	int *links;
+};
+
+struct crux_sched_topo {
+	int n_hosts, n_nodes, n_links;
+	char **names;
+	int *lfrom, *lto;
+	double *lbw; /* bytes/s */
+	int *out_off, *out_link; /* CSR of outgoing links per node */
+	int *in_off, *in_link;   /* CSR of incoming links per node */
+	int max_paths;
+	/* name -> node hash (open addressing) */
+	int *name_tab;
+	int name_cap;
+	/* (src,dst) -> candidate paths (open addressing) */
+	struct pcache_ent *pc;
+	size_t pc_cap, pc_n;
+	/* hops from every node to each destination host, rows filled lazily */
+	int **dist;
+};
+
+/* Builder used by the parser and the generators. */
+struct topo_builder {
+	int n_nodes, cap_nodes, n_hosts;
+	char **names;
+	unsigned char *is_host;
+	int n_links, cap_links;
+	int *lfrom, *lto;
+	double *lbw;
+	int n_exp, cap_exp; /* explicit paths */
+	int *exp_src, *exp_dst, *exp_off, *exp_links;
+	int n_exp_links, cap_exp_links;
+	int *name_tab;
+	int name_cap;
+	int max_paths;
+};
+
+void tb_init(struct topo_builder *b);
+void tb_free(struct topo_builder *b);
+int tb_find(const struct topo_builder *b, const char *name);
+/* Returns node id, -1 on NOMEM, -2 if the name exists. */
+int tb_add_node(struct topo_builder *b, const char *name, int is_host);
+/* Adds both directions; returns the first link id or -1 on NOMEM. */
+int tb_add_cable(struct topo_builder *b, int a, int c, double bytes_per_s);
+crux_status_t tb_finish(struct topo_builder *b, struct crux_sched_topo **out,
+			struct crux_sched_err *err);
+
+/* Errors and small helpers. */
+void sched_err(struct crux_sched_err *err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+uint64_t sched_mix64(uint64_t x);
+struct sched_rng {
+	uint64_t s;
+};
+void rng_seed(struct sched_rng *r, uint64_t seed);
+uint64_t rng_next(struct sched_rng *r);
+/* Uniform in [0, n). */
+uint32_t rng_below(struct sched_rng *r, uint32_t n);
+uint32_t name_hash(const char *s);
+crux_status_t read_file_text(const char *path, char **text, size_t *len, struct crux_sched_err *err);
+
+/* Tokenizer for line-oriented formats: splits in place on blanks, drops '#' comments. */
+#define MAX_TOKENS 4096
+int split_tokens(char *line, char **tok, int max);
+
+/* Links of flow f of job i on the schedule's chosen path (count, pointer). */
+crux_status_t flow_links(struct crux_sched_topo *t, const struct crux_sched_job *job, int f,
+			 int path_idx, const int **links, int *n_links);
+
+
+
+/* Per job: distinct directed links on its chosen paths with bytes per iteration (CSR). */
+struct job_links {
+	size_t *off; /* n + 1 */
+	int *link;
+	double *bytes;
+};
+crux_status_t job_links_build(struct crux_sched_topo *t, const struct crux_sched_job *jobs, size_t n,
+			      const struct crux_sched_schedule *s, struct job_links *out);
+void job_links_free(struct job_links *jl);
+#endif

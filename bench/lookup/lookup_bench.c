@@ -1,0 +1,282 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Decision lookup cost on the data path, with a writer process publishing
+ * the table continuously, against a plain struct read measured in the same
+ * run (interleaved batches, so both see the same machine noise).
+ *
+ *   crux-bench-lookup [RESULT.json]
+ *
+ * Per batch of BATCH operations the time is taken with CLOCK_MONOTONIC and
+ * divided by BATCH; the median and 99th percentile are over batches. The
+ * result goes to RESULT.json (default bench/results/lookup.json).
+ * CRUX_BENCH_SECONDS (default 3) sets the measuring time.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "crux/decision.h"
+#include "crux/env.h"
+#include "crux/log.h"
+#include "crux/shm.h"
+
+#define NJOBS 64
+#define NPEERS 4
+#define BATCH 64
+#define MAX_SAMPLES 400000
+
+struct shared {
+	_Atomic int stop;
+	_Atomic uint64_t publishes;
+};
+
+static void peer_addr(int p, struct crux_addr *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->family = 4;
+	a->bytes[0] = 198;
+	a->bytes[1] = 18;
+	a->bytes[2] = 3;
+	a->bytes[3] = (uint8_t)(10 + p);
+}
+
+static uint64_t key_of(int j)
+{
+	char id[32];
+	snprintf(id, sizeof(id), "env:bench-%d", j);
+	return crux_job_key_of(id);
+}
+
+static void pin(int cpu)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	sched_setaffinity(0, sizeof(set), &set); /* best effort */
+}
+
+/* The writer: republish the whole table as fast as it can. */
+static int writer_main(struct crux_dt_writer *w, struct shared *sh)
+{
+	static struct crux_dt_job jobs[NJOBS];
+	static struct crux_dt_route routes[NJOBS * NPEERS];
+	for (uint64_t round = 0; !atomic_load_explicit(&sh->stop, memory_order_relaxed); round++) {
+		for (int j = 0; j < NJOBS; j++) {
+			memset(&jobs[j], 0, sizeof(jobs[j]));
+			jobs[j].job_key = key_of(j);
+			snprintf(jobs[j].job_id, sizeof(jobs[j].job_id), "env:bench-%d", j);
+			jobs[j].level = (uint8_t)((round + (uint64_t)j) % 4);
+			jobs[j].state = CRUX_JOB_SCHEDULED;
+			for (int p = 0; p < NPEERS; p++) {
+				struct crux_dt_route *r = &routes[j * NPEERS + p];
+				memset(r, 0, sizeof(*r));
+				r->job_key = jobs[j].job_key;
+				peer_addr(p, &r->peer);
+				r->path_id = (uint16_t)(round % 4);
+				r->nports = 4;
+				for (int k = 0; k < 4; k++)
+					r->ports[k] = (uint16_t)(40000 + round % 1000 + (uint64_t)k);
+			}
+		}
+		if (crux_dt_publish(w, jobs, NJOBS, routes, NJOBS * NPEERS) != CRUX_OK)
+			return 1;
+		if ((round & 255) == 0)
+			crux_dt_heartbeat(w);
+		atomic_fetch_add_explicit(&sh->publishes, 1, memory_order_relaxed);
+	}
+	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double pct(double *v, size_t n, double q)
+{
+	size_t i = (size_t)(q * (double)(n - 1) + 0.5);
+	return v[i < n ? i : n - 1];
+}
+
+static void rm_dir(const char *shm, const char *base)
+{
+	char p[300];
+	snprintf(p, sizeof(p), "%s/" CRUX_DT_FILE, shm);
+	unlink(p);
+	rmdir(shm);
+	rmdir(base);
+}
+
+int main(int argc, char **argv)
+{
+	const char *out_path = argc > 1 ? argv[1] : "bench/results/lookup.json";
+	double secs;
+	char err[256];
+	if (crux_env_double(NULL, NULL, "CRUX_BENCH_SECONDS", 3.0, 0.1, 600, &secs, err,
+			    sizeof(err)) != CRUX_OK) {
+		fprintf(stderr, "%s\n", err);
+		return 1;
+	}
+	crux_log_init("crux-bench-lookup");
+
+	/* A private directory on tmpfs when there is one (as /dev/shm/crux would be). */
+	char base[64], shm[96];
+	struct stat sb;
+	snprintf(base, sizeof(base), "%s/crux-bench-XXXXXX",
+		 stat("/dev/shm", &sb) == 0 ? "/dev/shm" : "/tmp");
+	if (!mkdtemp(base)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	snprintf(shm, sizeof(shm), "%s/shm", base);
+
+	struct crux_dt_settings s;
+	struct crux_dt_writer *w;
+	struct crux_dt_reader *r;
+	crux_dt_settings_default(4, &s);
+	if (crux_shm_dir_check(shm, true) != CRUX_OK ||
+	    crux_dt_writer_open(shm, &s, &w, NULL) != CRUX_OK) {
+		rm_dir(shm, base);
+		return 1;
+	}
+	struct shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+				 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED)
+		return 1;
+	memset(sh, 0, sizeof(*sh));
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	pid_t kid = fork();
+	if (kid == 0) {
+		if (ncpu >= 2)
+			pin(1);
+		_exit(writer_main(w, sh));
+	}
+	if (ncpu >= 2)
+		pin(0);
+	if (crux_dt_reader_open(shm, &r) != CRUX_OK) {
+		kill(kid, SIGKILL);
+		rm_dir(shm, base);
+		return 1;
+	}
+	/* Wait for the writer's first publish so lookups find their jobs. */
+	while (atomic_load(&sh->publishes) < 2)
+		;
+
+	uint64_t keys[NJOBS];
+	struct crux_addr peers[NPEERS];
+	for (int j = 0; j < NJOBS; j++)
+		keys[j] = key_of(j);
+	for (int p = 0; p < NPEERS; p++)
+		peer_addr(p, &peers[p]);
+	/* The baseline: the same answers as plain structs in private memory. */
+	static struct crux_decision plain[NJOBS * NPEERS];
+	for (int i = 0; i < NJOBS * NPEERS; i++) {
+		struct crux_decision d;
+		while (crux_dt_lookup(r, keys[i / NPEERS], &peers[i % NPEERS], &d) != CRUX_OK)
+			;
+		plain[i] = d;
+	}
+
+	double *t_lookup = malloc(MAX_SAMPLES * sizeof(double));
+	double *t_plain = malloc(MAX_SAMPLES * sizeof(double));
+	if (!t_lookup || !t_plain)
+		return 1;
+	size_t n = 0;
+	uint64_t busy = 0, found = 0, idx = 0, sink = 0;
+	uint64_t pub0 = atomic_load(&sh->publishes);
+	uint64_t t_start = crux_now_ns(), t_end = t_start + (uint64_t)(secs * 1e9);
+	while (n < MAX_SAMPLES && crux_now_ns() < t_end) {
+		struct crux_decision d;
+		uint64_t a = crux_now_ns();
+		for (int k = 0; k < BATCH; k++, idx++) {
+			unsigned i = (unsigned)(idx * 7) % (NJOBS * NPEERS);
+			d = plain[i];
+			/* Keep the copy: the compiler may not drop it. */
+			__asm__ __volatile__("" : : "r"(&d) : "memory");
+			sink += d.ports[0];
+		}
+		uint64_t b = crux_now_ns();
+		for (int k = 0; k < BATCH; k++, idx++) {
+			unsigned i = (unsigned)(idx * 7) % (NJOBS * NPEERS);
+			crux_status_t st = crux_dt_lookup(r, keys[i / NPEERS], &peers[i % NPEERS], &d);
+			__asm__ __volatile__("" : : "r"(&d) : "memory");
+			busy += st == CRUX_ERR_BUSY;
+			found += st == CRUX_OK && d.route_found;
+			sink += d.ports[0];
+		}
+		uint64_t c = crux_now_ns();
+		t_plain[n] = (double)(b - a) / BATCH;
+		t_lookup[n] = (double)(c - b) / BATCH;
+		n++;
+	}
+	uint64_t elapsed = crux_now_ns() - t_start;
+	uint64_t pubs = atomic_load(&sh->publishes) - pub0;
+	atomic_store(&sh->stop, 1);
+	int wst = 0;
+	waitpid(kid, &wst, 0);
+	crux_dt_reader_close(r);
+	crux_dt_writer_close(w);
+	rm_dir(shm, base);
+
+	qsort(t_lookup, n, sizeof(double), cmp_double);
+	qsort(t_plain, n, sizeof(double), cmp_double);
+	double lm = pct(t_lookup, n, 0.5), l99 = pct(t_lookup, n, 0.99);
+	double pm = pct(t_plain, n, 0.5), p99 = pct(t_plain, n, 0.99);
+	double pub_rate = (double)pubs / ((double)elapsed / 1e9);
+	uint64_t lookups = (uint64_t)n * BATCH;
+	struct utsname u;
+	uname(&u);
+
+	printf("decision lookup (job + route, %d jobs, %d routes), writer publishing %.0f tables/s:\n",
+	       NJOBS, NJOBS * NPEERS, pub_rate);
+	printf("  lookup      median %6.1f ns   p99 %6.1f ns\n", lm, l99);
+	printf("  plain read  median %6.1f ns   p99 %6.1f ns\n", pm, p99);
+	printf("  ratio lookup/plain: median %.2fx, p99 %.2fx; busy %llu of %llu lookups\n",
+	       lm / pm, l99 / p99, (unsigned long long)busy, (unsigned long long)lookups);
+	printf("  goal: median <= 25 ns: %s\n", lm <= 25.0 ? "met" : "NOT met");
+	if (!WIFEXITED(wst) || WEXITSTATUS(wst) != 0 || found == 0 || sink == 0) {
+		fprintf(stderr, "the writer failed or lookups found nothing\n");
+		return 1;
+	}
+
+	char tmp[512];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", out_path);
+	FILE *f = fopen(tmp, "w");
+	if (!f) {
+		fprintf(stderr, "cannot write %s: %s\n", tmp, strerror(errno));
+		return 1;
+	}
+	fprintf(f,
+		"{\n"
+		"  \"benchmark\": \"lookup\",\n"
+		"  \"description\": \"crux_dt_lookup (job + route) with a writer process publishing "
+		"continuously, vs a plain struct read in the same run\",\n"
+		"  \"machine\": \"%s %s, %ld CPUs\",\n"
+		"  \"jobs\": %d,\n  \"routes\": %d,\n  \"batch\": %d,\n  \"batches\": %zu,\n"
+		"  \"writer_publishes_per_s\": %.0f,\n"
+		"  \"lookup_ns\": {\"median\": %.2f, \"p99\": %.2f},\n"
+		"  \"plain_read_ns\": {\"median\": %.2f, \"p99\": %.2f},\n"
+		"  \"ratio_median\": %.3f,\n  \"ratio_p99\": %.3f,\n"
+		"  \"busy\": %llu,\n  \"lookups\": %llu,\n"
+		"  \"goal_median_ns\": 25,\n  \"goal_met\": %s\n"
+		"}\n",
+		u.sysname, u.machine, ncpu, NJOBS, NJOBS * NPEERS, BATCH, n, pub_rate, lm, l99, pm,
+		p99, lm / pm, l99 / p99, (unsigned long long)busy, (unsigned long long)lookups,
+		lm <= 25.0 ? "true" : "false");
+	if (fclose(f) != 0 || rename(tmp, out_path) != 0) {
+		fprintf(stderr, "cannot write %s: %s\n", out_path, strerror(errno));
+		return 1;
+	}
+	printf("  written to %s\n", out_path);
+	return 0;
+}

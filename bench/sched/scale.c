@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Scale benchmark: a full Crux schedule (ECMP start, intensity, path
+ * selection, correction factor, compression into K levels) for 1k..10k jobs
+ * on the Lingjun topology (847 hosts x 8 GPUs), single-threaded. Baseline in
+ * the same run: the ECMP policy (paths hashed, intensity only).
+ *
+ * Workload (assumed; the Lingjun trace has no per-job volumes): job sizes
+ * 1/2/4/8/16/32/64/128 GPUs with weights 30/10/10/20/12/10/6/2 %, six model
+ * types (compute 0.05..0.6 s, overlap 0..0.75, all-reduce 0.1..2 GB per
+ * iteration), placed on consecutive GPU slots in ToR order, wrapping around
+ * the cluster when it is full (several jobs then share a host).
+ *
+ * usage: sched-scale CSV [OUT.json] [--quick]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "crux/sched.h"
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+struct model {
+	double compute, overlap, bytes;
+};
+
+static const struct model models[6] = {
+	{0.05, 0.0, 1e8}, {0.12, 0.25, 4e8}, {0.2, 0.5, 1e9},
+	{0.3, 0.75, 1.4e9}, {0.45, 0.5, 2e9}, {0.6, 0.25, 7e8},
+};
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s += 0x9e3779b97f4a7c15ULL;
+	uint64_t x = *s;
+
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
+static int gen_jobs(struct crux_sched_topo *t, int n, uint64_t seed, struct crux_sched_jobs *js)
+{
+	static const int sizes[8] = {1, 2, 4, 8, 16, 32, 64, 128};
+	static const int weight[8] = {30, 10, 10, 20, 12, 10, 6, 2};
+	int nh = crux_sched_topo_n_hosts(t), slots = nh * 8, cursor = 0;
+	int *hosts = malloc(sizeof(int) * 32);
+
+	/* Hosts in ToR order: the loader numbers hosts in file order, so sort by ToR name. */
+	int *order = malloc(sizeof(int) * (size_t)nh);
+	const char **tor = malloc(sizeof(char *) * (size_t)nh);
+
+	if (!hosts || !order || !tor)
+		return -1;
+	for (int h = 0; h < nh; h++) {
+		struct crux_sched_path_set ps;
+		int to;
+
+		order[h] = h;
+		/* The ToR is the far end of the host's first link on any path. */
+		crux_sched_topo_paths(t, h, h == 0 ? 1 : 0, &ps);
+		crux_sched_topo_link(t, ps.links[0], NULL, &to, NULL);
+		tor[h] = crux_sched_topo_node_name(t, to);
+	}
+	for (int a = 1; a < nh; a++) { /* insertion sort by ToR name, stable */
+		int v = order[a], b = a;
+
+		while (b > 0 && strcmp(tor[order[b - 1]], tor[v]) > 0) {
+			order[b] = order[b - 1];
+			b--;
+		}
+		order[b] = v;
+	}
+	for (int i = 0; i < n; i++) {
+		int r = (int)(rnd(&seed) % 100), k = 0, acc = weight[0];
+
+		while (r >= acc)
+			acc += weight[++k];
+		int g = sizes[k];
+		const struct model *m = &models[rnd(&seed) % 6];
+		int nhj = (g + 7) / 8;
+
+		if (cursor % 8 + (g < 8 ? g : 8) > 8)
+			cursor += 8 - cursor % 8; /* a small job stays on one host */
+		if (g >= 8 && cursor % 8)
+			cursor += 8 - cursor % 8;
+		for (int a = 0; a < nhj; a++)
+			hosts[a] = order[((cursor / 8) + a) % nh];
+		cursor = (cursor + g) % slots;
+		struct crux_sched_job j = {.id = (uint64_t)i + 1, .gpus = g, .n_hosts = nhj, .hosts = hosts,
+					   .compute = m->compute, .overlap = m->overlap};
+
+		j.work = g * m->compute;
+		if (crux_sched_jobs_add(js, &j) ||
+		    crux_sched_jobs_add_ring(js, js->n - 1, m->bytes))
+			return -1;
+	}
+	free(hosts);
+	free(order);
+	free(tor);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *csv = argc > 1 ? argv[1] : "bench/data/lingjun-topo.csv";
+	const char *out = argc > 2 ? argv[2] : "bench/results/sched-scale.json";
+	int quick = argc > 3 && !strcmp(argv[3], "--quick");
+	int counts[] = {1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000};
+	int nc = quick ? 3 : 10;
+	if (getenv("SCHED_SCALE_ONLY5K")) { counts[0] = 5000; nc = 1; }
+	struct crux_sched_lingjun_params lp;
+	struct crux_sched_err err;
+	FILE *jf;
+
+	crux_sched_lingjun_defaults(&lp);
+	jf = fopen(out, "w");
+	if (!jf) {
+		fprintf(stderr, "sched-scale: cannot write %s\n", out);
+		return 1;
+	}
+	fprintf(jf, "{\"benchmark\":\"sched-scale\",\"topology\":\"lingjun (847 hosts)\",\"levels\":8,"
+		    "\"orders\":10,\"rows\":[");
+	printf("%6s %9s %9s %6s %8s %9s %9s %8s %10s\n", "jobs", "net_jobs", "dag_edges", "comps",
+	       "largest", "cold_ms", "warm_ms", "ecmp_ms", "warm/ecmp");
+	for (int ci = 0; ci < nc; ci++) {
+		struct crux_sched_topo *t;
+		struct crux_sched_jobs js;
+		struct crux_sched_schedule *s;
+		struct crux_sched_params p;
+		double best_warm = 1e9, best_ecmp = 1e9, cold;
+
+		if (crux_sched_topo_lingjun(csv, &lp, &t, &err)) {
+			fprintf(stderr, "sched-scale: %s\n", err.msg);
+			return 1;
+		}
+		crux_sched_jobs_init(&js);
+		if (gen_jobs(t, counts[ci], 7 + (uint64_t)ci, &js) ||
+		    crux_sched_schedule_new(js.v, js.n, 8, &s)) {
+			fprintf(stderr, "sched-scale: out of memory\n");
+			return 1;
+		}
+		crux_sched_params_default(&p);
+		p.levels = 8;
+		/* Cold: the topology's path cache is empty (first schedule after start). */
+		double t0 = now();
+
+		if (crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s)) {
+			fprintf(stderr, "sched-scale: schedule failed\n");
+			return 1;
+		}
+		cold = now() - t0;
+		for (int rep = 0; rep < 5; rep++) {
+			t0 = now();
+			crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s);
+			double d = now() - t0;
+
+			if (d < best_warm)
+				best_warm = d;
+			t0 = now();
+			crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_ECMP, s);
+			d = now() - t0;
+			if (d < best_ecmp)
+				best_ecmp = d;
+		}
+		crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s);
+		size_t net = 0;
+
+		for (size_t i = 0; i < js.n; i++)
+			net += js.v[i].n_flows > 0;
+		printf("%6d %9zu %9zu %6d %8d %9.2f %9.2f %8.2f %10.1f\n", counts[ci], net, s->dag_edges,
+		       s->dag_components, s->dag_largest, cold * 1e3, best_warm * 1e3, best_ecmp * 1e3,
+		       best_warm / best_ecmp);
+		fprintf(jf, "%s{\"jobs\":%d,\"network_jobs\":%zu,\"dag_edges\":%zu,\"dag_components\":%d,"
+			    "\"dag_largest\":%d,\"cold_ms\":%.3f,\"warm_ms\":%.3f,"
+			    "\"ecmp_ms\":%.3f,\"warm_over_ecmp\":%.3f,\"cut_weight\":%.6g}",
+			ci ? "," : "", counts[ci], net, s->dag_edges, s->dag_components, s->dag_largest,
+			cold * 1e3, best_warm * 1e3, best_ecmp * 1e3, best_warm / best_ecmp, s->cut_weight);
+		fflush(stdout);
+		crux_sched_schedule_free(s);
+		crux_sched_jobs_free(&js);
+		crux_sched_topo_free(t);
+	}
+	fprintf(jf, "]}\n");
+	fclose(jf);
+	return 0;
+}

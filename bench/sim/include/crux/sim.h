@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * crux-sim: trace-driven simulator of training jobs sharing one fabric.
+ *
+ * Jobs arrive (trace), are placed on free GPUs, run their iterations and
+ * leave. On every arrival and departure the policy is re-run (paths, priority
+ * levels, or CASSINI time shifts) and the steady state of the running set is
+ * evaluated: each job's iteration time, from strict priority between levels
+ * and max-min fair sharing within a level. Between two events every job
+ * advances at its steady rate, so the simulator jumps from event to event.
+ */
+#ifndef CRUX_SIM_H
+#define CRUX_SIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "crux/sim_trace.h"
+#include "crux/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum crux_sim_policy {
+	CRUX_SIM_ECMP = 0,     /* ECMP paths, one level, fair sharing */
+	CRUX_SIM_SINCRONIA,    /* BSSI order, level = max(K-1-rank, 0) */
+	CRUX_SIM_TACCL,        /* least congested links, more hops = higher level */
+	CRUX_SIM_CASSINI,      /* ECMP paths, one level, time-shifted phases */
+	CRUX_SIM_CRUX_PA,      /* Crux priority assignment only */
+	CRUX_SIM_CRUX_PS_PA,   /* + path selection */
+	CRUX_SIM_CRUX_FULL,    /* + priority compression */
+	CRUX_SIM_N_POLICIES,
+};
+
+/* "ecmp", "sincronia", "taccl", "cassini", "crux-pa", "crux-ps-pa", "crux-full". */
+const char *crux_sim_policy_name(enum crux_sim_policy p);
+crux_status_t crux_sim_policy_parse(const char *s, enum crux_sim_policy *out);
+
+enum crux_sim_topo_kind {
+	CRUX_SIM_TOPO_CLOS2 = 0,   /* two-layer Clos (paper: 173 ToR, 16 aggregation) */
+	CRUX_SIM_TOPO_DOUBLE_SIDED, /* 6 ToR, 12 aggregation, 32 core, dual-homed hosts */
+	CRUX_SIM_TOPO_LINGJUN,     /* bench/data/lingjun-topo.csv, three layers */
+	CRUX_SIM_TOPO_CLOS3,       /* generated three-layer Clos */
+	CRUX_SIM_TOPO_FILE,        /* the scheduler's own topology text format */
+};
+
+/*
+ * Topology parameters (generated kinds use the counts; every kind the rates).
+ * A host node is the unit of placement with gpus_per_host GPUs behind its
+ * link(s); every job's per-iteration traffic is a ring all-reduce over its
+ * hosts, split into 'channels' flows per host pair (NCCL channels: distinct
+ * source ports, so ECMP hashes each on its own).
+ */
+struct crux_sim_topo_params {
+	uint32_t n_tor, n_agg, n_core;
+	uint32_t hosts_per_tor; /* clos2 / clos3 */
+	uint32_t n_hosts;       /* double-sided */
+	uint32_t host_links;    /* double-sided: cables per host, half to each ToR */
+	uint32_t n_pods, tors_per_pod, aggs_per_pod; /* clos3 */
+	uint32_t gpus_per_host;
+	uint32_t channels;
+	double host_gbps, tor_gbps, agg_gbps;
+};
+
+/* The defaults of one topology kind (see the README for the reasoning). */
+void crux_sim_topo_defaults(enum crux_sim_topo_kind kind, struct crux_sim_topo_params *p);
+
+enum crux_sim_placement {
+	CRUX_SIM_PLACE_PACK = 0, /* fewest ToR groups: best-fit group, then fullest groups */
+	CRUX_SIM_PLACE_RANDOM,   /* uniformly random free hosts (scattered, as fragmented
+				  * production clusters place jobs); ring in host order */
+};
+
+struct crux_sim_config {
+	enum crux_sim_policy policy;
+	enum crux_sim_topo_kind topo;
+	const char *topo_path;  /* CRUX_SIM_TOPO_FILE / LINGJUN: file to load */
+	struct crux_sim_topo_params tp;
+	enum crux_sim_placement placement;
+	uint32_t levels;        /* K priority levels (8) */
+	uint64_t seed;          /* scheduler and placement randomness */
+	double horizon_s;       /* stop here; 0 = when every job has finished */
+	double window_s;        /* metrics window [0, window_s]; 0 = last arrival */
+	double bin_s;           /* utilisation time-series bin (0 = window / 336) */
+	int progress;           /* progress bar on stderr */
+	int step_iterations;    /* baseline mode: step through every iteration between
+				 * events instead of jumping (same results, slower) */
+};
+
+void crux_sim_config_defaults(struct crux_sim_config *c);
+
+struct crux_sim_job_result {
+	uint32_t id;
+	char model[CRUX_SIM_MODEL_NAME_MAX];
+	uint32_t gpus;
+	uint32_t n_hosts;
+	double arrival_s;
+	double start_s;         /* placed; -1 if never started */
+	double finish_s;        /* -1 if not finished within the horizon */
+	double iterations_done;
+	uint64_t iterations;
+	double iso_iter_s;      /* iteration time alone on the fabric, same placement */
+	double mean_iter_s;     /* run time / iterations done */
+	double jct_s;           /* finish - arrival (queueing included) */
+	double slowdown;        /* mean_iter_s / iso_iter_s */
+	double net_bytes;       /* bytes this job put on fabric links (hop-bytes) */
+	int level;              /* last level assigned (K-1 = highest; -1: never ran) */
+};
+
+struct crux_sim_result {
+	enum crux_sim_policy policy;
+	uint32_t total_gpus;
+	uint32_t levels;
+	size_t n_jobs;
+	struct crux_sim_job_result *jobs;
+	/* Utilisation time series: bins of bin_s over [0, window_s]. */
+	size_t n_bins;
+	double bin_s;
+	double *util;       /* compute-busy GPUs / all GPUs */
+	double *alloc;      /* GPUs held by running jobs / all GPUs */
+	double window_s;
+	double mean_util;   /* over the window */
+	double mean_alloc;
+	double busy_of_held; /* compute-busy GPU time / held GPU time, over the window */
+	double end_s;       /* simulated time reached */
+	size_t events;      /* arrivals + departures processed */
+	size_t evaluations; /* policy runs + steady-state evaluations */
+	uint64_t steps;     /* iteration boundaries stepped through (step mode) */
+	size_t finished;
+	double link_bytes;  /* total bytes carried over fabric links (hop-bytes) */
+	double job_bytes;   /* sum over jobs of their per-link bytes x iterations done */
+	double max_link_load; /* highest average load / capacity seen on any link */
+	double wall_s;      /* simulator wall time */
+};
+
+/* Run a trace. 'out' is freed with crux_sim_result_free. */
+crux_status_t crux_sim_run(const struct crux_sim_trace *trace, const struct crux_sim_config *cfg,
+			   struct crux_sim_result **out, char *err, size_t errlen);
+
+void crux_sim_result_free(struct crux_sim_result *r);
+
+/* ---- Reports ------------------------------------------------------------ */
+
+/* Per-policy summary table (and the worst-off jobs) as text. */
+void crux_sim_print_summary(FILE *f, const struct crux_sim_result *const *r, size_t n);
+
+/* JSON with every run's summary, slowdown distribution, series and jobs. */
+crux_status_t crux_sim_write_json(const char *path, const char *experiment,
+				  const struct crux_sim_result *const *r, size_t n,
+				  const char *extra_json);
+
+/* Per-job table (CSV). */
+crux_status_t crux_sim_write_jobs_csv(const char *path, const struct crux_sim_result *r);
+
+/* PNG plots with gnuplot: utilisation over time and slowdown CDF. */
+crux_status_t crux_sim_plot(const char *png_prefix, const char *title,
+			    const struct crux_sim_result *const *r, size_t n, char *err,
+			    size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CRUX_SIM_H */

@@ -1,0 +1,37 @@
+#!/bin/sh
+# Regenerates the crux-sim results committed under bench/results/:
+#   sim-clos2-{pack,random}.json / -util.png / -slowdown.png
+#   sim-dsided-{pack,random}.json / ...
+#   sim-speed.json
+# Usage: sh bench/sim/run-experiments.sh [BUILD_DIR]   (default: build)
+# Each experiment replays the same seeded workload (5,000 jobs over two
+# weeks, offered load 1.0) under every policy; a few minutes each on a
+# 2-core machine.
+set -eu
+BUILD=${1:-build}
+SIM="$BUILD/bench/sim/crux-sim"
+OUT=bench/results
+SEED=${CRUX_SIM_SEED:-1}
+
+if [ ! -x "$SIM" ]; then
+	echo "run-experiments: $SIM not found; build first (meson compile -C $BUILD)" >&2
+	exit 1
+fi
+mkdir -p "$OUT"
+
+run() {
+	name=$1
+	title=$2
+	shift 2
+	echo "== $name: $title"
+	"$SIM" run --policy all --seed "$SEED" --experiment "$name" --title "$title" \
+		--json "$OUT/sim-$name.json" --plot "$OUT/sim-$name" "$@"
+}
+
+run clos2-random "Two-layer Clos, scattered placement" --topo clos2 --placement random
+run clos2-pack "Two-layer Clos, packed placement" --topo clos2 --placement pack
+run dsided-random "Double-sided, scattered placement" --topo dsided --placement random
+run dsided-pack "Double-sided, packed placement" --topo dsided --placement pack
+
+echo "== speed"
+"$SIM" speed --policy crux-full --placement random --seed "$SEED" --json "$OUT/sim-speed.json"

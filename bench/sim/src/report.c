@@ -1,0 +1,365 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* crux-sim reports: text tables, JSON, CSV and gnuplot PNGs. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "crux/sim.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Slowdowns of jobs that ran at least one iteration, sorted ascending. */
+static size_t sorted_slowdowns(const struct crux_sim_result *r, double **out)
+{
+	double *v = malloc((r->n_jobs ? r->n_jobs : 1) * sizeof(*v));
+	size_t n = 0;
+	if (!v) {
+		*out = NULL;
+		return 0;
+	}
+	for (size_t i = 0; i < r->n_jobs; i++) {
+		if (r->jobs[i].iterations_done > 0 && r->jobs[i].slowdown > 0)
+			v[n++] = r->jobs[i].slowdown;
+	}
+	qsort(v, n, sizeof(*v), cmp_double);
+	*out = v;
+	return n;
+}
+
+static double pct(const double *v, size_t n, double p)
+{
+	if (!n)
+		return NAN;
+	double x = p * (double)(n - 1);
+	size_t i = (size_t)x;
+	if (i + 1 >= n)
+		return v[n - 1];
+	return v[i] + (x - (double)i) * (v[i + 1] - v[i]);
+}
+
+static void jct_stats(const struct crux_sim_result *r, double *mean, size_t *n)
+{
+	double s = 0;
+	size_t k = 0;
+	for (size_t i = 0; i < r->n_jobs; i++) {
+		if (r->jobs[i].finish_s >= 0) {
+			s += r->jobs[i].jct_s;
+			k++;
+		}
+	}
+	*mean = k ? s / (double)k : NAN;
+	*n = k;
+}
+
+void crux_sim_print_summary(FILE *f, const struct crux_sim_result *const *r, size_t n)
+{
+	if (!n)
+		return;
+	const struct crux_sim_result *base = r[0];
+	fprintf(f, "%-11s %9s %9s %9s %8s %10s %7s %7s %7s %7s %8s\n", "policy", "util%",
+		"vs-first", "busy/held", "done", "meanJCT(h)", "sd-p50", "sd-p90", "sd-p99",
+		"sd-max", "wall(s)");
+	for (size_t i = 0; i < n; i++) {
+		double *sd;
+		size_t m = sorted_slowdowns(r[i], &sd);
+		double mj;
+		size_t done;
+		jct_stats(r[i], &mj, &done);
+		fprintf(f, "%-11s %9.2f %+8.2f%% %9.3f %8zu %10.2f %7.3f %7.3f %7.3f %7.3f %8.2f\n",
+			crux_sim_policy_name(r[i]->policy), 100 * r[i]->mean_util,
+			100 * (r[i]->mean_util / base->mean_util - 1), r[i]->busy_of_held, done,
+			mj / 3600, pct(sd, m, 0.5), pct(sd, m, 0.9), pct(sd, m, 0.99),
+			m ? sd[m - 1] : NAN, r[i]->wall_s);
+		free(sd);
+	}
+	/* The worst-off jobs of the last run (usually the policy under study). */
+	const struct crux_sim_result *last = r[n - 1];
+	size_t *idx = malloc((last->n_jobs ? last->n_jobs : 1) * sizeof(*idx));
+	if (!idx)
+		return;
+	size_t k = 0;
+	for (size_t i = 0; i < last->n_jobs; i++) {
+		if (last->jobs[i].iterations_done > 0)
+			idx[k++] = i;
+	}
+	/* Partial selection of the five largest slowdowns. */
+	size_t show = k < 5 ? k : 5;
+	for (size_t a = 0; a < show; a++) {
+		for (size_t b = a + 1; b < k; b++) {
+			if (last->jobs[idx[b]].slowdown > last->jobs[idx[a]].slowdown) {
+				size_t t = idx[a];
+				idx[a] = idx[b];
+				idx[b] = t;
+			}
+		}
+	}
+	if (show)
+		fprintf(f, "worst-off jobs under %s:\n  %8s %-18s %5s %5s %9s %9s %8s %5s\n",
+			crux_sim_policy_name(last->policy), "id", "model", "gpus", "hosts",
+			"iso-it(s)", "it(s)", "slowdown", "level");
+	for (size_t a = 0; a < show; a++) {
+		const struct crux_sim_job_result *j = &last->jobs[idx[a]];
+		fprintf(f, "  %8u %-18s %5u %5u %9.4f %9.4f %8.3f %5d\n", j->id, j->model, j->gpus,
+			j->n_hosts, j->iso_iter_s, j->mean_iter_s, j->slowdown, j->level);
+	}
+	free(idx);
+}
+
+static void json_num(FILE *f, double v)
+{
+	if (isfinite(v))
+		fprintf(f, "%.6g", v);
+	else
+		fputs("null", f);
+}
+
+static void write_run(FILE *f, const struct crux_sim_result *r, const struct crux_sim_result *base)
+{
+	double *sd;
+	size_t m = sorted_slowdowns(r, &sd);
+	double mj;
+	size_t done;
+	jct_stats(r, &mj, &done);
+	fprintf(f, "    {\"policy\": \"%s\", \"levels\": %u, \"total_gpus\": %u,\n",
+		crux_sim_policy_name(r->policy), r->levels, r->total_gpus);
+	fprintf(f, "     \"mean_gpu_util\": ");
+	json_num(f, r->mean_util);
+	fprintf(f, ", \"gain_vs_first\": ");
+	json_num(f, r->mean_util / base->mean_util - 1);
+	fprintf(f, ", \"mean_gpus_held\": ");
+	json_num(f, r->mean_alloc);
+	fprintf(f, ", \"busy_of_held\": ");
+	json_num(f, r->busy_of_held);
+	fprintf(f, ",\n     \"window_s\": ");
+	json_num(f, r->window_s);
+	fprintf(f, ", \"end_s\": ");
+	json_num(f, r->end_s);
+	fprintf(f, ", \"jobs\": %zu, \"finished\": %zu, \"events\": %zu, \"evaluations\": %zu, "
+		   "\"wall_s\": ",
+		r->n_jobs, r->finished, r->events, r->evaluations);
+	json_num(f, r->wall_s);
+	fprintf(f, ",\n     \"mean_jct_s\": ");
+	json_num(f, mj);
+	fprintf(f, ", \"link_bytes\": ");
+	json_num(f, r->link_bytes);
+	fprintf(f, ", \"job_bytes\": ");
+	json_num(f, r->job_bytes);
+	fprintf(f, ", \"max_link_load\": ");
+	json_num(f, r->max_link_load);
+	fprintf(f, ",\n     \"slowdown\": {\"p50\": ");
+	json_num(f, pct(sd, m, 0.5));
+	fprintf(f, ", \"p90\": ");
+	json_num(f, pct(sd, m, 0.9));
+	fprintf(f, ", \"p99\": ");
+	json_num(f, pct(sd, m, 0.99));
+	fprintf(f, ", \"max\": ");
+	json_num(f, m ? sd[m - 1] : NAN);
+	fprintf(f, ", \"cdf\": [");
+	/* 101 quantiles are enough to redraw the CDF. */
+	for (int q = 0; q <= 100; q++) {
+		if (q)
+			fputc(',', f);
+		json_num(f, pct(sd, m, q / 100.0));
+	}
+	free(sd);
+	fprintf(f, "]},\n     \"bin_s\": ");
+	json_num(f, r->bin_s);
+	fprintf(f, ", \"util_series\": [");
+	for (size_t i = 0; i < r->n_bins; i++) {
+		if (i)
+			fputc(',', f);
+		json_num(f, r->util[i]);
+	}
+	/* Per-job results as parallel arrays (compact for 5,000 jobs). */
+	fprintf(f, "],\n     \"job_id\": [");
+	for (size_t i = 0; i < r->n_jobs; i++)
+		fprintf(f, "%s%u", i ? "," : "", r->jobs[i].id);
+	fprintf(f, "],\n     \"job_gpus\": [");
+	for (size_t i = 0; i < r->n_jobs; i++)
+		fprintf(f, "%s%u", i ? "," : "", r->jobs[i].gpus);
+	fprintf(f, "],\n     \"job_jct_s\": [");
+	for (size_t i = 0; i < r->n_jobs; i++) {
+		if (i)
+			fputc(',', f);
+		if (r->jobs[i].finish_s >= 0)
+			fprintf(f, "%.0f", r->jobs[i].jct_s);
+		else
+			fputs("null", f);
+	}
+	fprintf(f, "],\n     \"job_slowdown\": [");
+	for (size_t i = 0; i < r->n_jobs; i++) {
+		if (i)
+			fputc(',', f);
+		if (r->jobs[i].iterations_done > 0)
+			fprintf(f, "%.4f", r->jobs[i].slowdown);
+		else
+			fputs("null", f);
+	}
+	fprintf(f, "],\n     \"job_level\": [");
+	for (size_t i = 0; i < r->n_jobs; i++)
+		fprintf(f, "%s%d", i ? "," : "", r->jobs[i].level);
+	fprintf(f, "]}");
+}
+
+crux_status_t crux_sim_write_json(const char *path, const char *experiment,
+				  const struct crux_sim_result *const *r, size_t n,
+				  const char *extra_json)
+{
+	FILE *f = fopen(path, "w");
+	if (!f)
+		return CRUX_ERR_IO;
+	fprintf(f, "{\n  \"experiment\": \"%s\",\n", experiment);
+	if (extra_json && *extra_json)
+		fprintf(f, "  %s,\n", extra_json);
+	fprintf(f, "  \"runs\": [\n");
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			fprintf(f, ",\n");
+		write_run(f, r[i], r[0]);
+	}
+	fprintf(f, "\n  ]\n}\n");
+	int bad = ferror(f);
+	if (fclose(f) != 0 || bad)
+		return CRUX_ERR_IO;
+	return CRUX_OK;
+}
+
+crux_status_t crux_sim_write_jobs_csv(const char *path, const struct crux_sim_result *r)
+{
+	FILE *f = fopen(path, "w");
+	if (!f)
+		return CRUX_ERR_IO;
+	fprintf(f, "id,model,gpus,hosts,arrival_s,start_s,finish_s,jct_s,iterations,"
+		   "iterations_done,iso_iter_s,mean_iter_s,slowdown,level\n");
+	for (size_t i = 0; i < r->n_jobs; i++) {
+		const struct crux_sim_job_result *j = &r->jobs[i];
+		fprintf(f, "%u,%s,%u,%u,%.3f,%.3f,%.3f,%.3f,%llu,%.1f,%.6f,%.6f,%.4f,%d\n", j->id,
+			j->model, j->gpus, j->n_hosts, j->arrival_s, j->start_s, j->finish_s,
+			j->finish_s >= 0 ? j->jct_s : -1, (unsigned long long)j->iterations,
+			j->iterations_done, j->iso_iter_s, j->mean_iter_s, j->slowdown, j->level);
+	}
+	int bad = ferror(f);
+	if (fclose(f) != 0 || bad)
+		return CRUX_ERR_IO;
+	return CRUX_OK;
+}
+
+/* Write one data file per run under 'dir'; returns 0 on success. */
+static int write_plot_data(const char *dir, const struct crux_sim_result *const *r, size_t n)
+{
+	char path[4096];
+	for (size_t i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), "%s/util%zu.dat", dir, i);
+		FILE *f = fopen(path, "w");
+		if (!f)
+			return -1;
+		for (size_t b = 0; b < r[i]->n_bins; b++)
+			fprintf(f, "%.6f %.6f\n", (b + 0.5) * r[i]->bin_s / 86400, 100 * r[i]->util[b]);
+		if (fclose(f) != 0)
+			return -1;
+		snprintf(path, sizeof(path), "%s/cdf%zu.dat", dir, i);
+		f = fopen(path, "w");
+		if (!f)
+			return -1;
+		double *sd;
+		size_t m = sorted_slowdowns(r[i], &sd);
+		for (size_t k = 0; k < m; k++)
+			fprintf(f, "%.6f %.6f\n", sd[k], (double)(k + 1) / (double)m);
+		free(sd);
+		if (fclose(f) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+crux_status_t crux_sim_plot(const char *png_prefix, const char *title,
+			    const struct crux_sim_result *const *r, size_t n, char *err,
+			    size_t errlen)
+{
+	char dir[] = "/tmp/crux-sim-plot.XXXXXX";
+	char path[4096];
+	crux_status_t st = CRUX_OK;
+
+	if (!mkdtemp(dir)) {
+		snprintf(err, errlen, "cannot create a temporary directory for plot data: %s",
+			 strerror(errno));
+		return CRUX_ERR_IO;
+	}
+	if (write_plot_data(dir, r, n) != 0) {
+		snprintf(err, errlen, "cannot write plot data under %s", dir);
+		st = CRUX_ERR_IO;
+		goto cleanup;
+	}
+	snprintf(path, sizeof(path), "%s/plot.gp", dir);
+	FILE *g = fopen(path, "w");
+	if (!g) {
+		st = CRUX_ERR_IO;
+		goto cleanup;
+	}
+	fprintf(g, "set terminal png size 1000,520 font ',11'\nset key outside right\n"
+		   "set grid\n");
+	fprintf(g, "set output '%s-util.png'\nset title '%s: cluster GPU utilisation'\n"
+		   "set xlabel 'time (days)'\nset ylabel 'GPU utilisation (%%)'\n"
+		   "set yrange [0:100]\nplot ",
+		png_prefix, title);
+	for (size_t i = 0; i < n; i++)
+		fprintf(g, "%s'%s/util%zu.dat' using 1:2 with lines lw 2 title '%s (mean %.1f%%)'",
+			i ? ", " : "", dir, i, crux_sim_policy_name(r[i]->policy),
+			100 * r[i]->mean_util);
+	fprintf(g, "\nset output '%s-slowdown.png'\nset title '%s: job slowdown (CDF)'\n"
+		   "set xlabel 'slowdown (iteration time / isolated)'\nset ylabel 'fraction of "
+		   "jobs'\nset yrange [0:1]\nset logscale x\nplot ",
+		png_prefix, title);
+	for (size_t i = 0; i < n; i++)
+		fprintf(g, "%s'%s/cdf%zu.dat' using 1:2 with steps lw 2 title '%s'", i ? ", " : "",
+			dir, i, crux_sim_policy_name(r[i]->policy));
+	fprintf(g, "\n");
+	if (fclose(g) != 0) {
+		st = CRUX_ERR_IO;
+		goto cleanup;
+	}
+	char cmd[4200];
+	snprintf(cmd, sizeof(cmd), "gnuplot '%s' 2>&1", path);
+	FILE *p = popen(cmd, "r");
+	if (!p) {
+		snprintf(err, errlen, "cannot run gnuplot: %s", strerror(errno));
+		st = CRUX_ERR_IO;
+		goto cleanup;
+	}
+	char line[512];
+	size_t used = 0;
+	err[0] = '\0';
+	while (fgets(line, sizeof(line), p)) {
+		size_t l = strlen(line);
+		if (used + l < errlen) {
+			memcpy(err + used, line, l + 1);
+			used += l;
+		}
+	}
+	int rc = pclose(p);
+	if (rc != 0) {
+		if (!used)
+			snprintf(err, errlen, "gnuplot failed (exit %d): is gnuplot installed "
+					      "(apt-get install gnuplot-nox)?",
+				 WIFEXITED(rc) ? WEXITSTATUS(rc) : -1);
+		st = CRUX_ERR_IO;
+	}
+cleanup:
+	for (size_t i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), "%s/util%zu.dat", dir, i);
+		unlink(path);
+		snprintf(path, sizeof(path), "%s/cdf%zu.dat", dir, i);
+		unlink(path);
+	}
+	snprintf(path, sizeof(path), "%s/plot.gp", dir);
+	unlink(path);
+	rmdir(dir);
+	return st;
+}

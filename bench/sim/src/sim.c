@@ -1,0 +1,701 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * crux-sim event loop: arrivals, placement, departures; the engine gives the
+ * steady state of the running set after every change, and between two events
+ * every job advances at its steady rate (the simulator jumps).
+ *
+ * Placement (jobs without hosts in the trace): a job smaller than a host goes
+ * to the fullest host it fits on (best fit); a larger one takes whole free
+ * hosts, all in one ToR group if one has room (the group with the fewest free
+ * hosts that fits), else from the groups with the most free hosts first.
+ * Queue: first come first served with backfilling, except that a job waiting
+ * longer than CRUX_SIM_STARVE_S at the head of the queue stops backfilling
+ * until it starts (so large jobs are not starved).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "crux/sim.h"
+#include "sim_engine.h"
+
+#define CRUX_SIM_STARVE_S (6 * 3600.0)
+
+static const char *const policy_names[CRUX_SIM_N_POLICIES] = {
+	"ecmp", "sincronia", "taccl", "cassini", "crux-pa", "crux-ps-pa", "crux-full",
+};
+
+const char *crux_sim_policy_name(enum crux_sim_policy p)
+{
+	return (unsigned)p < CRUX_SIM_N_POLICIES ? policy_names[p] : "?";
+}
+
+crux_status_t crux_sim_policy_parse(const char *s, enum crux_sim_policy *out)
+{
+	for (int i = 0; i < CRUX_SIM_N_POLICIES; i++) {
+		if (strcmp(s, policy_names[i]) == 0) {
+			*out = (enum crux_sim_policy)i;
+			return CRUX_OK;
+		}
+	}
+	return CRUX_ERR_INVAL;
+}
+
+void crux_sim_config_defaults(struct crux_sim_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->policy = CRUX_SIM_CRUX_FULL;
+	c->topo = CRUX_SIM_TOPO_CLOS2;
+	crux_sim_topo_defaults(c->topo, &c->tp);
+	c->levels = 8;
+	c->seed = 1;
+}
+
+enum job_state { J_FUTURE = 0, J_WAITING, J_RUNNING, J_DONE };
+
+struct sim_job {
+	const struct crux_sim_trace_job *tj;
+	enum job_state state;
+	uint32_t *hosts; /* owned when placed by the simulator */
+	uint32_t n_hosts;
+	int own_hosts;
+	double remaining;
+	struct sim_eval_out ev;
+};
+
+/* Everything one run owns: the one context of the simulator. */
+struct sim_run {
+	const struct crux_sim_config *cfg;
+	struct sim_engine *eng;
+	uint32_t n_hosts, gph, n_groups;
+	const uint32_t *group;
+	uint32_t *free_gpus;     /* per host */
+	uint32_t *group_free;    /* fully free hosts per group */
+	struct sim_job *jobs;    /* trace order */
+	size_t *order;           /* by arrival */
+	size_t *running;         /* indices into jobs */
+	size_t n_running;
+	size_t *waiting;         /* FIFO of indices */
+	size_t wait_head, wait_tail;
+	struct sim_active *act;
+	struct sim_eval_out *evo;
+	struct step_ent *heap;   /* step mode */
+	double *last_t;          /* step mode: last accounting time per running slot */
+	double link_rate_sum;
+	uint64_t rng;            /* placement randomness */
+	struct crux_sim_result *res;
+	char *err;
+	size_t errlen;
+};
+
+static int cmp_arrival(const void *a, const void *b, void *arg)
+{
+	const struct crux_sim_trace *t = arg;
+	const struct crux_sim_trace_job *x = &t->jobs[*(const size_t *)a];
+	const struct crux_sim_trace_job *y = &t->jobs[*(const size_t *)b];
+	if (x->arrival_s != y->arrival_s)
+		return x->arrival_s < y->arrival_s ? -1 : 1;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static uint32_t hosts_needed(const struct sim_run *s, uint32_t gpus)
+{
+	return (gpus + s->gph - 1) / s->gph;
+}
+
+static void take_host(struct sim_run *s, uint32_t h, uint32_t gpus)
+{
+	if (s->free_gpus[h] == s->gph)
+		s->group_free[s->group[h]]--;
+	s->free_gpus[h] -= gpus;
+}
+
+static void give_host(struct sim_run *s, uint32_t h, uint32_t gpus)
+{
+	s->free_gpus[h] += gpus;
+	if (s->free_gpus[h] == s->gph)
+		s->group_free[s->group[h]]++;
+}
+
+static uint32_t gpus_on_host(const struct sim_run *s, const struct sim_job *j, uint32_t k)
+{
+	/* The job's GPUs fill its hosts in order; the last may be partial. */
+	uint32_t left = j->tj->gpus - k * s->gph;
+	return left < s->gph ? left : s->gph;
+}
+
+static uint64_t rng_next(uint64_t *st)
+{
+	uint64_t z = (*st += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* 'need' of the 'total' fully free hosts, uniformly at random, in host order. */
+static int place_random(struct sim_run *s, struct sim_job *j, uint32_t need, uint32_t total)
+{
+	uint32_t n = 0, left = total;
+	/* Selection sampling (Knuth's algorithm S): one pass, sorted output. */
+	for (uint32_t h = 0; h < s->n_hosts && n < need; h++) {
+		if (s->free_gpus[h] != s->gph)
+			continue;
+		uint64_t r = rng_next(&s->rng) % left;
+		if (r < need - n) {
+			j->hosts[n] = h;
+			n++;
+		}
+		left--;
+	}
+	for (uint32_t k = 0; k < n; k++)
+		take_host(s, j->hosts[k], gpus_on_host(s, j, k));
+	j->n_hosts = n;
+	return 1;
+}
+
+/* Returns 1 if placed. */
+static int try_place(struct sim_run *s, struct sim_job *j)
+{
+	uint32_t g = j->tj->gpus;
+	if (j->tj->n_hosts) {
+		for (uint32_t k = 0; k < j->tj->n_hosts; k++) {
+			if (s->free_gpus[j->tj->hosts[k]] < gpus_on_host(s, j, k))
+				return 0;
+		}
+		for (uint32_t k = 0; k < j->tj->n_hosts; k++)
+			take_host(s, j->tj->hosts[k], gpus_on_host(s, j, k));
+		j->hosts = j->tj->hosts;
+		j->n_hosts = j->tj->n_hosts;
+		j->own_hosts = 0;
+		return 1;
+	}
+	if (g < s->gph) {
+		uint32_t best = UINT32_MAX;
+		for (uint32_t h = 0; h < s->n_hosts; h++) {
+			if (s->free_gpus[h] >= g &&
+			    (best == UINT32_MAX || s->free_gpus[h] < s->free_gpus[best]))
+				best = h;
+		}
+		if (best == UINT32_MAX)
+			return 0;
+		j->hosts[0] = best;
+		j->n_hosts = 1;
+		take_host(s, best, g);
+		return 1;
+	}
+	uint32_t need = hosts_needed(s, g);
+	uint64_t total = 0;
+	for (uint32_t q = 0; q < s->n_groups; q++)
+		total += s->group_free[q];
+	if (total < need)
+		return 0;
+	if (s->cfg->placement == CRUX_SIM_PLACE_RANDOM)
+		return place_random(s, j, need, (uint32_t)total);
+	uint32_t n = 0;
+	uint32_t fit = UINT32_MAX;
+	for (uint32_t q = 0; q < s->n_groups; q++) {
+		if (s->group_free[q] >= need &&
+		    (fit == UINT32_MAX || s->group_free[q] < s->group_free[fit]))
+			fit = q;
+	}
+	while (n < need) {
+		uint32_t q = fit;
+		if (q == UINT32_MAX) {
+			/* Spill: the group with the most fully free hosts. */
+			for (uint32_t p = 0; p < s->n_groups; p++) {
+				if (s->group_free[p] &&
+				    (q == UINT32_MAX || s->group_free[p] > s->group_free[q]))
+					q = p;
+			}
+		}
+		for (uint32_t h = 0; h < s->n_hosts && n < need; h++) {
+			if (s->group[h] == q && s->free_gpus[h] == s->gph) {
+				j->hosts[n] = h;
+				n++;
+				take_host(s, h, gpus_on_host(s, j, n - 1));
+			}
+		}
+		fit = UINT32_MAX;
+	}
+	j->n_hosts = n;
+	return 1;
+}
+
+static void release(struct sim_run *s, struct sim_job *j)
+{
+	for (uint32_t k = 0; k < j->n_hosts; k++)
+		give_host(s, j->hosts[k], gpus_on_host(s, j, k));
+}
+
+static void fill_active(const struct sim_job *j, struct sim_active *a)
+{
+	a->id = j->tj->id;
+	a->gpus = j->tj->gpus;
+	a->n_hosts = j->n_hosts;
+	a->hosts = j->hosts;
+	a->compute_s = j->tj->compute_s;
+	a->comm_bytes = j->tj->comm_bytes;
+	a->overlap = j->tj->overlap;
+}
+
+static crux_status_t evaluate(struct sim_run *s)
+{
+	double max_load = 0;
+	for (size_t i = 0; i < s->n_running; i++)
+		fill_active(&s->jobs[s->running[i]], &s->act[i]);
+	crux_status_t st = sim_engine_eval(s->eng, s->act, s->n_running, s->evo, &s->link_rate_sum,
+					   &max_load, s->err, s->errlen);
+	if (st != CRUX_OK)
+		return st;
+	for (size_t i = 0; i < s->n_running; i++) {
+		struct sim_job *j = &s->jobs[s->running[i]];
+		j->ev = s->evo[i];
+		s->res->jobs[s->running[i]].level = s->evo[i].level;
+	}
+	if (max_load > s->res->max_link_load)
+		s->res->max_link_load = max_load;
+	s->res->evaluations++;
+	return CRUX_OK;
+}
+
+/* Add 'area' (GPU-seconds) spread uniformly over [t0, t1] to the bins. */
+static void add_series(double *bins, size_t n_bins, double bin_s, double t0, double t1,
+		       double rate)
+{
+	if (t1 <= t0 || !n_bins)
+		return;
+	size_t b = (size_t)(t0 / bin_s);
+	while (b < n_bins) {
+		double lo = b * bin_s, hi = lo + bin_s;
+		double a = t0 > lo ? t0 : lo, z = t1 < hi ? t1 : hi;
+		if (z > a)
+			bins[b] += rate * (z - a);
+		if (t1 <= hi)
+			break;
+		b++;
+	}
+}
+
+static void advance(struct sim_run *s, double t0, double t1)
+{
+	struct crux_sim_result *r = s->res;
+	double dt = t1 - t0;
+	double busy = 0, held = 0;
+	if (dt <= 0)
+		return;
+	for (size_t i = 0; i < s->n_running; i++) {
+		struct sim_job *j = &s->jobs[s->running[i]];
+		double it = dt / j->ev.iter_s;
+		if (it > j->remaining)
+			it = j->remaining;
+		j->remaining -= it;
+		r->jobs[s->running[i]].iterations_done += it;
+		r->job_bytes += it * j->ev.hop_bytes;
+		r->jobs[s->running[i]].net_bytes += it * j->ev.hop_bytes;
+		busy += j->tj->gpus * j->tj->compute_s / j->ev.iter_s;
+		held += j->tj->gpus;
+	}
+	r->link_bytes += s->link_rate_sum * dt;
+	double w0 = t0, w1 = t1 < r->window_s ? t1 : r->window_s;
+	if (w1 > w0) {
+		add_series(r->util, r->n_bins, r->bin_s, w0, w1, busy);
+		add_series(r->alloc, r->n_bins, r->bin_s, w0, w1, held);
+	}
+}
+
+/* Min-heap of (time of the job's next iteration boundary, running slot). */
+struct step_ent {
+	double t;
+	size_t slot;
+};
+
+static void heap_down(struct step_ent *h, size_t n, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+		if (l < n && h[l].t < h[m].t)
+			m = l;
+		if (l + 1 < n && h[l + 1].t < h[m].t)
+			m = l + 1;
+		if (m == i)
+			return;
+		struct step_ent x = h[i];
+		h[i] = h[m];
+		h[m] = x;
+		i = m;
+	}
+}
+
+/*
+ * The baseline the jump is measured against: walk every iteration boundary
+ * of every running job in time order (a binary heap), crediting each job's
+ * progress and GPU time interval by interval. It reaches the same state as
+ * advance() at t1, one iteration at a time.
+ */
+static void step_advance(struct sim_run *s, double t0, double t1)
+{
+	struct crux_sim_result *r = s->res;
+	size_t n = s->n_running;
+	struct step_ent *h = s->heap;
+	if (t1 <= t0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		struct sim_job *j = &s->jobs[s->running[i]];
+		double frac = j->remaining - floor(j->remaining);
+		if (frac <= 1e-12)
+			frac = j->remaining >= 1 ? 1 : j->remaining;
+		h[i].t = t0 + frac * j->ev.iter_s;
+		h[i].slot = i;
+		s->last_t[i] = t0;
+	}
+	for (size_t i = n / 2; i-- > 0;)
+		heap_down(h, n, i);
+	double w1 = t1 < r->window_s ? t1 : r->window_s;
+	while (n && h[0].t < t1) {
+		size_t i = h[0].slot;
+		struct sim_job *j = &s->jobs[s->running[i]];
+		double a = s->last_t[i], b = h[0].t;
+		double it = (b - a) / j->ev.iter_s;
+		it = it > j->remaining ? j->remaining : it;
+		j->remaining -= it;
+		r->jobs[s->running[i]].iterations_done += it;
+		r->job_bytes += it * j->ev.hop_bytes;
+		r->jobs[s->running[i]].net_bytes += it * j->ev.hop_bytes;
+		double z = b < w1 ? b : w1;
+		if (z > a) {
+			add_series(r->util, r->n_bins, r->bin_s, a, z,
+				   j->tj->gpus * j->tj->compute_s / j->ev.iter_s);
+			add_series(r->alloc, r->n_bins, r->bin_s, a, z, j->tj->gpus);
+		}
+		s->last_t[i] = b;
+		r->steps++;
+		h[0].t = j->remaining > 0 ? b + j->ev.iter_s : INFINITY;
+		heap_down(h, n, 0);
+	}
+	/* The partial iterations up to t1. */
+	for (size_t i = 0; i < n; i++) {
+		struct sim_job *j = &s->jobs[s->running[i]];
+		double a = s->last_t[i];
+		double it = (t1 - a) / j->ev.iter_s;
+		it = it > j->remaining ? j->remaining : it;
+		j->remaining -= it;
+		r->jobs[s->running[i]].iterations_done += it;
+		r->job_bytes += it * j->ev.hop_bytes;
+		r->jobs[s->running[i]].net_bytes += it * j->ev.hop_bytes;
+		double z = t1 < w1 ? t1 : w1;
+		if (z > a) {
+			add_series(r->util, r->n_bins, r->bin_s, a, z,
+				   j->tj->gpus * j->tj->compute_s / j->ev.iter_s);
+			add_series(r->alloc, r->n_bins, r->bin_s, a, z, j->tj->gpus);
+		}
+	}
+	r->link_bytes += s->link_rate_sum * (t1 - t0);
+}
+
+static void progress(struct sim_run *s, double t, double end, size_t done, size_t n,
+		     struct timespec *last, int final)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	double el = (now.tv_sec - last->tv_sec) + (now.tv_nsec - last->tv_nsec) / 1e9;
+	if (!final && el < 0.25)
+		return;
+	*last = now;
+	double frac = n ? (double)done / (double)n : 1;
+	int w = 30, fill = (int)(frac * w);
+	fprintf(stderr, "\r%-10s [", crux_sim_policy_name(s->cfg->policy));
+	for (int i = 0; i < w; i++)
+		fputc(i < fill ? '#' : '.', stderr);
+	fprintf(stderr, "] %5.1f%% jobs done, day %.2f%s", 100 * frac, t / 86400,
+		end > 0 ? "" : "");
+	if (final)
+		fputc('\n', stderr);
+	fflush(stderr);
+}
+
+static crux_status_t check_trace(struct sim_run *s, const struct crux_sim_trace *t)
+{
+	uint64_t total = (uint64_t)s->n_hosts * s->gph;
+	for (size_t i = 0; i < t->n_jobs; i++) {
+		const struct crux_sim_trace_job *j = &t->jobs[i];
+		if (j->gpus > total) {
+			snprintf(s->err, s->errlen, "job %u asks for %u GPUs but the topology has "
+						    "%llu (%u hosts x %u GPUs): use a larger "
+						    "topology or drop the job",
+				 j->id, j->gpus, (unsigned long long)total, s->n_hosts, s->gph);
+			return CRUX_ERR_INVAL;
+		}
+		if (!j->n_hosts)
+			continue;
+		if (j->n_hosts != hosts_needed(s, j->gpus)) {
+			snprintf(s->err, s->errlen, "job %u: %u hosts listed for %u GPUs, expected "
+						    "%u (%u GPUs per host)",
+				 j->id, j->n_hosts, j->gpus, hosts_needed(s, j->gpus), s->gph);
+			return CRUX_ERR_INVAL;
+		}
+		for (uint32_t k = 0; k < j->n_hosts; k++) {
+			if (j->hosts[k] >= s->n_hosts) {
+				snprintf(s->err, s->errlen, "job %u: host %u does not exist (the "
+							    "topology has hosts 0..%u)",
+					 j->id, j->hosts[k], s->n_hosts - 1);
+				return CRUX_ERR_INVAL;
+			}
+		}
+	}
+	return CRUX_OK;
+}
+
+void crux_sim_result_free(struct crux_sim_result *r)
+{
+	if (!r)
+		return;
+	free(r->jobs);
+	free(r->util);
+	free(r->alloc);
+	free(r);
+}
+
+static crux_status_t setup(struct sim_run *s, const struct crux_sim_trace *t)
+{
+	size_t n = t->n_jobs;
+	crux_status_t st = sim_engine_new(s->cfg, &s->eng, s->err, s->errlen);
+	if (st != CRUX_OK)
+		return st;
+	s->n_hosts = sim_engine_hosts(s->eng);
+	s->gph = s->cfg->tp.gpus_per_host;
+	s->group = sim_engine_host_group(s->eng, &s->n_groups);
+	if ((st = check_trace(s, t)) != CRUX_OK)
+		return st;
+	s->free_gpus = calloc(s->n_hosts, sizeof(*s->free_gpus));
+	s->group_free = calloc(s->n_groups, sizeof(*s->group_free));
+	s->jobs = calloc(n ? n : 1, sizeof(*s->jobs));
+	s->order = calloc(n ? n : 1, sizeof(*s->order));
+	s->running = calloc(n ? n : 1, sizeof(*s->running));
+	s->waiting = calloc(n ? n : 1, sizeof(*s->waiting));
+	s->act = calloc(n ? n : 1, sizeof(*s->act));
+	s->evo = calloc(n ? n : 1, sizeof(*s->evo));
+	s->heap = calloc(n ? n : 1, sizeof(*s->heap));
+	s->last_t = calloc(n ? n : 1, sizeof(*s->last_t));
+	s->res = calloc(1, sizeof(*s->res));
+	if (!s->free_gpus || !s->group_free || !s->jobs || !s->order || !s->running ||
+	    !s->waiting || !s->act || !s->evo || !s->heap || !s->last_t || !s->res)
+		return CRUX_ERR_NOMEM;
+	for (uint32_t h = 0; h < s->n_hosts; h++) {
+		s->free_gpus[h] = s->gph;
+		s->group_free[s->group[h]]++;
+	}
+	struct crux_sim_result *r = s->res;
+	r->policy = s->cfg->policy;
+	r->levels = s->cfg->levels;
+	r->total_gpus = s->n_hosts * s->gph;
+	r->n_jobs = n;
+	r->jobs = calloc(n ? n : 1, sizeof(*r->jobs));
+	if (!r->jobs)
+		return CRUX_ERR_NOMEM;
+	double last_arrival = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct crux_sim_trace_job *tj = &t->jobs[i];
+		struct sim_job *j = &s->jobs[i];
+		j->tj = tj;
+		j->remaining = (double)tj->iterations;
+		j->own_hosts = !tj->n_hosts;
+		if (j->own_hosts) {
+			j->hosts = calloc(hosts_needed(s, tj->gpus), sizeof(*j->hosts));
+			if (!j->hosts)
+				return CRUX_ERR_NOMEM;
+		}
+		s->order[i] = i;
+		struct crux_sim_job_result *jr = &r->jobs[i];
+		jr->id = tj->id;
+		memcpy(jr->model, tj->model, sizeof(jr->model));
+		jr->gpus = tj->gpus;
+		jr->arrival_s = tj->arrival_s;
+		jr->start_s = -1;
+		jr->finish_s = -1;
+		jr->iterations = tj->iterations;
+		jr->level = -1;
+		if (tj->arrival_s > last_arrival)
+			last_arrival = tj->arrival_s;
+	}
+	qsort_r(s->order, n, sizeof(*s->order), cmp_arrival, (void *)t);
+	r->window_s = s->cfg->window_s > 0 ? s->cfg->window_s : last_arrival;
+	if (s->cfg->horizon_s > 0 && r->window_s > s->cfg->horizon_s)
+		r->window_s = s->cfg->horizon_s;
+	if (r->window_s <= 0)
+		r->window_s = 1; /* every job arrives at 0: the window is fixed below */
+	r->bin_s = s->cfg->bin_s > 0 ? s->cfg->bin_s : r->window_s / 336;
+	r->n_bins = (size_t)ceil(r->window_s / r->bin_s);
+	if (r->n_bins > 1000000) {
+		snprintf(s->err, s->errlen, "utilisation bin of %g s gives more than a million bins "
+					    "over %g s: use a larger --bin", r->bin_s, r->window_s);
+		return CRUX_ERR_INVAL;
+	}
+	r->util = calloc(r->n_bins ? r->n_bins : 1, sizeof(*r->util));
+	r->alloc = calloc(r->n_bins ? r->n_bins : 1, sizeof(*r->alloc));
+	if (!r->util || !r->alloc)
+		return CRUX_ERR_NOMEM;
+	return CRUX_OK;
+}
+
+/* Start queued jobs that fit (FCFS with backfilling and a starvation guard). */
+static crux_status_t schedule_queue(struct sim_run *s, double now, int *changed)
+{
+	size_t keep = s->wait_head;
+	int blocked = 0;
+	for (size_t w = s->wait_head; w < s->wait_tail; w++) {
+		size_t idx = s->waiting[w];
+		struct sim_job *j = &s->jobs[idx];
+		if (!blocked && try_place(s, j)) {
+			struct crux_sim_job_result *jr = &s->res->jobs[idx];
+			j->state = J_RUNNING;
+			jr->start_s = now;
+			jr->n_hosts = j->n_hosts;
+			struct sim_active a;
+			fill_active(j, &a);
+			crux_status_t st = sim_engine_isolated(s->eng, &a, &jr->iso_iter_s, s->err,
+							       s->errlen);
+			if (st != CRUX_OK)
+				return st;
+			s->running[s->n_running++] = idx;
+			*changed = 1;
+			continue;
+		}
+		if (w == s->wait_head && now - j->tj->arrival_s > CRUX_SIM_STARVE_S)
+			blocked = 1;
+		s->waiting[keep++] = idx;
+	}
+	s->wait_tail = keep;
+	return CRUX_OK;
+}
+
+crux_status_t crux_sim_run(const struct crux_sim_trace *trace, const struct crux_sim_config *cfg,
+			   struct crux_sim_result **out, char *err, size_t errlen)
+{
+	struct sim_run s;
+	struct timespec w0, w1, last = {0, 0};
+	crux_status_t st;
+
+	memset(&s, 0, sizeof(s));
+	s.cfg = cfg;
+	s.rng = cfg->seed ^ 0x5ca1ab1e0ddba11ull;
+	s.err = err;
+	s.errlen = errlen;
+	clock_gettime(CLOCK_MONOTONIC, &w0);
+	if (!cfg->tp.gpus_per_host || !cfg->levels) {
+		snprintf(err, errlen, "configuration: GPUs per host and levels must be > 0");
+		return CRUX_ERR_INVAL;
+	}
+	if ((st = setup(&s, trace)) != CRUX_OK)
+		goto done;
+	struct crux_sim_result *r = s.res;
+	size_t n = trace->n_jobs, next = 0, finished = 0;
+	double t = 0;
+	for (;;) {
+		double t_arr = next < n ? trace->jobs[s.order[next]].arrival_s : INFINITY;
+		double t_fin = INFINITY;
+		for (size_t i = 0; i < s.n_running; i++) {
+			struct sim_job *j = &s.jobs[s.running[i]];
+			double f = t + j->remaining * j->ev.iter_s;
+			if (f < t_fin)
+				t_fin = f;
+		}
+		double tn = t_arr < t_fin ? t_arr : t_fin;
+		if (!isfinite(tn))
+			break;
+		int stop = 0;
+		if (cfg->horizon_s > 0 && tn >= cfg->horizon_s) {
+			tn = cfg->horizon_s;
+			stop = 1;
+		}
+		if (cfg->step_iterations)
+			step_advance(&s, t, tn);
+		else
+			advance(&s, t, tn);
+		t = tn;
+		if (stop)
+			break;
+		int changed = 0;
+		/* Departures at t (with a relative tolerance for rounding). */
+		for (size_t i = 0; i < s.n_running;) {
+			size_t idx = s.running[i];
+			struct sim_job *j = &s.jobs[idx];
+			if (j->remaining * j->ev.iter_s <= 1e-9 * (t > 1 ? t : 1)) {
+				r->jobs[idx].iterations_done = (double)j->tj->iterations;
+				j->remaining = 0;
+				j->state = J_DONE;
+				r->jobs[idx].finish_s = t;
+				release(&s, j);
+				s.running[i] = s.running[--s.n_running];
+				finished++;
+				r->events++;
+				changed = 1;
+				continue;
+			}
+			i++;
+		}
+		while (next < n && trace->jobs[s.order[next]].arrival_s <= t) {
+			size_t idx = s.order[next++];
+			s.jobs[idx].state = J_WAITING;
+			s.waiting[s.wait_tail++] = idx;
+			r->events++;
+		}
+		if ((st = schedule_queue(&s, t, &changed)) != CRUX_OK)
+			goto done;
+		if (changed && (st = evaluate(&s)) != CRUX_OK)
+			goto done;
+		if (cfg->progress)
+			progress(&s, t, cfg->horizon_s, finished, n, &last, 0);
+	}
+	if (cfg->progress)
+		progress(&s, t, cfg->horizon_s, finished, n, &last, 1);
+	r->end_s = t;
+	r->finished = finished;
+	double busy = 0, held = 0;
+	for (size_t b = 0; b < r->n_bins; b++) {
+		double len = (b + 1) * r->bin_s > r->window_s ? r->window_s - b * r->bin_s : r->bin_s;
+		busy += r->util[b];
+		held += r->alloc[b];
+		r->util[b] /= len * r->total_gpus;
+		r->alloc[b] /= len * r->total_gpus;
+	}
+	r->mean_util = busy / (r->window_s * r->total_gpus);
+	r->mean_alloc = held / (r->window_s * r->total_gpus);
+	r->busy_of_held = held > 0 ? busy / held : 0;
+	for (size_t i = 0; i < n; i++) {
+		struct crux_sim_job_result *jr = &r->jobs[i];
+		double ran = (jr->finish_s >= 0 ? jr->finish_s : t) - jr->start_s;
+		if (jr->start_s >= 0 && jr->iterations_done > 0) {
+			jr->mean_iter_s = ran / jr->iterations_done;
+			jr->slowdown = jr->iso_iter_s > 0 ? jr->mean_iter_s / jr->iso_iter_s : 0;
+		}
+		if (jr->finish_s >= 0)
+			jr->jct_s = jr->finish_s - jr->arrival_s;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &w1);
+	r->wall_s = (w1.tv_sec - w0.tv_sec) + (w1.tv_nsec - w0.tv_nsec) / 1e9;
+	*out = r;
+	s.res = NULL;
+	st = CRUX_OK;
+done:
+	if (s.jobs) {
+		for (size_t i = 0; i < trace->n_jobs; i++) {
+			if (s.jobs[i].own_hosts)
+				free(s.jobs[i].hosts);
+		}
+	}
+	crux_sim_result_free(s.res);
+	free(s.free_gpus);
+	free(s.group_free);
+	free(s.jobs);
+	free(s.order);
+	free(s.running);
+	free(s.waiting);
+	free(s.act);
+	free(s.evo);
+	free(s.heap);
+	free(s.last_t);
+	sim_engine_free(s.eng);
+	return st;
+}

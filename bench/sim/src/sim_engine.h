@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Internal: the network side of crux-sim. An engine owns the topology and a
+ * policy; given the running jobs (placement, compute, bytes, overlap) it
+ * decides paths and levels (or time shifts) and returns every job's
+ * steady-state iteration time and the average load it puts on each link.
+ */
+#ifndef CRUX_SIM_ENGINE_H
+#define CRUX_SIM_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "crux/sim.h"
+
+struct sim_engine;
+
+struct sim_active {
+	uint32_t id;
+	uint32_t gpus;
+	uint32_t n_hosts;
+	const uint32_t *hosts;
+	double compute_s;
+	double comm_bytes;
+	double overlap;
+};
+
+struct sim_eval_out {
+	double iter_s;    /* steady-state iteration time */
+	double hop_bytes; /* bytes per iteration summed over the fabric links it crosses */
+	int level;        /* 0 = highest; -1 when the policy has no levels */
+};
+
+crux_status_t sim_engine_new(const struct crux_sim_config *cfg, struct sim_engine **out, char *err,
+			     size_t errlen);
+void sim_engine_free(struct sim_engine *e);
+
+uint32_t sim_engine_hosts(const struct sim_engine *e);
+/* Placement locality group (ToR) of each host; groups are 0..n_groups-1. */
+const uint32_t *sim_engine_host_group(const struct sim_engine *e, uint32_t *n_groups);
+
+/*
+ * Run the policy on the running set and evaluate the steady state. 'out' has
+ * one entry per job. '*link_rate_sum' is the sum over links of the average
+ * bytes/s carried and '*max_load' the highest average load/capacity.
+ */
+crux_status_t sim_engine_eval(struct sim_engine *e, const struct sim_active *jobs, size_t n,
+			      struct sim_eval_out *out, double *link_rate_sum, double *max_load,
+			      char *err, size_t errlen);
+
+/* Iteration time of one job alone on the fabric (ECMP-independent: best path). */
+crux_status_t sim_engine_isolated(struct sim_engine *e, const struct sim_active *job,
+				  double *iter_s, char *err, size_t errlen);
+
+#endif /* CRUX_SIM_ENGINE_H */

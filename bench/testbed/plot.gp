@@ -1,0 +1,48 @@
+# SPDX-License-Identifier: Apache-2.0
+# The testbed's result at a glance (gnuplot; run.sh passes datadir, outfile, scen).
+# Left: cluster GPU utilization per arm (mean, error bar = stdev over runs).
+# Middle: JCT of every job per arm. Right: per-second cluster utilization of
+# the first run of each arm.
+set terminal pngcairo size 1500,520 font "Sans,11"
+set output outfile
+set multiplot layout 1,3 title sprintf("Crux testbed (%s scenario): no scheduling vs Crux", scen) font "Sans,14"
+
+set style fill solid 0.85 border -1
+set grid ytics lc rgb "#dddddd"
+set key top left
+
+# 1. Utilization
+set title "Cluster GPU utilization (higher is better)"
+set ylabel "GPU utilization (%)"
+set yrange [0:*]
+set boxwidth 0.6
+set xrange [-0.6:1.6]
+unset xtics
+set xtics nomirror
+plot datadir."/util.dat" using 0:2:(0.6):xtic(1) with boxes lc rgb "#4c72b0" notitle, \
+     "" using 0:2:3 with yerrorbars lc rgb "black" pt 0 notitle, \
+     "" using 0:($2+2):(sprintf("%.1f%%", $2)) with labels offset 0,0.6 notitle
+
+# 2. JCT per job
+set title "Job completion time (lower is better)"
+set ylabel "JCT (s)"
+set xrange [*:*]
+set yrange [0:*]
+set style data histograms
+set style histogram errorbars gap 1.5 lw 1
+set boxwidth 0.9
+set xtics nomirror font "Sans,9"
+plot datadir."/jct.dat" using 2:3:xtic(1) title "no scheduling" lc rgb "#dd8452", \
+     "" using 4:5 title "Crux" lc rgb "#55a868"
+
+# 3. Timeline
+set title "Per-second cluster GPU utilization (first run)"
+set style data lines
+set xlabel "time in the contention window (s)"
+set ylabel "GPU utilization (%)"
+set yrange [0:100]
+set xtics auto font "Sans,10"
+plot datadir."/timeline.dat" index 0 using 1:2 with lines lw 2 lc rgb "#dd8452" title "no scheduling", \
+     "" index 1 using 1:2 with lines lw 2 lc rgb "#55a868" title "Crux"
+
+unset multiplot

@@ -1,0 +1,344 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# run.sh: the testbed experiment. Builds the namespace fabric once, then runs
+# a scenario's jobs under both arms, each repeated:
+#   none  no scheduling: the net plugin as transport, no agent, no preload
+#         (no decision table: default class, ECMP paths)
+#   crux  cruxd + LD_PRELOAD=libcrux-preload.so + the same plugin
+# and reports per-job iteration time and JCT, cluster GPU utilization, their
+# ratios and spread (crux-tb-analyze), writes JSON and a PNG plot.
+#
+#   run.sh [--build DIR] [--scenario default|short] [--reps N] [--arms "none crux"]
+#          [--out DIR] [--json FILE] [--plot FILE] [--tag T] [--check] [--keep]
+#          [--decider agent|static]
+# --decider static replaces cruxd by crux-tb-decide, a fixed table giving the
+# jobs the levels of their models' intensity order (gpt > bert > resnet).
+set -uo pipefail
+
+PROG=run.sh
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+BUILD="$ROOT/build"
+SCENARIO=default
+REPS=3
+ARMS="none crux"
+OUT=""
+JSON=""
+PLOT=""
+TAG=""
+DECIDER=agent
+CHECK=0
+KEEP=0
+RUN_TIMEOUT=240
+
+die() {
+	echo "$PROG: $*" >&2
+	exit 1
+}
+
+usage() {
+	sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'
+}
+
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--build) BUILD="$(cd "${2-}" 2>/dev/null && pwd)" || die "--build '${2-}': no such directory"; shift 2 ;;
+	--scenario) SCENARIO="${2-}"; shift 2 ;;
+	--reps) REPS="${2-}"; shift 2 ;;
+	--arms) ARMS="${2-}"; shift 2 ;;
+	--out) OUT="${2-}"; shift 2 ;;
+	--json) JSON="${2-}"; shift 2 ;;
+	--plot) PLOT="${2-}"; shift 2 ;;
+	--tag) TAG="${2-}"; shift 2 ;;
+	--decider) DECIDER="${2-}"; shift 2 ;;
+	--check) CHECK=1; shift ;;
+	--keep) KEEP=1; shift ;;
+	-h | --help) usage; exit 0 ;;
+	*) usage >&2; die "unknown option '$1'" ;;
+	esac
+done
+case "$REPS" in '' | *[!0-9]*) die "--reps '$REPS' is not valid: expected an integer in [1, 20]" ;; esac
+[ "$REPS" -ge 1 ] && [ "$REPS" -le 20 ] || die "--reps '$REPS' is not valid: expected an integer in [1, 20]"
+case "$DECIDER" in agent | static) ;; *) die "--decider '$DECIDER' is not valid: expected agent or static" ;; esac
+for a in $ARMS; do
+	case "$a" in none | crux) ;; *) die "--arms: unknown arm '$a' (none, crux)" ;; esac
+done
+
+if [ "$(id -u)" -ne 0 ]; then
+	die "needs root: it builds network namespaces, veth links and tc shaping (run it with sudo)"
+fi
+
+# ---- Scenarios --------------------------------------------------------------
+# A job line: NAME MODEL ROLE ITERS HOSTS (comma list, one rank per entry, in
+# ring order). Hosts h0..h3 sit on leaf 0, h4..h7 on leaf 1: a ring that
+# alternates leaves crosses the spines on every hop.
+scenario_default() {
+	FABRIC_ARGS="--leaves 2 --hosts-per-leaf 4 --spines 2 --host-rate 100 --spine-rate 50"
+	SCEN_DESC="GPT-like job on 8 GPUs (all hosts, both leaves) + 2 BERT-like jobs on 4 GPUs + 1 ResNet-like job on 2 GPUs, rings crossing the spines; 2 leaves x 4 hosts, 2 spines, hosts 100 Mbit/s, spine links 50 Mbit/s"
+	JOBS=(
+		"gpt gpt high 20 h0,h1,h2,h3,h4,h5,h6,h7"
+		"bert-a bert low 26 h0,h4,h1,h5"
+		"bert-b bert low 26 h2,h6,h3,h7"
+		"resnet resnet low 58 h1,h6"
+	)
+}
+
+scenario_short() {
+	FABRIC_ARGS="--leaves 2 --hosts-per-leaf 2 --spines 2 --host-rate 100 --spine-rate 50"
+	SCEN_DESC="short CI version: GPT-like job on 4 GPUs + BERT-like job on 2 GPUs + ResNet-like job on 2 GPUs; 2 leaves x 2 hosts, 2 spines"
+	JOBS=(
+		"gpt gpt high 10 h0,h1,h2,h3"
+		"bert bert low 24 h0,h2"
+		"resnet resnet low 40 h1,h3"
+	)
+}
+
+case "$SCENARIO" in
+default) scenario_default ;;
+short) scenario_short ;;
+*) die "--scenario '$SCENARIO' is not valid: expected default or short" ;;
+esac
+
+# ---- Binaries -----------------------------------------------------------------
+[ -d "$BUILD" ] || die "build directory '$BUILD' not found: run 'meson setup $BUILD && meson compile -C $BUILD' first"
+TRAINER="$BUILD/bench/testbed/crux-tb-trainer"
+ANALYZE="$BUILD/bench/testbed/crux-tb-analyze"
+EMU_DIR="$BUILD/bench/testbed/emu"
+find_one() { find "$BUILD" -name "$1" -type f 2>/dev/null | head -n 1; }
+PLUGIN="$(find_one libnccl-net-crux.so)"
+PRELOAD="$(find_one libcrux-preload.so)"
+CRUXD="$(find_one cruxd)"
+DECIDE="$BUILD/bench/testbed/crux-tb-decide"
+CRUXCTL="$(find_one cruxctl)"
+[ -x "$TRAINER" ] || die "$TRAINER is missing: build first (meson compile -C $BUILD)"
+[ -x "$ANALYZE" ] || die "$ANALYZE is missing: build first (meson compile -C $BUILD)"
+[ -e "$EMU_DIR/libnccl.so.2" ] || die "$EMU_DIR/libnccl.so.2 is missing: build first"
+[ -n "$PLUGIN" ] || die "libnccl-net-crux.so not found under $BUILD: build the plugin first"
+case " $ARMS " in
+*" crux "*)
+	[ -n "$PRELOAD" ] || die "libcrux-preload.so not found under $BUILD: build the preload first"
+	if [ "$DECIDER" = agent ]; then
+		[ -n "$CRUXD" ] || die "cruxd not found under $BUILD: build the agent first (or use --decider static)"
+	else
+		[ -x "$DECIDE" ] || die "$DECIDE is missing: build first"
+	fi
+	;;
+esac
+PLUGIN_DIR="$(dirname "$PLUGIN")"
+
+[ -n "$OUT" ] || OUT="$(mktemp -d /tmp/crux-testbed.XXXXXX)"
+mkdir -p "$OUT" || die "cannot create $OUT"
+OUT="$(cd "$OUT" && pwd)"
+[ -n "$JSON" ] || JSON="$OUT/testbed.json"
+[ -n "$PLOT" ] || PLOT="$OUT/testbed.png"
+
+FABRIC="$HERE/fabric.sh"
+PFX="cxtb${TAG}"
+STATE="/run/crux-testbed${TAG}"
+PIDS=()
+AGENT_PID=""
+
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do
+		kill -TERM "$p" 2>/dev/null || true
+	done
+	if [ -n "$AGENT_PID" ]; then
+		kill -TERM "$AGENT_PID" 2>/dev/null || true
+		wait "$AGENT_PID" 2>/dev/null || true
+		AGENT_PID=""
+	fi
+	for p in "${PIDS[@]}"; do
+		wait "$p" 2>/dev/null || true
+	done
+	PIDS=()
+	"$FABRIC" down --tag "$TAG" >/dev/null 2>&1 || true
+}
+on_exit() {
+	local rc=$?
+	cleanup
+	[ "$KEEP" -eq 1 ] || [ $rc -ne 0 ] || rm -rf "$OUT"/run-*/shm
+	exit $rc
+}
+trap on_exit EXIT
+trap 'echo; echo "$PROG: interrupted; tearing the fabric down" >&2; exit 130' INT TERM
+
+"$FABRIC" up --tag "$TAG" --owner $$ $FABRIC_ARGS || die "could not build the fabric"
+# shellcheck disable=SC1090
+. "$STATE/fabric.env"
+FABRIC_TEXT="$LEAVES leaves x $HOSTS_PER_LEAF hosts, $SPINES spines, hosts ${HOST_RATE_MBIT} Mbit/s, spine links ${SPINE_RATE_MBIT} Mbit/s, HTB strict priority by DSCP, ECMP on (src IP, dst IP, proto, src port)"
+
+host_ns() { awk -v h="$1" '$1 == h {print $2}' "$STATE/hosts"; }
+host_addr() { awk -v h="$1" '$1 == h {print $3}' "$STATE/hosts"; }
+
+# The scheduler's view of the fabric: hosts named by their fabric address
+# (how cruxd recognises a host), link rates in Gbit/s.
+write_topology() {
+	local f="$1" l h s i=0 addr
+	{
+		echo "# crux testbed: $FABRIC_TEXT"
+		for ((s = 0; s < SPINES; s++)); do echo "switch s$s"; done
+		for ((l = 0; l < LEAVES; l++)); do echo "switch l$l"; done
+		for ((l = 0; l < LEAVES; l++)); do
+			for ((h = 0; h < HOSTS_PER_LEAF; h++)); do
+				addr="$(host_addr "h$i")"
+				echo "host $addr"
+				echo "link $addr l$l $(awk -v m="$HOST_RATE_MBIT" 'BEGIN{printf "%g", m/1000}')"
+				i=$((i + 1))
+			done
+			for ((s = 0; s < SPINES; s++)); do
+				echo "link l$l s$s $(awk -v m="$SPINE_RATE_MBIT" 'BEGIN{printf "%g", m/1000}')"
+			done
+		done
+	} >"$f"
+}
+TOPO="$OUT/topology.txt"
+write_topology "$TOPO"
+
+# ---- One run --------------------------------------------------------------------
+NJOBS=${#JOBS[@]}
+run_one() {
+	local arm="$1" rep="$2" label="$3"
+	local dir="$OUT/run-$arm-$rep"
+	local shm="$dir/shm"
+	local j name model role iters hosts r h ns addr n
+	rm -rf "$dir"
+	mkdir -p "$dir/logs" "$shm"
+	chmod 0755 "$dir" "$shm"
+	: >"$dir/jobs.txt"
+	if [ "$arm" = crux ] && [ "$DECIDER" = agent ]; then
+		# One agent schedules every emulated host: all profiles land in one directory.
+		CRUX_SHM_DIR="$shm" CRUX_TOPOLOGY="$TOPO" CRUX_PROFILE_WINDOW=3s \
+			CRUX_AGENT_INTERVAL=250ms CRUX_AGENT_HOLD=2s CRUX_PROBE=0 \
+			CRUX_LOG_LEVEL=info "$CRUXD" >"$dir/cruxd.log" 2>&1 &
+		AGENT_PID=$!
+	elif [ "$arm" = crux ]; then
+		local levels=() jl
+		for jl in "${JOBS[@]}"; do
+			read -r name model role iters hosts <<<"$jl"
+			case "$model" in gpt) levels+=("$name=3") ;; bert) levels+=("$name=1") ;; *) levels+=("$name=0") ;; esac
+		done
+		"$DECIDE" --dir "$shm" --levels 4 "${levels[@]}" >"$dir/decide.log" 2>&1 &
+		AGENT_PID=$!
+		sleep 0.3
+		kill -0 "$AGENT_PID" 2>/dev/null || {
+			echo "$PROG: cruxd exited at start:" >&2
+			tail -n 5 "$dir/cruxd.log" >&2
+			return 1
+		}
+	fi
+	for ((j = 0; j < NJOBS; j++)); do
+		read -r name model role iters hosts <<<"${JOBS[$j]}"
+		IFS=, read -r -a hl <<<"$hosts"
+		n=${#hl[@]}
+		echo "$name $model $n $role" >>"$dir/jobs.txt"
+		for ((r = 0; r < n; r++)); do
+			h="${hl[$r]}"
+			ns="$(host_ns "$h")"
+			addr="$(host_addr "$h")"
+			[ -n "$ns" ] || die "scenario names host $h, which the fabric does not have"
+			local pre=""
+			[ "$arm" = crux ] && pre="$PRELOAD"
+			# Each rank runs inside its host's namespace, with the host's
+			# address as host name (the agent maps profiles to hosts by it).
+			ip netns exec "$ns" unshare --uts sh -c 'hostname "$0"; exec "$@"' "$addr" \
+				env LD_LIBRARY_PATH="$EMU_DIR:$PLUGIN_DIR" LD_PRELOAD="$pre" \
+				NCCL_NET_PLUGIN=crux NCCL_SOCKET_IFNAME==eth0 \
+				CRUX_SHM_DIR="$shm" CRUX_JOB_ID="$name" CRUX_TIMING=host \
+				CRUX_PROFILE_WINDOW=1s \
+				RANK="$r" WORLD_SIZE="$n" LOCAL_RANK=0 \
+				"$TRAINER" --job "$name" --model "$model" --rank "$r" --nranks "$n" \
+				--iters "$iters" --host "$h" --id-file "$dir/$name.id" \
+				--mark-iterations --log "$dir/logs/$name-r$r.log" 2>>"$dir/logs/$name-r$r.err" &
+			PIDS+=($!)
+		done
+	done
+	# Progress: iterations of each job's rank 0, once a second.
+	local t0 now el line fail=0 p alive
+	t0=$(date +%s)
+	while :; do
+		alive=0
+		for p in "${PIDS[@]}"; do
+			kill -0 "$p" 2>/dev/null && alive=$((alive + 1))
+		done
+		now=$(date +%s)
+		el=$((now - t0))
+		line=""
+		for ((j = 0; j < NJOBS; j++)); do
+			read -r name model role iters hosts <<<"${JOBS[$j]}"
+			local done_it=0
+			[ -f "$dir/logs/$name-r0.log" ] && done_it=$(grep -c '^[0-9]' "$dir/logs/$name-r0.log")
+			line="$line $name $done_it/$iters"
+		done
+		if [ -t 1 ]; then
+			printf '\r  %-14s %3ds %s   ' "$label" "$el" "$line"
+		elif [ $((el % 10)) -eq 0 ]; then
+			printf '  %-14s %3ds %s\n' "$label" "$el" "$line"
+		fi
+		# The agent's view, every 5 s (jobs, intensities, levels): kept with the run.
+		if [ "$arm" = crux ] && [ -n "$CRUXCTL" ] && [ $((el % 5)) -eq 4 ]; then
+			"$CRUXCTL" --shm-dir "$shm" status >"$dir/status-$(printf %03d "$el").txt" 2>&1 || true
+		fi
+		[ "$alive" -eq 0 ] && break
+		if [ "$el" -ge "$RUN_TIMEOUT" ]; then
+			echo
+			echo "$PROG: $label did not finish within ${RUN_TIMEOUT}s; stopping it" >&2
+			fail=1
+			break
+		fi
+		sleep 1
+	done
+	[ -t 1 ] && echo
+	for p in "${PIDS[@]}"; do
+		kill -TERM "$p" 2>/dev/null || true
+	done
+	for p in "${PIDS[@]}"; do
+		wait "$p" || fail=1
+	done
+	PIDS=()
+	if [ -n "$AGENT_PID" ]; then
+		kill -TERM "$AGENT_PID" 2>/dev/null || true
+		wait "$AGENT_PID" 2>/dev/null || true
+		AGENT_PID=""
+	fi
+	if [ "$fail" -ne 0 ]; then
+		echo "$PROG: $label failed; the ranks' errors:" >&2
+		grep -H . "$dir"/logs/*.err 2>/dev/null | tail -n 20 >&2
+		return 1
+	fi
+	"$FABRIC" status --tag "$TAG" >"$dir/fabric-counters.txt" 2>&1 || true
+	return 0
+}
+
+echo "crux testbed: scenario '$SCENARIO': $SCEN_DESC"
+echo "  arms: $ARMS, $REPS repetitions each; results in $OUT"
+RUNS=()
+total=$((REPS * $(echo $ARMS | wc -w)))
+k=0
+# Interleave the arms so that slow drift of the machine hits both alike.
+for ((rep = 1; rep <= REPS; rep++)); do
+	for arm in $ARMS; do
+		k=$((k + 1))
+		run_one "$arm" "$rep" "[$k/$total] $arm" || exit 1
+		RUNS+=("$arm:$OUT/run-$arm-$rep")
+	done
+done
+
+mkdir -p "$OUT/plot"
+check_arg=()
+[ "$CHECK" -eq 1 ] && check_arg=(--check)
+"$ANALYZE" --json "$JSON" --plot-dir "$OUT/plot" --scenario "$SCEN_DESC" \
+	--fabric "$FABRIC_TEXT" "${check_arg[@]}" "${RUNS[@]}"
+arc=$?
+if command -v gnuplot >/dev/null 2>&1; then
+	if gnuplot -e "datadir='$OUT/plot'; outfile='$PLOT'; scen='$SCENARIO'" "$HERE/plot.gp" 2>"$OUT/plot/gnuplot.err"; then
+		echo "plot: $PLOT"
+	else
+		echo "$PROG: gnuplot failed: $(head -n 3 "$OUT/plot/gnuplot.err")" >&2
+	fi
+else
+	echo "$PROG: gnuplot not found: no plot (apt-get install gnuplot-nox)" >&2
+fi
+echo "json: $JSON"
+exit $arc

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Helpers shared by the files of common/ and not part of its API. */
+#ifndef CRUX_COMMON_INTERNAL_H
+#define CRUX_COMMON_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A value shown in a message: at most this many bytes, non-printables as '?'. */
+#define CRUX_ENV_SHOWN_LEN 80
+void crux_env_quote(const char *value, char *buf, size_t len);
+
+/* snprintf into err when err is non-NULL. */
+void crux_set_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* 64-bit mixer (splitmix64 finaliser): the hash of the decision table index. */
+static inline uint64_t crux_mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return x;
+}
+
+/* Spin-wait hint between seqlock retries: lets a writer on the sibling thread finish. */
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+#endif /* CRUX_COMMON_INTERNAL_H */

@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Version-independent core: initialisation, devices, properties. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "crux/env.h"
+#include "crux/log.h"
+#include "crux/shm.h"
+#include "crux_config.h"
+#include "cruxn.h"
+
+struct cruxn_context cruxn_ctx = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.peers_lock = PTHREAD_MUTEX_INITIALIZER,
+	.pub_lock = PTHREAD_MUTEX_INITIALIZER,
+};
+
+/* common's log lines go to NCCL's logger, under the NET subsystem. */
+static void nccl_sink(void *arg, enum crux_log_level level, const char *file, int line,
+		      const char *msg)
+{
+	cruxn_logger_t logger = cruxn_ctx.nccl_logger;
+	cruxn_log_level_t l;
+	(void)arg;
+
+	switch (level) {
+	case CRUX_LOG_ERROR:
+	case CRUX_LOG_WARN:
+		l = CRUXN_LOG_WARN;
+		break;
+	case CRUX_LOG_INFO:
+		l = CRUXN_LOG_INFO;
+		break;
+	default:
+		l = CRUXN_LOG_TRACE;
+		break;
+	}
+	if (logger)
+		logger(l, CRUXN_LOG_SUB_NET | CRUXN_LOG_SUB_INIT, file, line, "NET/Crux: %s", msg);
+}
+
+static void log_devices(void)
+{
+	char line[512];
+	size_t off = 0;
+
+	line[0] = '\0';
+	for (int i = 0; i < cruxn_ctx.ndevs && off < sizeof(line); i++) {
+		char a[80];
+		off += (size_t)snprintf(line + off, sizeof(line) - off, " [%d]%s:%s", i,
+					cruxn_ctx.devs[i].name,
+					cruxn_sa_str(&cruxn_ctx.devs[i].addr.sa, a, sizeof(a)));
+	}
+	crux_info("Crux net plugin %s, job %s (%s), %d data socket(s) x %d thread(s), "
+		  "devices:%s",
+		  CRUX_VERSION, cruxn_ctx.job.id, crux_job_source_str(cruxn_ctx.job.source),
+		  cruxn_ctx.cfg.nsocks_per_thread * cruxn_ctx.cfg.nthreads, cruxn_ctx.cfg.nthreads,
+		  line);
+}
+
+cruxn_result_t cruxn_init(cruxn_logger_t logger)
+{
+	struct cruxn_context *c = &cruxn_ctx;
+	char err[256];
+	cruxn_result_t rc = CRUXN_INVALID_ARGUMENT;
+
+	pthread_mutex_lock(&c->lock);
+	if (logger && !c->nccl_logger) {
+		c->nccl_logger = logger;
+		crux_log_set_sink(nccl_sink, NULL);
+	}
+	if (c->ready) {
+		c->refs++;
+		pthread_mutex_unlock(&c->lock);
+		return CRUXN_SUCCESS;
+	}
+	if (crux_log_init("crux-plugin") != CRUX_OK)
+		goto out; /* the message names CRUX_LOG_LEVEL */
+	/* NCCL filters by NCCL_DEBUG; hand it our info lines unless told otherwise. */
+	if (c->nccl_logger && !crux_env_get(NULL, NULL, "CRUX_LOG_LEVEL"))
+		crux_log_set_level(CRUX_LOG_INFO);
+	err[0] = '\0';
+	if (cruxn_config_load(&c->cfg, err, sizeof(err)) != CRUX_OK) {
+		crux_err("init failed: %s", err);
+		goto out;
+	}
+	if (crux_shm_dir(NULL, NULL, c->shm_dir, sizeof(c->shm_dir)) != CRUX_OK) {
+		crux_err("init failed: CRUX_SHM_DIR must be an absolute path");
+		goto out;
+	}
+	if (crux_job_identity_derive(NULL, NULL, &c->job) != CRUX_OK) {
+		crux_err("init failed: cannot derive this job's identity; set CRUX_JOB_ID");
+		goto out;
+	}
+	if (cruxn_devices_scan(&c->cfg, c->devs, CRUXN_MAX_DEVS, &c->ndevs) != CRUX_OK) {
+		rc = CRUXN_SYSTEM_ERROR;
+		goto out;
+	}
+	if (c->ndevs == 0)
+		crux_warn("no network interface matches '%s' (CRUX_SOCKET_IFNAME, else "
+			  "NCCL_SOCKET_IFNAME; loopback only when named, e.g. =lo)",
+			  c->cfg.ifname_spec);
+	if (cruxn_tagging_start() != CRUX_OK) {
+		cruxn_devices_free(c->devs, c->ndevs);
+		rc = CRUXN_SYSTEM_ERROR;
+		goto out;
+	}
+	c->ready = true;
+	c->refs = 1;
+	log_devices();
+	rc = CRUXN_SUCCESS;
+out:
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+cruxn_result_t cruxn_finalize(void)
+{
+	struct cruxn_context *c = &cruxn_ctx;
+	struct crux_dt_reader *r;
+
+	pthread_mutex_lock(&c->lock);
+	if (!c->ready || --c->refs > 0) {
+		pthread_mutex_unlock(&c->lock);
+		return CRUXN_SUCCESS;
+	}
+	pthread_mutex_unlock(&c->lock);
+	/* The publisher takes no context lock; stop it outside ours. */
+	cruxn_tagging_stop();
+	pthread_mutex_lock(&c->lock);
+	r = atomic_exchange(&c->dt, NULL);
+	if (r)
+		crux_dt_reader_close(r);
+	for (int i = 0; i < c->ndt_retired; i++)
+		crux_dt_reader_close(c->dt_retired[i]);
+	c->ndt_retired = 0;
+	c->dt_ino = 0;
+	c->dt_dev = 0;
+	atomic_store(&c->dt_state, 0);
+	cruxn_devices_free(c->devs, c->ndevs);
+	c->ndevs = 0;
+	atomic_store(&c->npeers, 0);
+	memset(c->peers, 0, sizeof(c->peers));
+	c->ready = false;
+	c->nccl_logger = NULL;
+	crux_log_set_sink(NULL, NULL);
+	pthread_mutex_unlock(&c->lock);
+	return CRUXN_SUCCESS;
+}
+
+cruxn_result_t cruxn_devices(int *ndev)
+{
+	if (!ndev)
+		return CRUXN_INVALID_ARGUMENT;
+	*ndev = cruxn_ctx.ndevs;
+	return CRUXN_SUCCESS;
+}
+
+cruxn_result_t cruxn_get_properties(int dev, cruxn_props_v11_t *p)
+{
+	const struct cruxn_dev *d;
+
+	if (!p || dev < 0 || dev >= cruxn_ctx.ndevs)
+		return CRUXN_INVALID_ARGUMENT;
+	d = &cruxn_ctx.devs[dev];
+	memset(p, 0, sizeof(*p));
+	p->name = (char *)d->name;
+	p->pciPath = d->pci_path;
+	p->guid = (uint64_t)dev;
+	p->ptrSupport = CRUXN_PTR_HOST;
+	p->regIsGlobal = 0;
+	p->forceFlush = 0;
+	p->speed = d->speed_mbps;
+	p->port = 0;
+	p->latency = 0;
+	p->maxComms = 65536;
+	p->maxRecvs = CRUXN_NET_MAX_RECVS;
+	p->netDeviceType = CRUXN_DEV_HOST;
+	p->netDeviceVersion = 0;
+	p->vProps.ndevs = 1;
+	p->vProps.devs[0] = dev;
+	p->maxP2pBytes = (size_t)CRUXN_NET_MAX_BYTES;
+	p->maxCollBytes = (size_t)CRUXN_NET_MAX_BYTES;
+	p->maxMultiRequestSize = 1;
+	return CRUXN_SUCCESS;
+}

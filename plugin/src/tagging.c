@@ -1,0 +1,352 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Priority class and path of a connection, from the decision table; byte
+ * counters per peer host and level, published into the profile record.
+ *
+ * Precedence of the class: a fresh decision table naming the job >
+ * CRUX_CLASS > NCCL's per-communicator traffic class > the table's default
+ * level (fresh table) > DSCP 0 / priority 0.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "crux/log.h"
+#include "crux/shm.h"
+#include "cruxn.h"
+
+enum dt_cond { DT_UNKNOWN = 0, DT_OK, DT_MISSING, DT_STALE, DT_CORRUPT };
+
+#define DT_RETRY_NS 1000000000ull
+
+uint64_t cruxn_coarse_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	/* vDSO: no system call. */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* One log line per change of the table's condition, process-wide. */
+static void note_cond(int cond, const char *why)
+{
+	int old = atomic_exchange(&cruxn_ctx.dt_state, cond);
+	if (old == cond)
+		return;
+	if (cond == DT_OK)
+		crux_info("decision table %s/%s in use", cruxn_ctx.shm_dir, CRUX_DT_FILE);
+	else
+		crux_warn("decision table %s/%s %s: using the default class and ECMP paths until "
+			  "it is usable (is cruxd running?)",
+			  cruxn_ctx.shm_dir, CRUX_DT_FILE, why);
+}
+
+/*
+ * Open (or re-open after the agent replaced the file) the table, at most
+ * once per second, whoever calls first. Returns the reader now in use.
+ */
+static struct crux_dt_reader *dt_open_locked(void);
+
+static struct crux_dt_reader *dt_maybe_reopen(uint64_t now)
+{
+	struct cruxn_context *c = &cruxn_ctx;
+	uint64_t next = atomic_load_explicit(&c->dt_next_try_ns, memory_order_relaxed);
+	struct crux_dt_reader *cur = atomic_load_explicit(&c->dt, memory_order_acquire);
+
+	if (now < next)
+		return cur;
+	if (!atomic_compare_exchange_strong(&c->dt_next_try_ns, &next, now + DT_RETRY_NS))
+		return cur; /* another thread is trying */
+	if (pthread_mutex_trylock(&c->lock) != 0)
+		return cur;
+	cur = dt_open_locked();
+	pthread_mutex_unlock(&c->lock);
+	return cur;
+}
+
+/* Called with the context lock held. */
+static struct crux_dt_reader *dt_open_locked(void)
+{
+	struct cruxn_context *c = &cruxn_ctx;
+	struct crux_dt_reader *cur = atomic_load_explicit(&c->dt, memory_order_acquire);
+	struct crux_dt_reader *r = NULL;
+	crux_status_t st;
+
+	char path[CRUX_PATH_MAX + 32];
+	struct stat sb;
+	snprintf(path, sizeof(path), "%.255s/%s", c->shm_dir, CRUX_DT_FILE);
+	if (stat(path, &sb) != 0)
+		memset(&sb, 0, sizeof(sb));
+	if (cur && sb.st_ino == c->dt_ino && sb.st_dev == c->dt_dev)
+		return cur; /* same file, still stale: the agent is gone, nothing new to map */
+	st = crux_dt_reader_open(c->shm_dir, &r);
+	if (st == CRUX_OK) {
+		if (cur && c->ndt_retired >= (int)(sizeof(c->dt_retired) / sizeof(c->dt_retired[0]))) {
+			/* Keep the old mapping; readers may hold it. */
+			crux_dt_reader_close(r);
+		} else {
+			if (cur)
+				c->dt_retired[c->ndt_retired++] = cur;
+			atomic_store_explicit(&c->dt, r, memory_order_release);
+			c->dt_ino = sb.st_ino;
+			c->dt_dev = sb.st_dev;
+			cur = r;
+		}
+	} else if (!cur) {
+		note_cond(st == CRUX_ERR_NOENT ? DT_MISSING : DT_CORRUPT,
+			  st == CRUX_ERR_NOENT ? "does not exist" : crux_status_str(st));
+	}
+	return cur;
+}
+
+void cruxn_tag_init(struct cruxn_tag_state *ts, const struct crux_addr *peer, int nccl_tc)
+{
+	memset(ts, 0, sizeof(*ts));
+	ts->nccl_tc = nccl_tc;
+	if (peer)
+		ts->peer = *peer;
+	ts->route.path_id = CRUX_PATH_NONE;
+}
+
+static void class_from_level(int level, struct cruxn_class *cls)
+{
+	struct crux_dt_settings s;
+
+	crux_dt_settings_default(CRUX_MAX_LEVELS, &s);
+	cls->tos = s.levels[level].dscp << 2;
+	cls->prio = s.levels[level].sock_prio;
+	cls->level = level;
+}
+
+bool cruxn_tag_refresh(struct cruxn_tag_state *ts)
+{
+	const struct cruxn_config *cfg = &cruxn_ctx.cfg;
+	struct crux_dt_reader *r = NULL;
+	struct crux_decision d;
+	struct cruxn_class cls = {0, 0, 0};
+	struct cruxn_route route;
+	bool stale = true, have = false, changed;
+	uint64_t gen = 0;
+
+	if (cfg->tagging) {
+		r = atomic_load_explicit(&cruxn_ctx.dt, memory_order_acquire);
+		uint64_t now = mono_ns();
+		stale = r ? crux_dt_is_stale(r, now) : true;
+		if (stale) {
+			/* Rare path: missing or stale table, re-try at most once a second. */
+			r = dt_maybe_reopen(cruxn_coarse_ns());
+			stale = r ? crux_dt_is_stale(r, now) : true;
+		}
+		gen = r ? crux_dt_generation(r) : 0;
+		if (ts->valid && r == ts->reader && gen == ts->gen && stale == ts->stale)
+			return false;
+	} else if (ts->valid) {
+		return false;
+	}
+
+	memset(&route, 0, sizeof(route));
+	route.path_id = CRUX_PATH_NONE;
+	if (r && !stale) {
+		crux_status_t st =
+			crux_dt_lookup(r, cruxn_ctx.job.key, ts->peer.family ? &ts->peer : NULL, &d);
+		if (st == CRUX_ERR_BUSY)
+			return false; /* writer busy: keep the old decision, look again next send */
+		if (st == CRUX_OK) {
+			have = true;
+			note_cond(DT_OK, "");
+		} else {
+			note_cond(DT_CORRUPT, crux_status_str(st));
+		}
+	} else if (r && stale) {
+		note_cond(DT_STALE, "has a stale heartbeat");
+	}
+
+	if (have && d.job_found) {
+		cls.tos = d.class_map.dscp << 2;
+		cls.prio = d.class_map.sock_prio;
+		cls.level = d.level;
+	} else if (cfg->class_level >= 0) {
+		class_from_level(cfg->class_level, &cls);
+	} else if (ts->nccl_tc >= 0) {
+		cls.tos = ts->nccl_tc & 0xfc;
+		cls.prio = 0;
+		cls.level = (cls.tos >> 5) < CRUX_MAX_LEVELS ? (cls.tos >> 5) : CRUX_MAX_LEVELS - 1;
+	} else if (have) {
+		cls.tos = d.class_map.dscp << 2;
+		cls.prio = d.class_map.sock_prio;
+		cls.level = d.level;
+	}
+	if (cls.level < 0 || cls.level >= CRUX_MAX_LEVELS)
+		cls.level = 0;
+	if (have && d.route_found && d.nports > 0) {
+		route.path_id = d.path_id;
+		route.nports = d.nports > CRUX_ROUTE_MAX_PORTS ? CRUX_ROUTE_MAX_PORTS : d.nports;
+		memcpy(route.ports, d.ports, route.nports * sizeof(route.ports[0]));
+	}
+
+	changed = !ts->valid || memcmp(&cls, &ts->cls, sizeof(cls)) != 0 ||
+		  route.path_id != ts->route.path_id || route.nports != ts->route.nports ||
+		  memcmp(route.ports, ts->route.ports, sizeof(route.ports)) != 0;
+	ts->cls = cls;
+	ts->route = route;
+	ts->reader = r;
+	ts->gen = gen;
+	ts->stale = stale;
+	ts->valid = true;
+	return changed;
+}
+
+struct cruxn_peer_stats *cruxn_peer_stats_get(const struct crux_addr *peer)
+{
+	struct cruxn_context *c = &cruxn_ctx;
+	struct cruxn_peer_stats *p = NULL;
+	int n;
+
+	pthread_mutex_lock(&c->peers_lock);
+	n = atomic_load(&c->npeers);
+	for (int i = 0; i < n; i++) {
+		if (crux_addr_equal(&c->peers[i].peer, peer)) {
+			p = &c->peers[i];
+			break;
+		}
+	}
+	if (!p && n < CRUX_PROF_MAX_PEERS) {
+		p = &c->peers[n];
+		p->peer = *peer;
+		atomic_store(&c->npeers, n + 1);
+	}
+	if (!p) /* more peers than the record holds: count them with the last one */
+		p = &c->peers[CRUX_PROF_MAX_PEERS - 1];
+	pthread_mutex_unlock(&c->peers_lock);
+	return p;
+}
+
+static void publish_once(void)
+{
+	struct cruxn_context *c = &cruxn_ctx;
+	struct crux_prof_net net;
+	int n = atomic_load(&c->npeers);
+
+	memset(&net, 0, sizeof(net));
+	net.update_ns = mono_ns();
+	net.npeers = (uint32_t)n;
+	for (int i = 0; i < n; i++) {
+		net.peers[i].peer = c->peers[i].peer;
+		for (int l = 0; l < CRUX_MAX_LEVELS; l++) {
+			net.peers[i].tx_bytes[l] =
+				atomic_load_explicit(&c->peers[i].tx[l], memory_order_relaxed);
+			net.peers[i].rx_bytes[l] =
+				atomic_load_explicit(&c->peers[i].rx[l], memory_order_relaxed);
+		}
+	}
+	crux_prof_publish_net(c->prof, &net);
+}
+
+static void open_profile(void)
+{
+	struct cruxn_context *c = &cruxn_ctx;
+	struct crux_prof_identity id;
+	struct crux_rank_info ri;
+
+	memset(&id, 0, sizeof(id));
+	id.job_key = c->job.key;
+	snprintf(id.job_id, sizeof(id.job_id), "%.63s", c->job.id);
+	if (gethostname(id.hostname, sizeof(id.hostname) - 1) != 0)
+		snprintf(id.hostname, sizeof(id.hostname), "unknown");
+	if (c->ndevs > 0)
+		(void)crux_addr_from_sockaddr(&c->devs[0].addr.sa, &id.host_addr);
+	id.rank = id.world_size = id.local_rank = -1;
+	if (crux_rank_info_derive(NULL, NULL, &ri) == CRUX_OK) {
+		id.rank = ri.rank;
+		id.world_size = ri.world_size;
+		id.local_rank = ri.local_rank;
+	}
+	crux_status_t st = crux_prof_open_self(c->shm_dir, &id, &c->prof);
+	if (st != CRUX_OK) {
+		c->prof = NULL;
+		crux_log_once(&c->once_prof_fail, CRUX_LOG_WARN,
+			      "cannot open this process's profile record in %s (%s): byte counters "
+			      "are not published; check CRUX_SHM_DIR",
+			      c->shm_dir, crux_status_str(st));
+	}
+}
+
+static void *publisher_main(void *arg)
+{
+	struct cruxn_context *c = &cruxn_ctx;
+	struct timespec until;
+	(void)arg;
+
+	pthread_mutex_lock(&c->pub_lock);
+	while (!c->pub_stop) {
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		uint64_t t = (uint64_t)until.tv_nsec + c->cfg.publish_ns;
+		until.tv_sec += (time_t)(t / 1000000000ull);
+		until.tv_nsec = (long)(t % 1000000000ull);
+		pthread_cond_timedwait(&c->pub_cond, &c->pub_lock, &until);
+		pthread_mutex_unlock(&c->pub_lock);
+		if (!c->prof)
+			open_profile();
+		if (c->prof && atomic_load(&c->npeers) > 0)
+			publish_once();
+		pthread_mutex_lock(&c->pub_lock);
+	}
+	pthread_mutex_unlock(&c->pub_lock);
+	return NULL;
+}
+
+crux_status_t cruxn_tagging_start(void)
+{
+	struct cruxn_context *c = &cruxn_ctx;
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->pub_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	c->pub_stop = false;
+	/* First look at the table now, so a missing one is reported at init. */
+	atomic_store(&c->dt_next_try_ns, cruxn_coarse_ns() + DT_RETRY_NS);
+	if (c->cfg.tagging)
+		(void)dt_open_locked(); /* init holds the context lock */
+	if (pthread_create(&c->publisher, NULL, publisher_main, NULL) != 0) {
+		pthread_cond_destroy(&c->pub_cond);
+		return CRUX_ERR_IO;
+	}
+	c->publisher_running = true;
+	return CRUX_OK;
+}
+
+void cruxn_tagging_stop(void)
+{
+	struct cruxn_context *c = &cruxn_ctx;
+
+	if (c->publisher_running) {
+		pthread_mutex_lock(&c->pub_lock);
+		c->pub_stop = true;
+		pthread_cond_signal(&c->pub_cond);
+		pthread_mutex_unlock(&c->pub_lock);
+		pthread_join(c->publisher, NULL);
+		c->publisher_running = false;
+		pthread_cond_destroy(&c->pub_cond);
+	}
+	/* Last words: the counters as they are now (short jobs included). */
+	if (!c->prof && atomic_load(&c->npeers) > 0)
+		open_profile();
+	if (c->prof) {
+		if (atomic_load(&c->npeers) > 0)
+			publish_once();
+		crux_prof_close(c->prof);
+		c->prof = NULL;
+	}
+}

@@ -1,0 +1,565 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Background thread: drains the call ring, finds iterations, collects GPU
+ * (or host) busy intervals from the timing backend, accounts them per
+ * iteration and publishes the profile record once per window. All heavy work
+ * of the preload happens here, off the NCCL call path.
+ */
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "crux/jobid.h"
+#include "crux/log.h"
+#include "crux/shm.h"
+#include "cruxp.h"
+
+#define RING_ORDER 16
+#define EVENT_SLOTS 1024
+#define TICK_NS 20000000ull
+#define DETECT_NS 500000000ull
+#define MAX_SPANS 4096
+#define IV_CAP (1u << 17)
+#define POLL_CAP 8192
+#define HOST_MARGIN_NS 20000000ull
+#define GPU_MARGIN_NS 200000000ull
+#define ORPHAN_NS 10000000000ull
+
+struct span_rec {
+	uint64_t start;
+	uint64_t end;
+	bool regular;
+	uint64_t bytes[CRUX_COLL_KINDS];
+};
+
+struct cruxp_bg {
+	/* Call history for the detector (ring indexed by total count). */
+	uint32_t hist[CRUXP_DET_MAX_CALLS];
+	uint64_t hist_total;
+	uint32_t lin[CRUXP_DET_MAX_CALLS];
+	struct cruxp_det_scratch *det;
+	bool det_valid;
+	struct cruxp_det_result res;
+	uint64_t cand_anchor; /* a different result, waiting for confirmation */
+	uint32_t cand_len;
+	uint32_t recent[CRUXP_DET_MAX_GRAM]; /* the last calls' signatures, oldest first */
+	uint64_t det_at_total, det_at_ns;
+	/* The iteration in progress. */
+	bool it_open;
+	uint64_t it_start;
+	uint32_t it_calls;
+	uint64_t it_bytes[CRUX_COLL_KINDS];
+	/* Closed iterations waiting for their intervals. */
+	struct span_rec spans[MAX_SPANS];
+	size_t nspans;
+	struct cruxp_span acc[MAX_SPANS];
+	/* Busy intervals not yet accounted. */
+	struct cruxp_iv *ivs;
+	size_t niv;
+	struct cruxp_iv_event *events;
+	struct cruxp_iv poll[POLL_CAP];
+	uint64_t iv_dropped;
+	/* The current window. */
+	uint64_t win_start;
+	uint64_t w_from, w_to; /* time covered by the iterations accounted in the window */
+	uint64_t w_iters, w_regular, w_dur, w_compute, w_comm, w_overlap;
+	uint64_t w_bytes[CRUX_COLL_KINDS];
+	uint64_t windows, total_iters;
+	bool ever_detected;
+	struct crux_prof_handle *prof;
+	int prof_said;
+	bool scanned;
+};
+
+static void bg_free(struct cruxp_bg *bg)
+{
+	if (!bg)
+		return;
+	cruxp_det_scratch_free(bg->det);
+	free(bg->ivs);
+	free(bg->events);
+	free(bg);
+}
+
+static crux_status_t bg_new(struct cruxp_bg **out)
+{
+	struct cruxp_bg *bg = calloc(1, sizeof(*bg));
+
+	if (!bg)
+		return CRUX_ERR_NOMEM;
+	bg->ivs = calloc(IV_CAP, sizeof(*bg->ivs));
+	bg->events = calloc(2 * (size_t)IV_CAP, sizeof(*bg->events));
+	if (!bg->ivs || !bg->events || cruxp_det_scratch_new(&bg->det) != CRUX_OK) {
+		bg_free(bg);
+		return CRUX_ERR_NOMEM;
+	}
+	*out = bg;
+	return CRUX_OK;
+}
+
+static void add_iv(struct cruxp_bg *bg, uint64_t start, uint64_t end, uint32_t kind)
+{
+	if (bg->niv == IV_CAP) {
+		bg->iv_dropped++;
+		return;
+	}
+	bg->ivs[bg->niv++] = (struct cruxp_iv){ start, end, kind, 0 };
+}
+
+static bool auto_mode(void)
+{
+	return cruxp_ctx.cfg.mark == CRUXP_MARK_AUTO && !atomic_load(&cruxp_ctx.marked);
+}
+
+static void boundary(struct cruxp_bg *bg, uint64_t t)
+{
+	if (bg->it_open && t > bg->it_start) {
+		struct span_rec *s;
+		uint32_t len = bg->res.length, tol = len / 10 > 1 ? len / 10 : 1;
+
+		if (bg->nspans == MAX_SPANS) {
+			/* Accounting is far behind (no GPU data yet): forget the oldest. */
+			memmove(bg->spans, bg->spans + 1, (MAX_SPANS - 1) * sizeof(bg->spans[0]));
+			bg->nspans--;
+		}
+		s = &bg->spans[bg->nspans++];
+		s->start = bg->it_start;
+		s->end = t;
+		s->regular = !auto_mode() ||
+			     (bg->it_calls + tol >= len && bg->it_calls <= len + tol);
+		memcpy(s->bytes, bg->it_bytes, sizeof(s->bytes));
+	}
+	bg->it_open = true;
+	bg->it_start = t;
+	bg->it_calls = 0;
+	memset(bg->it_bytes, 0, sizeof(bg->it_bytes));
+}
+
+static void on_call(struct cruxp_bg *bg, const struct cruxp_call *c)
+{
+	const struct cruxp_config *cfg = &cruxp_ctx.cfg;
+	const struct cruxp_comm *comm;
+	uint64_t bytes;
+	uint32_t sig;
+	bool mark = false;
+	int kind;
+
+	if (c->op == CRUXP_OP_MARK) {
+		if (cfg->mark != CRUXP_MARK_OP)
+			boundary(bg, c->t_enter);
+		return;
+	}
+	if (atomic_load_explicit(&cruxp_ctx.backend, memory_order_relaxed) == CRUX_TIMING_HOST)
+		add_iv(bg, c->t_enter, c->t_exit, CRUXP_IV_COMM);
+	if (c->op == CRUXP_OP_GROUP_END)
+		return;
+	comm = cruxp_comm_find(c->comm);
+	sig = cruxp_call_sig(c, comm);
+	bytes = cruxp_call_bytes(c, comm);
+	bg->hist[bg->hist_total++ % CRUXP_DET_MAX_CALLS] = sig;
+	memmove(bg->recent, bg->recent + 1, sizeof(bg->recent) - sizeof(bg->recent[0]));
+	bg->recent[CRUXP_DET_MAX_GRAM - 1] = sig;
+	if (cfg->mark == CRUXP_MARK_OP)
+		mark = c->op == cfg->mark_op && (!cfg->mark_bytes || cfg->mark_bytes == bytes);
+	else if (auto_mode() && bg->det_valid && bg->hist_total >= bg->res.gram)
+		mark = cruxp_det_seq_hash(bg->recent + CRUXP_DET_MAX_GRAM - bg->res.gram,
+					  bg->res.gram) == bg->res.anchor;
+	if (mark)
+		boundary(bg, c->t_enter);
+	kind = cruxp_op_kind(c->op);
+	if (bg->it_open) {
+		bg->it_calls++;
+		if (kind >= 0)
+			bg->it_bytes[kind] += bytes;
+	}
+}
+
+static void run_detect(struct cruxp_bg *bg, uint64_t now)
+{
+	size_t n = bg->hist_total < CRUXP_DET_MAX_CALLS ? bg->hist_total : CRUXP_DET_MAX_CALLS;
+	struct cruxp_det_result r;
+
+	bg->det_at_total = bg->hist_total;
+	bg->det_at_ns = now;
+	for (size_t i = 0; i < n; i++)
+		bg->lin[i] = bg->hist[(bg->hist_total - n + i) % CRUXP_DET_MAX_CALLS];
+	if (cruxp_detect(bg->lin, n, bg->det, &r) != CRUX_OK)
+		return;
+	if (bg->det_valid && r.anchor == bg->res.anchor) {
+		bg->res = r;
+		return;
+	}
+	/* A change of period must show twice before it replaces the current one. */
+	if (bg->det_valid && (r.anchor != bg->cand_anchor || r.length != bg->cand_len)) {
+		bg->cand_anchor = r.anchor;
+		bg->cand_len = r.length;
+		return;
+	}
+	crux_debug("crux-preload: iteration period %u calls (anchor %016llx over %u calls, %u repeats, coverage %.2f)",
+		   r.length, (unsigned long long)r.anchor, r.gram, r.repeats, r.coverage);
+	bg->res = r;
+	bg->det_valid = true;
+	bg->ever_detected = true;
+	bg->it_open = false; /* the next anchor starts a fresh iteration */
+}
+
+static void poll_backend(struct cruxp_bg *bg)
+{
+	uint32_t backend = atomic_load(&cruxp_ctx.backend);
+	size_t n = 0;
+
+	if (backend == CRUX_TIMING_EVENTS && cruxp_ctx.events)
+		n = cruxp_events_poll(cruxp_ctx.events, bg->poll, POLL_CAP);
+	else if (backend == CRUX_TIMING_CUPTI && cruxp_ctx.cupti)
+		n = cruxp_cupti_poll(cruxp_ctx.cupti, bg->poll, POLL_CAP);
+	for (size_t i = 0; i < n; i++)
+		add_iv(bg, bg->poll[i].start, bg->poll[i].end, bg->poll[i].kind);
+}
+
+static void account(struct cruxp_bg *bg, uint64_t now)
+{
+	uint32_t backend = atomic_load(&cruxp_ctx.backend);
+	uint64_t margin = backend == CRUX_TIMING_HOST ? HOST_MARGIN_NS : GPU_MARGIN_NS;
+	uint64_t frontier = now > margin ? now - margin : 0, until = 0, dur = 0;
+	size_t take = 0, nacc = 0, keep = 0;
+	struct cruxp_busy busy;
+
+	while (take < bg->nspans && bg->spans[take].end <= frontier)
+		take++;
+	if (take) {
+		if (!bg->w_from)
+			bg->w_from = bg->spans[0].start;
+		bg->w_to = bg->spans[take - 1].end;
+	}
+	for (size_t i = 0; i < take; i++) {
+		const struct span_rec *s = &bg->spans[i];
+
+		until = s->end;
+		if (!s->regular)
+			continue;
+		bg->acc[nacc++] = (struct cruxp_span){ s->start, s->end };
+		dur += s->end - s->start;
+		for (int k = 0; k < CRUX_COLL_KINDS; k++)
+			bg->w_bytes[k] += s->bytes[k];
+	}
+	if (take && cruxp_iv_account(bg->ivs, bg->niv, bg->acc, nacc, bg->events, &busy) ==
+			    CRUX_OK) {
+		bg->w_iters += take;
+		bg->w_regular += nacc;
+		bg->w_dur += dur;
+		bg->w_comm += busy.comm_ns;
+		if (backend == CRUX_TIMING_CUPTI) {
+			bg->w_compute += busy.compute_ns;
+			bg->w_overlap += busy.overlap_ns;
+		} else {
+			/* Without kernel records everything but communication is compute. */
+			bg->w_compute += dur > busy.comm_ns ? dur - busy.comm_ns : 0;
+		}
+	}
+	memmove(bg->spans, bg->spans + take, (bg->nspans - take) * sizeof(bg->spans[0]));
+	bg->nspans -= take;
+	for (size_t i = 0; i < bg->niv; i++) {
+		const struct cruxp_iv *v = &bg->ivs[i];
+
+		if (v->end <= until || v->end + ORPHAN_NS < now)
+			continue;
+		bg->ivs[keep++] = *v;
+	}
+	bg->niv = keep;
+}
+
+static void open_record(struct cruxp_bg *bg)
+{
+	crux_status_t st;
+
+	if (bg->prof)
+		return;
+	/* The agent creates the directory; without it there is no one to tell. */
+	st = crux_prof_open_self(cruxp_ctx.cfg.shm_dir, &cruxp_ctx.ident, &bg->prof);
+	if (st != CRUX_OK && st != CRUX_ERR_NOENT)
+		crux_log_once(&bg->prof_said, CRUX_LOG_WARN,
+			      "crux-preload: cannot open the profile record in %s (%s); is cruxd running with the same CRUX_SHM_DIR?",
+			      cruxp_ctx.cfg.shm_dir, crux_status_str(st));
+}
+
+static void publish(struct cruxp_bg *bg, uint64_t now)
+{
+	struct crux_prof_compute c;
+	char obj[256];
+	double n = (double)bg->w_regular;
+
+	if (!atomic_load(&cruxp_ctx.intercepted) && !bg->scanned) {
+		bg->scanned = true;
+		if (cruxp_static_nccl_scan(obj, sizeof(obj))) {
+			cruxp_ctx.static_nccl = true;
+			crux_log_once(&cruxp_ctx.static_said, CRUX_LOG_WARN,
+				      "crux-preload: NCCL is linked statically into %s: its calls cannot be intercepted, so this process is not profiled (use a framework build that links libnccl.so.2 dynamically)",
+				      obj);
+		}
+	}
+	memset(&c, 0, sizeof(c));
+	c.window_end_ns = bg->w_to ? bg->w_to : now;
+	/* The window is the stretch its iterations cover (GPU data lags the clock). */
+	c.window_s = (double)(bg->w_to > bg->w_from ? bg->w_to - bg->w_from : now - bg->win_start) / 1e9;
+	c.windows = ++bg->windows;
+	c.iterations = bg->w_iters;
+	bg->total_iters += bg->w_iters;
+	c.total_iterations = bg->total_iters;
+	if (bg->w_regular) {
+		c.iter_time_s = (double)bg->w_dur / n / 1e9;
+		c.compute_s = (double)bg->w_compute / n / 1e9;
+		c.comm_s = (double)bg->w_comm / n / 1e9;
+		c.overlap_s = (double)bg->w_overlap / n / 1e9;
+		c.stall_s = c.comm_s > c.overlap_s ? c.comm_s - c.overlap_s : 0;
+		for (int k = 0; k < CRUX_COLL_KINDS; k++)
+			c.bytes_per_iter[k] = (uint64_t)((double)bg->w_bytes[k] / n + 0.5);
+	}
+	c.timing_backend = atomic_load(&cruxp_ctx.backend);
+	if (atomic_load(&cruxp_ctx.marked) || cruxp_ctx.cfg.mark != CRUXP_MARK_AUTO)
+		c.flags |= CRUX_PROF_F_ITER_MARKED;
+	else if (bg->det_valid)
+		c.flags |= CRUX_PROF_F_ITER_DETECTED;
+	if (cruxp_ctx.static_nccl)
+		c.flags |= CRUX_PROF_F_STATIC_NCCL;
+	snprintf(c.device, sizeof(c.device), "%s", cruxp_ctx.device[0] ? cruxp_ctx.device : "unknown");
+	open_record(bg);
+	if (bg->prof)
+		crux_prof_publish_compute(bg->prof, &c);
+	crux_debug("crux-preload: window %llu: %llu iterations, %.6f s/iter, compute %.6f, comm %.6f, overlap %.6f",
+		   (unsigned long long)c.windows, (unsigned long long)c.iterations, c.iter_time_s,
+		   c.compute_s, c.comm_s, c.overlap_s);
+	bg->win_start = now;
+	bg->w_from = bg->w_to;
+	bg->w_iters = bg->w_regular = bg->w_dur = bg->w_compute = bg->w_comm = bg->w_overlap = 0;
+	memset(bg->w_bytes, 0, sizeof(bg->w_bytes));
+}
+
+static void drain(struct cruxp_bg *bg)
+{
+	struct cruxp_call c;
+
+	while (cruxp_ring_pop(&cruxp_ctx.ring, &c))
+		on_call(bg, &c);
+}
+
+/* One pass of the loop; 'final' publishes what the last window holds. */
+static void step(struct cruxp_bg *bg, bool final)
+{
+	uint64_t now = cruxp_now();
+
+	drain(bg);
+	/* Until a period is known, look at every batch of new calls. */
+	if (auto_mode() && bg->hist_total >= 8 && bg->hist_total != bg->det_at_total &&
+	    (!bg->det_valid || bg->hist_total - bg->det_at_total >= 256 ||
+	     now - bg->det_at_ns >= DETECT_NS))
+		run_detect(bg, now);
+	poll_backend(bg);
+	account(bg, final ? UINT64_MAX / 2 : now);
+	if (now - bg->win_start >= cruxp_ctx.cfg.window_ns || (final && bg->w_regular))
+		publish(bg, now);
+}
+
+static void *bg_main(void *arg)
+{
+	struct cruxp_bg *bg = arg;
+	struct timespec ts = { 0, (long)TICK_NS };
+
+	/* The record exists from the start: the agent sees a job being profiled. */
+	open_record(bg);
+	while (!atomic_load(&cruxp_ctx.stop)) {
+		nanosleep(&ts, NULL);
+		step(bg, false);
+	}
+	step(bg, true);
+	return NULL;
+}
+
+/* ---- Start, stop, fork ---- */
+
+static void pick_backend(void)
+{
+	const struct cruxp_config *cfg = &cruxp_ctx.cfg;
+	int want = cfg->timing;
+	void *cuda;
+	crux_status_t st;
+
+	if (want == 0) {
+		/* auto: GPU backends only where a CUDA driver is in the process. */
+		cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+		if (cuda)
+			dlclose(cuda);
+		want = cuda ? 1 : 3;
+	}
+	if (want == 1) {
+		st = cruxp_cupti_new(cfg->cupti_lib, IV_CAP, &cruxp_ctx.cupti);
+		if (st == CRUX_OK) {
+			atomic_store(&cruxp_ctx.backend, CRUX_TIMING_CUPTI);
+			return;
+		}
+		crux_warn("crux-preload: CUPTI timing unavailable (%s); trying CUDA events",
+			  crux_status_str(st));
+		want = 2;
+	}
+	if (want == 2) {
+		st = cruxp_events_new(cfg->cudart_lib, EVENT_SLOTS, &cruxp_ctx.events);
+		if (st == CRUX_OK) {
+			atomic_store(&cruxp_ctx.backend, CRUX_TIMING_EVENTS);
+			return;
+		}
+		crux_warn("crux-preload: CUDA event timing unavailable (%s); using the host clock",
+			  crux_status_str(st));
+	}
+	atomic_store(&cruxp_ctx.backend, CRUX_TIMING_HOST);
+}
+
+static void identity(void)
+{
+	struct crux_job_identity job;
+	struct crux_rank_info ri;
+	struct crux_prof_identity *id = &cruxp_ctx.ident;
+
+	memset(id, 0, sizeof(*id));
+	id->rank = id->world_size = id->local_rank = -1;
+	if (crux_job_identity_derive(NULL, NULL, &job) == CRUX_OK) {
+		id->job_key = job.key;
+		snprintf(id->job_id, sizeof(id->job_id), "%s", job.id);
+	}
+	if (crux_rank_info_derive(NULL, NULL, &ri) == CRUX_OK) {
+		id->rank = ri.rank;
+		id->world_size = ri.world_size;
+		id->local_rank = ri.local_rank;
+	}
+	if (gethostname(id->hostname, sizeof(id->hostname)) != 0)
+		id->hostname[0] = '\0';
+	id->hostname[sizeof(id->hostname) - 1] = '\0';
+}
+
+static void atfork_prepare(void)
+{
+	pthread_mutex_lock(&cruxp_ctx.lock);
+}
+
+static void atfork_parent(void)
+{
+	pthread_mutex_unlock(&cruxp_ctx.lock);
+}
+
+static void atfork_child(void)
+{
+	/*
+	 * Only the forking thread survives: no background thread, and the
+	 * parent's CUDA state is unusable. Recording stops until this child
+	 * creates a communicator of its own, which starts everything afresh.
+	 */
+	pthread_mutex_init(&cruxp_ctx.lock, NULL);
+	pthread_mutex_init(&cruxp_ctx.resolve_lock, NULL);
+	if (atomic_load(&cruxp_ctx.state) == CRUXP_ST_ACTIVE)
+		atomic_store(&cruxp_ctx.state, CRUXP_ST_UNINIT);
+	cruxp_ctx.thread_running = false;
+	cruxp_ctx.events = NULL;
+	cruxp_ctx.cupti = NULL;
+	atomic_store(&cruxp_ctx.intercepted, false);
+	if (cruxp_ctx.bg)
+		cruxp_ctx.bg->prof = NULL; /* the parent's record stays the parent's */
+}
+
+static void start_locked(uintptr_t comm, int rank, int nranks)
+{
+	bool enabled = true;
+	sigset_t all, old;
+	crux_status_t st;
+
+	if (cruxp_ctx.pid == 0)
+		pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	cruxp_ctx.pid = getpid();
+	crux_log_init("crux-preload");
+	if (cruxp_config_parse(NULL, NULL, &cruxp_ctx.cfg, &enabled) != CRUX_OK) {
+		crux_err("crux-preload: profiling is off for this process; fix the variable above");
+		atomic_store(&cruxp_ctx.state, CRUXP_ST_OFF);
+		return;
+	}
+	if (!enabled) {
+		atomic_store(&cruxp_ctx.state, CRUXP_ST_OFF);
+		return;
+	}
+	identity();
+	/* Launchers that set no RANK/WORLD_SIZE: the first communicator says. */
+	if (cruxp_ctx.ident.rank < 0 && rank >= 0) {
+		cruxp_ctx.ident.rank = rank;
+		cruxp_ctx.ident.world_size = nranks;
+	}
+	if (comm)
+		cruxp_device_identity(comm);
+	else
+		snprintf(cruxp_ctx.device, sizeof(cruxp_ctx.device), "unknown");
+	if (!cruxp_ctx.ring.cells)
+		st = cruxp_ring_init(&cruxp_ctx.ring, RING_ORDER);
+	else {
+		cruxp_ring_reset(&cruxp_ctx.ring);
+		st = CRUX_OK;
+	}
+	if (st == CRUX_OK) {
+		bg_free(cruxp_ctx.bg);
+		cruxp_ctx.bg = NULL;
+		st = bg_new(&cruxp_ctx.bg);
+	}
+	if (st != CRUX_OK) {
+		crux_err("crux-preload: out of memory; profiling is off for this process");
+		atomic_store(&cruxp_ctx.state, CRUXP_ST_OFF);
+		return;
+	}
+	pick_backend();
+	cruxp_ctx.bg->win_start = cruxp_now();
+	atomic_store(&cruxp_ctx.stop, false);
+	/* The thread must not take the application's signals. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	cruxp_ctx.thread_running =
+		pthread_create(&cruxp_ctx.thread, NULL, bg_main, cruxp_ctx.bg) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!cruxp_ctx.thread_running) {
+		crux_err("crux-preload: cannot start the background thread; profiling is off");
+		atomic_store(&cruxp_ctx.state, CRUXP_ST_OFF);
+		return;
+	}
+	pthread_setname_np(cruxp_ctx.thread, "crux-preload");
+	crux_info("crux-preload: profiling pid %d, timing %d, window %.1f s",
+		  (int)cruxp_ctx.pid, (int)atomic_load(&cruxp_ctx.backend),
+		  (double)cruxp_ctx.cfg.window_ns / 1e9);
+	atomic_store(&cruxp_ctx.state, CRUXP_ST_ACTIVE);
+}
+
+void cruxp_ctx_start(uintptr_t comm, int rank, int nranks)
+{
+	if (atomic_load_explicit(&cruxp_ctx.state, memory_order_acquire) != CRUXP_ST_UNINIT)
+		return;
+	pthread_mutex_lock(&cruxp_ctx.lock);
+	if (atomic_load(&cruxp_ctx.state) == CRUXP_ST_UNINIT)
+		start_locked(comm, rank, nranks);
+	pthread_mutex_unlock(&cruxp_ctx.lock);
+}
+
+__attribute__((destructor)) static void cruxp_fini(void)
+{
+	char obj[256];
+
+	if (cruxp_ctx.thread_running && cruxp_ctx.pid == getpid()) {
+		atomic_store(&cruxp_ctx.stop, true);
+		pthread_join(cruxp_ctx.thread, NULL);
+		cruxp_ctx.thread_running = false;
+		if (cruxp_ctx.bg && cruxp_ctx.bg->prof) {
+			crux_prof_close(cruxp_ctx.bg->prof);
+			cruxp_ctx.bg->prof = NULL;
+		}
+	}
+	/* Never reached by any communicator: was NCCL in here all along? */
+	if (!atomic_load(&cruxp_ctx.intercepted) && !cruxp_ctx.static_nccl &&
+	    cruxp_static_nccl_scan(obj, sizeof(obj)))
+		crux_log_once(&cruxp_ctx.static_said, CRUX_LOG_WARN,
+			      "crux-preload: NCCL is linked statically into %s: its calls could not be intercepted and this process was not profiled",
+			      obj);
+}

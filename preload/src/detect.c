@@ -1,0 +1,308 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "detect.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HASH_SLOTS 1024 /* > 2 * CRUXP_DET_MAX_DISTINCT, power of two */
+#define HASH_BASE 0x100000001b3ull
+#define MIN_SHARE 0.5     /* the mode segment must be most of the anchor's segments */
+#define MIN_COVERAGE 0.3  /* ... and cover this much of the sequence */
+#define MIN_SHORT_COVERAGE 0.5
+
+struct seg {
+	uint64_t hash;
+	uint32_t len;
+	uint32_t pos;
+};
+
+struct cand {
+	uint64_t anchor;
+	uint32_t gram;
+	uint32_t len;
+	uint32_t pos; /* start of one mode segment */
+	uint32_t mode;
+	uint32_t total;
+	uint64_t hash;
+	double covered;
+};
+
+struct distinct {
+	uint64_t key;
+	uint32_t count;
+	uint32_t first;
+	uint32_t last;
+};
+
+struct cruxp_det_scratch {
+	uint64_t prefix[CRUXP_DET_MAX_CALLS + 1];
+	uint64_t power[CRUXP_DET_MAX_CALLS + 1];
+	uint32_t next[CRUXP_DET_MAX_CALLS];
+	uint64_t gram[CRUXP_DET_MAX_CALLS];
+	int16_t slot[HASH_SLOTS]; /* index into dist, -1 empty */
+	struct distinct dist[CRUXP_DET_MAX_DISTINCT];
+	struct seg segs[CRUXP_DET_MAX_CALLS];
+	struct cand cands[CRUXP_DET_MAX_GRAM * CRUXP_DET_MAX_DISTINCT];
+};
+
+crux_status_t cruxp_det_scratch_new(struct cruxp_det_scratch **out)
+{
+	struct cruxp_det_scratch *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return CRUX_ERR_NOMEM;
+	s->power[0] = 1;
+	for (size_t i = 1; i <= CRUXP_DET_MAX_CALLS; i++)
+		s->power[i] = s->power[i - 1] * HASH_BASE;
+	*out = s;
+	return CRUX_OK;
+}
+
+void cruxp_det_scratch_free(struct cruxp_det_scratch *s)
+{
+	free(s);
+}
+
+static inline uint64_t mix(uint32_t sig)
+{
+	return (uint64_t)sig * 0x9e3779b97f4a7c15ull + 1;
+}
+
+uint64_t cruxp_det_seq_hash(const uint32_t *sig, size_t n)
+{
+	uint64_t h = 0;
+
+	for (size_t i = 0; i < n; i++)
+		h = h * HASH_BASE + mix(sig[i]);
+	return h;
+}
+
+static uint64_t range_hash(const struct cruxp_det_scratch *s, size_t p, size_t q)
+{
+	return s->prefix[q] - s->prefix[p] * s->power[q - p];
+}
+
+static int seg_cmp(const void *a, const void *b)
+{
+	const struct seg *x = a, *y = b;
+
+	if (x->hash != y->hash)
+		return x->hash < y->hash ? -1 : 1;
+	if (x->len != y->len)
+		return x->len < y->len ? -1 : 1;
+	return 0;
+}
+
+/* Number the distinct keys of s->gram[from..n) and link their occurrences. */
+static size_t index_distinct(size_t from, size_t n, struct cruxp_det_scratch *s)
+{
+	size_t nd = 0;
+	uint32_t last_pos[CRUXP_DET_MAX_DISTINCT];
+
+	memset(s->slot, 0xff, sizeof(s->slot));
+	for (size_t i = from; i < n; i++) {
+		uint64_t key = s->gram[i];
+		uint32_t h = (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> 54); /* 10 bits */
+		int idx = -1;
+
+		s->next[i] = UINT32_MAX;
+		for (size_t probe = 0; probe < HASH_SLOTS; probe++) {
+			size_t k = (h + probe) & (HASH_SLOTS - 1);
+
+			if (s->slot[k] < 0) {
+				if (nd == CRUXP_DET_MAX_DISTINCT)
+					break; /* too many kinds: ignore the rest as anchors */
+				s->slot[k] = (int16_t)nd;
+				s->dist[nd] = (struct distinct){ key, 0, (uint32_t)i, (uint32_t)i };
+				idx = (int)nd++;
+				break;
+			}
+			if (s->dist[s->slot[k]].key == key) {
+				idx = s->slot[k];
+				break;
+			}
+		}
+		if (idx < 0)
+			continue;
+		if (s->dist[idx].count)
+			s->next[last_pos[idx]] = (uint32_t)i;
+		s->dist[idx].count++;
+		s->dist[idx].last = (uint32_t)i;
+		last_pos[idx] = (uint32_t)i;
+	}
+	return nd;
+}
+
+/* Mode segment of the anchor 'd'; false when it does not repeat. */
+static bool anchor_mode(const struct cruxp_det_scratch *cs, struct cruxp_det_scratch *s,
+			const struct distinct *d, size_t n, uint32_t gram, struct cand *c)
+{
+	size_t k = 0, best = 0, run = 0;
+	struct seg *mode = NULL;
+
+	for (uint32_t p = d->first; s->next[p] != UINT32_MAX; p = s->next[p]) {
+		uint32_t q = s->next[p];
+
+		s->segs[k++] = (struct seg){ range_hash(cs, p, q), q - p, p };
+	}
+	if (k < 2)
+		return false;
+	qsort(s->segs, k, sizeof(s->segs[0]), seg_cmp);
+	for (size_t i = 0; i < k; i++) {
+		run = (i && seg_cmp(&s->segs[i], &s->segs[i - 1]) == 0) ? run + 1 : 1;
+		if (run > best) {
+			best = run;
+			mode = &s->segs[i];
+		}
+	}
+	if (best < 2 || (double)best < MIN_SHARE * (double)k)
+		return false;
+	*c = (struct cand){
+		.anchor = d->key,
+		.gram = gram,
+		.len = mode->len,
+		.pos = mode->pos,
+		.mode = (uint32_t)best,
+		.total = (uint32_t)k,
+		.hash = mode->hash,
+		.covered = (double)best * mode->len / (double)n,
+	};
+	return true;
+}
+
+/* Greedy match of long = short^q (rotated by o) with 'extra' inserted calls. */
+static bool match_insert(const uint32_t *sig, uint32_t lp, uint32_t lt, uint32_t sp, uint32_t ls,
+			 uint32_t o, uint32_t reps, uint32_t extra)
+{
+	uint32_t i, j, skip;
+
+	for (i = 0, j = 0, skip = 0; i < lt; i++) {
+		if (j < reps * ls && sig[lp + i] == sig[sp + (j + o) % ls])
+			j++;
+		else if (++skip > extra)
+			return false;
+	}
+	return j == reps * ls && skip == extra;
+}
+
+/* Greedy match of short^reps (rotated by o) = long with 'missing' calls left out. */
+static bool match_delete(const uint32_t *sig, uint32_t lp, uint32_t lt, uint32_t sp, uint32_t ls,
+			 uint32_t o, uint32_t reps, uint32_t missing)
+{
+	uint32_t i, j, skip;
+
+	for (i = 0, j = 0, skip = 0; j < reps * ls; j++) {
+		if (i < lt && sig[lp + i] == sig[sp + (j + o) % ls])
+			i++;
+		else if (++skip > missing)
+			return false;
+	}
+	return i == lt && skip == missing;
+}
+
+/*
+ * True when 'longer' (length lt at lp) equals 'shorter' (ls at sp) repeated,
+ * give or take a few inserted or missing calls: the long period is then the
+ * short one plus noise, not an iteration of its own. The long segment may
+ * start anywhere in the short one's cycle, so a few rotations are tried: those
+ * that line the short cycle up with one of the long segment's first calls.
+ */
+static bool repeat_plus_noise(const uint32_t *sig, uint32_t lp, uint32_t lt, uint32_t sp,
+			      uint32_t ls)
+{
+	uint32_t tol = ls / 5 > 2 ? ls / 5 : 2;
+	uint32_t q = lt / ls;
+	uint32_t extra = lt - q * ls, missing = (q + 1) * ls - lt;
+
+	if (q < 2)
+		return false;
+	for (uint32_t t = 0; t <= tol && t < lt; t++) {
+		uint32_t tries = 0;
+
+		for (uint32_t o = 0; o < ls && tries < 4; o++) {
+			if (sig[sp + o] != sig[lp + t])
+				continue;
+			tries++;
+			if (extra > 0 && extra <= tol &&
+			    match_insert(sig, lp, lt, sp, ls, o, q, extra))
+				return true;
+			if (missing > 0 && missing <= tol &&
+			    match_delete(sig, lp, lt, sp, ls, o, q + 1, missing))
+				return true;
+		}
+	}
+	return false;
+}
+
+crux_status_t cruxp_detect(const uint32_t *sig, size_t n, struct cruxp_det_scratch *s,
+			   struct cruxp_det_result *out)
+{
+	size_t nc = 0;
+	struct cand *best = NULL;
+
+	if (!sig || !s || !out || n > CRUXP_DET_MAX_CALLS)
+		return CRUX_ERR_INVAL;
+	if (n < 4)
+		return CRUX_ERR_NOENT;
+	s->prefix[0] = 0;
+	for (size_t i = 0; i < n; i++)
+		s->prefix[i + 1] = s->prefix[i] * HASH_BASE + mix(sig[i]);
+	for (uint32_t g = 1; g <= CRUXP_DET_MAX_GRAM; g++) {
+		size_t nd;
+
+		for (size_t i = g - 1; i < n; i++)
+			s->gram[i] = range_hash(s, i + 1 - g, i + 1);
+		nd = index_distinct(g - 1, n, s);
+		for (size_t i = 0; i < nd; i++) {
+			if (s->dist[i].count < 3)
+				continue;
+			if (anchor_mode(s, s, &s->dist[i], n, g, &s->cands[nc]))
+				nc++;
+		}
+	}
+	for (size_t i = 0; i < nc; i++) {
+		struct cand *c = &s->cands[i];
+
+		/*
+		 * Most calls covered; on a near tie the longer (more complete) period,
+		 * then the shorter anchor.
+		 */
+		if (!best || c->covered > best->covered + 0.02 ||
+		    (c->covered > best->covered - 0.02 &&
+		     (c->len > best->len || (c->len == best->len && c->gram < best->gram))))
+			best = c;
+	}
+	if (!best || best->covered < MIN_COVERAGE)
+		return CRUX_ERR_NOENT;
+	for (bool changed = true; changed;) {
+		struct cand *shorter = NULL;
+
+		changed = false;
+		for (size_t i = 0; i < nc; i++) {
+			struct cand *c = &s->cands[i];
+
+			if (c->len >= best->len || c->covered < MIN_SHORT_COVERAGE)
+				continue;
+			if (shorter && (c->len < shorter->len ||
+					(c->len == shorter->len && c->gram >= shorter->gram)))
+				continue;
+			if (repeat_plus_noise(sig, best->pos, best->len, c->pos, c->len))
+				shorter = c;
+		}
+		if (shorter) {
+			best = shorter;
+			changed = true;
+		}
+	}
+	*out = (struct cruxp_det_result){
+		.anchor = best->anchor,
+		.gram = best->gram,
+		.length = best->len,
+		.seg_hash = best->hash,
+		.repeats = best->mode,
+		.share = (double)best->mode / best->total,
+		.coverage = best->covered,
+	};
+	return CRUX_OK;
+}

@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Finding the real NCCL entry points, lazily. Order: NCCL's profiling names
+ * (pnccl*) after us in the global scope, then the plain names, then a libnccl
+ * already loaded privately (dlopen with RTLD_LOCAL, as Python extensions do),
+ * which RTLD_NEXT cannot see.
+ */
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "crux/log.h"
+#include "cruxp.h"
+
+static const char *const fn_names[CRUXP_FN_COUNT] = {
+	[CRUXP_FN_ALLREDUCE] = "AllReduce",
+	[CRUXP_FN_ALLGATHER] = "AllGather",
+	[CRUXP_FN_REDUCESCATTER] = "ReduceScatter",
+	[CRUXP_FN_BROADCAST] = "Broadcast",
+	[CRUXP_FN_BCAST] = "Bcast",
+	[CRUXP_FN_REDUCE] = "Reduce",
+	[CRUXP_FN_ALLTOALL] = "AlltoAll",
+	[CRUXP_FN_GATHER] = "Gather",
+	[CRUXP_FN_SCATTER] = "Scatter",
+	[CRUXP_FN_SEND] = "Send",
+	[CRUXP_FN_RECV] = "Recv",
+	[CRUXP_FN_GROUPSTART] = "GroupStart",
+	[CRUXP_FN_GROUPEND] = "GroupEnd",
+	[CRUXP_FN_INITRANK] = "CommInitRank",
+	[CRUXP_FN_INITRANKCONFIG] = "CommInitRankConfig",
+	[CRUXP_FN_INITALL] = "CommInitAll",
+	[CRUXP_FN_INITRANKSCALABLE] = "CommInitRankScalable",
+	[CRUXP_FN_SPLIT] = "CommSplit",
+	[CRUXP_FN_SHRINK] = "CommShrink",
+	[CRUXP_FN_FINALIZE] = "CommFinalize",
+	[CRUXP_FN_DESTROY] = "CommDestroy",
+	[CRUXP_FN_ABORT] = "CommAbort",
+	[CRUXP_FN_COMMCOUNT] = "CommCount",
+	[CRUXP_FN_USERRANK] = "CommUserRank",
+	[CRUXP_FN_CUDEVICE] = "CommCuDevice",
+};
+
+/* Our own load address: a symbol found there would call ourselves. */
+static bool is_ours(void *p)
+{
+	Dl_info mine, theirs;
+
+	if (!p || !dladdr((void *)is_ours, &mine) || !dladdr(p, &theirs))
+		return false;
+	return mine.dli_fbase == theirs.dli_fbase;
+}
+
+static void *lookup(void *handle, const char *base)
+{
+	char name[64];
+	void *p;
+
+	snprintf(name, sizeof(name), "pnccl%s", base);
+	p = dlsym(handle, name);
+	if (p && !is_ours(p))
+		return p;
+	snprintf(name, sizeof(name), "nccl%s", base);
+	p = dlsym(handle, name);
+	if (p && !is_ours(p))
+		return p;
+	return NULL;
+}
+
+struct find_nccl {
+	void *handle;
+};
+
+static int find_nccl_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct find_nccl *f = arg;
+	const char *base;
+
+	(void)size;
+	if (!info->dlpi_name || !*info->dlpi_name)
+		return 0;
+	base = strrchr(info->dlpi_name, '/');
+	base = base ? base + 1 : info->dlpi_name;
+	if (strncmp(base, "libnccl.so", 10) != 0 && strncmp(base, "libnccl-", 8) != 0)
+		return 0;
+	if (strstr(base, "net") || strstr(base, "tuner") || strstr(base, "profiler"))
+		return 0; /* NCCL's plugins, not NCCL */
+	f->handle = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
+	return f->handle != NULL;
+}
+
+/* A libnccl the process already loaded, whatever its scope; never loads one. */
+static void *loaded_nccl(void)
+{
+	struct find_nccl f = { NULL };
+	void *h = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_NOLOAD);
+
+	if (h)
+		return h;
+	dl_iterate_phdr(find_nccl_cb, &f);
+	return f.handle;
+}
+
+void *cruxp_real_resolve(enum cruxp_fn f)
+{
+	void *handle = NULL, *p;
+
+	pthread_mutex_lock(&cruxp_ctx.resolve_lock);
+	for (int i = 0; i < CRUXP_FN_COUNT; i++) {
+		if (atomic_load(&cruxp_ctx.real[i]))
+			continue;
+		p = lookup(RTLD_NEXT, fn_names[i]);
+		if (!p) {
+			if (!handle)
+				handle = loaded_nccl();
+			if (handle)
+				p = lookup(handle, fn_names[i]);
+		}
+		if (p)
+			atomic_store_explicit(&cruxp_ctx.real[i], p, memory_order_release);
+	}
+	/* The NOLOAD handle only pins a library that was loaded anyway. */
+	if (handle)
+		dlclose(handle);
+	pthread_mutex_unlock(&cruxp_ctx.resolve_lock);
+	p = atomic_load(&cruxp_ctx.real[f]);
+	if (!p)
+		crux_log_once(&cruxp_ctx.missing_said, CRUX_LOG_ERROR,
+			      "crux-preload: nccl%s called but no NCCL library providing it is loaded; returning ncclSystemError",
+			      fn_names[f]);
+	return p;
+}
+
+void cruxp_real_reset(void)
+{
+	for (int i = 0; i < CRUXP_FN_COUNT; i++)
+		atomic_store(&cruxp_ctx.real[i], NULL);
+}
+
+struct static_scan {
+	char *obj;
+	size_t len;
+	bool found;
+};
+
+static int static_scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct static_scan *s = arg;
+	const char *name = info->dlpi_name, *base;
+	void *h, *p;
+	Dl_info di;
+
+	(void)size;
+	if (!name || !*name)
+		return 0; /* the executable: checked through the global scope */
+	base = strrchr(name, '/');
+	base = base ? base + 1 : name;
+	if (strncmp(base, "libnccl", 7) == 0 || strstr(base, "crux"))
+		return 0;
+	h = dlopen(name, RTLD_LAZY | RTLD_NOLOAD);
+	if (!h)
+		return 0;
+	p = dlsym(h, "ncclGetVersion");
+	if (!p)
+		p = dlsym(h, "ncclCommInitRank");
+	/* Only a definition inside this very object counts (not one of its deps). */
+	if (p && dladdr(p, &di) && di.dli_fbase == (void *)info->dlpi_addr && !is_ours(p)) {
+		snprintf(s->obj, s->len, "%s", name);
+		s->found = true;
+	}
+	dlclose(h);
+	return s->found;
+}
+
+bool cruxp_static_nccl_scan(char *obj, size_t len)
+{
+	struct static_scan s = { obj, len, false };
+	void *p = dlsym(RTLD_DEFAULT, "ncclGetVersion");
+	Dl_info di;
+
+	if (p && dladdr(p, &di) && !is_ours(p)) {
+		const char *n = di.dli_fname ? di.dli_fname : "";
+		const char *base = strrchr(n, '/');
+
+		base = base ? base + 1 : n;
+		if (strncmp(base, "libnccl", 7) != 0) {
+			snprintf(obj, len, "%s", *n ? n : "the executable");
+			return true;
+		}
+	}
+	dl_iterate_phdr(static_scan_cb, &s);
+	return s.found;
+}

@@ -1,0 +1,80 @@
+#!/bin/sh
+# The agent is killed in the middle of a job's transfer: within the heartbeat
+# timeout the plugin falls back to the default class, and the transfer
+# completes and verifies. Real plugin (conformance driver's verified two-phase
+# transfer) between two network namespaces, cruxd with a 1 s heartbeat
+# timeout, the job overridden to level 3 (DSCP 24) through cruxctl.
+# usage: agent-killed.sh CRUXD CRUXCTL CONFORMANCE PLUGIN_DIR
+set -u
+AGENT=$1 CTL=$2 CONF=$3 PLUGDIR=$4
+if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root for network namespaces"; exit 77; fi
+command -v tcpdump >/dev/null 2>&1 || { echo "SKIP: tcpdump is not installed"; exit 77; }
+P=cxag$$
+A=${P}a B=${P}b
+W=$(mktemp -d /tmp/cxag-kill-XXXXXX)
+TD="" AP="" SP="" RP=""
+cleanup() {
+	for p in $TD $AP $SP $RP; do kill -KILL "$p" 2>/dev/null; done
+	ip netns del "$A" 2>/dev/null
+	ip netns del "$B" 2>/dev/null
+	rm -rf "$W"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; cat "$W"/*.log 2>/dev/null; exit 1; }
+chmod 755 "$W"
+set -e
+ip netns add "$A"; ip netns add "$B"
+ip link add "${P}x" netns "$A" type veth peer name "${P}y" netns "$B"
+ip -n "$A" addr add 198.18.1.1/24 dev "${P}x"
+ip -n "$B" addr add 198.18.1.2/24 dev "${P}y"
+for n in "$A" "$B"; do ip -n "$n" link set lo up; done
+ip -n "$A" link set "${P}x" up; ip -n "$B" link set "${P}y" up
+set +e
+export CRUX_SHM_DIR="$W/shm" CRUX_JOB_ID="$P" NCCL_NET_PLUGIN=crux LD_LIBRARY_PATH="$PLUGDIR" \
+	CRUX_SOCKET_IFNAME="$P" CRUX_TIMEOUT=10s CRUX_HEARTBEAT_TIMEOUT=1s \
+	CRUX_AGENT_INTERVAL=100ms CRUX_PROBE=0
+
+"$AGENT" 2>"$W/agent.log" &
+AP=$!
+i=0
+until "$CTL" --json status 2>/dev/null | grep -q '"running":true'; do
+	i=$((i + 1)); [ $i -lt 50 ] || fail "agent did not start"
+	sleep 0.1
+done
+"$CTL" set --job "$P" --level 3 >"$W/set.log" 2>&1 || fail "cruxctl set"
+grep -q "applied by the agent" "$W/set.log" || fail "set did not go through the agent"
+
+ip netns exec "$B" tcpdump -i "${P}y" -n -s 96 -U --immediate-mode -Z root -w "$W/cap.pcap" tcp 2>"$W/tcpdump.cap" &
+TD=$!
+sleep 1
+ip netns exec "$B" "$CONF" xfer-recv "$W" > "$W/recv.log" 2>&1 &
+RP=$!
+ip netns exec "$A" "$CONF" xfer-send "$W" 1048576 16 16 > "$W/send.log" 2>&1 &
+SP=$!
+i=0
+while [ ! -e "$W/phase1.done" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+[ -e "$W/phase1.done" ] || fail "phase 1 did not finish"
+kill -KILL "$AP"; wait "$AP" 2>/dev/null; AP=""
+sleep 1.5 # past the 1 s heartbeat timeout
+"$CTL" --json status | grep -q '"stale":true' || fail "table not stale after the agent died"
+touch "$W/phase2.go"
+wait $SP; S=$?; SP=""
+wait $RP; R=$?; RP=""
+sleep 0.5
+kill -INT "$TD"; wait "$TD" 2>/dev/null; TD=""
+[ $S = 0 ] && [ $R = 0 ] || fail "transfer failed after the agent was killed (send $S, recv $R)"
+
+# data packets: DSCP 24 (tos 0x60) while the agent ran, the default level 0
+# (tos 0x0) once its heartbeat went stale
+tcpdump -r "$W/cap.pcap" -n -v 'src host 198.18.1.1 and greater 200' 2>/dev/null |
+	sed -n 's/.*(tos \(0x[0-9a-f]*\),.* length \([0-9]*\)).*/\1 \2/p' > "$W/tx.txt"
+awk '
+	$1 == "0x60" { if (seen0) late++; b60 += $2 }
+	$1 == "0x0" { seen0 = 1; b0 += $2 }
+	$1 != "0x60" && $1 != "0x0" { other++ }
+	END {
+		printf "bytes at DSCP 24 (agent alive): %d, at DSCP 0 (stale table): %d, other: %d, DSCP 24 after the fallback: %d\n", b60, b0, other, late
+		ok = b60 >= 16 * 1048576 && b0 >= 16 * 1048576 && late == 0 && other == 0
+		exit ok ? 0 : 1
+	}' "$W/tx.txt" || fail "data packets do not show the fallback to the default class"
+echo "PASS: agent killed mid-job; plugin fell back to defaults; the transfer completed"

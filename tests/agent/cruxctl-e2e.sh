@@ -1,0 +1,79 @@
+#!/bin/sh
+# cruxctl set / clear / status / top end to end, without and with a running
+# cruxd, in a private CRUX_SHM_DIR. Usage: cruxctl-e2e.sh CRUXCTL CRUXD
+set -eu
+CTL=$1
+AGENT=$2
+tmp=$(mktemp -d /tmp/cxag-e2e.XXXXXX)
+chmod 755 "$tmp"
+agent_pid=
+cleanup() {
+	if [ -n "$agent_pid" ]; then
+		kill -CONT "$agent_pid" 2>/dev/null || true
+		kill -KILL "$agent_pid" 2>/dev/null || true
+		wait "$agent_pid" 2>/dev/null || true
+	fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+export CRUX_SHM_DIR="$tmp/shm"
+export CRUX_HEARTBEAT_TIMEOUT=1s
+export CRUX_PROBE=0
+export CRUX_AGENT_INTERVAL=100ms
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect_fail() { if "$@" >"$tmp/out" 2>"$tmp/err"; then fail "should have failed: $*"; fi; }
+
+# ---- no agent: the table is written directly ----
+"$CTL" set --job foo --level 2 --route 198.18.0.2=1:40001,40002 --timeout 3600 >"$tmp/out"
+grep -q "table written directly" "$tmp/out" || fail "set without agent: $(cat "$tmp/out")"
+"$CTL" --json status >"$tmp/st.json"
+grep -q '"id":"env:foo","level":2,"state":"overridden"' "$tmp/st.json" || fail "job not in table"
+grep -q '"path":1,"ports":\[40001,40002\]' "$tmp/st.json" || fail "route not in table"
+grep -q '"heartbeat_timeout_s":3600' "$tmp/st.json" || fail "timeout not set"
+"$CTL" status | grep -q "env:foo" || fail "text status lacks the job"
+expect_fail "$CTL" set --job foo --level 9
+grep -q "level" "$tmp/err" || fail "bad level message"
+expect_fail "$CTL" set --job foo --level 1 --route 198.18.0.2=1
+grep -q "ports" "$tmp/err" || fail "route without ports message"
+expect_fail "$CTL" set --job foo --level 1 --route nonsense
+expect_fail "$CTL" clear --job nosuchjob
+"$CTL" --json clear --job env:foo | grep -q '"ok":true' || fail "clear"
+"$CTL" --json status | grep -q 'env:foo' && fail "job still there after clear"
+
+# ---- with an agent: through the overrides file ----
+"$CTL" set --job keep --level 1 >/dev/null          # left by an operator before the agent
+"$AGENT" --interval 100ms --window 200ms --no-probe 2>"$tmp/agent.log" &
+agent_pid=$!
+i=0
+until "$CTL" --json status 2>/dev/null | grep -q '"running":true'; do
+	i=$((i + 1)); [ $i -lt 50 ] || fail "agent did not come up: $(cat "$tmp/agent.log")"
+	sleep 0.1
+done
+"$CTL" --json status | grep -q '"id":"env:keep","level":1,"state":"overridden"' ||
+	fail "agent dropped the override found in the table"
+"$CTL" set --job bar --level 3 >"$tmp/out"
+grep -q "applied by the agent" "$tmp/out" || fail "set through agent: $(cat "$tmp/out")"
+"$CTL" --json status | grep -q '"id":"env:bar","level":3,"state":"overridden"' || fail "bar"
+"$CTL" top --iterations 2 --interval 0.1 >"$tmp/top" || fail "top"
+grep -q "env:bar" "$tmp/top" || fail "top shows no job"
+"$CTL" --json top --iterations 1 | grep -q '"running":true' || fail "top --json"
+"$CTL" clear >"$tmp/out"
+grep -q "applied by the agent" "$tmp/out" || fail "clear through agent"
+"$CTL" --json status | grep -q 'env:bar' && fail "bar still there after clear"
+"$CTL" --json status | grep -q 'env:keep' && fail "keep still there after clear"
+
+# ---- agent holds the table but does not answer: refuse ----
+kill -STOP "$agent_pid"
+sleep 1.3
+expect_fail "$CTL" set --job baz --level 1
+grep -q "no agent answers" "$tmp/err" || fail "unreachable agent message: $(cat "$tmp/err")"
+kill -CONT "$agent_pid"
+
+# ---- clean stop: valid table, stale after the timeout ----
+kill -TERM "$agent_pid"
+wait "$agent_pid" || fail "agent exit status"
+agent_pid=
+"$CTL" --json status | grep -q '"generation"' || fail "no valid table after SIGTERM"
+sleep 1.2
+"$CTL" --json status | grep -q '"stale":true' || fail "table not stale after the timeout"
+echo "cruxctl end-to-end: ok"

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * fake-rank DIR JOB_ID HOST_ADDR PEER_ADDR BYTES_PER_ITER ITER COMPUTE COMM:
+ * a stand-in training process for integration tests. It writes its profile
+ * record through common's API (compute section as the preload would, net
+ * section as the plugin would, advancing every 100 ms) until killed.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "crux/jobid.h"
+#include "crux/profile.h"
+#include "crux/shm.h"
+
+int main(int argc, char **argv)
+{
+	struct crux_prof_identity id;
+	struct crux_prof_compute c;
+	struct crux_prof_net *n = calloc(1, sizeof(*n));
+	struct crux_prof_handle *h;
+	double bpi, iter;
+	uint64_t iters = 0;
+
+	if (argc != 9 || !n) {
+		fprintf(stderr, "usage: fake-rank DIR JOB_ID HOST PEER BYTES_PER_ITER ITER COMPUTE "
+				"COMM\n");
+		return 2;
+	}
+	memset(&id, 0, sizeof(id));
+	snprintf(id.job_id, sizeof(id.job_id), "%s", argv[2]);
+	id.job_key = crux_job_key_of(id.job_id);
+	snprintf(id.hostname, sizeof(id.hostname), "fake-%s", argv[3]);
+	if (crux_addr_parse(argv[3], &id.host_addr) != CRUX_OK ||
+	    crux_addr_parse(argv[4], &n->peers[0].peer) != CRUX_OK) {
+		fprintf(stderr, "fake-rank: bad address\n");
+		return 2;
+	}
+	id.rank = 0;
+	id.world_size = 1;
+	id.local_rank = 0;
+	if (crux_prof_open_self(argv[1], &id, &h) != CRUX_OK)
+		return 1;
+	bpi = atof(argv[5]);
+	iter = atof(argv[6]);
+	memset(&c, 0, sizeof(c));
+	c.iter_time_s = iter;
+	c.compute_s = atof(argv[7]);
+	c.comm_s = atof(argv[8]);
+	c.overlap_s = 0;
+	c.stall_s = c.comm_s;
+	c.timing_backend = CRUX_TIMING_HOST;
+	c.window_s = 0.1;
+	n->npeers = 1;
+	for (;;) {
+		struct timespec ts = {0, 100000000L};
+		iters += 10;
+		c.windows++;
+		c.iterations = 10;
+		c.total_iterations = iters;
+		c.window_end_ns = crux_now_ns();
+		n->peers[0].tx_bytes[0] = (uint64_t)(bpi * (double)iters);
+		n->update_ns = crux_now_ns();
+		crux_prof_publish_compute(h, &c);
+		crux_prof_publish_net(h, n);
+		nanosleep(&ts, NULL);
+	}
+}

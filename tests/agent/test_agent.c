@@ -1,0 +1,569 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cruxd logic, pass by pass with a test clock: grouping, profiling ->
+ * scheduled, hysteresis, overrides, restart stability, clamping, departures,
+ * unsafe directories, staleness. Profile records are real files written by
+ * child processes through common's API, in a private CRUX_SHM_DIR.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "crux/agent.h"
+#include "crux/jobid.h"
+#include "crux/log.h"
+#include "crux/overrides.h"
+#include "fixture.h"
+
+#define SEC 1000000000ull
+
+struct env_kv {
+	const char *k, *v;
+};
+
+struct tenv {
+	char shm[256];
+	struct env_kv kv[16];
+	int n;
+};
+
+static const char *tgetenv(void *arg, const char *name)
+{
+	struct tenv *e = arg;
+	if (!strcmp(name, "CRUX_SHM_DIR"))
+		return e->shm;
+	for (int i = e->n - 1; i >= 0; i--) /* the last setting wins */
+		if (!strcmp(e->kv[i].k, name))
+			return e->kv[i].v;
+	return NULL;
+}
+
+struct t {
+	char tmp[128], shm[160];
+	struct tenv env;
+	struct cruxd_config cfg;
+	struct fx_rank r[8];
+	const char *peer[8];
+	uint64_t bpi[8];
+	int nr;
+};
+
+static void tset(struct t *t, const char *k, const char *v)
+{
+	t->env.kv[t->env.n++] = (struct env_kv){k, v};
+}
+
+static void load_cfg(struct t *t)
+{
+	char err[256];
+	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &t->cfg, err, sizeof(err)), CRUX_OK);
+}
+
+static int setup(void **state)
+{
+	struct t *t = calloc(1, sizeof(*t));
+	if (!t || fx_dir(t->tmp, sizeof(t->tmp), t->shm, sizeof(t->shm)) != 0)
+		return -1;
+	snprintf(t->env.shm, sizeof(t->env.shm), "%s", t->shm);
+	tset(t, "CRUX_PROBE", "0");
+	tset(t, "CRUX_PROFILE_WINDOW", "1s");
+	tset(t, "CRUX_AGENT_HOLD", "0");
+	tset(t, "CRUX_AGENT_INTERVAL", "100ms");
+	tset(t, "CRUX_HEARTBEAT_TIMEOUT", "1s");
+	for (int i = 0; i < 8; i++)
+		t->r[i].pid = -1;
+	load_cfg(t);
+	*state = t;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct t *t = *state;
+	for (int i = 0; i < t->nr; i++)
+		fx_rank_kill(&t->r[i]);
+	fx_rmdir(t->tmp);
+	free(t);
+	return 0;
+}
+
+/* A rank of 'job' on 'host' with per-iteration compute and traffic to 'peer'. */
+static struct fx_rank *rank(struct t *t, const char *job, const char *host, double iter,
+			    double compute, double comm, const char *peer, uint64_t bytes_per_iter)
+{
+	struct crux_prof_compute c;
+	struct crux_prof_net *n = calloc(1, sizeof(*n));
+	struct fx_rank *r = &t->r[t->nr];
+
+	assert_non_null(n);
+	assert_int_equal(fx_rank_spawn(t->shm, job, host, t->nr, 8, r), 0);
+	t->peer[t->nr] = peer;
+	t->bpi[t->nr] = bytes_per_iter;
+	t->nr++;
+	fx_compute(&c, iter, compute, comm, fmin(compute, comm) / 2, 100);
+	if (peer)
+		fx_net_add(n, peer, bytes_per_iter * 100);
+	assert_int_equal(fx_rank_publish(r, &c, peer ? n : NULL), 0);
+	free(n);
+	return r;
+}
+
+/* Rank i has run to 'iters' iterations with this timing; its bytes follow. */
+static void advance(struct t *t, int i, double iter, double compute, double comm, uint64_t iters)
+{
+	struct crux_prof_compute c;
+	struct crux_prof_net *n = calloc(1, sizeof(*n));
+
+	assert_non_null(n);
+	fx_compute(&c, iter, compute, comm, fmin(compute, comm) / 2, iters);
+	if (t->peer[i])
+		fx_net_add(n, t->peer[i], t->bpi[i] * iters);
+	assert_int_equal(fx_rank_publish(&t->r[i], &c, t->peer[i] ? n : NULL), 0);
+	free(n);
+}
+
+static const struct cruxd_status_job *sjob(const struct cruxd_agent *a, const char *id)
+{
+	const struct cruxd_status_body *b = cruxd_agent_status(a);
+	for (uint32_t i = 0; i < b->njobs; i++)
+		if (!strcmp(b->jobs[i].job_id, id))
+			return &b->jobs[i];
+	return NULL;
+}
+
+static int table_job(const char *dir, const char *id, struct crux_dt_job *out)
+{
+	struct crux_dt_reader *r;
+	struct crux_dt_contents *c = malloc(sizeof(*c));
+	int found = 0;
+
+	assert_non_null(c);
+	assert_int_equal(crux_dt_reader_open(dir, &r), CRUX_OK);
+	assert_int_equal(crux_dt_read_all(r, c), CRUX_OK);
+	for (uint32_t i = 0; i < c->njobs; i++)
+		if (!strcmp(c->jobs[i].job_id, id)) {
+			*out = c->jobs[i];
+			found = 1;
+		}
+	crux_dt_reader_close(r);
+	free(c);
+	return found;
+}
+
+static struct cruxd_agent *open_agent(struct t *t)
+{
+	struct cruxd_agent *a = NULL;
+	assert_int_equal(cruxd_agent_open(&t->cfg, &a, NULL), CRUX_OK);
+	return a;
+}
+
+static void two_jobs(struct t *t)
+{
+	/* job A: 3 ranks on two hosts, heavy compute, little traffic -> high intensity */
+	rank(t, "env:A", "198.18.0.1", 0.5, 0.4, 0.1, "198.18.0.2", 1000000);
+	rank(t, "env:A", "198.18.0.1", 0.5, 0.4, 0.1, "198.18.0.2", 1000000);
+	rank(t, "env:A", "198.18.0.2", 0.5, 0.4, 0.1, "198.18.0.1", 1000000);
+	/* job B: 1 rank, light compute, much traffic -> low intensity */
+	rank(t, "env:B", "198.18.0.1", 0.5, 0.05, 0.4, "198.18.0.2", 400000000);
+}
+
+static void test_grouping(void **state)
+{
+	struct t *t = *state;
+	struct cruxd_agent *a;
+	const struct cruxd_status_job *A, *B;
+
+	two_jobs(t);
+	a = open_agent(t);
+	assert_int_equal(cruxd_agent_pass(a, 10 * SEC), CRUX_OK);
+	assert_int_equal(cruxd_agent_status(a)->njobs, 2);
+	A = sjob(a, "env:A");
+	B = sjob(a, "env:B");
+	assert_non_null(A);
+	assert_non_null(B);
+	assert_int_equal(A->nranks, 3);
+	assert_int_equal(A->nhosts, 2);
+	assert_int_equal(B->nranks, 1);
+	assert_true(fabs(A->work - 1.2) < 1e-9);         /* W = sum of ranks' compute */
+	assert_true(fabs(A->bytes_per_iter - 3e6) < 1); /* lifetime average at first sight */
+	assert_true(fabs(A->iter_time_s - 0.5) < 1e-9);
+	assert_int_equal(A->job_key, crux_job_key_of("env:A"));
+	cruxd_agent_close(a);
+}
+
+static void test_profiling_then_scheduled(void **state)
+{
+	struct t *t = *state;
+	struct cruxd_agent *a;
+	struct crux_dt_job tj;
+	const struct cruxd_status_job *A, *B;
+
+	two_jobs(t);
+	a = open_agent(t);
+	assert_int_equal(cruxd_agent_pass(a, 10 * SEC), CRUX_OK);
+	assert_true(table_job(t->shm, "env:A", &tj));
+	assert_int_equal(tj.state, CRUX_JOB_PROFILING);
+	assert_int_equal(tj.level, t->cfg.settings.nlevels - 1); /* top level while profiled */
+	assert_int_equal(cruxd_agent_pass(a, 10 * SEC + SEC / 2), CRUX_OK);
+	assert_true(table_job(t->shm, "env:A", &tj));
+	assert_int_equal(tj.state, CRUX_JOB_PROFILING);
+	assert_int_equal(cruxd_agent_pass(a, 11 * SEC + SEC / 10), CRUX_OK);
+	assert_true(table_job(t->shm, "env:A", &tj));
+	assert_int_equal(tj.state, CRUX_JOB_SCHEDULED);
+	A = sjob(a, "env:A");
+	B = sjob(a, "env:B");
+	assert_int_equal(A->state, CRUX_JOB_SCHEDULED);
+	assert_true(A->intensity > 0 && B->intensity > 0);
+	/* A turns network time into far more GPU work than B: never below it. */
+	assert_true(A->intensity > B->intensity);
+	assert_true(A->priority >= B->priority);
+	assert_true(A->level >= B->level);
+	assert_true(table_job(t->shm, "env:B", &tj));
+	assert_int_equal(tj.level, B->level);
+	cruxd_agent_close(a);
+}
+
+static void schedule_both(struct t *t, struct cruxd_agent *a)
+{
+	assert_int_equal(cruxd_agent_pass(a, 10 * SEC), CRUX_OK);
+	assert_int_equal(cruxd_agent_pass(a, 12 * SEC), CRUX_OK);
+	assert_int_equal(sjob(a, "env:A")->state, CRUX_JOB_SCHEDULED);
+	(void)t;
+}
+
+static void test_hysteresis(void **state)
+{
+	struct t *t = *state;
+	struct cruxd_agent *a;
+	uint64_t before;
+
+	two_jobs(t);
+	a = open_agent(t);
+	schedule_both(t, a);
+	assert_int_equal(cruxd_agent_pass(a, 13 * SEC), CRUX_OK); /* baseline set */
+	before = cruxd_agent_status(a)->reschedules;
+	/* 10% noise on one rank: no reschedule */
+	advance(t, 0, 0.5, 0.44, 0.1, 200);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(cruxd_agent_pass(a, (14 + (uint64_t)i) * SEC), CRUX_OK);
+	assert_int_equal(cruxd_agent_status(a)->reschedules, before);
+	/* job A's compute halves on every rank: a real change */
+	for (int i = 0; i < 3; i++)
+		advance(t, i, 0.5, 0.1, 0.1, 300);
+	assert_int_equal(cruxd_agent_pass(a, 20 * SEC), CRUX_OK);
+	assert_int_equal(cruxd_agent_status(a)->reschedules, before + 1);
+	assert_true(fabs(sjob(a, "env:A")->work - 0.3) < 1e-9);
+	/* and then stable again */
+	assert_int_equal(cruxd_agent_pass(a, 21 * SEC), CRUX_OK);
+	assert_int_equal(cruxd_agent_status(a)->reschedules, before + 1);
+	cruxd_agent_close(a);
+}
+
+static void test_hold_time(void **state)
+{
+	struct t *t = *state;
+	struct cruxd_agent *a;
+	uint64_t before;
+
+	tset(t, "CRUX_AGENT_HOLD", "30s");
+	load_cfg(t);
+	two_jobs(t);
+	a = open_agent(t);
+	schedule_both(t, a); /* profiling end: rescheduled at 12 s */
+	before = cruxd_agent_status(a)->reschedules;
+	advance(t, 0, 0.5, 0.1, 0.1, 300);
+	assert_int_equal(cruxd_agent_pass(a, 13 * SEC), CRUX_OK);
+	assert_int_equal(cruxd_agent_pass(a, 20 * SEC), CRUX_OK);
+	assert_int_equal(cruxd_agent_status(a)->reschedules, before); /* held */
+	assert_int_equal(cruxd_agent_pass(a, 43 * SEC), CRUX_OK);
+	assert_int_equal(cruxd_agent_status(a)->reschedules, before + 1);
+	cruxd_agent_close(a);
+}
+
+static void test_overrides(void **state)
+{
+	struct t *t = *state;
+	struct cruxd_agent *a;
+	struct cruxd_overrides *o = calloc(1, sizeof(*o));
+	struct crux_dt_job tj;
+	char err[256];
+
+	assert_non_null(o);
+	two_jobs(t);
+	a = open_agent(t);
+	schedule_both(t, a);
+	o->seq = 5;
+	o->n = 2;
+	o->o[0].job_key = crux_job_key_of("env:A");
+	o->o[0].level = 0;
+	o->o[1].job_key = crux_job_key_of("env:later");
+	snprintf(o->o[1].job_id, sizeof(o->o[1].job_id), "env:later");
+	o->o[1].level = 2;
+	assert_int_equal(cruxd_route_parse("198.18.0.2=1:40001,40002", &o->o[1].routes[0], err,
+					   sizeof(err)),
+			 CRUX_OK);
+	o->o[1].nroutes = 1;
+	assert_int_equal(cruxd_overrides_store(t->shm, o), CRUX_OK);
+	assert_int_equal(cruxd_agent_pass(a, 13 * SEC), CRUX_OK);
+	assert_int_equal(cruxd_agent_status(a)->overrides_seq, 5);
+	assert_true(table_job(t->shm, "env:A", &tj));
+	assert_int_equal(tj.state, CRUX_JOB_OVERRIDDEN);
+	assert_int_equal(tj.level, 0);
+	assert_int_equal(sjob(a, "env:A")->state, CRUX_JOB_OVERRIDDEN);
+	/* a job that has not started yet is in the table already, with its route */
+	assert_true(table_job(t->shm, "env:later", &tj));
+	assert_int_equal(tj.level, 2);
+	{
+		struct crux_dt_reader *r;
+		struct crux_decision d;
+		struct crux_addr peer;
+		crux_addr_parse("198.18.0.2", &peer);
+		assert_int_equal(crux_dt_reader_open(t->shm, &r), CRUX_OK);
+		assert_int_equal(crux_dt_lookup(r, crux_job_key_of("env:later"), &peer, &d),
+				 CRUX_OK);
+		assert_true(d.route_found);
+		assert_int_equal(d.path_id, 1);
+		assert_int_equal(d.nports, 2);
+		assert_int_equal(d.ports[1], 40002);
+		crux_dt_reader_close(r);
+	}
+	/* a broken file is refused and the old overrides stay */
+	{
+		char path[512];
+		FILE *f;
+		snprintf(path, sizeof(path), "%s/%s", t->shm, CRUXD_OVERRIDES_FILE);
+		f = fopen(path, "w");
+		assert_non_null(f);
+		fputs("seq 9\njob 0x12 level banana\n", f);
+		fclose(f);
+	}
+	assert_int_equal(cruxd_agent_pass(a, 14 * SEC), CRUX_OK);
+	assert_int_equal(cruxd_agent_status(a)->overrides_seq, 5);
+	assert_true(cruxd_agent_status(a)->overrides_error[0] != '\0');
+	assert_true(table_job(t->shm, "env:A", &tj));
+	assert_int_equal(tj.state, CRUX_JOB_OVERRIDDEN);
+	/* cleared: back to the scheduler's decision */
+	o->seq = 10;
+	o->n = 0;
+	assert_int_equal(cruxd_overrides_store(t->shm, o), CRUX_OK);
+	assert_int_equal(cruxd_agent_pass(a, 15 * SEC), CRUX_OK);
+	assert_true(table_job(t->shm, "env:A", &tj));
+	assert_int_equal(tj.state, CRUX_JOB_SCHEDULED);
+	assert_false(table_job(t->shm, "env:later", &tj));
+	cruxd_agent_close(a);
+	free(o);
+}
+
+static void test_restart_stability(void **state)
+{
+	struct t *t = *state;
+	struct cruxd_agent *a;
+	struct crux_dt_job A1, B1, A2, B2;
+	uint64_t gen1, gen2;
+	struct crux_dt_reader *r;
+
+	two_jobs(t);
+	a = open_agent(t);
+	schedule_both(t, a);
+	assert_true(table_job(t->shm, "env:A", &A1));
+	assert_true(table_job(t->shm, "env:B", &B1));
+	assert_int_equal(crux_dt_reader_open(t->shm, &r), CRUX_OK);
+	gen1 = crux_dt_generation(r);
+	crux_dt_reader_close(r);
+	cruxd_agent_close(a); /* killed or stopped: the table stays */
+
+	a = open_agent(t);
+	assert_int_equal(cruxd_agent_pass(a, 100 * SEC), CRUX_OK);
+	assert_int_equal(cruxd_agent_pass(a, 101 * SEC), CRUX_OK);
+	assert_true(table_job(t->shm, "env:A", &A2));
+	assert_true(table_job(t->shm, "env:B", &B2));
+	assert_int_equal(A2.state, CRUX_JOB_SCHEDULED); /* not profiled again */
+	assert_int_equal(B2.state, CRUX_JOB_SCHEDULED);
+	assert_int_equal(A1.level, A2.level);
+	assert_int_equal(B1.level, B2.level);
+	/* figures are recomputed for cruxctl */
+	assert_true(sjob(a, "env:A")->intensity > 0);
+	assert_int_equal(crux_dt_reader_open(t->shm, &r), CRUX_OK);
+	gen2 = crux_dt_generation(r);
+	crux_dt_reader_close(r);
+	(void)gen1;
+	(void)gen2;
+	/* a job that left while the agent was down is dropped */
+	fx_rank_kill(&t->r[3]);
+	assert_int_equal(cruxd_agent_pass(a, 102 * SEC), CRUX_OK);
+	assert_false(table_job(t->shm, "env:B", &B2));
+	cruxd_agent_close(a);
+}
+
+static void test_departure(void **state)
+{
+	struct t *t = *state;
+	struct cruxd_agent *a;
+	struct crux_dt_job tj;
+
+	two_jobs(t);
+	a = open_agent(t);
+	schedule_both(t, a);
+	fx_rank_kill(&t->r[3]);
+	assert_int_equal(cruxd_agent_pass(a, 13 * SEC), CRUX_OK);
+	assert_null(sjob(a, "env:B"));
+	assert_false(table_job(t->shm, "env:B", &tj));
+	assert_true(cruxd_agent_status(a)->records_reaped >= 1);
+	/* one of A's three ranks exits: A stays with two */
+	fx_rank_kill(&t->r[0]);
+	assert_int_equal(cruxd_agent_pass(a, 14 * SEC), CRUX_OK);
+	assert_int_equal(sjob(a, "env:A")->nranks, 2);
+	cruxd_agent_close(a);
+}
+
+static void test_clamping(void **state)
+{
+	struct t *t = *state;
+	struct cruxd_agent *a;
+	struct crux_prof_compute c;
+	const struct cruxd_status_job *E;
+
+	/* honest job and a cheater claiming absurd compute and negative traffic-free time */
+	rank(t, "env:honest", "198.18.0.1", 0.5, 0.4, 0.1, "198.18.0.2", 1000000);
+	rank(t, "env:cheat", "198.18.0.1", 0.5, 0.4, 0.1, "198.18.0.2", 1000000);
+	fx_compute(&c, 0.5, 1e12, NAN, -3, 100);
+	assert_int_equal(fx_rank_publish(&t->r[1], &c, NULL), 0);
+	a = open_agent(t);
+	assert_int_equal(cruxd_agent_pass(a, 10 * SEC), CRUX_OK);
+	E = sjob(a, "env:cheat");
+	assert_non_null(E);
+	assert_true(E->clamped);
+	assert_true(E->work <= 0.5 + 1e-9); /* compute can not exceed the iteration */
+	assert_true(E->comm_s >= 0 && E->comm_s <= 0.5);
+	assert_true(E->stall_s >= 0);
+	assert_false(sjob(a, "env:honest")->clamped);
+	/* an iteration of a year is clamped to CRUX_AGENT_MAX_ITER */
+	fx_compute(&c, 3.15e7, 3e7, 1, 0, 100);
+	assert_int_equal(fx_rank_publish(&t->r[1], &c, NULL), 0);
+	assert_int_equal(cruxd_agent_pass(a, 11 * SEC), CRUX_OK);
+	assert_true(sjob(a, "env:cheat")->iter_time_s <= t->cfg.max_iter_s);
+	assert_int_equal(cruxd_agent_pass(a, 12 * SEC), CRUX_OK);
+	/* after profiling, the cheat's intensity is bounded as the honest one's */
+	assert_true(sjob(a, "env:cheat")->work <= t->cfg.max_iter_s);
+	cruxd_agent_close(a);
+}
+
+static void test_corrupt_record(void **state)
+{
+	struct t *t = *state;
+	struct cruxd_agent *a;
+	char path[512];
+	FILE *f;
+
+	rank(t, "env:A", "198.18.0.1", 0.5, 0.4, 0.1, NULL, 0);
+	/* garbage under a record name of a live process (ours) */
+	snprintf(path, sizeof(path), "%s/prof-%d-1.rec", t->shm, (int)getpid());
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("this is not a profile record", f);
+	fclose(f);
+	a = open_agent(t);
+	assert_int_equal(cruxd_agent_pass(a, 10 * SEC), CRUX_OK);
+	assert_int_equal(cruxd_agent_status(a)->njobs, 1);
+	assert_int_equal(cruxd_agent_status(a)->records_valid, 1);
+	assert_int_equal(cruxd_agent_pass(a, 11 * SEC), CRUX_OK);
+	assert_int_equal(cruxd_agent_status(a)->njobs, 1);
+	cruxd_agent_close(a);
+}
+
+static void test_unsafe_dir(void **state)
+{
+	struct t *t = *state;
+	struct cruxd_agent *a = NULL;
+	char link[200];
+
+	assert_int_equal(chmod(t->shm, 0777), 0);
+	assert_int_equal(cruxd_agent_open(&t->cfg, &a, NULL), CRUX_ERR_PERM);
+	assert_null(a);
+	assert_int_equal(chmod(t->shm, 0755), 0);
+	snprintf(link, sizeof(link), "%s/link", t->tmp);
+	assert_int_equal(symlink(t->shm, link), 0);
+	snprintf(t->cfg.shm_dir, sizeof(t->cfg.shm_dir), "%s", link);
+	assert_int_equal(cruxd_agent_open(&t->cfg, &a, NULL), CRUX_ERR_PERM);
+	assert_null(a);
+}
+
+static void test_one_writer_and_stale(void **state)
+{
+	struct t *t = *state;
+	struct cruxd_agent *a, *b = NULL;
+	struct crux_dt_reader *r;
+	pid_t holder = 0;
+
+	a = open_agent(t);
+	assert_int_equal(cruxd_agent_pass(a, 10 * SEC), CRUX_OK);
+	assert_int_equal(cruxd_agent_open(&t->cfg, &b, &holder), CRUX_ERR_BUSY);
+	assert_int_equal(holder, getpid());
+	assert_int_equal(crux_dt_reader_open(t->shm, &r), CRUX_OK);
+	assert_false(crux_dt_is_stale(r, crux_now_ns()));
+	cruxd_agent_close(a); /* as if killed: no more heartbeats */
+	assert_true(crux_dt_is_stale(r, crux_now_ns() + 2 * SEC));
+	crux_dt_reader_close(r);
+}
+
+static void test_config_strict(void **state)
+{
+	struct t *t = *state;
+	struct cruxd_config c;
+	char err[256];
+	long vals[8];
+
+	tset(t, "CRUX_LEVEL_DSCP", "0,8,16");
+	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_ERR_INVAL);
+	assert_non_null(strstr(err, "CRUX_LEVEL_DSCP"));
+	t->env.kv[t->env.n - 1].v = "0,8,16,24";
+	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(c.settings.levels[3].dscp, 24);
+	t->env.kv[t->env.n - 1].v = "0,8,16,64";
+	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_ERR_INVAL);
+	t->env.kv[t->env.n - 1].v = "0,8,,24";
+	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_ERR_INVAL);
+	t->env.kv[t->env.n - 1].v = "0,8,16,24";
+	tset(t, "CRUX_AGENT_INTERVAL", "900ms"); /* > timeout / 3 */
+	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_ERR_INVAL);
+	assert_non_null(strstr(err, "CRUX_HEARTBEAT_TIMEOUT"));
+	t->env.kv[t->env.n - 1].v = "100ms";
+	tset(t, "CRUX_LEVELS", "9");
+	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_ERR_INVAL);
+	assert_int_equal(cruxd_parse_level_list("X", "1,2", 2, 0, 7, vals, err, sizeof(err)),
+			 CRUX_OK);
+	assert_int_equal(vals[1], 2);
+	assert_int_equal(cruxd_parse_level_list("X", "1,2,", 2, 0, 7, vals, err, sizeof(err)),
+			 CRUX_ERR_INVAL);
+	assert_int_equal(cruxd_parse_level_list("X", " 1,2", 2, 0, 7, vals, err, sizeof(err)),
+			 CRUX_ERR_INVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_grouping, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_profiling_then_scheduled, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hysteresis, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hold_time, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_overrides, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restart_stability, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_departure, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_clamping, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_corrupt_record, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unsafe_dir, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_one_writer_and_stale, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_strict, setup, teardown),
+	};
+	crux_log_init("test-agent");
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

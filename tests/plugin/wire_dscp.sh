@@ -1,0 +1,82 @@
+#!/bin/sh
+# DSCP on the wire: the job's level in the decision table marks its data
+# packets; a level change between two messages shows on the next message,
+# and the receiver's own packets (ACKs) follow the sender's class.
+# usage: wire_dscp.sh CONFORMANCE DTSET PLUGIN_DIR
+set -u
+CONF=$1 DTSET=$2 PLUGDIR=$3
+if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root for network namespaces"; exit 77; fi
+command -v tcpdump >/dev/null 2>&1 || { echo "SKIP: tcpdump is not installed"; exit 77; }
+P=cxpl$$
+A=${P}a B=${P}b
+W=$(mktemp -d /tmp/cxpl-dscp-XXXXXX)
+TD=""
+cleanup() {
+	[ -n "$TD" ] && kill "$TD" 2>/dev/null
+	ip netns del "$A" 2>/dev/null
+	ip netns del "$B" 2>/dev/null
+	[ -n "${KEEP:-}" ] || rm -rf "$W"
+}
+trap cleanup EXIT
+chmod 755 "$W"; mkdir -m 755 "$W/shm"
+set -e
+ip netns add "$A"; ip netns add "$B"
+ip link add "${P}x" netns "$A" type veth peer name "${P}y" netns "$B"
+ip -n "$A" addr add 198.18.1.1/24 dev "${P}x"
+ip -n "$B" addr add 198.18.1.2/24 dev "${P}y"
+for n in "$A" "$B"; do ip -n "$n" link set lo up; done
+ip -n "$A" link set "${P}x" up; ip -n "$B" link set "${P}y" up
+set +e
+export CRUX_SHM_DIR="$W/shm" CRUX_JOB_ID="$P" NCCL_NET_PLUGIN=crux LD_LIBRARY_PATH="$PLUGDIR" \
+	CRUX_SOCKET_IFNAME="$P" CRUX_TIMEOUT=10s
+
+# level 1 -> DSCP 8 (TOS 0x20); level 3 -> DSCP 24 (TOS 0x60) in the default map
+"$DTSET" "$W/shm" "$P" 1 || exit 1
+ip netns exec "$B" tcpdump -i "${P}y" -n -s 96 -U --immediate-mode -Z root -w "$W/cap.pcap" tcp 2>"$W/tcpdump.log" &
+TD=$!
+sleep 1
+ip netns exec "$B" "$CONF" xfer-recv "$W" > "$W/recv.log" 2>&1 &
+RP=$!
+ip netns exec "$A" "$CONF" xfer-send "$W" 1048576 16 16 > "$W/send.log" 2>&1 &
+SP=$!
+i=0
+while [ ! -e "$W/phase1.done" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+[ -e "$W/phase1.done" ] || { echo "FAIL: phase 1 did not finish"; cat "$W"/*.log; exit 1; }
+"$DTSET" "$W/shm" "$P" 3 || exit 1
+touch "$W/phase2.go"
+wait $SP; S=$?
+wait $RP; R=$?
+sleep 0.5
+kill -INT "$TD"; wait "$TD" 2>/dev/null; TD=""
+cat "$W/send.log" "$W/recv.log"
+[ $S = 0 ] && [ $R = 0 ] || { echo "FAIL: transfer failed (send $S, recv $R)"; exit 1; }
+
+# tos of data packets (sender -> receiver, > 200 bytes) in capture order
+tcpdump -r "$W/cap.pcap" -n -v 'src host 198.18.1.1 and greater 200' 2>/dev/null |
+	sed -n 's/.*(tos \(0x[0-9a-f]*\),.* length \([0-9]*\)).*/\1 \2/p' > "$W/tx.txt"
+tcpdump -r "$W/cap.pcap" -n -v 'src host 198.18.1.2' 2>/dev/null |
+	sed -n 's/.*(tos \(0x[0-9a-f]*\),.*/\1/p' > "$W/rx.txt"
+awk '
+	$1 == "0x20" { if (seen60) late++; b20 += $2 }
+	$1 == "0x60" { seen60 = 1; b60 += $2 }
+	$1 != "0x20" && $1 != "0x60" { other++ }
+	END {
+		printf "data bytes at DSCP 8: %d, at DSCP 24: %d, unmarked/other packets: %d, DSCP 8 after the change: %d\n", b20, b60, other, late
+		# each phase moved 16 MiB; headers and framing add a little
+		ok = b20 >= 16 * 1048576 && b60 >= 16 * 1048576 && late == 0 && other == 0
+		exit ok ? 0 : 1
+	}' "$W/tx.txt" || { echo "FAIL: data packets do not carry the expected DSCP"; exit 1; }
+# The receiver learns the class from the sender (its SYN-ACKs precede that).
+n20=$(grep -c '^0x20$' "$W/rx.txt"); last=$(tail -n 1 "$W/rx.txt")
+echo "receiver packets: $n20 at DSCP 8, last one tos $last"
+[ "$n20" -gt 0 ] && [ "$last" = 0x60 ] || { echo "FAIL: receiver's packets do not follow the class"; exit 1; }
+# The traffic matrix in the profile records: bytes per peer host and level.
+"$DTSET" prof "$W/shm" > "$W/prof.txt"; cat "$W/prof.txt"
+awk '
+	$4 == "198.18.1.2" && $6 == 1 { tx1 += $8 }
+	$4 == "198.18.1.2" && $6 == 3 { tx3 += $8 }
+	$4 == "198.18.1.1" && $6 == 1 { rx1 += $10 }
+	$4 == "198.18.1.1" && $6 == 3 { rx3 += $10 }
+	END { exit (tx1 >= 16777216 && tx3 >= 16777216 && rx1 >= 16777216 && rx3 >= 16777216) ? 0 : 1 }
+' "$W/prof.txt" || { echo "FAIL: profile records lack the per-level byte counters"; exit 1; }
+echo "PASS: DSCP follows the decision table, changed at a message boundary; bytes counted per level"

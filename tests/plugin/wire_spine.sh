@@ -1,0 +1,90 @@
+#!/bin/sh
+# Paths on a two-spine fabric: ECMP hashes on the source port, so the route
+# in the decision table (path id + source ports found by probing) decides the
+# spine. The traffic must cross the chosen spine, move to the other one when
+# the route changes mid-run, and arrive intact.
+# usage: wire_spine.sh CONFORMANCE DTSET PLUGIN_DIR
+set -u
+CONF=$1 DTSET=$2 PLUGDIR=$3
+if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root for network namespaces"; exit 77; fi
+P=cxpl$$
+A=${P}a B=${P}b R1=${P}r S1=${P}s S2=${P}t R2=${P}u
+NSS="$A $B $R1 $S1 $S2 $R2"
+W=$(mktemp -d /tmp/cxpl-spine-XXXXXX)
+cleanup() {
+	for n in $NSS; do ip netns del "$n" 2>/dev/null; done
+	[ -n "${KEEP:-}" ] || rm -rf "$W"
+}
+trap cleanup EXIT
+chmod 755 "$W"; mkdir -m 755 "$W/shm"
+
+# link NS1 IF1 ADDR1 NS2 IF2 ADDR2
+link() {
+	ip link add "$2" netns "$1" type veth peer name "$5" netns "$4" &&
+	ip -n "$1" addr add "$3" dev "$2" && ip -n "$4" addr add "$6" dev "$5" &&
+	ip -n "$1" link set "$2" up && ip -n "$4" link set "$5" up
+}
+set -e
+for n in $NSS; do ip netns add "$n"; ip -n "$n" link set lo up; done
+link "$A" "${P}a0" 198.18.10.2/24 "$R1" "${P}r0" 198.18.10.1/24
+link "$R1" "${P}r1" 198.18.11.1/24 "$S1" "${P}s0" 198.18.11.2/24
+link "$R1" "${P}r2" 198.18.12.1/24 "$S2" "${P}t0" 198.18.12.2/24
+link "$S1" "${P}s1" 198.18.13.1/24 "$R2" "${P}u1" 198.18.13.2/24
+link "$S2" "${P}t1" 198.18.14.1/24 "$R2" "${P}u2" 198.18.14.2/24
+link "$R2" "${P}u0" 198.18.20.1/24 "$B" "${P}b0" 198.18.20.2/24
+for n in $R1 $S1 $S2 $R2; do
+	ip netns exec "$n" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.icmp_ratelimit=0 \
+		net.ipv4.fib_multipath_hash_policy=3 net.ipv4.fib_multipath_hash_fields=0x17
+done
+ip -n "$A" route add default via 198.18.10.1
+ip -n "$B" route add default via 198.18.20.1
+ip -n "$R1" route add 198.18.20.0/24 nexthop via 198.18.11.2 nexthop via 198.18.12.2
+ip -n "$R2" route add 198.18.10.0/24 nexthop via 198.18.13.1 nexthop via 198.18.14.1
+ip -n "$S1" route add 198.18.10.0/24 via 198.18.11.1
+ip -n "$S1" route add 198.18.20.0/24 via 198.18.13.2
+ip -n "$S2" route add 198.18.10.0/24 via 198.18.12.1
+ip -n "$S2" route add 198.18.20.0/24 via 198.18.14.2
+set +e
+
+# Which source ports take which spine: TTL 2 expires at the spine.
+ip netns exec "$A" "$CONF" probe 198.18.10.2 198.18.20.2 9 47000 48 2 > "$W/probe.txt"
+S1P=$(awk '$2 == "198.18.11.2" { print $1 }' "$W/probe.txt" | head -n 2 | tr '\n' ' ')
+S2P=$(awk '$2 == "198.18.12.2" { print $1 }' "$W/probe.txt" | head -n 2 | tr '\n' ' ')
+echo "spine 1 ports: $S1P; spine 2 ports: $S2P"
+[ "$(echo $S1P | wc -w)" = 2 ] && [ "$(echo $S2P | wc -w)" = 2 ] ||
+	{ echo "FAIL: probing found no two ports per spine"; cat "$W/probe.txt"; exit 1; }
+
+export CRUX_SHM_DIR="$W/shm" CRUX_JOB_ID="$P" NCCL_NET_PLUGIN=crux LD_LIBRARY_PATH="$PLUGDIR" \
+	CRUX_SOCKET_IFNAME="$P" CRUX_TIMEOUT=10s CRUX_SOCKET_NTHREADS=2 CRUX_NSOCKS_PERTHREAD=1
+# shellcheck disable=SC2086
+"$DTSET" "$W/shm" "$P" 2 198.18.20.2 1 $S1P || exit 1
+
+c1() { ip netns exec "$S1" cat "/sys/class/net/${P}s0/statistics/rx_bytes"; }
+c2() { ip netns exec "$S2" cat "/sys/class/net/${P}t0/statistics/rx_bytes"; }
+a1=$(c1); a2=$(c2)
+ip netns exec "$B" "$CONF" xfer-recv "$W" > "$W/recv.log" 2>&1 &
+RP=$!
+ip netns exec "$A" "$CONF" xfer-send "$W" 1048576 24 24 > "$W/send.log" 2>&1 &
+SP=$!
+i=0
+while [ ! -e "$W/phase1.done" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+[ -e "$W/phase1.done" ] || { echo "FAIL: phase 1 did not finish"; cat "$W"/*.log; exit 1; }
+b1=$(c1); b2=$(c2)
+# shellcheck disable=SC2086
+"$DTSET" "$W/shm" "$P" 2 198.18.20.2 2 $S2P || exit 1
+touch "$W/phase2.go"
+wait $SP; S=$?
+wait $RP; R=$?
+e1=$(c1); e2=$(c2)
+cat "$W/send.log" "$W/recv.log"
+[ $S = 0 ] && [ $R = 0 ] || { echo "FAIL: transfer failed (send $S, recv $R)"; exit 1; }
+p1s1=$((b1 - a1)); p1s2=$((b2 - a2)); p2s1=$((e1 - b1)); p2s2=$((e2 - b2))
+echo "phase 1 (route via spine 1): spine1 $p1s1 B, spine2 $p1s2 B"
+echo "phase 2 (route via spine 2): spine1 $p2s1 B, spine2 $p2s2 B"
+# 24 MiB per phase; control traffic (headers, ECMP-placed) is a few KiB.
+# Phase 2's first messages may still leave on spine 1 while the new sockets connect.
+[ $p1s1 -ge 25000000 ] && [ $p1s2 -lt 1000000 ] ||
+	{ echo "FAIL: phase 1 traffic did not take spine 1"; exit 1; }
+[ $p2s2 -ge 20000000 ] && [ $p2s1 -lt 6000000 ] ||
+	{ echo "FAIL: phase 2 traffic did not move to spine 2"; exit 1; }
+echo "PASS: traffic follows the route's spine and moves with it, data intact"

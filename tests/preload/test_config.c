@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* CRUX_ variables of the preload, call signatures and byte counts. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "crux/nccl_api.h"
+#include "cruxp.h"
+
+struct kv {
+	const char *name;
+	const char *value;
+};
+
+static const char *fixture(void *arg, const char *name)
+{
+	for (const struct kv *e = arg; e && e->name; e++) {
+		if (strcmp(e->name, name) == 0)
+			return e->value;
+	}
+	return NULL;
+}
+
+static crux_status_t parse(const struct kv *env, struct cruxp_config *cfg, bool *on)
+{
+	return cruxp_config_parse(fixture, (void *)env, cfg, on);
+}
+
+static void test_defaults(void **state)
+{
+	const struct kv env[] = { { "CRUX_SHM_DIR", "/tmp/x" }, { NULL, NULL } };
+	struct cruxp_config cfg;
+	bool on = false;
+
+	(void)state;
+	assert_int_equal(parse(env, &cfg, &on), CRUX_OK);
+	assert_true(on);
+	assert_int_equal(cfg.timing, 0);
+	assert_int_equal(cfg.window_ns, 30000000000ull);
+	assert_int_equal(cfg.mark, CRUXP_MARK_AUTO);
+	assert_string_equal(cfg.shm_dir, "/tmp/x");
+	assert_string_equal(cfg.cupti_lib, "");
+}
+
+static void test_values(void **state)
+{
+	const struct kv env[] = { { "CRUX_TIMING", "Events" },
+				  { "CRUX_PROFILE_WINDOW", "250ms" },
+				  { "CRUX_ITERATION_MARK", "allreduce:4096" },
+				  { "CRUX_CUPTI_LIB", "/opt/cuda/lib64/libcupti.so" },
+				  { "CRUX_PRELOAD", "off" },
+				  { NULL, NULL } };
+	const struct kv env2[] = { { "CRUX_ITERATION_MARK", "api" },
+				   { "CRUX_PROFILE_WINDOW", "5" },
+				   { NULL, NULL } };
+	const struct kv env3[] = { { "CRUX_ITERATION_MARK", "send" }, { NULL, NULL } };
+	struct cruxp_config cfg;
+	bool on = true;
+
+	(void)state;
+	assert_int_equal(parse(env, &cfg, &on), CRUX_OK);
+	assert_false(on);
+	assert_int_equal(cfg.timing, 2);
+	assert_int_equal(cfg.window_ns, 250000000ull);
+	assert_int_equal(cfg.mark, CRUXP_MARK_OP);
+	assert_int_equal(cfg.mark_op, CRUXP_OP_ALLREDUCE);
+	assert_int_equal(cfg.mark_bytes, 4096);
+	assert_string_equal(cfg.cupti_lib, "/opt/cuda/lib64/libcupti.so");
+	assert_int_equal(parse(env2, &cfg, &on), CRUX_OK);
+	assert_int_equal(cfg.mark, CRUXP_MARK_API);
+	assert_int_equal(cfg.window_ns, 5000000000ull);
+	assert_int_equal(parse(env3, &cfg, &on), CRUX_OK);
+	assert_int_equal(cfg.mark_op, CRUXP_OP_SEND);
+	assert_int_equal(cfg.mark_bytes, 0);
+}
+
+static void test_bad_values(void **state)
+{
+	static const struct kv bad[][2] = {
+		{ { "CRUX_TIMING", "gpu" }, { NULL, NULL } },
+		{ { "CRUX_PROFILE_WINDOW", "10ms" }, { NULL, NULL } },
+		{ { "CRUX_PROFILE_WINDOW", "thirty" }, { NULL, NULL } },
+		{ { "CRUX_ITERATION_MARK", "allreduce:" }, { NULL, NULL } },
+		{ { "CRUX_ITERATION_MARK", "barrier" }, { NULL, NULL } },
+		{ { "CRUX_ITERATION_MARK", "allreduce:-5" }, { NULL, NULL } },
+		{ { "CRUX_PRELOAD", "maybe" }, { NULL, NULL } },
+		{ { "CRUX_SHM_DIR", "relative/dir" }, { NULL, NULL } },
+	};
+	struct cruxp_config cfg;
+	bool on;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memset(&cfg, 0x5a, sizeof(cfg));
+		assert_int_equal(parse(bad[i], &cfg, &on), CRUX_ERR_INVAL);
+	}
+}
+
+static void test_signature_and_bytes(void **state)
+{
+	struct cruxp_comm comm = { .rank = 1, .nranks = 4, .index = 0 };
+	struct cruxp_comm other = { .rank = 1, .nranks = 4, .index = 1 };
+	struct cruxp_call c = { .count = 1000, .op = CRUXP_OP_ALLGATHER, .dtype = ncclFloat16,
+				.peer = -1 };
+	struct cruxp_call d = c;
+
+	(void)state;
+	assert_int_equal(cruxp_call_bytes(&c, &comm), 1000 * 2 * 4);
+	c.op = CRUXP_OP_ALLREDUCE;
+	assert_int_equal(cruxp_call_bytes(&c, &comm), 1000 * 2);
+	c.op = CRUXP_OP_SEND;
+	c.dtype = ncclFloat64;
+	assert_int_equal(cruxp_call_bytes(&c, NULL), 8000);
+	/* Same call, same signature; any field that differs changes it. */
+	d = c;
+	assert_int_equal(cruxp_call_sig(&c, &comm), cruxp_call_sig(&d, &comm));
+	assert_int_not_equal(cruxp_call_sig(&c, &comm), cruxp_call_sig(&d, &other));
+	d.peer = 3;
+	assert_int_not_equal(cruxp_call_sig(&c, &comm), cruxp_call_sig(&d, &comm));
+	d = c;
+	d.count++;
+	assert_int_not_equal(cruxp_call_sig(&c, &comm), cruxp_call_sig(&d, &comm));
+	assert_int_equal(cruxp_op_kind(CRUXP_OP_RECV), CRUX_COLL_SENDRECV);
+	assert_int_equal(cruxp_op_kind(CRUXP_OP_GROUP_END), -1);
+	assert_int_equal(cruxp_op_from_name("ReduceScatter"), CRUXP_OP_REDUCESCATTER);
+	assert_int_equal(cruxp_op_from_name("barrier"), -1);
+	assert_int_equal(crux_nccl_type_size(ncclBfloat16), 2);
+	assert_int_equal(crux_nccl_type_size(ncclNumTypes), 0);
+}
+
+static void test_ring(void **state)
+{
+	struct cruxp_ring r;
+	struct cruxp_call c = { .count = 1 }, out;
+
+	(void)state;
+	assert_int_equal(cruxp_ring_init(&r, 2), CRUX_OK);
+	for (int i = 0; i < 6; i++) {
+		c.count = (uint64_t)i;
+		cruxp_ring_push(&r, &c);
+	}
+	/* 4 cells: two records were dropped, the first four kept in order. */
+	assert_int_equal(atomic_load(&r.dropped), 2);
+	for (uint64_t i = 0; i < 4; i++) {
+		assert_true(cruxp_ring_pop(&r, &out));
+		assert_int_equal(out.count, i);
+	}
+	assert_false(cruxp_ring_pop(&r, &out));
+	cruxp_ring_push(&r, &c);
+	assert_true(cruxp_ring_pop(&r, &out));
+	assert_int_equal(out.count, 5);
+	cruxp_ring_fini(&r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_values),
+		cmocka_unit_test(test_bad_values),
+		cmocka_unit_test(test_signature_and_bytes),
+		cmocka_unit_test(test_ring),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,452 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* crux-sim unit tests: hand-computed steady states, conservation, determinism, traces. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cassini.h"
+
+/* cmocka 1.1.5 has no floating-point assertion. */
+#define assert_near(a, b, eps)                                                                     \
+	do {                                                                                       \
+		double a_ = (a), b_ = (b), e_ = (eps);                                             \
+		if (!(fabs(a_ - b_) <= e_))                                                        \
+			fail_msg("%s = %.12g, expected %.12g (+-%g)", #a, a_, b_, e_);             \
+	} while (0)
+#include "crux/sim.h"
+
+/*
+ * Two switches joined by one 8 Gbit/s (1e9 B/s) cable; hosts h0, h1 on s0 and
+ * h2, h3 on s1 with fast host links. Job 1 on h0,h2 and job 2 on h1,h3: both
+ * rings cross the s0-s1 cable in each direction.
+ */
+static const char topo_text[] = "host h0 h1 h2 h3\n"
+				"switch s0 s1\n"
+				"link h0 s0 8000\nlink h1 s0 8000\n"
+				"link h2 s1 8000\nlink h3 s1 8000\n"
+				"link s0 s1 8\n";
+
+struct fixture {
+	char dir[64];
+	char topo[128];
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -1;
+	snprintf(f->dir, sizeof(f->dir), "/tmp/crux-sim-test.XXXXXX");
+	if (!mkdtemp(f->dir))
+		return -1;
+	snprintf(f->topo, sizeof(f->topo), "%s/topo.txt", f->dir);
+	FILE *t = fopen(f->topo, "w");
+	if (!t)
+		return -1;
+	fputs(topo_text, t);
+	fclose(t);
+	setenv("CRUX_SHM_DIR", f->dir, 1);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	unlink(f->topo);
+	rmdir(f->dir);
+	free(f);
+	return 0;
+}
+
+static void small_config(const struct fixture *f, struct crux_sim_config *c,
+			 enum crux_sim_policy p)
+{
+	crux_sim_config_defaults(c);
+	c->policy = p;
+	c->topo = CRUX_SIM_TOPO_FILE;
+	c->topo_path = f->topo;
+	crux_sim_topo_defaults(CRUX_SIM_TOPO_FILE, &c->tp);
+	c->tp.gpus_per_host = 1;
+	c->tp.channels = 1;
+	c->levels = 2;
+	c->horizon_s = 1000;
+	c->window_s = 1000;
+}
+
+/* Two identical jobs: compute 1 s, 1e9 B per ring hop (1 s alone on the cable), no overlap. */
+static struct crux_sim_trace *two_jobs(double overlap, double bytes)
+{
+	struct crux_sim_trace *t;
+	assert_int_equal(crux_sim_trace_new(&t), CRUX_OK);
+	uint32_t h1[2] = {0, 2}, h2[2] = {1, 3};
+	struct crux_sim_trace_job j = {.id = 1, .arrival_s = 0, .model = "a", .gpus = 2,
+				       .iterations = 100000, .compute_s = 1,
+				       .comm_bytes = bytes, .overlap = overlap, .n_hosts = 2,
+				       .hosts = h1};
+	assert_int_equal(crux_sim_trace_add(t, &j), CRUX_OK);
+	j.id = 2;
+	j.hosts = h2;
+	assert_int_equal(crux_sim_trace_add(t, &j), CRUX_OK);
+	return t;
+}
+
+static void sorted_iters(const struct crux_sim_result *r, double *lo, double *hi)
+{
+	double a = r->jobs[0].mean_iter_s, b = r->jobs[1].mean_iter_s;
+	*lo = a < b ? a : b;
+	*hi = a < b ? b : a;
+}
+
+/* Fair sharing: each job gets half the cable, 2 s of communication, T = 3 s. */
+static void test_fair_share(void **state)
+{
+	struct crux_sim_config c;
+	struct crux_sim_result *r;
+	char err[512];
+	small_config(*state, &c, CRUX_SIM_ECMP);
+	struct crux_sim_trace *t = two_jobs(0, 1e9);
+	assert_int_equal(crux_sim_run(t, &c, &r, err, sizeof(err)), CRUX_OK);
+	double lo, hi;
+	sorted_iters(r, &lo, &hi);
+	assert_near(lo, 3.0, 1e-6);
+	assert_near(hi, 3.0, 1e-6);
+	assert_near(r->jobs[0].iso_iter_s, 2.0, 1e-9);
+	assert_near(r->jobs[0].slowdown, 1.5, 1e-6);
+	/* Each GPU computes 1 s in 3: utilisation 1/3. */
+	assert_near(r->mean_util, 1.0 / 3, 1e-6);
+	crux_sim_result_free(r);
+	crux_sim_trace_free(t);
+}
+
+/*
+ * Strict priority: the high job alone on the cable (T = 2 s, half the cable
+ * on average); the low job gets the other half: 2 s of communication, T = 3.
+ * Utilisation (1/2 + 1/3) / 2.
+ */
+static void test_priority(void **state)
+{
+	struct crux_sim_config c;
+	struct crux_sim_result *r;
+	char err[512];
+	small_config(*state, &c, CRUX_SIM_CRUX_FULL);
+	struct crux_sim_trace *t = two_jobs(0, 1e9);
+	assert_int_equal(crux_sim_run(t, &c, &r, err, sizeof(err)), CRUX_OK);
+	double lo, hi;
+	sorted_iters(r, &lo, &hi);
+	assert_near(lo, 2.0, 1e-6);
+	assert_near(hi, 3.0, 1e-6);
+	assert_int_not_equal(r->jobs[0].level, r->jobs[1].level);
+	assert_near(r->mean_util, (0.5 + 1.0 / 3) / 2, 1e-6);
+	crux_sim_result_free(r);
+	crux_sim_trace_free(t);
+}
+
+/* CASSINI: equal periods (2 s), phases of 1 s shifted apart: no contention left. */
+static void test_cassini_turns(void **state)
+{
+	struct crux_sim_config c;
+	struct crux_sim_result *r;
+	char err[512];
+	small_config(*state, &c, CRUX_SIM_CASSINI);
+	struct crux_sim_trace *t = two_jobs(0, 1e9);
+	assert_int_equal(crux_sim_run(t, &c, &r, err, sizeof(err)), CRUX_OK);
+	double lo, hi;
+	sorted_iters(r, &lo, &hi);
+	assert_near(lo, 2.0, 1e-6);
+	assert_near(hi, 2.0, 1e-6);
+	assert_near(r->mean_util, 0.5, 1e-6);
+	crux_sim_result_free(r);
+	crux_sim_trace_free(t);
+}
+
+/* Fully overlapped: communication (1 s alone) hidden behind 1 s of compute. */
+static void test_overlapped(void **state)
+{
+	struct crux_sim_config c;
+	struct crux_sim_result *r;
+	char err[512];
+	small_config(*state, &c, CRUX_SIM_CRUX_FULL);
+	struct crux_sim_trace *t = two_jobs(1.0, 1e9);
+	t->n_jobs = 1; /* job 1 alone */
+	assert_int_equal(crux_sim_run(t, &c, &r, err, sizeof(err)), CRUX_OK);
+	assert_near(r->jobs[0].iso_iter_s, 1.0, 1e-9);
+	assert_near(r->jobs[0].mean_iter_s, 1.0, 1e-6);
+	/* Half overlapped: 0.5 s of compute first, then 1 s on the cable. */
+	t->jobs[0].overlap = 0.5;
+	crux_sim_result_free(r);
+	assert_int_equal(crux_sim_run(t, &c, &r, err, sizeof(err)), CRUX_OK);
+	assert_near(r->jobs[0].mean_iter_s, 1.5, 1e-6);
+	crux_sim_result_free(r);
+	t->n_jobs = 2;
+	crux_sim_trace_free(t);
+}
+
+static void gen_small(struct crux_sim_trace **t, uint64_t seed)
+{
+	struct crux_sim_workload_params wp;
+	char err[256];
+	crux_sim_workload_defaults(&wp);
+	wp.seed = seed;
+	wp.n_jobs = 80;
+	wp.span_s = 6 * 3600;
+	wp.total_gpus = 16 * 8;
+	wp.max_job_gpus = 64;
+	wp.median_s = 900;
+	assert_int_equal(crux_sim_workload_generate(&wp, t, err, sizeof(err)), CRUX_OK);
+}
+
+static void small_clos(struct crux_sim_config *c, enum crux_sim_policy p)
+{
+	crux_sim_config_defaults(c);
+	c->policy = p;
+	c->topo = CRUX_SIM_TOPO_CLOS2;
+	crux_sim_topo_defaults(CRUX_SIM_TOPO_CLOS2, &c->tp);
+	c->tp.n_tor = 8;
+	c->tp.n_agg = 4;
+	c->tp.hosts_per_tor = 2;
+	c->tp.channels = 4;
+	c->placement = CRUX_SIM_PLACE_RANDOM;
+}
+
+/* Bytes the jobs sent = bytes the links carried; no link above its capacity. */
+static void test_conservation(void **state)
+{
+	(void)state;
+	struct crux_sim_trace *t;
+	gen_small(&t, 7);
+	for (int p = 0; p < CRUX_SIM_N_POLICIES; p++) {
+		struct crux_sim_config c;
+		struct crux_sim_result *r;
+		char err[512];
+		small_clos(&c, (enum crux_sim_policy)p);
+		assert_int_equal(crux_sim_run(t, &c, &r, err, sizeof(err)), CRUX_OK);
+		assert_true(r->job_bytes > 0);
+		assert_true(fabs(r->link_bytes - r->job_bytes) <= 1e-9 * r->job_bytes);
+		double sum = 0;
+		for (size_t i = 0; i < r->n_jobs; i++) {
+			sum += r->jobs[i].net_bytes;
+			if (r->jobs[i].finish_s >= 0)
+				assert_near(r->jobs[i].iterations_done,
+						    (double)r->jobs[i].iterations, 1e-6);
+			assert_true(r->jobs[i].slowdown >= 1 - 1e-9);
+		}
+		assert_true(fabs(sum - r->job_bytes) <= 1e-9 * r->job_bytes);
+		assert_true(r->max_link_load <= 1 + 1e-6);
+		assert_int_equal(r->finished, r->n_jobs);
+		crux_sim_result_free(r);
+	}
+	crux_sim_trace_free(t);
+}
+
+/* Stepping through every iteration reaches the same state as jumping. */
+static void test_step_equals_jump(void **state)
+{
+	(void)state;
+	struct crux_sim_trace *t;
+	gen_small(&t, 11);
+	struct crux_sim_config c;
+	struct crux_sim_result *a, *b;
+	char err[512];
+	small_clos(&c, CRUX_SIM_CRUX_FULL);
+	c.horizon_s = 1800;
+	assert_int_equal(crux_sim_run(t, &c, &a, err, sizeof(err)), CRUX_OK);
+	c.step_iterations = 1;
+	assert_int_equal(crux_sim_run(t, &c, &b, err, sizeof(err)), CRUX_OK);
+	assert_true(b->steps > 1000);
+	assert_near(a->mean_util, b->mean_util, 1e-9);
+	for (size_t i = 0; i < a->n_jobs; i++)
+		assert_near(a->jobs[i].iterations_done, b->jobs[i].iterations_done,
+				    1e-6 * (1 + a->jobs[i].iterations_done));
+	crux_sim_result_free(a);
+	crux_sim_result_free(b);
+	crux_sim_trace_free(t);
+}
+
+static char *trace_text(const struct crux_sim_trace *t)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	assert_int_equal(crux_sim_trace_write(f, t), CRUX_OK);
+	fclose(f);
+	return buf;
+}
+
+static void test_determinism(void **state)
+{
+	(void)state;
+	struct crux_sim_trace *a, *b, *c3;
+	gen_small(&a, 42);
+	gen_small(&b, 42);
+	gen_small(&c3, 43);
+	char *ta = trace_text(a), *tb = trace_text(b), *tc = trace_text(c3);
+	assert_string_equal(ta, tb);
+	assert_string_not_equal(ta, tc);
+	/* The text round-trips through the parser. */
+	struct crux_sim_trace *p;
+	char err[256];
+	assert_int_equal(crux_sim_trace_parse(ta, strlen(ta), "rt", &p, err, sizeof(err)), CRUX_OK);
+	char *tp = trace_text(p);
+	assert_string_equal(ta, tp);
+	/* Same seed, same simulation, bit for bit. */
+	struct crux_sim_config c;
+	struct crux_sim_result *r1, *r2;
+	small_clos(&c, CRUX_SIM_CRUX_FULL);
+	assert_int_equal(crux_sim_run(a, &c, &r1, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(crux_sim_run(p, &c, &r2, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(r1->n_jobs, r2->n_jobs);
+	for (size_t i = 0; i < r1->n_jobs; i++) {
+		assert_true(r1->jobs[i].finish_s == r2->jobs[i].finish_s);
+		assert_true(r1->jobs[i].slowdown == r2->jobs[i].slowdown);
+		assert_int_equal(r1->jobs[i].level, r2->jobs[i].level);
+	}
+	assert_true(r1->mean_util == r2->mean_util);
+	crux_sim_result_free(r1);
+	crux_sim_result_free(r2);
+	free(ta);
+	free(tb);
+	free(tc);
+	free(tp);
+	crux_sim_trace_free(a);
+	crux_sim_trace_free(b);
+	crux_sim_trace_free(c3);
+	crux_sim_trace_free(p);
+}
+
+static void test_trace_errors(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *text;
+		const char *want;
+	} cases[] = {
+		{"", "empty trace"},
+		{"job 1 0 m 8 10 0.1 100 0.5 -\n", "first line must be 'crux-sim-trace 1'"},
+		{"crux-sim-trace 2\n", "unsupported trace version"},
+		{"crux-sim-trace 1\njob 1 0 m 8 10 0.1 100 0.5\n", "10 fields"},
+		{"crux-sim-trace 1\nwork 1\n", "unknown record 'work'"},
+		{"crux-sim-trace 1\njob 0 0 m 8 10 0.1 100 0.5 -\n", "field id"},
+		{"crux-sim-trace 1\njob 1 -1 m 8 10 0.1 100 0.5 -\n", "field arrival_s"},
+		{"crux-sim-trace 1\njob 1 nan m 8 10 0.1 100 0.5 -\n", "field arrival_s"},
+		{"crux-sim-trace 1\njob 1 0 b@d 8 10 0.1 100 0.5 -\n", "field model"},
+		{"crux-sim-trace 1\njob 1 0 m 0 10 0.1 100 0.5 -\n", "field gpus"},
+		{"crux-sim-trace 1\njob 1 0 m 8 x 0.1 100 0.5 -\n", "field iterations"},
+		{"crux-sim-trace 1\njob 1 0 m 8 10 0 100 0.5 -\n", "field compute_s"},
+		{"crux-sim-trace 1\njob 1 0 m 8 10 0.1 -5 0.5 -\n", "field comm_bytes"},
+		{"crux-sim-trace 1\njob 1 0 m 8 10 0.1 100 1.5 -\n", "field overlap"},
+		{"crux-sim-trace 1\njob 1 0 m 8 10 0.1 100 0.5 1,1\n", "listed twice"},
+		{"crux-sim-trace 1\njob 1 0 m 8 10 0.1 100 0.5 1,,2\n", "field hosts"},
+		{"crux-sim-trace 1\njob 1 0 m 2 10 0.1 100 0.5 1,2,3\n", "at most one host per GPU"},
+		{"crux-sim-trace 1\njob 7 0 m 8 10 0.1 100 0.5 -\njob 7 1 m 8 10 0.1 100 0.5 -\n",
+		 "job id 7 appears more than once"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct crux_sim_trace *t = NULL;
+		char err[512] = "";
+		crux_status_t st = crux_sim_trace_parse(cases[i].text, strlen(cases[i].text),
+							"bad.trace", &t, err, sizeof(err));
+		if (st == CRUX_OK || !strstr(err, cases[i].want))
+			fail_msg("case %zu: status %d, error '%s', wanted '%s'", i, st, err,
+				 cases[i].want);
+		assert_null(t);
+		assert_non_null(strstr(err, "bad.trace:"));
+	}
+	/* Comments, blank lines, CRLF and explicit hosts are accepted. */
+	static const char ok[] = "# a trace\r\n\ncrux-sim-trace 1 # header\r\n"
+				 "job 3 10.5 gpt2-xl 16 100 0.3 3e9 0.3 4,5\r\n";
+	struct crux_sim_trace *t;
+	char err[256];
+	assert_int_equal(crux_sim_trace_parse(ok, strlen(ok), "ok", &t, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(t->n_jobs, 1);
+	assert_int_equal(t->jobs[0].n_hosts, 2);
+	assert_int_equal(t->jobs[0].hosts[1], 5);
+	assert_near(t->jobs[0].comm_bytes, 3e9, 0);
+	crux_sim_trace_free(t);
+	/* A missing file names the path. */
+	assert_int_equal(crux_sim_trace_load("/nonexistent/x.trace", &t, err, sizeof(err)),
+			 CRUX_ERR_NOENT);
+	assert_non_null(strstr(err, "/nonexistent/x.trace"));
+}
+
+/* A trace that does not fit the topology is refused with the reason. */
+static void test_trace_vs_topology(void **state)
+{
+	struct crux_sim_config c;
+	struct crux_sim_result *r = NULL;
+	char err[512] = "";
+	small_config(*state, &c, CRUX_SIM_ECMP);
+	struct crux_sim_trace *t = two_jobs(0, 1e9);
+	t->jobs[1].hosts[1] = 9;
+	assert_int_equal(crux_sim_run(t, &c, &r, err, sizeof(err)), CRUX_ERR_INVAL);
+	assert_non_null(strstr(err, "host 9 does not exist"));
+	t->jobs[1].hosts[1] = 3;
+	t->jobs[1].gpus = 64;
+	assert_int_equal(crux_sim_run(t, &c, &r, err, sizeof(err)), CRUX_ERR_INVAL);
+	assert_non_null(strstr(err, "asks for 64 GPUs"));
+	assert_null(r);
+	crux_sim_trace_free(t);
+}
+
+static void test_cassini_geometry(void **state)
+{
+	(void)state;
+	assert_true(sim_cassini_compatible(2.0, 2.05));
+	assert_true(sim_cassini_compatible(1.0, 3.02));
+	assert_false(sim_cassini_compatible(1.0, 1.5));
+	assert_false(sim_cassini_compatible(1.0, 7.0));
+	/* [0,1) and [1,2) on a 2 s circle: disjoint; [0.5,1.5): half of each. */
+	assert_near(sim_cassini_overlap(0, 1, 2, 1, 1, 2), 0, 1e-12);
+	assert_near(sim_cassini_overlap(0, 1, 2, 0.5, 1, 2), 0.5, 1e-12);
+	/* Wrap-around: [1.5, 2.5) covers [0, 0.5). */
+	assert_near(sim_cassini_overlap(0, 1, 2, 1.5, 1, 2), 0.5, 1e-12);
+	/* Period 1 (phase 0.5) twice on a period-2 circle against [0, 1): 0.5. */
+	assert_near(sim_cassini_overlap(0, 0.5, 1, 0, 1, 2), 0.5, 1e-12);
+}
+
+static void test_workload_catalogue(void **state)
+{
+	(void)state;
+	size_t n;
+	const struct crux_sim_model *m = crux_sim_models(&n);
+	assert_int_equal(n, 11);
+	struct crux_sim_trace *t;
+	gen_small(&t, 5);
+	for (size_t i = 0; i < t->n_jobs; i++) {
+		assert_true(t->jobs[i].compute_s > 0 && t->jobs[i].compute_s < 10);
+		assert_true(t->jobs[i].comm_bytes > 0);
+		assert_true(t->jobs[i].gpus <= 64);
+		assert_true(i == 0 || t->jobs[i].arrival_s >= t->jobs[i - 1].arrival_s);
+		assert_true(t->jobs[i].arrival_s < 6 * 3600);
+	}
+	/* BERT-base: 110M fp16 gradients = 220 MB. */
+	assert_string_equal(m[0].name, "bert-base");
+	crux_sim_trace_free(t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_fair_share, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_priority, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cassini_turns, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_overlapped, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_trace_vs_topology, setup, teardown),
+		cmocka_unit_test(test_conservation),
+		cmocka_unit_test(test_step_equals_jump),
+		cmocka_unit_test(test_determinism),
+		cmocka_unit_test(test_trace_errors),
+		cmocka_unit_test(test_cassini_geometry),
+		cmocka_unit_test(test_workload_catalogue),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

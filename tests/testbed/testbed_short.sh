@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The short testbed run (CI): both arms once on the small scenario, checking
+# the direction (Crux raises cluster GPU utilization and shortens the
+# high-intensity job) and that every job progressed every second.
+#   testbed_short.sh SOURCE_ROOT BUILD_ROOT   (root; exit 77 otherwise)
+set -uo pipefail
+if [ "$(id -u)" -ne 0 ]; then
+	echo "SKIP: needs root (network namespaces, veth, tc)"
+	exit 77
+fi
+OUT="$(mktemp -d /tmp/crux-tb-short.XXXXXX)"
+trap 'rm -rf "$OUT"' EXIT
+bash "$1/bench/testbed/run.sh" --build "$2" --scenario short --reps 1 --check \
+	--tag "s$((RANDOM % 1000))" --out "$OUT"
