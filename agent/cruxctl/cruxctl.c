@@ -818,8 +818,20 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (!strcmp(cmd, "plan"))
-		return crux_sched_plan_cli(argc - cmd_at, argv + cmd_at);
+	if (!strcmp(cmd, "plan")) {
+		/* the scheduler's own parser; a global --json is passed on */
+		char **pv = calloc((size_t)(argc - cmd_at + 2), sizeof(*pv));
+		int pc = 0, rc;
+		if (!pv)
+			return 1;
+		for (int i = cmd_at; i < argc; i++)
+			pv[pc++] = argv[i];
+		if (c.json)
+			pv[pc++] = "--json";
+		rc = crux_sched_plan_cli(pc, pv);
+		free(pv);
+		return rc;
+	}
 	if (dir) {
 		if (dir[0] != '/' || strlen(dir) >= sizeof(c.dir))
 			return fail(&c, "--shm-dir '%s': expected an absolute path shorter than %d "

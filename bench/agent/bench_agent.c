@@ -134,7 +134,7 @@ struct result {
 static int measure(const char *shm, int n, struct result *r)
 {
 	struct kv env[] = {
-		{"CRUX_SHM_DIR", shm}, {"CRUX_PROBE", "0"}, {"CRUX_PROFILE_WINDOW", "10ms"},
+		{"CRUX_SHM_DIR", shm}, {"CRUX_PROBE", "0"}, {"CRUX_PROFILE_WINDOW", "100ms"},
 		{"CRUX_AGENT_HOLD", "0"}, {"CRUX_AGENT_INTERVAL", "100ms"}, {NULL, NULL}};
 	struct cruxd_config cfg;
 	struct cruxd_agent *a = NULL;

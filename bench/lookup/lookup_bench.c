@@ -29,9 +29,9 @@
 #include "crux/log.h"
 #include "crux/shm.h"
 
-#define NJOBS 64
-#define NPEERS 4
-#define BATCH 64
+#define NJOBS	    64
+#define NPEERS	    4
+#define BATCH	    64
 #define MAX_SAMPLES 400000
 
 struct shared {
@@ -84,7 +84,8 @@ static int writer_main(struct crux_dt_writer *w, struct shared *sh)
 				r->path_id = (uint16_t)(round % 4);
 				r->nports = 4;
 				for (int k = 0; k < 4; k++)
-					r->ports[k] = (uint16_t)(40000 + round % 1000 + (uint64_t)k);
+					r->ports[k] =
+					    (uint16_t)(40000 + round % 1000 + (uint64_t)k);
 			}
 		}
 		if (crux_dt_publish(w, jobs, NJOBS, routes, NJOBS * NPEERS) != CRUX_OK)
@@ -149,8 +150,8 @@ int main(int argc, char **argv)
 		rm_dir(shm, base);
 		return 1;
 	}
-	struct shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
-				 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct shared *sh =
+	    mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED)
 		return 1;
 	memset(sh, 0, sizeof(*sh));
@@ -208,7 +209,8 @@ int main(int argc, char **argv)
 		uint64_t b = crux_now_ns();
 		for (int k = 0; k < BATCH; k++, idx++) {
 			unsigned i = (unsigned)(idx * 7) % (NJOBS * NPEERS);
-			crux_status_t st = crux_dt_lookup(r, keys[i / NPEERS], &peers[i % NPEERS], &d);
+			crux_status_t st =
+			    crux_dt_lookup(r, keys[i / NPEERS], &peers[i % NPEERS], &d);
 			__asm__ __volatile__("" : : "r"(&d) : "memory");
 			busy += st == CRUX_ERR_BUSY;
 			found += st == CRUX_OK && d.route_found;
@@ -237,8 +239,9 @@ int main(int argc, char **argv)
 	struct utsname u;
 	uname(&u);
 
-	printf("decision lookup (job + route, %d jobs, %d routes), writer publishing %.0f tables/s:\n",
-	       NJOBS, NJOBS * NPEERS, pub_rate);
+	printf(
+	    "decision lookup (job + route, %d jobs, %d routes), writer publishing %.0f tables/s:\n",
+	    NJOBS, NJOBS * NPEERS, pub_rate);
 	printf("  lookup      median %6.1f ns   p99 %6.1f ns\n", lm, l99);
 	printf("  plain read  median %6.1f ns   p99 %6.1f ns\n", pm, p99);
 	printf("  ratio lookup/plain: median %.2fx, p99 %.2fx; busy %llu of %llu lookups\n",
@@ -256,23 +259,24 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cannot write %s: %s\n", tmp, strerror(errno));
 		return 1;
 	}
-	fprintf(f,
-		"{\n"
-		"  \"benchmark\": \"lookup\",\n"
-		"  \"description\": \"crux_dt_lookup (job + route) with a writer process publishing "
-		"continuously, vs a plain struct read in the same run\",\n"
-		"  \"machine\": \"%s %s, %ld CPUs\",\n"
-		"  \"jobs\": %d,\n  \"routes\": %d,\n  \"batch\": %d,\n  \"batches\": %zu,\n"
-		"  \"writer_publishes_per_s\": %.0f,\n"
-		"  \"lookup_ns\": {\"median\": %.2f, \"p99\": %.2f},\n"
-		"  \"plain_read_ns\": {\"median\": %.2f, \"p99\": %.2f},\n"
-		"  \"ratio_median\": %.3f,\n  \"ratio_p99\": %.3f,\n"
-		"  \"busy\": %llu,\n  \"lookups\": %llu,\n"
-		"  \"goal_median_ns\": 25,\n  \"goal_met\": %s\n"
-		"}\n",
-		u.sysname, u.machine, ncpu, NJOBS, NJOBS * NPEERS, BATCH, n, pub_rate, lm, l99, pm,
-		p99, lm / pm, l99 / p99, (unsigned long long)busy, (unsigned long long)lookups,
-		lm <= 25.0 ? "true" : "false");
+	fprintf(
+	    f,
+	    "{\n"
+	    "  \"benchmark\": \"lookup\",\n"
+	    "  \"description\": \"crux_dt_lookup (job + route) with a writer process publishing "
+	    "continuously, vs a plain struct read in the same run\",\n"
+	    "  \"machine\": \"%s %s, %ld CPUs\",\n"
+	    "  \"jobs\": %d,\n  \"routes\": %d,\n  \"batch\": %d,\n  \"batches\": %zu,\n"
+	    "  \"writer_publishes_per_s\": %.0f,\n"
+	    "  \"lookup_ns\": {\"median\": %.2f, \"p99\": %.2f},\n"
+	    "  \"plain_read_ns\": {\"median\": %.2f, \"p99\": %.2f},\n"
+	    "  \"ratio_median\": %.3f,\n  \"ratio_p99\": %.3f,\n"
+	    "  \"busy\": %llu,\n  \"lookups\": %llu,\n"
+	    "  \"goal_median_ns\": 25,\n  \"goal_met\": %s\n"
+	    "}\n",
+	    u.sysname, u.machine, ncpu, NJOBS, NJOBS * NPEERS, BATCH, n, pub_rate, lm, l99, pm, p99,
+	    lm / pm, l99 / p99, (unsigned long long)busy, (unsigned long long)lookups,
+	    lm <= 25.0 ? "true" : "false");
 	if (fclose(f) != 0 || rename(tmp, out_path) != 0) {
 		fprintf(stderr, "cannot write %s: %s\n", out_path, strerror(errno));
 		return 1;

@@ -446,7 +446,7 @@ int main(int argc, char **argv)
 
 	if (gp) {
 		fprintf(gp, "set terminal pngcairo size 1200,420 font ',10'\nset output '%s'\n"
-			    "set multiplot layout 1,3\nset key bottom right\nset grid\n"
+			    "set multiplot layout 1,3\nset key top left\nset grid\n"
 			    "set xlabel 'percent of optimum'\nset ylabel 'CDF'\nset yrange [0:1]\n", png);
 		static const char *const titles[3] = {"path selection", "priority assignment", "compression"};
 

@@ -583,8 +583,7 @@ static int tb_report(void)
 			fprintf(f, " %s_jct %s_sd", tb.arms[a], tb.arms[a]);
 		fprintf(f, "\n");
 		for (int j = 0; j < ref->njobs; j++) {
-			fprintf(f, "\"%s\\n(%s, %d GPUs)\"", ref->jobs[j].name, ref->jobs[j].model,
-				ref->jobs[j].nranks);
+			fprintf(f, "\"%s\\n%d GPUs\"", ref->jobs[j].name, ref->jobs[j].nranks);
 			for (int a = 0; a < tb.narms; a++) {
 				struct tb_stat s = tb_stats(tb_aggs[a].jct[j], tb_aggs[a].nj[j]);
 				fprintf(f, " %.4f %.4f", s.mean, s.sd);
@@ -598,7 +597,10 @@ static int tb_report(void)
 			return tb_err("cannot write %s: %s", path, strerror(errno));
 		for (int a = 0; a < tb.narms; a++) {
 			struct tb_stat s = tb_stats(tb_aggs[a].util, tb_aggs[a].nutil);
-			fprintf(f, "\"%s\" %.4f %.4f\n", tb.arms[a], s.mean * 100, s.sd * 100);
+			fprintf(f, "\"%s\" %.4f %.4f\n",
+				!strcmp(tb.arms[a], "none") ? "no scheduling"
+				: !strcmp(tb.arms[a], "crux") ? "Crux" : tb.arms[a],
+				s.mean * 100, s.sd * 100);
 		}
 		fclose(f);
 		/* timeline.dat: per-second cluster utilization of each arm's first run. */

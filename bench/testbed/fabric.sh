@@ -36,7 +36,7 @@ SPINE_RATE=50
 # DSCP per priority level, lowest first; matches the decision table's default
 # level map (level l -> DSCP 8*l).
 DSCPS="0 8 16 24 32 40 48 56"
-QUEUE=150000
+QUEUE=200000
 OWNER=""
 STATE=""
 
@@ -54,7 +54,7 @@ usage: $PROG up [--tag T] [--leaves N] [--hosts-per-leaf N] [--spines N]
        $PROG status [--tag T]
 Namespaces are named cxtb<T>-h<i>, cxtb<T>-l<j>, cxtb<T>-s<k> (T: letters/digits, <= 4).
 Defaults: 2 leaves x 4 hosts, 2 spines, hosts at 100 Mbit/s, spine links at 50 Mbit/s,
-DSCP by level "0 8 16 24 32 40 48 56" (level 0 lowest), 150000-byte queue per class.
+DSCP by level "0 8 16 24 32 40 48 56" (level 0 lowest), 200000-byte queue per class.
 EOF
 }
 
@@ -309,7 +309,7 @@ do_status() {
 			echo "== $ns"
 			for dev in $(ip -n "$ns" -o link show | awk -F': ' '$2 != "lo" {sub(/@.*/, "", $2); print $2}'); do
 				tc -n "$ns" -s class show dev "$dev" 2>/dev/null |
-					awk -v d="$dev" '/^class htb 1:1[0-7]/{c=$3} /Sent/{if(c!=""){printf "  %s class %s: %s bytes\n", d, c, $2; c=""}}'
+					awk -v d="$dev" '/^class htb 1:1[0-7]/{c=$3} /Sent/{if(c!=""){dr=$7; sub(/,/, "", dr); printf "  %s class %s: %s bytes, %s dropped\n", d, c, $2, dr; c=""}}'
 			done
 			;;
 		esac

@@ -17,8 +17,9 @@ set ylabel "GPU utilization (%)"
 set yrange [0:*]
 set boxwidth 0.6
 set xrange [-0.6:1.6]
-unset xtics
-set xtics nomirror
+stats datadir."/util.dat" using 2 nooutput
+set yrange [0:(STATS_max * 1.25 > 5 ? STATS_max * 1.25 : 5)]
+set xtics nomirror font "Sans,12"
 plot datadir."/util.dat" using 0:2:(0.6):xtic(1) with boxes lc rgb "#4c72b0" notitle, \
      "" using 0:2:3 with yerrorbars lc rgb "black" pt 0 notitle, \
      "" using 0:($2+2):(sprintf("%.1f%%", $2)) with labels offset 0,0.6 notitle
@@ -27,16 +28,23 @@ plot datadir."/util.dat" using 0:2:(0.6):xtic(1) with boxes lc rgb "#4c72b0" not
 set title "Job completion time (lower is better)"
 set ylabel "JCT (s)"
 set xrange [*:*]
-set yrange [0:*]
+stats datadir."/jct.dat" using 2 nooutput
+jmax = STATS_max
+stats datadir."/jct.dat" using 4 nooutput
+jmax = (STATS_max > jmax ? STATS_max : jmax)
+set yrange [0:jmax * 1.3]
+set key top center horizontal
 set style data histograms
 set style histogram errorbars gap 1.5 lw 1
 set boxwidth 0.9
 set xtics nomirror font "Sans,9"
+set bmargin 4
 plot datadir."/jct.dat" using 2:3:xtic(1) title "no scheduling" lc rgb "#dd8452", \
      "" using 4:5 title "Crux" lc rgb "#55a868"
 
 # 3. Timeline
 set title "Per-second cluster GPU utilization (first run)"
+set bmargin 3
 set style data lines
 set xlabel "time in the contention window (s)"
 set ylabel "GPU utilization (%)"

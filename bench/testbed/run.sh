@@ -31,6 +31,7 @@ DECIDER=agent
 CHECK=0
 KEEP=0
 RUN_TIMEOUT=240
+LEVELS=2
 
 die() {
 	echo "$PROG: $*" >&2
@@ -52,6 +53,7 @@ while [ $# -gt 0 ]; do
 	--plot) PLOT="${2-}"; shift 2 ;;
 	--tag) TAG="${2-}"; shift 2 ;;
 	--decider) DECIDER="${2-}"; shift 2 ;;
+	--levels) LEVELS="${2-}"; shift 2 ;;
 	--check) CHECK=1; shift ;;
 	--keep) KEEP=1; shift ;;
 	-h | --help) usage; exit 0 ;;
@@ -77,10 +79,10 @@ scenario_default() {
 	FABRIC_ARGS="--leaves 2 --hosts-per-leaf 4 --spines 2 --host-rate 100 --spine-rate 50"
 	SCEN_DESC="GPT-like job on 8 GPUs (all hosts, both leaves) + 2 BERT-like jobs on 4 GPUs + 1 ResNet-like job on 2 GPUs, rings crossing the spines; 2 leaves x 4 hosts, 2 spines, hosts 100 Mbit/s, spine links 50 Mbit/s"
 	JOBS=(
-		"gpt gpt high 20 h0,h1,h2,h3,h4,h5,h6,h7"
-		"bert-a bert low 26 h0,h4,h1,h5"
-		"bert-b bert low 26 h2,h6,h3,h7"
-		"resnet resnet low 58 h1,h6"
+		"gpt gpt high 24 h0,h1,h2,h3,h4,h5,h6,h7"
+		"bert-a bert low 30 h0,h4,h1,h5"
+		"bert-b bert low 30 h2,h6,h3,h7"
+		"resnet resnet low 110 h1,h6"
 	)
 }
 
@@ -209,7 +211,7 @@ run_one() {
 	: >"$dir/jobs.txt"
 	if [ "$arm" = crux ] && [ "$DECIDER" = agent ]; then
 		# One agent schedules every emulated host: all profiles land in one directory.
-		CRUX_SHM_DIR="$shm" CRUX_TOPOLOGY="$TOPO" CRUX_PROFILE_WINDOW=3s \
+		CRUX_SHM_DIR="$shm" CRUX_TOPOLOGY="$TOPO" CRUX_PROFILE_WINDOW=5s CRUX_LEVELS="$LEVELS" \
 			CRUX_AGENT_INTERVAL=250ms CRUX_AGENT_HOLD=2s CRUX_PROBE=0 \
 			CRUX_LOG_LEVEL=info "$CRUXD" >"$dir/cruxd.log" 2>&1 &
 		AGENT_PID=$!
@@ -246,7 +248,7 @@ run_one() {
 				env LD_LIBRARY_PATH="$EMU_DIR:$PLUGIN_DIR" LD_PRELOAD="$pre" \
 				NCCL_NET_PLUGIN=crux NCCL_SOCKET_IFNAME==eth0 \
 				CRUX_SHM_DIR="$shm" CRUX_JOB_ID="$name" CRUX_TIMING=host \
-				CRUX_PROFILE_WINDOW=1s \
+				CRUX_PROFILE_WINDOW=2s \
 				RANK="$r" WORLD_SIZE="$n" LOCAL_RANK=0 \
 				"$TRAINER" --job "$name" --model "$model" --rank "$r" --nranks "$n" \
 				--iters "$iters" --host "$h" --id-file "$dir/$name.id" \

@@ -27,9 +27,9 @@
 #include "crux/shm.h"
 #include "internal.h"
 
-#define DT_JOB_BUCKETS (2 * CRUX_DT_MAX_JOBS)
-#define DT_ROUTE_BUCKETS (2 * CRUX_DT_MAX_ROUTES)
-#define DT_MIN_BUCKETS 8u
+#define DT_JOB_BUCKETS	    (2 * CRUX_DT_MAX_JOBS)
+#define DT_ROUTE_BUCKETS    (2 * CRUX_DT_MAX_ROUTES)
+#define DT_MIN_BUCKETS	    8u
 #define DT_READ_ALL_RETRIES (16 * CRUX_SEQ_MAX_RETRIES)
 
 struct dt_job_slot {
@@ -59,7 +59,7 @@ struct dt_bank {
 	struct crux_level_map levels[CRUX_MAX_LEVELS];
 	uint32_t njobs;
 	uint32_t nroutes;
-	uint32_t job_mask;   /* index buckets - 1 (power of two - 1) */
+	uint32_t job_mask; /* index buckets - 1 (power of two - 1) */
 	uint32_t route_mask;
 	uint64_t reserved[2];
 	uint16_t job_index[DT_JOB_BUCKETS];
@@ -93,7 +93,8 @@ struct crux_dt_reader {
 struct crux_dt_writer {
 	struct crux_shm_map map;
 	struct dt_file *f;
-	struct dt_bank *stage;   /* the current contents, private: what the next publish starts from */
+	struct dt_bank
+	    *stage; /* the current contents, private: what the next publish starts from */
 	struct dt_bank *scratch; /* the next contents while they are built and checked */
 };
 
@@ -138,8 +139,8 @@ static inline struct peer_words peer_words(const struct crux_addr *a)
 
 static inline uint32_t route_hash(uint64_t key, const struct peer_words *p)
 {
-	uint64_t x = key ^ (p->lo * 0xff51afd7ed558ccdull) ^ (p->hi * 0xc4ceb9fe1a85ec53ull) ^
-		     p->family;
+	uint64_t x =
+	    key ^ (p->lo * 0xff51afd7ed558ccdull) ^ (p->hi * 0xc4ceb9fe1a85ec53ull) ^ p->family;
 	return job_hash(x);
 }
 
@@ -162,8 +163,7 @@ void crux_dt_settings_default(uint32_t nlevels, struct crux_dt_settings *out)
 	out->heartbeat_timeout_ns = CRUX_DT_DEFAULT_HEARTBEAT_TIMEOUT_NS;
 }
 
-crux_status_t crux_dt_settings_validate(const struct crux_dt_settings *s, char *err,
-					size_t errlen)
+crux_status_t crux_dt_settings_validate(const struct crux_dt_settings *s, char *err, size_t errlen)
 {
 	if (s->nlevels < 1 || s->nlevels > CRUX_MAX_LEVELS) {
 		crux_set_err(err, errlen, "number of levels %u is not in [1, %d]",
@@ -266,7 +266,8 @@ static crux_status_t bank_validate(const struct dt_bank *b, char *err, size_t er
 		const struct dt_job_slot *j = &b->jobs[i];
 		if (j->key == 0 || j->level >= b->nlevels || j->state > CRUX_JOB_OVERRIDDEN ||
 		    !memchr(j->id, '\0', sizeof(j->id))) {
-			crux_set_err(err, errlen, "job entry %u is invalid (key, level %u, state "
+			crux_set_err(err, errlen,
+				     "job entry %u is invalid (key, level %u, state "
 				     "%u or unterminated id)",
 				     (unsigned)i, (unsigned)j->level, (unsigned)j->state);
 			return CRUX_ERR_CORRUPT;
@@ -276,7 +277,8 @@ static crux_status_t bank_validate(const struct dt_bank *b, char *err, size_t er
 		const struct dt_route_slot *r = &b->routes[i];
 		if (r->key == 0 || r->nports > CRUX_ROUTE_MAX_PORTS ||
 		    (r->peer.family != 4 && r->peer.family != 6)) {
-			crux_set_err(err, errlen, "route entry %u is invalid (key, %u ports or "
+			crux_set_err(err, errlen,
+				     "route entry %u is invalid (key, %u ports or "
 				     "address family %u)",
 				     (unsigned)i, (unsigned)r->nports, (unsigned)r->peer.family);
 			return CRUX_ERR_CORRUPT;
@@ -290,8 +292,7 @@ static crux_status_t bank_validate(const struct dt_bank *b, char *err, size_t er
  * Counts are clamped before they size a copy; the copy is validated by the
  * caller once the sequence check passed.
  */
-static crux_status_t bank_snapshot(const struct dt_file *f, struct dt_bank *dst,
-				   unsigned retries)
+static crux_status_t bank_snapshot(const struct dt_file *f, struct dt_bank *dst, unsigned retries)
 {
 	for (unsigned t = 0; t < retries; t++) {
 		uint32_t a = atomic_load_explicit(&f->top.active, memory_order_acquire) & 1u;
@@ -303,8 +304,8 @@ static crux_status_t bank_snapshot(const struct dt_file *f, struct dt_bank *dst,
 		}
 		memcpy(dst, b, offsetof(struct dt_bank, job_index));
 		uint32_t jm = dst->job_mask < DT_JOB_BUCKETS ? dst->job_mask : DT_JOB_BUCKETS - 1;
-		uint32_t rm = dst->route_mask < DT_ROUTE_BUCKETS ? dst->route_mask
-								 : DT_ROUTE_BUCKETS - 1;
+		uint32_t rm =
+		    dst->route_mask < DT_ROUTE_BUCKETS ? dst->route_mask : DT_ROUTE_BUCKETS - 1;
 		uint32_t nj = dst->njobs < CRUX_DT_MAX_JOBS ? dst->njobs : CRUX_DT_MAX_JOBS;
 		uint32_t nr = dst->nroutes < CRUX_DT_MAX_ROUTES ? dst->nroutes : CRUX_DT_MAX_ROUTES;
 		memcpy(dst->job_index, b->job_index, (jm + 1) * sizeof(uint16_t));
@@ -385,8 +386,8 @@ crux_status_t crux_dt_reader_open(const char *dir, struct crux_dt_reader **out)
 	return st;
 }
 
-crux_status_t crux_dt_reader_open_buffer(const void *base, size_t size,
-					 struct crux_dt_reader **out, char *err, size_t errlen)
+crux_status_t crux_dt_reader_open_buffer(const void *base, size_t size, struct crux_dt_reader **out,
+					 char *err, size_t errlen)
 {
 	crux_status_t st = crux_dt_validate_mapped(base, size, err, errlen);
 	if (st != CRUX_OK && st != CRUX_ERR_BUSY)
@@ -409,6 +410,15 @@ void crux_dt_reader_close(struct crux_dt_reader *r)
 	free(r);
 }
 
+bool crux_dt_reader_is_current(const struct crux_dt_reader *r)
+{
+	struct stat a, b;
+	if (r->map.fd < 0)
+		return true; /* a buffer, not a file */
+	return fstat(r->map.fd, &a) == 0 && lstat(r->map.path, &b) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
 uint64_t crux_dt_generation(const struct crux_dt_reader *r)
 {
 	return atomic_load_explicit(&((struct dt_file *)r->f)->hdr.generation,
@@ -417,8 +427,8 @@ uint64_t crux_dt_generation(const struct crux_dt_reader *r)
 
 static uint64_t hb_age(const struct dt_file *f, uint64_t now_ns)
 {
-	uint64_t hb = atomic_load_explicit(&((struct dt_file *)f)->hdr.heartbeat_ns,
-					   memory_order_relaxed);
+	uint64_t hb =
+	    atomic_load_explicit(&((struct dt_file *)f)->hdr.heartbeat_ns, memory_order_relaxed);
 	if (hb == 0)
 		return UINT64_MAX;
 	return now_ns > hb ? now_ns - hb : 0;
@@ -514,8 +524,8 @@ crux_status_t crux_dt_lookup(const struct crux_dt_reader *r, uint64_t job_key,
 					uint64_t lo, hi;
 					memcpy(&lo, rt->peer.bytes, 8);
 					memcpy(&hi, rt->peer.bytes + 8, 8);
-					if (LOAD(rt->key) == job_key && lo == pw.lo && hi == pw.hi &&
-					    rt->peer.family == pw.family) {
+					if (LOAD(rt->key) == job_key && lo == pw.lo &&
+					    hi == pw.hi && rt->peer.family == pw.family) {
 						path_id = rt->path_id;
 						nports = LOAD(rt->nports);
 						memcpy(ports, rt->ports, sizeof(ports));
@@ -654,9 +664,9 @@ static uint32_t buckets_for(uint32_t n, uint32_t max)
 }
 
 /* Fill stage's entries and indexes from the caller's arrays; stage settings are kept. */
-static crux_status_t stage_build(struct dt_bank *st, const struct crux_dt_job *jobs,
-				 uint32_t njobs, const struct crux_dt_route *routes,
-				 uint32_t nroutes, char *err, size_t errlen)
+static crux_status_t stage_build(struct dt_bank *st, const struct crux_dt_job *jobs, uint32_t njobs,
+				 const struct crux_dt_route *routes, uint32_t nroutes, char *err,
+				 size_t errlen)
 {
 	if (njobs > CRUX_DT_MAX_JOBS || nroutes > CRUX_DT_MAX_ROUTES) {
 		crux_set_err(err, errlen, "%u jobs / %u routes exceed the limits %d / %d",
@@ -723,7 +733,8 @@ static crux_status_t stage_build(struct dt_bank *st, const struct crux_dt_job *j
 			if (o->key == s.key && crux_addr_equal(&o->peer, &s.peer)) {
 				char a[CRUX_ADDR_STRLEN];
 				crux_addr_format(&s.peer, a, sizeof(a));
-				crux_set_err(err, errlen, "route (job %016llx, peer %s) appears twice",
+				crux_set_err(err, errlen,
+					     "route (job %016llx, peer %s) appears twice",
 					     (unsigned long long)s.key, a);
 				return CRUX_ERR_INVAL;
 			}
@@ -793,8 +804,8 @@ static pid_t flock_holder(dev_t dev, ino_t ino)
 		unsigned maj, min;
 		unsigned long long in;
 		/* "1: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF" */
-		if (sscanf(line, "%*d: %15s %*s %*s %d %x:%x:%llu", type, &pid, &maj, &min,
-			   &in) != 5)
+		if (sscanf(line, "%*d: %15s %*s %*s %d %x:%x:%llu", type, &pid, &maj, &min, &in) !=
+		    5)
 			continue;
 		if (strcmp(type, "FLOCK") == 0 && in == (unsigned long long)ino &&
 		    maj == major(dev) && min == minor(dev))
@@ -886,13 +897,14 @@ crux_status_t crux_dt_writer_open_ex(const char *dir, const struct crux_dt_setti
 				if (holder_pid)
 					*holder_pid = holder;
 				if (holder > 0)
-					crux_set_err(err, errlen,
-						     "%s is held by another writer (pid %d); stop it "
-						     "first (cruxd, or a running cruxctl)",
-						     w->map.path, (int)holder);
+					crux_set_err(
+					    err, errlen,
+					    "%s is held by another writer (pid %d); stop it "
+					    "first (cruxd, or a running cruxctl)",
+					    w->map.path, (int)holder);
 				else
-					crux_set_err(err, errlen,
-						     "%s is held by another writer", w->map.path);
+					crux_set_err(err, errlen, "%s is held by another writer",
+						     w->map.path);
 				st = CRUX_ERR_BUSY;
 			} else {
 				crux_set_err(err, errlen, "cannot lock %s: %s", w->map.path,
@@ -962,8 +974,7 @@ crux_status_t crux_dt_writer_open(const char *dir, const struct crux_dt_settings
 				  struct crux_dt_writer **out, pid_t *holder_pid)
 {
 	char err[512];
-	crux_status_t st = crux_dt_writer_open_ex(dir, settings, out, holder_pid, err,
-						  sizeof(err));
+	crux_status_t st = crux_dt_writer_open_ex(dir, settings, out, holder_pid, err, sizeof(err));
 	if (st != CRUX_OK)
 		crux_err("%s", err);
 	return st;
@@ -999,8 +1010,7 @@ crux_status_t crux_dt_publish_ex(struct crux_dt_writer *w, const struct crux_dt_
 }
 
 crux_status_t crux_dt_publish(struct crux_dt_writer *w, const struct crux_dt_job *jobs,
-			      uint32_t njobs, const struct crux_dt_route *routes,
-			      uint32_t nroutes)
+			      uint32_t njobs, const struct crux_dt_route *routes, uint32_t nroutes)
 {
 	char err[256];
 	crux_status_t st = crux_dt_publish_ex(w, jobs, njobs, routes, nroutes, err, sizeof(err));

@@ -65,8 +65,9 @@ crux_status_t crux_parse_int(const char *name, const char *value, long long min,
 	}
 	if (!ok || v < min || v > max) {
 		crux_env_quote(p, shown, sizeof(shown));
-		crux_set_err(err, errlen, "%s='%s' is not valid: expected an integer in [%lld, %lld]",
-			     name, shown, min, max);
+		crux_set_err(err, errlen,
+			     "%s='%s' is not valid: expected an integer in [%lld, %lld]", name,
+			     shown, min, max);
 		return CRUX_ERR_INVAL;
 	}
 	*out = v;
@@ -191,8 +192,7 @@ crux_status_t crux_env_bool(crux_getenv_fn fn, void *arg, const char *name, bool
 }
 
 crux_status_t crux_env_enum(crux_getenv_fn fn, void *arg, const char *name,
-			    const char *const *choices, int def, int *out, char *err,
-			    size_t errlen)
+			    const char *const *choices, int def, int *out, char *err, size_t errlen)
 {
 	const char *v = crux_env_get(fn, arg, name);
 	if (!v) {
@@ -208,7 +208,8 @@ crux_status_t crux_env_enum(crux_getenv_fn fn, void *arg, const char *name,
 	if (err && errlen) {
 		char shown[CRUX_ENV_SHOWN_LEN];
 		crux_env_quote(v, shown, sizeof(shown));
-		int n = snprintf(err, errlen, "%s='%s' is not valid: expected one of ", name, shown);
+		int n =
+		    snprintf(err, errlen, "%s='%s' is not valid: expected one of ", name, shown);
 		for (int i = 0; choices[i] && n >= 0 && (size_t)n < errlen; i++)
 			n += snprintf(err + n, errlen - (size_t)n, "%s%s", i ? ", " : "",
 				      choices[i]);
@@ -220,11 +221,7 @@ static const struct {
 	const char *suffix;
 	uint64_t ns;
 } duration_units[] = {
-	{"ns", 1ull},
-	{"us", 1000ull},
-	{"ms", 1000000ull},
-	{"s", 1000000000ull},
-	{"m", 60000000000ull},
+    {"ns", 1ull}, {"us", 1000ull}, {"ms", 1000000ull}, {"s", 1000000000ull}, {"m", 60000000000ull},
 };
 
 crux_status_t crux_parse_duration_ns(const char *name, const char *value, uint64_t min_ns,
@@ -285,10 +282,9 @@ crux_status_t crux_parse_duration_ns(const char *name, const char *value, uint64
 	return CRUX_OK;
 }
 
-crux_status_t crux_env_duration_ns(crux_getenv_fn fn, void *arg, const char *name,
-				   uint64_t def_ns, uint64_t min_ns, uint64_t max_ns,
-				   uint64_t default_unit_ns, uint64_t *out, char *err,
-				   size_t errlen)
+crux_status_t crux_env_duration_ns(crux_getenv_fn fn, void *arg, const char *name, uint64_t def_ns,
+				   uint64_t min_ns, uint64_t max_ns, uint64_t default_unit_ns,
+				   uint64_t *out, char *err, size_t errlen)
 {
 	const char *v = crux_env_get(fn, arg, name);
 	if (!v) {

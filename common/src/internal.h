@@ -12,7 +12,16 @@ void crux_env_quote(const char *value, char *buf, size_t len);
 
 /* snprintf into err when err is non-NULL. */
 void crux_set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
+
+/*
+ * Check the shared-memory directory (crux_shm_dir_check_ex), open it and
+ * check the opened directory again: *dfd_out is safe to use with *at().
+ */
+#include "crux/status.h"
+#include <stdbool.h>
+crux_status_t crux_shm_open_dir(const char *dir, bool create, int *dfd_out, char *err,
+				size_t errlen);
 
 /* 64-bit mixer (splitmix64 finaliser): the hash of the decision table index. */
 static inline uint64_t crux_mix64(uint64_t x)

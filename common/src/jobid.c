@@ -84,8 +84,7 @@ static crux_status_t check_crux_job_id(const char *v, char *err, size_t errlen)
 }
 
 crux_status_t crux_job_identity_derive_ex(crux_getenv_fn fn, void *arg,
-					  struct crux_job_identity *out, char *err,
-					  size_t errlen)
+					  struct crux_job_identity *out, char *err, size_t errlen)
 {
 	struct crux_job_identity id;
 	char full[512];
@@ -164,8 +163,7 @@ done:
 	return CRUX_OK;
 }
 
-crux_status_t crux_job_identity_derive(crux_getenv_fn fn, void *arg,
-				       struct crux_job_identity *out)
+crux_status_t crux_job_identity_derive(crux_getenv_fn fn, void *arg, struct crux_job_identity *out)
 {
 	char err[256];
 	crux_status_t st = crux_job_identity_derive_ex(fn, arg, out, err, sizeof(err));
@@ -188,11 +186,11 @@ crux_status_t crux_rank_info_derive(crux_getenv_fn fn, void *arg, struct crux_ra
 {
 	/* Most specific first: torchrun sets RANK for the worker even under srun/mpirun. */
 	static const char *const sets[][3] = {
-		{"RANK", "WORLD_SIZE", "LOCAL_RANK"},
-		{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
-		{"PMIX_RANK", "PMIX_SIZE", "PMIX_LOCAL_RANK"},
-		{"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"},
-		{"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+	    {"RANK", "WORLD_SIZE", "LOCAL_RANK"},
+	    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+	    {"PMIX_RANK", "PMIX_SIZE", "PMIX_LOCAL_RANK"},
+	    {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"},
+	    {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
 	};
 	struct crux_rank_info ri = {-1, -1, -1};
 	for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++) {

@@ -15,7 +15,7 @@
 #include "internal.h"
 
 #define CRUX_LOG_COMPONENT_LEN 32
-#define CRUX_LOG_ONCE_SLOTS 256
+#define CRUX_LOG_ONCE_SLOTS    256
 
 struct crux_log_ctx {
 	_Atomic int level;
@@ -28,8 +28,8 @@ struct crux_log_ctx {
 };
 
 static struct crux_log_ctx crux_log_ctx = {
-	.level = CRUX_LOG_WARN,
-	.component = "crux",
+    .level = CRUX_LOG_WARN,
+    .component = "crux",
 };
 
 static const char *const level_names[] = {"error", "warn", "info", "debug", NULL};
@@ -48,8 +48,8 @@ crux_status_t crux_log_parse_level(crux_getenv_fn fn, void *arg, enum crux_log_l
 		return CRUX_OK;
 	}
 	int idx;
-	crux_status_t st = crux_env_enum(fn, arg, "CRUX_LOG_LEVEL", level_names, CRUX_LOG_WARN,
-					 &idx, NULL, 0);
+	crux_status_t st =
+	    crux_env_enum(fn, arg, "CRUX_LOG_LEVEL", level_names, CRUX_LOG_WARN, &idx, NULL, 0);
 	if (st != CRUX_OK) {
 		if (err && errlen) {
 			char shown[CRUX_ENV_SHOWN_LEN];
@@ -100,8 +100,7 @@ void crux_log_set_level(enum crux_log_level level)
 
 enum crux_log_level crux_log_get_level(void)
 {
-	return (enum crux_log_level)atomic_load_explicit(&crux_log_ctx.level,
-							 memory_order_relaxed);
+	return (enum crux_log_level)atomic_load_explicit(&crux_log_ctx.level, memory_order_relaxed);
 }
 
 static const char *level_tag(enum crux_log_level level)

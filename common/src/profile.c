@@ -13,8 +13,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,8 +156,8 @@ crux_status_t crux_prof_open_self_ex(const char *dir, const struct crux_prof_ide
 		if (st != CRUX_ERR_NOENT)
 			break;
 		st = crux_shm_create_ex(dir, name, CRUX_PROF_MAGIC, CRUX_PROF_VERSION,
-					sizeof(struct prof_file), 0644, true, prof_init,
-					(void *)id, &h->map, err, errlen);
+					sizeof(struct prof_file), 0644, true, prof_init, (void *)id,
+					&h->map, err, errlen);
 		if (st != CRUX_ERR_EXIST)
 			break;
 	}
@@ -305,7 +305,8 @@ crux_status_t crux_prof_validate_buffer(const void *base, size_t size, pid_t exp
 	out->has_compute = count > 0;
 	if (!memchr(out->compute.device, '\0', sizeof(out->compute.device)) ||
 	    out->compute.timing_backend > CRUX_TIMING_CUPTI) {
-		crux_set_err(err, errlen, "compute section: unterminated device name or timing "
+		crux_set_err(err, errlen,
+			     "compute section: unterminated device name or timing "
 			     "backend %u unknown",
 			     out->compute.timing_backend);
 		return CRUX_ERR_CORRUPT;
@@ -352,8 +353,8 @@ crux_status_t crux_prof_validate_buffer(const void *base, size_t size, pid_t exp
 	return CRUX_OK;
 }
 
-static crux_status_t prof_read(const char *dir, const char *name,
-			       struct crux_prof_snapshot *out, char *err, size_t errlen)
+static crux_status_t prof_read(const char *dir, const char *name, struct crux_prof_snapshot *out,
+			       char *err, size_t errlen)
 {
 	pid_t pid;
 	uint64_t start;
@@ -362,7 +363,8 @@ static crux_status_t prof_read(const char *dir, const char *name,
 	crux_status_t st;
 
 	if (!crux_prof_parse_name(name, &pid, &start)) {
-		crux_set_err(err, errlen, "%s/%s: not a profile record name (" CRUX_PROF_PREFIX
+		crux_set_err(err, errlen,
+			     "%s/%s: not a profile record name (" CRUX_PROF_PREFIX
 			     "<pid>-<starttime>" CRUX_PROF_SUFFIX ")",
 			     dir, name);
 		return CRUX_ERR_INVAL;
@@ -380,8 +382,8 @@ static crux_status_t prof_read(const char *dir, const char *name,
 	return st;
 }
 
-crux_status_t crux_prof_read_ex(const char *dir, const char *name,
-				struct crux_prof_snapshot *out, char *err, size_t errlen)
+crux_status_t crux_prof_read_ex(const char *dir, const char *name, struct crux_prof_snapshot *out,
+				char *err, size_t errlen)
 {
 	/* A private snapshot: 'out' is written only on success. */
 	struct crux_prof_snapshot *tmp = malloc(sizeof(*tmp));
@@ -425,15 +427,13 @@ crux_status_t crux_prof_scan(const char *dir, unsigned flags, crux_prof_scan_fn 
 {
 	struct crux_prof_scan_stats s = {0, 0, 0, 0};
 	char err[768];
-	crux_status_t st = crux_shm_dir_check_ex(dir, false, err, sizeof(err));
+	int dfd;
+	crux_status_t st = crux_shm_open_dir(dir, false, &dfd, err, sizeof(err));
 	if (st != CRUX_OK) {
 		if (crux_log_once_key(report_key(dir, "", st)))
 			crux_warn("profile scan: %s", err);
 		return st;
 	}
-	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dfd < 0)
-		return CRUX_ERR_IO;
 	DIR *d = fdopendir(dfd);
 	if (!d) {
 		close(dfd);
@@ -459,9 +459,10 @@ crux_status_t crux_prof_scan(const char *dir, unsigned flags, crux_prof_scan_fn 
 		if (!crux_prof_parse_name(name, &pid, &start)) {
 			s.invalid++;
 			if (crux_log_once_key(report_key(dir, name, CRUX_ERR_INVAL)))
-				crux_warn("skipping %s/%s: not a profile record name (" CRUX_PROF_PREFIX
-					  "<pid>-<starttime>" CRUX_PROF_SUFFIX "); remove it",
-					  dir, name);
+				crux_warn(
+				    "skipping %s/%s: not a profile record name (" CRUX_PROF_PREFIX
+				    "<pid>-<starttime>" CRUX_PROF_SUFFIX "); remove it",
+				    dir, name);
 			continue;
 		}
 		if ((flags & CRUX_PROF_SCAN_REAP) && !crux_proc_alive(pid, start)) {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <errno.h>
-#include <signal.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,11 +67,12 @@ static crux_status_t check_dir_stat(const char *dir, const struct stat *st, char
 	}
 	uid_t me = geteuid();
 	if (st->st_uid != 0 && st->st_uid != me) {
-		crux_set_err(err, errlen,
-			     "%s is owned by uid %u, neither root nor this user (uid %u), who could "
-			     "replace the records in it; fix: chown %u %s, or set CRUX_SHM_DIR to a "
-			     "directory of this user",
-			     dir, (unsigned)st->st_uid, (unsigned)me, (unsigned)me, dir);
+		crux_set_err(
+		    err, errlen,
+		    "%s is owned by uid %u, neither root nor this user (uid %u), who could "
+		    "replace the records in it; fix: chown %u %s, or set CRUX_SHM_DIR to a "
+		    "directory of this user",
+		    dir, (unsigned)st->st_uid, (unsigned)me, (unsigned)me, dir);
 		return CRUX_ERR_PERM;
 	}
 	if (st->st_mode & (S_IWGRP | S_IWOTH)) {
@@ -114,8 +115,8 @@ crux_status_t crux_shm_dir_check_ex(const char *dir, bool create, char *err, siz
 			return CRUX_ERR_IO;
 		}
 		/* The umask may have taken read/search bits that readers need. */
-		if (S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
-		    (st.st_mode & 07777) != 0755 && chmod(dir, 0755) == 0)
+		if (S_ISDIR(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 07777) != 0755 &&
+		    chmod(dir, 0755) == 0)
 			st.st_mode = (st.st_mode & ~07777u) | 0755;
 	}
 	return check_dir_stat(dir, &st, err, errlen);
@@ -133,8 +134,8 @@ crux_status_t crux_shm_dir_check(const char *dir, bool create)
 }
 
 /* Open the directory itself and check what was opened (no race with a swap). */
-static crux_status_t open_dir(const char *dir, bool create, int *dfd_out, char *err,
-			      size_t errlen)
+crux_status_t crux_shm_open_dir(const char *dir, bool create, int *dfd_out, char *err,
+				size_t errlen)
 {
 	crux_status_t st = crux_shm_dir_check_ex(dir, create, err, errlen);
 	if (st != CRUX_OK)
@@ -171,7 +172,8 @@ static crux_status_t header_check(const struct crux_shm_header *h, uint32_t magi
 				  uint16_t layout_version, char *err, size_t errlen)
 {
 	if (h->magic != magic) {
-		crux_set_err(err, errlen, "wrong magic 0x%08x (expected 0x%08x): not a record of "
+		crux_set_err(err, errlen,
+			     "wrong magic 0x%08x (expected 0x%08x): not a record of "
 			     "this kind",
 			     h->magic, magic);
 		return CRUX_ERR_CORRUPT;
@@ -227,8 +229,8 @@ crux_status_t crux_shm_validate(const void *buf, size_t avail, uint32_t magic,
 static crux_status_t map_fd(int fd, size_t size, bool writable, void **base, char *err,
 			    size_t errlen, const char *path)
 {
-	void *p = mmap(NULL, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd,
-		       0);
+	void *p =
+	    mmap(NULL, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
 		crux_set_err(err, errlen, "cannot map %s: %s", path, strerror(errno));
 		return CRUX_ERR_IO;
@@ -256,7 +258,7 @@ crux_status_t crux_shm_create_ex(const char *dir, const char *name, uint32_t mag
 		crux_set_err(err, errlen, "path %s/%s is too long", dir, name);
 		return CRUX_ERR_INVAL;
 	}
-	st = open_dir(dir, true, &dfd, err, errlen);
+	st = crux_shm_open_dir(dir, true, &dfd, err, errlen);
 	if (st != CRUX_OK)
 		return st;
 
@@ -269,8 +271,18 @@ crux_status_t crux_shm_create_ex(const char *dir, const char *name, uint32_t mag
 			break;
 	}
 	if (fd < 0) {
-		crux_set_err(err, errlen, "cannot create a file in %s: %s", dir, strerror(errno));
-		st = errno == EACCES ? CRUX_ERR_PERM : CRUX_ERR_IO;
+		int e = errno;
+		if (e == EACCES || e == EPERM || e == EROFS)
+			crux_set_err(
+			    err, errlen,
+			    "cannot create a file in %s: %s; fix: run this process as the "
+			    "user that owns %s (the agent's), or give the directory to this "
+			    "user (chown %u %s)",
+			    dir, strerror(e), dir, (unsigned)geteuid(), dir);
+		else
+			crux_set_err(err, errlen, "cannot create a file in %s: %s", dir,
+				     strerror(e));
+		st = (e == EACCES || e == EPERM || e == EROFS) ? CRUX_ERR_PERM : CRUX_ERR_IO;
 		goto out_close;
 	}
 	tmp_exists = true;
@@ -370,12 +382,12 @@ crux_status_t crux_shm_open_ex(const char *dir, const char *name, uint32_t magic
 		crux_set_err(err, errlen, "path %s/%s is too long", dir, name);
 		return CRUX_ERR_INVAL;
 	}
-	st = open_dir(dir, false, &dfd, err, errlen);
+	st = crux_shm_open_dir(dir, false, &dfd, err, errlen);
 	if (st != CRUX_OK)
 		return st;
 	/* O_NONBLOCK: a FIFO planted under the name must not hang us. */
-	fd = openat(dfd, name, (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_NONBLOCK |
-				       O_CLOEXEC);
+	fd =
+	    openat(dfd, name, (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0) {
 		int e = errno;
 		if (e == ENOENT) {
@@ -383,12 +395,14 @@ crux_status_t crux_shm_open_ex(const char *dir, const char *name, uint32_t magic
 			st = CRUX_ERR_NOENT;
 		} else if (e == ELOOP) {
 			crux_set_err(err, errlen,
-				     "%s is a symbolic link; refusing to follow it; fix: rm %s", path,
-				     path);
+				     "%s is a symbolic link; refusing to follow it; fix: rm %s",
+				     path, path);
 			st = CRUX_ERR_PERM;
 		} else if (e == EISDIR) {
-			crux_set_err(err, errlen, "%s is a directory, not a record file; fix: "
-				     "remove it", path);
+			crux_set_err(err, errlen,
+				     "%s is a directory, not a record file; fix: "
+				     "remove it",
+				     path);
 			st = CRUX_ERR_PERM;
 		} else {
 			crux_set_err(err, errlen, "cannot open %s: %s", path, strerror(e));
@@ -437,13 +451,15 @@ crux_status_t crux_shm_open_ex(const char *dir, const char *name, uint32_t magic
 		st = header_check(&h, magic, layout_version, why, sizeof(why));
 	}
 	if (st == CRUX_OK && (uint64_t)sb.st_size != size) {
-		snprintf(why, sizeof(why), "file has %lld bytes, this layout needs %zu (truncated "
+		snprintf(why, sizeof(why),
+			 "file has %lld bytes, this layout needs %zu (truncated "
 			 "or from another build)",
 			 (long long)sb.st_size, size);
 		st = CRUX_ERR_CORRUPT;
 	}
 	if (st != CRUX_OK) {
-		crux_set_err(err, errlen, "%s is not a valid record: %s; fix: remove it (the "
+		crux_set_err(err, errlen,
+			     "%s is not a valid record: %s; fix: remove it (the "
 			     "writer recreates it)",
 			     path, why);
 		goto out_close;
@@ -478,9 +494,8 @@ crux_status_t crux_shm_open(const char *dir, const char *name, uint32_t magic,
 			    struct crux_shm_map *out)
 {
 	char err[512];
-	crux_status_t st =
-		crux_shm_open_ex(dir, name, magic, layout_version, size, writable, out, err,
-				 sizeof(err));
+	crux_status_t st = crux_shm_open_ex(dir, name, magic, layout_version, size, writable, out,
+					    err, sizeof(err));
 	if (st == CRUX_ERR_NOENT)
 		crux_debug("%s", err);
 	else if (st != CRUX_OK)

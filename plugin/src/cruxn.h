@@ -147,9 +147,9 @@ struct cruxn_context {
 	int ndt_retired;
 	_Atomic uint64_t dt_next_try_ns;
 	_Atomic int dt_state; /* last logged table condition, for one log line per change */
-	_Atomic int once_prio_fail;
-	_Atomic int once_port_fail;
-	_Atomic int once_prof_fail;
+	int once_prio_fail; /* crux_log_once flags (plain ints for __atomic) */
+	int once_port_fail;
+	int once_prof_fail;
 	ino_t dt_ino; /* file the current reader maps */
 	dev_t dt_dev;
 
@@ -165,7 +165,7 @@ struct cruxn_context {
 	bool pub_stop;
 
 	/* Connect states in progress (validates pointers kept in NCCL's handle). */
-	void *connecting[256];
+	void *connecting[4096];
 };
 
 extern struct cruxn_context cruxn_ctx;

@@ -37,6 +37,7 @@ struct cruxn_listen {
 	int pend_fds[1 + CRUXN_MAX_SOCKS * 2];
 	struct cruxn_hello pend_hello[1 + CRUXN_MAX_SOCKS * 2];
 	size_t pend_off[1 + CRUXN_MAX_SOCKS * 2];
+	uint64_t pend_since[1 + CRUXN_MAX_SOCKS * 2];
 	int npend;
 	bool bound;
 	struct cruxn_hello first; /* hello that bound this listener to one connection */
@@ -239,7 +240,8 @@ static void *helper_main(void *arg)
 		if (!work)
 			helper_wait(c, h->id);
 		else if (!progress && npoll > 0)
-			(void)poll(pfd, (nfds_t)npoll, HELPER_WAIT_MS);
+			/* With several sockets per thread, an idle one may get work meanwhile. */
+			(void)poll(pfd, (nfds_t)npoll, c->nsocks > c->nthreads ? 1 : HELPER_WAIT_MS);
 	}
 	return NULL;
 }
@@ -284,14 +286,32 @@ static struct cruxn_set *set_new(uint32_t epoch, int nsocks)
 	return s;
 }
 
-/* Close sets whose queued tasks have all finished. */
+/* Has the receiver closed every socket of this set (EOF or error readable)? */
+static bool set_peer_closed(const struct cruxn_set *s)
+{
+	for (int i = 0; i < s->nsocks; i++) {
+		char b;
+		ssize_t n = recv(s->fds[i], &b, 1, MSG_PEEK | MSG_DONTWAIT);
+		if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Close sets whose queued tasks have all finished. The sender waits for the
+ * receiver to close first: its data may still sit in the socket buffers, and
+ * the TIME_WAIT state then stays on the receiver, so this source port can
+ * reach the same listener again when the route comes back.
+ */
 static void reap_retired(struct cruxn_comm *c)
 {
 	struct cruxn_set **pp = &c->retired;
 
 	while (*pp) {
 		struct cruxn_set *s = *pp;
-		if (atomic_load_explicit(&s->tasks, memory_order_acquire) == 0) {
+		if (atomic_load_explicit(&s->tasks, memory_order_acquire) == 0 &&
+		    (!c->is_send || set_peer_closed(s))) {
 			*pp = s->next;
 			set_close(s);
 		} else {
@@ -656,6 +676,7 @@ static cruxn_result_t connect_finish(struct cruxn_connecting *st, void **send_co
 	st->fds[0] = -1;
 	for (int i = 0; i < st->nsocks; i++) {
 		s->fds[i] = st->fds[i + 1];
+		s->sports[i] = route_port(&st->tag.route, i);
 		st->fds[i + 1] = -1;
 	}
 	c->cur = s;
@@ -860,11 +881,17 @@ cruxn_result_t cruxn_accept(void *listen_comm, void **recv_comm)
 			return CRUXN_SYSTEM_ERROR;
 		}
 		if (l->npend >= maxpend) {
-			close(fd);
-			continue;
+			/* Full of peers that never greeted: make room by dropping the oldest. */
+			int old = 0;
+			for (int i = 1; i < l->npend; i++)
+				if (l->pend_since[i] < l->pend_since[old])
+					old = i;
+			pend_drop(l->pend_fds, l->pend_hello, l->pend_off, &l->npend, old, true);
+			l->pend_since[old] = l->pend_since[l->npend];
 		}
 		l->pend_fds[l->npend] = fd;
 		l->pend_off[l->npend] = 0;
+		l->pend_since[l->npend] = now_ns();
 		l->npend++;
 	}
 	for (int i = 0; i < l->npend;) {
@@ -873,6 +900,7 @@ cruxn_result_t cruxn_accept(void *listen_comm, void **recv_comm)
 		struct cruxn_hello *hl = &l->pend_hello[i];
 		if (e) {
 			pend_drop(l->pend_fds, l->pend_hello, l->pend_off, &l->npend, i, true);
+			l->pend_since[i] = l->pend_since[l->npend];
 			continue;
 		}
 		if (l->pend_off[i] < sizeof(*hl)) {
@@ -887,6 +915,7 @@ cruxn_result_t cruxn_accept(void *listen_comm, void **recv_comm)
 			crux_warn("accept: dropped a connection with an unexpected greeting (not a "
 				  "Crux peer of this listener)");
 			pend_drop(l->pend_fds, l->pend_hello, l->pend_off, &l->npend, i, true);
+			l->pend_since[i] = l->pend_since[l->npend];
 			continue;
 		}
 		if (!l->bound) {
@@ -902,6 +931,7 @@ cruxn_result_t cruxn_accept(void *listen_comm, void **recv_comm)
 			l->ndata++;
 		}
 		pend_drop(l->pend_fds, l->pend_hello, l->pend_off, &l->npend, i, false);
+		l->pend_since[i] = l->pend_since[l->npend];
 	}
 	if (l->bound && l->ctrl >= 0 && l->ndata == (int)l->first.nsocks)
 		return accept_finish(l, recv_comm);
@@ -975,14 +1005,40 @@ cruxn_result_t cruxn_dereg_mr(void *comm, void *mhandle)
 
 /* ---- sender data path ------------------------------------------------------ */
 
+static bool set_uses_port(const struct cruxn_set *s, uint16_t port)
+{
+	for (int i = 0; port && i < s->nsocks; i++)
+		if (s->sports[i] == port)
+			return true;
+	return false;
+}
+
 /* Open the data sockets of a new path towards the receiver's data listener. */
 static void path_start(struct cruxn_comm *c)
 {
-	struct cruxn_set *s = set_new(c->next_epoch, c->nsocks);
+	struct cruxn_set *s;
+	bool same = true;
 
+	for (int i = 0; i < c->nsocks; i++) {
+		uint16_t p = route_port(&c->tag.route, i);
+		if (p != c->cur->sports[i])
+			same = false;
+		/* Old sockets from this port to the same listener still drain: wait for them. */
+		for (struct cruxn_set *o = c->retired; o; o = o->next)
+			if (set_uses_port(o, p))
+				return;
+	}
+	if (same) {
+		/* The current sockets already realise this route (only its id changed). */
+		c->route_now = c->tag.route;
+		c->route_dirty = false;
+		return;
+	}
+	s = set_new(c->next_epoch, c->nsocks);
 	if (!s)
 		return;
 	for (int i = 0; i < c->nsocks; i++) {
+		s->sports[i] = route_port(&c->tag.route, i);
 		if (open_to_peer(c->dev, &c->peer.sa, c->peerlen, c->data_port,
 				 route_port(&c->tag.route, i), &s->fds[i]) != CRUX_OK) {
 			set_close(s);
@@ -1034,8 +1090,12 @@ static void path_progress(struct cruxn_comm *c)
 		}
 	}
 	if (s->ready_count == s->nsocks) {
+		char peer[80];
 		c->pending = NULL;
 		retire_current(c, s);
+		crux_info("connection to %s moved to path %u (socket set %u)",
+			  cruxn_sa_str(&c->peer.sa, peer, sizeof(peer)), c->route_now.path_id,
+			  s->epoch);
 	}
 }
 
@@ -1322,6 +1382,8 @@ static void recv_progress(struct cruxn_comm *c)
 		if (e)
 			comm_fail(c, e, "control socket");
 	}
+	if (c->retired)
+		reap_retired(c);
 	while (!atomic_load(&c->error)) {
 		struct cruxn_msg *m = &c->rx_hdr;
 		struct cruxn_req *r;

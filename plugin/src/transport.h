@@ -100,6 +100,7 @@ struct cruxn_set {
 	uint32_t epoch;
 	int nsocks;
 	int fds[CRUXN_MAX_SOCKS];
+	uint16_t sports[CRUXN_MAX_SOCKS]; /* source ports asked for (0 = ephemeral) */
 	/* connection progress of a set being opened (sender) or accepted (receiver) */
 	bool connected[CRUXN_MAX_SOCKS];
 	size_t hello_off[CRUXN_MAX_SOCKS];
@@ -172,7 +173,7 @@ struct cruxn_comm {
 	_Atomic int sleepers;
 	_Atomic bool stop;
 	_Atomic int error; /* errno-like; 0 = healthy */
-	_Atomic int err_logged;
+	int err_logged; /* crux_log_once flag */
 	bool ctrl_eof; /* the peer closed its control socket (orderly or not) */
 
 	struct cruxn_req reqs[CRUXN_NET_MAX_REQUESTS];

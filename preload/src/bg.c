@@ -39,8 +39,10 @@ struct span_rec {
 struct cruxp_bg {
 	/* Call history for the detector (ring indexed by total count). */
 	uint32_t hist[CRUXP_DET_MAX_CALLS];
+	uint64_t hist_t[CRUXP_DET_MAX_CALLS];
 	uint64_t hist_total;
 	uint32_t lin[CRUXP_DET_MAX_CALLS];
+	uint64_t lin_t[CRUXP_DET_MAX_CALLS];
 	struct cruxp_det_scratch *det;
 	bool det_valid;
 	struct cruxp_det_result res;
@@ -160,6 +162,7 @@ static void on_call(struct cruxp_bg *bg, const struct cruxp_call *c)
 	comm = cruxp_comm_find(c->comm);
 	sig = cruxp_call_sig(c, comm);
 	bytes = cruxp_call_bytes(c, comm);
+	bg->hist_t[bg->hist_total % CRUXP_DET_MAX_CALLS] = c->t_enter;
 	bg->hist[bg->hist_total++ % CRUXP_DET_MAX_CALLS] = sig;
 	memmove(bg->recent, bg->recent + 1, sizeof(bg->recent) - sizeof(bg->recent[0]));
 	bg->recent[CRUXP_DET_MAX_GRAM - 1] = sig;
@@ -185,21 +188,27 @@ static void run_detect(struct cruxp_bg *bg, uint64_t now)
 
 	bg->det_at_total = bg->hist_total;
 	bg->det_at_ns = now;
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		bg->lin[i] = bg->hist[(bg->hist_total - n + i) % CRUXP_DET_MAX_CALLS];
-	if (cruxp_detect(bg->lin, n, bg->det, &r) != CRUX_OK)
-		return;
-	if (bg->det_valid && r.anchor == bg->res.anchor) {
-		bg->res = r;
-		return;
+		bg->lin_t[i] = bg->hist_t[(bg->hist_total - n + i) % CRUXP_DET_MAX_CALLS];
 	}
+	if (cruxp_detect(bg->lin, bg->lin_t, n, bg->det, &r) != CRUX_OK)
+		return;
+	/*
+	 * Same period through another anchor (equivalent calls of one iteration):
+	 * keep counting with the current one; switching would cost an iteration.
+	 */
+	if (bg->det_valid && (r.anchor == bg->res.anchor ||
+			      (r.length == bg->res.length && bg->it_open &&
+			       bg->it_calls <= 3 * bg->res.length)))
+		return;
 	/* A change of period must show twice before it replaces the current one. */
 	if (bg->det_valid && (r.anchor != bg->cand_anchor || r.length != bg->cand_len)) {
 		bg->cand_anchor = r.anchor;
 		bg->cand_len = r.length;
 		return;
 	}
-	crux_debug("crux-preload: iteration period %u calls (anchor %016llx over %u calls, %u repeats, coverage %.2f)",
+	crux_debug("iteration period %u calls (anchor %016llx over %u calls, %u repeats, coverage %.2f)",
 		   r.length, (unsigned long long)r.anchor, r.gram, r.repeats, r.coverage);
 	bg->res = r;
 	bg->det_valid = true;
@@ -282,7 +291,7 @@ static void open_record(struct cruxp_bg *bg)
 	st = crux_prof_open_self(cruxp_ctx.cfg.shm_dir, &cruxp_ctx.ident, &bg->prof);
 	if (st != CRUX_OK && st != CRUX_ERR_NOENT)
 		crux_log_once(&bg->prof_said, CRUX_LOG_WARN,
-			      "crux-preload: cannot open the profile record in %s (%s); is cruxd running with the same CRUX_SHM_DIR?",
+			      "cannot open the profile record in %s (%s); is cruxd running with the same CRUX_SHM_DIR?",
 			      cruxp_ctx.cfg.shm_dir, crux_status_str(st));
 }
 
@@ -297,7 +306,7 @@ static void publish(struct cruxp_bg *bg, uint64_t now)
 		if (cruxp_static_nccl_scan(obj, sizeof(obj))) {
 			cruxp_ctx.static_nccl = true;
 			crux_log_once(&cruxp_ctx.static_said, CRUX_LOG_WARN,
-				      "crux-preload: NCCL is linked statically into %s: its calls cannot be intercepted, so this process is not profiled (use a framework build that links libnccl.so.2 dynamically)",
+				      "NCCL is linked statically into %s: its calls cannot be intercepted, so this process is not profiled (use a framework build that links libnccl.so.2 dynamically)",
 				      obj);
 		}
 	}
@@ -329,7 +338,7 @@ static void publish(struct cruxp_bg *bg, uint64_t now)
 	open_record(bg);
 	if (bg->prof)
 		crux_prof_publish_compute(bg->prof, &c);
-	crux_debug("crux-preload: window %llu: %llu iterations, %.6f s/iter, compute %.6f, comm %.6f, overlap %.6f",
+	crux_debug("window %llu: %llu iterations, %.6f s/iter, compute %.6f, comm %.6f, overlap %.6f",
 		   (unsigned long long)c.windows, (unsigned long long)c.iterations, c.iter_time_s,
 		   c.compute_s, c.comm_s, c.overlap_s);
 	bg->win_start = now;
@@ -400,7 +409,7 @@ static void pick_backend(void)
 			atomic_store(&cruxp_ctx.backend, CRUX_TIMING_CUPTI);
 			return;
 		}
-		crux_warn("crux-preload: CUPTI timing unavailable (%s); trying CUDA events",
+		crux_warn("CUPTI timing unavailable (%s); trying CUDA events",
 			  crux_status_str(st));
 		want = 2;
 	}
@@ -410,7 +419,7 @@ static void pick_backend(void)
 			atomic_store(&cruxp_ctx.backend, CRUX_TIMING_EVENTS);
 			return;
 		}
-		crux_warn("crux-preload: CUDA event timing unavailable (%s); using the host clock",
+		crux_warn("CUDA event timing unavailable (%s); using the host clock",
 			  crux_status_str(st));
 	}
 	atomic_store(&cruxp_ctx.backend, CRUX_TIMING_HOST);
@@ -478,7 +487,7 @@ static void start_locked(uintptr_t comm, int rank, int nranks)
 	cruxp_ctx.pid = getpid();
 	crux_log_init("crux-preload");
 	if (cruxp_config_parse(NULL, NULL, &cruxp_ctx.cfg, &enabled) != CRUX_OK) {
-		crux_err("crux-preload: profiling is off for this process; fix the variable above");
+		crux_err("profiling is off for this process; fix the variable above");
 		atomic_store(&cruxp_ctx.state, CRUXP_ST_OFF);
 		return;
 	}
@@ -508,7 +517,7 @@ static void start_locked(uintptr_t comm, int rank, int nranks)
 		st = bg_new(&cruxp_ctx.bg);
 	}
 	if (st != CRUX_OK) {
-		crux_err("crux-preload: out of memory; profiling is off for this process");
+		crux_err("out of memory; profiling is off for this process");
 		atomic_store(&cruxp_ctx.state, CRUXP_ST_OFF);
 		return;
 	}
@@ -522,12 +531,12 @@ static void start_locked(uintptr_t comm, int rank, int nranks)
 		pthread_create(&cruxp_ctx.thread, NULL, bg_main, cruxp_ctx.bg) == 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (!cruxp_ctx.thread_running) {
-		crux_err("crux-preload: cannot start the background thread; profiling is off");
+		crux_err("cannot start the background thread; profiling is off");
 		atomic_store(&cruxp_ctx.state, CRUXP_ST_OFF);
 		return;
 	}
 	pthread_setname_np(cruxp_ctx.thread, "crux-preload");
-	crux_info("crux-preload: profiling pid %d, timing %d, window %.1f s",
+	crux_info("profiling pid %d, timing %d, window %.1f s",
 		  (int)cruxp_ctx.pid, (int)atomic_load(&cruxp_ctx.backend),
 		  (double)cruxp_ctx.cfg.window_ns / 1e9);
 	atomic_store(&cruxp_ctx.state, CRUXP_ST_ACTIVE);
@@ -558,8 +567,9 @@ __attribute__((destructor)) static void cruxp_fini(void)
 	}
 	/* Never reached by any communicator: was NCCL in here all along? */
 	if (!atomic_load(&cruxp_ctx.intercepted) && !cruxp_ctx.static_nccl &&
-	    cruxp_static_nccl_scan(obj, sizeof(obj)))
+	    cruxp_static_nccl_scan(obj, sizeof(obj)) &&
+	    (cruxp_ctx.pid || crux_log_init("crux-preload") == CRUX_OK || true))
 		crux_log_once(&cruxp_ctx.static_said, CRUX_LOG_WARN,
-			      "crux-preload: NCCL is linked statically into %s: its calls could not be intercepted and this process was not profiled",
+			      "NCCL is linked statically into %s: its calls could not be intercepted and this process was not profiled",
 			      obj);
 }

@@ -5,16 +5,12 @@
  * iterations and publishes the profile record once per window.
  */
 #include <dlfcn.h>
-#include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
-#include <unistd.h>
 
-#include "crux/jobid.h"
 #include "crux/log.h"
 #include "crux/nccl_api.h"
 #include "crux/shm.h"
@@ -274,6 +270,8 @@ const struct cruxp_comm *cruxp_comm_find(uintptr_t comm)
 {
 	size_t s = comm_slot(comm);
 
+	if (comm == 0 || comm == UINTPTR_MAX)
+		return NULL;
 	for (size_t i = 0; i < CRUXP_MAX_COMMS; i++) {
 		const struct cruxp_comm *c = &cruxp_ctx.comms[(s + i) & (CRUXP_MAX_COMMS - 1)];
 		uintptr_t k = atomic_load_explicit(&c->key, memory_order_acquire);
@@ -360,7 +358,7 @@ void cruxp_comm_add(uintptr_t comm, int rank, int nranks)
 	atomic_store(&cruxp_ctx.intercepted, true);
 	pthread_mutex_unlock(&cruxp_ctx.lock);
 	if (!slot)
-		crux_warn("crux-preload: more than %d communicators; calls on the others count as one",
+		crux_warn("more than %d communicators; calls on the others count as one",
 			  CRUXP_MAX_COMMS);
 }
 

@@ -46,7 +46,7 @@ crux_status_t cruxp_cupti_load(const char *lib, struct cruxp_cupti_api *out)
 			h = dlopen(cupti_names[i], RTLD_NOW | RTLD_LOCAL);
 	}
 	if (!h) {
-		crux_info("crux-preload: libcupti not loadable (%s); set CRUX_CUPTI_LIB to its path",
+		crux_info("libcupti not loadable (%s); set CRUX_CUPTI_LIB to its path",
 			  dlerror());
 		return CRUX_ERR_UNSUPPORTED;
 	}
@@ -61,7 +61,7 @@ crux_status_t cruxp_cupti_load(const char *lib, struct cruxp_cupti_api *out)
 	*(void **)&a.result_string = dlsym(h, "cuptiGetResultString");
 	if (!a.subscribe || !a.unsubscribe || !a.register_callbacks || !a.enable || !a.disable ||
 	    !a.flush_all || !a.next_record || !a.timestamp) {
-		crux_warn("crux-preload: libcupti lacks the activity API functions");
+		crux_warn("libcupti lacks the activity API functions");
 		dlclose(h);
 		return CRUX_ERR_UNSUPPORTED;
 	}
@@ -136,13 +136,13 @@ crux_status_t cruxp_cupti_new(const char *lib, size_t staging_cap, struct cruxp_
 	/* Holding a subscription tells us (and later tools) the process is taken. */
 	r = cu->api.subscribe(&cu->sub, noop_callback, NULL);
 	if (r == CRUXP_CUPTI_MULTIPLE_SUBSCRIBERS) {
-		crux_warn("crux-preload: another CUPTI client (a profiler such as torch.profiler or Nsight) holds this process; backing off from CUPTI timing");
+		crux_warn("another CUPTI client (a profiler such as torch.profiler or Nsight) holds this process; backing off from CUPTI timing");
 		cu->sub = NULL;
 		st = CRUX_ERR_BUSY;
 		goto fail;
 	}
 	if (r != CRUXP_CUPTI_SUCCESS) {
-		crux_warn("crux-preload: cuptiSubscribe failed: %s", res_str(&cu->api, r));
+		crux_warn("cuptiSubscribe failed: %s", res_str(&cu->api, r));
 		cu->sub = NULL;
 		st = CRUX_ERR_UNSUPPORTED;
 		goto fail;
@@ -153,7 +153,7 @@ crux_status_t cruxp_cupti_new(const char *lib, size_t staging_cap, struct cruxp_
 	if (r == CRUXP_CUPTI_SUCCESS)
 		r = cu->api.enable(CRUXP_CUPTI_KIND_CONCURRENT_KERNEL);
 	if (r != CRUXP_CUPTI_SUCCESS) {
-		crux_warn("crux-preload: enabling CUPTI kernel activity failed: %s",
+		crux_warn("enabling CUPTI kernel activity failed: %s",
 			  res_str(&cu->api, r));
 		cruxp_ctx.cupti = NULL;
 		st = CRUX_ERR_UNSUPPORTED;

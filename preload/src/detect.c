@@ -135,8 +135,8 @@ static size_t index_distinct(size_t from, size_t n, struct cruxp_det_scratch *s)
 }
 
 /* Mode segment of the anchor 'd'; false when it does not repeat. */
-static bool anchor_mode(const struct cruxp_det_scratch *cs, struct cruxp_det_scratch *s,
-			const struct distinct *d, size_t n, uint32_t gram, struct cand *c)
+static bool anchor_mode(struct cruxp_det_scratch *s, const struct distinct *d, size_t n,
+			uint32_t gram, struct cand *c)
 {
 	size_t k = 0, best = 0, run = 0;
 	struct seg *mode = NULL;
@@ -144,7 +144,7 @@ static bool anchor_mode(const struct cruxp_det_scratch *cs, struct cruxp_det_scr
 	for (uint32_t p = d->first; s->next[p] != UINT32_MAX; p = s->next[p]) {
 		uint32_t q = s->next[p];
 
-		s->segs[k++] = (struct seg){ range_hash(cs, p, q), q - p, p };
+		s->segs[k++] = (struct seg){ range_hash(s, p, q), q - p, p };
 	}
 	if (k < 2)
 		return false;
@@ -171,72 +171,125 @@ static bool anchor_mode(const struct cruxp_det_scratch *cs, struct cruxp_det_scr
 	return true;
 }
 
-/* Greedy match of long = short^q (rotated by o) with 'extra' inserted calls. */
-static bool match_insert(const uint32_t *sig, uint32_t lp, uint32_t lt, uint32_t sp, uint32_t ls,
-			 uint32_t o, uint32_t reps, uint32_t extra)
+#define MAX_EDITS 16
+
+/*
+ * Fewer than 'limit' insertions plus deletions turn a[0..la) into b[0..lb)?
+ * b is the short cycle sig[sp..sp+ls) started at offset o and repeated. A
+ * diagonal band of width 'limit' is enough: more edits fail anyway.
+ */
+static bool within_edits(const uint32_t *sig, uint32_t lp, uint32_t la, uint32_t sp, uint32_t ls,
+			 uint32_t o, uint32_t lb, uint32_t limit)
 {
-	uint32_t i, j, skip;
+	uint32_t prev[2 * MAX_EDITS + 1], cur[2 * MAX_EDITS + 1];
+	const uint32_t inf = UINT32_MAX / 2, w = 2 * limit + 1;
 
-	for (i = 0, j = 0, skip = 0; i < lt; i++) {
-		if (j < reps * ls && sig[lp + i] == sig[sp + (j + o) % ls])
-			j++;
-		else if (++skip > extra)
-			return false;
+	/* Row i holds D[i][j] for j = i - limit .. i + limit (index j - i + limit). */
+	for (uint32_t k = 0; k < w; k++) {
+		int64_t j = (int64_t)k - limit;
+
+		prev[k] = (j >= 0 && j <= (int64_t)lb) ? (uint32_t)j : inf;
 	}
-	return j == reps * ls && skip == extra;
-}
+	for (uint32_t i = 1; i <= la; i++) {
+		uint32_t best = inf;
 
-/* Greedy match of short^reps (rotated by o) = long with 'missing' calls left out. */
-static bool match_delete(const uint32_t *sig, uint32_t lp, uint32_t lt, uint32_t sp, uint32_t ls,
-			 uint32_t o, uint32_t reps, uint32_t missing)
-{
-	uint32_t i, j, skip;
+		for (uint32_t k = 0; k < w; k++) {
+			int64_t j = (int64_t)i + (int64_t)k - limit;
+			uint32_t v = inf;
 
-	for (i = 0, j = 0, skip = 0; j < reps * ls; j++) {
-		if (i < lt && sig[lp + i] == sig[sp + (j + o) % ls])
-			i++;
-		else if (++skip > missing)
+			if (j < 0 || j > (int64_t)lb) {
+				cur[k] = inf;
+				continue;
+			}
+			if (j == 0) {
+				v = i;
+			} else {
+				/* prev[k + 1]: D[i-1][j]; cur[k - 1]: D[i][j-1]; prev[k]: D[i-1][j-1] */
+				if (sig[lp + i - 1] == sig[sp + (uint32_t)((j - 1 + o) % ls)])
+					v = prev[k];
+				if (k + 1 < w && prev[k + 1] + 1 < v)
+					v = prev[k + 1] + 1;
+				if (k > 0 && cur[k - 1] + 1 < v)
+					v = cur[k - 1] + 1;
+			}
+			cur[k] = v;
+			if (v < best)
+				best = v;
+		}
+		if (best > limit)
 			return false;
+		memcpy(prev, cur, w * sizeof(cur[0]));
 	}
-	return i == lt && skip == missing;
+	/* D[la][lb] sits at index lb - la + limit. */
+	return (int64_t)lb - la + limit >= 0 && lb - la + limit < w && prev[lb - la + limit] <= limit;
 }
 
 /*
- * True when 'longer' (length lt at lp) equals 'shorter' (ls at sp) repeated,
- * give or take a few inserted or missing calls: the long period is then the
- * short one plus noise, not an iteration of its own. The long segment may
- * start anywhere in the short one's cycle, so a few rotations are tried: those
- * that line the short cycle up with one of the long segment's first calls.
+ * With timestamps: the short period is an iteration only if the long one
+ * shows its rhythm, i.e. a long pause (compute) in every short period, not
+ * a single long pause per long period (many equal DDP buckets).
  */
-static bool repeat_plus_noise(const uint32_t *sig, uint32_t lp, uint32_t lt, uint32_t sp,
-			      uint32_t ls)
+static bool rhythm_matches(const uint64_t *t, size_t n, uint32_t lp, uint32_t lt, uint32_t reps)
 {
-	uint32_t tol = ls / 5 > 2 ? ls / 5 : 2;
+	uint64_t max = 0;
+	uint32_t big = 0, end = lp + lt < n ? lp + lt : (uint32_t)n - 1;
+
+	for (uint32_t i = lp; i < end; i++) {
+		if (t[i + 1] - t[i] > max)
+			max = t[i + 1] - t[i];
+	}
+	for (uint32_t i = lp; i < end; i++)
+		big += t[i + 1] - t[i] >= max / 3;
+	return big >= reps;
+}
+
+/*
+ * True when 'longer' (length lt at lp) is 'shorter' (ls at sp) repeated,
+ * give or take a few inserted or missing calls (a metric all-reduce every
+ * few steps, a skipped call): the long period is then the short one plus
+ * noise. The long segment may start anywhere in the short cycle, so the
+ * rotations that line it up with one of the long segment's first calls are
+ * tried. A one-call period is never inferred this way: a run of equal
+ * buckets looks just like it, and counting k steps as one iteration leaves
+ * the per-iteration ratios the scheduler uses unchanged.
+ */
+static bool repeat_plus_noise(const uint32_t *sig, const uint64_t *t, size_t n, uint32_t lp,
+			      uint32_t lt, uint32_t sp, uint32_t ls)
+{
 	uint32_t q = lt / ls;
-	uint32_t extra = lt - q * ls, missing = (q + 1) * ls - lt;
 
-	if (q < 2)
+	if (ls < 2)
 		return false;
-	for (uint32_t t = 0; t <= tol && t < lt; t++) {
-		uint32_t tries = 0;
+	for (uint32_t reps = q > 2 ? q - 1 : 2; reps <= q + 1; reps++) {
+		uint32_t lb = reps * ls, diff = lb > lt ? lb - lt : lt - lb;
+		uint32_t limit = reps / 8 + 1 < 2 ? 2 : reps / 8 + 1;
+		bool ok = false;
 
-		for (uint32_t o = 0; o < ls && tries < 4; o++) {
-			if (sig[sp + o] != sig[lp + t])
-				continue;
-			tries++;
-			if (extra > 0 && extra <= tol &&
-			    match_insert(sig, lp, lt, sp, ls, o, q, extra))
-				return true;
-			if (missing > 0 && missing <= tol &&
-			    match_delete(sig, lp, lt, sp, ls, o, q + 1, missing))
-				return true;
+		if (limit > MAX_EDITS)
+			limit = MAX_EDITS;
+		if (reps < 2 || diff == 0 || diff > limit)
+			continue;
+		for (uint32_t f = 0; f < 3 && f < lt && !ok; f++) {
+			uint32_t tries = 0;
+
+			for (uint32_t o = 0; o < ls && tries < 4 && !ok; o++) {
+				if (sig[sp + o] != sig[lp + f])
+					continue;
+				tries++;
+				/* Offset of the long segment's first call in the short cycle. */
+				ok = within_edits(sig, lp, lt, sp, ls, (o + ls - f % ls) % ls, lb,
+						  limit) ||
+				     within_edits(sig, lp, lt, sp, ls, o, lb, limit);
+			}
 		}
+		if (ok && (!t || rhythm_matches(t, n, lp, lt, reps)))
+			return true;
 	}
 	return false;
 }
 
-crux_status_t cruxp_detect(const uint32_t *sig, size_t n, struct cruxp_det_scratch *s,
-			   struct cruxp_det_result *out)
+crux_status_t cruxp_detect(const uint32_t *sig, const uint64_t *t, size_t n,
+			   struct cruxp_det_scratch *s, struct cruxp_det_result *out)
 {
 	size_t nc = 0;
 	struct cand *best = NULL;
@@ -257,7 +310,7 @@ crux_status_t cruxp_detect(const uint32_t *sig, size_t n, struct cruxp_det_scrat
 		for (size_t i = 0; i < nd; i++) {
 			if (s->dist[i].count < 3)
 				continue;
-			if (anchor_mode(s, s, &s->dist[i], n, g, &s->cands[nc]))
+			if (anchor_mode(s, &s->dist[i], n, g, &s->cands[nc]))
 				nc++;
 		}
 	}
@@ -287,7 +340,7 @@ crux_status_t cruxp_detect(const uint32_t *sig, size_t n, struct cruxp_det_scrat
 			if (shorter && (c->len < shorter->len ||
 					(c->len == shorter->len && c->gram >= shorter->gram)))
 				continue;
-			if (repeat_plus_noise(sig, best->pos, best->len, c->pos, c->len))
+			if (repeat_plus_noise(sig, t, n, best->pos, best->len, c->pos, c->len))
 				shorter = c;
 		}
 		if (shorter) {

@@ -10,8 +10,8 @@
  * iteration, most of its segments are identical (the "mode segment") and
  * together they cover most of the calls. The detector picks the anchor whose mode segment covers the most
  * calls (the longest stable repeating signature), then prefers a shorter
- * period when the long one is only "short period repeated q times plus a
- * few inserted calls" (a metric all-reduce every q steps, say).
+ * period when the long one is only "short period repeated q times plus or
+ * minus a few calls" (a metric all-reduce every q steps, say).
  *
  * Pure code on arrays; no allocation after cruxp_det_init.
  */
@@ -43,11 +43,13 @@ crux_status_t cruxp_det_scratch_new(struct cruxp_det_scratch **out);
 void cruxp_det_scratch_free(struct cruxp_det_scratch *s);
 
 /*
- * Analyse sig[0..n) (oldest first, n <= CRUXP_DET_MAX_CALLS).
- * CRUX_ERR_NOENT when no repeating pattern is found.
+ * Analyse sig[0..n) (oldest first, n <= CRUXP_DET_MAX_CALLS); t[0..n) are
+ * the calls' start times (ns) or NULL. Times only settle whether a long
+ * period is a short one plus noise: with them, a pause (compute) in every
+ * short period is required. CRUX_ERR_NOENT when no repeating pattern is found.
  */
-crux_status_t cruxp_detect(const uint32_t *sig, size_t n, struct cruxp_det_scratch *s,
-			   struct cruxp_det_result *out);
+crux_status_t cruxp_detect(const uint32_t *sig, const uint64_t *t, size_t n,
+			   struct cruxp_det_scratch *s, struct cruxp_det_result *out);
 
 /* Hash of sig[0..n) as used for seg_hash. */
 uint64_t cruxp_det_seq_hash(const uint32_t *sig, size_t n);

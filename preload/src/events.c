@@ -28,7 +28,7 @@ crux_status_t cruxp_cudart_load(const char *lib, struct cruxp_cudart *out)
 			h = dlopen(cudart_names[i], RTLD_NOW | RTLD_LOCAL);
 	}
 	if (!h) {
-		crux_info("crux-preload: CUDA runtime not loadable (%s); set CRUX_CUDART_LIB to its path",
+		crux_info("CUDA runtime not loadable (%s); set CRUX_CUDART_LIB to its path",
 			  dlerror());
 		return CRUX_ERR_UNSUPPORTED;
 	}
@@ -39,7 +39,7 @@ crux_status_t cruxp_cudart_load(const char *lib, struct cruxp_cudart *out)
 	*(void **)&rt.event_destroy = dlsym(h, "cudaEventDestroy");
 	if (!rt.event_create || !rt.event_record || !rt.event_query || !rt.event_elapsed ||
 	    !rt.event_destroy) {
-		crux_warn("crux-preload: the CUDA runtime library lacks the event functions");
+		crux_warn("the CUDA runtime library lacks the event functions");
 		dlclose(h);
 		return CRUX_ERR_UNSUPPORTED;
 	}
@@ -88,7 +88,7 @@ crux_status_t cruxp_events_new(const char *lib, uint32_t nslots, struct cruxp_ev
 	for (uint32_t i = 0; i < nslots; i++) {
 		if (ev->rt.event_create(&ev->slots[i].start, CRUXP_CUDA_EVENT_DEFAULT) != 0 ||
 		    ev->rt.event_create(&ev->slots[i].end, CRUXP_CUDA_EVENT_DEFAULT) != 0) {
-			crux_warn("crux-preload: cudaEventCreateWithFlags failed; no CUDA device here?");
+			crux_warn("cudaEventCreateWithFlags failed; no CUDA device here?");
 			st = CRUX_ERR_UNSUPPORTED;
 			goto fail;
 		}

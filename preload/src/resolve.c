@@ -127,7 +127,7 @@ void *cruxp_real_resolve(enum cruxp_fn f)
 	p = atomic_load(&cruxp_ctx.real[f]);
 	if (!p)
 		crux_log_once(&cruxp_ctx.missing_said, CRUX_LOG_ERROR,
-			      "crux-preload: nccl%s called but no NCCL library providing it is loaded; returning ncclSystemError",
+			      "nccl%s called but no NCCL library providing it is loaded; returning ncclSystemError",
 			      fn_names[f]);
 	return p;
 }
@@ -156,7 +156,7 @@ static int static_scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
 		return 0; /* the executable: checked through the global scope */
 	base = strrchr(name, '/');
 	base = base ? base + 1 : name;
-	if (strncmp(base, "libnccl", 7) == 0 || strstr(base, "crux"))
+	if (strncmp(base, "libnccl", 7) == 0)
 		return 0;
 	h = dlopen(name, RTLD_LAZY | RTLD_NOLOAD);
 	if (!h)

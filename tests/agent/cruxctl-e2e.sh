@@ -42,7 +42,7 @@ expect_fail "$CTL" clear --job nosuchjob
 
 # ---- with an agent: through the overrides file ----
 "$CTL" set --job keep --level 1 >/dev/null          # left by an operator before the agent
-"$AGENT" --interval 100ms --window 200ms --no-probe 2>"$tmp/agent.log" &
+"$AGENT" --interval 100ms --window 200ms --no-probe --log-level info 2>"$tmp/agent.log" &
 agent_pid=$!
 i=0
 until "$CTL" --json status 2>/dev/null | grep -q '"running":true'; do
@@ -62,6 +62,15 @@ grep -q "applied by the agent" "$tmp/out" || fail "clear through agent"
 "$CTL" --json status | grep -q 'env:bar' && fail "bar still there after clear"
 "$CTL" --json status | grep -q 'env:keep' && fail "keep still there after clear"
 
+# ---- SIGHUP: configuration reloaded, agent keeps running ----
+kill -HUP "$agent_pid"
+i=0
+until grep -q "configuration reloaded" "$tmp/agent.log"; do
+	i=$((i + 1)); [ $i -lt 30 ] || fail "no reload after SIGHUP: $(cat "$tmp/agent.log")"
+	sleep 0.1
+done
+"$CTL" --json status | grep -q '"running":true' || fail "agent gone after SIGHUP"
+
 # ---- agent holds the table but does not answer: refuse ----
 kill -STOP "$agent_pid"
 sleep 1.3
@@ -76,4 +85,25 @@ agent_pid=
 "$CTL" --json status | grep -q '"generation"' || fail "no valid table after SIGTERM"
 sleep 1.2
 "$CTL" --json status | grep -q '"stale":true' || fail "table not stale after the timeout"
+# ---- plan: the scheduler library's offline planner ----
+cat >"$tmp/t.topo" <<TOPO
+host h0 h1 h2 h3
+switch tor0 tor1 agg0 agg1
+link h0 tor0 100
+link h1 tor0 100
+link h2 tor1 100
+link h3 tor1 100
+link tor0 agg0 100
+link tor0 agg1 100
+link tor1 agg0 100
+link tor1 agg1 100
+TOPO
+cat >"$tmp/j.jobs" <<JOBS
+job 1 hosts=h0,h2 compute=0.2 allreduce=2e9
+job 2 hosts=h1,h3 compute=0.4 allreduce=1e9
+JOBS
+"$CTL" --json plan --topology "$tmp/t.topo" --jobs "$tmp/j.jobs" --levels 2 >"$tmp/plan.json" ||
+	fail "plan"
+grep -q '"levels":2' "$tmp/plan.json" || fail "plan output: $(cat "$tmp/plan.json")"
+expect_fail "$CTL" plan --topology "$tmp/nonexistent" --jobs "$tmp/j.jobs"
 echo "cruxctl end-to-end: ok"

@@ -61,7 +61,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	check_err(st, err, "CRUX_FUZZ_DBL");
 
-	uint64_t ns = 0, nmin = (sel & 16) ? 1000 : 0, nmax = (sel & 32) ? UINT64_MAX : 60000000000ull;
+	uint64_t ns = 0, nmin = (sel & 16) ? 1000 : 0,
+		 nmax = (sel & 32) ? UINT64_MAX : 60000000000ull;
 	uint64_t unit = (sel & 64) ? 1000000ull : 1ull;
 	err[0] = '\0';
 	st = crux_parse_duration_ns("CRUX_FUZZ_DUR", v, nmin, nmax, unit, &ns, err, sizeof(err));
@@ -111,7 +112,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 
 	static const char *const job_vars[] = {"CRUX_JOB_ID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID",
-					      "PMIX_NAMESPACE", "PMI_KVSNAME"};
+					       "PMIX_NAMESPACE", "PMI_KVSNAME"};
 	struct one_env je = {job_vars[sel % 5], v};
 	struct crux_job_identity id;
 	err[0] = '\0';

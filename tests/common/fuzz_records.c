@@ -172,8 +172,8 @@ static void write_file(const char *name, const uint8_t *p, size_t n)
 	chmod(path, 0644);
 }
 
-static void overlay(uint64_t *img, const uint64_t *tmpl, size_t size, size_t off,
-		    const uint8_t *p, size_t n)
+static void overlay(uint64_t *img, const uint64_t *tmpl, size_t size, size_t off, const uint8_t *p,
+		    size_t n)
 {
 	memcpy(img, tmpl, size);
 	if (off < size)
@@ -224,14 +224,13 @@ static void fuzz_profile(size_t off, const uint8_t *p, size_t n)
 
 	overlay(fz.pr_img, fz.pr_tmpl, fz.pr_size, off, p, n);
 	crux_status_t st =
-		crux_prof_validate_buffer(fz.pr_img, fz.pr_size, 0, 0, fz.snap, err, sizeof(err));
+	    crux_prof_validate_buffer(fz.pr_img, fz.pr_size, 0, 0, fz.snap, err, sizeof(err));
 #ifdef CRUX_FUZZ_VERBOSE
 	fprintf(stderr, "profile overlay at %zu: %s %s\n", off, crux_status_str(st),
 		st == CRUX_OK ? "" : err);
 #endif
-	if (st == CRUX_OK &&
-	    (fz.snap->net.npeers > CRUX_PROF_MAX_PEERS ||
-	     !memchr(fz.snap->id.job_id, '\0', sizeof(fz.snap->id.job_id))))
+	if (st == CRUX_OK && (fz.snap->net.npeers > CRUX_PROF_MAX_PEERS ||
+			      !memchr(fz.snap->id.job_id, '\0', sizeof(fz.snap->id.job_id))))
 		abort();
 }
 

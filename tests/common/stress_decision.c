@@ -28,9 +28,9 @@
 #include "crux/shm.h"
 #include "testutil.h"
 
-#define NREADERS 3
-#define NJOBS 4
-#define NPEERS 2
+#define NREADERS      3
+#define NJOBS	      4
+#define NPEERS	      2
 #define TIME_LIMIT_NS (50ull * 1000000000ull)
 
 struct shared {
@@ -121,7 +121,8 @@ static int reader(const char *dir, struct shared *sh, int idx, const struct crux
 		crux_status_t st = crux_dt_lookup(r, keys[j], &peers[p], &d);
 		if (st == CRUX_OK) {
 			/* Consistent and never older than what this reader already saw. */
-			if (d.generation > 1 && (!consistent(&d, j, p, s) || d.generation < last_gen))
+			if (d.generation > 1 &&
+			    (!consistent(&d, j, p, s) || d.generation < last_gen))
 				atomic_fetch_add(&sh->r[idx].torn, 1);
 			else
 				atomic_fetch_add_explicit(&sh->r[idx].ok, 1, memory_order_relaxed);
@@ -160,8 +161,8 @@ static int table_phase(const char *dir, uint64_t updates)
 	struct crux_dt_writer *w;
 	if (crux_dt_writer_open(dir, &s, &w, NULL) != CRUX_OK)
 		return 1;
-	struct shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
-				 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct shared *sh =
+	    mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED)
 		return 1;
 	memset(sh, 0, sizeof(*sh));
@@ -263,8 +264,8 @@ static int profile_phase(const char *dir, uint64_t updates)
 	crux_proc_start_time(getpid(), &start);
 	crux_prof_name(getpid(), start, name, sizeof(name));
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	struct shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
-				 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct shared *sh =
+	    mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED)
 		return 1;
 	memset(sh, 0, sizeof(*sh));
@@ -281,8 +282,8 @@ static int profile_phase(const char *dir, uint64_t updates)
 		while (!atomic_load(&sh->start))
 			;
 		while (!atomic_load_explicit(&sh->done, memory_order_relaxed)) {
-			crux_status_t st = crux_prof_validate_buffer(base, size, getppid(), start,
-								     s, NULL, 0);
+			crux_status_t st =
+			    crux_prof_validate_buffer(base, size, getppid(), start, s, NULL, 0);
 			if (st == CRUX_ERR_BUSY) {
 				atomic_fetch_add(&sh->r[0].busy, 1);
 				continue;

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Decision table: settings, writer/reader, lookup, generation, heartbeat, flock, restart, corruption. */
+/* Decision table: settings, writer/reader, lookup, generation, heartbeat, flock, restart,
+ * corruption. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+/* cmocka.h needs the four headers above first. */
 #include <cmocka.h>
 
 #include <fcntl.h>
@@ -256,39 +258,32 @@ static void test_publish_errors(void **state)
 	uint64_t g = crux_dt_generation(r);
 
 	struct crux_dt_job bad[2] = {job("env:x", 4, 0), job("env:y", 1, 0)};
-	assert_int_equal(crux_dt_publish_ex(w, bad, 2, NULL, 0, err, sizeof(err)),
-			 CRUX_ERR_INVAL);
+	assert_int_equal(crux_dt_publish_ex(w, bad, 2, NULL, 0, err, sizeof(err)), CRUX_ERR_INVAL);
 	assert_non_null(strstr(err, "level 4"));
 	bad[0].level = 1;
 	bad[0].state = 9;
-	assert_int_equal(crux_dt_publish_ex(w, bad, 2, NULL, 0, err, sizeof(err)),
-			 CRUX_ERR_INVAL);
+	assert_int_equal(crux_dt_publish_ex(w, bad, 2, NULL, 0, err, sizeof(err)), CRUX_ERR_INVAL);
 	bad[0] = job("env:y", 1, 0); /* duplicate key */
-	assert_int_equal(crux_dt_publish_ex(w, bad, 2, NULL, 0, err, sizeof(err)),
-			 CRUX_ERR_INVAL);
+	assert_int_equal(crux_dt_publish_ex(w, bad, 2, NULL, 0, err, sizeof(err)), CRUX_ERR_INVAL);
 	assert_non_null(strstr(err, "twice"));
 	bad[0].job_key = 0;
-	assert_int_equal(crux_dt_publish_ex(w, bad, 2, NULL, 0, err, sizeof(err)),
-			 CRUX_ERR_INVAL);
-	assert_int_equal(crux_dt_publish_ex(w, bad, CRUX_DT_MAX_JOBS + 1, NULL, 0, err,
-					    sizeof(err)),
-			 CRUX_ERR_RANGE);
+	assert_int_equal(crux_dt_publish_ex(w, bad, 2, NULL, 0, err, sizeof(err)), CRUX_ERR_INVAL);
+	assert_int_equal(
+	    crux_dt_publish_ex(w, bad, CRUX_DT_MAX_JOBS + 1, NULL, 0, err, sizeof(err)),
+	    CRUX_ERR_RANGE);
 	struct crux_dt_route rt[2] = {route("env:y", "198.18.0.1", 1, 1, 1000),
 				      route("env:y", "198.18.0.1", 2, 1, 2000)};
-	assert_int_equal(crux_dt_publish_ex(w, &good, 1, rt, 2, err, sizeof(err)),
-			 CRUX_ERR_INVAL);
+	assert_int_equal(crux_dt_publish_ex(w, &good, 1, rt, 2, err, sizeof(err)), CRUX_ERR_INVAL);
 	assert_non_null(strstr(err, "198.18.0.1"));
 	rt[1].nports = CRUX_ROUTE_MAX_PORTS + 1;
 	rt[1].peer.bytes[3] = 2;
-	assert_int_equal(crux_dt_publish_ex(w, &good, 1, rt, 2, err, sizeof(err)),
-			 CRUX_ERR_INVAL);
+	assert_int_equal(crux_dt_publish_ex(w, &good, 1, rt, 2, err, sizeof(err)), CRUX_ERR_INVAL);
 	rt[1].nports = 1;
 	rt[1].peer.family = 0;
-	assert_int_equal(crux_dt_publish_ex(w, &good, 1, rt, 2, err, sizeof(err)),
-			 CRUX_ERR_INVAL);
-	assert_int_equal(crux_dt_publish_ex(w, &good, 1, rt, CRUX_DT_MAX_ROUTES + 1, err,
-					    sizeof(err)),
-			 CRUX_ERR_RANGE);
+	assert_int_equal(crux_dt_publish_ex(w, &good, 1, rt, 2, err, sizeof(err)), CRUX_ERR_INVAL);
+	assert_int_equal(
+	    crux_dt_publish_ex(w, &good, 1, rt, CRUX_DT_MAX_ROUTES + 1, err, sizeof(err)),
+	    CRUX_ERR_RANGE);
 
 	/* nothing changed */
 	assert_true(crux_dt_generation(r) == g);
@@ -487,12 +482,17 @@ static void test_corrupt_table(void **state)
 	assert_true(cap.lines >= 1);
 	assert_non_null(strstr(cap.last, "existing entries dropped"));
 	crux_dt_writer_close(w);
-	/* and replaces a table of another version */
+	/* and replaces a table of another version; readers of the old file can tell */
+	struct crux_dt_reader *old_r;
+	assert_int_equal(crux_dt_reader_open(d->shm, &old_r), CRUX_OK);
+	assert_true(crux_dt_reader_is_current(old_r));
 	h.layout_version = CRUX_DT_VERSION + 1;
 	memcpy(junk, &h, sizeof(h));
 	tu_write_file(path, junk, size, 0644);
 	cap.lines = 0;
 	assert_int_equal(crux_dt_writer_open(d->shm, &s, &w, NULL), CRUX_OK);
+	assert_false(crux_dt_reader_is_current(old_r));
+	crux_dt_reader_close(old_r);
 	crux_log_set_sink(NULL, NULL);
 	assert_int_equal(cap.lines, 1);
 	assert_non_null(strstr(cap.last, "replacing it with an empty table"));
@@ -586,17 +586,129 @@ static void test_buffer_reader(void **state)
 	free(img);
 }
 
+/*
+ * The next tests poke at the private file layout of version 1: the active
+ * bank index is the first word after the header, then two equal banks that
+ * each start with their sequence counter, 128 bytes of fields, then the job
+ * index (16-bit slots).
+ */
+#define DT_ACTIVE_OFF 64
+#define DT_BANKS_OFF  128
+
+static size_t bank_off(int b)
+{
+	return DT_BANKS_OFF + (size_t)b * ((crux_dt_file_size() - DT_BANKS_OFF) / 2);
+}
+
+static void test_lookup_bounds(void **state)
+{
+	struct tu_dirs *d = *state;
+	struct crux_dt_settings s;
+	struct crux_dt_writer *w;
+	crux_dt_settings_default(4, &s);
+	assert_int_equal(crux_dt_writer_open(d->shm, &s, &w, NULL), CRUX_OK);
+	struct crux_dt_job j = job("env:bounds", 1, 1);
+	assert_int_equal(crux_dt_publish(w, &j, 1, NULL, 0), CRUX_OK);
+	crux_dt_writer_close(w);
+	char path[256];
+	snprintf(path, sizeof(path), "%s/" CRUX_DT_FILE, d->shm);
+	size_t size = crux_dt_file_size();
+	unsigned char *img = aligned_alloc(64, (size + 63) / 64 * 64);
+	int fd = open(path, O_RDONLY);
+	assert_int_equal(pread(fd, img, size, 0), (ssize_t)size);
+	close(fd);
+	struct crux_dt_reader *r;
+	struct crux_decision dec;
+	assert_int_equal(crux_dt_reader_open_buffer(img, size, &r, NULL, 0), CRUX_OK);
+	assert_int_equal(crux_dt_lookup(r, j.job_key, NULL, &dec), CRUX_OK);
+	/* after validation at open, the index turns bad: every lookup checks bounds */
+	uint32_t active;
+	memcpy(&active, img + DT_ACTIVE_OFF, 4);
+	memset(img + bank_off((int)(active & 1)) + 128, 0xff, 16);
+	memset(&dec, 0x5a, sizeof(dec));
+	assert_int_equal(crux_dt_lookup(r, j.job_key, NULL, &dec), CRUX_ERR_CORRUPT);
+	assert_int_equal(crux_dt_lookup(r, 777, NULL, &dec), CRUX_ERR_CORRUPT);
+	struct crux_dt_contents *c = malloc(sizeof(*c));
+	assert_int_equal(crux_dt_read_all(r, c), CRUX_OK); /* entries themselves are fine */
+	/* a level beyond the levels */
+	memset(img + bank_off((int)(active & 1)) + 128, 0, 16);
+	uint32_t nlevels = 0;
+	memcpy(img + bank_off((int)(active & 1)) + 16, &nlevels, 4);
+	assert_int_equal(crux_dt_lookup(r, j.job_key, NULL, &dec), CRUX_ERR_CORRUPT);
+	assert_int_equal(crux_dt_read_all(r, c), CRUX_ERR_CORRUPT);
+	/* an odd counter that never moves: bounded retries, then busy */
+	uint64_t odd = 1;
+	memcpy(img + bank_off((int)(active & 1)), &odd, 8);
+	assert_int_equal(crux_dt_lookup(r, j.job_key, NULL, &dec), CRUX_ERR_BUSY);
+	assert_int_equal(crux_dt_read_all(r, c), CRUX_ERR_BUSY);
+	free(c);
+	crux_dt_reader_close(r);
+	free(img);
+}
+
+static uint64_t seq_at(const char *path, size_t off)
+{
+	uint64_t v = 0;
+	int fd = open(path, O_RDONLY);
+	assert_int_equal(pread(fd, &v, 8, (off_t)off), 8);
+	close(fd);
+	return v;
+}
+
+static void test_writer_died_mid_publish(void **state)
+{
+	struct tu_dirs *d = *state;
+	struct crux_dt_settings s;
+	struct crux_dt_writer *w;
+	struct crux_dt_reader *r;
+	struct crux_decision dec;
+	char path[256];
+	snprintf(path, sizeof(path), "%s/" CRUX_DT_FILE, d->shm);
+	crux_dt_settings_default(4, &s);
+	assert_int_equal(crux_dt_writer_open(d->shm, &s, &w, NULL), CRUX_OK);
+	struct crux_dt_job j = job("env:crash", 2, 1);
+	assert_int_equal(crux_dt_publish(w, &j, 1, NULL, 0), CRUX_OK);
+	crux_dt_writer_close(w);
+
+	/* the writer died inside its next publish: the inactive bank's counter is odd */
+	uint32_t active;
+	int fd = open(path, O_RDWR);
+	assert_int_equal(pread(fd, &active, 4, DT_ACTIVE_OFF), 4);
+	size_t inactive = bank_off((int)((active & 1) ^ 1));
+	uint64_t q = seq_at(path, inactive) | 1;
+	assert_int_equal(pwrite(fd, &q, 8, (off_t)inactive), 8);
+	close(fd);
+	/* readers use the active bank: unaffected */
+	assert_int_equal(crux_dt_reader_open(d->shm, &r), CRUX_OK);
+	assert_int_equal(crux_dt_lookup(r, j.job_key, NULL, &dec), CRUX_OK);
+	assert_int_equal(dec.level, 2);
+	/* the next writer keeps the entries and evens the counter before writing that bank */
+	assert_int_equal(crux_dt_writer_open(d->shm, &s, &w, NULL), CRUX_OK);
+	assert_int_equal(seq_at(path, bank_off(0)) & 1, 0);
+	assert_int_equal(seq_at(path, bank_off(1)) & 1, 0);
+	assert_int_equal(crux_dt_lookup(r, j.job_key, NULL, &dec), CRUX_OK);
+	assert_int_equal(dec.level, 2);
+	j.level = 3;
+	assert_int_equal(crux_dt_publish(w, &j, 1, NULL, 0), CRUX_OK);
+	assert_int_equal(crux_dt_lookup(r, j.job_key, NULL, &dec), CRUX_OK);
+	assert_int_equal(dec.level, 3);
+	crux_dt_writer_close(w);
+	crux_dt_reader_close(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_settings),
-		cmocka_unit_test_setup_teardown(test_no_table, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_publish_lookup, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_publish_errors, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_heartbeat, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_flock_and_restart, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_corrupt_table, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_buffer_reader, setup, teardown),
+	    cmocka_unit_test(test_settings),
+	    cmocka_unit_test_setup_teardown(test_no_table, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_publish_lookup, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_publish_errors, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_heartbeat, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_flock_and_restart, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_corrupt_table, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_buffer_reader, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lookup_bounds, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_writer_died_mid_publish, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

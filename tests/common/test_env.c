@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+/* cmocka.h needs the four headers above first. */
 #include <cmocka.h>
 
 #include <netinet/in.h>
@@ -29,14 +30,19 @@ static void test_status_strings(void **state)
 static void test_env_int(void **state)
 {
 	(void)state;
-	struct tu_env env[] = {{"CRUX_LEVELS", "nine"}, {"CRUX_A", "7"},     {"CRUX_B", " 7"},
-			       {"CRUX_C", "7x"},        {"CRUX_D", "-3"},    {"CRUX_E", ""},
-			       {"CRUX_F", "99999999999999999999"}, {"CRUX_G", "+5"}, {NULL, NULL}};
+	struct tu_env env[] = {{"CRUX_LEVELS", "nine"},
+			       {"CRUX_A", "7"},
+			       {"CRUX_B", " 7"},
+			       {"CRUX_C", "7x"},
+			       {"CRUX_D", "-3"},
+			       {"CRUX_E", ""},
+			       {"CRUX_F", "99999999999999999999"},
+			       {"CRUX_G", "+5"},
+			       {NULL, NULL}};
 	char err[256] = "";
 	long long v = 42;
 
-	assert_int_equal(crux_env_int(tu_getenv, env, "CRUX_LEVELS", 4, 1, 8, &v, err,
-				      sizeof(err)),
+	assert_int_equal(crux_env_int(tu_getenv, env, "CRUX_LEVELS", 4, 1, 8, &v, err, sizeof(err)),
 			 CRUX_ERR_INVAL);
 	assert_int_equal(v, 42); /* untouched on error */
 	assert_string_equal(err, "CRUX_LEVELS='nine' is not valid: expected an integer in [1, 8]");
@@ -44,8 +50,7 @@ static void test_env_int(void **state)
 	assert_int_equal(crux_env_int(tu_getenv, env, "CRUX_A", 4, 1, 8, &v, err, sizeof(err)),
 			 CRUX_OK);
 	assert_int_equal(v, 7);
-	assert_int_equal(crux_env_int(tu_getenv, env, "CRUX_UNSET", 4, 1, 8, &v, NULL, 0),
-			 CRUX_OK);
+	assert_int_equal(crux_env_int(tu_getenv, env, "CRUX_UNSET", 4, 1, 8, &v, NULL, 0), CRUX_OK);
 	assert_int_equal(v, 4);
 	/* empty = unset */
 	assert_int_equal(crux_env_int(tu_getenv, env, "CRUX_E", 5, 1, 8, &v, NULL, 0), CRUX_OK);
@@ -76,8 +81,8 @@ static void test_parse_double(void **state)
 	assert_true(d == 1e-3);
 	assert_int_equal(crux_parse_double("CRUX_X", "-2", -5, 1, &d, NULL, 0), CRUX_OK);
 	assert_true(d == -2);
-	const char *bad[] = {"nan", "inf", "0x10", " 1", "1 ", "1.5.2", "", ".", "e5", "1e", "--1",
-			     "2"};
+	const char *bad[] = {"nan", "inf", "0x10", " 1", "1 ",	"1.5.2",
+			     "",    ".",   "e5",   "1e", "--1", "2"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		d = 7;
 		assert_int_equal(crux_parse_double("CRUX_X", bad[i], 0, 1, &d, err, sizeof(err)),
@@ -91,7 +96,7 @@ static void test_parse_double(void **state)
 static void test_env_bool_enum(void **state)
 {
 	(void)state;
-	struct tu_env env[] = {{"CRUX_ON", "Yes"}, {"CRUX_OFF", "off"}, {"CRUX_BAD", "maybe"},
+	struct tu_env env[] = {{"CRUX_ON", "Yes"},    {"CRUX_OFF", "off"},   {"CRUX_BAD", "maybe"},
 			       {"CRUX_MODE", "HOST"}, {"CRUX_MODE2", "gpu"}, {NULL, NULL}};
 	bool b = false;
 	char err[256];
@@ -115,9 +120,9 @@ static void test_env_bool_enum(void **state)
 			 CRUX_OK);
 	assert_int_equal(idx, 1);
 	idx = -1;
-	assert_int_equal(crux_env_enum(tu_getenv, env, "CRUX_MODE2", choices, 0, &idx, err,
-				       sizeof(err)),
-			 CRUX_ERR_INVAL);
+	assert_int_equal(
+	    crux_env_enum(tu_getenv, env, "CRUX_MODE2", choices, 0, &idx, err, sizeof(err)),
+	    CRUX_ERR_INVAL);
 	assert_int_equal(idx, -1);
 	assert_string_equal(err, "CRUX_MODE2='gpu' is not valid: expected one of auto, cupti, "
 				 "events, host");
@@ -132,7 +137,7 @@ static void test_duration(void **state)
 		const char *text;
 		uint64_t ns;
 	} good[] = {{"5", 5000000000ull},  {"250ms", 250000000ull}, {"1.5s", 1500000000ull},
-		    {"10us", 10000ull},    {"7ns", 7ull},           {"2m", 120000000000ull},
+		    {"10us", 10000ull},	   {"7ns", 7ull},	    {"2m", 120000000000ull},
 		    {"0.5", 500000000ull}, {".25s", 250000000ull}};
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		assert_int_equal(crux_parse_duration_ns("CRUX_T", good[i].text, 0, UINT64_MAX,
@@ -140,8 +145,8 @@ static void test_duration(void **state)
 				 CRUX_OK);
 		assert_true(ns == good[i].ns);
 	}
-	const char *bad[] = {"5h", "-1s", "s", "", "1 s", "1e3ms", "1.2.3s", "99999999999999999999s",
-			     "0x5"};
+	const char *bad[] = {
+	    "5h", "-1s", "s", "", "1 s", "1e3ms", "1.2.3s", "99999999999999999999s", "0x5"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		ns = 77;
 		assert_int_equal(crux_parse_duration_ns("CRUX_T", bad[i], 0, UINT64_MAX, 1, &ns,
@@ -152,9 +157,9 @@ static void test_duration(void **state)
 		assert_non_null(strstr(err, "ns, us, ms, s or m"));
 	}
 	/* range */
-	assert_int_equal(crux_parse_duration_ns("CRUX_T", "2s", 0, 1000000000ull, 1, &ns, err,
-						sizeof(err)),
-			 CRUX_ERR_INVAL);
+	assert_int_equal(
+	    crux_parse_duration_ns("CRUX_T", "2s", 0, 1000000000ull, 1, &ns, err, sizeof(err)),
+	    CRUX_ERR_INVAL);
 	struct tu_env env[] = {{"CRUX_WIN", "200ms"}, {NULL, NULL}};
 	assert_int_equal(crux_env_duration_ns(tu_getenv, env, "CRUX_WIN", 1, 0, UINT64_MAX,
 					      1000000ull, &ns, NULL, 0),
@@ -175,8 +180,7 @@ static void test_quote_long_and_control(void **state)
 	val[3] = '\n';
 	char err[512];
 	long long v;
-	assert_int_equal(crux_parse_int("CRUX_N", val, 0, 1, &v, err, sizeof(err)),
-			 CRUX_ERR_INVAL);
+	assert_int_equal(crux_parse_int("CRUX_N", val, 0, 1, &v, err, sizeof(err)), CRUX_ERR_INVAL);
 	assert_null(strchr(err, '\n'));
 	assert_non_null(strstr(err, "aaa?aaa"));
 	assert_non_null(strstr(err, "...'"));
@@ -334,16 +338,16 @@ static void test_log_stderr(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_status_strings),
-		cmocka_unit_test(test_env_int),
-		cmocka_unit_test(test_parse_double),
-		cmocka_unit_test(test_env_bool_enum),
-		cmocka_unit_test(test_duration),
-		cmocka_unit_test(test_quote_long_and_control),
-		cmocka_unit_test(test_env_process_getenv),
-		cmocka_unit_test(test_addr),
-		cmocka_unit_test(test_log_level_and_sink),
-		cmocka_unit_test(test_log_stderr),
+	    cmocka_unit_test(test_status_strings),
+	    cmocka_unit_test(test_env_int),
+	    cmocka_unit_test(test_parse_double),
+	    cmocka_unit_test(test_env_bool_enum),
+	    cmocka_unit_test(test_duration),
+	    cmocka_unit_test(test_quote_long_and_control),
+	    cmocka_unit_test(test_env_process_getenv),
+	    cmocka_unit_test(test_addr),
+	    cmocka_unit_test(test_log_level_and_sink),
+	    cmocka_unit_test(test_log_stderr),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+/* cmocka.h needs the four headers above first. */
 #include <cmocka.h>
 
 #include "crux/jobid.h"
@@ -34,9 +35,9 @@ static void test_key(void **state)
 static void test_crux_job_id(void **state)
 {
 	(void)state;
-	struct tu_env env[] = {{"CRUX_JOB_ID", "resnet-7"}, {"SLURM_JOB_ID", "12"},
+	struct tu_env env[] = {{"CRUX_JOB_ID", "resnet-7"},    {"SLURM_JOB_ID", "12"},
 			       {"TORCHELASTIC_RUN_ID", "abc"}, {"PMIX_NAMESPACE", "ns"},
-			       {"PMI_KVSNAME", "kvs"}, {NULL, NULL}};
+			       {"PMI_KVSNAME", "kvs"},	       {NULL, NULL}};
 	struct crux_job_identity id = derive(env);
 	assert_string_equal(id.id, "env:resnet-7");
 	assert_int_equal(id.source, CRUX_JOB_SRC_ENV);
@@ -68,8 +69,10 @@ static void test_crux_job_id(void **state)
 static void test_slurm(void **state)
 {
 	(void)state;
-	struct tu_env step[] = {{"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "3"},
-				{"TORCHELASTIC_RUN_ID", "r"}, {"PMIX_NAMESPACE", "slurm.pmix.4242.3"},
+	struct tu_env step[] = {{"SLURM_JOB_ID", "4242"},
+				{"SLURM_STEP_ID", "3"},
+				{"TORCHELASTIC_RUN_ID", "r"},
+				{"PMIX_NAMESPACE", "slurm.pmix.4242.3"},
 				{NULL, NULL}};
 	struct crux_job_identity id = derive(step);
 	assert_string_equal(id.id, "slurm:4242.3");
@@ -83,30 +86,40 @@ static void test_slurm(void **state)
 	struct tu_env nostep[] = {{"SLURM_JOB_ID", "77"}, {NULL, NULL}};
 	assert_string_equal(derive(nostep).id, "slurm:77");
 	/* every rank on every host (same variables) gets the same key */
-	struct tu_env rank1[] = {{"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "3"},
-				 {"SLURM_PROCID", "17"}, {"SLURMD_NODENAME", "node9"}, {NULL, NULL}};
+	struct tu_env rank1[] = {{"SLURM_JOB_ID", "4242"},
+				 {"SLURM_STEP_ID", "3"},
+				 {"SLURM_PROCID", "17"},
+				 {"SLURMD_NODENAME", "node9"},
+				 {NULL, NULL}};
 	assert_true(derive(rank1).key == id.key);
 }
 
 static void test_torchrun(void **state)
 {
 	(void)state;
-	struct tu_env named[] = {{"TORCHELASTIC_RUN_ID", "job-abc"}, {"MASTER_ADDR", "10.0.0.1"},
-				 {"MASTER_PORT", "29500"}, {"PMIX_NAMESPACE", "x"}, {NULL, NULL}};
+	struct tu_env named[] = {{"TORCHELASTIC_RUN_ID", "job-abc"},
+				 {"MASTER_ADDR", "10.0.0.1"},
+				 {"MASTER_PORT", "29500"},
+				 {"PMIX_NAMESPACE", "x"},
+				 {NULL, NULL}};
 	struct crux_job_identity id = derive(named);
 	assert_string_equal(id.id, "torchrun:job-abc");
 	assert_int_equal(id.source, CRUX_JOB_SRC_TORCHRUN);
 
-	struct tu_env none[] = {{"TORCHELASTIC_RUN_ID", "none"}, {"MASTER_ADDR", "10.0.0.1"},
-				{"MASTER_PORT", "29500"}, {NULL, NULL}};
+	struct tu_env none[] = {{"TORCHELASTIC_RUN_ID", "none"},
+				{"MASTER_ADDR", "10.0.0.1"},
+				{"MASTER_PORT", "29500"},
+				{NULL, NULL}};
 	id = derive(none);
 	assert_string_equal(id.id, "torchrun:none@10.0.0.1:29500");
-	struct tu_env none2[] = {{"TORCHELASTIC_RUN_ID", "none"}, {"MASTER_ADDR", "10.0.0.1"},
-				 {"MASTER_PORT", "29501"}, {NULL, NULL}};
+	struct tu_env none2[] = {{"TORCHELASTIC_RUN_ID", "none"},
+				 {"MASTER_ADDR", "10.0.0.1"},
+				 {"MASTER_PORT", "29501"},
+				 {NULL, NULL}};
 	assert_true(derive(none2).key != id.key);
 	/* "none" without a master: next source, never a shared "torchrun:none" */
-	struct tu_env nomaster[] = {{"TORCHELASTIC_RUN_ID", "none"}, {"PMI_KVSNAME", "kvs_1"},
-				    {NULL, NULL}};
+	struct tu_env nomaster[] = {
+	    {"TORCHELASTIC_RUN_ID", "none"}, {"PMI_KVSNAME", "kvs_1"}, {NULL, NULL}};
 	id = derive(nomaster);
 	assert_string_equal(id.id, "pmi:kvs_1");
 }
@@ -115,7 +128,8 @@ static void test_mpi(void **state)
 {
 	(void)state;
 	struct tu_env pmix[] = {{"PMIX_NAMESPACE", "prterun-host-1234@1"},
-				{"OMPI_MCA_ess_base_jobid", "99"}, {"PMI_KVSNAME", "k"},
+				{"OMPI_MCA_ess_base_jobid", "99"},
+				{"PMI_KVSNAME", "k"},
 				{NULL, NULL}};
 	struct crux_job_identity id = derive(pmix);
 	assert_string_equal(id.id, "pmix:prterun-host-1234@1");
@@ -164,19 +178,24 @@ static void test_rank_info(void **state)
 {
 	(void)state;
 	struct crux_rank_info ri;
-	struct tu_env torch[] = {{"RANK", "5"}, {"WORLD_SIZE", "16"}, {"LOCAL_RANK", "1"},
-				 {"SLURM_PROCID", "0"}, {NULL, NULL}};
+	struct tu_env torch[] = {{"RANK", "5"},
+				 {"WORLD_SIZE", "16"},
+				 {"LOCAL_RANK", "1"},
+				 {"SLURM_PROCID", "0"},
+				 {NULL, NULL}};
 	assert_int_equal(crux_rank_info_derive(tu_getenv, torch, &ri), CRUX_OK);
 	assert_int_equal(ri.rank, 5);
 	assert_int_equal(ri.world_size, 16);
 	assert_int_equal(ri.local_rank, 1);
-	struct tu_env ompi[] = {{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
-				{"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {NULL, NULL}};
+	struct tu_env ompi[] = {{"OMPI_COMM_WORLD_RANK", "3"},
+				{"OMPI_COMM_WORLD_SIZE", "4"},
+				{"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+				{NULL, NULL}};
 	assert_int_equal(crux_rank_info_derive(tu_getenv, ompi, &ri), CRUX_OK);
 	assert_int_equal(ri.rank, 3);
 	assert_int_equal(ri.world_size, 4);
-	struct tu_env slurm[] = {{"SLURM_PROCID", "9"}, {"SLURM_NTASKS", "12"},
-				 {"SLURM_LOCALID", "1"}, {NULL, NULL}};
+	struct tu_env slurm[] = {
+	    {"SLURM_PROCID", "9"}, {"SLURM_NTASKS", "12"}, {"SLURM_LOCALID", "1"}, {NULL, NULL}};
 	assert_int_equal(crux_rank_info_derive(tu_getenv, slurm, &ri), CRUX_OK);
 	assert_int_equal(ri.rank, 9);
 	assert_int_equal(ri.local_rank, 1);
@@ -193,13 +212,10 @@ static void test_rank_info(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_key),
-		cmocka_unit_test(test_crux_job_id),
-		cmocka_unit_test(test_slurm),
-		cmocka_unit_test(test_torchrun),
-		cmocka_unit_test(test_mpi),
-		cmocka_unit_test(test_fallback_and_long),
-		cmocka_unit_test(test_rank_info),
+	    cmocka_unit_test(test_key),	      cmocka_unit_test(test_crux_job_id),
+	    cmocka_unit_test(test_slurm),     cmocka_unit_test(test_torchrun),
+	    cmocka_unit_test(test_mpi),	      cmocka_unit_test(test_fallback_and_long),
+	    cmocka_unit_test(test_rank_info),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+/* cmocka.h needs the four headers above first. */
 #include <cmocka.h>
 
 #include <dirent.h>
@@ -11,6 +12,7 @@
 #include <pthread.h>
 #include <sys/wait.h>
 
+#include "crux/decision.h"
 #include "crux/profile.h"
 #include "testutil.h"
 
@@ -71,10 +73,20 @@ static void test_names(void **state)
 	assert_true(crux_prof_parse_name(buf, &pid, &start));
 	assert_int_equal(pid, 1234);
 	assert_true(start == 567890);
-	const char *bad[] = {"prof-.rec", "prof-12.rec", "prof-12-.rec", "prof--5.rec",
-			     "prof-012-5.rec", "prof-12-5.rec.tmp", "prof-12-5x.rec",
-			     "prof-0-5.rec", "prof-99999999999-5.rec", "prof-1-99999999999999999999.rec",
-			     "xprof-1-2.rec", "prof-+1-2.rec", "prof-1-2-3.rec", ""};
+	const char *bad[] = {"prof-.rec",
+			     "prof-12.rec",
+			     "prof-12-.rec",
+			     "prof--5.rec",
+			     "prof-012-5.rec",
+			     "prof-12-5.rec.tmp",
+			     "prof-12-5x.rec",
+			     "prof-0-5.rec",
+			     "prof-99999999999-5.rec",
+			     "prof-1-99999999999999999999.rec",
+			     "xprof-1-2.rec",
+			     "prof-+1-2.rec",
+			     "prof-1-2-3.rec",
+			     ""};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		assert_false(crux_prof_parse_name(bad[i], &pid, &start));
 	assert_true(crux_prof_parse_name("prof-1-0.rec", &pid, &start));
@@ -236,8 +248,7 @@ static void test_open_self_errors(void **state)
 	struct stat sb;
 	assert_int_equal(stat(missing, &sb), -1); /* never created by a training process */
 	chmod(d->shm, 0777);
-	assert_int_equal(crux_prof_open_self_ex(d->shm, &id, &h, err, sizeof(err)),
-			 CRUX_ERR_PERM);
+	assert_int_equal(crux_prof_open_self_ex(d->shm, &id, &h, err, sizeof(err)), CRUX_ERR_PERM);
 	chmod(d->shm, 0755);
 	/* a foreign file under our name */
 	char name[96], path[300];
@@ -498,16 +509,72 @@ static void test_scan_dir_errors(void **state)
 	assert_int_equal(st.valid + st.invalid + st.busy + st.reaped, 0);
 }
 
+/*
+ * A training process of another user than the agent (root here): it can read
+ * the decision table but not write it, and is told why it cannot create its
+ * profile record. Needs root to switch users; skipped otherwise.
+ */
+static void test_other_user(void **state)
+{
+	struct tu_dirs *d = *state;
+	if (geteuid() != 0) {
+		skip();
+		return;
+	}
+	struct crux_dt_settings s;
+	struct crux_dt_writer *w;
+	crux_dt_settings_default(4, &s);
+	assert_int_equal(crux_dt_writer_open(d->shm, &s, &w, NULL), CRUX_OK);
+	struct crux_dt_job j;
+	memset(&j, 0, sizeof(j));
+	snprintf(j.job_id, sizeof(j.job_id), "env:u");
+	j.job_key = crux_job_key_of(j.job_id);
+	j.level = 3;
+	assert_int_equal(crux_dt_publish(w, &j, 1, NULL, 0), CRUX_OK);
+	chmod(d->base, 0755);
+	pid_t child = fork();
+	if (child == 0) {
+		if (setgid(65534) != 0 || setuid(65534) != 0)
+			_exit(10);
+		struct crux_dt_reader *r;
+		struct crux_decision dec;
+		char err[512];
+		if (crux_dt_reader_open_ex(d->shm, &r, err, sizeof(err)) != CRUX_OK)
+			_exit(11);
+		if (crux_dt_lookup(r, j.job_key, NULL, &dec) != CRUX_OK || dec.level != 3)
+			_exit(12);
+		crux_dt_reader_close(r);
+		struct crux_dt_writer *w2;
+		if (crux_dt_writer_open_ex(d->shm, &s, &w2, NULL, err, sizeof(err)) !=
+		    CRUX_ERR_PERM)
+			_exit(13);
+		struct crux_prof_identity id;
+		struct crux_prof_handle *h;
+		make_identity(&id, "env:u", 0);
+		if (crux_prof_open_self_ex(d->shm, &id, &h, err, sizeof(err)) != CRUX_ERR_PERM ||
+		    !strstr(err, "chown 65534"))
+			_exit(14);
+		_exit(0);
+	}
+	int status = 0;
+	waitpid(child, &status, 0);
+	chmod(d->base, 0700);
+	crux_dt_writer_close(w);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_names),
-		cmocka_unit_test_setup_teardown(test_open_self_twice, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_open_self_race, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_open_self_errors, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_scan_and_reap, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_scan_invalid, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_scan_dir_errors, setup, teardown),
+	    cmocka_unit_test(test_names),
+	    cmocka_unit_test_setup_teardown(test_open_self_twice, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_open_self_race, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_open_self_errors, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_scan_and_reap, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_scan_invalid, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_scan_dir_errors, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_other_user, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

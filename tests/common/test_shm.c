@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+/* cmocka.h needs the four headers above first. */
 #include <cmocka.h>
 
 #include <dirent.h>
@@ -14,7 +15,7 @@
 #include "testutil.h"
 
 #define MAGIC 0x54534554u /* "TEST" */
-#define SIZE 4096
+#define SIZE  4096
 
 static int setup(void **state)
 {
@@ -109,8 +110,7 @@ static void test_dir_checks(void **state)
 	assert_non_null(strstr(err, "is not a directory"));
 
 	/* relative path */
-	assert_int_equal(crux_shm_dir_check_ex("rel/dir", true, err, sizeof(err)),
-			 CRUX_ERR_INVAL);
+	assert_int_equal(crux_shm_dir_check_ex("rel/dir", true, err, sizeof(err)), CRUX_ERR_INVAL);
 
 	/* another user's directory (needs root to set up) */
 	if (geteuid() == 0) {
@@ -167,9 +167,8 @@ static void test_create_open(void **state)
 	assert_true(S_ISREG(sb.st_mode));
 	assert_int_equal(count_entries(d->shm), 1); /* no temporary file left */
 
-	assert_int_equal(crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &r, err,
-					  sizeof(err)),
-			 CRUX_OK);
+	assert_int_equal(
+	    crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &r, err, sizeof(err)), CRUX_OK);
 	assert_false(r.writable);
 	assert_string_equal((char *)r.base + 64, "hello");
 	assert_int_equal(crux_shm_open(d->shm, "rec", MAGIC, 3, SIZE, true, &w), CRUX_OK);
@@ -197,20 +196,20 @@ static void test_create_open(void **state)
 	assert_int_equal(crux_shm_create_ex(d->shm, "a/b", MAGIC, 3, SIZE, 0644, true, NULL, NULL,
 					    &x, err, sizeof(err)),
 			 CRUX_ERR_INVAL);
-	assert_int_equal(crux_shm_open_ex(d->shm, "..", MAGIC, 3, SIZE, false, &x, err,
-					  sizeof(err)),
-			 CRUX_ERR_INVAL);
-	assert_int_equal(crux_shm_open_ex(d->shm, "missing", MAGIC, 3, SIZE, false, &x, err,
-					  sizeof(err)),
-			 CRUX_ERR_NOENT);
+	assert_int_equal(
+	    crux_shm_open_ex(d->shm, "..", MAGIC, 3, SIZE, false, &x, err, sizeof(err)),
+	    CRUX_ERR_INVAL);
+	assert_int_equal(
+	    crux_shm_open_ex(d->shm, "missing", MAGIC, 3, SIZE, false, &x, err, sizeof(err)),
+	    CRUX_ERR_NOENT);
 	/* create refuses an unsafe directory */
 	chmod(d->shm, 0777);
-	assert_int_equal(crux_shm_create_ex(d->shm, "rec2", MAGIC, 3, SIZE, 0644, true, NULL,
-					    NULL, &x, err, sizeof(err)),
+	assert_int_equal(crux_shm_create_ex(d->shm, "rec2", MAGIC, 3, SIZE, 0644, true, NULL, NULL,
+					    &x, err, sizeof(err)),
 			 CRUX_ERR_PERM);
-	assert_int_equal(crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &x, err,
-					  sizeof(err)),
-			 CRUX_ERR_PERM);
+	assert_int_equal(
+	    crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &x, err, sizeof(err)),
+	    CRUX_ERR_PERM);
 	chmod(d->shm, 0755);
 }
 
@@ -240,57 +239,56 @@ static void test_corrupt_files(void **state)
 
 	/* truncated below the header */
 	write_record(path, MAGIC, 3, SIZE, 10, 0644);
-	assert_int_equal(crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &m, err,
-					  sizeof(err)),
-			 CRUX_ERR_CORRUPT);
+	assert_int_equal(
+	    crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &m, err, sizeof(err)),
+	    CRUX_ERR_CORRUPT);
 	assert_non_null(strstr(err, "truncated"));
 	assert_non_null(strstr(err, "remove it"));
 	/* empty */
 	write_record(path, MAGIC, 3, SIZE, 0, 0644);
-	assert_int_equal(crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &m, err,
-					  sizeof(err)),
-			 CRUX_ERR_CORRUPT);
+	assert_int_equal(
+	    crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &m, err, sizeof(err)),
+	    CRUX_ERR_CORRUPT);
 	/* truncated after the header */
 	write_record(path, MAGIC, 3, SIZE, SIZE / 2, 0644);
-	assert_int_equal(crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &m, err,
-					  sizeof(err)),
-			 CRUX_ERR_CORRUPT);
+	assert_int_equal(
+	    crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &m, err, sizeof(err)),
+	    CRUX_ERR_CORRUPT);
 	assert_non_null(strstr(err, "2048 bytes"));
 	/* wrong magic */
 	write_record(path, 0xdeadbeef, 3, SIZE, SIZE, 0644);
-	assert_int_equal(crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &m, err,
-					  sizeof(err)),
-			 CRUX_ERR_CORRUPT);
+	assert_int_equal(
+	    crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &m, err, sizeof(err)),
+	    CRUX_ERR_CORRUPT);
 	assert_non_null(strstr(err, "wrong magic 0xdeadbeef"));
 	/* wrong version, even with another size */
 	write_record(path, MAGIC, 4, SIZE * 2, SIZE * 2, 0644);
-	assert_int_equal(crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &m, err,
-					  sizeof(err)),
-			 CRUX_ERR_VERSION);
+	assert_int_equal(
+	    crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &m, err, sizeof(err)),
+	    CRUX_ERR_VERSION);
 	assert_non_null(strstr(err, "layout version 4"));
 	/* header claims another total size */
 	write_record(path, MAGIC, 3, SIZE + 8, SIZE, 0644);
-	assert_int_equal(crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &m, err,
-					  sizeof(err)),
-			 CRUX_ERR_CORRUPT);
+	assert_int_equal(
+	    crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &m, err, sizeof(err)),
+	    CRUX_ERR_CORRUPT);
 	/* garbage */
 	char junk[SIZE];
 	for (size_t i = 0; i < sizeof(junk); i++)
 		junk[i] = (char)(i * 131 + 7);
 	tu_write_file(path, junk, sizeof(junk), 0644);
-	assert_int_equal(crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &m, err,
-					  sizeof(err)),
-			 CRUX_ERR_CORRUPT);
+	assert_int_equal(
+	    crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &m, err, sizeof(err)),
+	    CRUX_ERR_CORRUPT);
 	/* a good record with a mode that lets others write it */
 	write_record(path, MAGIC, 3, SIZE, SIZE, 0666);
-	assert_int_equal(crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &m, err,
-					  sizeof(err)),
-			 CRUX_ERR_PERM);
+	assert_int_equal(
+	    crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &m, err, sizeof(err)),
+	    CRUX_ERR_PERM);
 	assert_non_null(strstr(err, "chmod 644"));
 	chmod(path, 0644);
-	assert_int_equal(crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &m, err,
-					  sizeof(err)),
-			 CRUX_OK);
+	assert_int_equal(
+	    crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &m, err, sizeof(err)), CRUX_OK);
 	crux_shm_unmap(&m);
 	unlink(path);
 
@@ -299,29 +297,29 @@ static void test_corrupt_files(void **state)
 	snprintf(real, sizeof(real), "%s/real", d->shm);
 	write_record(real, MAGIC, 3, SIZE, SIZE, 0644);
 	assert_int_equal(symlink(real, path), 0);
-	assert_int_equal(crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &m, err,
-					  sizeof(err)),
-			 CRUX_ERR_PERM);
+	assert_int_equal(
+	    crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &m, err, sizeof(err)),
+	    CRUX_ERR_PERM);
 	assert_non_null(strstr(err, "symbolic link"));
 	unlink(path);
 	/* FIFO: refused, and opening it does not hang */
 	assert_int_equal(mkfifo(path, 0644), 0);
-	assert_int_equal(crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &m, err,
-					  sizeof(err)),
-			 CRUX_ERR_PERM);
+	assert_int_equal(
+	    crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &m, err, sizeof(err)),
+	    CRUX_ERR_PERM);
 	assert_non_null(strstr(err, "not a regular file"));
-	assert_int_equal(crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, true, &m, err,
-					  sizeof(err)),
-			 CRUX_ERR_PERM);
+	assert_int_equal(
+	    crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, true, &m, err, sizeof(err)),
+	    CRUX_ERR_PERM);
 	unlink(path);
 	/* directory */
 	assert_int_equal(mkdir(path, 0755), 0);
-	assert_int_equal(crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &m, err,
-					  sizeof(err)),
-			 CRUX_ERR_PERM);
-	assert_int_equal(crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, true, &m, err,
-					  sizeof(err)),
-			 CRUX_ERR_PERM);
+	assert_int_equal(
+	    crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, false, &m, err, sizeof(err)),
+	    CRUX_ERR_PERM);
+	assert_int_equal(
+	    crux_shm_open_ex(d->shm, "rec", MAGIC, 3, SIZE, true, &m, err, sizeof(err)),
+	    CRUX_ERR_PERM);
 	rmdir(path);
 }
 
@@ -375,12 +373,12 @@ static void test_proc_identity(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_shm_dir),
-		cmocka_unit_test_setup_teardown(test_dir_checks, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_create_open, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_corrupt_files, setup, teardown),
-		cmocka_unit_test(test_validate_buffer),
-		cmocka_unit_test(test_proc_identity),
+	    cmocka_unit_test(test_shm_dir),
+	    cmocka_unit_test_setup_teardown(test_dir_checks, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_create_open, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_corrupt_files, setup, teardown),
+	    cmocka_unit_test(test_validate_buffer),
+	    cmocka_unit_test(test_proc_identity),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,9 @@
  *                         mid-transfer (both sides), close with requests in
  *                         flight, bad CRUX_ value
  *   conformance ring N    ring all-reduce over N processes
+ *   conformance churn     several connections in threads of one process
+ *                         while the decision table flips levels and routes
+ *                         (path moves) underneath; every byte verified
  *
  * Also the building block of the namespace tests:
  *   conformance xfer-recv DIR   / xfer-send DIR   (see the wire_*.sh scripts)
@@ -25,12 +28,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
+#include "crux/decision.h"
+#include "crux/jobid.h"
 #include "netdrv.h"
 
 static const cruxn_net_v11_t *net;
@@ -105,7 +114,12 @@ static void *init_ctx(void)
 	cruxn_comm_config_t cfg = {.trafficClass = CRUXN_NET_TRAFFIC_CLASS_UNDEF};
 	CHECK(net->init(&ctx, 1, &cfg, logger, NULL) == CRUXN_SUCCESS, "init failed");
 	int n = 0;
-	CHECK(net->devices(&n) == CRUXN_SUCCESS && n >= 1, "no devices (n=%d)", n);
+	CHECK(net->devices(&n) == CRUXN_SUCCESS, "devices");
+	if (n == 0 && getenv("CRUX_SOCKET_FAMILY")) {
+		printf("SKIP: no %s address on the selected interfaces\n", getenv("CRUX_SOCKET_FAMILY"));
+		exit(77);
+	}
+	CHECK(n >= 1, "no devices");
 	return ctx;
 }
 
@@ -674,11 +688,52 @@ static void fault_bad_env(void)
 	CHECK(wait_child(pid) == 0, "init must fail on CRUX_SOCKET_NTHREADS=lots");
 }
 
+/* Silent strangers connected to a listener must not keep a real peer out. */
+static void fault_strangers(void *ctx)
+{
+	char handle[CRUXN_NET_HANDLE_MAXSIZE];
+	void *l = NULL, *s = NULL, *r = NULL;
+	int fds[40];
+	struct sockaddr_in a;
+	uint16_t port;
+
+	CHECK(net->listen(ctx, 0, handle, &l) == CRUXN_SUCCESS, "listen");
+	memcpy(&port, handle + 24, sizeof(port)); /* our handle layout: port after the address */
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_port = port;
+	a.sin_addr.s_addr = htonl(0x7f000001);
+	for (int i = 0; i < 40; i++) {
+		fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+		CHECK(fds[i] >= 0 && connect(fds[i], (struct sockaddr *)&a, sizeof(a)) == 0,
+		      "stranger connect");
+		if (i % 8 == 0)
+			CHECK(net->accept(l, &r, NULL) == CRUXN_SUCCESS && !r, "accept with strangers");
+	}
+	uint64_t t0 = netdrv_now_ns();
+	while (!s || !r) {
+		if (!r)
+			CHECK(net->accept(l, &r, NULL) == CRUXN_SUCCESS, "accept");
+		if (!s)
+			CHECK(net->connect(ctx, 0, handle, &s, NULL) == CRUXN_SUCCESS, "connect");
+		CHECK(netdrv_now_ns() - t0 < 5000000000ull, "strangers kept the real peer out");
+	}
+	for (int i = 0; i < 40; i++)
+		close(fds[i]);
+	net->closeSend(s);
+	net->closeRecv(r);
+	net->closeListen(l);
+}
+
 static int cmd_faults(void)
 {
 	void *ctx = init_ctx();
 	fault_garbage(ctx);
 	printf("  garbage handles refused\n");
+	if (!getenv("CRUX_SOCKET_FAMILY")) {
+		fault_strangers(ctx);
+		printf("  silent strangers do not block a real peer\n");
+	}
 	net->finalize(ctx);
 	fault_bad_env();
 	printf("  bad CRUX_ value fails init\n");
@@ -793,6 +848,102 @@ static int cmd_ring(int nranks)
 	return 0;
 }
 
+/* ---- churn: concurrent connections, table changing underneath ---- */
+
+#define CHURN_PAIRS 3
+#define CHURN_MSGS 150
+
+static volatile int churn_running;
+
+static void *churn_pair(void *arg)
+{
+	void *ctx = arg, *s, *r;
+	size_t cap = 2u << 20;
+	char *sb = malloc(cap), *rb = malloc(cap);
+	CHECK(sb && rb, "malloc");
+	self_connect(ctx, &s, &r);
+	for (uint32_t k = 0; k < CHURN_MSGS; k++) {
+		/* inline and striped sizes, unaligned */
+		size_t sz = (size_t)((k * 7919u) % 5 == 0 ? (k * 104729u) % cap : (k * 131u) % 70000);
+		uint32_t seed = (uint32_t)(uintptr_t)&s ^ k;
+		void *sr = NULL, *rr = NULL, *data[1] = {rb};
+		int tag = 0, got = -1, ds = 0, dr = 0;
+		netdrv_fill(sb, sz, seed);
+		while (!rr)
+			CHECK(net->irecv(r, 1, data, &cap, &tag, NULL, NULL, &rr) == CRUXN_SUCCESS,
+			      "irecv");
+		while (!sr)
+			CHECK(net->isend(s, sb, sz, 0, NULL, NULL, &sr) == CRUXN_SUCCESS, "isend");
+		uint64_t t0 = netdrv_now_ns();
+		while (!ds || !dr) {
+			if (!ds)
+				CHECK(net->test(sr, &ds, NULL) == CRUXN_SUCCESS, "test send %u", k);
+			if (!dr)
+				CHECK(net->test(rr, &dr, &got) == CRUXN_SUCCESS, "test recv %u", k);
+			CHECK(netdrv_now_ns() - t0 < 20000000000ull, "message %u stuck", k);
+		}
+		CHECK(got == (int)sz && netdrv_check(rb, sz, seed) == 0,
+		      "message %u (%zu bytes) corrupt across a table change", k, sz);
+	}
+	net->closeSend(s);
+	net->closeRecv(r);
+	free(sb);
+	free(rb);
+	return NULL;
+}
+
+static int cmd_churn(void)
+{
+	struct crux_dt_settings set;
+	struct crux_dt_writer *w = NULL;
+	struct crux_dt_job job;
+	struct crux_dt_route route;
+	pthread_t th[CHURN_PAIRS];
+	char id[96];
+	int flips = 0;
+
+	crux_dt_settings_default(CRUX_DEFAULT_LEVELS, &set);
+	set.heartbeat_timeout_ns = 3600ull * 1000000000ull;
+	CHECK(crux_dt_writer_open(getenv("CRUX_SHM_DIR"), &set, &w, NULL) == CRUX_OK,
+	      "decision table writer");
+	snprintf(id, sizeof(id), "env:%s", getenv("CRUX_JOB_ID"));
+	memset(&job, 0, sizeof(job));
+	job.job_key = crux_job_key_of(id);
+	job.state = CRUX_JOB_SCHEDULED;
+	memset(&route, 0, sizeof(route));
+	route.job_key = job.job_key;
+	CHECK(crux_addr_parse("127.0.0.1", &route.peer) == CRUX_OK, "addr");
+	route.nports = 2;
+	CHECK(crux_dt_publish(w, &job, 1, NULL, 0) == CRUX_OK, "publish");
+	crux_dt_heartbeat(w);
+
+	void *ctx = init_ctx();
+	churn_running = 1;
+	for (int i = 0; i < CHURN_PAIRS; i++)
+		CHECK(pthread_create(&th[i], NULL, churn_pair, ctx) == 0, "thread");
+	/* flip level and route while the connections run; joining ends it */
+	for (int i = 0; i < CHURN_PAIRS; i++) {
+		while (pthread_tryjoin_np(th[i], NULL) != 0) {
+			job.level = (uint8_t)(flips % CRUX_DEFAULT_LEVELS);
+			route.path_id = (uint16_t)(flips % 3);
+			route.ports[0] = (uint16_t)(46000 + 100 * (flips % 3));
+			route.ports[1] = (uint16_t)(route.ports[0] + 1);
+			CHECK(crux_dt_publish(w, &job, 1, &route, flips % 3 == 2 ? 0 : 1) ==
+				      CRUX_OK,
+			      "publish");
+			crux_dt_heartbeat(w);
+			flips++;
+			usleep(3000);
+		}
+	}
+	crux_dt_writer_close(w);
+	CHECK(net->finalize(ctx) == CRUXN_SUCCESS, "finalize");
+	CHECK(flips > 10, "the table changed only %d times", flips);
+	printf("churn: ok (%d connections x %d messages verified across %d table changes)\n",
+	       CHURN_PAIRS, CHURN_MSGS, flips);
+	return 0;
+}
+
 int cruxn_conf_xfer(int argc, char **argv, const cruxn_net_v11_t *n);
 int cruxn_conf_probe(int argc, char **argv);
 
@@ -814,6 +965,8 @@ int main(int argc, char **argv)
 		return cmd_pair();
 	if (strcmp(argv[1], "faults") == 0)
 		return cmd_faults();
+	if (strcmp(argv[1], "churn") == 0)
+		return cmd_churn();
 	if (strcmp(argv[1], "ring") == 0)
 		return cmd_ring(argc > 2 ? atoi(argv[2]) : 4);
 	if (strncmp(argv[1], "xfer-", 5) == 0)

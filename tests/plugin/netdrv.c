@@ -95,17 +95,20 @@ int netdrv_send(const cruxn_net_v11_t *net, void *comm, void *buf, size_t size, 
 int netdrv_recv(const cruxn_net_v11_t *net, void *comm, void *buf, size_t cap, int tag,
 		size_t *got, int timeout_ms)
 {
-	void *req = NULL;
+	/* as NCCL does for LL/LL128 receives: completion optional, the plugin may ignore it */
+	void *req = (void *)CRUXN_NET_OPTIONAL_RECV_COMPLETION;
 	void *data[1] = {buf};
 	int tags[1] = {tag};
 	int sz = -1, rc;
 	uint64_t t0 = netdrv_now_ns();
-	while (!req) {
+	do {
 		if (net->irecv(comm, 1, data, &cap, tags, NULL, NULL, &req) != CRUXN_SUCCESS)
 			return -1;
 		if (!req && deadline_passed(t0, timeout_ms))
 			return -2;
-	}
+	} while (!req);
+	if (req == (void *)CRUXN_NET_OPTIONAL_RECV_COMPLETION)
+		return -3; /* the marker must be replaced by a real request */
 	rc = netdrv_wait(net, req, &sz, timeout_ms);
 	if (rc == 0 && got)
 		*got = (size_t)sz;

@@ -19,14 +19,24 @@
 
 struct trace {
 	uint32_t sig[CRUXP_DET_MAX_CALLS];
+	uint64_t t[CRUXP_DET_MAX_CALLS]; /* start times, for the timed variants */
+	uint64_t now;
 	size_t n;
-	size_t iter_len; /* calls per clean iteration of the generator */
 };
+
+/* A call 'gap' ns after the previous one. */
+static void put_at(struct trace *t, uint32_t s, uint64_t gap)
+{
+	t->now += gap;
+	if (t->n < CRUXP_DET_MAX_CALLS) {
+		t->t[t->n] = t->now;
+		t->sig[t->n++] = s;
+	}
+}
 
 static void put(struct trace *t, uint32_t s)
 {
-	if (t->n < CRUXP_DET_MAX_CALLS)
-		t->sig[t->n++] = s;
+	put_at(t, s, 1000000);
 }
 
 /* Signatures: op in the high byte, a size or layer in the rest. */
@@ -56,7 +66,15 @@ static struct cruxp_det_result detect_ok(const struct trace *t)
 {
 	struct cruxp_det_result r;
 
-	assert_int_equal(cruxp_detect(t->sig, t->n, scratch, &r), CRUX_OK);
+	assert_int_equal(cruxp_detect(t->sig, NULL, t->n, scratch, &r), CRUX_OK);
+	return r;
+}
+
+static struct cruxp_det_result detect_timed_ok(const struct trace *t)
+{
+	struct cruxp_det_result r;
+
+	assert_int_equal(cruxp_detect(t->sig, t->t, t->n, scratch, &r), CRUX_OK);
 	return r;
 }
 
@@ -280,10 +298,88 @@ static void test_no_pattern(void **state)
 		seed = seed * 1103515245u + 12345u;
 		put(&t, AR(seed >> 8 & 0xffff));
 	}
-	assert_int_equal(cruxp_detect(t.sig, t.n, scratch, &r), CRUX_ERR_NOENT);
-	assert_int_equal(cruxp_detect(t.sig, 3, scratch, &r), CRUX_ERR_NOENT);
-	assert_int_equal(cruxp_detect(t.sig, CRUXP_DET_MAX_CALLS + 1, scratch, &r),
+	assert_int_equal(cruxp_detect(t.sig, NULL, t.n, scratch, &r), CRUX_ERR_NOENT);
+	assert_int_equal(cruxp_detect(t.sig, t.t, t.n, scratch, &r), CRUX_ERR_NOENT);
+	assert_int_equal(cruxp_detect(t.sig, NULL, 3, scratch, &r), CRUX_ERR_NOENT);
+	assert_int_equal(cruxp_detect(t.sig, NULL, CRUXP_DET_MAX_CALLS + 1, scratch, &r),
 			 CRUX_ERR_INVAL);
+}
+
+/*
+ * DDP with 20 equal buckets in backward (1 ms apart) after a 40 ms forward,
+ * and a loss all-reduce every 10 steps: with the timing, the forward pauses
+ * say one iteration per bucket run.
+ */
+static void ddp_timed(struct trace *t, int iters, int loss_every)
+{
+	for (int i = 0; i < iters; i++) {
+		put_at(t, AR(1), 40000000);
+		for (int b = 0; b < 20; b++)
+			put_at(t, AR(25), 1000000);
+		put_at(t, AR(7), 1000000);
+		if (loss_every && i % loss_every == loss_every - 1)
+			put_at(t, AR(0xff), 2000000);
+	}
+}
+
+static void test_timed_equal_buckets_and_loss(void **state)
+{
+	struct trace t = { .n = 0 };
+
+	(void)state;
+	ddp_timed(&t, 150, 10);
+	assert_int_equal(detect_timed_ok(&t).length, 22);
+	/* Structure alone finds the same here (the one-call period is never taken). */
+	assert_int_equal(detect_ok(&t).length, 22);
+}
+
+/*
+ * A single bucket per step plus a loss all-reduce every 5 steps: a one-call
+ * period is never inferred, so five steps count as one iteration (the
+ * per-iteration compute/communication ratio is the same).
+ */
+static void test_one_call_iteration_counts_groups(void **state)
+{
+	struct trace t = { .n = 0 };
+
+	(void)state;
+	for (int i = 0; i < 600; i++) {
+		put_at(&t, AR(25), 30000000);
+		if (i % 5 == 4)
+			put_at(&t, AR(0xff), 1000000);
+	}
+	assert_int_equal(detect_timed_ok(&t).length, 6);
+	assert_int_equal(detect_ok(&t).length, 6);
+}
+
+/* Equal buckets with one pause per iteration: timing keeps the long period. */
+static void test_timed_rhythm_keeps_long(void **state)
+{
+	struct trace t = { .n = 0 };
+
+	(void)state;
+	for (int i = 0; i < 100; i++) {
+		put_at(&t, AR(25), 40000000);
+		for (int b = 0; b < 30; b++)
+			put_at(&t, AR(25), 500000);
+		put_at(&t, AR(9), 500000);
+	}
+	assert_int_equal(detect_timed_ok(&t).length, 32);
+}
+
+/* Two equal buckets and a smaller one after each compute pause: period 3. */
+static void test_timed_two_equal_buckets(void **state)
+{
+	struct trace t = { .n = 0 };
+
+	(void)state;
+	for (int i = 0; i < 300; i++) {
+		put_at(&t, AR(25), 10000000);
+		put_at(&t, AR(25), 3000000);
+		put_at(&t, AR(6), 3000000);
+	}
+	assert_int_equal(detect_timed_ok(&t).length, 3);
+	assert_int_equal(detect_ok(&t).length, 3);
 }
 
 int main(void)
@@ -300,6 +396,10 @@ int main(void)
 		cmocka_unit_test(test_pipeline_no_dp),
 		cmocka_unit_test(test_random_noise),
 		cmocka_unit_test(test_no_pattern),
+		cmocka_unit_test(test_timed_equal_buckets_and_loss),
+		cmocka_unit_test(test_one_call_iteration_counts_groups),
+		cmocka_unit_test(test_timed_rhythm_keeps_long),
+		cmocka_unit_test(test_timed_two_equal_buckets),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -60,6 +60,16 @@ static void test_example1_k(void **state)
 	assert_true(fabs(d1 - 2.0) < 1e-9);
 	assert_true(fabs(d2 - 3.0) < 1e-9);
 	assert_true(fabs(d2 / d1 - 1.5) < 1e-9);
+	/* Wildly unequal periods finish (bounded work) with finite gains. */
+	struct crux_sched_pair_job fast = {1e-9, 0, 1e-9}, slow = {1e9, 0.5, 1e9};
+
+	assert_int_equal(crux_sched_pair_gain(&fast, &slow, &d1, &d2), CRUX_OK);
+	assert_true(isfinite(d1) && isfinite(d2));
+	assert_int_equal(crux_sched_pair_gain(&slow, &fast, &d1, &d2), CRUX_OK);
+	assert_true(isfinite(d1) && isfinite(d2));
+	struct crux_sched_pair_job bad = {NAN, 0, 1};
+
+	assert_int_equal(crux_sched_pair_gain(&bad, &j1, &d1, &d2), CRUX_ERR_INVAL);
 }
 
 static void test_example1_correction(void **state)

@@ -549,7 +549,8 @@ static crux_status_t group(struct cruxd_agent *a, uint64_t now)
 		j->clamped = false;
 	}
 	a->nhosts = 0;
-	qsort(a->ranks, a->nranks, sizeof(*a->ranks), rank_cmp_job);
+	if (a->nranks > 1)
+		qsort(a->ranks, a->nranks, sizeof(*a->ranks), rank_cmp_job);
 	while (i < a->nranks) {
 		size_t e = i;
 		struct job *j;
@@ -1434,11 +1435,13 @@ crux_status_t cruxd_agent_pass(struct cruxd_agent *a, uint64_t now_ns)
 	a->nranks = a->nnext;
 	a->next = tmp;
 	a->capnext = tcap;
-	qsort(a->ranks, a->nranks, sizeof(*a->ranks), rank_cmp_job);
+	if (a->nranks > 1)
+		qsort(a->ranks, a->nranks, sizeof(*a->ranks), rank_cmp_job);
 	st = group(a, now_ns);
 	if (st != CRUX_OK)
 		return st;
-	qsort(a->ranks, a->nranks, sizeof(*a->ranks), rank_cmp);
+	if (a->nranks > 1)
+		qsort(a->ranks, a->nranks, sizeof(*a->ranks), rank_cmp);
 	life_cycle(a, now_ns);
 	if (a->first_pass || a->resched_pending) {
 		/* After a restart with nothing new: figures only, decisions stay. */

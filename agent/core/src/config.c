@@ -138,7 +138,7 @@ crux_status_t cruxd_config_env(crux_getenv_fn fn, void *arg, struct cruxd_config
 				 (unsigned long long)(c.settings.heartbeat_timeout_ns / 1000000));
 		return CRUX_ERR_INVAL;
 	}
-	st = crux_env_duration_ns(fn, arg, "CRUX_PROFILE_WINDOW", 30 * SEC, SEC / 100, 3600 * SEC,
+	st = crux_env_duration_ns(fn, arg, "CRUX_PROFILE_WINDOW", 30 * SEC, SEC / 10, 3600 * SEC,
 				  SEC, &c.profile_window_ns, err, errlen);
 	if (st != CRUX_OK)
 		return st;

@@ -9,6 +9,7 @@
 
 #define K_MAX   100.0 /* clamp of the correction factor */
 #define GAIN_EPS 1e-9
+#define PAIR_MAX_ITERS 100000
 
 void crux_sched_params_default(struct crux_sched_params *p)
 {
@@ -330,35 +331,40 @@ static double free_time(const struct busy *b, double x, double y)
 	return (y - x) - (by - bx);
 }
 
-/* Time at which `need` seconds of free link time have accumulated after x. */
+/* Time at which `need` seconds of free link time have accumulated after x (O(1)). */
 static double free_until(const struct busy *b, double x, double need)
 {
-	for (;;) {
-		double u = x - b->start, next_busy, busy_end;
-
-		if (u < 0) {
-			next_busy = b->start;
-			busy_end = b->start + b->len;
-		} else {
-			double k = floor(u / b->period);
-			double r = u - k * b->period;
-
-			double nx = b->start + k * b->period + b->len;
-
-			if (r < b->len && nx > x) { /* inside a busy interval */
-				x = nx;
-				continue;
-			}
-			next_busy = b->start + (k + 1) * b->period;
-			busy_end = next_busy + b->len;
-		}
-		double avail = next_busy - x;
+	if (x < b->start) {
+		double avail = b->start - x;
 
 		if (avail >= need)
 			return x + need;
 		need -= avail;
-		x = busy_end;
+		x = b->start;
 	}
+	double per_free = b->period - b->len;
+	double base = b->start + floor((x - b->start) / b->period) * b->period;
+
+	if (x < base) /* rounding */
+		x = base;
+	if (x - base < b->len)
+		x = base + b->len; /* inside a busy interval: wait for its end */
+	double avail = base + b->period - x;
+
+	if (avail >= need)
+		return x + need;
+	need -= avail;
+	base += b->period;
+	/* Whole periods, leaving a partial one (0 < need <= per_free). */
+	double whole = floor(need / per_free);
+
+	if (whole > 0 && whole * per_free >= need)
+		whole -= 1;
+	base += whole * b->period;
+	need -= whole * per_free;
+	if (need <= 0)
+		return base;
+	return base + b->len + need;
 }
 
 /*
@@ -390,12 +396,18 @@ static void pair_times(const struct crux_sched_pair_job *hi, const struct crux_s
 		return;
 	}
 	double x = 0, sent = 0;
+	long iters = 0;
 
 	while (x < H) {
 		double cs = x + sl, ce;
 
 		if (cs >= H)
 			break;
+		if (++iters > PAIR_MAX_ITERS) {
+			/* Very unequal periods: extrapolate the share seen so far. */
+			sent *= H / x;
+			break;
+		}
 		ce = free_until(&b, cs, tl);
 		sent += free_time(&b, cs, fmin(ce, H));
 		x = fmax(x + lo->compute, ce);

@@ -85,6 +85,7 @@ struct cjob {
 	double iter;  /* current iteration time */
 	double shift; /* fraction of the iteration */
 	double fair_tau; /* communication time under fair sharing (all at once) */
+	int bottleneck;  /* link of the largest bytes / rate; -1 without traffic */
 	int placed;
 };
 
@@ -121,9 +122,11 @@ crux_status_t sim_cassini_eval(const struct sim_cassini_job *jobs, size_t n, int
 	size_t *ljob = calloc(total ? total : 1, sizeof(*ljob));
 	double *lbytes = calloc(total ? total : 1, sizeof(*lbytes));
 	int *fill = calloc((size_t)n_links + 1, sizeof(*fill));
+	double *wsum = calloc(n ? n : 1, sizeof(*wsum));
+	size_t *nbr = calloc(n ? n : 1, sizeof(*nbr));
 	crux_status_t st = CRUX_ERR_NOMEM;
 
-	if (!c || !order || !lstart || !ljob || !lbytes || !fill)
+	if (!c || !order || !lstart || !ljob || !lbytes || !fill || !wsum || !nbr)
 		goto out;
 	/* Link -> (job, bytes) lists. */
 	for (size_t i = 0; i < n; i++) {
@@ -139,13 +142,17 @@ crux_status_t sim_cassini_eval(const struct sim_cassini_job *jobs, size_t n, int
 		lstart[e + 1] += lstart[e];
 	for (size_t i = 0; i < n; i++) {
 		double t = 0;
+		c[i].bottleneck = -1;
 		for (int k = 0; k < jobs[i].n_links; k++) {
 			int e = jobs[i].links[k];
 			size_t at = (size_t)lstart[e] + (size_t)fill[e]++;
 			ljob[at] = i;
 			lbytes[at] = jobs[i].bytes[k];
 			double le = jobs[i].bytes[k] / link_bw[e];
-			t = le > t ? le : t;
+			if (le > t) {
+				t = le;
+				c[i].bottleneck = e;
+			}
 		}
 		c[i].t = t;
 		c[i].tau = t;
@@ -154,34 +161,44 @@ crux_status_t sim_cassini_eval(const struct sim_cassini_job *jobs, size_t n, int
 	}
 	qsort_r(order, n, sizeof(*order), cmp_by_t, c);
 
-	/* Greedy shifts on the isolated phases. */
+	/*
+	 * Greedy shifts on the isolated phases. A job's competitors are merged
+	 * first: w[b] = sum over the links a and b share of a's time there.
+	 */
 	for (size_t oi = 0; oi < n; oi++) {
 		size_t a = order[oi];
 		const struct sim_cassini_job *ja = &jobs[a];
 		double best = INFINITY;
 		int best_k = 0;
-		if (c[a].t > 0) {
-			for (int k = 0; k < SIM_CASSINI_SLOTS; k++) {
-				c[a].shift = (double)k / SIM_CASSINI_SLOTS;
-				double sa = phase_start(ja, &c[a]), cost = 0;
-				for (int q = 0; q < ja->n_links; q++) {
-					int e = ja->links[q];
-					double w = ja->bytes[q] / link_bw[e];
-					for (int x = lstart[e]; x < lstart[e + 1]; x++) {
-						size_t b = ljob[x];
-						if (b == a || !c[b].placed)
-							continue;
-						cost += w * cover(sa, c[a].tau, c[a].iter,
-								  phase_start(&jobs[b], &c[b]),
-								  c[b].tau, c[b].iter);
-					}
-				}
-				if (cost < best - 1e-12) {
-					best = cost;
-					best_k = k;
-				}
+		size_t nb = 0;
+		for (int q = 0; q < ja->n_links && c[a].t > 0; q++) {
+			int e = ja->links[q];
+			double w = ja->bytes[q] / link_bw[e];
+			for (int x = lstart[e]; x < lstart[e + 1]; x++) {
+				size_t b = ljob[x];
+				if (b == a || !c[b].placed)
+					continue;
+				if (wsum[b] == 0)
+					nbr[nb++] = b;
+				wsum[b] += w;
 			}
 		}
+		for (int k = 0; nb && k < SIM_CASSINI_SLOTS; k++) {
+			c[a].shift = (double)k / SIM_CASSINI_SLOTS;
+			double sa = phase_start(ja, &c[a]), cost = 0;
+			for (size_t x = 0; x < nb; x++) {
+				size_t b = nbr[x];
+				cost += wsum[b] * cover(sa, c[a].tau, c[a].iter,
+							phase_start(&jobs[b], &c[b]), c[b].tau,
+							c[b].iter);
+			}
+			if (cost < best - 1e-12) {
+				best = cost;
+				best_k = k;
+			}
+		}
+		for (size_t x = 0; x < nb; x++)
+			wsum[nbr[x]] = 0;
 		c[a].shift = (double)best_k / SIM_CASSINI_SLOTS;
 		c[a].placed = 1;
 	}
@@ -209,13 +226,9 @@ crux_status_t sim_cassini_eval(const struct sim_cassini_job *jobs, size_t n, int
 	for (int round = 0; round < 8; round++) {
 		for (size_t a = 0; a < n; a++) {
 			const struct sim_cassini_job *ja = &jobs[a];
-			double sa = phase_start(ja, &c[a]), worst = -1, frac = 0;
-			for (int q = 0; q < ja->n_links; q++) {
-				int e = ja->links[q];
-				double le = ja->bytes[q] / link_bw[e];
-				if (le <= worst)
-					continue;
-				worst = le;
+			double sa = phase_start(ja, &c[a]), frac = 0;
+			if (c[a].bottleneck >= 0) {
+				int e = c[a].bottleneck;
 				double all = 0, cov = 0;
 				for (int x = lstart[e]; x < lstart[e + 1]; x++) {
 					size_t b = ljob[x];
@@ -264,5 +277,7 @@ out:
 	free(ljob);
 	free(lbytes);
 	free(fill);
+	free(wsum);
+	free(nbr);
 	return st;
 }

@@ -394,8 +394,8 @@ static void step_advance(struct sim_run *s, double t0, double t1)
 	r->link_bytes += s->link_rate_sum * (t1 - t0);
 }
 
-static void progress(struct sim_run *s, double t, double end, size_t done, size_t n,
-		     struct timespec *last, int final)
+static void progress(struct sim_run *s, double t, size_t done, size_t n, struct timespec *last,
+		     int final)
 {
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
@@ -408,8 +408,7 @@ static void progress(struct sim_run *s, double t, double end, size_t done, size_
 	fprintf(stderr, "\r%-10s [", crux_sim_policy_name(s->cfg->policy));
 	for (int i = 0; i < w; i++)
 		fputc(i < fill ? '#' : '.', stderr);
-	fprintf(stderr, "] %5.1f%% jobs done, day %.2f%s", 100 * frac, t / 86400,
-		end > 0 ? "" : "");
+	fprintf(stderr, "] %5.1f%% jobs done, day %.2f", 100 * frac, t / 86400);
 	if (final)
 		fputc('\n', stderr);
 	fflush(stderr);
@@ -646,10 +645,10 @@ crux_status_t crux_sim_run(const struct crux_sim_trace *trace, const struct crux
 		if (changed && (st = evaluate(&s)) != CRUX_OK)
 			goto done;
 		if (cfg->progress)
-			progress(&s, t, cfg->horizon_s, finished, n, &last, 0);
+			progress(&s, t, finished, n, &last, 0);
 	}
 	if (cfg->progress)
-		progress(&s, t, cfg->horizon_s, finished, n, &last, 1);
+		progress(&s, t, finished, n, &last, 1);
 	r->end_s = t;
 	r->finished = finished;
 	double busy = 0, held = 0;

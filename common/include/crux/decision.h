@@ -201,6 +201,13 @@ crux_status_t crux_dt_publish_ex(struct crux_dt_writer *w, const struct crux_dt_
 				 uint32_t njobs, const struct crux_dt_route *routes,
 				 uint32_t nroutes, char *err, size_t errlen);
 
+/*
+ * False when the table file this reader maps was replaced or removed (a new
+ * agent replaced a bad table): reopen then. Two system calls: call it when
+ * the heartbeat looks stale, never on the data path.
+ */
+bool crux_dt_reader_is_current(const struct crux_dt_reader *r);
+
 /* Size in bytes of a decision table file of this layout version. */
 size_t crux_dt_file_size(void);
 
