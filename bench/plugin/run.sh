@@ -75,10 +75,10 @@ else
 	VE_C=null VE_I=null
 fi
 
-echo "== small messages: round trip (us), best of 3 interleaved rounds =="
+echo "== small messages: round trip (us), best of 5 interleaved rounds =="
 SIZES="8 64 512 4096 16384 65536"
 : > "$W/pp.txt"; : > "$W/tcp.txt"
-for round in 1 2 3; do
+for round in 1 2 3 4 5; do
 	d=$(mktemp -d "$W/p-XXXXXX")
 	CRUX_SOCKET_IFNAME==lo inns "$L" "$BENCH" pp-server "$d" &
 	sp=$!

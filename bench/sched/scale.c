@@ -137,14 +137,15 @@ int main(int argc, char **argv)
 	}
 	fprintf(jf, "{\"benchmark\":\"sched-scale\",\"topology\":\"lingjun (847 hosts)\",\"levels\":8,"
 		    "\"orders\":10,\"rows\":[");
-	printf("%6s %5s %9s %9s %6s %8s %9s %9s %8s %10s\n", "jobs", "mix", "net_jobs", "dag_edges", "comps",
-	       "largest", "cold_ms", "warm_ms", "ecmp_ms", "warm/ecmp");
+	printf("%6s %5s %9s %9s %6s %8s %9s %9s %8s %10s %8s %6s\n", "jobs", "mix", "net_jobs", "dag_edges", "comps",
+	       "largest", "cold_ms", "warm_ms", "ecmp_ms", "warm/ecmp", "eval_ms", "util");
 	for (int ci = 0; ci < nc; ci++) {
 		struct crux_sched_topo *t = NULL;
 		struct crux_sched_jobs js;
 		struct crux_sched_schedule *s = NULL;
 		struct crux_sched_params p;
-		double best_warm = 1e9, best_ecmp = 1e9, cold = 1e9;
+		double best_warm = 1e9, best_ecmp = 1e9, cold = 1e9, best_eval = 1e9, u = 0;
+		struct crux_sched_eval *ev = NULL;
 
 		crux_sched_params_default(&p);
 		p.levels = 8;
@@ -184,21 +185,33 @@ int main(int argc, char **argv)
 			best_ecmp = fmin(best_ecmp, now() - t0);
 		}
 		crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s);
+		/* The fluid evaluator on that schedule (the simulator's engine). */
+		if (crux_sched_eval_new(&ev))
+			return 1;
+		for (int rep = 0; rep < 5; rep++) {
+			double t0 = now();
+
+			if (crux_sched_evaluate(ev, t, js.v, js.n, s, NULL, &u))
+				return 1;
+			best_eval = fmin(best_eval, now() - t0);
+		}
+		crux_sched_eval_free(ev);
 		size_t net = 0;
 
 		for (size_t i = 0; i < js.n; i++)
 			net += js.v[i].n_flows > 0;
 		const char *mixn = ci == nc - 1 && stress ? "multi" : "trace";
 
-		printf("%6d %5s %9zu %9zu %6d %8d %9.2f %9.2f %8.2f %10.1f\n", counts[ci], mixn, net,
-		       s->dag_edges,
-		       s->dag_components, s->dag_largest, cold * 1e3, best_warm * 1e3, best_ecmp * 1e3,
-		       best_warm / best_ecmp);
+		printf("%6d %5s %9zu %9zu %6d %8d %9.2f %9.2f %8.2f %10.1f %8.2f %6.3f\n", counts[ci], mixn,
+		       net, s->dag_edges, s->dag_components, s->dag_largest, cold * 1e3, best_warm * 1e3,
+		       best_ecmp * 1e3, best_warm / best_ecmp, best_eval * 1e3, u);
 		fprintf(jf, "%s{\"jobs\":%d,\"mix\":\"%s\",\"network_jobs\":%zu,\"dag_edges\":%zu,\"dag_components\":%d,"
 			    "\"dag_largest\":%d,\"cold_ms\":%.3f,\"warm_ms\":%.3f,"
-			    "\"ecmp_ms\":%.3f,\"warm_over_ecmp\":%.3f,\"cut_weight\":%.6g}",
+			    "\"ecmp_ms\":%.3f,\"warm_over_ecmp\":%.3f,\"eval_ms\":%.3f,\"gpu_util\":%.4f,"
+			    "\"cut_weight\":%.6g}",
 			ci ? "," : "", counts[ci], mixn, net, s->dag_edges, s->dag_components, s->dag_largest,
-			cold * 1e3, best_warm * 1e3, best_ecmp * 1e3, best_warm / best_ecmp, s->cut_weight);
+			cold * 1e3, best_warm * 1e3, best_ecmp * 1e3, best_warm / best_ecmp, best_eval * 1e3,
+			u, s->cut_weight);
 		fflush(stdout);
 		crux_sched_schedule_free(s);
 		crux_sched_jobs_free(&js);

@@ -37,6 +37,10 @@ SPINE_RATE=50
 # level map (level l -> DSCP 8*l).
 DSCPS="0 8 16 24 32 40 48 56"
 QUEUE=200000
+# Datacenter TCP stacks lower the minimum retransmission timeout (RoCE has
+# none): a drop behind a burst of higher-priority traffic then costs tens of
+# milliseconds, not 200 ms doubling into seconds.
+RTO_MIN=20
 OWNER=""
 STATE=""
 
@@ -49,12 +53,13 @@ usage() {
 	cat <<EOF
 usage: $PROG up [--tag T] [--leaves N] [--hosts-per-leaf N] [--spines N]
                 [--host-rate MBIT] [--spine-rate MBIT] [--dscp "D0 D1 ..."]
-                [--queue BYTES] [--owner PID]
+                [--queue BYTES] [--rto-min MS] [--owner PID]
        $PROG down [--tag T]
        $PROG status [--tag T]
 Namespaces are named cxtb<T>-h<i>, cxtb<T>-l<j>, cxtb<T>-s<k> (T: letters/digits, <= 4).
 Defaults: 2 leaves x 4 hosts, 2 spines, hosts at 100 Mbit/s, spine links at 50 Mbit/s,
-DSCP by level "0 8 16 24 32 40 48 56" (level 0 lowest), 200000-byte queue per class.
+DSCP by level "0 8 16 24 32 40 48 56" (level 0 lowest), 200000-byte queue per class,
+TCP minimum RTO 20 ms on the hosts' routes.
 EOF
 }
 
@@ -83,6 +88,7 @@ parse_args() {
 		--spine-rate) SPINE_RATE="${2-}"; shift 2 ;;
 		--dscp) DSCPS="${2-}"; shift 2 ;;
 		--queue) QUEUE="${2-}"; shift 2 ;;
+		--rto-min) RTO_MIN="${2-}"; shift 2 ;;
 		--owner) OWNER="${2-}"; shift 2 ;;
 		-h | --help) usage; exit 0 ;;
 		*) usage >&2; die "unknown option '$1'" ;;
@@ -98,6 +104,7 @@ parse_args() {
 	check_range --host-rate "$HOST_RATE" 1 10000
 	check_range --spine-rate "$SPINE_RATE" 1 10000
 	check_range --queue "$QUEUE" 3000 100000000
+	check_range --rto-min "$RTO_MIN" 1 1000
 	local n=0 d
 	for d in $DSCPS; do
 		check_range "--dscp entry" "$d" 0 63
@@ -211,6 +218,8 @@ SPINES=$SPINES
 HOST_RATE_MBIT=$HOST_RATE
 SPINE_RATE_MBIT=$SPINE_RATE
 DSCPS="$DSCPS"
+QUEUE_BYTES=$QUEUE
+RTO_MIN_MS=$RTO_MIN
 EOF
 	: >"$STATE/hosts"
 	for ((s = 0; s < SPINES; s++)); do
@@ -234,7 +243,7 @@ EOF
 			ip -n "$hns" addr add "198.18.$l.$((4 * h + 2))/30" dev eth0
 			ip -n "$lns" link set "h$h" up
 			ip -n "$hns" link set eth0 up
-			ip -n "$hns" route add default via "198.18.$l.$((4 * h + 1))"
+			ip -n "$hns" route add default via "198.18.$l.$((4 * h + 1))" rto_min "${RTO_MIN}ms"
 			shape "$hns" eth0 "$HOST_RATE"
 			shape "$lns" "h$h" "$HOST_RATE"
 			echo "h$i $hns 198.18.$l.$((4 * h + 2)) $l" >>"$STATE/hosts"

@@ -17,6 +17,7 @@ set ylabel "GPU utilization (%)"
 set yrange [0:*]
 set boxwidth 0.6
 set xrange [-0.6:1.6]
+set yrange [*:*]
 stats datadir."/util.dat" using 2 nooutput
 set yrange [0:(STATS_max * 1.25 > 5 ? STATS_max * 1.25 : 5)]
 set xtics nomirror font "Sans,12"
@@ -28,6 +29,7 @@ plot datadir."/util.dat" using 0:2:(0.6):xtic(1) with boxes lc rgb "#4c72b0" not
 set title "Job completion time (lower is better)"
 set ylabel "JCT (s)"
 set xrange [*:*]
+set yrange [*:*]
 stats datadir."/jct.dat" using 2 nooutput
 jmax = STATS_max
 stats datadir."/jct.dat" using 4 nooutput

@@ -1373,6 +1373,42 @@ static struct cruxn_set *recv_set(struct cruxn_comm *c, uint32_t epoch)
 	return NULL;
 }
 
+/*
+ * Read the control stream through the stage, so a header and a small
+ * payload cost one system call; large remainders go straight to 'dst'.
+ * Returns like read_some.
+ */
+static int ctrl_read(struct cruxn_comm *c, void *dst, size_t len, size_t *off)
+{
+	while (*off < len) {
+		size_t have = c->stage_len - c->stage_off;
+		ssize_t n;
+
+		if (have > 0) {
+			size_t k = have < len - *off ? have : len - *off;
+			memcpy((char *)dst + *off, c->stage + c->stage_off, k);
+			c->stage_off += k;
+			*off += k;
+			continue;
+		}
+		if (len - *off >= sizeof(c->stage))
+			return read_some(c->ctrl, dst, len, off);
+		n = recv(c->ctrl, c->stage, sizeof(c->stage), MSG_DONTWAIT);
+		if (n > 0) {
+			c->stage_off = 0;
+			c->stage_len = (size_t)n;
+			continue;
+		}
+		if (n == 0)
+			return CRUXN_EOF;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		if (errno != EINTR)
+			return errno;
+	}
+	return 0;
+}
+
 static void recv_progress(struct cruxn_comm *c)
 {
 	int e;
@@ -1393,7 +1429,7 @@ static void recv_progress(struct cruxn_comm *c)
 		if (c->rx_req) {
 			struct cruxn_req *q = c->rx_req;
 			size_t off = q->got[c->rx_slot] - c->rx_left;
-			e = read_some(c->ctrl, q->data[c->rx_slot], q->got[c->rx_slot], &off);
+			e = ctrl_read(c, q->data[c->rx_slot], q->got[c->rx_slot], &off);
 			if (e) {
 				comm_fail(c, e == CRUXN_EOF ? ECONNRESET : e, "control socket");
 				return;
@@ -1407,7 +1443,7 @@ static void recv_progress(struct cruxn_comm *c)
 		if (!c->rx_have_hdr) {
 			if (c->ctrl_eof)
 				return;
-			e = read_some(c->ctrl, m, sizeof(*m), &c->rx_hdr_off);
+			e = ctrl_read(c, m, sizeof(*m), &c->rx_hdr_off);
 			if (e == CRUXN_EOF && c->rx_hdr_off == 0) {
 				/* Sender closed: striped data already sent may still be arriving. */
 				c->ctrl_eof = true;

@@ -198,6 +198,9 @@ struct cruxn_comm {
 	uint64_t data_nonce;
 	struct cruxn_msg out_msg; /* ACCEPT reply */
 	size_t out_off;
+	char stage[4096]; /* control bytes read ahead: a header and a small payload in one recv */
+	size_t stage_off;
+	size_t stage_len;
 	struct cruxn_msg rx_hdr;
 	size_t rx_hdr_off;
 	bool rx_have_hdr;

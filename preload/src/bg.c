@@ -368,7 +368,14 @@ static void step(struct cruxp_bg *bg, bool final)
 		run_detect(bg, now);
 	poll_backend(bg);
 	account(bg, final ? UINT64_MAX / 2 : now);
-	if (now - bg->win_start >= cruxp_ctx.cfg.window_ns || (final && bg->w_regular))
+	/*
+	 * At exit, a partial window is published when it is all there is, or
+	 * at least half a window: a sliver of a few iterations would replace a
+	 * better figure.
+	 */
+	if (now - bg->win_start >= cruxp_ctx.cfg.window_ns ||
+	    (final && bg->w_regular &&
+	     (!bg->windows || 2 * (now - bg->win_start) >= cruxp_ctx.cfg.window_ns)))
 		publish(bg, now);
 }
 
@@ -472,8 +479,6 @@ static void atfork_child(void)
 	cruxp_ctx.events = NULL;
 	cruxp_ctx.cupti = NULL;
 	atomic_store(&cruxp_ctx.intercepted, false);
-	if (cruxp_ctx.bg)
-		cruxp_ctx.bg->prof = NULL; /* the parent's record stays the parent's */
 }
 
 static void start_locked(uintptr_t comm, int rank, int nranks)
@@ -512,6 +517,9 @@ static void start_locked(uintptr_t comm, int rank, int nranks)
 		st = CRUX_OK;
 	}
 	if (st == CRUX_OK) {
+		/* After fork: drop our view of the parent's record; the file is the parent's. */
+		if (cruxp_ctx.bg && cruxp_ctx.bg->prof)
+			crux_prof_close(cruxp_ctx.bg->prof);
 		bg_free(cruxp_ctx.bg);
 		cruxp_ctx.bg = NULL;
 		st = bg_new(&cruxp_ctx.bg);
@@ -566,10 +574,12 @@ __attribute__((destructor)) static void cruxp_fini(void)
 		}
 	}
 	/* Never reached by any communicator: was NCCL in here all along? */
-	if (!atomic_load(&cruxp_ctx.intercepted) && !cruxp_ctx.static_nccl &&
-	    cruxp_static_nccl_scan(obj, sizeof(obj)) &&
-	    (cruxp_ctx.pid || crux_log_init("crux-preload") == CRUX_OK || true))
-		crux_log_once(&cruxp_ctx.static_said, CRUX_LOG_WARN,
-			      "NCCL is linked statically into %s: its calls could not be intercepted and this process was not profiled",
-			      obj);
+	if (atomic_load(&cruxp_ctx.intercepted) || cruxp_ctx.static_nccl ||
+	    !cruxp_static_nccl_scan(obj, sizeof(obj)))
+		return;
+	if (!cruxp_ctx.pid)
+		crux_log_init("crux-preload"); /* never started: name our lines */
+	crux_log_once(&cruxp_ctx.static_said, CRUX_LOG_WARN,
+		      "NCCL is linked statically into %s: its calls could not be intercepted and this process was not profiled",
+		      obj);
 }

@@ -260,14 +260,15 @@ static bool repeat_plus_noise(const uint32_t *sig, const uint64_t *t, size_t n, 
 
 	if (ls < 2)
 		return false;
-	for (uint32_t reps = q > 2 ? q - 1 : 2; reps <= q + 1; reps++) {
+	for (uint32_t reps = q > 1 ? q - 1 : 1; reps <= q + 1; reps++) {
 		uint32_t lb = reps * ls, diff = lb > lt ? lb - lt : lt - lb;
 		uint32_t limit = reps / 8 + 1 < 2 ? 2 : reps / 8 + 1;
 		bool ok = false;
 
 		if (limit > MAX_EDITS)
 			limit = MAX_EDITS;
-		if (reps < 2 || diff == 0 || diff > limit)
+		/* Noise is rare: at least 4 short periods per long one. */
+		if (reps < 4 || diff == 0 || diff > limit)
 			continue;
 		for (uint32_t f = 0; f < 3 && f < lt && !ok; f++) {
 			uint32_t tries = 0;

@@ -12,6 +12,7 @@
  */
 #include <fcntl.h>
 #include <ftw.h>
+#include <link.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -49,6 +50,39 @@ static const char *need(const char *name)
 		abort();
 	}
 	return v;
+}
+
+/* Under AddressSanitizer its runtime must come first in LD_PRELOAD. */
+static int find_asan(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	const char *base = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+
+	(void)size;
+	if (base && strncmp(base + 1, "libasan.so", 10) == 0) {
+		snprintf(arg, 512, "%s", info->dlpi_name);
+		return 1;
+	}
+	return 0;
+}
+
+static void set_preload(void)
+{
+	char asan[512] = "", value[1100];
+	const char *opts = getenv("ASAN_OPTIONS");
+
+	dl_iterate_phdr(find_asan, asan);
+	if (*asan) {
+		/*
+		 * GCC's ASan reports its own registration of the preload's globals
+		 * twice (an ODR "violation" within one library, also with nothing
+		 * else loaded); every other check stays on.
+		 */
+		snprintf(value, sizeof(value), "%s%sdetect_odr_violation=0", opts ? opts : "",
+			 opts && *opts ? ":" : "");
+		setenv("ASAN_OPTIONS", value, 1);
+	}
+	snprintf(value, sizeof(value), "%s%s%s", asan, *asan ? ":" : "", need("CRUXP_TEST_PRELOAD"));
+	setenv("LD_PRELOAD", value, 1);
 }
 
 static int collect(void *arg, const struct crux_prof_snapshot *snap)
@@ -96,11 +130,9 @@ static void run_trainer(struct run *r, const char *fw, const char *scenario, int
 			_exit(126);
 		setenv("CRUX_SHM_DIR", r->shm, 1);
 		setenv("CRUX_PROFILE_WINDOW", "400ms", 1);
-		setenv("LD_PRELOAD", need("CRUXP_TEST_PRELOAD"), 1);
+		set_preload();
 		setenv("CRUX_JOB_ID", "preload-test", 1);
 		setenv("FW_TRUTH", r->truthfile, 1);
-		/* Under ASan the runtime is the trainer's dependency, after the preload. */
-		setenv("ASAN_OPTIONS", "verify_asan_link_order=0:detect_leaks=0", 1);
 		unsetenv("CRUX_TIMING");
 		unsetenv("CRUX_ITERATION_MARK");
 		for (const char *const *e = env; e && *e; e++)

@@ -203,6 +203,61 @@ static void test_fig14(void **state)
 	assert_int_equal(crux_sched_maxkcut(2, 2, cf, ct, w, 2, 2, 1, lv, &cut), CRUX_ERR_INVAL);
 }
 
+static void test_maxkcut_brute_force(void **state)
+{
+	(void)state;
+	/* Small random DAGs: the DP over many orders reaches the optimum over
+	 * all valid K-level assignments, and the reported cut is the real one. */
+	srand(11);
+	for (int iter = 0; iter < 200; iter++) {
+		int n = 2 + rand() % 5, K = 2 + rand() % 2, m = 0;
+		int from[15], to[15], lv[6];
+		double w[15], cut;
+
+		for (int a = 0; a < n; a++) {
+			for (int b = a + 1; b < n; b++) {
+				if (rand() % 2) {
+					from[m] = a;
+					to[m] = b;
+					w[m++] = 1 + rand() % 9;
+				}
+			}
+		}
+		assert_int_equal(crux_sched_maxkcut(n, m, from, to, w, K, 300, (uint64_t)iter, lv, &cut),
+				 CRUX_OK);
+		double got = 0, best = 0;
+
+		for (int e = 0; e < m; e++) {
+			assert_true(lv[from[e]] >= lv[to[e]]);
+			if (lv[from[e]] != lv[to[e]])
+				got += w[e];
+		}
+		assert_true(fabs(got - cut) < 1e-9);
+		int total = 1;
+
+		for (int a = 0; a < n; a++)
+			total *= K;
+		for (int code = 0; code < total; code++) {
+			int l[6], x = code, ok = 1;
+			double c = 0;
+
+			for (int a = 0; a < n; a++) {
+				l[a] = x % K;
+				x /= K;
+			}
+			for (int e = 0; e < m && ok; e++) {
+				ok = l[from[e]] >= l[to[e]];
+				if (l[from[e]] != l[to[e]])
+					c += w[e];
+			}
+			if (ok && c > best)
+				best = c;
+		}
+		if (fabs(best - cut) > 1e-9)
+			fail_msg("case %d: n=%d K=%d cut %g, optimum %g", iter, n, K, cut, best);
+	}
+}
+
 /* ---- path selection ---- */
 
 static void test_path_ties(void **state)
@@ -415,7 +470,14 @@ static void test_validity_and_determinism(void **state)
 	assert_true(edges > 0);
 	assert_true(a->cut_weight > 0);
 	free(use);
-	/* Another seed may change ECMP choices, but the result stays valid and the copy is exact. */
+	/* Bad values through the API are refused, not propagated. */
+	js.v[0].compute = NAN;
+	assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, b), CRUX_ERR_INVAL);
+	js.v[0].compute = 0.5;
+	js.v[1].flows[0].bytes = -1;
+	assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, b), CRUX_ERR_INVAL);
+	js.v[1].flows[0].bytes = 1e9;
+	/* The copy is exact. */
 	assert_int_equal(crux_sched_schedule_copy(b, a), CRUX_OK);
 	for (size_t i = 0; i < js.n; i++)
 		assert_int_equal(a->d[i].level, b->d[i].level);
@@ -624,6 +686,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_example2_overlap_ranks_lower),
 		cmocka_unit_test(test_fig13),
 		cmocka_unit_test(test_fig14),
+		cmocka_unit_test(test_maxkcut_brute_force),
 		cmocka_unit_test(test_path_ties),
 		cmocka_unit_test(test_eval_priority_vs_fair),
 		cmocka_unit_test(test_eval_overlap),

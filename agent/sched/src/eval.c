@@ -208,6 +208,9 @@ crux_status_t crux_sched_evaluate(struct crux_sched_eval *ev, struct crux_sched_
 
 	if (s->n_jobs != n || s->levels < 1)
 		return CRUX_ERR_INVAL;
+	st = jobs_validate(t, jobs, n);
+	if (st)
+		return st;
 	st = job_links_build(t, jobs, n, s, &jl);
 	if (st)
 		return st;

@@ -95,4 +95,7 @@ struct job_links {
 crux_status_t job_links_build(struct crux_sched_topo *t, const struct crux_sched_job *jobs, size_t n,
 			      const struct crux_sched_schedule *s, struct job_links *out);
 void job_links_free(struct job_links *jl);
+/* Finite, non-negative times, bytes and work; overlap in 0..1; hosts in range. */
+crux_status_t jobs_validate(const struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+			    size_t n);
 #endif

@@ -567,6 +567,27 @@ void crux_sched_compress_balanced(struct crux_sched_schedule *s)
 
 /* ---- policies ---- */
 
+crux_status_t jobs_validate(const struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+			    size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct crux_sched_job *j = &jobs[i];
+
+		if (!isfinite(j->compute) || j->compute < 0 || !isfinite(j->work) || j->work < 0 ||
+		    !isfinite(j->overlap) || j->overlap < 0 || j->overlap > 1 || j->n_flows < 0 ||
+		    (j->n_flows && !j->flows) || j->gpus < 0)
+			return CRUX_ERR_INVAL;
+		for (int f = 0; f < j->n_flows; f++) {
+			const struct crux_sched_flow *fl = &j->flows[f];
+
+			if (fl->src < 0 || fl->dst < 0 || fl->src >= t->n_hosts || fl->dst >= t->n_hosts ||
+			    !isfinite(fl->bytes) || fl->bytes < 0)
+				return CRUX_ERR_INVAL;
+		}
+	}
+	return CRUX_OK;
+}
+
 crux_status_t crux_sched_run(struct crux_sched_topo *t, const struct crux_sched_job *jobs, size_t n,
 			     const struct crux_sched_params *p, enum crux_sched_policy pol,
 			     struct crux_sched_schedule *s)
@@ -575,6 +596,9 @@ crux_status_t crux_sched_run(struct crux_sched_topo *t, const struct crux_sched_
 
 	if (s->n_jobs != n || p->levels < 1 || p->levels > CRUX_SCHED_MAX_LEVELS || p->orders < 1)
 		return CRUX_ERR_INVAL;
+	st = jobs_validate(t, jobs, n);
+	if (st)
+		return st;
 	s->levels = p->levels;
 	s->cut_weight = 0;
 	s->reference = -1;

@@ -11,6 +11,7 @@
 #define CRUX_LOG_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -78,12 +79,17 @@ void crux_log_vmsg(enum crux_log_level level, const char *file, int line, const 
 #define crux_debug(...) crux_log(CRUX_LOG_DEBUG, __VA_ARGS__)
 
 /*
- * Log at most once per 'flag' (an int owned by the caller, e.g. a field of a
- * connection or a static in the caller's context). Thread-safe.
+ * Log at most once per 'flag' (an int or _Atomic int owned by the caller,
+ * e.g. a field of a connection or of the component's context). Thread-safe.
  */
+#define crux__once_take(flag)                                                                      \
+	_Generic((flag),                                                                           \
+		_Atomic int *: atomic_exchange_explicit((_Atomic int *)(flag), 1,                  \
+							memory_order_relaxed),                     \
+		default: __atomic_exchange_n((int *)(flag), 1, __ATOMIC_RELAXED))
 #define crux_log_once(flag, level, ...)                                                            \
 	do {                                                                                       \
-		if (!__atomic_exchange_n((flag), 1, __ATOMIC_RELAXED))                             \
+		if (!crux__once_take(flag))                                                        \
 			crux_log((level), __VA_ARGS__);                                            \
 	} while (0)
 

@@ -208,7 +208,9 @@ struct crux_sched_params {
 };
 void crux_sched_params_default(struct crux_sched_params *p);
 
-/* Run a whole policy; s must come from crux_sched_schedule_new for these jobs. */
+/* Run a whole policy; s must come from crux_sched_schedule_new for these jobs.
+ * CRUX_ERR_INVAL for NaN/negative times, bytes or work, overlap outside 0..1,
+ * or hosts outside the topology. */
 crux_status_t crux_sched_run(struct crux_sched_topo *t, const struct crux_sched_job *jobs, size_t n,
 			     const struct crux_sched_params *p, enum crux_sched_policy pol,
 			     struct crux_sched_schedule *s);
