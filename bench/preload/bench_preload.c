@@ -19,7 +19,7 @@
 #include "crux/nccl_api.h"
 
 #define BATCHES 301
-#define CALLS 1000
+#define CALLS	1000
 
 typedef ncclResult_t (*allreduce_fn)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
 				     ncclComm_t, cudaStream_t);
@@ -54,7 +54,7 @@ int main(int argc, char **argv)
 {
 	static double direct[BATCHES], wrapped[BATCHES];
 	allreduce_fn real, wrap = ncclAllReduce;
-	struct timespec pause = { 0, 2000000 };
+	struct timespec pause = {0, 2000000};
 	ncclComm_t comm = NULL;
 	ncclUniqueId id;
 	float buf[1024];
@@ -103,16 +103,19 @@ int main(int argc, char **argv)
 		perror(argv[1]);
 		return 1;
 	}
-	fprintf(out,
-		"{\n  \"benchmark\": \"preload\",\n  \"what\": \"ncclAllReduce through libcrux-preload.so (CRUX_TIMING=host) vs the same NCCL double called directly\",\n"
-		"  \"batches\": %d,\n  \"calls_per_batch\": %d,\n  \"direct_median_ns\": %.1f,\n"
-		"  \"intercepted_median_ns\": %.1f,\n  \"added_median_ns\": %.1f,\n"
-		"  \"intercepted_over_direct\": %.3f,\n  \"goal_added_ns\": 150,\n  \"goal_met\": %s,\n"
-		"  \"direct_p10_ns\": %.1f,\n  \"direct_p90_ns\": %.1f,\n  \"intercepted_p10_ns\": %.1f,\n"
-		"  \"intercepted_p90_ns\": %.1f\n}\n",
-		BATCHES, CALLS, d, w, w - d, w / d, w - d <= 150 ? "true" : "false",
-		direct[BATCHES / 10], direct[BATCHES * 9 / 10], wrapped[BATCHES / 10],
-		wrapped[BATCHES * 9 / 10]);
+	fprintf(
+	    out,
+	    "{\n  \"benchmark\": \"preload\",\n  \"what\": \"ncclAllReduce through "
+	    "libcrux-preload.so (CRUX_TIMING=host) vs the same NCCL double called directly\",\n"
+	    "  \"batches\": %d,\n  \"calls_per_batch\": %d,\n  \"direct_median_ns\": %.1f,\n"
+	    "  \"intercepted_median_ns\": %.1f,\n  \"added_median_ns\": %.1f,\n"
+	    "  \"intercepted_over_direct\": %.3f,\n  \"goal_added_ns\": 150,\n  \"goal_met\": %s,\n"
+	    "  \"direct_p10_ns\": %.1f,\n  \"direct_p90_ns\": %.1f,\n  \"intercepted_p10_ns\": "
+	    "%.1f,\n"
+	    "  \"intercepted_p90_ns\": %.1f\n}\n",
+	    BATCHES, CALLS, d, w, w - d, w / d, w - d <= 150 ? "true" : "false",
+	    direct[BATCHES / 10], direct[BATCHES * 9 / 10], wrapped[BATCHES / 10],
+	    wrapped[BATCHES * 9 / 10]);
 	fclose(out);
 	ncclCommDestroy(comm);
 	return 0;

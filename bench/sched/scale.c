@@ -38,8 +38,8 @@ struct model {
 };
 
 static const struct model models[6] = {
-	{0.05, 0.0, 1e8}, {0.12, 0.25, 4e8}, {0.2, 0.5, 1e9},
-	{0.3, 0.75, 1.4e9}, {0.45, 0.5, 2e9}, {0.6, 0.25, 7e8},
+    {0.05, 0.0, 1e8},	{0.12, 0.25, 4e8}, {0.2, 0.5, 1e9},
+    {0.3, 0.75, 1.4e9}, {0.45, 0.5, 2e9},  {0.6, 0.25, 7e8},
 };
 
 static uint64_t rnd(uint64_t *s)
@@ -89,7 +89,6 @@ static int gen_jobs(struct crux_sched_topo *t, int n, uint64_t seed, int multi_h
 	for (int i = 0; i < n; i++) {
 		int r = (int)(rnd(&seed) % 100), k = 0, acc = weight[0];
 
-
 		while (r >= acc)
 			acc += weight[++k];
 		int g = sizes[k];
@@ -103,8 +102,12 @@ static int gen_jobs(struct crux_sched_topo *t, int n, uint64_t seed, int multi_h
 		for (int a = 0; a < nhj; a++)
 			hosts[a] = order[((cursor / 8) + a) % nh];
 		cursor = (cursor + g) % slots;
-		struct crux_sched_job j = {.id = (uint64_t)i + 1, .gpus = g, .n_hosts = nhj, .hosts = hosts,
-					   .compute = m->compute, .overlap = m->overlap};
+		struct crux_sched_job j = {.id = (uint64_t)i + 1,
+					   .gpus = g,
+					   .n_hosts = nhj,
+					   .hosts = hosts,
+					   .compute = m->compute,
+					   .overlap = m->overlap};
 
 		j.work = g * m->compute;
 		if (crux_sched_jobs_add(js, &j) ||
@@ -135,10 +138,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "sched-scale: cannot write %s\n", out);
 		return 1;
 	}
-	fprintf(jf, "{\"benchmark\":\"sched-scale\",\"topology\":\"lingjun (847 hosts)\",\"levels\":8,"
-		    "\"orders\":10,\"rows\":[");
-	printf("%6s %5s %9s %9s %6s %8s %9s %9s %8s %10s %8s %6s\n", "jobs", "mix", "net_jobs", "dag_edges", "comps",
-	       "largest", "cold_ms", "warm_ms", "ecmp_ms", "warm/ecmp", "eval_ms", "util");
+	fprintf(jf,
+		"{\"benchmark\":\"sched-scale\",\"topology\":\"lingjun (847 hosts)\",\"levels\":8,"
+		"\"orders\":10,\"rows\":[");
+	printf("%6s %5s %9s %9s %6s %8s %9s %9s %8s %10s %8s %6s\n", "jobs", "mix", "net_jobs",
+	       "dag_edges", "comps", "largest", "cold_ms", "warm_ms", "ecmp_ms", "warm/ecmp",
+	       "eval_ms", "util");
 	for (int ci = 0; ci < nc; ci++) {
 		struct crux_sched_topo *t = NULL;
 		struct crux_sched_jobs js;
@@ -161,7 +166,8 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			crux_sched_jobs_init(&js);
-			if (gen_jobs(t, counts[ci], 7 + (uint64_t)ci, ci == nc - 1 && stress, &js) ||
+			if (gen_jobs(t, counts[ci], 7 + (uint64_t)ci, ci == nc - 1 && stress,
+				     &js) ||
 			    crux_sched_schedule_new(js.v, js.n, 8, &s)) {
 				fprintf(stderr, "sched-scale: out of memory\n");
 				return 1;
@@ -202,16 +208,20 @@ int main(int argc, char **argv)
 			net += js.v[i].n_flows > 0;
 		const char *mixn = ci == nc - 1 && stress ? "multi" : "trace";
 
-		printf("%6d %5s %9zu %9zu %6d %8d %9.2f %9.2f %8.2f %10.1f %8.2f %6.3f\n", counts[ci], mixn,
-		       net, s->dag_edges, s->dag_components, s->dag_largest, cold * 1e3, best_warm * 1e3,
-		       best_ecmp * 1e3, best_warm / best_ecmp, best_eval * 1e3, u);
-		fprintf(jf, "%s{\"jobs\":%d,\"mix\":\"%s\",\"network_jobs\":%zu,\"dag_edges\":%zu,\"dag_components\":%d,"
-			    "\"dag_largest\":%d,\"cold_ms\":%.3f,\"warm_ms\":%.3f,"
-			    "\"ecmp_ms\":%.3f,\"warm_over_ecmp\":%.3f,\"eval_ms\":%.3f,\"gpu_util\":%.4f,"
-			    "\"cut_weight\":%.6g}",
-			ci ? "," : "", counts[ci], mixn, net, s->dag_edges, s->dag_components, s->dag_largest,
-			cold * 1e3, best_warm * 1e3, best_ecmp * 1e3, best_warm / best_ecmp, best_eval * 1e3,
-			u, s->cut_weight);
+		printf("%6d %5s %9zu %9zu %6d %8d %9.2f %9.2f %8.2f %10.1f %8.2f %6.3f\n",
+		       counts[ci], mixn, net, s->dag_edges, s->dag_components, s->dag_largest,
+		       cold * 1e3, best_warm * 1e3, best_ecmp * 1e3, best_warm / best_ecmp,
+		       best_eval * 1e3, u);
+		fprintf(
+		    jf,
+		    "%s{\"jobs\":%d,\"mix\":\"%s\",\"network_jobs\":%zu,\"dag_edges\":%zu,\"dag_"
+		    "components\":%d,"
+		    "\"dag_largest\":%d,\"cold_ms\":%.3f,\"warm_ms\":%.3f,"
+		    "\"ecmp_ms\":%.3f,\"warm_over_ecmp\":%.3f,\"eval_ms\":%.3f,\"gpu_util\":%.4f,"
+		    "\"cut_weight\":%.6g}",
+		    ci ? "," : "", counts[ci], mixn, net, s->dag_edges, s->dag_components,
+		    s->dag_largest, cold * 1e3, best_warm * 1e3, best_ecmp * 1e3,
+		    best_warm / best_ecmp, best_eval * 1e3, u, s->cut_weight);
 		fflush(stdout);
 		crux_sched_schedule_free(s);
 		crux_sched_jobs_free(&js);

@@ -32,6 +32,10 @@ run clos2-random "Two-layer Clos, scattered placement" --topo clos2 --placement 
 run clos2-pack "Two-layer Clos, packed placement" --topo clos2 --placement pack
 run dsided-random "Double-sided, scattered placement" --topo dsided --placement random
 run dsided-pack "Double-sided, packed placement" --topo dsided --placement pack
+# Sensitivity: fewer, denser ToRs (40 x 8 hosts, 16 x 50G uplinks: 2:1) and 4 channels, so
+# that ECMP collisions weigh less and jobs share oversubscribed uplinks more.
+run clos2-dense-random "Two-layer Clos, 40 ToR x 8 hosts (2:1), scattered" --topo clos2 \
+	--tors 40 --hosts-per-tor 8 --tor-gbps 50 --channels 4 --placement random
 
 echo "== speed"
 "$SIM" speed --policy crux-full --placement random --seed "$SEED" --json "$OUT/sim-speed.json"

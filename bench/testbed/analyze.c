@@ -18,7 +18,8 @@
  *   iteration time mean of (end - start) over iterations that start in the window
  *   utilization    compute-busy time inside the window over (GPUs x window)
  *   progress       a job progresses in a second of the window if one of its
- *                  ranks computed or completed an all-reduce bucket in it
+ *                  ranks computed, completed an all-reduce bucket, or received
+ *                  data (logs/<job>-r<rank>.prog, optional) in it
  * --check exits 1 unless the second arm raises utilization, shortens every
  * high-role job's JCT and every job progressed in every second of every run.
  */
@@ -51,6 +52,8 @@ struct tb_rank {
 	struct tb_iter *it;
 	int n;
 	bool done;
+	double *prog; /* times data arrived (the emulator's progress file), seconds */
+	int nprog;
 };
 
 struct tb_job {
@@ -170,6 +173,39 @@ bad:
 	return 0;
 }
 
+/* Optional: lines "<ns> <bytes>" from the emulator (CRUX_TB_PROGRESS). */
+static int tb_read_prog(const char *path, struct tb_rank *r)
+{
+	FILE *f = fopen(path, "r");
+	unsigned long long t, b;
+	int cap = 0, lineno = 0;
+	char line[128];
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		lineno++;
+		if (sscanf(line, "%llu %llu", &t, &b) != 2) {
+			fclose(f);
+			return tb_err("%s:%d: malformed progress line (want '<ns> <bytes>')", path,
+				      lineno);
+		}
+		if (r->nprog == cap) {
+			double *n;
+			cap = cap ? cap * 2 : 256;
+			n = realloc(r->prog, sizeof(*n) * (size_t)cap);
+			if (!n) {
+				fclose(f);
+				return tb_err("out of memory");
+			}
+			r->prog = n;
+		}
+		r->prog[r->nprog++] = (double)t;
+	}
+	fclose(f);
+	return 0;
+}
+
 static int tb_load_run(struct tb_run *run)
 {
 	char path[700], line[256];
@@ -210,6 +246,14 @@ static int tb_load_run(struct tb_run *run)
 				return -1;
 		}
 	}
+	for (int i = 0; i < run->njobs; i++) {
+		struct tb_job *j = &run->jobs[i];
+		for (int r = 0; r < j->nranks; r++) {
+			snprintf(path, sizeof(path), "%s/logs/%s-r%d.prog", run->dir, j->name, r);
+			if (tb_read_prog(path, &j->ranks[r]) < 0)
+				return -1;
+		}
+	}
 	/* Seconds since a common origin keep the arithmetic in doubles exact enough. */
 	for (int i = 0; i < run->njobs; i++) {
 		struct tb_job *j = &run->jobs[i];
@@ -223,6 +267,8 @@ static int tb_load_run(struct tb_run *run)
 				for (int b = 0; b < it->nb; b++)
 					it->bucket_end[b] = (it->bucket_end[b] - (double)origin) / 1e9;
 			}
+			for (int k = 0; k < rk->nprog; k++)
+				rk->prog[k] = (rk->prog[k] - (double)origin) / 1e9;
 		}
 	}
 	return 0;
@@ -247,6 +293,9 @@ static double tb_busy(const struct tb_job *j, double t0, double t1)
 static bool tb_progress(const struct tb_job *j, double t0, double t1)
 {
 	for (int r = 0; r < j->nranks; r++) {
+		for (int k = 0; k < j->ranks[r].nprog; k++)
+			if (j->ranks[r].prog[k] >= t0 && j->ranks[r].prog[k] < t1)
+				return true;
 		for (int k = 0; k < j->ranks[r].n; k++) {
 			const struct tb_iter *it = &j->ranks[r].it[k];
 			if (tb_overlap(it->start, it->cend, t0, t1) > 0)

@@ -18,16 +18,16 @@
 #include "crux/shm.h"
 #include "cruxp.h"
 
-#define RING_ORDER 16
-#define EVENT_SLOTS 1024
-#define TICK_NS 20000000ull
-#define DETECT_NS 500000000ull
-#define MAX_SPANS 4096
-#define IV_CAP (1u << 17)
-#define POLL_CAP 8192
+#define RING_ORDER     16
+#define EVENT_SLOTS    1024
+#define TICK_NS	       20000000ull
+#define DETECT_NS      500000000ull
+#define MAX_SPANS      4096
+#define IV_CAP	       (1u << 17)
+#define POLL_CAP       8192
 #define HOST_MARGIN_NS 20000000ull
-#define GPU_MARGIN_NS 200000000ull
-#define ORPHAN_NS 10000000000ull
+#define GPU_MARGIN_NS  200000000ull
+#define ORPHAN_NS      10000000000ull
 
 struct span_rec {
 	uint64_t start;
@@ -109,7 +109,7 @@ static void add_iv(struct cruxp_bg *bg, uint64_t start, uint64_t end, uint32_t k
 		bg->iv_dropped++;
 		return;
 	}
-	bg->ivs[bg->niv++] = (struct cruxp_iv){ start, end, kind, 0 };
+	bg->ivs[bg->niv++] = (struct cruxp_iv){start, end, kind, 0};
 }
 
 static bool auto_mode(void)
@@ -131,8 +131,8 @@ static void boundary(struct cruxp_bg *bg, uint64_t t)
 		s = &bg->spans[bg->nspans++];
 		s->start = bg->it_start;
 		s->end = t;
-		s->regular = !auto_mode() ||
-			     (bg->it_calls + tol >= len && bg->it_calls <= len + tol);
+		s->regular =
+		    !auto_mode() || (bg->it_calls + tol >= len && bg->it_calls <= len + tol);
 		memcpy(s->bytes, bg->it_bytes, sizeof(s->bytes));
 	}
 	bg->it_open = true;
@@ -198,9 +198,9 @@ static void run_detect(struct cruxp_bg *bg, uint64_t now)
 	 * Same period through another anchor (equivalent calls of one iteration):
 	 * keep counting with the current one; switching would cost an iteration.
 	 */
-	if (bg->det_valid && (r.anchor == bg->res.anchor ||
-			      (r.length == bg->res.length && bg->it_open &&
-			       bg->it_calls <= 3 * bg->res.length)))
+	if (bg->det_valid &&
+	    (r.anchor == bg->res.anchor ||
+	     (r.length == bg->res.length && bg->it_open && bg->it_calls <= 3 * bg->res.length)))
 		return;
 	/* A change of period must show twice before it replaces the current one. */
 	if (bg->det_valid && (r.anchor != bg->cand_anchor || r.length != bg->cand_len)) {
@@ -208,8 +208,9 @@ static void run_detect(struct cruxp_bg *bg, uint64_t now)
 		bg->cand_len = r.length;
 		return;
 	}
-	crux_debug("iteration period %u calls (anchor %016llx over %u calls, %u repeats, coverage %.2f)",
-		   r.length, (unsigned long long)r.anchor, r.gram, r.repeats, r.coverage);
+	crux_debug(
+	    "iteration period %u calls (anchor %016llx over %u calls, %u repeats, coverage %.2f)",
+	    r.length, (unsigned long long)r.anchor, r.gram, r.repeats, r.coverage);
 	bg->res = r;
 	bg->det_valid = true;
 	bg->ever_detected = true;
@@ -250,13 +251,13 @@ static void account(struct cruxp_bg *bg, uint64_t now)
 		until = s->end;
 		if (!s->regular)
 			continue;
-		bg->acc[nacc++] = (struct cruxp_span){ s->start, s->end };
+		bg->acc[nacc++] = (struct cruxp_span){s->start, s->end};
 		dur += s->end - s->start;
 		for (int k = 0; k < CRUX_COLL_KINDS; k++)
 			bg->w_bytes[k] += s->bytes[k];
 	}
-	if (take && cruxp_iv_account(bg->ivs, bg->niv, bg->acc, nacc, bg->events, &busy) ==
-			    CRUX_OK) {
+	if (take &&
+	    cruxp_iv_account(bg->ivs, bg->niv, bg->acc, nacc, bg->events, &busy) == CRUX_OK) {
 		bg->w_iters += take;
 		bg->w_regular += nacc;
 		bg->w_dur += dur;
@@ -291,7 +292,8 @@ static void open_record(struct cruxp_bg *bg)
 	st = crux_prof_open_self(cruxp_ctx.cfg.shm_dir, &cruxp_ctx.ident, &bg->prof);
 	if (st != CRUX_OK && st != CRUX_ERR_NOENT)
 		crux_log_once(&bg->prof_said, CRUX_LOG_WARN,
-			      "cannot open the profile record in %s (%s); is cruxd running with the same CRUX_SHM_DIR?",
+			      "cannot open the profile record in %s (%s); is cruxd running with "
+			      "the same CRUX_SHM_DIR?",
 			      cruxp_ctx.cfg.shm_dir, crux_status_str(st));
 }
 
@@ -306,14 +308,17 @@ static void publish(struct cruxp_bg *bg, uint64_t now)
 		if (cruxp_static_nccl_scan(obj, sizeof(obj))) {
 			cruxp_ctx.static_nccl = true;
 			crux_log_once(&cruxp_ctx.static_said, CRUX_LOG_WARN,
-				      "NCCL is linked statically into %s: its calls cannot be intercepted, so this process is not profiled (use a framework build that links libnccl.so.2 dynamically)",
+				      "NCCL is linked statically into %s: its calls cannot be "
+				      "intercepted, so this process is not profiled (use a "
+				      "framework build that links libnccl.so.2 dynamically)",
 				      obj);
 		}
 	}
 	memset(&c, 0, sizeof(c));
 	c.window_end_ns = bg->w_to ? bg->w_to : now;
 	/* The window is the stretch its iterations cover (GPU data lags the clock). */
-	c.window_s = (double)(bg->w_to > bg->w_from ? bg->w_to - bg->w_from : now - bg->win_start) / 1e9;
+	c.window_s =
+	    (double)(bg->w_to > bg->w_from ? bg->w_to - bg->w_from : now - bg->win_start) / 1e9;
 	c.windows = ++bg->windows;
 	c.iterations = bg->w_iters;
 	bg->total_iters += bg->w_iters;
@@ -334,13 +339,15 @@ static void publish(struct cruxp_bg *bg, uint64_t now)
 		c.flags |= CRUX_PROF_F_ITER_DETECTED;
 	if (cruxp_ctx.static_nccl)
 		c.flags |= CRUX_PROF_F_STATIC_NCCL;
-	snprintf(c.device, sizeof(c.device), "%s", cruxp_ctx.device[0] ? cruxp_ctx.device : "unknown");
+	snprintf(c.device, sizeof(c.device), "%s",
+		 cruxp_ctx.device[0] ? cruxp_ctx.device : "unknown");
 	open_record(bg);
 	if (bg->prof)
 		crux_prof_publish_compute(bg->prof, &c);
-	crux_debug("window %llu: %llu iterations, %.6f s/iter, compute %.6f, comm %.6f, overlap %.6f",
-		   (unsigned long long)c.windows, (unsigned long long)c.iterations, c.iter_time_s,
-		   c.compute_s, c.comm_s, c.overlap_s);
+	crux_debug(
+	    "window %llu: %llu iterations, %.6f s/iter, compute %.6f, comm %.6f, overlap %.6f",
+	    (unsigned long long)c.windows, (unsigned long long)c.iterations, c.iter_time_s,
+	    c.compute_s, c.comm_s, c.overlap_s);
 	bg->win_start = now;
 	bg->w_from = bg->w_to;
 	bg->w_iters = bg->w_regular = bg->w_dur = bg->w_compute = bg->w_comm = bg->w_overlap = 0;
@@ -382,7 +389,7 @@ static void step(struct cruxp_bg *bg, bool final)
 static void *bg_main(void *arg)
 {
 	struct cruxp_bg *bg = arg;
-	struct timespec ts = { 0, (long)TICK_NS };
+	struct timespec ts = {0, (long)TICK_NS};
 
 	/* The record exists from the start: the agent sees a job being profiled. */
 	open_record(bg);
@@ -416,8 +423,7 @@ static void pick_backend(void)
 			atomic_store(&cruxp_ctx.backend, CRUX_TIMING_CUPTI);
 			return;
 		}
-		crux_warn("CUPTI timing unavailable (%s); trying CUDA events",
-			  crux_status_str(st));
+		crux_warn("CUPTI timing unavailable (%s); trying CUDA events", crux_status_str(st));
 		want = 2;
 	}
 	if (want == 2) {
@@ -536,7 +542,7 @@ static void start_locked(uintptr_t comm, int rank, int nranks)
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	cruxp_ctx.thread_running =
-		pthread_create(&cruxp_ctx.thread, NULL, bg_main, cruxp_ctx.bg) == 0;
+	    pthread_create(&cruxp_ctx.thread, NULL, bg_main, cruxp_ctx.bg) == 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (!cruxp_ctx.thread_running) {
 		crux_err("cannot start the background thread; profiling is off");
@@ -544,9 +550,8 @@ static void start_locked(uintptr_t comm, int rank, int nranks)
 		return;
 	}
 	pthread_setname_np(cruxp_ctx.thread, "crux-preload");
-	crux_info("profiling pid %d, timing %d, window %.1f s",
-		  (int)cruxp_ctx.pid, (int)atomic_load(&cruxp_ctx.backend),
-		  (double)cruxp_ctx.cfg.window_ns / 1e9);
+	crux_info("profiling pid %d, timing %d, window %.1f s", (int)cruxp_ctx.pid,
+		  (int)atomic_load(&cruxp_ctx.backend), (double)cruxp_ctx.cfg.window_ns / 1e9);
 	atomic_store(&cruxp_ctx.state, CRUXP_ST_ACTIVE);
 }
 
@@ -580,6 +585,7 @@ __attribute__((destructor)) static void cruxp_fini(void)
 	if (!cruxp_ctx.pid)
 		crux_log_init("crux-preload"); /* never started: name our lines */
 	crux_log_once(&cruxp_ctx.static_said, CRUX_LOG_WARN,
-		      "NCCL is linked statically into %s: its calls could not be intercepted and this process was not profiled",
+		      "NCCL is linked statically into %s: its calls could not be intercepted and "
+		      "this process was not profiled",
 		      obj);
 }

@@ -34,7 +34,7 @@ enum cruxp_op {
 	CRUXP_OP_SEND,
 	CRUXP_OP_RECV,
 	CRUXP_OP_GROUP_END, /* timing only; not part of the iteration signature */
-	CRUXP_OP_MARK,      /* crux_iteration_mark() */
+	CRUXP_OP_MARK,	    /* crux_iteration_mark() */
 	CRUXP_OP_COUNT
 };
 
@@ -112,18 +112,18 @@ struct cruxp_comm {
 
 enum cruxp_mark_mode {
 	CRUXP_MARK_AUTO = 0, /* detector */
-	CRUXP_MARK_API,      /* only crux_iteration_mark() */
-	CRUXP_MARK_OP,       /* a named call starts each iteration */
+	CRUXP_MARK_API,	     /* only crux_iteration_mark() */
+	CRUXP_MARK_OP,	     /* a named call starts each iteration */
 };
 
 struct cruxp_config {
-	int timing;            /* 0 auto, 1 cupti, 2 events, 3 host */
+	int timing; /* 0 auto, 1 cupti, 2 events, 3 host */
 	uint64_t window_ns;
 	enum cruxp_mark_mode mark;
-	int mark_op;           /* enum cruxp_op for CRUXP_MARK_OP */
-	uint64_t mark_bytes;   /* 0: any size */
+	int mark_op;	     /* enum cruxp_op for CRUXP_MARK_OP */
+	uint64_t mark_bytes; /* 0: any size */
 	char shm_dir[CRUX_PATH_MAX];
-	char cupti_lib[CRUX_PATH_MAX];  /* "" = default names */
+	char cupti_lib[CRUX_PATH_MAX]; /* "" = default names */
 	char cudart_lib[CRUX_PATH_MAX];
 };
 
@@ -182,7 +182,7 @@ struct cruxp_ctx {
 	bool have_ident;
 	char device[CRUX_DEVICE_LEN];
 	_Atomic bool intercepted; /* a communicator went through our wrappers */
-	_Atomic bool marked;      /* crux_iteration_mark() was called */
+	_Atomic bool marked;	  /* crux_iteration_mark() was called */
 	_Atomic int static_said;
 	_Atomic int missing_said;
 	bool static_nccl;
@@ -206,9 +206,6 @@ static inline void *cruxp_real(enum cruxp_fn f)
 
 	return __builtin_expect(p != NULL, 1) ? p : cruxp_real_resolve(f);
 }
-
-/* Forget resolved pointers (tests). */
-void cruxp_real_reset(void);
 
 /*
  * Look for NCCL linked into an object other than a libnccl library (the

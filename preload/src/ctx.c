@@ -17,10 +17,9 @@
 #include "cruxp.h"
 
 struct cruxp_ctx cruxp_ctx = {
-	.lock = PTHREAD_MUTEX_INITIALIZER,
-	.resolve_lock = PTHREAD_MUTEX_INITIALIZER,
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .resolve_lock = PTHREAD_MUTEX_INITIALIZER,
 };
-
 
 uint64_t cruxp_now(void)
 {
@@ -75,16 +74,16 @@ bool cruxp_ring_pop(struct cruxp_ring *r, struct cruxp_call *out)
 /* ---- Operations ---- */
 
 static const char *const op_names[] = {
-	[CRUXP_OP_ALLREDUCE] = "allreduce",
-	[CRUXP_OP_ALLGATHER] = "allgather",
-	[CRUXP_OP_REDUCESCATTER] = "reducescatter",
-	[CRUXP_OP_BROADCAST] = "broadcast",
-	[CRUXP_OP_REDUCE] = "reduce",
-	[CRUXP_OP_ALLTOALL] = "alltoall",
-	[CRUXP_OP_GATHER] = "gather",
-	[CRUXP_OP_SCATTER] = "scatter",
-	[CRUXP_OP_SEND] = "send",
-	[CRUXP_OP_RECV] = "recv",
+    [CRUXP_OP_ALLREDUCE] = "allreduce",
+    [CRUXP_OP_ALLGATHER] = "allgather",
+    [CRUXP_OP_REDUCESCATTER] = "reducescatter",
+    [CRUXP_OP_BROADCAST] = "broadcast",
+    [CRUXP_OP_REDUCE] = "reduce",
+    [CRUXP_OP_ALLTOALL] = "alltoall",
+    [CRUXP_OP_GATHER] = "gather",
+    [CRUXP_OP_SCATTER] = "scatter",
+    [CRUXP_OP_SEND] = "send",
+    [CRUXP_OP_RECV] = "recv",
 };
 
 int cruxp_op_from_name(const char *name)
@@ -147,8 +146,8 @@ uint64_t cruxp_call_bytes(const struct cruxp_call *c, const struct cruxp_comm *c
 uint32_t cruxp_call_sig(const struct cruxp_call *c, const struct cruxp_comm *comm)
 {
 	/* FNV-1a over what makes two calls "the same call" in the next iteration. */
-	uint64_t fields[5] = { c->op, comm ? comm->index : 0xffff, c->count, c->dtype,
-			       (uint64_t)(uint32_t)c->peer };
+	uint64_t fields[5] = {c->op, comm ? comm->index : 0xffff, c->count, c->dtype,
+			      (uint64_t)(uint32_t)c->peer};
 	uint32_t h = 2166136261u;
 	const unsigned char *p = (const unsigned char *)fields;
 
@@ -159,7 +158,7 @@ uint32_t cruxp_call_sig(const struct cruxp_call *c, const struct cruxp_comm *com
 
 /* ---- Configuration ---- */
 
-static const char *const timing_names[] = { "auto", "cupti", "events", "host", NULL };
+static const char *const timing_names[] = {"auto", "cupti", "events", "host", NULL};
 
 static crux_status_t parse_mark(const char *v, struct cruxp_config *cfg)
 {
@@ -193,7 +192,9 @@ static crux_status_t parse_mark(const char *v, struct cruxp_config *cfg)
 	cfg->mark_bytes = (uint64_t)bytes;
 	return CRUX_OK;
 bad:
-	crux_err("CRUX_ITERATION_MARK='%s' is not valid: expected auto, api, or <op>[:<bytes>] with op one of allreduce, allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter, send, recv (e.g. allreduce:4096)",
+	crux_err("CRUX_ITERATION_MARK='%s' is not valid: expected auto, api, or <op>[:<bytes>] "
+		 "with op one of allreduce, allgather, reducescatter, broadcast, reduce, alltoall, "
+		 "gather, scatter, send, recv (e.g. allreduce:4096)",
 		 v);
 	return CRUX_ERR_INVAL;
 }
@@ -232,9 +233,9 @@ crux_status_t cruxp_config_parse(crux_getenv_fn fn, void *arg, struct cruxp_conf
 	if (st != CRUX_OK)
 		goto bad;
 	cfg.timing = timing;
-	st = crux_env_duration_ns(fn, arg, "CRUX_PROFILE_WINDOW", 30000000000ull, 100000000ull,
-				  3600000000000ull, 1000000000ull, &cfg.window_ns, err,
-				  sizeof(err));
+	st =
+	    crux_env_duration_ns(fn, arg, "CRUX_PROFILE_WINDOW", 30000000000ull, 100000000ull,
+				 3600000000000ull, 1000000000ull, &cfg.window_ns, err, sizeof(err));
 	if (st != CRUX_OK)
 		goto bad;
 	st = parse_mark(crux_env_get(fn, arg, "CRUX_ITERATION_MARK"), &cfg);
@@ -242,7 +243,8 @@ crux_status_t cruxp_config_parse(crux_getenv_fn fn, void *arg, struct cruxp_conf
 		return st;
 	st = crux_shm_dir(fn, arg, cfg.shm_dir, sizeof(cfg.shm_dir));
 	if (st != CRUX_OK) {
-		crux_err("CRUX_SHM_DIR is not valid: expected an absolute directory path shorter than %d bytes",
+		crux_err("CRUX_SHM_DIR is not valid: expected an absolute directory path shorter "
+			 "than %d bytes",
 			 CRUX_PATH_MAX);
 		return st;
 	}

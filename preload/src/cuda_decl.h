@@ -13,20 +13,20 @@
 
 /* ---- CUDA runtime ---- */
 typedef int cruxp_cuda_err_t; /* cudaError_t */
-#define CRUXP_CUDA_SUCCESS 0
-#define CRUXP_CUDA_NOT_READY 600   /* cudaErrorNotReady */
-#define CRUXP_CUDA_EVENT_DEFAULT 0 /* cudaEventDefault: timing enabled */
+#define CRUXP_CUDA_SUCCESS	 0
+#define CRUXP_CUDA_NOT_READY	 600 /* cudaErrorNotReady */
+#define CRUXP_CUDA_EVENT_DEFAULT 0   /* cudaEventDefault: timing enabled */
 
 typedef struct CUevent_st *cruxp_cuda_event_t;
 typedef struct CUstream_st *cruxp_cuda_stream_t;
 
 /* ---- CUPTI ---- */
 typedef int cruxp_cupti_res_t; /* CUptiResult */
-#define CRUXP_CUPTI_SUCCESS 0
-#define CRUXP_CUPTI_MAX_LIMIT_REACHED 12
+#define CRUXP_CUPTI_SUCCESS		 0
+#define CRUXP_CUPTI_MAX_LIMIT_REACHED	 12
 #define CRUXP_CUPTI_MULTIPLE_SUBSCRIBERS 39 /* CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED */
 
-#define CRUXP_CUPTI_KIND_KERNEL 3             /* CUPTI_ACTIVITY_KIND_KERNEL */
+#define CRUXP_CUPTI_KIND_KERNEL		   3  /* CUPTI_ACTIVITY_KIND_KERNEL */
 #define CRUXP_CUPTI_KIND_CONCURRENT_KERNEL 10 /* CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL */
 
 typedef struct CUpti_Subscriber_st *cruxp_cupti_subscriber_t;
@@ -70,8 +70,8 @@ struct cruxp_cupti_kernel {
 };
 
 #define CRUXP_CUPTI_KERNEL_START_OFF 16
-#define CRUXP_CUPTI_KERNEL_END_OFF 24
-#define CRUXP_CUPTI_KERNEL_NAME_OFF 104
+#define CRUXP_CUPTI_KERNEL_END_OFF   24
+#define CRUXP_CUPTI_KERNEL_NAME_OFF  104
 
 _Static_assert(offsetof(struct cruxp_cupti_kernel, start) == CRUXP_CUPTI_KERNEL_START_OFF,
 	       "kernel record start offset");

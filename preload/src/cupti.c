@@ -16,8 +16,12 @@
 #define CUPTI_BUF_SIZE (256u * 1024u)
 
 static const char *const cupti_names[] = {
-	"libcupti.so", "libcupti.so.13", "libcupti.so.12", CRUX_CUDA_HOME "/lib64/libcupti.so",
-	CRUX_CUDA_HOME "/extras/CUPTI/lib64/libcupti.so", NULL,
+    "libcupti.so",
+    "libcupti.so.13",
+    "libcupti.so.12",
+    CRUX_CUDA_HOME "/lib64/libcupti.so",
+    CRUX_CUDA_HOME "/extras/CUPTI/lib64/libcupti.so",
+    NULL,
 };
 
 bool cruxp_is_nccl_kernel(const char *name)
@@ -46,8 +50,7 @@ crux_status_t cruxp_cupti_load(const char *lib, struct cruxp_cupti_api *out)
 			h = dlopen(cupti_names[i], RTLD_NOW | RTLD_LOCAL);
 	}
 	if (!h) {
-		crux_info("libcupti not loadable (%s); set CRUX_CUPTI_LIB to its path",
-			  dlerror());
+		crux_info("libcupti not loadable (%s); set CRUX_CUPTI_LIB to its path", dlerror());
 		return CRUX_ERR_UNSUPPORTED;
 	}
 	*(void **)&a.subscribe = dlsym(h, "cuptiSubscribe");
@@ -136,7 +139,8 @@ crux_status_t cruxp_cupti_new(const char *lib, size_t staging_cap, struct cruxp_
 	/* Holding a subscription tells us (and later tools) the process is taken. */
 	r = cu->api.subscribe(&cu->sub, noop_callback, NULL);
 	if (r == CRUXP_CUPTI_MULTIPLE_SUBSCRIBERS) {
-		crux_warn("another CUPTI client (a profiler such as torch.profiler or Nsight) holds this process; backing off from CUPTI timing");
+		crux_warn("another CUPTI client (a profiler such as torch.profiler or Nsight) "
+			  "holds this process; backing off from CUPTI timing");
 		cu->sub = NULL;
 		st = CRUX_ERR_BUSY;
 		goto fail;
@@ -153,8 +157,7 @@ crux_status_t cruxp_cupti_new(const char *lib, size_t staging_cap, struct cruxp_
 	if (r == CRUXP_CUPTI_SUCCESS)
 		r = cu->api.enable(CRUXP_CUPTI_KIND_CONCURRENT_KERNEL);
 	if (r != CRUXP_CUPTI_SUCCESS) {
-		crux_warn("enabling CUPTI kernel activity failed: %s",
-			  res_str(&cu->api, r));
+		crux_warn("enabling CUPTI kernel activity failed: %s", res_str(&cu->api, r));
 		cruxp_ctx.cupti = NULL;
 		st = CRUX_ERR_UNSUPPORTED;
 		goto fail;
@@ -215,9 +218,9 @@ void cruxp_cupti_buf_complete(void *context, uint32_t stream_id, uint8_t *buffer
 			continue;
 		}
 		cu->staging[cu->staged++] = (struct cruxp_iv){
-			(uint64_t)((int64_t)k->start + cu->offset_ns),
-			(uint64_t)((int64_t)k->end + cu->offset_ns),
-			cruxp_is_nccl_kernel(k->name) ? CRUXP_IV_COMM : CRUXP_IV_COMPUTE, 0 };
+		    (uint64_t)((int64_t)k->start + cu->offset_ns),
+		    (uint64_t)((int64_t)k->end + cu->offset_ns),
+		    cruxp_is_nccl_kernel(k->name) ? CRUXP_IV_COMM : CRUXP_IV_COMPUTE, 0};
 	}
 	pthread_mutex_unlock(&cu->lock);
 	idx = (size_t)(buffer - cu->buf_mem) / cu->buf_size;

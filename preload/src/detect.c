@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HASH_SLOTS 1024 /* > 2 * CRUXP_DET_MAX_DISTINCT, power of two */
-#define HASH_BASE 0x100000001b3ull
-#define MIN_SHARE 0.5     /* the mode segment must be most of the anchor's segments */
-#define MIN_COVERAGE 0.3  /* ... and cover this much of the sequence */
+#define HASH_SLOTS	   1024 /* > 2 * CRUXP_DET_MAX_DISTINCT, power of two */
+#define HASH_BASE	   0x100000001b3ull
+#define MIN_SHARE	   0.5 /* the mode segment must be most of the anchor's segments */
+#define MIN_COVERAGE	   0.3 /* ... and cover this much of the sequence */
 #define MIN_SHORT_COVERAGE 0.5
 
 struct seg {
@@ -114,7 +114,7 @@ static size_t index_distinct(size_t from, size_t n, struct cruxp_det_scratch *s)
 				if (nd == CRUXP_DET_MAX_DISTINCT)
 					break; /* too many kinds: ignore the rest as anchors */
 				s->slot[k] = (int16_t)nd;
-				s->dist[nd] = (struct distinct){ key, 0, (uint32_t)i, (uint32_t)i };
+				s->dist[nd] = (struct distinct){key, 0, (uint32_t)i, (uint32_t)i};
 				idx = (int)nd++;
 				break;
 			}
@@ -144,7 +144,7 @@ static bool anchor_mode(struct cruxp_det_scratch *s, const struct distinct *d, s
 	for (uint32_t p = d->first; s->next[p] != UINT32_MAX; p = s->next[p]) {
 		uint32_t q = s->next[p];
 
-		s->segs[k++] = (struct seg){ range_hash(s, p, q), q - p, p };
+		s->segs[k++] = (struct seg){range_hash(s, p, q), q - p, p};
 	}
 	if (k < 2)
 		return false;
@@ -159,14 +159,14 @@ static bool anchor_mode(struct cruxp_det_scratch *s, const struct distinct *d, s
 	if (best < 2 || (double)best < MIN_SHARE * (double)k)
 		return false;
 	*c = (struct cand){
-		.anchor = d->key,
-		.gram = gram,
-		.len = mode->len,
-		.pos = mode->pos,
-		.mode = (uint32_t)best,
-		.total = (uint32_t)k,
-		.hash = mode->hash,
-		.covered = (double)best * mode->len / (double)n,
+	    .anchor = d->key,
+	    .gram = gram,
+	    .len = mode->len,
+	    .pos = mode->pos,
+	    .mode = (uint32_t)best,
+	    .total = (uint32_t)k,
+	    .hash = mode->hash,
+	    .covered = (double)best * mode->len / (double)n,
 	};
 	return true;
 }
@@ -204,7 +204,8 @@ static bool within_edits(const uint32_t *sig, uint32_t lp, uint32_t la, uint32_t
 			if (j == 0) {
 				v = i;
 			} else {
-				/* prev[k + 1]: D[i-1][j]; cur[k - 1]: D[i][j-1]; prev[k]: D[i-1][j-1] */
+				/* prev[k + 1]: D[i-1][j]; cur[k - 1]: D[i][j-1]; prev[k]:
+				 * D[i-1][j-1] */
 				if (sig[lp + i - 1] == sig[sp + (uint32_t)((j - 1 + o) % ls)])
 					v = prev[k];
 				if (k + 1 < w && prev[k + 1] + 1 < v)
@@ -221,7 +222,8 @@ static bool within_edits(const uint32_t *sig, uint32_t lp, uint32_t la, uint32_t
 		memcpy(prev, cur, w * sizeof(cur[0]));
 	}
 	/* D[la][lb] sits at index lb - la + limit. */
-	return (int64_t)lb - la + limit >= 0 && lb - la + limit < w && prev[lb - la + limit] <= limit;
+	return (int64_t)lb - la + limit >= 0 && lb - la + limit < w &&
+	       prev[lb - la + limit] <= limit;
 }
 
 /*
@@ -350,13 +352,13 @@ crux_status_t cruxp_detect(const uint32_t *sig, const uint64_t *t, size_t n,
 		}
 	}
 	*out = (struct cruxp_det_result){
-		.anchor = best->anchor,
-		.gram = best->gram,
-		.length = best->len,
-		.seg_hash = best->hash,
-		.repeats = best->mode,
-		.share = (double)best->mode / best->total,
-		.coverage = best->covered,
+	    .anchor = best->anchor,
+	    .gram = best->gram,
+	    .length = best->len,
+	    .seg_hash = best->hash,
+	    .repeats = best->mode,
+	    .share = (double)best->mode / best->total,
+	    .coverage = best->covered,
 	};
 	return CRUX_OK;
 }

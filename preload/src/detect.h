@@ -8,10 +8,10 @@
  * per iteration, as in pure pipeline parallelism), the calls between two
  * consecutive occurrences of x form a segment; if x occurs once per
  * iteration, most of its segments are identical (the "mode segment") and
- * together they cover most of the calls. The detector picks the anchor whose mode segment covers the most
- * calls (the longest stable repeating signature), then prefers a shorter
- * period when the long one is only "short period repeated q times plus or
- * minus a few calls" (a metric all-reduce every q steps, say).
+ * together they cover most of the calls. The detector picks the anchor whose mode segment covers
+ * the most calls (the longest stable repeating signature), then prefers a shorter period when the
+ * long one is only "short period repeated q times plus or minus a few calls" (a metric all-reduce
+ * every q steps, say).
  *
  * Pure code on arrays; no allocation after cruxp_det_init.
  */
@@ -23,18 +23,19 @@
 
 #include "crux/status.h"
 
-#define CRUXP_DET_MAX_CALLS 4096   /* longest sequence analysed */
-#define CRUXP_DET_MAX_DISTINCT 256 /* distinct anchors considered per gram length */
-#define CRUXP_DET_MAX_GRAM 4       /* longest run of calls used as an anchor */
+#define CRUXP_DET_MAX_CALLS    4096 /* longest sequence analysed */
+#define CRUXP_DET_MAX_DISTINCT 256  /* distinct anchors considered per gram length */
+#define CRUXP_DET_MAX_GRAM     4    /* longest run of calls used as an anchor */
 
 struct cruxp_det_result {
-	uint64_t anchor;    /* cruxp_det_seq_hash of the 'gram' calls ending at an iteration's first call */
-	uint32_t gram;      /* how many calls the anchor spans (1: a single call) */
-	uint32_t length;    /* calls per iteration */
-	uint64_t seg_hash;  /* hash of the iteration's call sequence */
-	uint32_t repeats;   /* identical iterations seen */
-	double share;       /* identical iterations / all segments of the anchor */
-	double coverage;    /* calls inside identical iterations / all calls */
+	uint64_t
+	    anchor; /* cruxp_det_seq_hash of the 'gram' calls ending at an iteration's first call */
+	uint32_t gram;	   /* how many calls the anchor spans (1: a single call) */
+	uint32_t length;   /* calls per iteration */
+	uint64_t seg_hash; /* hash of the iteration's call sequence */
+	uint32_t repeats;  /* identical iterations seen */
+	double share;	   /* identical iterations / all segments of the anchor */
+	double coverage;   /* calls inside identical iterations / all calls */
 };
 
 struct cruxp_det_scratch;

@@ -9,7 +9,7 @@
 #include "timing.h"
 
 static const char *const cudart_names[] = {
-	"libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", NULL,
+    "libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", NULL,
 };
 
 crux_status_t cruxp_cudart_load(const char *lib, struct cruxp_cudart *out)
@@ -157,7 +157,7 @@ size_t cruxp_events_poll(struct cruxp_events *ev, struct cruxp_iv *out, size_t c
 
 	for (uint32_t i = 0; i < ev->nslots; i++) {
 		if (atomic_load_explicit(&ev->slots[i].state, memory_order_acquire) ==
-			    CRUXP_EV_RECORDED &&
+			CRUXP_EV_RECORDED &&
 		    ev->rt.event_query(ev->slots[i].end) == CRUXP_CUDA_SUCCESS)
 			ev->scratch[n++] = i;
 	}
@@ -186,8 +186,8 @@ size_t cruxp_events_poll(struct cruxp_events *ev, struct cruxp_iv *out, size_t c
 		ev->ref_pos_ns = pos;
 		if (pos < 0)
 			pos = 0;
-		out[done++] = (struct cruxp_iv){ (uint64_t)pos, (uint64_t)pos + (uint64_t)(dur_ms * 1e6),
-						 CRUXP_IV_COMM, 0 };
+		out[done++] = (struct cruxp_iv){
+		    (uint64_t)pos, (uint64_t)pos + (uint64_t)(dur_ms * 1e6), CRUXP_IV_COMM, 0};
 	}
 	return done;
 }

@@ -33,9 +33,9 @@ crux_status_t cruxp_iv_account(const struct cruxp_iv *iv, size_t n, const struct
 			       size_t nspans, struct cruxp_iv_event *scratch,
 			       struct cruxp_busy *out)
 {
-	struct cruxp_busy b = { 0, 0, 0 };
+	struct cruxp_busy b = {0, 0, 0};
 	size_t ne = 0, k = 0;
-	int32_t count[2] = { 0, 0 };
+	int32_t count[2] = {0, 0};
 
 	if ((n && (!iv || !scratch)) || (nspans && !spans) || !out)
 		return CRUX_ERR_INVAL;
@@ -50,8 +50,8 @@ crux_status_t cruxp_iv_account(const struct cruxp_iv *iv, size_t n, const struct
 			return CRUX_ERR_INVAL;
 		if (iv[i].end == iv[i].start)
 			continue;
-		scratch[ne++] = (struct cruxp_iv_event){ iv[i].start, 1, kind };
-		scratch[ne++] = (struct cruxp_iv_event){ iv[i].end, -1, kind };
+		scratch[ne++] = (struct cruxp_iv_event){iv[i].start, 1, kind};
+		scratch[ne++] = (struct cruxp_iv_event){iv[i].end, -1, kind};
 	}
 	qsort(scratch, ne, sizeof(*scratch), event_cmp);
 	for (size_t i = 0; i < ne; i++) {

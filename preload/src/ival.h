@@ -21,8 +21,8 @@ enum cruxp_iv_kind {
 
 struct cruxp_iv {
 	uint64_t start; /* ns */
-	uint64_t end;   /* ns, >= start */
-	uint32_t kind;  /* enum cruxp_iv_kind */
+	uint64_t end;	/* ns, >= start */
+	uint32_t kind;	/* enum cruxp_iv_kind */
 	uint32_t reserved;
 };
 

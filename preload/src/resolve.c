@@ -15,31 +15,31 @@
 #include "cruxp.h"
 
 static const char *const fn_names[CRUXP_FN_COUNT] = {
-	[CRUXP_FN_ALLREDUCE] = "AllReduce",
-	[CRUXP_FN_ALLGATHER] = "AllGather",
-	[CRUXP_FN_REDUCESCATTER] = "ReduceScatter",
-	[CRUXP_FN_BROADCAST] = "Broadcast",
-	[CRUXP_FN_BCAST] = "Bcast",
-	[CRUXP_FN_REDUCE] = "Reduce",
-	[CRUXP_FN_ALLTOALL] = "AlltoAll",
-	[CRUXP_FN_GATHER] = "Gather",
-	[CRUXP_FN_SCATTER] = "Scatter",
-	[CRUXP_FN_SEND] = "Send",
-	[CRUXP_FN_RECV] = "Recv",
-	[CRUXP_FN_GROUPSTART] = "GroupStart",
-	[CRUXP_FN_GROUPEND] = "GroupEnd",
-	[CRUXP_FN_INITRANK] = "CommInitRank",
-	[CRUXP_FN_INITRANKCONFIG] = "CommInitRankConfig",
-	[CRUXP_FN_INITALL] = "CommInitAll",
-	[CRUXP_FN_INITRANKSCALABLE] = "CommInitRankScalable",
-	[CRUXP_FN_SPLIT] = "CommSplit",
-	[CRUXP_FN_SHRINK] = "CommShrink",
-	[CRUXP_FN_FINALIZE] = "CommFinalize",
-	[CRUXP_FN_DESTROY] = "CommDestroy",
-	[CRUXP_FN_ABORT] = "CommAbort",
-	[CRUXP_FN_COMMCOUNT] = "CommCount",
-	[CRUXP_FN_USERRANK] = "CommUserRank",
-	[CRUXP_FN_CUDEVICE] = "CommCuDevice",
+    [CRUXP_FN_ALLREDUCE] = "AllReduce",
+    [CRUXP_FN_ALLGATHER] = "AllGather",
+    [CRUXP_FN_REDUCESCATTER] = "ReduceScatter",
+    [CRUXP_FN_BROADCAST] = "Broadcast",
+    [CRUXP_FN_BCAST] = "Bcast",
+    [CRUXP_FN_REDUCE] = "Reduce",
+    [CRUXP_FN_ALLTOALL] = "AlltoAll",
+    [CRUXP_FN_GATHER] = "Gather",
+    [CRUXP_FN_SCATTER] = "Scatter",
+    [CRUXP_FN_SEND] = "Send",
+    [CRUXP_FN_RECV] = "Recv",
+    [CRUXP_FN_GROUPSTART] = "GroupStart",
+    [CRUXP_FN_GROUPEND] = "GroupEnd",
+    [CRUXP_FN_INITRANK] = "CommInitRank",
+    [CRUXP_FN_INITRANKCONFIG] = "CommInitRankConfig",
+    [CRUXP_FN_INITALL] = "CommInitAll",
+    [CRUXP_FN_INITRANKSCALABLE] = "CommInitRankScalable",
+    [CRUXP_FN_SPLIT] = "CommSplit",
+    [CRUXP_FN_SHRINK] = "CommShrink",
+    [CRUXP_FN_FINALIZE] = "CommFinalize",
+    [CRUXP_FN_DESTROY] = "CommDestroy",
+    [CRUXP_FN_ABORT] = "CommAbort",
+    [CRUXP_FN_COMMCOUNT] = "CommCount",
+    [CRUXP_FN_USERRANK] = "CommUserRank",
+    [CRUXP_FN_CUDEVICE] = "CommCuDevice",
 };
 
 /* Our own load address: a symbol found there would call ourselves. */
@@ -93,7 +93,7 @@ static int find_nccl_cb(struct dl_phdr_info *info, size_t size, void *arg)
 /* A libnccl the process already loaded, whatever its scope; never loads one. */
 static void *loaded_nccl(void)
 {
-	struct find_nccl f = { NULL };
+	struct find_nccl f = {NULL};
 	void *h = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_NOLOAD);
 
 	if (h)
@@ -127,15 +127,10 @@ void *cruxp_real_resolve(enum cruxp_fn f)
 	p = atomic_load(&cruxp_ctx.real[f]);
 	if (!p)
 		crux_log_once(&cruxp_ctx.missing_said, CRUX_LOG_ERROR,
-			      "nccl%s called but no NCCL library providing it is loaded; returning ncclSystemError",
+			      "nccl%s called but no NCCL library providing it is loaded; returning "
+			      "ncclSystemError",
 			      fn_names[f]);
 	return p;
-}
-
-void cruxp_real_reset(void)
-{
-	for (int i = 0; i < CRUXP_FN_COUNT; i++)
-		atomic_store(&cruxp_ctx.real[i], NULL);
 }
 
 struct static_scan {
@@ -175,7 +170,7 @@ static int static_scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
 
 bool cruxp_static_nccl_scan(char *obj, size_t len)
 {
-	struct static_scan s = { obj, len, false };
+	struct static_scan s = {obj, len, false};
 	void *p = dlsym(RTLD_DEFAULT, "ncclGetVersion");
 	Dl_info di;
 

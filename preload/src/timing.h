@@ -36,7 +36,7 @@ enum { CRUXP_EV_FREE = 0, CRUXP_EV_BUSY, CRUXP_EV_RECORDED, CRUXP_EV_HELD };
 struct cruxp_ev_slot {
 	_Atomic uint32_t state;
 	uint32_t pad;
-	uint64_t order;      /* claim order, for in-order positioning */
+	uint64_t order;	     /* claim order, for in-order positioning */
 	uint64_t host_enter; /* host time of the call, to anchor the first slot */
 	cruxp_cuda_event_t start;
 	cruxp_cuda_event_t end;
@@ -49,9 +49,9 @@ struct cruxp_events {
 	_Atomic uint64_t claims;
 	_Atomic uint64_t dropped; /* calls not timed: no free slot */
 	/* Background thread only: */
-	int32_t ref;        /* held slot whose start event positions the next, -1 none */
-	double ref_pos_ns;  /* host-clock position of that start event */
-	uint32_t *scratch;  /* nslots indexes */
+	int32_t ref;	   /* held slot whose start event positions the next, -1 none */
+	double ref_pos_ns; /* host-clock position of that start event */
+	uint32_t *scratch; /* nslots indexes */
 };
 
 /* Load libcudart from 'lib' (NULL: the usual names). */
@@ -96,12 +96,12 @@ struct cruxp_cupti {
 	size_t buf_size;
 	uint8_t *buf_mem; /* CRUXP_CUPTI_NBUF * buf_size, 8-byte aligned */
 	_Atomic uint32_t buf_busy;
-	int64_t offset_ns; /* host CLOCK_MONOTONIC - CUPTI timestamp */
+	int64_t offset_ns;    /* host CLOCK_MONOTONIC - CUPTI timestamp */
 	pthread_mutex_t lock; /* staging: CUPTI delivers on its own thread too */
 	struct cruxp_iv *staging;
 	size_t staged, cap;
-	_Atomic uint64_t dropped;    /* kernel records lost (staging full or no buffer) */
-	_Atomic uint64_t kernels;    /* kernel records seen */
+	_Atomic uint64_t dropped; /* kernel records lost (staging full or no buffer) */
+	_Atomic uint64_t kernels; /* kernel records seen */
 };
 
 crux_status_t cruxp_cupti_load(const char *lib, struct cruxp_cupti_api *out);

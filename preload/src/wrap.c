@@ -14,6 +14,7 @@
 struct cruxp_tls {
 	int depth;
 	int group;
+	int group_calls; /* collectives queued in the open group */
 	uintptr_t group_stream;
 };
 
@@ -32,7 +33,7 @@ static inline bool ok_result(ncclResult_t r)
 static inline bool enter(struct cruxp_tls *t)
 {
 	if (t->depth ||
-	    atomic_load_explicit(&cruxp_ctx.state, memory_order_relaxed) != CRUXP_ST_ACTIVE)
+	    atomic_load_explicit(&cruxp_ctx.state, memory_order_acquire) != CRUXP_ST_ACTIVE)
 		return false;
 	t->depth = 1;
 	return true;
@@ -46,6 +47,7 @@ static inline void begin(struct cruxp_tls *t, struct pend *p, cudaStream_t strea
 		/* Inside a group the work starts at ncclGroupEnd, on this stream. */
 		if (!t->group_stream)
 			t->group_stream = (uintptr_t)stream;
+		t->group_calls++;
 		return;
 	}
 	if (atomic_load_explicit(&cruxp_ctx.backend, memory_order_relaxed) == CRUX_TIMING_EVENTS)
@@ -95,7 +97,7 @@ typedef ncclResult_t (*void_fn)(void);
 typedef ncclResult_t (*comm_fn)(ncclComm_t);
 
 /* One collective: the same steps for every signature. */
-#define CRUXP_WRAP(FN, TYPE, OP, COUNT, DTYPE, PEER, COMM, STREAM, ...)                           \
+#define CRUXP_WRAP(FN, TYPE, OP, COUNT, DTYPE, PEER, COMM, STREAM, ...)                            \
 	do {                                                                                       \
 		TYPE real = (TYPE)cruxp_real(FN);                                                  \
 		struct cruxp_tls *t = &cruxp_tls;                                                  \
@@ -127,13 +129,12 @@ CRUXP_EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, si
 		   stream, sendbuff, recvbuff, sendcount, datatype, comm, stream);
 }
 
-CRUXP_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff,
-					    size_t recvcount, ncclDataType_t datatype,
-					    ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+CRUXP_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+					    ncclDataType_t datatype, ncclRedOp_t op,
+					    ncclComm_t comm, cudaStream_t stream)
 {
-	CRUXP_WRAP(CRUXP_FN_REDUCESCATTER, coll_red_fn, CRUXP_OP_REDUCESCATTER, recvcount,
-		   datatype, -1, comm, stream, sendbuff, recvbuff, recvcount, datatype, op, comm,
-		   stream);
+	CRUXP_WRAP(CRUXP_FN_REDUCESCATTER, coll_red_fn, CRUXP_OP_REDUCESCATTER, recvcount, datatype,
+		   -1, comm, stream, sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
 }
 
 CRUXP_EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
@@ -155,8 +156,8 @@ CRUXP_EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_
 				     ncclDataType_t datatype, ncclRedOp_t op, int root,
 				     ncclComm_t comm, cudaStream_t stream)
 {
-	CRUXP_WRAP(CRUXP_FN_REDUCE, reduce_fn, CRUXP_OP_REDUCE, count, datatype, root, comm,
-		   stream, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+	CRUXP_WRAP(CRUXP_FN_REDUCE, reduce_fn, CRUXP_OP_REDUCE, count, datatype, root, comm, stream,
+		   sendbuff, recvbuff, count, datatype, op, root, comm, stream);
 }
 
 CRUXP_EXPORT ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
@@ -227,14 +228,18 @@ CRUXP_EXPORT ncclResult_t ncclGroupEnd(void)
 		return real();
 	if (t->group > 0)
 		t->group--;
-	if (t->group || !enter(t)) {
-		if (!t->group)
+	/* Only a group that queued collectives is communication (not one of comm inits). */
+	if (t->group || !t->group_calls || !enter(t)) {
+		if (!t->group) {
 			t->group_stream = 0;
+			t->group_calls = 0;
+		}
 		return real();
 	}
 	/* The outermost end launches the grouped work: time it on its stream. */
 	stream = (cudaStream_t)t->group_stream;
 	t->group_stream = 0;
+	t->group_calls = 0;
 	begin(t, &p, stream);
 	r = real();
 	finish(t, &p, r, CRUXP_OP_GROUP_END, 0, ncclInt8, -1, NULL, stream);
@@ -280,9 +285,8 @@ CRUXP_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUni
 		   commId, rank);
 }
 
-CRUXP_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
-						 ncclUniqueId commId, int rank,
-						 ncclConfig_t *config)
+CRUXP_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId,
+						 int rank, ncclConfig_t *config)
 {
 	CRUXP_LIFE(CRUXP_FN_INITRANKCONFIG, init_rank_config_fn, created(r, comm, rank, nranks),
 		   comm, nranks, commId, rank, config);
@@ -292,7 +296,7 @@ CRUXP_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int 
 {
 	CRUXP_LIFE(CRUXP_FN_INITALL, init_all_fn,
 		   for (int i = 0; comm && ok_result(r) && i < ndev; i++)
-			   created(r, &comm[i], i, ndev),
+		       created(r, &comm[i], i, ndev),
 		   comm, ndev, devlist);
 }
 
@@ -300,25 +304,24 @@ CRUXP_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nran
 						   int nId, ncclUniqueId *commIds,
 						   ncclConfig_t *config)
 {
-	CRUXP_LIFE(CRUXP_FN_INITRANKSCALABLE, init_scalable_fn,
-		   created(r, newcomm, myrank, nranks), newcomm, nranks, myrank, nId, commIds,
-		   config);
+	CRUXP_LIFE(CRUXP_FN_INITRANKSCALABLE, init_scalable_fn, created(r, newcomm, myrank, nranks),
+		   newcomm, nranks, myrank, nId, commIds, config);
 }
 
 CRUXP_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
 					ncclConfig_t *config)
 {
 	/* Rank and size of the new communicator are asked from NCCL. */
-	CRUXP_LIFE(CRUXP_FN_SPLIT, split_fn, created(r, newcomm, -1, -1), comm, color, key,
-		   newcomm, config);
+	CRUXP_LIFE(CRUXP_FN_SPLIT, split_fn, created(r, newcomm, -1, -1), comm, color, key, newcomm,
+		   config);
 }
 
 CRUXP_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList,
 					 int excludeRanksCount, ncclComm_t *newcomm,
 					 ncclConfig_t *config, int shrinkFlags)
 {
-	CRUXP_LIFE(CRUXP_FN_SHRINK, shrink_fn, created(r, newcomm, -1, -1), comm,
-		   excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+	CRUXP_LIFE(CRUXP_FN_SHRINK, shrink_fn, created(r, newcomm, -1, -1), comm, excludeRanksList,
+		   excludeRanksCount, newcomm, config, shrinkFlags);
 }
 
 CRUXP_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm)
@@ -340,10 +343,10 @@ CRUXP_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
 
 CRUXP_EXPORT void crux_iteration_mark(void)
 {
-	struct cruxp_call c = { 0 };
+	struct cruxp_call c = {0};
 
 	cruxp_ctx_start(0, -1, -1);
-	if (atomic_load_explicit(&cruxp_ctx.state, memory_order_relaxed) != CRUXP_ST_ACTIVE)
+	if (atomic_load_explicit(&cruxp_ctx.state, memory_order_acquire) != CRUXP_ST_ACTIVE)
 		return;
 	if (!atomic_load_explicit(&cruxp_ctx.marked, memory_order_relaxed))
 		atomic_store(&cruxp_ctx.marked, true);

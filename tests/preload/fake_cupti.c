@@ -17,9 +17,9 @@
 size_t fakecupti_record_size(void);
 void fakecupti_fill(void *dst, const char *name, uint64_t start, uint64_t end);
 
-#define FAKE_EXPORT __attribute__((visibility("default")))
+#define FAKE_EXPORT   __attribute__((visibility("default")))
 #define FAKE_SHIFT_NS 1000000000000ull
-#define FAKE_MAX 65536
+#define FAKE_MAX      65536
 
 typedef void (*req_fn)(uint8_t **buffer, size_t *size, size_t *max);
 typedef void (*done_fn)(void *ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid);
@@ -39,7 +39,7 @@ static struct {
 	int subscribed;
 	struct pending k[FAKE_MAX];
 	size_t n;
-} fake = { .lock = PTHREAD_MUTEX_INITIALIZER };
+} fake = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static uint64_t now_ns(void)
 {
@@ -54,7 +54,8 @@ FAKE_EXPORT void fakecupti_kernel(const char *name, uint64_t start, uint64_t end
 {
 	pthread_mutex_lock(&fake.lock);
 	if (fake.enabled && fake.n < FAKE_MAX)
-		fake.k[fake.n++] = (struct pending){ name, start + FAKE_SHIFT_NS, end + FAKE_SHIFT_NS };
+		fake.k[fake.n++] =
+		    (struct pending){name, start + FAKE_SHIFT_NS, end + FAKE_SHIFT_NS};
 	pthread_mutex_unlock(&fake.lock);
 }
 

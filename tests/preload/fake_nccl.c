@@ -20,7 +20,7 @@
 #include "crux/nccl_api.h"
 
 #define FAKE_EXPORT __attribute__((visibility("default")))
-#define FAKE_OPS 10
+#define FAKE_OPS    10
 
 struct ncclComm {
 	uint32_t magic;
@@ -31,21 +31,21 @@ struct ncclComm {
 #define COMM_MAGIC 0x66616b65u
 
 static const char *const op_names[FAKE_OPS] = {
-	"allreduce", "allgather", "reducescatter", "broadcast", "reduce",
-	"alltoall",  "gather",    "scatter",       "send",      "recv",
+    "allreduce", "allgather", "reducescatter", "broadcast", "reduce",
+    "alltoall",	 "gather",    "scatter",       "send",	    "recv",
 };
 
 static const char *const kernel_names[FAKE_OPS] = {
-	"ncclDevKernel_AllReduce_Sum_f32_RING_LL",
-	"_Z33ncclDevKernel_AllGather_RING_LL128v",
-	"ncclDevKernel_ReduceScatter_Sum_f32_RING_LL",
-	"ncclDevKernel_Broadcast_RING_LL",
-	"ncclDevKernel_Reduce_Sum_f32_RING_LL",
-	"ncclDevKernel_SendRecv",
-	"ncclDevKernel_SendRecv",
-	"ncclDevKernel_SendRecv",
-	"ncclDevKernel_SendRecv",
-	"ncclDevKernel_SendRecv",
+    "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+    "_Z33ncclDevKernel_AllGather_RING_LL128v",
+    "ncclDevKernel_ReduceScatter_Sum_f32_RING_LL",
+    "ncclDevKernel_Broadcast_RING_LL",
+    "ncclDevKernel_Reduce_Sum_f32_RING_LL",
+    "ncclDevKernel_SendRecv",
+    "ncclDevKernel_SendRecv",
+    "ncclDevKernel_SendRecv",
+    "ncclDevKernel_SendRecv",
+    "ncclDevKernel_SendRecv",
 };
 
 /* The double's own state (a test double: one context, no locking needed). */
@@ -156,7 +156,7 @@ static ncclResult_t new_comm(ncclComm_t *out, int nranks, int rank)
 }
 
 /* NCCL exports every entry point twice: pnccl* and a weak nccl* alias. */
-#define BOTH(ret, name, params)                                                                   \
+#define BOTH(ret, name, params)                                                                    \
 	FAKE_EXPORT ret name params __attribute__((weak, alias("p" #name)));                       \
 	FAKE_EXPORT ret p##name params
 

@@ -35,7 +35,7 @@ static const char *fz_getenv(void *arg, const char *name)
 static void fuzz_config(const uint8_t *data, size_t size)
 {
 	char buf[256];
-	char *parts[3] = { NULL, NULL, NULL };
+	char *parts[3] = {NULL, NULL, NULL};
 	struct fz_env e;
 	struct cruxp_config cfg;
 	bool on;
@@ -49,7 +49,7 @@ static void fuzz_config(const uint8_t *data, size_t size)
 		if (buf[i] == '\0')
 			parts[k++] = &buf[i + 1];
 	}
-	e = (struct fz_env){ parts[0], parts[1], parts[2] };
+	e = (struct fz_env){parts[0], parts[1], parts[2]};
 	if (cruxp_config_parse(fz_getenv, &e, &cfg, &on) == CRUX_OK) {
 		if (cfg.window_ns < 100000000ull || cfg.timing < 0 || cfg.timing > 3)
 			abort();
@@ -81,7 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		sig[n] = data[i] % alphabet;
 		now += (uint64_t)data[i + 1] * 1000 + 1;
 		t[n] = now;
-		iv[n] = (struct cruxp_iv){ now, now + (uint64_t)data[i] * 700, data[i + 1] & 1, 0 };
+		iv[n] = (struct cruxp_iv){now, now + (uint64_t)data[i] * 700, data[i + 1] & 1, 0};
 		n++;
 	}
 	if (i < size && data[i] == 0xff)
@@ -96,7 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 	}
 	cruxp_det_scratch_free(s);
-	span = (struct cruxp_span){ 0, now + 1000000 };
+	span = (struct cruxp_span){0, now + 1000000};
 	if (cruxp_iv_account(iv, n, &span, 1, ev, &b) != CRUX_OK)
 		abort();
 	if (b.overlap_ns > b.compute_ns || b.overlap_ns > b.comm_ns ||

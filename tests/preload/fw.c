@@ -5,10 +5,10 @@
  * can interpose. Training loops with a known timing, for the preload tests.
  */
 #include <dlfcn.h>
-#include <stdlib.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -41,7 +41,7 @@ static kernel_fn fake_kernel(void)
 static uint64_t compute(double ms, kernel_fn k)
 {
 	uint64_t t0 = now_ns(), end = t0 + (uint64_t)(ms * 1e6);
-	struct timespec until = { (time_t)(end / 1000000000ull), (long)(end % 1000000000ull) };
+	struct timespec until = {(time_t)(end / 1000000000ull), (long)(end % 1000000000ull)};
 
 	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR)
 		;
@@ -127,7 +127,7 @@ static cudaStream_t stream = (cudaStream_t)0x1234;
  */
 static int ddp(int iters, double compute_ms, int overlap, int loss_every)
 {
-	static const size_t buckets[3] = { 1u << 20, 1u << 20, 1u << 18 };
+	static const size_t buckets[3] = {1u << 20, 1u << 20, 1u << 18};
 	ncclComm_t c = world(8, 3);
 	kernel_fn k = fake_kernel(); /* after the first communicator brought CUPTI in */
 
@@ -215,7 +215,7 @@ static int marked(int iters, double compute_ms)
 /* Errors from NCCL reach the caller unchanged; communicator calls of every kind. */
 static int errors(void)
 {
-	ncclComm_t c = NULL, all[2] = { NULL, NULL }, sub = NULL, shr = NULL;
+	ncclComm_t c = NULL, all[2] = {NULL, NULL}, sub = NULL, shr = NULL;
 	ncclUniqueId id;
 	ncclConfig_t cfg = CRUX_NCCL_CONFIG_INITIALIZER;
 	int excl = 1;
@@ -266,7 +266,8 @@ static int forked(int iters, double compute_ms)
 	if (pid < 0)
 		return 1;
 	if (pid == 0)
-		exit(ddp(iters, compute_ms, 0, 0)); /* exit, not _exit: the preload's destructor publishes */
+		exit(ddp(iters, compute_ms, 0,
+			 0)); /* exit, not _exit: the preload's destructor publishes */
 	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		return 2;
 	return ddp(iters, compute_ms, 0, 0);

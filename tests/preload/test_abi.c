@@ -41,7 +41,7 @@ static void test_same_abi(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_same_abi),
+	    cmocka_unit_test(test_same_abi),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

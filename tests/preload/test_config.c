@@ -33,7 +33,7 @@ static crux_status_t parse(const struct kv *env, struct cruxp_config *cfg, bool 
 
 static void test_defaults(void **state)
 {
-	const struct kv env[] = { { "CRUX_SHM_DIR", "/tmp/x" }, { NULL, NULL } };
+	const struct kv env[] = {{"CRUX_SHM_DIR", "/tmp/x"}, {NULL, NULL}};
 	struct cruxp_config cfg;
 	bool on = false;
 
@@ -49,16 +49,15 @@ static void test_defaults(void **state)
 
 static void test_values(void **state)
 {
-	const struct kv env[] = { { "CRUX_TIMING", "Events" },
-				  { "CRUX_PROFILE_WINDOW", "250ms" },
-				  { "CRUX_ITERATION_MARK", "allreduce:4096" },
-				  { "CRUX_CUPTI_LIB", "/opt/cuda/lib64/libcupti.so" },
-				  { "CRUX_PRELOAD", "off" },
-				  { NULL, NULL } };
-	const struct kv env2[] = { { "CRUX_ITERATION_MARK", "api" },
-				   { "CRUX_PROFILE_WINDOW", "5" },
-				   { NULL, NULL } };
-	const struct kv env3[] = { { "CRUX_ITERATION_MARK", "send" }, { NULL, NULL } };
+	const struct kv env[] = {{"CRUX_TIMING", "Events"},
+				 {"CRUX_PROFILE_WINDOW", "250ms"},
+				 {"CRUX_ITERATION_MARK", "allreduce:4096"},
+				 {"CRUX_CUPTI_LIB", "/opt/cuda/lib64/libcupti.so"},
+				 {"CRUX_PRELOAD", "off"},
+				 {NULL, NULL}};
+	const struct kv env2[] = {
+	    {"CRUX_ITERATION_MARK", "api"}, {"CRUX_PROFILE_WINDOW", "5"}, {NULL, NULL}};
+	const struct kv env3[] = {{"CRUX_ITERATION_MARK", "send"}, {NULL, NULL}};
 	struct cruxp_config cfg;
 	bool on = true;
 
@@ -82,14 +81,14 @@ static void test_values(void **state)
 static void test_bad_values(void **state)
 {
 	static const struct kv bad[][2] = {
-		{ { "CRUX_TIMING", "gpu" }, { NULL, NULL } },
-		{ { "CRUX_PROFILE_WINDOW", "10ms" }, { NULL, NULL } },
-		{ { "CRUX_PROFILE_WINDOW", "thirty" }, { NULL, NULL } },
-		{ { "CRUX_ITERATION_MARK", "allreduce:" }, { NULL, NULL } },
-		{ { "CRUX_ITERATION_MARK", "barrier" }, { NULL, NULL } },
-		{ { "CRUX_ITERATION_MARK", "allreduce:-5" }, { NULL, NULL } },
-		{ { "CRUX_PRELOAD", "maybe" }, { NULL, NULL } },
-		{ { "CRUX_SHM_DIR", "relative/dir" }, { NULL, NULL } },
+	    {{"CRUX_TIMING", "gpu"}, {NULL, NULL}},
+	    {{"CRUX_PROFILE_WINDOW", "10ms"}, {NULL, NULL}},
+	    {{"CRUX_PROFILE_WINDOW", "thirty"}, {NULL, NULL}},
+	    {{"CRUX_ITERATION_MARK", "allreduce:"}, {NULL, NULL}},
+	    {{"CRUX_ITERATION_MARK", "barrier"}, {NULL, NULL}},
+	    {{"CRUX_ITERATION_MARK", "allreduce:-5"}, {NULL, NULL}},
+	    {{"CRUX_PRELOAD", "maybe"}, {NULL, NULL}},
+	    {{"CRUX_SHM_DIR", "relative/dir"}, {NULL, NULL}},
 	};
 	struct cruxp_config cfg;
 	bool on;
@@ -103,10 +102,10 @@ static void test_bad_values(void **state)
 
 static void test_signature_and_bytes(void **state)
 {
-	struct cruxp_comm comm = { .rank = 1, .nranks = 4, .index = 0 };
-	struct cruxp_comm other = { .rank = 1, .nranks = 4, .index = 1 };
-	struct cruxp_call c = { .count = 1000, .op = CRUXP_OP_ALLGATHER, .dtype = ncclFloat16,
-				.peer = -1 };
+	struct cruxp_comm comm = {.rank = 1, .nranks = 4, .index = 0};
+	struct cruxp_comm other = {.rank = 1, .nranks = 4, .index = 1};
+	struct cruxp_call c = {
+	    .count = 1000, .op = CRUXP_OP_ALLGATHER, .dtype = ncclFloat16, .peer = -1};
 	struct cruxp_call d = c;
 
 	(void)state;
@@ -136,7 +135,7 @@ static void test_signature_and_bytes(void **state)
 static void test_ring(void **state)
 {
 	struct cruxp_ring r;
-	struct cruxp_call c = { .count = 1 }, out;
+	struct cruxp_call c = {.count = 1}, out;
 
 	(void)state;
 	assert_int_equal(cruxp_ring_init(&r, 2), CRUX_OK);
@@ -160,11 +159,9 @@ static void test_ring(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_defaults),
-		cmocka_unit_test(test_values),
-		cmocka_unit_test(test_bad_values),
-		cmocka_unit_test(test_signature_and_bytes),
-		cmocka_unit_test(test_ring),
+	    cmocka_unit_test(test_defaults),   cmocka_unit_test(test_values),
+	    cmocka_unit_test(test_bad_values), cmocka_unit_test(test_signature_and_bytes),
+	    cmocka_unit_test(test_ring),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -40,12 +40,12 @@ static void put(struct trace *t, uint32_t s)
 }
 
 /* Signatures: op in the high byte, a size or layer in the rest. */
-#define AR(x) (0x01000000u | (x))
-#define AG(x) (0x02000000u | (x))
-#define RS(x) (0x03000000u | (x))
+#define AR(x)	(0x01000000u | (x))
+#define AG(x)	(0x02000000u | (x))
+#define RS(x)	(0x03000000u | (x))
 #define SEND(x) (0x04000000u | (x))
 #define RECV(x) (0x05000000u | (x))
-#define BC(x) (0x06000000u | (x))
+#define BC(x)	(0x06000000u | (x))
 
 static struct cruxp_det_scratch *scratch;
 
@@ -89,7 +89,7 @@ static void ddp_iter(struct trace *t, int k)
 
 static void test_ddp_rebuild(void **state)
 {
-	struct trace t = { .n = 0 };
+	struct trace t = {.n = 0};
 	struct cruxp_det_result r;
 
 	(void)state;
@@ -108,7 +108,7 @@ static void test_ddp_rebuild(void **state)
 /* 60 identical full buckets: the period is the whole iteration, not one bucket. */
 static void test_ddp_many_equal_buckets(void **state)
 {
-	struct trace t = { .n = 0 };
+	struct trace t = {.n = 0};
 
 	(void)state;
 	for (int i = 0; i < 40; i++)
@@ -119,7 +119,7 @@ static void test_ddp_many_equal_buckets(void **state)
 /* Loss all-reduce every 10 steps and a broadcast of buffers each step. */
 static void test_ddp_metric_noise(void **state)
 {
-	struct trace t = { .n = 0 };
+	struct trace t = {.n = 0};
 	struct cruxp_det_result r;
 
 	(void)state;
@@ -136,7 +136,7 @@ static void test_ddp_metric_noise(void **state)
 /* Same with the extra call placed first in the next iteration, and a missing call. */
 static void test_ddp_metric_noise_shifted(void **state)
 {
-	struct trace t = { .n = 0 };
+	struct trace t = {.n = 0};
 
 	(void)state;
 	for (int i = 0; i < 200; i++) {
@@ -156,7 +156,7 @@ static void test_ddp_metric_noise_shifted(void **state)
 /* Training, a long evaluation phase (metric all-reduces only), training again. */
 static void test_eval_phase(void **state)
 {
-	struct trace t = { .n = 0 };
+	struct trace t = {.n = 0};
 
 	(void)state;
 	for (int i = 0; i < 250; i++)
@@ -189,7 +189,7 @@ static void fsdp_micro(struct trace *t, int layers, int sync)
 
 static void test_fsdp(void **state)
 {
-	struct trace t = { .n = 0 };
+	struct trace t = {.n = 0};
 
 	(void)state;
 	for (int i = 0; i < 100; i++)
@@ -199,7 +199,7 @@ static void test_fsdp(void **state)
 
 static void test_fsdp_grad_accumulation(void **state)
 {
-	struct trace t = { .n = 0 };
+	struct trace t = {.n = 0};
 	uint32_t len = 0;
 
 	(void)state;
@@ -238,7 +238,7 @@ static void pp_iter(struct trace *t, int m, int stages, int stage)
 
 static void test_pipeline_1f1b(void **state)
 {
-	struct trace t = { .n = 0 };
+	struct trace t = {.n = 0};
 
 	(void)state;
 	for (int i = 0; i < 60; i++)
@@ -249,7 +249,7 @@ static void test_pipeline_1f1b(void **state)
 /* Pure pipeline, no data parallelism: nothing but send/recv. */
 static void test_pipeline_no_dp(void **state)
 {
-	struct trace t = { .n = 0 };
+	struct trace t = {.n = 0};
 	struct cruxp_det_result r;
 
 	(void)state;
@@ -264,7 +264,7 @@ static void test_pipeline_no_dp(void **state)
 /* Random stray calls (1 in 50) on top of FSDP. */
 static void test_random_noise(void **state)
 {
-	struct trace t = { .n = 0 };
+	struct trace t = {.n = 0};
 	unsigned seed = 12345;
 
 	(void)state;
@@ -289,7 +289,7 @@ static void test_random_noise(void **state)
 
 static void test_no_pattern(void **state)
 {
-	struct trace t = { .n = 0 };
+	struct trace t = {.n = 0};
 	struct cruxp_det_result r;
 	unsigned seed = 1;
 
@@ -324,7 +324,7 @@ static void ddp_timed(struct trace *t, int iters, int loss_every)
 
 static void test_timed_equal_buckets_and_loss(void **state)
 {
-	struct trace t = { .n = 0 };
+	struct trace t = {.n = 0};
 
 	(void)state;
 	ddp_timed(&t, 150, 10);
@@ -340,7 +340,7 @@ static void test_timed_equal_buckets_and_loss(void **state)
  */
 static void test_one_call_iteration_counts_groups(void **state)
 {
-	struct trace t = { .n = 0 };
+	struct trace t = {.n = 0};
 
 	(void)state;
 	for (int i = 0; i < 600; i++) {
@@ -355,7 +355,7 @@ static void test_one_call_iteration_counts_groups(void **state)
 /* Equal buckets with one pause per iteration: timing keeps the long period. */
 static void test_timed_rhythm_keeps_long(void **state)
 {
-	struct trace t = { .n = 0 };
+	struct trace t = {.n = 0};
 
 	(void)state;
 	for (int i = 0; i < 100; i++) {
@@ -370,7 +370,7 @@ static void test_timed_rhythm_keeps_long(void **state)
 /* Two equal buckets and a smaller one after each compute pause: period 3. */
 static void test_timed_two_equal_buckets(void **state)
 {
-	struct trace t = { .n = 0 };
+	struct trace t = {.n = 0};
 
 	(void)state;
 	for (int i = 0; i < 300; i++) {
@@ -385,21 +385,21 @@ static void test_timed_two_equal_buckets(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_ddp_rebuild),
-		cmocka_unit_test(test_ddp_many_equal_buckets),
-		cmocka_unit_test(test_ddp_metric_noise),
-		cmocka_unit_test(test_ddp_metric_noise_shifted),
-		cmocka_unit_test(test_eval_phase),
-		cmocka_unit_test(test_fsdp),
-		cmocka_unit_test(test_fsdp_grad_accumulation),
-		cmocka_unit_test(test_pipeline_1f1b),
-		cmocka_unit_test(test_pipeline_no_dp),
-		cmocka_unit_test(test_random_noise),
-		cmocka_unit_test(test_no_pattern),
-		cmocka_unit_test(test_timed_equal_buckets_and_loss),
-		cmocka_unit_test(test_one_call_iteration_counts_groups),
-		cmocka_unit_test(test_timed_rhythm_keeps_long),
-		cmocka_unit_test(test_timed_two_equal_buckets),
+	    cmocka_unit_test(test_ddp_rebuild),
+	    cmocka_unit_test(test_ddp_many_equal_buckets),
+	    cmocka_unit_test(test_ddp_metric_noise),
+	    cmocka_unit_test(test_ddp_metric_noise_shifted),
+	    cmocka_unit_test(test_eval_phase),
+	    cmocka_unit_test(test_fsdp),
+	    cmocka_unit_test(test_fsdp_grad_accumulation),
+	    cmocka_unit_test(test_pipeline_1f1b),
+	    cmocka_unit_test(test_pipeline_no_dp),
+	    cmocka_unit_test(test_random_noise),
+	    cmocka_unit_test(test_no_pattern),
+	    cmocka_unit_test(test_timed_equal_buckets_and_loss),
+	    cmocka_unit_test(test_one_call_iteration_counts_groups),
+	    cmocka_unit_test(test_timed_rhythm_keeps_long),
+	    cmocka_unit_test(test_timed_two_equal_buckets),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

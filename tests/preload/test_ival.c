@@ -26,8 +26,8 @@ static struct cruxp_busy acc(const struct cruxp_iv *iv, size_t n, const struct c
 
 static void test_disjoint(void **state)
 {
-	const struct cruxp_iv iv[] = { { 0, 10, C, 0 }, { 10, 15, N, 0 }, { 20, 30, C, 0 } };
-	const struct cruxp_span sp[] = { { 0, 40 } };
+	const struct cruxp_iv iv[] = {{0, 10, C, 0}, {10, 15, N, 0}, {20, 30, C, 0}};
+	const struct cruxp_span sp[] = {{0, 40}};
 	struct cruxp_busy b = acc(iv, 3, sp, 1);
 
 	(void)state;
@@ -40,11 +40,11 @@ static void test_disjoint(void **state)
 static void test_unions_and_overlap(void **state)
 {
 	const struct cruxp_iv iv[] = {
-		{ 0, 100, C, 0 },  { 50, 150, C, 0 }, /* compute union [0,150) */
-		{ 120, 200, N, 0 }, { 130, 140, N, 0 }, { 190, 260, N, 0 }, /* comm [120,260) */
-		{ 250, 255, C, 0 },
+	    {0, 100, C, 0},   {50, 150, C, 0},			  /* compute union [0,150) */
+	    {120, 200, N, 0}, {130, 140, N, 0}, {190, 260, N, 0}, /* comm [120,260) */
+	    {250, 255, C, 0},
 	};
-	const struct cruxp_span sp[] = { { 0, 1000 } };
+	const struct cruxp_span sp[] = {{0, 1000}};
 	struct cruxp_busy b = acc(iv, 6, sp, 1);
 
 	(void)state;
@@ -56,8 +56,8 @@ static void test_unions_and_overlap(void **state)
 /* Only time inside the spans counts; gaps between spans are skipped. */
 static void test_spans_clip(void **state)
 {
-	const struct cruxp_iv iv[] = { { 0, 100, C, 0 }, { 40, 80, N, 0 } };
-	const struct cruxp_span sp[] = { { 10, 20 }, { 30, 50 }, { 70, 90 }, { 200, 300 } };
+	const struct cruxp_iv iv[] = {{0, 100, C, 0}, {40, 80, N, 0}};
+	const struct cruxp_span sp[] = {{10, 20}, {30, 50}, {70, 90}, {200, 300}};
 	struct cruxp_busy b = acc(iv, 2, sp, 4);
 
 	(void)state;
@@ -68,8 +68,8 @@ static void test_spans_clip(void **state)
 
 static void test_unsorted_input_and_empty(void **state)
 {
-	const struct cruxp_iv iv[] = { { 70, 90, N, 0 }, { 5, 5, C, 0 }, { 0, 60, C, 0 } };
-	const struct cruxp_span sp[] = { { 0, 100 } };
+	const struct cruxp_iv iv[] = {{70, 90, N, 0}, {5, 5, C, 0}, {0, 60, C, 0}};
+	const struct cruxp_span sp[] = {{0, 100}};
 	struct cruxp_busy b = acc(iv, 3, sp, 1);
 
 	(void)state;
@@ -83,10 +83,10 @@ static void test_unsorted_input_and_empty(void **state)
 
 static void test_bad_input(void **state)
 {
-	const struct cruxp_iv bad[] = { { 10, 5, C, 0 } };
-	const struct cruxp_iv ok[] = { { 0, 5, C, 0 } };
-	const struct cruxp_span overlapping[] = { { 0, 10 }, { 5, 20 } };
-	const struct cruxp_span sp[] = { { 0, 10 } };
+	const struct cruxp_iv bad[] = {{10, 5, C, 0}};
+	const struct cruxp_iv ok[] = {{0, 5, C, 0}};
+	const struct cruxp_span overlapping[] = {{0, 10}, {5, 20}};
+	const struct cruxp_span sp[] = {{0, 10}};
 	struct cruxp_busy b;
 
 	(void)state;
@@ -99,7 +99,7 @@ static void test_bad_input(void **state)
 static void test_random_against_bruteforce(void **state)
 {
 	struct cruxp_iv iv[100];
-	const struct cruxp_span sp[] = { { 50, 300 }, { 400, 900 } };
+	const struct cruxp_span sp[] = {{50, 300}, {400, 900}};
 	unsigned seed = 7;
 	uint64_t c = 0, n = 0, o = 0;
 	struct cruxp_busy b;
@@ -112,7 +112,7 @@ static void test_random_against_bruteforce(void **state)
 		s = (seed >> 8) % 1000;
 		seed = seed * 1103515245u + 12345u;
 		len = (seed >> 8) % 40;
-		iv[i] = (struct cruxp_iv){ s, s + len, (seed >> 4) & 1, 0 };
+		iv[i] = (struct cruxp_iv){s, s + len, (seed >> 4) & 1, 0};
 	}
 	for (uint64_t t = 0; t < 1100; t++) {
 		int in = (t >= 50 && t < 300) || (t >= 400 && t < 900), hc = 0, hn = 0;
@@ -136,12 +136,9 @@ static void test_random_against_bruteforce(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_disjoint),
-		cmocka_unit_test(test_unions_and_overlap),
-		cmocka_unit_test(test_spans_clip),
-		cmocka_unit_test(test_unsorted_input_and_empty),
-		cmocka_unit_test(test_bad_input),
-		cmocka_unit_test(test_random_against_bruteforce),
+	    cmocka_unit_test(test_disjoint),   cmocka_unit_test(test_unions_and_overlap),
+	    cmocka_unit_test(test_spans_clip), cmocka_unit_test(test_unsorted_input_and_empty),
+	    cmocka_unit_test(test_bad_input),  cmocka_unit_test(test_random_against_bruteforce),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

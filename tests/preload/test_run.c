@@ -6,7 +6,7 @@
  * the profile record and checks it against the script.
  *
  * Tolerances: per-iteration times within 5% + 0.3 ms of what the program
- * itself measured over the same window (FW_TRUTH), and within -5%/+60% of
+ * itself measured over the same window (FW_TRUTH), and within -5%/+100% of
  * the script (sleeps overshoot on a busy machine, never undershoot); bytes
  * exact; iterations in the window within 20% + 2 of window/period.
  */
@@ -81,7 +81,8 @@ static void set_preload(void)
 			 opts && *opts ? ":" : "");
 		setenv("ASAN_OPTIONS", value, 1);
 	}
-	snprintf(value, sizeof(value), "%s%s%s", asan, *asan ? ":" : "", need("CRUXP_TEST_PRELOAD"));
+	snprintf(value, sizeof(value), "%s%s%s", asan, *asan ? ":" : "",
+		 need("CRUXP_TEST_PRELOAD"));
 	setenv("LD_PRELOAD", value, 1);
 }
 
@@ -169,7 +170,7 @@ static struct truth truth_of(const struct run *r, const struct crux_prof_compute
 {
 	unsigned long long a, b, cp, cm, ov;
 	uint64_t to = c->window_end_ns, from = to - (uint64_t)(c->window_s * 1e9);
-	struct truth t = { 0, 0, 0, 0, 0 };
+	struct truth t = {0, 0, 0, 0, 0};
 	FILE *f = fopen(r->truthfile, "r");
 
 	assert_non_null(f);
@@ -198,8 +199,8 @@ static void near(double got, double truth, double script, const char *what)
 	if (fabs(got - truth) > tol)
 		fail_msg("%s: measured %.6f s, the program saw %.6f s (tolerance %.6f s)", what,
 			 got, truth, tol);
-	if (got < 0.95 * script - 0.0003 || got > 1.6 * script + 0.0003)
-		fail_msg("%s: measured %.6f s, the script says %.6f s (-5%%/+60%%)", what, got,
+	if (got < 0.95 * script - 0.0003 || got > 2 * script + 0.0003)
+		fail_msg("%s: measured %.6f s, the script says %.6f s (-5%%/+100%%)", what, got,
 			 script);
 }
 
@@ -237,7 +238,9 @@ static void ddp_common(const char *fw, const char *const *env, uint32_t backend,
 	assert_string_equal(c->device, "cpu");
 	near(c->iter_time_s, t.iter, 0.019, "iteration time");
 	near(c->comm_s, t.comm, 0.009, "communication");
-	near(c->compute_s, t.compute, 0.010 + overlap, "compute");
+	/* Without kernel records, compute is whatever is not communication. */
+	near(c->compute_s, backend == CRUX_TIMING_CUPTI ? t.compute : t.iter - t.comm,
+	     0.010 + overlap, "compute");
 	near(c->overlap_s, t.overlap, overlap, "overlap");
 	near(c->stall_s, t.comm - t.overlap, 0.009 - overlap, "exposed communication");
 	assert_int_equal(c->bytes_per_iter[CRUX_COLL_ALLREDUCE], ((1u << 20) * 2 + (1u << 18)) * 4);
@@ -253,7 +256,7 @@ static void ddp_common(const char *fw, const char *const *env, uint32_t backend,
 
 static void test_host_ddp(void **state)
 {
-	const char *env[] = { "CRUX_TIMING=host", "FAKENCCL_SCRIPT=allreduce=3ms", NULL };
+	const char *env[] = {"CRUX_TIMING=host", "FAKENCCL_SCRIPT=allreduce=3ms", NULL};
 
 	(void)state;
 	ddp_common(need("CRUXP_TEST_FW"), env, CRUX_TIMING_HOST, 0);
@@ -262,7 +265,7 @@ static void test_host_ddp(void **state)
 /* NCCL in the global scope (linked or RTLD_GLOBAL): found through RTLD_NEXT. */
 static void test_host_ddp_global(void **state)
 {
-	const char *env[] = { "FAKENCCL_SCRIPT=allreduce=3ms", NULL };
+	const char *env[] = {"FAKENCCL_SCRIPT=allreduce=3ms", NULL};
 	char fw[512];
 
 	(void)state;
@@ -274,7 +277,7 @@ static void test_host_ddp_global(void **state)
 static void test_events_ddp(void **state)
 {
 	char lib[512];
-	const char *env[] = { "CRUX_TIMING=events", "FAKENCCL_SCRIPT=allreduce=3ms", lib, NULL };
+	const char *env[] = {"CRUX_TIMING=events", "FAKENCCL_SCRIPT=allreduce=3ms", lib, NULL};
 
 	(void)state;
 	snprintf(lib, sizeof(lib), "CRUX_CUDART_LIB=%s", need("CRUXP_TEST_CUDART"));
@@ -284,7 +287,7 @@ static void test_events_ddp(void **state)
 static void test_cupti_ddp_overlap(void **state)
 {
 	char lib[512];
-	const char *env[] = { "CRUX_TIMING=cupti", "FAKENCCL_SCRIPT=allreduce=3ms", lib, NULL };
+	const char *env[] = {"CRUX_TIMING=cupti", "FAKENCCL_SCRIPT=allreduce=3ms", lib, NULL};
 
 	(void)state;
 	snprintf(lib, sizeof(lib), "CRUX_CUPTI_LIB=%s", need("CRUXP_TEST_CUPTI"));
@@ -296,8 +299,12 @@ static void test_cupti_ddp_overlap(void **state)
 static void test_cupti_busy(void **state)
 {
 	char lib[512], rt[512];
-	const char *env[] = { "CRUX_TIMING=cupti", "FAKECUPTI_BUSY=1",
-			      "FAKENCCL_SCRIPT=allreduce=3ms", lib, rt, NULL };
+	const char *env[] = {"CRUX_TIMING=cupti",
+			     "FAKECUPTI_BUSY=1",
+			     "FAKENCCL_SCRIPT=allreduce=3ms",
+			     lib,
+			     rt,
+			     NULL};
 	struct run r;
 
 	(void)state;
@@ -310,31 +317,65 @@ static void test_cupti_busy(void **state)
 }
 
 /* Pipeline stage: grouped send/recv, timed at ncclGroupEnd. */
-static void test_pipeline(void **state)
+static void pipeline_common(const char *const *env, uint32_t backend)
 {
-	const char *env[] = { "CRUX_TIMING=host", "FAKENCCL_SCRIPT=send=2ms,recv=2ms", NULL };
 	const struct crux_prof_compute *c;
 	struct truth t;
 	struct run r;
 
-	(void)state;
 	run_trainer(&r, need("CRUXP_TEST_FW"), "pipeline", 100, 8, env);
 	c = only(&r);
 	t = truth_of(&r, c);
+	assert_int_equal(c->timing_backend, backend);
 	assert_true(c->flags & CRUX_PROF_F_ITER_DETECTED);
 	/* recv 2 ms + (send+recv) 4 ms + send 2 ms of communication, 8 ms compute */
 	near(c->iter_time_s, t.iter, 0.016, "iteration time");
 	near(c->comm_s, t.comm, 0.008, "communication");
-	near(c->compute_s, t.compute, 0.008, "compute");
+	near(c->compute_s, t.iter - t.comm, 0.008, "compute");
 	assert_int_equal(c->bytes_per_iter[CRUX_COLL_SENDRECV], 4u * (1u << 20) * 2);
 	check_iterations(c);
+	cleanup(&r);
+}
+
+static void test_pipeline(void **state)
+{
+	const char *env[] = { "CRUX_TIMING=host", "FAKENCCL_SCRIPT=send=2ms,recv=2ms", NULL };
+
+	(void)state;
+	pipeline_common(env, CRUX_TIMING_HOST);
+}
+
+/* CUDA events around the outermost ncclGroupEnd, on the group's stream. */
+static void test_events_pipeline(void **state)
+{
+	char lib[512];
+	const char *env[] = { "CRUX_TIMING=events", "FAKENCCL_SCRIPT=send=2ms,recv=2ms", lib, NULL };
+
+	(void)state;
+	snprintf(lib, sizeof(lib), "CRUX_CUDART_LIB=%s", need("CRUXP_TEST_CUDART"));
+	pipeline_common(env, CRUX_TIMING_EVENTS);
+}
+
+/* CRUX_PRELOAD=0: everything passes straight through, nothing is started. */
+static void test_disabled(void **state)
+{
+	const char *env[] = { "CRUX_PRELOAD=0", NULL };
+	struct run r;
+
+	(void)state;
+	run_trainer(&r, need("CRUXP_TEST_FW"), "errors", 0, 0, env);
+	assert_int_equal(r.status, 0);
+	run_trainer(&r, need("CRUXP_TEST_FW"), "ddp", 5, 1, env);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(r.nsnaps, 0);
+	assert_string_equal(r.err, "");
 	cleanup(&r);
 }
 
 /* Explicit marks win over detection, whatever the call pattern. */
 static void test_marks(void **state)
 {
-	const char *env[] = { "CRUX_TIMING=host", "FAKENCCL_SCRIPT=allreduce=1ms", NULL };
+	const char *env[] = {"CRUX_TIMING=host", "FAKENCCL_SCRIPT=allreduce=1ms", NULL};
 	const struct crux_prof_compute *c;
 	struct truth t;
 	struct run r;
@@ -355,7 +396,7 @@ static void test_marks(void **state)
 /* A loss all-reduce every 10 steps does not turn 10 steps into one iteration. */
 static void test_loss_noise(void **state)
 {
-	const char *env[] = { "CRUX_TIMING=host", "FAKENCCL_SCRIPT=allreduce=3ms", NULL };
+	const char *env[] = {"CRUX_TIMING=host", "FAKENCCL_SCRIPT=allreduce=3ms", NULL};
 	const struct crux_prof_compute *c;
 	struct truth t;
 	struct run r;
@@ -371,7 +412,7 @@ static void test_loss_noise(void **state)
 
 static void test_errors_pass_through(void **state)
 {
-	const char *env[] = { "CRUX_TIMING=host", NULL };
+	const char *env[] = {"CRUX_TIMING=host", NULL};
 	struct run r;
 
 	(void)state;
@@ -395,7 +436,7 @@ static void test_no_nccl_untouched(void **state)
 /* A forked child that trains gets a record of its own; the parent keeps its. */
 static void test_fork(void **state)
 {
-	const char *env[] = { "CRUX_TIMING=host", "FAKENCCL_SCRIPT=allreduce=1ms", NULL };
+	const char *env[] = {"CRUX_TIMING=host", "FAKENCCL_SCRIPT=allreduce=1ms", NULL};
 	struct run r;
 
 	(void)state;
@@ -413,7 +454,7 @@ static void test_fork(void **state)
 /* A bad CRUX_ variable: a clear message, and the job still runs unprofiled. */
 static void test_bad_env(void **state)
 {
-	const char *env[] = { "CRUX_TIMING=gpu", NULL };
+	const char *env[] = {"CRUX_TIMING=gpu", NULL};
 	struct run r;
 
 	(void)state;
@@ -427,7 +468,7 @@ static void test_bad_env(void **state)
 /* NCCL built into the framework and bound locally: said once, at exit. */
 static void test_static_nccl(void **state)
 {
-	const char *env[] = { "CRUX_TIMING=host", NULL };
+	const char *env[] = {"CRUX_TIMING=host", NULL};
 	struct run r;
 
 	(void)state;
@@ -443,7 +484,7 @@ static void test_static_nccl(void **state)
 /* With crux_iteration_mark() the record exists and carries the flag. */
 static void test_static_nccl_marked(void **state)
 {
-	const char *env[] = { "CRUX_TIMING=host", NULL };
+	const char *env[] = {"CRUX_TIMING=host", NULL};
 	struct run r;
 
 	(void)state;
@@ -456,20 +497,22 @@ static void test_static_nccl_marked(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_host_ddp),
-		cmocka_unit_test(test_host_ddp_global),
-		cmocka_unit_test(test_events_ddp),
-		cmocka_unit_test(test_cupti_ddp_overlap),
-		cmocka_unit_test(test_cupti_busy),
-		cmocka_unit_test(test_pipeline),
-		cmocka_unit_test(test_marks),
-		cmocka_unit_test(test_loss_noise),
-		cmocka_unit_test(test_errors_pass_through),
-		cmocka_unit_test(test_no_nccl_untouched),
-		cmocka_unit_test(test_fork),
-		cmocka_unit_test(test_bad_env),
-		cmocka_unit_test(test_static_nccl),
-		cmocka_unit_test(test_static_nccl_marked),
+	    cmocka_unit_test(test_host_ddp),
+	    cmocka_unit_test(test_host_ddp_global),
+	    cmocka_unit_test(test_events_ddp),
+	    cmocka_unit_test(test_cupti_ddp_overlap),
+	    cmocka_unit_test(test_cupti_busy),
+	    cmocka_unit_test(test_pipeline),
+	    cmocka_unit_test(test_events_pipeline),
+	    cmocka_unit_test(test_disabled),
+	    cmocka_unit_test(test_marks),
+	    cmocka_unit_test(test_loss_noise),
+	    cmocka_unit_test(test_errors_pass_through),
+	    cmocka_unit_test(test_no_nccl_untouched),
+	    cmocka_unit_test(test_fork),
+	    cmocka_unit_test(test_bad_env),
+	    cmocka_unit_test(test_static_nccl),
+	    cmocka_unit_test(test_static_nccl_marked),
 	};
 	const char *only_test = getenv("CRUXP_TEST_ONLY");
 

@@ -27,7 +27,7 @@ static const char *need(const char *name)
 
 static void sleep_ms(double ms)
 {
-	struct timespec ts = { 0, (long)(ms * 1e6) };
+	struct timespec ts = {0, (long)(ms * 1e6)};
 
 	nanosleep(&ts, NULL);
 }
@@ -37,7 +37,8 @@ static void test_nccl_kernel_names(void **state)
 	(void)state;
 	assert_true(cruxp_is_nccl_kernel("ncclKernel_AllReduce_RING_LL_Sum_float"));
 	assert_true(cruxp_is_nccl_kernel("ncclDevKernel_AllGather_RING_LL"));
-	assert_true(cruxp_is_nccl_kernel("_Z40ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE"));
+	assert_true(cruxp_is_nccl_kernel(
+	    "_Z40ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE"));
 	assert_false(cruxp_is_nccl_kernel("_Z11sgemm_kernelPfS_S_"));
 	assert_false(cruxp_is_nccl_kernel("void at::native::vectorized_elementwise_kernel<4>"));
 	assert_false(cruxp_is_nccl_kernel("nccl"));
@@ -66,7 +67,8 @@ static void test_events(void **state)
 	assert_true(out[0].end - out[0].start >= 3000000 && out[0].end - out[0].start < 60000000);
 	assert_true(out[1].end - out[1].start >= 1000000 && out[1].end - out[1].start < 60000000);
 	/* Chained positions: the second starts ~5 ms after the first. */
-	assert_true(out[1].start - out[0].start >= 5000000 && out[1].start - out[0].start < 90000000);
+	assert_true(out[1].start - out[0].start >= 5000000 &&
+		    out[1].start - out[0].start < 90000000);
 	assert_int_equal(out[0].kind, CRUXP_IV_COMM);
 	assert_int_equal(cruxp_events_poll(ev, out, 8), 0);
 	/* A cancelled slot produces nothing and is free again. */
@@ -184,13 +186,13 @@ static void test_cupti_busy_env(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_nccl_kernel_names),
-		cmocka_unit_test(test_events),
-		cmocka_unit_test(test_events_pool_full),
-		cmocka_unit_test(test_events_missing_library),
-		cmocka_unit_test(test_cupti),
-		cmocka_unit_test(test_cupti_staging_full),
-		cmocka_unit_test(test_cupti_busy_env),
+	    cmocka_unit_test(test_nccl_kernel_names),
+	    cmocka_unit_test(test_events),
+	    cmocka_unit_test(test_events_pool_full),
+	    cmocka_unit_test(test_events_missing_library),
+	    cmocka_unit_test(test_cupti),
+	    cmocka_unit_test(test_cupti_staging_full),
+	    cmocka_unit_test(test_cupti_busy_env),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -26,7 +26,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (a != b && crux_sched_topo_paths(t, a, b, &ps) == CRUX_OK) {
 				for (int p = 0; p < ps.n_paths; p++)
 					for (int k = ps.off[p]; k < ps.off[p + 1]; k++)
-						(void)crux_sched_topo_link(t, ps.links[k], NULL, NULL, NULL);
+						(void)crux_sched_topo_link(t, ps.links[k], NULL,
+									   NULL, NULL);
 			}
 		}
 	}

@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the scheduler library: the paper's examples, mechanisms,
  * evaluator, determinism, parser errors and the plan command end to end. */
+/* cmocka.h needs these first. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,8 +42,15 @@ static void add_job(struct crux_sched_jobs *js, struct crux_sched_topo *t, uint6
 {
 	int hosts[2] = {crux_sched_topo_find(t, src), crux_sched_topo_find(t, dst)};
 	struct crux_sched_flow fl = {hosts[0], hosts[1], bytes};
-	struct crux_sched_job j = {.id = id, .gpus = 2, .n_hosts = 2, .hosts = hosts, .work = work,
-				   .compute = compute, .overlap = overlap, .n_flows = 1, .flows = &fl};
+	struct crux_sched_job j = {.id = id,
+				   .gpus = 2,
+				   .n_hosts = 2,
+				   .hosts = hosts,
+				   .work = work,
+				   .compute = compute,
+				   .overlap = overlap,
+				   .n_flows = 1,
+				   .flows = &fl};
 
 	assert_true(hosts[0] >= 0 && hosts[1] >= 0);
 	assert_int_equal(crux_sched_jobs_add(js, &j), CRUX_OK);
@@ -223,8 +233,9 @@ static void test_maxkcut_brute_force(void **state)
 				}
 			}
 		}
-		assert_int_equal(crux_sched_maxkcut(n, m, from, to, w, K, 300, (uint64_t)iter, lv, &cut),
-				 CRUX_OK);
+		assert_int_equal(
+		    crux_sched_maxkcut(n, m, from, to, w, K, 300, (uint64_t)iter, lv, &cut),
+		    CRUX_OK);
 		double got = 0, best = 0;
 
 		for (int e = 0; e < m; e++) {
@@ -392,13 +403,17 @@ static void random_jobs(struct crux_sched_topo *t, struct crux_sched_jobs *js, i
 				if (hosts[b] == hosts[a])
 					goto again;
 		}
-		struct crux_sched_job j = {.id = (uint64_t)(100 + i), .gpus = 8 * k, .n_hosts = k,
-					   .hosts = hosts, .compute = 0.1 + (rand() % 100) / 100.0,
+		struct crux_sched_job j = {.id = (uint64_t)(100 + i),
+					   .gpus = 8 * k,
+					   .n_hosts = k,
+					   .hosts = hosts,
+					   .compute = 0.1 + (rand() % 100) / 100.0,
 					   .overlap = (rand() % 5) / 4.0};
 
 		j.work = j.gpus * j.compute;
 		assert_int_equal(crux_sched_jobs_add(js, &j), CRUX_OK);
-		assert_int_equal(crux_sched_jobs_add_ring(js, js->n - 1, 1e8 * (1 + rand() % 20)), CRUX_OK);
+		assert_int_equal(crux_sched_jobs_add_ring(js, js->n - 1, 1e8 * (1 + rand() % 20)),
+				 CRUX_OK);
 	}
 }
 
@@ -422,8 +437,10 @@ static void test_validity_and_determinism(void **state)
 	assert_int_equal(crux_sched_schedule_new(js.v, js.n, 3, &a), CRUX_OK);
 	assert_int_equal(crux_sched_schedule_new(js.v, js.n, 3, &b), CRUX_OK);
 	for (int pol = 0; pol < CRUX_SCHED_N_POLICIES; pol++) {
-		assert_int_equal(crux_sched_run(t, js.v, js.n, &p, (enum crux_sched_policy)pol, a), CRUX_OK);
-		assert_int_equal(crux_sched_run(t2, js.v, js.n, &p, (enum crux_sched_policy)pol, b), CRUX_OK);
+		assert_int_equal(crux_sched_run(t, js.v, js.n, &p, (enum crux_sched_policy)pol, a),
+				 CRUX_OK);
+		assert_int_equal(crux_sched_run(t2, js.v, js.n, &p, (enum crux_sched_policy)pol, b),
+				 CRUX_OK);
 		for (size_t i = 0; i < js.n; i++) {
 			assert_int_equal(a->d[i].level, b->d[i].level);
 			assert_int_equal(a->d[i].rank, b->d[i].rank);
@@ -444,7 +461,8 @@ static void test_validity_and_determinism(void **state)
 		for (int f = 0; f < js.v[i].n_flows; f++) {
 			struct crux_sched_path_set ps;
 
-			assert_int_equal(crux_sched_topo_paths(t, js.v[i].flows[f].src, js.v[i].flows[f].dst, &ps),
+			assert_int_equal(crux_sched_topo_paths(t, js.v[i].flows[f].src,
+							       js.v[i].flows[f].dst, &ps),
 					 CRUX_OK);
 			int pi = a->d[i].path[f];
 
@@ -459,7 +477,8 @@ static void test_validity_and_determinism(void **state)
 			if (x == y || a->d[x].rank > a->d[y].rank)
 				continue;
 			for (int l = 0; l < L; l++) {
-				if (use[x * (size_t)L + (size_t)l] && use[y * (size_t)L + (size_t)l]) {
+				if (use[x * (size_t)L + (size_t)l] &&
+				    use[y * (size_t)L + (size_t)l]) {
 					assert_true(a->d[x].level >= a->d[y].level);
 					edges++;
 					break;
@@ -472,10 +491,12 @@ static void test_validity_and_determinism(void **state)
 	free(use);
 	/* Bad values through the API are refused, not propagated. */
 	js.v[0].compute = NAN;
-	assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, b), CRUX_ERR_INVAL);
+	assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, b),
+			 CRUX_ERR_INVAL);
 	js.v[0].compute = 0.5;
 	js.v[1].flows[0].bytes = -1;
-	assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, b), CRUX_ERR_INVAL);
+	assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, b),
+			 CRUX_ERR_INVAL);
 	js.v[1].flows[0].bytes = 1e9;
 	/* The copy is exact. */
 	assert_int_equal(crux_sched_schedule_copy(b, a), CRUX_OK);
@@ -533,7 +554,8 @@ static void expect_topo_error(const char *text, const char *needle1, const char 
 	struct crux_sched_topo *t = NULL;
 	struct crux_sched_err err = {{0}};
 
-	assert_int_not_equal(crux_sched_topo_parse(text, strlen(text), "bad.topo", &t, &err), CRUX_OK);
+	assert_int_not_equal(crux_sched_topo_parse(text, strlen(text), "bad.topo", &t, &err),
+			     CRUX_OK);
 	assert_null(t);
 	if (!strstr(err.msg, needle1) || !strstr(err.msg, needle2))
 		fail_msg("message '%s' lacks '%s' / '%s'", err.msg, needle1, needle2);
@@ -561,7 +583,8 @@ static void expect_jobs_error(struct crux_sched_topo *t, const char *text, const
 	struct crux_sched_err err = {{0}};
 
 	crux_sched_jobs_init(&js);
-	assert_int_not_equal(crux_sched_jobs_parse(text, strlen(text), "bad.jobs", t, &js, &err), CRUX_OK);
+	assert_int_not_equal(crux_sched_jobs_parse(text, strlen(text), "bad.jobs", t, &js, &err),
+			     CRUX_OK);
 	assert_int_equal(js.n, 0);
 	if (!strstr(err.msg, needle1) || !strstr(err.msg, needle2))
 		fail_msg("message '%s' lacks '%s' / '%s'", err.msg, needle1, needle2);
@@ -571,11 +594,13 @@ static void test_jobs_errors(void **state)
 {
 	(void)state;
 	/* h2 is an island: unreachable. */
-	struct crux_sched_topo *t = topo_text("host h0 h1 h2\nswitch s\nlink h0 s 10\nlink h1 s 10\n");
+	struct crux_sched_topo *t =
+	    topo_text("host h0 h1 h2\nswitch s\nlink h0 s 10\nlink h1 s 10\n");
 	struct crux_sched_jobs js;
 	struct crux_sched_err err;
-	const char *ok = "# ok\njob 1 hosts=h0,h1 compute=0.5 allreduce=1e9\n"
-			 "job 2 hosts=h0,h1 gpus=4 compute=1 work=2 overlap=0.25\nflow 2 h1 h0 5e8\n";
+	const char *ok =
+	    "# ok\njob 1 hosts=h0,h1 compute=0.5 allreduce=1e9\n"
+	    "job 2 hosts=h0,h1 gpus=4 compute=1 work=2 overlap=0.25\nflow 2 h1 h0 5e8\n";
 
 	crux_sched_jobs_init(&js);
 	assert_int_equal(crux_sched_jobs_parse(ok, strlen(ok), "ok.jobs", t, &js, &err), CRUX_OK);
@@ -588,19 +613,21 @@ static void test_jobs_errors(void **state)
 	assert_int_equal(js.v[1].n_flows, 1);
 	crux_sched_jobs_free(&js);
 
-	expect_jobs_error(t, "job 1 hosts=h0,h2 compute=1 allreduce=1e9\n", "bad.jobs:1", "unreachable");
+	expect_jobs_error(t, "job 1 hosts=h0,h2 compute=1 allreduce=1e9\n", "bad.jobs:1",
+			  "unreachable");
 	expect_jobs_error(t, "job 1 hosts=h0,h9 compute=1\n", "bad.jobs:1", "unknown host 'h9'");
 	expect_jobs_error(t, "job 1 hosts=h0,h1 compute=nan\n", "bad.jobs:1", "compute");
 	expect_jobs_error(t, "job 1 hosts=h0,h1 compute=-1\n", "bad.jobs:1", "compute");
 	expect_jobs_error(t, "job 1 hosts=h0,h1 compute=1 iter=-2\n", "bad.jobs:1", "iter");
-	expect_jobs_error(t, "job 1 hosts=h0,h1 compute=1\njob 1 hosts=h0 compute=1\n", "bad.jobs:2",
-			  "duplicate job id 1");
+	expect_jobs_error(t, "job 1 hosts=h0,h1 compute=1\njob 1 hosts=h0 compute=1\n",
+			  "bad.jobs:2", "duplicate job id 1");
 	expect_jobs_error(t, "job 1 hosts=h0,h1 compute=1\nflow 1 h0\n", "bad.jobs:2", "malformed");
 	expect_jobs_error(t, "job x hosts=h0 compute=1\n", "bad.jobs:1", "'id'");
 	expect_jobs_error(t, "job 1 hosts=h0,s compute=1\n", "bad.jobs:1", "switch");
 	expect_jobs_error(t, "job 1 hosts=h0 compute=1 overlap=2\n", "bad.jobs:1", "overlap");
 	expect_jobs_error(t, "job 1 compute=1\n", "bad.jobs:1", "hosts");
-	expect_jobs_error(t, "job 1 hosts=h0,h1 compute=1\nflow 1 h0 h1 -3\n", "bad.jobs:2", "bytes");
+	expect_jobs_error(t, "job 1 hosts=h0,h1 compute=1\nflow 1 h0 h1 -3\n", "bad.jobs:2",
+			  "bytes");
 	expect_jobs_error(t, "job 1 hosts=h0,h1 compute=1 speed=3\n", "bad.jobs:1", "unknown key");
 	crux_sched_topo_free(t);
 }
@@ -628,9 +655,11 @@ static void test_plan_cli(void **state)
 	snprintf(topo, sizeof(topo), "%s/t.topo", dir);
 	snprintf(jobs, sizeof(jobs), "%s/j.jobs", dir);
 	snprintf(out, sizeof(out), "%s/out", dir);
-	write_file(topo, "host h0 h1 h2 h3\nswitch tor0 tor1 agg0 agg1\n"
-			 "link h0 tor0 100\nlink h1 tor0 100\nlink h2 tor1 100\nlink h3 tor1 100\n"
-			 "link tor0 agg0 100\nlink tor0 agg1 100\nlink tor1 agg0 100\nlink tor1 agg1 100\n");
+	write_file(
+	    topo,
+	    "host h0 h1 h2 h3\nswitch tor0 tor1 agg0 agg1\n"
+	    "link h0 tor0 100\nlink h1 tor0 100\nlink h2 tor1 100\nlink h3 tor1 100\n"
+	    "link tor0 agg0 100\nlink tor0 agg1 100\nlink tor1 agg0 100\nlink tor1 agg1 100\n");
 	write_file(jobs, "job 11 hosts=h0,h2 compute=0.2 allreduce=2e9\n"
 			 "job 12 hosts=h1,h3 compute=0.4 allreduce=1e9 overlap=0.5\n");
 	snprintf(cmd, sizeof(cmd), "'%s' --topology '%s' --jobs '%s' --levels 2 --json > '%s' 2>&1",
@@ -651,8 +680,8 @@ static void test_plan_cli(void **state)
 	assert_true((strstr(buf, "agg0") != NULL) && (strstr(buf, "agg1") != NULL));
 	/* A bad jobs file: exit 1 and the message names file and line. */
 	write_file(jobs, "job 11 hosts=h0,h7 compute=0.2\n");
-	snprintf(cmd, sizeof(cmd), "'%s' --topology '%s' --jobs '%s' > '%s' 2>&1", g_plan_exe, topo, jobs,
-		 out);
+	snprintf(cmd, sizeof(cmd), "'%s' --topology '%s' --jobs '%s' > '%s' 2>&1", g_plan_exe, topo,
+		 jobs, out);
 	int rc = system(cmd);
 
 	assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
@@ -669,8 +698,9 @@ static void test_plan_cli(void **state)
 	assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
 	/* Table output mentions every job. */
 	write_file(jobs, "job 11 hosts=h0,h2 compute=0.2 allreduce=2e9\n");
-	snprintf(cmd, sizeof(cmd), "'%s' --topology '%s' --jobs '%s' --policy sincronia > '%s' 2>&1",
-		 g_plan_exe, topo, jobs, out);
+	snprintf(cmd, sizeof(cmd),
+		 "'%s' --topology '%s' --jobs '%s' --policy sincronia > '%s' 2>&1", g_plan_exe,
+		 topo, jobs, out);
 	assert_int_equal(system(cmd), 0);
 	unlink(topo);
 	unlink(jobs);
@@ -681,20 +711,20 @@ static void test_plan_cli(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_example1_k),
-		cmocka_unit_test(test_example1_correction),
-		cmocka_unit_test(test_example2_overlap_ranks_lower),
-		cmocka_unit_test(test_fig13),
-		cmocka_unit_test(test_fig14),
-		cmocka_unit_test(test_maxkcut_brute_force),
-		cmocka_unit_test(test_path_ties),
-		cmocka_unit_test(test_eval_priority_vs_fair),
-		cmocka_unit_test(test_eval_overlap),
-		cmocka_unit_test(test_validity_and_determinism),
-		cmocka_unit_test(test_generators),
-		cmocka_unit_test(test_topo_errors),
-		cmocka_unit_test(test_jobs_errors),
-		cmocka_unit_test(test_plan_cli),
+	    cmocka_unit_test(test_example1_k),
+	    cmocka_unit_test(test_example1_correction),
+	    cmocka_unit_test(test_example2_overlap_ranks_lower),
+	    cmocka_unit_test(test_fig13),
+	    cmocka_unit_test(test_fig14),
+	    cmocka_unit_test(test_maxkcut_brute_force),
+	    cmocka_unit_test(test_path_ties),
+	    cmocka_unit_test(test_eval_priority_vs_fair),
+	    cmocka_unit_test(test_eval_overlap),
+	    cmocka_unit_test(test_validity_and_determinism),
+	    cmocka_unit_test(test_generators),
+	    cmocka_unit_test(test_topo_errors),
+	    cmocka_unit_test(test_jobs_errors),
+	    cmocka_unit_test(test_plan_cli),
 	};
 
 	g_plan_exe = argc > 1 ? argv[1] : NULL;

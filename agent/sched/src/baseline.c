@@ -14,8 +14,8 @@ void job_links_free(struct job_links *jl)
 	memset(jl, 0, sizeof(*jl));
 }
 
-crux_status_t job_links_build(struct crux_sched_topo *t, const struct crux_sched_job *jobs, size_t n,
-			      const struct crux_sched_schedule *s, struct job_links *out)
+crux_status_t job_links_build(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+			      size_t n, const struct crux_sched_schedule *s, struct job_links *out)
 {
 	struct job_links jl = {0};
 	double *m = calloc((size_t)t->n_links + 1, sizeof(double));
@@ -57,7 +57,8 @@ crux_status_t job_links_build(struct crux_sched_topo *t, const struct crux_sched
 					jl.link[used++] = l;
 				}
 				/* Zero-byte flows still mark the link (tiny positive). */
-				m[l] += jobs[i].flows[f].bytes > 0 ? jobs[i].flows[f].bytes : 1e-300;
+				m[l] +=
+				    jobs[i].flows[f].bytes > 0 ? jobs[i].flows[f].bytes : 1e-300;
 			}
 		}
 		for (size_t k = start; k < used; k++) {
@@ -77,8 +78,9 @@ fail:
 	return st;
 }
 
-crux_status_t crux_sched_prio_sincronia(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
-					size_t n, struct crux_sched_schedule *s)
+crux_status_t crux_sched_prio_sincronia(struct crux_sched_topo *t,
+					const struct crux_sched_job *jobs, size_t n,
+					struct crux_sched_schedule *s)
 {
 	struct job_links jl;
 	double *load = NULL, *w = NULL;

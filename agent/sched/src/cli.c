@@ -14,7 +14,8 @@ static void usage(FILE *f, const char *prog)
 	fprintf(f,
 		"usage: %s --topology FILE --jobs FILE [--levels K] [--seed N] [--orders M]\n"
 		"          [--policy crux|crux-ps-pa|crux-pa|sincronia|varys|taccl|ecmp] [--json]\n"
-		"  FILE for --topology: a topology file, lingjun:CSV or clos2:TORS,AGGS,HOSTS_PER_TOR\n",
+		"  FILE for --topology: a topology file, lingjun:CSV or "
+		"clos2:TORS,AGGS,HOSTS_PER_TOR\n",
 		prog);
 }
 
@@ -47,7 +48,8 @@ static int parse_long(const char *s, long lo, long hi, long *out)
 	return 0;
 }
 
-static crux_status_t load_topo(const char *spec, struct crux_sched_topo **t, struct crux_sched_err *err)
+static crux_status_t load_topo(const char *spec, struct crux_sched_topo **t,
+			       struct crux_sched_err *err)
 {
 	if (!strncmp(spec, "lingjun:", 8)) {
 		struct crux_sched_lingjun_params lp;
@@ -59,7 +61,8 @@ static crux_status_t load_topo(const char *spec, struct crux_sched_topo **t, str
 		struct crux_sched_clos2_params cp = {0, 0, 0, 1, 100, 400};
 
 		if (sscanf(spec + 6, "%d,%d,%d", &cp.n_tor, &cp.n_agg, &cp.hosts_per_tor) != 3) {
-			sched_err(err, "--topology %s: expected clos2:TORS,AGGS,HOSTS_PER_TOR", spec);
+			sched_err(err, "--topology %s: expected clos2:TORS,AGGS,HOSTS_PER_TOR",
+				  spec);
 			return CRUX_ERR_INVAL;
 		}
 		return crux_sched_topo_clos2(&cp, t, err);
@@ -67,7 +70,8 @@ static crux_status_t load_topo(const char *spec, struct crux_sched_topo **t, str
 	return crux_sched_topo_load(spec, t, err);
 }
 
-static void print_path(struct crux_sched_topo *t, const struct crux_sched_flow *fl, int idx, int json)
+static void print_path(struct crux_sched_topo *t, const struct crux_sched_flow *fl, int idx,
+		       int json)
 {
 	const char *sep = json ? "," : " ";
 	struct crux_sched_path_set ps;
@@ -90,11 +94,15 @@ static void print_path(struct crux_sched_topo *t, const struct crux_sched_flow *
 int crux_sched_plan_cli(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"topology", required_argument, NULL, 't'}, {"jobs", required_argument, NULL, 'j'},
-		{"levels", required_argument, NULL, 'k'},   {"seed", required_argument, NULL, 's'},
-		{"orders", required_argument, NULL, 'm'},   {"policy", required_argument, NULL, 'p'},
-		{"json", no_argument, NULL, 'J'},           {"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"topology", required_argument, NULL, 't'},
+	    {"jobs", required_argument, NULL, 'j'},
+	    {"levels", required_argument, NULL, 'k'},
+	    {"seed", required_argument, NULL, 's'},
+	    {"orders", required_argument, NULL, 'm'},
+	    {"policy", required_argument, NULL, 'p'},
+	    {"json", no_argument, NULL, 'J'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *prog = argc > 0 ? argv[0] : "plan";
 	const char *topo_path = NULL, *jobs_path = NULL;
@@ -123,15 +131,17 @@ int crux_sched_plan_cli(int argc, char **argv)
 			break;
 		case 'k':
 			if (parse_long(optarg, 1, CRUX_SCHED_MAX_LEVELS, &v)) {
-				fprintf(stderr, "%s: --levels '%s': expected an integer in 1..%d\n", prog, optarg,
-					CRUX_SCHED_MAX_LEVELS);
+				fprintf(stderr, "%s: --levels '%s': expected an integer in 1..%d\n",
+					prog, optarg, CRUX_SCHED_MAX_LEVELS);
 				return 2;
 			}
 			p.levels = (int)v;
 			break;
 		case 'm':
 			if (parse_long(optarg, 1, 1000, &v)) {
-				fprintf(stderr, "%s: --orders '%s': expected an integer in 1..1000\n", prog, optarg);
+				fprintf(stderr,
+					"%s: --orders '%s': expected an integer in 1..1000\n", prog,
+					optarg);
 				return 2;
 			}
 			p.orders = (int)v;
@@ -143,7 +153,8 @@ int crux_sched_plan_cli(int argc, char **argv)
 			unsigned long long sv = strtoull(optarg, &end, 0);
 
 			if (end == optarg || *end || errno || optarg[0] == '-') {
-				fprintf(stderr, "%s: --seed '%s': expected an unsigned integer\n", prog, optarg);
+				fprintf(stderr, "%s: --seed '%s': expected an unsigned integer\n",
+					prog, optarg);
 				return 2;
 			}
 			p.seed = sv;
@@ -151,7 +162,8 @@ int crux_sched_plan_cli(int argc, char **argv)
 		}
 		case 'p':
 			if (crux_sched_policy_parse(optarg, &pol)) {
-				fprintf(stderr, "%s: --policy '%s': unknown policy\n", prog, optarg);
+				fprintf(stderr, "%s: --policy '%s': unknown policy\n", prog,
+					optarg);
 				usage(stderr, prog);
 				return 2;
 			}
@@ -170,7 +182,8 @@ int crux_sched_plan_cli(int argc, char **argv)
 		}
 	}
 	if (!topo_path || !jobs_path || optind != argc) {
-		fprintf(stderr, "%s: --topology and --jobs are required (and nothing else)\n", prog);
+		fprintf(stderr, "%s: --topology and --jobs are required (and nothing else)\n",
+			prog);
 		usage(stderr, prog);
 		return 2;
 	}
@@ -183,7 +196,8 @@ int crux_sched_plan_cli(int argc, char **argv)
 		goto out;
 	}
 	iter = calloc(js.n ? js.n : 1, sizeof(double));
-	if (!iter || crux_sched_schedule_new(js.v, js.n, p.levels, &s) || crux_sched_eval_new(&ev)) {
+	if (!iter || crux_sched_schedule_new(js.v, js.n, p.levels, &s) ||
+	    crux_sched_eval_new(&ev)) {
 		fprintf(stderr, "%s: out of memory\n", prog);
 		goto out;
 	}
@@ -196,8 +210,9 @@ int crux_sched_plan_cli(int argc, char **argv)
 		goto out;
 	}
 	if (json) {
-		printf("{\"policy\":\"%s\",\"levels\":%d,\"seed\":%llu,\"orders\":%d,\"reference\":",
-		       crux_sched_policy_name(pol), p.levels, (unsigned long long)p.seed, p.orders);
+		printf(
+		    "{\"policy\":\"%s\",\"levels\":%d,\"seed\":%llu,\"orders\":%d,\"reference\":",
+		    crux_sched_policy_name(pol), p.levels, (unsigned long long)p.seed, p.orders);
 		if (s->reference >= 0)
 			printf("%llu", (unsigned long long)js.v[s->reference].id);
 		else
@@ -206,16 +221,18 @@ int crux_sched_plan_cli(int argc, char **argv)
 		for (size_t i = 0; i < js.n; i++) {
 			const struct crux_sched_decision *d = &s->d[i];
 
-			printf("%s{\"id\":%llu,\"level\":%d,\"rank\":%d,\"intensity\":%.9g,\"k\":%.6g,"
-			       "\"priority\":%.9g,\"comm_time\":%.9g,\"iter_time\":%.9g,\"paths\":[",
-			       i ? "," : "", (unsigned long long)d->id, d->level, d->rank, d->intensity, d->k,
-			       d->priority, d->comm_time, iter[i]);
+			printf(
+			    "%s{\"id\":%llu,\"level\":%d,\"rank\":%d,\"intensity\":%.9g,\"k\":%.6g,"
+			    "\"priority\":%.9g,\"comm_time\":%.9g,\"iter_time\":%.9g,\"paths\":[",
+			    i ? "," : "", (unsigned long long)d->id, d->level, d->rank,
+			    d->intensity, d->k, d->priority, d->comm_time, iter[i]);
 			for (int f = 0; f < js.v[i].n_flows; f++) {
 				printf("%s{\"src\":", f ? "," : "");
 				json_str(t->names[js.v[i].flows[f].src]);
 				printf(",\"dst\":");
 				json_str(t->names[js.v[i].flows[f].dst]);
-				printf(",\"bytes\":%.9g,\"path\":%d,\"hops\":[", js.v[i].flows[f].bytes, d->path[f]);
+				printf(",\"bytes\":%.9g,\"path\":%d,\"hops\":[",
+				       js.v[i].flows[f].bytes, d->path[f]);
 				print_path(t, &js.v[i].flows[f], d->path[f], 1);
 				printf("]}");
 			}
@@ -226,16 +243,18 @@ int crux_sched_plan_cli(int argc, char **argv)
 		printf("policy %s, %d levels (higher = higher priority), seed %llu, %zu jobs\n",
 		       crux_sched_policy_name(pol), p.levels, (unsigned long long)p.seed, js.n);
 		if (s->reference >= 0)
-			printf("reference job %llu, cut weight %.6g, predicted GPU utilisation %.2f%%\n",
-			       (unsigned long long)js.v[s->reference].id, s->cut_weight, 100 * util);
-		printf("%-10s %5s %5s %12s %8s %12s %10s %10s\n", "job", "level", "rank", "intensity", "k",
-		       "priority", "comm_s", "iter_s");
+			printf("reference job %llu, cut weight %.6g, predicted GPU utilisation "
+			       "%.2f%%\n",
+			       (unsigned long long)js.v[s->reference].id, s->cut_weight,
+			       100 * util);
+		printf("%-10s %5s %5s %12s %8s %12s %10s %10s\n", "job", "level", "rank",
+		       "intensity", "k", "priority", "comm_s", "iter_s");
 		for (size_t i = 0; i < js.n; i++) {
 			const struct crux_sched_decision *d = &s->d[i];
 
 			printf("%-10llu %5d %5d %12.6g %8.4g %12.6g %10.6g %10.6g\n",
-			       (unsigned long long)d->id, d->level, d->rank, d->intensity, d->k, d->priority,
-			       d->comm_time, iter[i]);
+			       (unsigned long long)d->id, d->level, d->rank, d->intensity, d->k,
+			       d->priority, d->comm_time, iter[i]);
 			for (int f = 0; f < js.v[i].n_flows; f++) {
 				printf("    path %d: ", d->path[f]);
 				print_path(t, &js.v[i].flows[f], d->path[f], 0);

@@ -295,7 +295,8 @@ static crux_status_t kcut(const struct kdag *g, int K, int orders, uint64_t seed
 			/* C(j, i) grows by w for j >= pos(source); leaves >= i are
 			 * rewritten by kt_set before they are read. */
 			if (sfill[v] > soff[v])
-				kt_steps(&t, 1, 0, t.size - 1, steps + soff[v], sfill[v] - soff[v], 0);
+				kt_steps(&t, 1, 0, t.size - 1, steps + soff[v], sfill[v] - soff[v],
+					 0);
 			for (int k = 0; k < K; k++) {
 				qm[k] = -INFINITY;
 				qa[k] = 0;
@@ -359,12 +360,15 @@ out:
 
 /* Build in/out CSR from an edge list. */
 static crux_status_t dag_csr(int n, int m, const int *from, const int *to, const double *w,
-			     int **in_off, int **in_src, double **in_w, int **out_off, int **out_dst)
+			     int **in_off, int **in_src, double **in_w, int **out_off,
+			     int **out_dst)
 {
 	int *io = calloc((size_t)n + 1, sizeof(int)), *oo = calloc((size_t)n + 1, sizeof(int));
-	int *is = malloc((size_t)(m ? m : 1) * sizeof(int)), *od = malloc((size_t)(m ? m : 1) * sizeof(int));
+	int *is = malloc((size_t)(m ? m : 1) * sizeof(int)),
+	    *od = malloc((size_t)(m ? m : 1) * sizeof(int));
 	double *iw = malloc((size_t)(m ? m : 1) * sizeof(double));
-	int *pi = malloc(((size_t)n + 1) * sizeof(int)), *po = malloc(((size_t)n + 1) * sizeof(int));
+	int *pi = malloc(((size_t)n + 1) * sizeof(int)),
+	    *po = malloc(((size_t)n + 1) * sizeof(int));
 
 	if (!io || !oo || !is || !od || !iw || !pi || !po) {
 		free(io);
@@ -644,7 +648,8 @@ crux_status_t crux_sched_compress(struct crux_sched_topo *t, const struct crux_s
 		struct kdag g = {cn, lio, lis, liw, loo, lod};
 		double cut;
 
-		st = kcut(&g, K, p->orders, p->seed ^ sched_mix64((uint64_t)ncomp), lfirst, lv, &cut);
+		st = kcut(&g, K, p->orders, p->seed ^ sched_mix64((uint64_t)ncomp), lfirst, lv,
+			  &cut);
 		if (st)
 			goto out;
 		st = CRUX_ERR_NOMEM;

@@ -38,7 +38,7 @@ struct crux_sched_eval {
 	size_t *inc_k;
 	size_t inc_cap;
 	int *order;
-	double *lambda, *maxm;
+	double *lambda, *maxm, *T;
 	unsigned char *frozen;
 	size_t jobs_cap;
 };
@@ -72,6 +72,7 @@ void crux_sched_eval_free(struct crux_sched_eval *ev)
 	free(ev->order);
 	free(ev->lambda);
 	free(ev->maxm);
+	free(ev->T);
 	free(ev->frozen);
 	free(ev);
 }
@@ -127,12 +128,12 @@ static struct hent heap_pop(struct crux_sched_eval *ev)
 	return top;
 }
 
-#define ENSURE(ptr, cap_needed, type)                                              \
-	do {                                                                       \
-		type *np_ = realloc((ptr), (cap_needed) * sizeof(type));           \
-		if (!np_)                                                          \
-			return CRUX_ERR_NOMEM;                                     \
-		(ptr) = np_;                                                       \
+#define ENSURE(ptr, cap_needed, type)                                                              \
+	do {                                                                                       \
+		type *np_ = realloc((ptr), (cap_needed) * sizeof(type));                           \
+		if (!np_)                                                                          \
+			return CRUX_ERR_NOMEM;                                                     \
+		(ptr) = np_;                                                                       \
 	} while (0)
 
 static crux_status_t ev_size(struct crux_sched_eval *ev, size_t L, size_t n, size_t inc)
@@ -157,6 +158,7 @@ static crux_status_t ev_size(struct crux_sched_eval *ev, size_t L, size_t n, siz
 		ENSURE(ev->order, c, int);
 		ENSURE(ev->lambda, c, double);
 		ENSURE(ev->maxm, c, double);
+		ENSURE(ev->T, c, double);
 		ENSURE(ev->frozen, c, unsigned char);
 		ev->jobs_cap = c;
 	}
@@ -199,7 +201,8 @@ static int clamp_level(const struct crux_sched_schedule *s, int l)
 
 crux_status_t crux_sched_evaluate(struct crux_sched_eval *ev, struct crux_sched_topo *t,
 				  const struct crux_sched_job *jobs, size_t n,
-				  const struct crux_sched_schedule *s, double *iter_time, double *util)
+				  const struct crux_sched_schedule *s, double *iter_time,
+				  double *util)
 {
 	struct job_links jl;
 	size_t L = (size_t)t->n_links;
@@ -348,14 +351,16 @@ crux_status_t crux_sched_evaluate(struct crux_sched_eval *ev, struct crux_sched_
 						ev->resid[m] = RESIDUAL_FLOOR * t->lbw[m];
 				}
 			}
-			if (iter_time)
-				iter_time[j] = T;
+			ev->T[j] = T;
 			if (T > 0)
 				work_rate += jb->work / T;
 			gpus += jb->gpus;
 		}
 		lo = hi;
 	}
+	/* Out-parameters only on success. */
+	if (iter_time && n)
+		memcpy(iter_time, ev->T, n * sizeof(double));
 	if (util)
 		*util = gpus > 0 ? work_rate / gpus : 0;
 	st = CRUX_OK;

@@ -102,7 +102,8 @@ crux_status_t crux_sched_topo_clos3(const struct crux_sched_clos3_params *p,
 		int pod = r / p->tors_per_pod;
 
 		for (int a = 0; a < p->aggs_per_pod; a++)
-			if (add_cables(&b, nh + r, nh + ntor + pod * p->aggs_per_pod + a, p->tor_gbps, 1))
+			if (add_cables(&b, nh + r, nh + ntor + pod * p->aggs_per_pod + a,
+				       p->tor_gbps, 1))
 				goto fail;
 	}
 	for (int a = 0; a < nagg; a++)
@@ -127,7 +128,8 @@ crux_status_t crux_sched_topo_dsided(const struct crux_sched_dsided_params *p,
 	if (p->n_hosts < 1 || p->n_tor < 2 || p->n_agg < 1 || p->n_core < 1 || p->host_links < 2 ||
 	    p->host_links % 2 || bad_rate(p->host_gbps) || bad_rate(p->tor_gbps) ||
 	    bad_rate(p->agg_gbps)) {
-		sched_err(err, "dsided: needs >= 1 host, >= 2 ToRs, an even host_links >= 2, rates > 0");
+		sched_err(err,
+			  "dsided: needs >= 1 host, >= 2 ToRs, an even host_links >= 2, rates > 0");
 		return CRUX_ERR_INVAL;
 	}
 	tb_init(&b);
@@ -161,7 +163,8 @@ crux_status_t crux_sched_topo_dsided(const struct crux_sched_dsided_params *p,
 				goto fail;
 	for (int a = 0; a < p->n_agg; a++)
 		for (int c = 0; c < p->n_core; c++)
-			if (add_cables(&b, nh + p->n_tor + a, nh + p->n_tor + p->n_agg + c, p->agg_gbps, 1))
+			if (add_cables(&b, nh + p->n_tor + a, nh + p->n_tor + p->n_agg + c,
+				       p->agg_gbps, 1))
 				goto fail;
 	st = tb_finish(&b, out, err);
 	tb_free(&b);
@@ -182,7 +185,8 @@ void crux_sched_lingjun_defaults(struct crux_sched_lingjun_params *p)
 	p->agg_uplinks = 2;
 }
 
-crux_status_t crux_sched_topo_lingjun(const char *csv_path, const struct crux_sched_lingjun_params *p,
+crux_status_t crux_sched_topo_lingjun(const char *csv_path,
+				      const struct crux_sched_lingjun_params *p,
 				      struct crux_sched_topo **out, struct crux_sched_err *err)
 {
 	struct topo_builder b;
@@ -222,8 +226,8 @@ crux_status_t crux_sched_topo_lingjun(const char *csv_path, const struct crux_sc
 			if (l == 0 || (lineno == 1 && !strncmp(cur, "ip,", 3)))
 				goto next_line;
 			if (l >= sizeof(lbuf)) {
-				sched_err(err, "%s:%d: line longer than %zu bytes", csv_path, lineno,
-					  sizeof(lbuf) - 1);
+				sched_err(err, "%s:%d: line longer than %zu bytes", csv_path,
+					  lineno, sizeof(lbuf) - 1);
 				st = CRUX_ERR_INVAL;
 				goto out;
 			}
@@ -243,7 +247,8 @@ crux_status_t crux_sched_topo_lingjun(const char *csv_path, const struct crux_sc
 				}
 			}
 			if (nf != 4 || !*f[0] || !*f[1] || !*f[2] || !*f[3]) {
-				sched_err(err, "%s:%d: malformed line; expected 'ip,DSW,PSW,ASW'", csv_path, lineno);
+				sched_err(err, "%s:%d: malformed line; expected 'ip,DSW,PSW,ASW'",
+					  csv_path, lineno);
 				st = CRUX_ERR_INVAL;
 				goto out;
 			}
@@ -251,7 +256,8 @@ crux_status_t crux_sched_topo_lingjun(const char *csv_path, const struct crux_sc
 				int r = tb_add_node(&b, f[0], 1);
 
 				if (r == -2) {
-					sched_err(err, "%s:%d: field 'ip': duplicate host '%s'", csv_path, lineno, f[0]);
+					sched_err(err, "%s:%d: field 'ip': duplicate host '%s'",
+						  csv_path, lineno, f[0]);
 					st = CRUX_ERR_INVAL;
 					goto out;
 				}
@@ -272,7 +278,8 @@ crux_status_t crux_sched_topo_lingjun(const char *csv_path, const struct crux_sc
 					if ((s_p = tb_add_node(&b, psw, 0)) < 0)
 						goto nomem;
 					for (int u = 0; u < p->agg_uplinks; u++)
-						if (tb_add_cable(&b, s_p, s_d, GBPS_TO_BYTES(p->agg_gbps)) < 0)
+						if (tb_add_cable(&b, s_p, s_d,
+								 GBPS_TO_BYTES(p->agg_gbps)) < 0)
 							goto nomem;
 				}
 				s_a = tb_find(&b, asw);
@@ -280,13 +287,14 @@ crux_status_t crux_sched_topo_lingjun(const char *csv_path, const struct crux_sc
 					if ((s_a = tb_add_node(&b, asw, 0)) < 0)
 						goto nomem;
 					for (int u = 0; u < p->tor_uplinks; u++)
-						if (tb_add_cable(&b, s_a, s_p, GBPS_TO_BYTES(p->tor_gbps)) < 0)
+						if (tb_add_cable(&b, s_a, s_p,
+								 GBPS_TO_BYTES(p->tor_gbps)) < 0)
 							goto nomem;
 				}
 				if (tb_add_cable(&b, h, s_a, GBPS_TO_BYTES(p->host_gbps)) < 0)
 					goto nomem;
 			}
-next_line:
+		next_line:
 			if (next)
 				next[-1] = '\n';
 			cur = next;

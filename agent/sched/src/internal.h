@@ -9,7 +9,7 @@
 
 #include "crux/sched.h"
 
-#define GBPS_TO_BYTES(g) ((g) * 1e9 / 8.0)
+#define GBPS_TO_BYTES(g) ((g)*1e9 / 8.0)
 
 struct pcache_ent {
 	int src, dst; /* src < 0: empty slot */
@@ -22,9 +22,9 @@ struct crux_sched_topo {
 	int n_hosts, n_nodes, n_links;
 	char **names;
 	int *lfrom, *lto;
-	double *lbw; /* bytes/s */
+	double *lbw;		 /* bytes/s */
 	int *out_off, *out_link; /* CSR of outgoing links per node */
-	int *in_off, *in_link;   /* CSR of incoming links per node */
+	int *in_off, *in_link;	 /* CSR of incoming links per node */
 	int max_paths;
 	/* name -> node hash (open addressing) */
 	int *name_tab;
@@ -64,7 +64,7 @@ crux_status_t tb_finish(struct topo_builder *b, struct crux_sched_topo **out,
 
 /* Errors and small helpers. */
 void sched_err(struct crux_sched_err *err, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 uint64_t sched_mix64(uint64_t x);
 struct sched_rng {
 	uint64_t s;
@@ -74,7 +74,8 @@ uint64_t rng_next(struct sched_rng *r);
 /* Uniform in [0, n). */
 uint32_t rng_below(struct sched_rng *r, uint32_t n);
 uint32_t name_hash(const char *s);
-crux_status_t read_file_text(const char *path, char **text, size_t *len, struct crux_sched_err *err);
+crux_status_t read_file_text(const char *path, char **text, size_t *len,
+			     struct crux_sched_err *err);
 
 /* Tokenizer for line-oriented formats: splits in place on blanks, drops '#' comments. */
 #define MAX_TOKENS 4096
@@ -84,16 +85,14 @@ int split_tokens(char *line, char **tok, int max);
 crux_status_t flow_links(struct crux_sched_topo *t, const struct crux_sched_job *job, int f,
 			 int path_idx, const int **links, int *n_links);
 
-
-
 /* Per job: distinct directed links on its chosen paths with bytes per iteration (CSR). */
 struct job_links {
 	size_t *off; /* n + 1 */
 	int *link;
 	double *bytes;
 };
-crux_status_t job_links_build(struct crux_sched_topo *t, const struct crux_sched_job *jobs, size_t n,
-			      const struct crux_sched_schedule *s, struct job_links *out);
+crux_status_t job_links_build(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+			      size_t n, const struct crux_sched_schedule *s, struct job_links *out);
 void job_links_free(struct job_links *jl);
 /* Finite, non-negative times, bytes and work; overlap in 0..1; hosts in range. */
 crux_status_t jobs_validate(const struct crux_sched_topo *t, const struct crux_sched_job *jobs,

@@ -20,7 +20,37 @@ void crux_sched_jobs_free(struct crux_sched_jobs *js)
 		free(js->v[i].flows);
 	}
 	free(js->v);
+	free(js->id_tab);
 	memset(js, 0, sizeof(*js));
+}
+
+static size_t id_slot(const struct crux_sched_jobs *js, uint64_t id)
+{
+	size_t m = js->id_cap - 1;
+
+	for (size_t h = (size_t)sched_mix64(id) & m;; h = (h + 1) & m)
+		if (!js->id_tab[h] || js->id_tab[h] > js->n || js->v[js->id_tab[h] - 1].id == id)
+			return h;
+}
+
+static crux_status_t id_grow(struct crux_sched_jobs *js, size_t need)
+{
+	if (2 * need <= js->id_cap)
+		return CRUX_OK;
+	size_t nc = js->id_cap ? js->id_cap : 64;
+
+	while (nc < 2 * need)
+		nc *= 2;
+	size_t *nt = calloc(nc, sizeof(size_t));
+
+	if (!nt)
+		return CRUX_ERR_NOMEM;
+	free(js->id_tab);
+	js->id_tab = nt;
+	js->id_cap = nc;
+	for (size_t i = 0; i < js->n; i++)
+		js->id_tab[id_slot(js, js->v[i].id)] = i + 1;
+	return CRUX_OK;
 }
 
 crux_status_t crux_sched_jobs_add(struct crux_sched_jobs *js, const struct crux_sched_job *job)
@@ -29,9 +59,10 @@ crux_status_t crux_sched_jobs_add(struct crux_sched_jobs *js, const struct crux_
 
 	if (job->n_hosts < 0 || job->n_flows < 0)
 		return CRUX_ERR_INVAL;
-	for (size_t i = 0; i < js->n; i++)
-		if (js->v[i].id == job->id)
-			return CRUX_ERR_EXIST;
+	if (id_grow(js, js->n + 1))
+		return CRUX_ERR_NOMEM;
+	if (js->id_tab[id_slot(js, job->id)])
+		return CRUX_ERR_EXIST;
 	if (js->n == js->cap) {
 		size_t nc = js->cap ? js->cap * 2 : 16;
 		struct crux_sched_job *nv = realloc(js->v, nc * sizeof(*nv));
@@ -53,6 +84,7 @@ crux_status_t crux_sched_jobs_add(struct crux_sched_jobs *js, const struct crux_
 	if (job->n_flows)
 		memcpy(j.flows, job->flows, (size_t)job->n_flows * sizeof(*j.flows));
 	js->v[js->n++] = j;
+	js->id_tab[id_slot(js, j.id)] = js->n;
 	return CRUX_OK;
 }
 
@@ -152,11 +184,11 @@ static int host_of(struct crux_sched_topo *t, const char *name)
 	return v >= 0 && v < crux_sched_topo_n_hosts(t) ? v : v >= 0 ? -2 : -1;
 }
 
-#define PERR(...)                               \
-	do {                                    \
-		sched_err(err, __VA_ARGS__);    \
-		st = CRUX_ERR_INVAL;            \
-		goto out;                       \
+#define PERR(...)                                                                                  \
+	do {                                                                                       \
+		sched_err(err, __VA_ARGS__);                                                       \
+		st = CRUX_ERR_INVAL;                                                               \
+		goto out;                                                                          \
 	} while (0)
 
 crux_status_t crux_sched_jobs_parse(const char *text, size_t len, const char *name,
@@ -198,19 +230,22 @@ crux_status_t crux_sched_jobs_parse(const char *text, size_t len, const char *na
 			int have_hosts = 0, have_compute = 0, have_work = 0, have_gpus = 0;
 
 			if (nt < 2 || parse_u64(tok[1], &j.id))
-				PERR("%s:%d: field 'id': expected 'job ID key=value...' with an unsigned integer ID",
+				PERR("%s:%d: field 'id': expected 'job ID key=value...' with an "
+				     "unsigned integer ID",
 				     name, lineno);
-			for (size_t i = 0; i < js.n; i++)
-				if (js.v[i].id == j.id)
-					PERR("%s:%d: field 'id': duplicate job id %llu (first on line %d)", name,
-					     lineno, (unsigned long long)j.id, pj[i].line);
+			if (js.id_cap && js.id_tab[id_slot(&js, j.id)]) {
+				size_t first = js.id_tab[id_slot(&js, j.id)] - 1;
+
+				PERR("%s:%d: field 'id': duplicate job id %llu (first on line %d)",
+				     name, lineno, (unsigned long long)j.id, pj[first].line);
+			}
 			for (int i = 2; i < nt; i++) {
 				char *eq = strchr(tok[i], '=');
 				double v;
 
 				if (!eq || eq == tok[i])
-					PERR("%s:%d: field %d: expected key=value, got '%s'", name, lineno, i,
-					     tok[i]);
+					PERR("%s:%d: field %d: expected key=value, got '%s'", name,
+					     lineno, i, tok[i]);
 				*eq = '\0';
 				const char *key = tok[i], *val = eq + 1;
 
@@ -225,18 +260,22 @@ crux_status_t crux_sched_jobs_parse(const char *text, size_t len, const char *na
 						int h = host_of(t, p);
 
 						if (h == -1)
-							PERR("%s:%d: field 'hosts': unknown host '%s'; it is not in the topology",
+							PERR("%s:%d: field 'hosts': unknown host "
+							     "'%s'; it is not in the topology",
 							     name, lineno, p);
 						if (h == -2)
-							PERR("%s:%d: field 'hosts': '%s' is a switch, not a host", name,
-							     lineno, p);
+							PERR("%s:%d: field 'hosts': '%s' is a "
+							     "switch, not a host",
+							     name, lineno, p);
 						for (int k = 0; k < j.n_hosts; k++)
 							if (hosts[k] == h)
-								PERR("%s:%d: field 'hosts': host '%s' listed twice", name,
-								     lineno, p);
+								PERR("%s:%d: field 'hosts': host "
+								     "'%s' listed twice",
+								     name, lineno, p);
 						if (j.n_hosts == nh_cap) {
 							int nc = nh_cap ? nh_cap * 2 : 64;
-							int *nhp = realloc(hosts, (size_t)nc * sizeof(int));
+							int *nhp = realloc(hosts, (size_t)nc *
+										      sizeof(int));
 
 							if (!nhp)
 								goto nomem;
@@ -255,15 +294,16 @@ crux_status_t crux_sched_jobs_parse(const char *text, size_t len, const char *na
 					uint64_t g;
 
 					if (parse_u64(val, &g) || g < 1 || g > 1000000)
-						PERR("%s:%d: field 'gpus': '%s' must be an integer in 1..1000000",
+						PERR("%s:%d: field 'gpus': '%s' must be an integer "
+						     "in 1..1000000",
 						     name, lineno, val);
 					j.gpus = (int)g;
 					have_gpus = 1;
 					continue;
 				}
 				if (parse_num(val, &v) || v < 0)
-					PERR("%s:%d: field '%s': '%s' must be a finite number >= 0", name, lineno,
-					     key, val);
+					PERR("%s:%d: field '%s': '%s' must be a finite number >= 0",
+					     name, lineno, key, val);
 				if (!strcmp(key, "compute")) {
 					j.compute = v;
 					have_compute = 1;
@@ -272,28 +312,31 @@ crux_status_t crux_sched_jobs_parse(const char *text, size_t len, const char *na
 					have_work = 1;
 				} else if (!strcmp(key, "overlap")) {
 					if (v > 1)
-						PERR("%s:%d: field 'overlap': '%s' must be in 0..1", name, lineno,
-						     val);
+						PERR("%s:%d: field 'overlap': '%s' must be in 0..1",
+						     name, lineno, val);
 					j.overlap = v;
 				} else if (!strcmp(key, "iter")) {
 					j.iter_time = v;
 				} else if (!strcmp(key, "allreduce")) {
 					ring = v;
 				} else {
-					PERR("%s:%d: field '%s': unknown key; expected hosts, gpus, compute, work, overlap, iter or allreduce",
+					PERR("%s:%d: field '%s': unknown key; expected hosts, "
+					     "gpus, compute, work, overlap, iter or allreduce",
 					     name, lineno, key);
 				}
 			}
 			if (!have_hosts)
-				PERR("%s:%d: field 'hosts': missing (hosts=NAME,NAME,...)", name, lineno);
-			if (!have_compute)
-				PERR("%s:%d: field 'compute': missing (compute time per iteration, s)", name,
+				PERR("%s:%d: field 'hosts': missing (hosts=NAME,NAME,...)", name,
 				     lineno);
+			if (!have_compute)
+				PERR("%s:%d: field 'compute': missing (compute time per iteration, "
+				     "s)",
+				     name, lineno);
 			if (!have_gpus)
 				j.gpus = 8 * j.n_hosts;
 			if (j.gpus < j.n_hosts)
-				PERR("%s:%d: field 'gpus': %d GPUs cannot span %d hosts", name, lineno, j.gpus,
-				     j.n_hosts);
+				PERR("%s:%d: field 'gpus': %d GPUs cannot span %d hosts", name,
+				     lineno, j.gpus, j.n_hosts);
 			if (!have_work)
 				j.work = j.gpus * j.compute;
 			j.hosts = hosts;
@@ -319,23 +362,26 @@ crux_status_t crux_sched_jobs_parse(const char *text, size_t len, const char *na
 			int a, b;
 
 			if (nt != 5)
-				PERR("%s:%d: malformed flow line; expected 'flow JOBID SRC DST BYTES'", name,
-				     lineno);
+				PERR("%s:%d: malformed flow line; expected 'flow JOBID SRC DST "
+				     "BYTES'",
+				     name, lineno);
 			if (parse_u64(tok[1], &id))
-				PERR("%s:%d: field 'job': '%s' is not a job id", name, lineno, tok[1]);
-			for (ji = 0; ji < js.n; ji++)
-				if (js.v[ji].id == id)
-					break;
+				PERR("%s:%d: field 'job': '%s' is not a job id", name, lineno,
+				     tok[1]);
+			ji = js.id_cap && js.id_tab[id_slot(&js, id)]
+				 ? js.id_tab[id_slot(&js, id)] - 1
+				 : js.n;
 			if (ji == js.n)
-				PERR("%s:%d: field 'job': job %llu is not defined above this line", name, lineno,
-				     (unsigned long long)id);
+				PERR("%s:%d: field 'job': job %llu is not defined above this line",
+				     name, lineno, (unsigned long long)id);
 			a = host_of(t, tok[2]);
 			b = host_of(t, tok[3]);
 			if (a < 0 || b < 0)
-				PERR("%s:%d: field '%s': unknown host '%s'", name, lineno, a < 0 ? "src" : "dst",
-				     a < 0 ? tok[2] : tok[3]);
+				PERR("%s:%d: field '%s': unknown host '%s'", name, lineno,
+				     a < 0 ? "src" : "dst", a < 0 ? tok[2] : tok[3]);
 			if (a == b)
-				PERR("%s:%d: field 'dst': flow from '%s' to itself; intra-host traffic is not scheduled",
+				PERR("%s:%d: field 'dst': flow from '%s' to itself; intra-host "
+				     "traffic is not scheduled",
 				     name, lineno, tok[2]);
 			int in_a = 0, in_b = 0;
 
@@ -344,16 +390,18 @@ crux_status_t crux_sched_jobs_parse(const char *text, size_t len, const char *na
 				in_b |= js.v[ji].hosts[k] == b;
 			}
 			if (!in_a || !in_b)
-				PERR("%s:%d: field '%s': host '%s' is not one of job %llu's hosts", name, lineno,
-				     !in_a ? "src" : "dst", !in_a ? tok[2] : tok[3], (unsigned long long)id);
+				PERR("%s:%d: field '%s': host '%s' is not one of job %llu's hosts",
+				     name, lineno, !in_a ? "src" : "dst", !in_a ? tok[2] : tok[3],
+				     (unsigned long long)id);
 			if (parse_num(tok[4], &bytes) || bytes < 0)
-				PERR("%s:%d: field 'bytes': '%s' must be a finite number >= 0", name, lineno,
-				     tok[4]);
+				PERR("%s:%d: field 'bytes': '%s' must be a finite number >= 0",
+				     name, lineno, tok[4]);
 			st = add_flow(&js.v[ji], a, b, bytes);
 			if (st)
 				goto nomem;
 		} else {
-			PERR("%s:%d: unknown keyword '%s'; expected job or flow", name, lineno, tok[0]);
+			PERR("%s:%d: unknown keyword '%s'; expected job or flow", name, lineno,
+			     tok[0]);
 		}
 	}
 	/* Every flow needs a route: report the job's line otherwise. */
@@ -364,7 +412,8 @@ crux_status_t crux_sched_jobs_parse(const char *text, size_t len, const char *na
 
 			st = crux_sched_topo_paths(t, fl->src, fl->dst, &ps);
 			if (st == CRUX_ERR_NOENT)
-				PERR("%s:%d: field 'hosts': host '%s' is unreachable from '%s' in the topology",
+				PERR("%s:%d: field 'hosts': host '%s' is unreachable from '%s' in "
+				     "the topology",
 				     name, pj[i].line, crux_sched_topo_node_name(t, fl->dst),
 				     crux_sched_topo_node_name(t, fl->src));
 			if (st)

@@ -7,8 +7,8 @@
 
 #include "internal.h"
 
-#define K_MAX   100.0 /* clamp of the correction factor */
-#define GAIN_EPS 1e-9
+#define K_MAX	       100.0 /* clamp of the correction factor */
+#define GAIN_EPS       1e-9
 #define PAIR_MAX_ITERS 100000
 
 void crux_sched_params_default(struct crux_sched_params *p)
@@ -19,7 +19,7 @@ void crux_sched_params_default(struct crux_sched_params *p)
 }
 
 static const char *const policy_names[CRUX_SCHED_N_POLICIES] = {
-	"crux", "crux-ps-pa", "crux-pa", "sincronia", "varys", "taccl", "ecmp",
+    "crux", "crux-ps-pa", "crux-pa", "sincronia", "varys", "taccl", "ecmp",
 };
 
 const char *crux_sched_policy_name(enum crux_sched_policy p)
@@ -118,8 +118,9 @@ int crux_sched_ecmp_pick(uint64_t seed, uint64_t job_id, int src, int dst, int n
 {
 	if (n_paths <= 1)
 		return 0;
-	uint64_t h = sched_mix64(seed ^ sched_mix64(job_id ^ sched_mix64(
-					     ((uint64_t)(uint32_t)src << 32) | (uint32_t)dst)));
+	uint64_t h = sched_mix64(
+	    seed ^
+	    sched_mix64(job_id ^ sched_mix64(((uint64_t)(uint32_t)src << 32) | (uint32_t)dst)));
 
 	return (int)(h % (uint64_t)n_paths);
 }
@@ -140,7 +141,8 @@ crux_status_t crux_sched_paths_ecmp(struct crux_sched_topo *t, const struct crux
 
 			if (st)
 				return st;
-			s->d[i].path[f] = crux_sched_ecmp_pick(seed, jobs[i].id, fl->src, fl->dst, ps.n_paths);
+			s->d[i].path[f] =
+			    crux_sched_ecmp_pick(seed, jobs[i].id, fl->src, fl->dst, ps.n_paths);
 		}
 	}
 	return CRUX_OK;
@@ -191,7 +193,8 @@ crux_status_t crux_sched_paths_select(struct crux_sched_topo *t, const struct cr
 		}
 		/* [inferred] A link's load is an average rate: the job's bytes over its
 		 * isolated iteration time, so a job that mostly computes weighs less. */
-		double T = fmax(jobs[i].compute, (1 - jobs[i].overlap) * jobs[i].compute + s->d[i].comm_time);
+		double T = fmax(jobs[i].compute,
+				(1 - jobs[i].overlap) * jobs[i].compute + s->d[i].comm_time);
 		double scale = T > 0 ? 1.0 / T : 1;
 
 		for (int f = 0; f < jobs[i].n_flows; f++) {
@@ -218,7 +221,8 @@ crux_status_t crux_sched_paths_select(struct crux_sched_topo *t, const struct cr
 					if (u > mx)
 						mx = u;
 				}
-				if (best < 0 || mx < best_max || (mx == best_max && sum < best_sum)) {
+				if (best < 0 || mx < best_max ||
+				    (mx == best_max && sum < best_sum)) {
 					best = p;
 					best_max = mx;
 					best_sum = sum;
@@ -423,7 +427,8 @@ crux_status_t crux_sched_pair_gain(const struct crux_sched_pair_job *j,
 
 	for (int i = 0; i < 2; i++) {
 		if (!isfinite(v[i]->compute) || v[i]->compute < 0 || !isfinite(v[i]->comm) ||
-		    v[i]->comm < 0 || !isfinite(v[i]->overlap) || v[i]->overlap < 0 || v[i]->overlap > 1)
+		    v[i]->comm < 0 || !isfinite(v[i]->overlap) || v[i]->overlap < 0 ||
+		    v[i]->overlap > 1)
 			return CRUX_ERR_INVAL;
 		if (v[i]->compute + v[i]->comm <= 0)
 			return CRUX_ERR_INVAL;
@@ -477,7 +482,8 @@ crux_status_t crux_sched_correction(const struct crux_sched_job *jobs, size_t n,
 		double k = 1;
 
 		if (ref != (size_t)-1 && i != ref && s->d[i].comm_time > 0) {
-			struct crux_sched_pair_job pj = {jobs[i].compute, jobs[i].overlap, s->d[i].comm_time};
+			struct crux_sched_pair_job pj = {jobs[i].compute, jobs[i].overlap,
+							 s->d[i].comm_time};
 			struct crux_sched_pair_job pr = {jobs[ref].compute, jobs[ref].overlap,
 							 s->d[ref].comm_time};
 			/* Jobs of one model share (c, overlap, t): simulate each tuple once. */
@@ -492,8 +498,9 @@ crux_status_t crux_sched_correction(const struct crux_sched_job *jobs, size_t n,
 			h = sched_mix64(h ^ sched_mix64(h2 ^ sched_mix64(h3)));
 			size_t slot = h & (cache_cap - 1);
 
-			while (cache[slot].t >= 0 && !(cache[slot].c == pj.compute &&
-						       cache[slot].o == pj.overlap && cache[slot].t == pj.comm))
+			while (cache[slot].t >= 0 &&
+			       !(cache[slot].c == pj.compute && cache[slot].o == pj.overlap &&
+				 cache[slot].t == pj.comm))
 				slot = (slot + 1) & (cache_cap - 1);
 			if (cache[slot].t >= 0) {
 				k = cache[slot].k;
@@ -580,8 +587,8 @@ crux_status_t jobs_validate(const struct crux_sched_topo *t, const struct crux_s
 		for (int f = 0; f < j->n_flows; f++) {
 			const struct crux_sched_flow *fl = &j->flows[f];
 
-			if (fl->src < 0 || fl->dst < 0 || fl->src >= t->n_hosts || fl->dst >= t->n_hosts ||
-			    !isfinite(fl->bytes) || fl->bytes < 0)
+			if (fl->src < 0 || fl->dst < 0 || fl->src >= t->n_hosts ||
+			    fl->dst >= t->n_hosts || !isfinite(fl->bytes) || fl->bytes < 0)
 				return CRUX_ERR_INVAL;
 		}
 	}

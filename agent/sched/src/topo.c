@@ -54,7 +54,8 @@ static int name_lookup(char **names, const int *tab, int cap, const char *name)
 {
 	if (!cap)
 		return -1;
-	for (uint32_t h = name_hash(name) & (uint32_t)(cap - 1);; h = (h + 1) & (uint32_t)(cap - 1)) {
+	for (uint32_t h = name_hash(name) & (uint32_t)(cap - 1);;
+	     h = (h + 1) & (uint32_t)(cap - 1)) {
 		if (tab[h] < 0)
 			return -1;
 		if (!strcmp(names[tab[h]], name))
@@ -153,10 +154,11 @@ static int tb_add_exp(struct topo_builder *b, int src, int dst, const int *links
 {
 	int cap = b->cap_exp;
 
-	if (grow((void **)&b->exp_src, &cap, b->n_exp + 1, sizeof(int)))
+	/* One capacity for three arrays: grow all to the same need. */
+	if (grow((void **)&b->exp_src, &cap, b->n_exp + 2, sizeof(int)))
 		return -1;
 	cap = b->cap_exp;
-	if (grow((void **)&b->exp_dst, &cap, b->n_exp + 1, sizeof(int)))
+	if (grow((void **)&b->exp_dst, &cap, b->n_exp + 2, sizeof(int)))
 		return -1;
 	cap = b->cap_exp;
 	if (grow((void **)&b->exp_off, &cap, b->n_exp + 2, sizeof(int)))
@@ -620,8 +622,8 @@ static crux_status_t compute_paths(struct crux_sched_topo *t, int src, int dst,
 	for (int p = 0; p < keep; p++) {
 		long src_idx = (long)p * es.n / keep;
 
-		memcpy(links + (size_t)p * (size_t)es.len, es.links + (size_t)src_idx * (size_t)es.len,
-		       (size_t)es.len * sizeof(int));
+		memcpy(links + (size_t)p * (size_t)es.len,
+		       es.links + (size_t)src_idx * (size_t)es.len, (size_t)es.len * sizeof(int));
 		off[p] = p * es.len;
 	}
 	off[keep] = keep * es.len;
@@ -776,8 +778,8 @@ crux_status_t crux_sched_topo_parse(const char *text, size_t len, const char *na
 		int nt = split_tokens(line, tok, MAX_TOKENS);
 
 		if (nt < 0) {
-			sched_err(err, "%s:%d: too many fields (max %d); split the line", name, lineno,
-				  MAX_TOKENS);
+			sched_err(err, "%s:%d: too many fields (max %d); split the line", name,
+				  lineno, MAX_TOKENS);
 			goto out;
 		}
 		if (nt == 0)
@@ -786,15 +788,17 @@ crux_status_t crux_sched_topo_parse(const char *text, size_t len, const char *na
 			int is_host = tok[0][0] == 'h';
 
 			if (nt < 2) {
-				sched_err(err, "%s:%d: field 'name': '%s' needs at least one name", name,
-					  lineno, tok[0]);
+				sched_err(err, "%s:%d: field 'name': '%s' needs at least one name",
+					  name, lineno, tok[0]);
 				goto out;
 			}
 			for (int i = 1; i < nt; i++) {
 				int r = tb_add_node(&b, tok[i], is_host);
 
 				if (r == -2) {
-					sched_err(err, "%s:%d: field 'name': duplicate node '%s'; names must be unique",
+					sched_err(err,
+						  "%s:%d: field 'name': duplicate node '%s'; names "
+						  "must be unique",
 						  name, lineno, tok[i]);
 					goto out;
 				}
@@ -809,30 +813,38 @@ crux_status_t crux_sched_topo_parse(const char *text, size_t len, const char *na
 			int a, c, count = 1;
 
 			if (nt != 4 && nt != 5) {
-				sched_err(err, "%s:%d: malformed link line; expected 'link A B GBPS [xN]'", name,
-					  lineno);
+				sched_err(
+				    err,
+				    "%s:%d: malformed link line; expected 'link A B GBPS [xN]'",
+				    name, lineno);
 				goto out;
 			}
 			a = tb_find(&b, tok[1]);
 			c = tb_find(&b, tok[2]);
 			if (a < 0 || c < 0) {
-				sched_err(err, "%s:%d: field 'endpoint': unknown node '%s'; declare it with host/switch first",
+				sched_err(err,
+					  "%s:%d: field 'endpoint': unknown node '%s'; declare it "
+					  "with host/switch first",
 					  name, lineno, a < 0 ? tok[1] : tok[2]);
 				goto out;
 			}
 			if (a == c) {
-				sched_err(err, "%s:%d: field 'endpoint': link from '%s' to itself", name, lineno,
-					  tok[1]);
+				sched_err(err, "%s:%d: field 'endpoint': link from '%s' to itself",
+					  name, lineno, tok[1]);
 				goto out;
 			}
 			if (parse_double(tok[3], &gbps) || !isfinite(gbps) || gbps <= 0) {
-				sched_err(err, "%s:%d: field 'bandwidth': '%s' must be a number > 0 (Gbit/s)",
-					  name, lineno, tok[3]);
+				sched_err(
+				    err,
+				    "%s:%d: field 'bandwidth': '%s' must be a number > 0 (Gbit/s)",
+				    name, lineno, tok[3]);
 				goto out;
 			}
-			if (nt == 5 && (tok[4][0] != 'x' || parse_int(tok[4] + 1, 1, 1024, &count))) {
-				sched_err(err, "%s:%d: field 'count': '%s' must be xN with N in 1..1024", name,
-					  lineno, tok[4]);
+			if (nt == 5 &&
+			    (tok[4][0] != 'x' || parse_int(tok[4] + 1, 1, 1024, &count))) {
+				sched_err(err,
+					  "%s:%d: field 'count': '%s' must be xN with N in 1..1024",
+					  name, lineno, tok[4]);
 				goto out;
 			}
 			for (int i = 0; i < count; i++) {
@@ -846,48 +858,61 @@ crux_status_t crux_sched_topo_parse(const char *text, size_t len, const char *na
 			int nn = nt - 1;
 
 			if (nn < 2) {
-				sched_err(err, "%s:%d: malformed path line; expected 'path SRC NODE... DST'", name,
-					  lineno);
+				sched_err(
+				    err,
+				    "%s:%d: malformed path line; expected 'path SRC NODE... DST'",
+				    name, lineno);
 				goto out;
 			}
 			for (int i = 0; i < nn; i++) {
 				int par, r = resolve_hop(&b, tok[i + 1], &pnodes[i], &par);
 
 				if (r == -1) {
-					sched_err(err, "%s:%d: field 'hop %d': bad parallel-cable index in '%s'; use NAME#K",
+					sched_err(err,
+						  "%s:%d: field 'hop %d': bad parallel-cable index "
+						  "in '%s'; use NAME#K",
 						  name, lineno, i, tok[i + 1]);
 					goto out;
 				}
 				if (r == -2) {
-					sched_err(err, "%s:%d: field 'hop %d': unknown node '%s'", name, lineno, i,
-						  tok[i + 1]);
+					sched_err(err, "%s:%d: field 'hop %d': unknown node '%s'",
+						  name, lineno, i, tok[i + 1]);
 					goto out;
 				}
 				if (i == 0)
 					continue;
 				plinks[i - 1] = find_cable(&b, pnodes[i - 1], pnodes[i], par);
 				if (plinks[i - 1] < 0) {
-					sched_err(err, "%s:%d: field 'hop %d': no link (#%d) from '%s' to '%s'", name,
-						  lineno, i, par, b.names[pnodes[i - 1]], b.names[pnodes[i]]);
+					sched_err(err,
+						  "%s:%d: field 'hop %d': no link (#%d) from '%s' "
+						  "to '%s'",
+						  name, lineno, i, par, b.names[pnodes[i - 1]],
+						  b.names[pnodes[i]]);
 					goto out;
 				}
 			}
 			if (!b.is_host[pnodes[0]] || !b.is_host[pnodes[nn - 1]] ||
 			    pnodes[0] == pnodes[nn - 1]) {
-				sched_err(err, "%s:%d: field 'endpoints': a path runs between two different hosts",
+				sched_err(err,
+					  "%s:%d: field 'endpoints': a path runs between two "
+					  "different hosts",
 					  name, lineno);
 				goto out;
 			}
 			for (int i = 1; i < nn - 1; i++) {
 				if (b.is_host[pnodes[i]]) {
-					sched_err(err, "%s:%d: field 'hop %d': host '%s' inside a path; hosts do not forward",
+					sched_err(err,
+						  "%s:%d: field 'hop %d': host '%s' inside a path; "
+						  "hosts do not forward",
 						  name, lineno, i, b.names[pnodes[i]]);
 					goto out;
 				}
 				for (int k = 0; k < i; k++) {
 					if (pnodes[k] == pnodes[i]) {
-						sched_err(err, "%s:%d: field 'hop %d': path visits '%s' twice", name,
-							  lineno, i, b.names[pnodes[i]]);
+						sched_err(
+						    err,
+						    "%s:%d: field 'hop %d': path visits '%s' twice",
+						    name, lineno, i, b.names[pnodes[i]]);
 						goto out;
 					}
 				}
@@ -899,12 +924,15 @@ crux_status_t crux_sched_topo_parse(const char *text, size_t len, const char *na
 			}
 		} else if (!strcmp(tok[0], "max-paths")) {
 			if (nt != 2 || parse_int(tok[1], 1, MAX_ENUM_PATHS, &b.max_paths)) {
-				sched_err(err, "%s:%d: field 'max-paths': expected one integer in 1..%d", name,
-					  lineno, MAX_ENUM_PATHS);
+				sched_err(err,
+					  "%s:%d: field 'max-paths': expected one integer in 1..%d",
+					  name, lineno, MAX_ENUM_PATHS);
 				goto out;
 			}
 		} else {
-			sched_err(err, "%s:%d: unknown keyword '%s'; expected host, switch, link, path or max-paths",
+			sched_err(err,
+				  "%s:%d: unknown keyword '%s'; expected host, switch, link, path "
+				  "or max-paths",
 				  name, lineno, tok[0]);
 			goto out;
 		}

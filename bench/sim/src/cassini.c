@@ -256,16 +256,17 @@ crux_status_t sim_cassini_eval(const struct sim_cassini_job *jobs, size_t n, int
 		load /= link_bw[e];
 		if (load <= 1 + 1e-9)
 			continue;
-		/* Stretch every job on the link by the overload: then sum M/T = B. */
+		/* Overloaded: the jobs on this link fall back to fair sharing, whose
+		 * answer fits every link (and only lightens the others). */
 		for (int x = lstart[e]; x < lstart[e + 1]; x++) {
 			size_t b = ljob[x];
-			c[b].iter *= load;
-			c[b].tau = c[b].iter - (1 - jobs[b].overlap) * jobs[b].compute;
+			c[b].iter = fair_iter[b] > c[b].iter ? fair_iter[b] : c[b].iter;
 		}
 	}
 	free(next);
 	for (size_t i = 0; i < n; i++) {
-		iter_out[i] = c[i].iter;
+		/* Never slower than fair sharing on the same paths. */
+		iter_out[i] = c[i].iter < fair_iter[i] ? c[i].iter : fair_iter[i];
 		if (shift_out)
 			shift_out[i] = c[i].shift;
 	}

@@ -9,8 +9,12 @@
  * Variables (strict parsing):
  *   CRUX_TB_CHUNK_BYTES  pipelining chunk, default 131072 (4 KiB .. 64 MiB)
  *   CRUX_TB_WINDOW       chunks in flight per direction, default 4 (1 .. 16)
+ *   CRUX_TB_PROGRESS     file to append "<CLOCK_MONOTONIC ns> <bytes received>" to,
+ *                        at most every 50 ms while data arrives (the testbed's
+ *                        per-second progress measure); unset: nothing written
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,11 +37,15 @@ struct crux_tb_emu {
 	size_t chunk_bytes;
 	int window;
 	int group_depth;
+	int progress_fd;          /* CRUX_TB_PROGRESS, -1 when unset */
+	uint64_t progress_last_ns;
+	uint64_t progress_bytes;
 	char last_error[1024];
 };
 
 static struct crux_tb_emu crux_tb_emu_ctx = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.progress_fd = -1,
 };
 
 struct ncclComm {
@@ -118,9 +126,20 @@ static crux_status_t crux_tb_emu_ready(void)
 				  sizeof(err));
 	}
 	if (st == CRUX_OK) {
+		const char *prog = crux_env_get(NULL, NULL, "CRUX_TB_PROGRESS");
+
 		e->window = (int)v;
-		st = crux_tb_net_load(&e->net, err, sizeof(err));
+		if (prog) {
+			e->progress_fd = open(prog, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+			if (e->progress_fd < 0) {
+				snprintf(err, sizeof(err), "CRUX_TB_PROGRESS='%s' cannot be opened: %s",
+					 prog, strerror(errno));
+				st = CRUX_ERR_INVAL;
+			}
+		}
 	}
+	if (st == CRUX_OK)
+		st = crux_tb_net_load(&e->net, err, sizeof(err));
 	e->load_status = st;
 	if (st != CRUX_OK)
 		snprintf(e->last_error, sizeof(e->last_error), "%s", err);
@@ -128,6 +147,30 @@ static crux_status_t crux_tb_emu_ready(void)
 	if (st != CRUX_OK)
 		fprintf(stderr, "nccl-emu[%d]: %s\n", (int)getpid(), err);
 	return st;
+}
+
+/* Note received bytes in the progress file, at most every 50 ms. */
+static void crux_tb_progress(size_t bytes)
+{
+	struct crux_tb_emu *e = &crux_tb_emu_ctx;
+	struct timespec ts;
+	uint64_t now;
+
+	if (e->progress_fd < 0)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	pthread_mutex_lock(&e->lock);
+	e->progress_bytes += bytes;
+	if (now - e->progress_last_ns >= 50000000ull) {
+		char line[64];
+		int n = snprintf(line, sizeof(line), "%llu %llu\n", (unsigned long long)now,
+				 (unsigned long long)e->progress_bytes);
+		e->progress_last_ns = now;
+		if (write(e->progress_fd, line, (size_t)n) != n)
+			e->progress_fd = -1; /* a measurement aid: never fail the job for it */
+	}
+	pthread_mutex_unlock(&e->lock);
 }
 
 static void crux_tb_backoff(unsigned *idle)
@@ -564,6 +607,7 @@ static crux_status_t crux_tb_ring_allreduce(ncclComm_t comm, unsigned char *buf,
 				memcpy(buf + off * g.esz, slot, len * g.esz);
 			recv_done++;
 			moved = true;
+			crux_tb_progress(sz);
 		}
 		if (moved)
 			idle = 0;

@@ -81,8 +81,8 @@ typedef enum {
 
 #define NCCL_CONFIG_UNDEF_INT (-2147483647 - 1) /* INT_MIN */
 #define NCCL_CONFIG_UNDEF_PTR NULL
-#define NCCL_SPLIT_NOCOLOR (-1)
-#define NCCL_CONFIG_MAGIC 0xcafebeefu
+#define NCCL_SPLIT_NOCOLOR    (-1)
+#define NCCL_CONFIG_MAGIC     0xcafebeefu
 
 /*
  * Communicator configuration, NCCL 2.28 layout. NCCL reads only the first
@@ -110,14 +110,14 @@ typedef struct {
 } ncclConfig_t;
 
 /* Initializer for ncclConfig_t; every tunable left undefined. */
-#define CRUX_NCCL_CONFIG_INITIALIZER                                                     \
-	{                                                                                  \
-		sizeof(ncclConfig_t), NCCL_CONFIG_MAGIC, CRUX_NCCL_API_VERSION_CODE,       \
-			NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,      \
-			NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT,      \
-			NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT,      \
-			NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,      \
-			NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT                              \
+#define CRUX_NCCL_CONFIG_INITIALIZER                                                               \
+	{                                                                                          \
+		sizeof(ncclConfig_t), NCCL_CONFIG_MAGIC, CRUX_NCCL_API_VERSION_CODE,               \
+		    NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,           \
+		    NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT,           \
+		    NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT,           \
+		    NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,           \
+		    NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT                                   \
 	}
 
 /* ---- Version, identifiers, errors, queries (not wrapped by the preload) ---- */
@@ -162,14 +162,13 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
 /* In-place legacy form of ncclBroadcast. */
 ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
 		       cudaStream_t stream);
-ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
-			ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
-			cudaStream_t stream);
+ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+			ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream);
 /* 'count' elements go to each peer. */
 ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
 			  ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
-ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count,
-			ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+			int root, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
 			 ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
 

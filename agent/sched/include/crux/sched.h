@@ -46,7 +46,7 @@ struct crux_sched_topo;
 
 struct crux_sched_path_set {
 	int n_paths;
-	const int *off;   /* n_paths + 1 offsets into links */
+	const int *off;	  /* n_paths + 1 offsets into links */
 	const int *links; /* directed link ids */
 };
 
@@ -107,7 +107,8 @@ struct crux_sched_lingjun_params {
 	int tor_uplinks, agg_uplinks;
 };
 void crux_sched_lingjun_defaults(struct crux_sched_lingjun_params *p);
-crux_status_t crux_sched_topo_lingjun(const char *csv_path, const struct crux_sched_lingjun_params *p,
+crux_status_t crux_sched_topo_lingjun(const char *csv_path,
+				      const struct crux_sched_lingjun_params *p,
 				      struct crux_sched_topo **out, struct crux_sched_err *err);
 
 /* ---- Jobs --------------------------------------------------------------- */
@@ -120,21 +121,25 @@ struct crux_sched_flow {
 
 struct crux_sched_job {
 	uint64_t id;
-	int gpus;        /* GPUs of the job (all hosts) */
+	int gpus; /* GPUs of the job (all hosts) */
 	int n_hosts;
-	int *hosts;      /* host node indices */
-	double work;     /* W: GPU-seconds of computation per iteration */
-	double compute;  /* c: compute time of one iteration, s */
-	double overlap;  /* 0..1: communication may start after (1-overlap)*c */
+	int *hosts;	  /* host node indices */
+	double work;	  /* W: GPU-seconds of computation per iteration */
+	double compute;	  /* c: compute time of one iteration, s */
+	double overlap;	  /* 0..1: communication may start after (1-overlap)*c */
 	double iter_time; /* measured iteration time, s; 0 = unknown (informational) */
 	int n_flows;
 	struct crux_sched_flow *flows; /* one per ordered host pair, src != dst */
 };
 
-/* A growable set of jobs that owns each job's hosts and flows arrays. */
+/* A growable set of jobs that owns each job's hosts and flows arrays. Change
+ * it only through these functions (crux_sched_jobs_free, then init, to reuse);
+ * jobs' fields other than id may be edited in place. */
 struct crux_sched_jobs {
 	size_t n, cap;
 	struct crux_sched_job *v;
+	size_t *id_tab; /* private: id -> index + 1 (open addressing), for O(1) duplicate checks */
+	size_t id_cap;
 };
 
 void crux_sched_jobs_init(struct crux_sched_jobs *js);
@@ -160,21 +165,21 @@ struct crux_sched_decision {
 	uint64_t id;
 	double comm_time; /* t = max_e M_e / B_e on the chosen paths, s (0: no network traffic) */
 	double intensity; /* I = W / t (0 when t = 0) */
-	double k;         /* correction factor (reference job: 1) */
+	double k;	  /* correction factor (reference job: 1) */
 	double priority;  /* P = k I (baselines: their own score) */
-	int rank;         /* 0 = highest priority */
-	int level;        /* 0..levels-1, higher = higher priority */
-	int *path;        /* per flow of the job: index into the pair's candidates, -1 intra-host */
+	int rank;	  /* 0 = highest priority */
+	int level;	  /* 0..levels-1, higher = higher priority */
+	int *path;	  /* per flow of the job: index into the pair's candidates, -1 intra-host */
 };
 
 struct crux_sched_schedule {
 	size_t n_jobs;
 	int levels;
-	int reference;     /* index of the reference job (most traffic), -1 if none */
+	int reference;	   /* index of the reference job (most traffic), -1 if none */
 	double cut_weight; /* Max-K-Cut objective reached (Crux compression) */
 	struct crux_sched_decision *d;
-	int *path_store;   /* backing storage of every d[i].path */
-	size_t n_paths;    /* entries in path_store (flows of all jobs) */
+	int *path_store; /* backing storage of every d[i].path */
+	size_t n_paths;	 /* entries in path_store (flows of all jobs) */
 	/* Contention DAG of the last crux_sched_compress (statistics). */
 	size_t dag_edges;
 	int dag_components, dag_largest; /* components with edges; nodes in the largest */
@@ -189,12 +194,12 @@ crux_status_t crux_sched_schedule_copy(struct crux_sched_schedule *dst,
 
 enum crux_sched_policy {
 	CRUX_SCHED_CRUX_FULL = 0, /* path selection + priority assignment + compression */
-	CRUX_SCHED_CRUX_PS_PA,    /* path selection + priority assignment, rank mapping */
-	CRUX_SCHED_CRUX_PA,       /* ECMP paths + priority assignment, rank mapping */
-	CRUX_SCHED_SINCRONIA,     /* ECMP paths, BSSI order, level max(K-1-rank, 0) */
-	CRUX_SCHED_VARYS,         /* ECMP paths, SEBF order, balanced compression */
-	CRUX_SCHED_TACCL,         /* least congested paths in id order, more hops = higher */
-	CRUX_SCHED_ECMP,          /* ECMP paths, every job on one level (fair sharing) */
+	CRUX_SCHED_CRUX_PS_PA,	  /* path selection + priority assignment, rank mapping */
+	CRUX_SCHED_CRUX_PA,	  /* ECMP paths + priority assignment, rank mapping */
+	CRUX_SCHED_SINCRONIA,	  /* ECMP paths, BSSI order, level max(K-1-rank, 0) */
+	CRUX_SCHED_VARYS,	  /* ECMP paths, SEBF order, balanced compression */
+	CRUX_SCHED_TACCL,	  /* least congested paths in id order, more hops = higher */
+	CRUX_SCHED_ECMP,	  /* ECMP paths, every job on one level (fair sharing) */
 	CRUX_SCHED_N_POLICIES
 };
 const char *crux_sched_policy_name(enum crux_sched_policy p);
@@ -252,8 +257,9 @@ void crux_sched_compress_rank(struct crux_sched_schedule *s);
 void crux_sched_compress_balanced(struct crux_sched_schedule *s);
 
 /* Baseline priority scores into s->d[].priority (then crux_sched_rank). */
-crux_status_t crux_sched_prio_sincronia(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
-					size_t n, struct crux_sched_schedule *s);
+crux_status_t crux_sched_prio_sincronia(struct crux_sched_topo *t,
+					const struct crux_sched_job *jobs, size_t n,
+					struct crux_sched_schedule *s);
 crux_status_t crux_sched_prio_varys(const struct crux_sched_job *jobs, size_t n,
 				    struct crux_sched_schedule *s);
 crux_status_t crux_sched_prio_taccl(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
@@ -280,7 +286,8 @@ crux_status_t crux_sched_eval_new(struct crux_sched_eval **out);
 void crux_sched_eval_free(struct crux_sched_eval *ev);
 crux_status_t crux_sched_evaluate(struct crux_sched_eval *ev, struct crux_sched_topo *t,
 				  const struct crux_sched_job *jobs, size_t n,
-				  const struct crux_sched_schedule *s, double *iter_time, double *util);
+				  const struct crux_sched_schedule *s, double *iter_time,
+				  double *util);
 
 #ifdef __cplusplus
 }
