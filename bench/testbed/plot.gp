@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-# The testbed's result at a glance (gnuplot; run.sh passes datadir, outfile, scen).
+# The testbed's result at a glance (gnuplot; run.sh passes datadir, outfile, scen,
+# narms and arm1, the first arm's name).
 # Left: cluster GPU utilization per arm (mean, error bar = stdev over runs).
 # Middle: JCT of every job per arm. Right: per-second cluster utilization of
 # the first run of each arm.
@@ -32,8 +33,10 @@ set xrange [*:*]
 set yrange [*:*]
 stats datadir."/jct.dat" using 2 nooutput
 jmax = STATS_max
-stats datadir."/jct.dat" using 4 nooutput
-jmax = (STATS_max > jmax ? STATS_max : jmax)
+if (narms > 1) {
+	stats datadir."/jct.dat" using 4 nooutput
+	jmax = (STATS_max > jmax ? STATS_max : jmax)
+}
 set yrange [0:jmax * 1.3]
 set key top center horizontal
 set style data histograms
@@ -41,8 +44,12 @@ set style histogram errorbars gap 1.5 lw 1
 set boxwidth 0.9
 set xtics nomirror font "Sans,9"
 set bmargin 4
-plot datadir."/jct.dat" using 2:3:xtic(1) title "no scheduling" lc rgb "#dd8452", \
-     "" using 4:5 title "Crux" lc rgb "#55a868"
+if (narms > 1) {
+	plot datadir."/jct.dat" using 2:3:xtic(1) title "no scheduling" lc rgb "#dd8452", \
+	     "" using 4:5 title "Crux" lc rgb "#55a868"
+} else {
+	plot datadir."/jct.dat" using 2:3:xtic(1) title arm1 lc rgb "#dd8452"
+}
 
 # 3. Timeline
 set title "Per-second cluster GPU utilization (first run)"
@@ -52,7 +59,11 @@ set xlabel "time in the contention window (s)"
 set ylabel "GPU utilization (%)"
 set yrange [0:100]
 set xtics auto font "Sans,10"
-plot datadir."/timeline.dat" index 0 using 1:2 with lines lw 2 lc rgb "#dd8452" title "no scheduling", \
-     "" index 1 using 1:2 with lines lw 2 lc rgb "#55a868" title "Crux"
+if (narms > 1) {
+	plot datadir."/timeline.dat" index 0 using 1:2 with lines lw 2 lc rgb "#dd8452" title "no scheduling", \
+	     "" index 1 using 1:2 with lines lw 2 lc rgb "#55a868" title "Crux"
+} else {
+	plot datadir."/timeline.dat" index 0 using 1:2 with lines lw 2 lc rgb "#dd8452" title arm1
+}
 
 unset multiplot

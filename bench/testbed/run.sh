@@ -334,7 +334,10 @@ check_arg=()
 	--fabric "$FABRIC_TEXT" "${check_arg[@]}" "${RUNS[@]}"
 arc=$?
 if command -v gnuplot >/dev/null 2>&1; then
-	if gnuplot -e "datadir='$OUT/plot'; outfile='$PLOT'; scen='$SCENARIO'" "$HERE/plot.gp" 2>"$OUT/plot/gnuplot.err"; then
+	narms=$(echo $ARMS | wc -w)
+	arm1=$(echo $ARMS | cut -d' ' -f1)
+	if gnuplot -e "datadir='$OUT/plot'; outfile='$PLOT'; scen='$SCENARIO'; narms=$narms; arm1='$arm1'" \
+		"$HERE/plot.gp" 2>"$OUT/plot/gnuplot.err"; then
 		echo "plot: $PLOT"
 	else
 		echo "$PROG: gnuplot failed: $(head -n 3 "$OUT/plot/gnuplot.err")" >&2
