@@ -248,7 +248,8 @@ run_one() {
 				env LD_LIBRARY_PATH="$EMU_DIR:$PLUGIN_DIR" LD_PRELOAD="$pre" \
 				NCCL_NET_PLUGIN=crux NCCL_SOCKET_IFNAME==eth0 \
 				CRUX_SHM_DIR="$shm" CRUX_JOB_ID="$name" CRUX_TIMING=host \
-				CRUX_PROFILE_WINDOW=2s CRUX_TB_PROGRESS="$dir/logs/$name-r$r.prog" \
+				CRUX_PROFILE_WINDOW=2s CRUX_PUBLISH_INTERVAL=20ms \
+				CRUX_TB_PROGRESS="$dir/logs/$name-r$r.prog" \
 				RANK="$r" WORLD_SIZE="$n" LOCAL_RANK=0 \
 				"$TRAINER" --job "$name" --model "$model" --rank "$r" --nranks "$n" \
 				--iters "$iters" --host "$h" --id-file "$dir/$name.id" \
