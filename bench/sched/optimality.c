@@ -17,6 +17,11 @@
  *  - compression: best paths, best priority order (a permutation on 5 distinct
  *                 levels, enumerated), compressed to 3 levels by the mechanism.
  *
+ * Two reference rows explain the gaps: priority/fluid-pair (the correction
+ * factor's pair comparison redone in the evaluator's steady-state model) and
+ * compression/order-bound (the best valid 3-level compression of that fixed
+ * order, i.e. what any compression mechanism can reach in this protocol).
+ *
  * usage: sched-optimality [CASES] [OUT.json] [PLOT.png]
  */
 #include <math.h>
@@ -43,15 +48,18 @@ enum mech {
 	CP_SINCRONIA,
 	CP_VARYS,
 	PA_INTENSITY,
+	PA_FLUID,
+	CP_BOUND,
 	N_MECH
 };
 
 static const char *const mech_name[N_MECH] = {
-    "paths/crux",	  "paths/taccl",
-    "paths/ecmp",	  "priority/crux",
-    "priority/sincronia", "priority/varys",
-    "compression/crux",	  "compression/sincronia",
-    "compression/varys",  "priority/intensity-only",
+    "paths/crux",	   "paths/taccl",
+    "paths/ecmp",	   "priority/crux",
+    "priority/sincronia",  "priority/varys",
+    "compression/crux",	   "compression/sincronia",
+    "compression/varys",   "priority/intensity-only",
+    "priority/fluid-pair", "compression/order-bound",
 };
 
 static uint64_t rnd(uint64_t *s)
@@ -170,6 +178,55 @@ static double best_valid(struct ctx *c, int combo, const struct crux_sched_sched
 			best = c->U[combo][code];
 	}
 	return best;
+}
+
+/*
+ * Ablation: the correction factor's two-job comparison done in the
+ * evaluator's own model instead of the time simulation. On one link of rate
+ * 1 the first job runs alone (tau = t) and the second gets what the first's
+ * average load leaves, for the whole iteration. D = link share first minus
+ * share second, k_j = D_j / D_r against the same reference. It gives k = 1 in
+ * the paper's Example 1 (no phase effect), so the library cannot use it.
+ */
+static void fluid_shares(const struct crux_sched_job *a, double ta, const struct crux_sched_job *b,
+			 double tb, double *fa, double *fb)
+{
+	double Ta = fmax(a->compute, (1 - a->overlap) * a->compute + ta);
+	double f = Ta > 0 ? ta / Ta : 0, res = fmax(1 - f, 1e-6);
+	double Tb = fmax(b->compute, (1 - b->overlap) * b->compute + tb / res);
+
+	*fa = f;
+	*fb = Tb > 0 ? tb / Tb : 0;
+}
+
+static void prio_fluid_pair(struct ctx *c, struct crux_sched_schedule *s)
+{
+	int ref = -1;
+	double most = -1;
+
+	for (int i = 0; i < NJ; i++) {
+		double tot = 0;
+
+		for (int f = 0; f < c->js.v[i].n_flows; f++)
+			tot += c->js.v[i].flows[f].bytes;
+		if (s->d[i].comm_time > 0 && tot > most) {
+			most = tot;
+			ref = i;
+		}
+	}
+	for (int i = 0; i < NJ; i++) {
+		double k = 1, jf, rs, rf, js;
+
+		if (ref >= 0 && i != ref && s->d[i].comm_time > 0) {
+			fluid_shares(&c->js.v[i], s->d[i].comm_time, &c->js.v[ref],
+				     s->d[ref].comm_time, &jf, &rs);
+			fluid_shares(&c->js.v[ref], s->d[ref].comm_time, &c->js.v[i],
+				     s->d[i].comm_time, &rf, &js);
+			k = rf - rs > 1e-9 ? (jf - js) / (rf - rs) : jf - js > 1e-9 ? 100 : 1;
+			k = fmin(fmax(k, 0), 100);
+		}
+		s->d[i].priority = k * s->d[i].intensity;
+	}
 }
 
 static void gen_case(struct ctx *c, uint64_t seed)
@@ -318,13 +375,13 @@ int main(int argc, char **argv)
 			score[PS_CRUX + m][cs] = best_levels(&c);
 		}
 		/* Priorities: for each path choice, the mechanism's order. */
-		double best_pa[4] = {0, 0, 0, 0};
+		double best_pa[5] = {0, 0, 0, 0, 0};
 
 		for (int combo = 0; combo < NCOMBO; combo++) {
 			set_combo(&c, c.s3, combo);
 			if (crux_sched_intensity(c.t, c.js.v, c.js.n, c.s3))
 				die("intensity failed");
-			for (int m = 0; m < 4; m++) {
+			for (int m = 0; m < 5; m++) {
 				crux_status_t st =
 				    m == 0   ? crux_sched_correction(c.js.v, c.js.n, c.s3)
 				    : m == 1 ? crux_sched_prio_sincronia(c.t, c.js.v, c.js.n, c.s3)
@@ -336,6 +393,8 @@ int main(int argc, char **argv)
 				if (m == 3) /* ablation: P = I, no correction factor */
 					for (int j = 0; j < NJ; j++)
 						c.s3->d[j].priority = c.s3->d[j].intensity;
+				if (m == 4)
+					prio_fluid_pair(&c, c.s3);
 				crux_sched_rank(c.s3);
 				double u = best_valid(&c, combo, c.s3);
 
@@ -346,8 +405,9 @@ int main(int argc, char **argv)
 		for (int m = 0; m < 3; m++)
 			score[PA_CRUX + m][cs] = best_pa[m];
 		score[PA_INTENSITY][cs] = best_pa[3];
+		score[PA_FLUID][cs] = best_pa[4];
 		/* Compression: for each path choice, the best order on 5 levels, compressed. */
-		double best_cp[3] = {0, 0, 0};
+		double best_cp[4] = {0, 0, 0, 0};
 
 		for (int combo = 0; combo < NCOMBO; combo++) {
 			int bp = 0;
@@ -370,6 +430,11 @@ int main(int argc, char **argv)
 			for (int r = 0; r < NJ; r++)
 				c.s3->d[c.perm[bp][r]].priority = NJ - r;
 			crux_sched_rank(c.s3);
+			/* What any valid compression of this order can reach. */
+			double ub = best_valid(&c, combo, c.s3);
+
+			if (ub > best_cp[3])
+				best_cp[3] = ub;
 			for (int m = 0; m < 3; m++) {
 				if (m == 0) {
 					if (crux_sched_compress(c.t, c.js.v, c.js.n, &p, c.s3))
@@ -387,6 +452,7 @@ int main(int argc, char **argv)
 		}
 		for (int m = 0; m < 3; m++)
 			score[CP_CRUX + m][cs] = best_cp[m];
+		score[CP_BOUND][cs] = best_cp[3];
 		/* Paths are chosen per flow by the mechanisms but enumerated per job:
 		 * a mechanism can beat the enumeration; the optimum is then its value. */
 		double found = opt;

@@ -170,12 +170,12 @@ do_down() {
 
 # shape NS DEV MBIT: HTB root, parent class at the link rate, one child per
 # level selected by DSCP. HTB prio 0 is served first, so level i gets
-# prio (nlevels-1-i). Children keep a small guaranteed rate (5% of the link)
+# prio (nlevels-1-i). Children keep a small guaranteed rate (10% of the link)
 # so that the lowest level slows down but is never starved outright.
 shape() {
 	local ns="$1" dev="$2" mbit="$3"
 	local kbit=$((mbit * 1000))
-	local child=$((kbit / 20))
+	local child=$((kbit / 10))
 	[ "$child" -ge 8 ] || child=8
 	local nlev=0 d i=0 cid prio
 	for d in $DSCPS; do nlev=$((nlev + 1)); done

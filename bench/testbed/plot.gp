@@ -24,7 +24,7 @@ set yrange [0:(STATS_max * 1.25 > 5 ? STATS_max * 1.25 : 5)]
 set xtics nomirror font "Sans,12"
 plot datadir."/util.dat" using 0:2:(0.6):xtic(1) with boxes lc rgb "#4c72b0" notitle, \
      "" using 0:2:3 with yerrorbars lc rgb "black" pt 0 notitle, \
-     "" using 0:($2+2):(sprintf("%.1f%%", $2)) with labels offset 0,0.6 notitle
+     "" using 0:($2+$3+1):(sprintf("%.1f%%", $2)) with labels offset 0,0.6 notitle
 
 # 2. JCT per job
 set title "Job completion time (lower is better)"

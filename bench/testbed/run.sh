@@ -76,6 +76,7 @@ fi
 # ring order). Hosts h0..h3 sit on leaf 0, h4..h7 on leaf 1: a ring that
 # alternates leaves crosses the spines on every hop.
 scenario_default() {
+	AGENT_WINDOW=5s
 	FABRIC_ARGS="--leaves 2 --hosts-per-leaf 4 --spines 2 --host-rate 100 --spine-rate 50"
 	SCEN_DESC="GPT-like job on 8 GPUs (all hosts, both leaves) + 2 BERT-like jobs on 4 GPUs + 1 ResNet-like job on 2 GPUs, rings crossing the spines; 2 leaves x 4 hosts, 2 spines, hosts 100 Mbit/s, spine links 50 Mbit/s"
 	JOBS=(
@@ -87,12 +88,15 @@ scenario_default() {
 }
 
 scenario_short() {
-	FABRIC_ARGS="--leaves 2 --hosts-per-leaf 2 --spines 2 --host-rate 100 --spine-rate 50"
-	SCEN_DESC="short CI version: GPT-like job on 4 GPUs + BERT-like job on 2 GPUs + ResNet-like job on 2 GPUs; 2 leaves x 2 hosts, 2 spines"
+	# The default fabric and jobs with fewer iterations (CI: direction only).
+	scenario_default
+	AGENT_WINDOW=4s
+	SCEN_DESC="short CI version of the default scenario (fewer iterations): $SCEN_DESC"
 	JOBS=(
-		"gpt gpt high 10 h0,h1,h2,h3"
-		"bert bert low 24 h0,h2"
-		"resnet resnet low 40 h1,h3"
+		"gpt gpt high 16 h0,h1,h2,h3,h4,h5,h6,h7"
+		"bert-a bert low 20 h0,h4,h1,h5"
+		"bert-b bert low 20 h2,h6,h3,h7"
+		"resnet resnet low 75 h1,h6"
 	)
 }
 
@@ -211,7 +215,7 @@ run_one() {
 	: >"$dir/jobs.txt"
 	if [ "$arm" = crux ] && [ "$DECIDER" = agent ]; then
 		# One agent schedules every emulated host: all profiles land in one directory.
-		CRUX_SHM_DIR="$shm" CRUX_TOPOLOGY="$TOPO" CRUX_PROFILE_WINDOW=5s CRUX_LEVELS="$LEVELS" \
+		CRUX_SHM_DIR="$shm" CRUX_TOPOLOGY="$TOPO" CRUX_PROFILE_WINDOW="$AGENT_WINDOW" CRUX_LEVELS="$LEVELS" \
 			CRUX_AGENT_INTERVAL=250ms CRUX_AGENT_HOLD=2s CRUX_PROBE=0 \
 			CRUX_LOG_LEVEL=info "$CRUXD" >"$dir/cruxd.log" 2>&1 &
 		AGENT_PID=$!
@@ -248,8 +252,8 @@ run_one() {
 				env LD_LIBRARY_PATH="$EMU_DIR:$PLUGIN_DIR" LD_PRELOAD="$pre" \
 				NCCL_NET_PLUGIN=crux NCCL_SOCKET_IFNAME==eth0 \
 				CRUX_SHM_DIR="$shm" CRUX_JOB_ID="$name" CRUX_TIMING=host \
-				CRUX_PROFILE_WINDOW=2s CRUX_PUBLISH_INTERVAL=20ms \
-				CRUX_TB_PROGRESS="$dir/logs/$name-r$r.prog" \
+				CRUX_PROFILE_WINDOW=2s CRUX_PUBLISH_INTERVAL=10ms \
+				CRUX_TB_PROGRESS="$dir/logs/$name-r$r.prog" CRUX_TB_CHUNK_BYTES=65536 \
 				RANK="$r" WORLD_SIZE="$n" LOCAL_RANK=0 \
 				"$TRAINER" --job "$name" --model "$model" --rank "$r" --nranks "$n" \
 				--iters "$iters" --host "$h" --id-file "$dir/$name.id" \

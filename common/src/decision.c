@@ -457,6 +457,35 @@ bool crux_dt_is_stale(const struct crux_dt_reader *r, uint64_t now_ns)
 	return hb_age(r->f, now_ns) > hb_timeout(r->f);
 }
 
+crux_status_t crux_dt_level_map(const struct crux_dt_reader *r, uint32_t level,
+				struct crux_level_map *out)
+{
+	const struct dt_file *f = r->f;
+
+	for (unsigned t = 0; t < CRUX_SEQ_MAX_RETRIES; t++) {
+		uint32_t a = atomic_load_explicit(&f->top.active, memory_order_acquire) & 1u;
+		const struct dt_bank *b = &f->bank[a];
+		uint64_t s = crux_seq_read_begin(&b->seq);
+		if (s & 1u) {
+			cpu_relax();
+			continue;
+		}
+		uint32_t nlevels = LOAD(b->nlevels);
+		/* Clamp before indexing: a torn read must stay in bounds too. */
+		uint32_t l = nlevels >= 1 && level >= nlevels ? nlevels - 1 : level;
+		struct crux_level_map cm = b->levels[l & (CRUX_MAX_LEVELS - 1)];
+		if (!crux_seq_read_ok(&b->seq, s)) {
+			cpu_relax();
+			continue;
+		}
+		if (nlevels < 1 || nlevels > CRUX_MAX_LEVELS || cm.dscp > 63)
+			return CRUX_ERR_CORRUPT;
+		*out = cm;
+		return CRUX_OK;
+	}
+	return CRUX_ERR_BUSY;
+}
+
 crux_status_t crux_dt_lookup(const struct crux_dt_reader *r, uint64_t job_key,
 			     const struct crux_addr *peer, struct crux_decision *out)
 {

@@ -131,6 +131,7 @@ const char *cruxn_sa_str(const struct sockaddr *sa, char *buf, size_t len);
 /* ---- The process-wide context (net.c) ------------------------------------ */
 
 struct cruxn_context {
+	pthread_mutex_t life_lock; /* serialises init and finalize (v11: per communicator) */
 	pthread_mutex_t lock;
 	int refs; /* init calls not yet finalized (v11 per communicator) */
 	bool ready;

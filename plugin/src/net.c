@@ -11,6 +11,7 @@
 #include "cruxn.h"
 
 struct cruxn_context cruxn_ctx = {
+	.life_lock = PTHREAD_MUTEX_INITIALIZER,
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.peers_lock = PTHREAD_MUTEX_INITIALIZER,
 	.pub_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -65,6 +66,7 @@ cruxn_result_t cruxn_init(cruxn_logger_t logger)
 	char err[256];
 	cruxn_result_t rc = CRUXN_INVALID_ARGUMENT;
 
+	pthread_mutex_lock(&c->life_lock);
 	pthread_mutex_lock(&c->lock);
 	if (logger && !c->nccl_logger) {
 		c->nccl_logger = logger;
@@ -73,6 +75,7 @@ cruxn_result_t cruxn_init(cruxn_logger_t logger)
 	if (c->ready) {
 		c->refs++;
 		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&c->life_lock);
 		return CRUXN_SUCCESS;
 	}
 	if (crux_log_init("crux-plugin") != CRUX_OK)
@@ -86,7 +89,10 @@ cruxn_result_t cruxn_init(cruxn_logger_t logger)
 		goto out;
 	}
 	if (crux_shm_dir(NULL, NULL, c->shm_dir, sizeof(c->shm_dir)) != CRUX_OK) {
-		crux_err("init failed: CRUX_SHM_DIR must be an absolute path");
+		const char *v = crux_env_get(NULL, NULL, "CRUX_SHM_DIR");
+		crux_err("init failed: CRUX_SHM_DIR='%s' is not valid: expected an absolute "
+			 "directory path shorter than %d bytes (default /dev/shm/crux)",
+			 v ? v : "", CRUX_PATH_MAX);
 		goto out;
 	}
 	if (crux_job_identity_derive(NULL, NULL, &c->job) != CRUX_OK) {
@@ -112,6 +118,7 @@ cruxn_result_t cruxn_init(cruxn_logger_t logger)
 	rc = CRUXN_SUCCESS;
 out:
 	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->life_lock);
 	return rc;
 }
 
@@ -120,9 +127,15 @@ cruxn_result_t cruxn_finalize(void)
 	struct cruxn_context *c = &cruxn_ctx;
 	struct crux_dt_reader *r;
 
+	/*
+	 * The whole tear-down under life_lock: an init racing with the last
+	 * finalize must not take a reference on a context being torn down.
+	 */
+	pthread_mutex_lock(&c->life_lock);
 	pthread_mutex_lock(&c->lock);
 	if (!c->ready || --c->refs > 0) {
 		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&c->life_lock);
 		return CRUXN_SUCCESS;
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -146,6 +159,7 @@ cruxn_result_t cruxn_finalize(void)
 	c->nccl_logger = NULL;
 	crux_log_set_sink(NULL, NULL);
 	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->life_lock);
 	return CRUXN_SUCCESS;
 }
 

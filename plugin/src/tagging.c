@@ -45,6 +45,10 @@ static void note_cond(int cond, const char *why)
 		return;
 	if (cond == DT_OK)
 		crux_info("decision table %s/%s in use", cruxn_ctx.shm_dir, CRUX_DT_FILE);
+	else if (strstr(why, CRUX_DT_FILE)) /* common's message names the file and the fix */
+		crux_warn("%s; until the decision table is usable: the default class and ECMP "
+			  "paths",
+			  why);
 	else
 		crux_warn("decision table %s/%s %s: using the default class and ECMP paths until "
 			  "it is usable (is cruxd running?)",
@@ -83,13 +87,16 @@ static struct crux_dt_reader *dt_open_locked(void)
 	crux_status_t st;
 
 	char path[CRUX_PATH_MAX + 32];
+	char err[512];
 	struct stat sb;
 	snprintf(path, sizeof(path), "%.255s/%s", c->shm_dir, CRUX_DT_FILE);
 	if (stat(path, &sb) != 0)
 		memset(&sb, 0, sizeof(sb));
 	if (cur && sb.st_ino == c->dt_ino && sb.st_dev == c->dt_dev)
 		return cur; /* same file, still stale: the agent is gone, nothing new to map */
-	st = crux_dt_reader_open(c->shm_dir, &r);
+	/* The _ex variant logs nothing: a bad table retried every second says so once. */
+	err[0] = '\0';
+	st = crux_dt_reader_open_ex(c->shm_dir, &r, err, sizeof(err));
 	if (st == CRUX_OK) {
 		if (cur && c->ndt_retired >= (int)(sizeof(c->dt_retired) / sizeof(c->dt_retired[0]))) {
 			/* Keep the old mapping; readers may hold it. */
@@ -102,9 +109,10 @@ static struct crux_dt_reader *dt_open_locked(void)
 			c->dt_dev = sb.st_dev;
 			cur = r;
 		}
+	} else if (!cur && st == CRUX_ERR_NOENT) {
+		note_cond(DT_MISSING, "does not exist");
 	} else if (!cur) {
-		note_cond(st == CRUX_ERR_NOENT ? DT_MISSING : DT_CORRUPT,
-			  st == CRUX_ERR_NOENT ? "does not exist" : crux_status_str(st));
+		note_cond(DT_CORRUPT, err[0] ? err : crux_status_str(st));
 	}
 	return cur;
 }
@@ -118,13 +126,23 @@ void cruxn_tag_init(struct cruxn_tag_state *ts, const struct crux_addr *peer, in
 	ts->route.path_id = CRUX_PATH_NONE;
 }
 
-static void class_from_level(int level, struct cruxn_class *cls)
+/*
+ * CRUX_CLASS: the level's DSCP and priority from a usable table's header (what
+ * the operator configured the switches for), else from the default map.
+ */
+static void class_from_level(int level, const struct crux_dt_reader *r, struct cruxn_class *cls)
 {
 	struct crux_dt_settings s;
+	struct crux_level_map m;
 
-	crux_dt_settings_default(CRUX_MAX_LEVELS, &s);
-	cls->tos = s.levels[level].dscp << 2;
-	cls->prio = s.levels[level].sock_prio;
+	if (r && crux_dt_level_map(r, (uint32_t)level, &m) == CRUX_OK) {
+		cls->tos = m.dscp << 2;
+		cls->prio = m.sock_prio;
+	} else {
+		crux_dt_settings_default(CRUX_MAX_LEVELS, &s);
+		cls->tos = s.levels[level].dscp << 2;
+		cls->prio = s.levels[level].sock_prio;
+	}
 	cls->level = level;
 }
 
@@ -176,7 +194,7 @@ bool cruxn_tag_refresh(struct cruxn_tag_state *ts)
 		cls.prio = d.class_map.sock_prio;
 		cls.level = d.level;
 	} else if (cfg->class_level >= 0) {
-		class_from_level(cfg->class_level, &cls);
+		class_from_level(cfg->class_level, have ? r : NULL, &cls);
 	} else if (ts->nccl_tc >= 0) {
 		cls.tos = ts->nccl_tc & 0xfc;
 		cls.prio = 0;
@@ -271,13 +289,15 @@ static void open_profile(void)
 		id.world_size = ri.world_size;
 		id.local_rank = ri.local_rank;
 	}
-	crux_status_t st = crux_prof_open_self(c->shm_dir, &id, &c->prof);
+	/* Re-tried every publish interval: the _ex variant logs nothing, we say it once. */
+	char err[512] = "";
+	crux_status_t st = crux_prof_open_self_ex(c->shm_dir, &id, &c->prof, err, sizeof(err));
 	if (st != CRUX_OK) {
 		c->prof = NULL;
 		crux_log_once(&c->once_prof_fail, CRUX_LOG_WARN,
 			      "cannot open this process's profile record in %s (%s): byte counters "
 			      "are not published; check CRUX_SHM_DIR",
-			      c->shm_dir, crux_status_str(st));
+			      c->shm_dir, err[0] ? err : crux_status_str(st));
 	}
 }
 

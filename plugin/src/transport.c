@@ -28,6 +28,7 @@
 #define CRUXN_CONNECT_MAGIC 0x43545843u
 #define CRUXN_MR_MAGIC	    0x4d525843u
 #define HELPER_WAIT_MS	    100
+#define CTRL_CHECK_NS	    10000000ull /* sender: end-of-stream check when idle */
 
 struct cruxn_listen {
 	uint32_t magic;
@@ -1099,27 +1100,28 @@ static void path_progress(struct cruxn_comm *c)
 	}
 }
 
+/* Receiver's reply (data listener port) and end-of-stream detection. */
+static void send_read_ctrl(struct cruxn_comm *c)
+{
+	int e = read_some(c->ctrl, &c->in_msg, sizeof(c->in_msg), &c->in_off);
+
+	if (e == CRUXN_EOF) {
+		/* Receiver closed: what is already written still completes. */
+		c->ctrl_eof = true;
+	} else if (e) {
+		comm_fail(c, e, "control socket");
+	} else if (c->in_off == sizeof(c->in_msg)) {
+		if (c->in_msg.magic == CRUXN_WIRE_MAGIC && c->in_msg.type == CRUXN_MSG_ACCEPT &&
+		    c->in_msg.size > 0 && c->in_msg.size < 65536)
+			c->data_port = (uint16_t)c->in_msg.size;
+		else
+			comm_fail(c, EPROTO, "unexpected control message");
+		c->in_off = 0;
+	}
+}
+
 static void send_progress(struct cruxn_comm *c)
 {
-	int e;
-
-	/* Receiver's reply (data listener port) and end-of-stream detection. */
-	if (!atomic_load(&c->error)) {
-		e = c->ctrl_eof ? 0 : read_some(c->ctrl, &c->in_msg, sizeof(c->in_msg), &c->in_off);
-		if (e == CRUXN_EOF) {
-			/* Receiver closed: what is already written still completes. */
-			c->ctrl_eof = true;
-		} else if (e) {
-			comm_fail(c, e, "control socket");
-		} else if (c->in_off == sizeof(c->in_msg)) {
-			if (c->in_msg.magic == CRUXN_WIRE_MAGIC && c->in_msg.type == CRUXN_MSG_ACCEPT &&
-			    c->in_msg.size > 0 && c->in_msg.size < 65536)
-				c->data_port = (uint16_t)c->in_msg.size;
-			else
-				comm_fail(c, EPROTO, "unexpected control message");
-			c->in_off = 0;
-		}
-	}
 	while (c->fifo_count > 0 && !atomic_load(&c->error)) {
 		struct cruxn_req *r = c->fifo[c->fifo_head];
 		struct iovec iov[2];
@@ -1157,6 +1159,19 @@ static void send_progress(struct cruxn_comm *c)
 		} else {
 			r->hdr_off = sizeof(r->hdr);
 			r->inline_off += (size_t)n - h;
+		}
+	}
+	/*
+	 * After its reply the receiver only ever closes the control socket: look
+	 * while the reply is due or our output is blocked (a dead receiver then
+	 * fails the stuck requests), else at most every CTRL_CHECK_NS, so the
+	 * per-message path does not pay a recv() that finds nothing.
+	 */
+	if (!atomic_load(&c->error) && !c->ctrl_eof) {
+		uint64_t now = cruxn_coarse_ns();
+		if (c->data_port == 0 || c->fifo_count > 0 || now >= c->ctrl_check_ns) {
+			c->ctrl_check_ns = now + CTRL_CHECK_NS;
+			send_read_ctrl(c);
 		}
 	}
 	if (c->pending)
@@ -1531,6 +1546,13 @@ cruxn_result_t cruxn_irecv(void *recv_comm, int n, void **data, const size_t *si
 	if (atomic_load(&c->error)) {
 		pthread_mutex_unlock(&c->lock);
 		return CRUXN_REMOTE_ERROR;
+	}
+	for (int i = 0; i < n; i++) {
+		/* A message would be written through it later, on another thread. */
+		if (sizes[i] > 0 && !data[i]) {
+			pthread_mutex_unlock(&c->lock);
+			return CRUXN_INVALID_ARGUMENT;
+		}
 	}
 	r = req_alloc(c);
 	if (!r) {

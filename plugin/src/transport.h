@@ -190,6 +190,7 @@ struct cruxn_comm {
 	uint16_t data_port;        /* receiver's data listener, 0 until known */
 	struct cruxn_msg in_msg;   /* ACCEPT reply being read */
 	size_t in_off;
+	uint64_t ctrl_check_ns; /* next look for the receiver's end of stream (coarse clock) */
 	struct cruxn_route route_now; /* route the current set realises */
 	bool route_dirty;
 

@@ -289,12 +289,15 @@ static void open_record(struct cruxp_bg *bg)
 	if (bg->prof)
 		return;
 	/* The agent creates the directory; without it there is no one to tell. */
-	st = crux_prof_open_self(cruxp_ctx.cfg.shm_dir, &cruxp_ctx.ident, &bg->prof);
+	/* Re-tried every window: the _ex variant logs nothing, we say it once. */
+	char err[512] = "";
+	st = crux_prof_open_self_ex(cruxp_ctx.cfg.shm_dir, &cruxp_ctx.ident, &bg->prof, err,
+				    sizeof(err));
 	if (st != CRUX_OK && st != CRUX_ERR_NOENT)
 		crux_log_once(&bg->prof_said, CRUX_LOG_WARN,
 			      "cannot open the profile record in %s (%s); is cruxd running with "
 			      "the same CRUX_SHM_DIR?",
-			      cruxp_ctx.cfg.shm_dir, crux_status_str(st));
+			      cruxp_ctx.cfg.shm_dir, err[0] ? err : crux_status_str(st));
 }
 
 static void publish(struct cruxp_bg *bg, uint64_t now)
@@ -438,7 +441,8 @@ static void pick_backend(void)
 	atomic_store(&cruxp_ctx.backend, CRUX_TIMING_HOST);
 }
 
-static void identity(void)
+/* False when the job identity cannot be derived (a bad CRUX_JOB_ID, logged). */
+static bool identity(void)
 {
 	struct crux_job_identity job;
 	struct crux_rank_info ri;
@@ -446,10 +450,10 @@ static void identity(void)
 
 	memset(id, 0, sizeof(*id));
 	id->rank = id->world_size = id->local_rank = -1;
-	if (crux_job_identity_derive(NULL, NULL, &job) == CRUX_OK) {
-		id->job_key = job.key;
-		snprintf(id->job_id, sizeof(id->job_id), "%s", job.id);
-	}
+	if (crux_job_identity_derive(NULL, NULL, &job) != CRUX_OK)
+		return false;
+	id->job_key = job.key;
+	snprintf(id->job_id, sizeof(id->job_id), "%s", job.id);
 	if (crux_rank_info_derive(NULL, NULL, &ri) == CRUX_OK) {
 		id->rank = ri.rank;
 		id->world_size = ri.world_size;
@@ -458,6 +462,7 @@ static void identity(void)
 	if (gethostname(id->hostname, sizeof(id->hostname)) != 0)
 		id->hostname[0] = '\0';
 	id->hostname[sizeof(id->hostname) - 1] = '\0';
+	return true;
 }
 
 static void atfork_prepare(void)
@@ -496,8 +501,9 @@ static void start_locked(uintptr_t comm, int rank, int nranks)
 	if (cruxp_ctx.pid == 0)
 		pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	cruxp_ctx.pid = getpid();
-	crux_log_init("crux-preload");
-	if (cruxp_config_parse(NULL, NULL, &cruxp_ctx.cfg, &enabled) != CRUX_OK) {
+	/* A bad CRUX_ value (CRUX_LOG_LEVEL included) turns profiling off, as documented. */
+	if (crux_log_init("crux-preload") != CRUX_OK ||
+	    cruxp_config_parse(NULL, NULL, &cruxp_ctx.cfg, &enabled) != CRUX_OK) {
 		crux_err("profiling is off for this process; fix the variable above");
 		atomic_store(&cruxp_ctx.state, CRUXP_ST_OFF);
 		return;
@@ -506,7 +512,12 @@ static void start_locked(uintptr_t comm, int rank, int nranks)
 		atomic_store(&cruxp_ctx.state, CRUXP_ST_OFF);
 		return;
 	}
-	identity();
+	if (!identity()) {
+		/* A record under job key 0 would merge unrelated jobs in the agent's view. */
+		crux_err("profiling is off for this process; fix CRUX_JOB_ID (see above)");
+		atomic_store(&cruxp_ctx.state, CRUXP_ST_OFF);
+		return;
+	}
 	/* Launchers that set no RANK/WORLD_SIZE: the first communicator says. */
 	if (cruxp_ctx.ident.rank < 0 && rank >= 0) {
 		cruxp_ctx.ident.rank = rank;

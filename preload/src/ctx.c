@@ -243,9 +243,11 @@ crux_status_t cruxp_config_parse(crux_getenv_fn fn, void *arg, struct cruxp_conf
 		return st;
 	st = crux_shm_dir(fn, arg, cfg.shm_dir, sizeof(cfg.shm_dir));
 	if (st != CRUX_OK) {
-		crux_err("CRUX_SHM_DIR is not valid: expected an absolute directory path shorter "
-			 "than %d bytes",
-			 CRUX_PATH_MAX);
+		const char *v = crux_env_get(fn, arg, "CRUX_SHM_DIR");
+
+		crux_err("CRUX_SHM_DIR='%s' is not valid: expected an absolute directory path "
+			 "shorter than %d bytes",
+			 v ? v : "", CRUX_PATH_MAX);
 		return st;
 	}
 	st = copy_path(fn, arg, "CRUX_CUPTI_LIB", cfg.cupti_lib, sizeof(cfg.cupti_lib));

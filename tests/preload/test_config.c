@@ -4,11 +4,13 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
+#include "crux/log.h"
 #include "crux/nccl_api.h"
 #include "cruxp.h"
 
@@ -100,6 +102,35 @@ static void test_bad_values(void **state)
 	}
 }
 
+static char last_err[512];
+
+static void keep_sink(void *arg, enum crux_log_level level, const char *file, int line,
+		      const char *msg)
+{
+	(void)arg;
+	(void)file;
+	(void)line;
+	if (level == CRUX_LOG_ERROR)
+		snprintf(last_err, sizeof(last_err), "%s", msg);
+}
+
+/* Regression: the message for a bad CRUX_SHM_DIR named the variable but not its value. */
+static void test_bad_shm_dir_message(void **state)
+{
+	static const struct kv env[] = {{"CRUX_SHM_DIR", "relative/dir"}, {NULL, NULL}};
+	struct cruxp_config cfg;
+	bool on;
+
+	(void)state;
+	last_err[0] = '\0';
+	crux_log_set_sink(keep_sink, NULL);
+	assert_int_equal(parse(env, &cfg, &on), CRUX_ERR_INVAL);
+	crux_log_set_sink(NULL, NULL);
+	assert_non_null(strstr(last_err, "CRUX_SHM_DIR"));
+	assert_non_null(strstr(last_err, "relative/dir"));
+	assert_non_null(strstr(last_err, "absolute"));
+}
+
 static void test_signature_and_bytes(void **state)
 {
 	struct cruxp_comm comm = {.rank = 1, .nranks = 4, .index = 0};
@@ -159,8 +190,11 @@ static void test_ring(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_defaults),   cmocka_unit_test(test_values),
-	    cmocka_unit_test(test_bad_values), cmocka_unit_test(test_signature_and_bytes),
+	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_values),
+	    cmocka_unit_test(test_bad_values),
+	    cmocka_unit_test(test_bad_shm_dir_message),
+	    cmocka_unit_test(test_signature_and_bytes),
 	    cmocka_unit_test(test_ring),
 	};
 

@@ -62,6 +62,11 @@ if out="$("$A" --check none:"$T/none" crux:"$T/starve")"; then
 	fail "a starved job passed --check: $out"
 fi
 grep -q 'STARVED' <<<"$out" || fail "starvation not reported: $out"
+# Stalls of the baseline arm are reported but do not fail the scheduled arm.
+mk basestall hi 2 20 0.5 1.0; mk basestall lo 2 70 0.2 0.3 10; jobs_txt basestall
+out="$("$A" --check none:"$T/basestall" crux:"$T/crux")" ||
+	fail "a stall of the baseline failed --check: $out"
+grep -q 'without progress | none .*lo=[1-9]' <<<"$out" || fail "the baseline stall is not reported: $out"
 
 # Malformed input is rejected with the file named.
 cp -r "$T/none" "$T/bad"

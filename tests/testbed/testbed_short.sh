@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The short testbed run (CI): both arms once on the small scenario, checking
+# The short testbed run (CI): both arms twice on the short scenario, checking
 # the direction (Crux raises cluster GPU utilization and shortens the
 # high-intensity job) and that every job progressed every second.
 #   testbed_short.sh SOURCE_ROOT BUILD_ROOT   (root; exit 77 otherwise)
@@ -11,5 +11,5 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 OUT="$(mktemp -d /tmp/crux-tb-short.XXXXXX)"
 trap 'rm -rf "$OUT"' EXIT
-bash "$1/bench/testbed/run.sh" --build "$2" --scenario short --reps 1 --check \
+bash "$1/bench/testbed/run.sh" --build "$2" --scenario short --reps 2 --check \
 	--tag "s$((RANDOM % 1000))" --out "$OUT"

@@ -144,6 +144,16 @@ crux_status_t crux_dt_lookup(const struct crux_dt_reader *r, uint64_t job_key,
 			     const struct crux_addr *peer, struct crux_decision *out);
 
 /*
+ * The table header's map for 'level' (DSCP, socket priority, SL) as the data
+ * path would apply it: no locks, allocation or system calls. A level at or
+ * above the table's number of levels gives the top level's map. CRUX_ERR_BUSY
+ * when the writer kept it busy past the retry bound; CRUX_ERR_CORRUPT when
+ * the header fails validation. 'out' is set only on CRUX_OK.
+ */
+crux_status_t crux_dt_level_map(const struct crux_dt_reader *r, uint32_t level,
+				struct crux_level_map *out);
+
+/*
  * Consistent copy of the whole table (allocates nothing; 'out' is large).
  * Entries are copied straight into 'out' and checked afterwards, so on an
  * error 'out' may hold a partial copy: use it only on CRUX_OK.
