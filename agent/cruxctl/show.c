@@ -45,7 +45,11 @@ static int scan_cb(void *arg, const struct crux_prof_snapshot *s)
 		v->recs = n;
 		v->caprecs = nc;
 	}
-	v->recs[v->nrecs++] = *s;
+	v->recs[v->nrecs] = *s;
+	/* As cruxd does: a record the preload created names its host in the net section. */
+	if (!s->id.host_addr.family && s->has_net)
+		v->recs[v->nrecs].id.host_addr = s->net.local_addr;
+	v->nrecs++;
 	return 0;
 }
 

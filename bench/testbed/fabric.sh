@@ -182,13 +182,22 @@ shape() {
 	tc -n "$ns" qdisc replace dev "$dev" root handle 1: htb default 10
 	tc -n "$ns" class add dev "$dev" parent 1: classid 1:1 htb \
 		rate "${kbit}kbit" ceil "${kbit}kbit" burst 64k cburst 64k quantum 9000
+	# Pure TCP ACKs (IP header of 5 words, total length < 64, only the ACK
+	# flag) go to the top level whatever their DSCP, as switches usually
+	# treat control traffic: a low level's ACK clock must not wait behind a
+	# high level's data in the other direction, or its flow stalls on
+	# retransmission timeouts instead of just running slower.
+	tc -n "$ns" filter add dev "$dev" parent 1: protocol ip prio 1 u32 \
+		match ip protocol 6 0xff match u8 0x05 0x0f at 0 \
+		match u16 0x0000 0xffc0 at 2 match u8 0x10 0xff at 33 \
+		flowid "1:1$((nlev - 1))"
 	for d in $DSCPS; do
 		cid="1$i"
 		prio=$((nlev - 1 - i))
 		tc -n "$ns" class add dev "$dev" parent 1:1 classid "1:$cid" htb \
 			rate "${child}kbit" ceil "${kbit}kbit" prio "$prio" burst 64k cburst 64k quantum 9000
 		tc -n "$ns" qdisc add dev "$dev" parent "1:$cid" handle "$cid:" bfifo limit "$QUEUE"
-		tc -n "$ns" filter add dev "$dev" parent 1: protocol ip prio 1 u32 \
+		tc -n "$ns" filter add dev "$dev" parent 1: protocol ip prio 2 u32 \
 			match ip dsfield $((d << 2)) 0xfc flowid "1:$cid"
 		i=$((i + 1))
 	done

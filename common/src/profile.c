@@ -213,6 +213,7 @@ void crux_prof_publish_net(struct crux_prof_handle *h, const struct crux_prof_ne
 	s->data.update_ns = n->update_ns;
 	s->data.npeers = np;
 	s->data.reserved = 0;
+	s->data.local_addr = n->local_addr;
 	memcpy(s->data.peers, n->peers, np * sizeof(n->peers[0]));
 	s->count++;
 	crux_seq_write_end(&s->seq);
@@ -324,6 +325,7 @@ crux_status_t crux_prof_validate_buffer(const void *base, size_t size, pid_t exp
 		out->net.update_ns = f->net.data.update_ns;
 		out->net.npeers = np;
 		out->net.reserved = 0;
+		out->net.local_addr = f->net.data.local_addr;
 		/* Clamped copy; an out-of-range count is reported once consistent. */
 		uint32_t cp = np < CRUX_PROF_MAX_PEERS ? np : CRUX_PROF_MAX_PEERS;
 		memcpy(out->net.peers, f->net.data.peers, cp * sizeof(out->net.peers[0]));
@@ -339,6 +341,11 @@ crux_status_t crux_prof_validate_buffer(const void *base, size_t size, pid_t exp
 	if (out->net.npeers > CRUX_PROF_MAX_PEERS) {
 		crux_set_err(err, errlen, "net section: %u peers, at most %d",
 			     (unsigned)out->net.npeers, CRUX_PROF_MAX_PEERS);
+		return CRUX_ERR_CORRUPT;
+	}
+	if (!addr_family_ok(&out->net.local_addr, true)) {
+		crux_set_err(err, errlen, "net section: local address has family %u",
+			     (unsigned)out->net.local_addr.family);
 		return CRUX_ERR_CORRUPT;
 	}
 	for (uint32_t i = 0; i < out->net.npeers; i++) {

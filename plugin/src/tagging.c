@@ -258,6 +258,8 @@ static void publish_once(void)
 	memset(&net, 0, sizeof(net));
 	net.update_ns = mono_ns();
 	net.npeers = (uint32_t)n;
+	if (c->ndevs > 0)
+		(void)crux_addr_from_sockaddr(&c->devs[0].addr.sa, &net.local_addr);
 	for (int i = 0; i < n; i++) {
 		net.peers[i].peer = c->peers[i].peer;
 		for (int l = 0; l < CRUX_MAX_LEVELS; l++) {

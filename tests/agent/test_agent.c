@@ -200,6 +200,40 @@ static void test_grouping(void **state)
 	cruxd_agent_close(a);
 }
 
+/*
+ * The preload may create a record before the plugin knows its device, so the
+ * identity has no address; the plugin's net section then names the host.
+ */
+static void test_host_from_net_section(void **state)
+{
+	struct t *t = *state;
+	const char *addr[2] = {"198.18.0.1", "198.18.0.2"};
+	struct cruxd_agent *a;
+	const struct cruxd_status_job *C;
+
+	for (int i = 0; i < 2; i++) {
+		struct crux_prof_compute c;
+		struct crux_prof_net *n = calloc(1, sizeof(*n));
+		struct fx_rank *r = &t->r[t->nr++];
+
+		assert_non_null(n);
+		assert_int_equal(fx_rank_spawn(t->shm, "env:C", NULL, i, 2, r), 0);
+		fx_compute(&c, 0.5, 0.4, 0.1, 0.05, 100);
+		fx_net_add(n, addr[1 - i], 100000000);
+		assert_int_equal(crux_addr_parse(addr[i], &n->local_addr), CRUX_OK);
+		assert_int_equal(fx_rank_publish(r, &c, n), 0);
+		free(n);
+	}
+	a = open_agent(t);
+	assert_int_equal(cruxd_agent_pass(a, 10 * SEC), CRUX_OK);
+	C = sjob(a, "env:C");
+	assert_non_null(C);
+	assert_int_equal(C->nranks, 2);
+	assert_int_equal(C->nhosts, 2);
+	assert_true(C->bytes_per_iter > 0);
+	cruxd_agent_close(a);
+}
+
 static void test_profiling_then_scheduled(void **state)
 {
 	struct t *t = *state;
@@ -552,6 +586,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_grouping, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_host_from_net_section, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_profiling_then_scheduled, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hysteresis, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hold_time, setup, teardown),

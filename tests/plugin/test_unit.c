@@ -472,7 +472,7 @@ static void test_bad_shm_dir_fails_init(void **state)
 }
 
 /* Log lines about the profile record, whatever their level. */
-static int prof_lines;
+static _Atomic int prof_lines; /* written by the publisher thread */
 
 static void prof_sink(void *arg, enum crux_log_level level, const char *file, int line,
 		      const char *msg)
@@ -482,7 +482,7 @@ static void prof_sink(void *arg, enum crux_log_level level, const char *file, in
 	(void)file;
 	(void)line;
 	if (strstr(msg, "profile record"))
-		prof_lines++;
+		atomic_fetch_add(&prof_lines, 1);
 }
 
 /*
@@ -501,18 +501,21 @@ static void test_missing_profile_dir_logged_once(void **state)
 	unsetenv("CRUX_PUBLISH_INTERVAL");
 	unsetenv("CRUX_TAGGING");
 	snprintf(cruxn_ctx.shm_dir, sizeof(cruxn_ctx.shm_dir), "/nonexistent-cxpl/shm");
-	prof_lines = 0;
+	atomic_store(&prof_lines, 0);
 	cruxn_ctx.once_prof_fail = 0; /* an earlier test may have said it */
 	crux_log_set_level(CRUX_LOG_INFO);
 	crux_log_set_sink(prof_sink, NULL);
 	pthread_mutex_lock(&cruxn_ctx.lock);
 	assert_int_equal(cruxn_tagging_start(), CRUX_OK);
 	pthread_mutex_unlock(&cruxn_ctx.lock);
-	usleep(250000); /* about 25 attempts */
+	/* The first attempt (10 ms in; allow a loaded machine), then about 20 more. */
+	for (int i = 0; i < 500 && atomic_load(&prof_lines) == 0; i++)
+		usleep(10000);
+	usleep(200000);
 	cruxn_tagging_stop();
 	crux_log_set_sink(NULL, NULL);
 	crux_log_set_level(lvl);
-	assert_int_equal(prof_lines, 1);
+	assert_int_equal(atomic_load(&prof_lines), 1);
 	assert_null(cruxn_ctx.prof);
 }
 

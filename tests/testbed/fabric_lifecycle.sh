@@ -25,7 +25,7 @@ count_ns() { ip netns list | awk '{print $1}' | grep -c "^$PFX-" || true; }
 sleep 300 &
 OWNER_PID=$!
 "$F" up --tag "$TAG" --owner "$OWNER_PID" --leaves 2 --hosts-per-leaf 2 --spines 2 \
-	--host-rate 40 --spine-rate 20 --dscp "0 8 16 24" || fail "up"
+	--host-rate 20 --spine-rate 40 --dscp "0 8 16 24" || fail "up"
 [ "$(count_ns)" -eq 8 ] || fail "expected 8 namespaces (4 hosts, 2 leaves, 2 spines), got $(count_ns)"
 [ "$(ip netns exec "$PFX-l0" sysctl -n net.ipv4.fib_multipath_hash_policy)" = 3 ] || fail "hash policy"
 [ "$(ip netns exec "$PFX-l0" sysctl -n net.ipv4.fib_multipath_hash_fields)" = 0x00000017 ] ||
@@ -34,17 +34,19 @@ ip -n "$PFX-l0" route show 198.18.1.0/24 | grep -q nexthop || fail "no ECMP rout
 [ "$(tc -n "$PFX-l0" class show dev s0 | grep -c 'class htb 1:1[0-3] ')" -eq 4 ] || fail "4 level classes on l0/s0"
 tc -n "$PFX-s1" filter show dev l0 | grep -q 'match 00600000/00fc0000' || fail "no DSCP 24 filter on s1/l0"
 
-# Strict priority: DSCP 24 vs DSCP 0 through the same 20 Mbit/s spine link.
-# Both flows go h0 -> h2 (one host pair, one source port each would hash
-# anywhere), so share the host link (40 Mbit/s) and one or two spine links;
-# the high class must get clearly more.
+# Strict priority: DSCP 24 (from h1) vs DSCP 0 (from h0), both to h2 on the
+# other leaf. Each sender's own link is uncontended and the spines are faster
+# than the hosts, so whatever paths ECMP picks, the flows meet only at leaf 1's
+# 20 Mbit/s egress to h2: a router egress, where the classes apply to
+# forwarded packets (a sender's own egress is dominated by TCP small queues).
+# The high class must get clearly more.
 ip netns exec "$PFX-h2" iperf3 -s -p 5301 -D -1 >/dev/null 2>&1
 ip netns exec "$PFX-h2" iperf3 -s -p 5302 -D -1 >/dev/null 2>&1
 sleep 0.5
 if command -v iperf3 >/dev/null 2>&1; then
 	ip netns exec "$PFX-h0" iperf3 -c 198.18.1.2 -p 5301 -t 4 -S 0 -J >/tmp/$PFX-lo.json 2>/dev/null &
 	lo=$!
-	ip netns exec "$PFX-h0" iperf3 -c 198.18.1.2 -p 5302 -t 4 -S 96 -J >/tmp/$PFX-hi.json 2>/dev/null
+	ip netns exec "$PFX-h1" iperf3 -c 198.18.1.2 -p 5302 -t 4 -S 96 -J >/tmp/$PFX-hi.json 2>/dev/null
 	wait $lo
 	bps() { grep -A8 '"sum_received"' "$1" | grep '"bits_per_second"' | head -n1 | tr -dc '0-9.' ; }
 	hi="$(bps /tmp/$PFX-hi.json)"; lo="$(bps /tmp/$PFX-lo.json)"

@@ -514,6 +514,12 @@ static int scan_cb(void *arg, const struct crux_prof_snapshot *s)
 	memcpy(r->hostname, s->id.hostname, sizeof(r->hostname));
 	r->hostname[sizeof(r->hostname) - 1] = '\0';
 	r->host = s->id.host_addr;
+	/*
+	 * The preload may create the record before the plugin knows its
+	 * device: then the plugin's net section names the host's address.
+	 */
+	if (r->host.family != 4 && r->host.family != 6 && s->has_net)
+		r->host = s->net.local_addr;
 	if (r->host.family != 4 && r->host.family != 6)
 		r->host.family = 0;
 	r->clamped = false;

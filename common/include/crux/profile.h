@@ -32,7 +32,7 @@ extern "C" {
 #endif
 
 #define CRUX_PROF_MAGIC 0x50585243u /* "CRXP" little-endian */
-#define CRUX_PROF_VERSION 1
+#define CRUX_PROF_VERSION 2 /* 2: net section carries the local address */
 #define CRUX_PROF_PREFIX "prof-"
 #define CRUX_PROF_SUFFIX ".rec"
 #define CRUX_PROF_MAX_PEERS 64
@@ -104,6 +104,12 @@ struct crux_prof_net {
 	uint64_t update_ns;  /* CLOCK_MONOTONIC of the last publish */
 	uint32_t npeers;
 	uint32_t reserved;
+	/*
+	 * This host's address on the fabric as the plugin uses it (the source
+	 * address of its connections). The identity's host_addr may be empty
+	 * when the preload created the record: the agent falls back to this.
+	 */
+	struct crux_addr local_addr;
 	struct crux_prof_peer peers[CRUX_PROF_MAX_PEERS];
 };
 
