@@ -265,13 +265,33 @@ static void wake_helpers(struct cruxn_comm *c)
 	}
 }
 
+/*
+ * Close without losing what we sent: close() on a socket with unread bytes
+ * in its receive queue makes the kernel send a reset and drop our own
+ * unsent data, so the peer could lose the tail of the last message. Queue
+ * the FIN after our data, discard what the peer sent us (bounded, never
+ * blocking), then close: the kernel finishes sending on its own.
+ */
+static void sock_close_gracefully(int fd)
+{
+	char buf[16384];
+
+	(void)shutdown(fd, SHUT_WR);
+	for (int i = 0; i < 256; i++) {
+		ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n <= 0 && !(n < 0 && errno == EINTR))
+			break;
+	}
+	close(fd);
+}
+
 static void set_close(struct cruxn_set *s)
 {
 	if (!s)
 		return;
 	for (int i = 0; i < s->nsocks; i++)
 		if (s->fds[i] >= 0)
-			close(s->fds[i]);
+			sock_close_gracefully(s->fds[i]);
 	free(s);
 }
 
@@ -344,7 +364,7 @@ static void comm_destroy(struct cruxn_comm *c)
 		if (c->helpers[i].started)
 			pthread_join(c->helpers[i].th, NULL);
 	if (c->ctrl >= 0)
-		close(c->ctrl);
+		sock_close_gracefully(c->ctrl);
 	if (c->data_listener >= 0)
 		close(c->data_listener);
 	for (int i = 0; i < c->npend; i++)
