@@ -14,8 +14,13 @@ static void usage(FILE *f, const char *prog)
 	fprintf(f,
 		"usage: %s --topology FILE --jobs FILE [--levels K] [--seed N] [--orders M]\n"
 		"          [--policy crux|crux-ps-pa|crux-pa|sincronia|varys|taccl|ecmp] [--json]\n"
+		"          [--max-slowdown X] [--level-weights W,W,...]\n"
 		"  FILE for --topology: a topology file, lingjun:CSV or "
-		"clos2:TORS,AGGS,HOSTS_PER_TOR\n",
+		"clos2:TORS,AGGS,HOSTS_PER_TOR\n"
+		"  --max-slowdown X: no job's predicted iteration time above X times its\n"
+		"  isolated one (Crux policies; default CRUX_MAX_SLOWDOWN, unset = no bound)\n"
+		"  --level-weights: guaranteed share per level, lowest first (default\n"
+		"  CRUX_LEVEL_WEIGHTS, unset = strict priority)\n",
 		prog);
 }
 
@@ -91,6 +96,14 @@ static void print_path(struct crux_sched_topo *t, const struct crux_sched_flow *
 	}
 }
 
+/* Predicted iteration time over the job's isolated one on its paths. */
+static double plan_slowdown(const struct crux_sched_job *j, double comm, double iter)
+{
+	double iso = crux_sched_isolated_iter(j, comm);
+
+	return iso > 0 ? iter / iso : 1;
+}
+
 int crux_sched_plan_cli(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -101,6 +114,8 @@ int crux_sched_plan_cli(int argc, char **argv)
 	    {"orders", required_argument, NULL, 'm'},
 	    {"policy", required_argument, NULL, 'p'},
 	    {"json", no_argument, NULL, 'J'},
+	    {"max-slowdown", required_argument, NULL, 'B'},
+	    {"level-weights", required_argument, NULL, 'W'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -119,6 +134,10 @@ int crux_sched_plan_cli(int argc, char **argv)
 
 	crux_sched_params_default(&p);
 	crux_sched_jobs_init(&js);
+	if (crux_sched_params_env(&p, &err)) {
+		fprintf(stderr, "%s: %s\n", prog, err.msg);
+		return 2;
+	}
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -171,6 +190,18 @@ int crux_sched_plan_cli(int argc, char **argv)
 		case 'J':
 			json = 1;
 			break;
+		case 'B':
+			if (crux_sched_slowdown_parse(optarg, &p.max_slowdown, &err)) {
+				fprintf(stderr, "%s: --%s\n", prog, err.msg);
+				return 2;
+			}
+			break;
+		case 'W':
+			if (crux_sched_weights_parse(optarg, &p, &err)) {
+				fprintf(stderr, "%s: --%s\n", prog, err.msg);
+				return 2;
+			}
+			break;
 		case 'h':
 			usage(stdout, prog);
 			return 0;
@@ -185,6 +216,13 @@ int crux_sched_plan_cli(int argc, char **argv)
 		fprintf(stderr, "%s: --topology and --jobs are required (and nothing else)\n",
 			prog);
 		usage(stderr, prog);
+		return 2;
+	}
+	if (p.n_weights && p.n_weights != p.levels) {
+		fprintf(stderr,
+			"%s: %d level weights for %d levels: give one weight per level, lowest "
+			"first (--level-weights or CRUX_LEVEL_WEIGHTS)\n",
+			prog, p.n_weights, p.levels);
 		return 2;
 	}
 	if (load_topo(topo_path, &t, &err)) {
@@ -217,15 +255,19 @@ int crux_sched_plan_cli(int argc, char **argv)
 			printf("%llu", (unsigned long long)js.v[s->reference].id);
 		else
 			printf("null");
-		printf(",\"cut_weight\":%.9g,\"gpu_util\":%.6f,\"jobs\":[", s->cut_weight, util);
+		printf(",\"cut_weight\":%.9g,\"gpu_util\":%.6f,\"max_slowdown\":%.9g,"
+		       "\"guard_lifts\":%d,\"guard_violators\":%d,\"jobs\":[",
+		       s->cut_weight, util, p.max_slowdown, s->guard_lifts, s->guard_violators);
 		for (size_t i = 0; i < js.n; i++) {
 			const struct crux_sched_decision *d = &s->d[i];
 
 			printf(
 			    "%s{\"id\":%llu,\"level\":%d,\"rank\":%d,\"intensity\":%.9g,\"k\":%.6g,"
-			    "\"priority\":%.9g,\"comm_time\":%.9g,\"iter_time\":%.9g,\"paths\":[",
+			    "\"priority\":%.9g,\"comm_time\":%.9g,\"iter_time\":%.9g,"
+			    "\"slowdown\":%.9g,\"paths\":[",
 			    i ? "," : "", (unsigned long long)d->id, d->level, d->rank,
-			    d->intensity, d->k, d->priority, d->comm_time, iter[i]);
+			    d->intensity, d->k, d->priority, d->comm_time, iter[i],
+			    plan_slowdown(&js.v[i], d->comm_time, iter[i]));
 			for (int f = 0; f < js.v[i].n_flows; f++) {
 				printf("%s{\"src\":", f ? "," : "");
 				json_str(t->names[js.v[i].flows[f].src]);
@@ -247,14 +289,18 @@ int crux_sched_plan_cli(int argc, char **argv)
 			       "%.2f%%\n",
 			       (unsigned long long)js.v[s->reference].id, s->cut_weight,
 			       100 * util);
-		printf("%-10s %5s %5s %12s %8s %12s %10s %10s\n", "job", "level", "rank",
-		       "intensity", "k", "priority", "comm_s", "iter_s");
+		if (p.max_slowdown > 0)
+			printf("slowdown bound %g: %d level lifts, %d jobs still above it\n",
+			       p.max_slowdown, s->guard_lifts, s->guard_violators);
+		printf("%-10s %5s %5s %12s %8s %12s %10s %10s %9s\n", "job", "level", "rank",
+		       "intensity", "k", "priority", "comm_s", "iter_s", "slowdown");
 		for (size_t i = 0; i < js.n; i++) {
 			const struct crux_sched_decision *d = &s->d[i];
 
-			printf("%-10llu %5d %5d %12.6g %8.4g %12.6g %10.6g %10.6g\n",
+			printf("%-10llu %5d %5d %12.6g %8.4g %12.6g %10.6g %10.6g %9.4g\n",
 			       (unsigned long long)d->id, d->level, d->rank, d->intensity, d->k,
-			       d->priority, d->comm_time, iter[i]);
+			       d->priority, d->comm_time, iter[i],
+			       plan_slowdown(&js.v[i], d->comm_time, iter[i]));
 			for (int f = 0; f < js.v[i].n_flows; f++) {
 				printf("    path %d: ", d->path[f]);
 				print_path(t, &js.v[i].flows[f], d->path[f], 0);

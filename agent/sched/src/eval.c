@@ -28,6 +28,8 @@ struct hent {
 struct crux_sched_eval {
 	/* Scratch reused between calls (sized by links / jobs / incidences). */
 	double *resid, *used, *cnt;
+	double *below, *dem, *avail; /* guaranteed shares: reserved by lower levels */
+	int *rtouch;
 	unsigned *ver;
 	int *nunf, *touched, *slot;
 	size_t links_cap;
@@ -60,6 +62,10 @@ void crux_sched_eval_free(struct crux_sched_eval *ev)
 	free(ev->resid);
 	free(ev->used);
 	free(ev->cnt);
+	free(ev->below);
+	free(ev->dem);
+	free(ev->avail);
+	free(ev->rtouch);
 	free(ev->ver);
 	free(ev->nunf);
 	free(ev->touched);
@@ -144,6 +150,10 @@ static crux_status_t ev_size(struct crux_sched_eval *ev, size_t L, size_t n, siz
 		ENSURE(ev->resid, c, double);
 		ENSURE(ev->used, c, double);
 		ENSURE(ev->cnt, c, double);
+		ENSURE(ev->below, c, double);
+		ENSURE(ev->dem, c, double);
+		ENSURE(ev->avail, c, double);
+		ENSURE(ev->rtouch, c, int);
 		ENSURE(ev->ver, c, unsigned);
 		ENSURE(ev->nunf, c, int);
 		ENSURE(ev->touched, c, int);
@@ -199,6 +209,51 @@ static int clamp_level(const struct crux_sched_schedule *s, int l)
 	return l < 0 ? 0 : l >= s->levels ? s->levels - 1 : l;
 }
 
+static int has_shares(const struct crux_sched_schedule *s)
+{
+	for (int l = 0; l < s->levels; l++)
+		if (s->share[l] > 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * Adds sign x the reservation of one level (jobs order[lo..hi)) to below[]:
+ * on each link, min(share x rate, the level's demand), the demand of a job
+ * being its bytes over its isolated iteration time (the most it can average).
+ */
+static void level_reserve(struct crux_sched_eval *ev, const struct crux_sched_topo *t,
+			  const struct crux_sched_job *jobs, const struct job_links *jl,
+			  size_t lo, size_t hi, double share, double sign)
+{
+	size_t nt = 0;
+
+	if (!(share > 0))
+		return;
+	for (size_t a = lo; a < hi; a++) {
+		int j = ev->order[a];
+		double tau = 0;
+
+		for (size_t k = jl->off[j]; k < jl->off[j + 1]; k++)
+			tau = fmax(tau, jl->bytes[k] / t->lbw[jl->link[k]]);
+		double T = crux_sched_isolated_iter(&jobs[j], tau);
+
+		for (size_t k = jl->off[j]; k < jl->off[j + 1]; k++) {
+			int l = jl->link[k];
+
+			if (ev->dem[l] == 0)
+				ev->rtouch[nt++] = l;
+			ev->dem[l] += T > 0 ? jl->bytes[k] / T : t->lbw[l];
+		}
+	}
+	for (size_t q = 0; q < nt; q++) {
+		int l = ev->rtouch[q];
+
+		ev->below[l] += sign * fmin(share * t->lbw[l], ev->dem[l]);
+		ev->dem[l] = 0;
+	}
+}
+
 crux_status_t crux_sched_evaluate(struct crux_sched_eval *ev, struct crux_sched_topo *t,
 				  const struct crux_sched_job *jobs, size_t n,
 				  const struct crux_sched_schedule *s, double *iter_time,
@@ -220,17 +275,33 @@ crux_status_t crux_sched_evaluate(struct crux_sched_eval *ev, struct crux_sched_
 	st = ev_size(ev, L, n, jl.off[n]);
 	if (st)
 		goto out;
+	int shares = has_shares(s);
+
 	for (size_t l = 0; l < L; l++) {
 		ev->resid[l] = t->lbw[l];
 		ev->ver[l] = 0;
+		ev->below[l] = 0;
+		ev->dem[l] = 0;
 	}
 	order_by_level(s, n, ev->order);
+	/* Every level's reservation first; each level takes its own back below. */
+	for (size_t lo = 0; shares && lo < n;) {
+		size_t hi = lo;
+		int lev = clamp_level(s, s->d[ev->order[lo]].level);
+
+		while (hi < n && clamp_level(s, s->d[ev->order[hi]].level) == lev)
+			hi++;
+		level_reserve(ev, t, jobs, &jl, lo, hi, s->share[lev], 1.0);
+		lo = hi;
+	}
 	for (size_t lo = 0; lo < n;) {
 		size_t hi = lo;
 		int lev = clamp_level(s, s->d[ev->order[lo]].level);
 
 		while (hi < n && clamp_level(s, s->d[ev->order[hi]].level) == lev)
 			hi++;
+		if (shares)
+			level_reserve(ev, t, jobs, &jl, lo, hi, s->share[lev], -1.0);
 		/* Incidences of this level's jobs, grouped by link. */
 		size_t nt = 0, ninc = 0;
 
@@ -257,6 +328,15 @@ crux_status_t crux_sched_evaluate(struct crux_sched_eval *ev, struct crux_sched_
 					ev->touched[nt++] = l;
 					ev->cnt[l] = 0;
 					ev->used[l] = 0;
+					/* What this level may use: the residual less
+					 * the lower levels' guaranteed shares. */
+					ev->avail[l] = ev->resid[l];
+					if (shares) {
+						double a = ev->resid[l] - ev->below[l];
+						double fl = RESIDUAL_FLOOR * t->lbw[l];
+
+						ev->avail[l] = a > fl ? a : fl;
+					}
 				}
 				ev->nunf[l]++;
 				ev->cnt[l] += jl.bytes[k] / ev->maxm[j];
@@ -288,7 +368,7 @@ crux_status_t crux_sched_evaluate(struct crux_sched_eval *ev, struct crux_sched_
 		for (size_t q = 0; q < nt; q++) {
 			int l = ev->touched[q];
 
-			if (heap_push(ev, ev->resid[l] / ev->cnt[l], l)) {
+			if (heap_push(ev, ev->avail[l] / ev->cnt[l], l)) {
 				st = CRUX_ERR_NOMEM;
 				goto out;
 			}
@@ -321,7 +401,7 @@ crux_status_t crux_sched_evaluate(struct crux_sched_eval *ev, struct crux_sched_
 					ev->ver[m]++;
 					if (ev->nunf[m] > 0) {
 						double c = ev->cnt[m] > 1e-15 ? ev->cnt[m] : 1e-15;
-						double key = (ev->resid[m] - ev->used[m]) / c;
+						double key = (ev->avail[m] - ev->used[m]) / c;
 
 						if (key < lam)
 							key = lam;

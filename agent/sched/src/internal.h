@@ -97,4 +97,7 @@ void job_links_free(struct job_links *jl);
 /* Finite, non-negative times, bytes and work; overlap in 0..1; hosts in range. */
 crux_status_t jobs_validate(const struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 			    size_t n);
+/* Guaranteed shares per level from p->weight into s->share (zeros when unset);
+ * CRUX_ERR_INVAL when the weights do not match the levels. */
+crux_status_t sched_shares(const struct crux_sched_params *p, struct crux_sched_schedule *s);
 #endif

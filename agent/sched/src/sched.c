@@ -16,6 +16,10 @@ void crux_sched_params_default(struct crux_sched_params *p)
 	p->levels = CRUX_SCHED_DEF_LEVELS;
 	p->orders = CRUX_SCHED_DEF_ORDERS;
 	p->seed = 1;
+	p->max_slowdown = 0;
+	p->n_weights = 0;
+	for (int l = 0; l < CRUX_SCHED_MAX_LEVELS; l++)
+		p->weight[l] = 0;
 }
 
 static const char *const policy_names[CRUX_SCHED_N_POLICIES] = {
@@ -107,6 +111,9 @@ crux_status_t crux_sched_schedule_copy(struct crux_sched_schedule *dst,
 	if (src->n_paths)
 		memcpy(dst->path_store, src->path_store, src->n_paths * sizeof(int));
 	dst->levels = src->levels;
+	memcpy(dst->share, src->share, sizeof(dst->share));
+	dst->guard_lifts = src->guard_lifts;
+	dst->guard_violators = src->guard_violators;
 	dst->reference = src->reference;
 	dst->cut_weight = src->cut_weight;
 	return CRUX_OK;
@@ -607,6 +614,9 @@ crux_status_t crux_sched_run(struct crux_sched_topo *t, const struct crux_sched_
 	if (st)
 		return st;
 	s->levels = p->levels;
+	st = sched_shares(p, s);
+	if (st)
+		return st;
 	s->cut_weight = 0;
 	s->reference = -1;
 	for (size_t i = 0; i < n; i++) {
@@ -633,9 +643,10 @@ crux_status_t crux_sched_run(struct crux_sched_topo *t, const struct crux_sched_
 			return st;
 		crux_sched_rank(s);
 		if (pol == CRUX_SCHED_CRUX_FULL)
-			return crux_sched_compress(t, jobs, n, p, s);
-		crux_sched_compress_rank(s);
-		return CRUX_OK;
+			st = crux_sched_compress(t, jobs, n, p, s);
+		else
+			crux_sched_compress_rank(s);
+		return st ? st : crux_sched_guard(t, jobs, n, p, s);
 	case CRUX_SCHED_SINCRONIA:
 		st = crux_sched_prio_sincronia(t, jobs, n, s);
 		if (st)

@@ -271,6 +271,17 @@ crux_status_t sim_engine_new(const struct crux_sim_config *cfg, struct sim_engin
 	crux_sched_params_default(&e->params);
 	e->params.levels = (int)cfg->levels;
 	e->params.seed = cfg->seed;
+	e->params.max_slowdown = cfg->max_slowdown;
+	if (cfg->n_weights > 0 && cfg->n_weights != cfg->levels) {
+		snprintf(err, errlen,
+			 "%u level weights for %u levels: give one weight per level, lowest first",
+			 cfg->n_weights, cfg->levels);
+		st = CRUX_ERR_INVAL;
+		goto fail;
+	}
+	e->params.n_weights = (int)cfg->n_weights;
+	for (uint32_t l = 0; l < cfg->n_weights; l++)
+		e->params.weight[l] = cfg->weight[l];
 	e->spol = to_sched(cfg->policy);
 	*out = e;
 	return CRUX_OK;

@@ -19,6 +19,15 @@
 #include "crux/env.h"
 #include "crux/sim.h"
 
+#define MAX_RUNS 16
+
+/* One policy run of "run": the policy and its fairness guard settings. */
+struct run_spec {
+	int policy;
+	double max_slowdown; /* 0 = no bound */
+	int weighted;	     /* use --level-weights */
+};
+
 struct cli {
 	struct crux_sim_workload_params wp;
 	struct crux_sim_config cfg;
@@ -29,8 +38,10 @@ struct cli {
 	const char *csv_path;
 	const char *title;
 	const char *experiment;
-	int policies[CRUX_SIM_N_POLICIES];
+	struct run_spec specs[MAX_RUNS];
 	size_t n_policies;
+	uint32_t n_weights; /* --level-weights */
+	double weight[CRUX_SIM_MAX_WEIGHTS];
 	int progress; /* -1 auto (TTY), 0 off, 1 on */
 	double slice_s;
 };
@@ -53,7 +64,11 @@ static void usage(FILE *f)
 		"  --placement pack|random (pack: fewest ToRs; random: scattered free hosts)\n"
 		"policies:\n"
 		"  --policy LIST   comma-separated: ecmp,sincronia,taccl,cassini,crux-pa,\n"
-		"                  crux-ps-pa,crux-full, or 'all' (default crux-full)\n"
+		"                  crux-ps-pa,crux-full, or 'all' (default crux-full); a Crux\n"
+		"                  policy takes the fairness guard as NAME@BOUND (max slowdown,\n"
+		"                  e.g. crux-full@2) and /w for --level-weights (crux-full@2/w)\n"
+		"  --level-weights W,W,...  one weight per level, lowest first (guaranteed\n"
+		"                  share weight/sum; default 1 per level)\n"
 		"  --levels K (8)  --horizon-s S (0: run until every job finished)\n"
 		"  --window-s S (0: last arrival)  --bin-s S (window/336)\n"
 		"output:\n"
@@ -68,7 +83,7 @@ enum {
 	O_JOBS = 256, O_DAYS, O_LOAD, O_SEED, O_MEDIAN, O_SIGMA, O_MAXG, O_TFLOPS, O_TOPO,
 	O_HOSTG, O_TORG, O_AGGG, O_HPT, O_HOSTS, O_GPH, O_CHAN, O_TORS, O_AGGS, O_CORES,
 	O_POLICY, O_LEVELS, O_HORIZON, O_WINDOW, O_BIN, O_JSON, O_CSV, O_PLOT, O_TITLE,
-	O_EXP, O_PROGRESS, O_NOPROGRESS, O_TRACE, O_OUT, O_SLICE, O_HELP, O_PLACE,
+	O_EXP, O_PROGRESS, O_NOPROGRESS, O_TRACE, O_OUT, O_SLICE, O_HELP, O_PLACE, O_WEIGHTS,
 };
 
 static const struct option opts[] = {
@@ -89,7 +104,8 @@ static const struct option opts[] = {
 	{"experiment", 1, 0, O_EXP},   {"progress", 0, 0, O_PROGRESS},
 	{"no-progress", 0, 0, O_NOPROGRESS}, {"trace", 1, 0, O_TRACE},
 	{"out", 1, 0, O_OUT},	      {"slice-s", 1, 0, O_SLICE},
-	{"help", 0, 0, O_HELP},	      {"placement", 1, 0, O_PLACE},	      {0, 0, 0, 0},
+	{"help", 0, 0, O_HELP},	      {"placement", 1, 0, O_PLACE},
+	{"level-weights", 1, 0, O_WEIGHTS}, {0, 0, 0, 0},
 };
 
 static int num(const char *opt, const char *v, double min, double max, double *out)
@@ -114,34 +130,95 @@ static int inum(const char *opt, const char *v, long long min, long long max, ui
 	return 0;
 }
 
+/* NAME[@BOUND][/w]: a policy with the fairness guard's settings. */
+static int parse_spec(const char *tok, struct run_spec *out)
+{
+	char name[64], *at, *w;
+	enum crux_sim_policy p;
+	struct run_spec r = {0, 0, 0};
+
+	snprintf(name, sizeof(name), "%s", tok);
+	w = strstr(name, "/w");
+	if (w && !w[2]) {
+		r.weighted = 1;
+		*w = 0;
+	}
+	at = strchr(name, '@');
+	if (at) {
+		*at++ = 0;
+		if (num("policy", at, 1, 1e6, &r.max_slowdown))
+			return -1;
+	}
+	if (crux_sim_policy_parse(name, &p) != CRUX_OK) {
+		fprintf(stderr, "crux-sim: --policy: unknown policy '%s' (ecmp, sincronia, "
+				"taccl, cassini, crux-pa, crux-ps-pa, crux-full, all; a Crux policy "
+				"may end in @BOUND and /w, e.g. crux-full@2/w)\n",
+			tok);
+		return -1;
+	}
+	if ((r.max_slowdown > 0 || r.weighted) && p != CRUX_SIM_CRUX_PA &&
+	    p != CRUX_SIM_CRUX_PS_PA && p != CRUX_SIM_CRUX_FULL) {
+		fprintf(stderr, "crux-sim: --policy: '%s': only the Crux policies take a "
+				"fairness guard (@BOUND, /w)\n",
+			tok);
+		return -1;
+	}
+	r.policy = p;
+	*out = r;
+	return 0;
+}
+
 static int parse_policies(struct cli *c, const char *v)
 {
-	c->n_policies = 0;
-	if (strcmp(v, "all") == 0) {
-		/* Baselines first, so gains are read against ECMP. */
-		for (int p = 0; p < CRUX_SIM_N_POLICIES; p++)
-			c->policies[c->n_policies++] = p;
-		return 0;
-	}
-	char buf[256];
-	snprintf(buf, sizeof(buf), "%s", v);
+	char buf[512];
 	char *save = NULL;
+
+	c->n_policies = 0;
+	snprintf(buf, sizeof(buf), "%s", v);
 	for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		enum crux_sim_policy p;
-		if (crux_sim_policy_parse(tok, &p) != CRUX_OK) {
-			fprintf(stderr, "crux-sim: --policy: unknown policy '%s' (ecmp, sincronia, "
-					"taccl, cassini, crux-pa, crux-ps-pa, crux-full, all)\n",
-				tok);
+		if (strcmp(tok, "all") == 0) {
+			/* Baselines first, so gains are read against ECMP. */
+			for (int p = 0; p < CRUX_SIM_N_POLICIES; p++) {
+				if (c->n_policies == MAX_RUNS)
+					break;
+				c->specs[c->n_policies++] = (struct run_spec){p, 0, 0};
+			}
+			continue;
+		}
+		if (c->n_policies == MAX_RUNS) {
+			fprintf(stderr, "crux-sim: --policy: more than %d runs\n", MAX_RUNS);
 			return -1;
 		}
-		if (c->n_policies == CRUX_SIM_N_POLICIES) {
-			fprintf(stderr, "crux-sim: --policy: too many policies\n");
+		if (parse_spec(tok, &c->specs[c->n_policies]))
 			return -1;
-		}
-		c->policies[c->n_policies++] = p;
+		c->n_policies++;
 	}
 	if (!c->n_policies) {
 		fprintf(stderr, "crux-sim: --policy: empty list\n");
+		return -1;
+	}
+	return 0;
+}
+
+static int parse_weights(struct cli *c, const char *v)
+{
+	char buf[1024];
+	char *save = NULL;
+
+	c->n_weights = 0;
+	snprintf(buf, sizeof(buf), "%s", v);
+	for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (c->n_weights == CRUX_SIM_MAX_WEIGHTS) {
+			fprintf(stderr, "crux-sim: --level-weights: more than %d weights\n",
+				CRUX_SIM_MAX_WEIGHTS);
+			return -1;
+		}
+		if (num("level-weights", tok, 1e-6, 1e9, &c->weight[c->n_weights]))
+			return -1;
+		c->n_weights++;
+	}
+	if (!c->n_weights) {
+		fprintf(stderr, "crux-sim: --level-weights: empty list\n");
 		return -1;
 	}
 	return 0;
@@ -301,6 +378,9 @@ static int parse_args(struct cli *c, int argc, char **argv)
 		case O_SLICE:
 			bad = num("slice-s", optarg, 1, 1e9, &c->slice_s);
 			break;
+		case O_WEIGHTS:
+			bad = parse_weights(c, optarg);
+			break;
 		case O_PLACE:
 			if (strcmp(optarg, "pack") == 0) {
 				c->cfg.placement = CRUX_SIM_PLACE_PACK;
@@ -393,7 +473,7 @@ static void topo_json(const struct cli *c, char *buf, size_t len)
 static int cmd_run(struct cli *c)
 {
 	struct crux_sim_trace *t = NULL;
-	struct crux_sim_result *res[CRUX_SIM_N_POLICIES] = {0};
+	struct crux_sim_result *res[MAX_RUNS] = {0};
 	char err[1024];
 	int rc = 1;
 
@@ -401,17 +481,27 @@ static int cmd_run(struct cli *c)
 		return 1;
 	for (size_t i = 0; i < c->n_policies; i++) {
 		struct crux_sim_config cfg = c->cfg;
-		cfg.policy = (enum crux_sim_policy)c->policies[i];
+		const struct run_spec *rs = &c->specs[i];
+		char label[CRUX_SIM_LABEL_MAX];
+
+		cfg.policy = (enum crux_sim_policy)rs->policy;
 		cfg.progress = c->progress < 0 ? isatty(2) : c->progress;
+		cfg.max_slowdown = rs->max_slowdown;
+		if (rs->weighted) {
+			cfg.n_weights = c->n_weights ? c->n_weights : cfg.levels;
+			for (uint32_t l = 0; l < cfg.n_weights; l++)
+				cfg.weight[l] = c->n_weights ? c->weight[l] : 1.0;
+		}
+		crux_sim_label(&cfg, label, sizeof(label));
 		if (crux_sim_run(t, &cfg, &res[i], err, sizeof(err)) != CRUX_OK) {
-			fprintf(stderr, "crux-sim: %s: %s\n", crux_sim_policy_name(cfg.policy), err);
+			fprintf(stderr, "crux-sim: %s: %s\n", label, err);
 			goto out;
 		}
 	}
 	const struct crux_sim_result *const *rr = (const struct crux_sim_result *const *)res;
 	printf("%zu jobs, %u GPUs, window %.2f days, %u levels (gains against %s)\n", t->n_jobs,
 	       res[0]->total_gpus, res[0]->window_s / 86400, c->cfg.levels,
-	       crux_sim_policy_name(res[0]->policy));
+	       res[0]->label);
 	crux_sim_print_summary(stdout, rr, c->n_policies);
 	if (c->json_path) {
 		char extra[1024];
@@ -459,7 +549,8 @@ static int cmd_speed(struct cli *c)
 	if (get_trace(c, &t))
 		return 1;
 	struct crux_sim_config cfg = c->cfg;
-	cfg.policy = (enum crux_sim_policy)c->policies[0];
+	cfg.policy = (enum crux_sim_policy)c->specs[0].policy;
+	cfg.max_slowdown = c->specs[0].max_slowdown;
 	cfg.progress = c->progress < 0 ? isatty(2) : c->progress;
 	if (crux_sim_run(t, &cfg, &jump, err, sizeof(err)) != CRUX_OK)
 		goto fail;
@@ -553,7 +644,7 @@ int main(int argc, char **argv)
 	memset(&c, 0, sizeof(c));
 	crux_sim_workload_defaults(&c.wp);
 	crux_sim_config_defaults(&c.cfg);
-	c.policies[0] = CRUX_SIM_CRUX_FULL;
+	c.specs[0] = (struct run_spec){CRUX_SIM_CRUX_FULL, 0, 0};
 	c.n_policies = 1;
 	c.progress = -1;
 	c.slice_s = 21600;

@@ -63,7 +63,7 @@ void crux_sim_print_summary(FILE *f, const struct crux_sim_result *const *r, siz
 	if (!n)
 		return;
 	const struct crux_sim_result *base = r[0];
-	fprintf(f, "%-11s %9s %9s %9s %8s %10s %7s %7s %7s %7s %8s\n", "policy", "util%",
+	fprintf(f, "%-15s %9s %9s %9s %8s %10s %7s %7s %7s %7s %8s\n", "policy", "util%",
 		"vs-first", "busy/held", "done", "meanJCT(h)", "sd-p50", "sd-p90", "sd-p99",
 		"sd-max", "wall(s)");
 	for (size_t i = 0; i < n; i++) {
@@ -72,8 +72,8 @@ void crux_sim_print_summary(FILE *f, const struct crux_sim_result *const *r, siz
 		double mj;
 		size_t done;
 		jct_stats(r[i], &mj, &done);
-		fprintf(f, "%-11s %9.2f %+8.2f%% %9.3f %8zu %10.2f %7.3f %7.3f %7.3f %7.3f %8.2f\n",
-			crux_sim_policy_name(r[i]->policy), 100 * r[i]->mean_util,
+		fprintf(f, "%-15s %9.2f %+8.2f%% %9.3f %8zu %10.2f %7.3f %7.3f %7.3f %7.3f %8.2f\n",
+			r[i]->label, 100 * r[i]->mean_util,
 			100 * (r[i]->mean_util / base->mean_util - 1), r[i]->busy_of_held, done,
 			mj / 3600, pct(sd, m, 0.5), pct(sd, m, 0.9), pct(sd, m, 0.99),
 			m ? sd[m - 1] : NAN, r[i]->wall_s);
@@ -102,7 +102,7 @@ void crux_sim_print_summary(FILE *f, const struct crux_sim_result *const *r, siz
 	}
 	if (show)
 		fprintf(f, "worst-off jobs under %s:\n  %8s %-18s %5s %5s %9s %9s %8s %5s\n",
-			crux_sim_policy_name(last->policy), "id", "model", "gpus", "hosts",
+			last->label, "id", "model", "gpus", "hosts",
 			"iso-it(s)", "it(s)", "slowdown", "level");
 	for (size_t a = 0; a < show; a++) {
 		const struct crux_sim_job_result *j = &last->jobs[idx[a]];
@@ -127,8 +127,11 @@ static void write_run(FILE *f, const struct crux_sim_result *r, const struct cru
 	double mj;
 	size_t done;
 	jct_stats(r, &mj, &done);
-	fprintf(f, "    {\"policy\": \"%s\", \"levels\": %u, \"total_gpus\": %u,\n",
-		crux_sim_policy_name(r->policy), r->levels, r->total_gpus);
+	fprintf(f,
+		"    {\"policy\": \"%s\", \"base_policy\": \"%s\", \"max_slowdown\": %g, "
+		"\"level_weights\": %s, \"levels\": %u, \"total_gpus\": %u,\n",
+		r->label, crux_sim_policy_name(r->policy), r->max_slowdown,
+		r->weighted ? "true" : "false", r->levels, r->total_gpus);
 	fprintf(f, "     \"mean_gpu_util\": ");
 	json_num(f, r->mean_util);
 	fprintf(f, ", \"gain_vs_first\": ");
@@ -303,7 +306,7 @@ crux_status_t crux_sim_plot(const char *png_prefix, const char *title,
 		st = CRUX_ERR_IO;
 		goto cleanup;
 	}
-	fprintf(g, "set terminal png size 1000,520 font ',11'\nset key outside right\n"
+	fprintf(g, "set terminal png size 1000,520 font ',11' noenhanced\nset key outside right\n"
 		   "set grid\n");
 	fprintf(g, "set output '%s-util.png'\nset title '%s: cluster GPU utilisation'\n"
 		   "set xlabel 'time (days)'\nset ylabel 'GPU utilisation (%%)'\n"
@@ -311,7 +314,7 @@ crux_status_t crux_sim_plot(const char *png_prefix, const char *title,
 		png_prefix, title);
 	for (size_t i = 0; i < n; i++)
 		fprintf(g, "%s'%s/util%zu.dat' using 1:2 with lines lw 2 title '%s (mean %.1f%%)'",
-			i ? ", " : "", dir, i, crux_sim_policy_name(r[i]->policy),
+			i ? ", " : "", dir, i, r[i]->label,
 			100 * r[i]->mean_util);
 	fprintf(g, "\nset output '%s-slowdown.png'\nset title '%s: job slowdown (CDF)'\n"
 		   "set xlabel 'slowdown (iteration time / isolated)'\nset ylabel 'fraction of "
@@ -319,7 +322,7 @@ crux_status_t crux_sim_plot(const char *png_prefix, const char *title,
 		png_prefix, title);
 	for (size_t i = 0; i < n; i++)
 		fprintf(g, "%s'%s/cdf%zu.dat' using 1:2 with steps lw 2 title '%s'", i ? ", " : "",
-			dir, i, crux_sim_policy_name(r[i]->policy));
+			dir, i, r[i]->label);
 	fprintf(g, "\n");
 	if (fclose(g) != 0) {
 		st = CRUX_ERR_IO;

@@ -53,6 +53,16 @@ void crux_sim_config_defaults(struct crux_sim_config *c)
 	c->seed = 1;
 }
 
+void crux_sim_label(const struct crux_sim_config *c, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%s", crux_sim_policy_name(c->policy));
+
+	if (n >= 0 && (size_t)n < len && c->max_slowdown > 0)
+		n += snprintf(buf + n, len - (size_t)n, "@%g", c->max_slowdown);
+	if (n >= 0 && (size_t)n < len && c->n_weights > 0)
+		snprintf(buf + n, len - (size_t)n, "/w");
+}
+
 enum job_state { J_FUTURE = 0, J_WAITING, J_RUNNING, J_DONE };
 
 struct sim_job {
@@ -487,6 +497,9 @@ static crux_status_t setup(struct sim_run *s, const struct crux_sim_trace *t)
 	}
 	struct crux_sim_result *r = s->res;
 	r->policy = s->cfg->policy;
+	crux_sim_label(s->cfg, r->label, sizeof(r->label));
+	r->max_slowdown = s->cfg->max_slowdown;
+	r->weighted = s->cfg->n_weights > 0;
 	r->levels = s->cfg->levels;
 	r->total_gpus = s->n_hosts * s->gph;
 	r->n_jobs = n;

@@ -175,6 +175,11 @@ struct crux_sched_decision {
 struct crux_sched_schedule {
 	size_t n_jobs;
 	int levels;
+	/* Guaranteed share of a link per level (fraction, 0..1; all 0 = strict
+	 * priority), set by crux_sched_run from crux_sched_params.weight. */
+	double share[CRUX_SCHED_MAX_LEVELS];
+	int guard_lifts;     /* level lifts made by the slowdown bound (crux_sched_guard) */
+	int guard_violators; /* jobs still predicted above the bound afterwards */
 	int reference;	   /* index of the reference job (most traffic), -1 if none */
 	double cut_weight; /* Max-K-Cut objective reached (Crux compression) */
 	struct crux_sched_decision *d;
@@ -210,6 +215,15 @@ struct crux_sched_params {
 	int levels;    /* K, 1..CRUX_SCHED_MAX_LEVELS */
 	int orders;    /* m random topological orders for Max-K-Cut */
 	uint64_t seed; /* ECMP hashing and random orders */
+	/* Fairness guard (CRUX_MAX_SLOWDOWN): 0 = off; else >= 1, the highest
+	 * predicted iteration time / isolated iteration time the Crux policies
+	 * accept for any job. */
+	double max_slowdown;
+	/* Per-level weights (CRUX_LEVEL_WEIGHTS), lowest level first: level l is
+	 * guaranteed weight[l] / sum(weight) of every link it uses (DCB ETS / WRR
+	 * / HTB rate). n_weights 0 = strict priority; else it must equal levels. */
+	int n_weights;
+	double weight[CRUX_SCHED_MAX_LEVELS];
 };
 void crux_sched_params_default(struct crux_sched_params *p);
 
@@ -271,6 +285,35 @@ crux_status_t crux_sched_maxkcut(int n, int n_edges, const int *from, const int 
 				 const double *w, int levels, int orders, uint64_t seed,
 				 int *levels_out, double *cut_out);
 
+/* ---- Fairness guard (guard.c) -------------------------------------------- */
+
+#define CRUX_SCHED_MAX_SLOWDOWN_LIMIT 1e6
+
+/* "2.0" -> 2.0: a finite number in [1, 1e6]; "" or "0" / "off" -> 0 (off). */
+crux_status_t crux_sched_slowdown_parse(const char *text, double *out,
+					struct crux_sched_err *err);
+/* "1,1,2,4" (lowest level first, each > 0 and finite, at most
+ * CRUX_SCHED_MAX_LEVELS) into p->weight / p->n_weights. "" clears them. */
+crux_status_t crux_sched_weights_parse(const char *text, struct crux_sched_params *p,
+				       struct crux_sched_err *err);
+/* Reads CRUX_MAX_SLOWDOWN and CRUX_LEVEL_WEIGHTS (unset: leave p as is). */
+crux_status_t crux_sched_params_env(struct crux_sched_params *p, struct crux_sched_err *err);
+/* Isolated iteration time of a job whose communication alone takes comm s:
+ * max(c, (1 - overlap) c + comm). */
+double crux_sched_isolated_iter(const struct crux_sched_job *job, double comm);
+/*
+ * The planner's bound: evaluates s and, while some job's predicted
+ * iteration time exceeds max_slowdown x its isolated time (on its paths),
+ * lifts it to the level of its nearest higher-level contender (so they share
+ * instead of it waiting), re-evaluating after each round. Never lowers a
+ * level. Sets s->guard_lifts and s->guard_violators (jobs the bound still
+ * names: their contention is inside one level). No-op when max_slowdown is 0.
+ * crux_sched_run calls it for the Crux policies.
+ */
+crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+			       size_t n, const struct crux_sched_params *p,
+			       struct crux_sched_schedule *s);
+
 /* ---- Fluid evaluator ---------------------------------------------------- */
 
 /*
@@ -278,6 +321,9 @@ crux_status_t crux_sched_maxkcut(int n, int n_edges, const int *from, const int 
  * load is taken off each link first) and max-min fair sharing inside a level
  * (each job's flows move together; the level's jobs communicate at once).
  * Job iteration T = max(c, (1-overlap)c + tau), tau its communication time.
+ * With guaranteed shares (s->share), each lower level present on a link
+ * keeps min(share x rate, its isolated demand) of it: the levels above see
+ * the link without that reservation.
  * iter_time[i] (may be NULL) gets T of every job; util gets the GPU
  * utilisation sum_j (W_j / T_j) / sum_j gpus_j.
  */

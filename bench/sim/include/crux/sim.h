@@ -73,6 +73,9 @@ enum crux_sim_placement {
 				  * production clusters place jobs); ring in host order */
 };
 
+#define CRUX_SIM_MAX_WEIGHTS 64
+#define CRUX_SIM_LABEL_MAX   48
+
 struct crux_sim_config {
 	enum crux_sim_policy policy;
 	enum crux_sim_topo_kind topo;
@@ -87,9 +90,17 @@ struct crux_sim_config {
 	int progress;           /* progress bar on stderr */
 	int step_iterations;    /* baseline mode: step through every iteration between
 				 * events instead of jumping (same results, slower) */
+	/* Fairness guard (Crux policies): max predicted slowdown (0 = off) and
+	 * per-level weights, lowest level first (n_weights 0 = strict priority;
+	 * else it must equal levels). */
+	double max_slowdown;
+	uint32_t n_weights;
+	double weight[CRUX_SIM_MAX_WEIGHTS];
 };
 
 void crux_sim_config_defaults(struct crux_sim_config *c);
+/* "crux-full", "crux-full@2", "crux-full@2/w" (bound 2 with the level weights). */
+void crux_sim_label(const struct crux_sim_config *c, char *buf, size_t len);
 
 struct crux_sim_job_result {
 	uint32_t id;
@@ -111,6 +122,10 @@ struct crux_sim_job_result {
 
 struct crux_sim_result {
 	enum crux_sim_policy policy;
+	/* Policy name, with "@BOUND" when the guard was on and "/w" with weights. */
+	char label[CRUX_SIM_LABEL_MAX];
+	double max_slowdown;
+	int weighted;
 	uint32_t total_gpus;
 	uint32_t levels;
 	size_t n_jobs;

@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Fairness guard of the planner: the knobs (CRUX_MAX_SLOWDOWN,
+ * CRUX_LEVEL_WEIGHTS), the guaranteed shares they give each level, and the
+ * bound on predicted slowdown that repairs a compression which would starve a
+ * job.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* A round lifts every violator once; this many rounds of K levels suffice
+ * for every job to reach the top, so the loop always ends. */
+#define GUARD_ROUNDS_PER_LEVEL 2
+#define GUARD_EPS	       1e-9
+
+crux_status_t crux_sched_slowdown_parse(const char *text, double *out, struct crux_sched_err *err)
+{
+	char *end;
+	double v;
+
+	if (!text || !*text || !strcmp(text, "off") || !strcmp(text, "0")) {
+		*out = 0;
+		return CRUX_OK;
+	}
+	errno = 0;
+	v = strtod(text, &end);
+	if (end == text || *end || errno || !isfinite(v) || v < 1 ||
+	    v > CRUX_SCHED_MAX_SLOWDOWN_LIMIT) {
+		sched_err(err,
+			  "max slowdown '%s': expected a number in [1, %g] (e.g. 2.0 = no job "
+			  "below half its isolated speed), or 0/off to disable the guard",
+			  text, CRUX_SCHED_MAX_SLOWDOWN_LIMIT);
+		return CRUX_ERR_INVAL;
+	}
+	*out = v;
+	return CRUX_OK;
+}
+
+crux_status_t crux_sched_weights_parse(const char *text, struct crux_sched_params *p,
+				       struct crux_sched_err *err)
+{
+	double w[CRUX_SCHED_MAX_LEVELS];
+	int n = 0;
+	const char *c = text;
+
+	if (!text || !*text) {
+		p->n_weights = 0;
+		return CRUX_OK;
+	}
+	for (;;) {
+		char *end;
+
+		if (n == CRUX_SCHED_MAX_LEVELS) {
+			sched_err(err, "level weights '%s': more than %d weights", text,
+				  CRUX_SCHED_MAX_LEVELS);
+			return CRUX_ERR_INVAL;
+		}
+		errno = 0;
+		w[n] = strtod(c, &end);
+		if (end == c || errno || !isfinite(w[n]) || !(w[n] > 0) || w[n] > 1e9 ||
+		    (*end && *end != ',')) {
+			sched_err(err,
+				  "level weights '%s': weight %d is not a number in (0, 1e9]; give "
+				  "one weight per level, lowest level first, e.g. 1,1,2,2,4,4,8,8",
+				  text, n + 1);
+			return CRUX_ERR_INVAL;
+		}
+		n++;
+		if (!*end)
+			break;
+		c = end + 1;
+	}
+	memcpy(p->weight, w, (size_t)n * sizeof(double));
+	p->n_weights = n;
+	return CRUX_OK;
+}
+
+crux_status_t crux_sched_params_env(struct crux_sched_params *p, struct crux_sched_err *err)
+{
+	const char *ms = getenv("CRUX_MAX_SLOWDOWN"), *lw = getenv("CRUX_LEVEL_WEIGHTS");
+	crux_status_t st;
+	double v;
+
+	if (ms) {
+		st = crux_sched_slowdown_parse(ms, &v, err);
+		if (st) {
+			sched_err(err, "CRUX_MAX_SLOWDOWN='%s': expected a number in [1, %g] or "
+				       "0/off (unset: no bound)",
+				  ms, CRUX_SCHED_MAX_SLOWDOWN_LIMIT);
+			return st;
+		}
+		p->max_slowdown = v;
+	}
+	if (lw) {
+		struct crux_sched_params tmp = *p;
+
+		st = crux_sched_weights_parse(lw, &tmp, err);
+		if (st) {
+			sched_err(err,
+				  "CRUX_LEVEL_WEIGHTS='%s': expected one positive weight per level, "
+				  "lowest first, comma-separated (e.g. 1,1,2,2,4,4,8,8)",
+				  lw);
+			return st;
+		}
+		*p = tmp;
+	}
+	return CRUX_OK;
+}
+
+crux_status_t sched_shares(const struct crux_sched_params *p, struct crux_sched_schedule *s)
+{
+	double sum = 0;
+
+	memset(s->share, 0, sizeof(s->share));
+	s->guard_lifts = 0;
+	s->guard_violators = 0;
+	if (p->n_weights == 0)
+		return CRUX_OK;
+	if (p->n_weights != p->levels)
+		return CRUX_ERR_INVAL;
+	for (int l = 0; l < p->n_weights; l++) {
+		if (!isfinite(p->weight[l]) || !(p->weight[l] > 0))
+			return CRUX_ERR_INVAL;
+		sum += p->weight[l];
+	}
+	for (int l = 0; l < p->n_weights; l++)
+		s->share[l] = p->weight[l] / sum;
+	return CRUX_OK;
+}
+
+double crux_sched_isolated_iter(const struct crux_sched_job *job, double comm)
+{
+	double T = (1.0 - job->overlap) * job->compute + comm;
+
+	return T > job->compute ? T : job->compute;
+}
+
+/* Scratch of one guard call: jobs on each link (CSR) and the evaluation. */
+struct guard_ws {
+	struct job_links jl;
+	size_t *loff;
+	int *ljob;
+	double *iso, *T;
+	int *lift, *lift_to;
+	struct crux_sched_eval *ev;
+};
+
+static void guard_ws_free(struct guard_ws *w)
+{
+	job_links_free(&w->jl);
+	free(w->loff);
+	free(w->ljob);
+	free(w->iso);
+	free(w->T);
+	free(w->lift);
+	free(w->lift_to);
+	crux_sched_eval_free(w->ev);
+}
+
+static crux_status_t guard_ws_init(struct guard_ws *w, struct crux_sched_topo *t,
+				   const struct crux_sched_job *jobs, size_t n,
+				   const struct crux_sched_schedule *s)
+{
+	size_t L = (size_t)t->n_links, inc;
+	crux_status_t st;
+
+	memset(w, 0, sizeof(*w));
+	st = job_links_build(t, jobs, n, s, &w->jl);
+	if (st)
+		return st;
+	inc = w->jl.off[n];
+	w->loff = calloc(L + 2, sizeof(size_t));
+	w->ljob = malloc((inc ? inc : 1) * sizeof(int));
+	w->iso = malloc((n ? n : 1) * sizeof(double));
+	w->T = malloc((n ? n : 1) * sizeof(double));
+	w->lift = malloc((n ? n : 1) * sizeof(int));
+	w->lift_to = malloc((n ? n : 1) * sizeof(int));
+	if (!w->loff || !w->ljob || !w->iso || !w->T || !w->lift || !w->lift_to)
+		return CRUX_ERR_NOMEM;
+	st = crux_sched_eval_new(&w->ev);
+	if (st)
+		return st;
+	for (size_t k = 0; k < inc; k++)
+		w->loff[w->jl.link[k] + 2]++;
+	for (size_t l = 0; l < L; l++)
+		w->loff[l + 2] += w->loff[l + 1];
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = w->jl.off[i]; k < w->jl.off[i + 1]; k++)
+			w->ljob[w->loff[w->jl.link[k] + 1]++] = (int)i;
+	/* Isolated: alone on its own paths at full link rates. */
+	for (size_t i = 0; i < n; i++) {
+		double tau = 0;
+
+		for (size_t k = w->jl.off[i]; k < w->jl.off[i + 1]; k++)
+			tau = fmax(tau, w->jl.bytes[k] / t->lbw[w->jl.link[k]]);
+		w->iso[i] = crux_sched_isolated_iter(&jobs[i], tau);
+	}
+	return CRUX_OK;
+}
+
+static int over_bound(const struct guard_ws *w, size_t i, double bound)
+{
+	return w->T[i] > bound * w->iso[i] * (1 + GUARD_EPS);
+}
+
+/* The lowest level above job i's among the jobs sharing a link with it; -1 if none. */
+static int nearest_blocker(const struct guard_ws *w, const struct crux_sched_schedule *s, size_t i)
+{
+	int mine = s->d[i].level, best = -1;
+
+	for (size_t k = w->jl.off[i]; k < w->jl.off[i + 1]; k++) {
+		int l = w->jl.link[k];
+
+		for (size_t q = w->loff[l]; q < w->loff[l + 1]; q++) {
+			int lv = s->d[w->ljob[q]].level;
+
+			if (lv > mine && (best < 0 || lv < best))
+				best = lv;
+		}
+	}
+	return best;
+}
+
+crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+			       size_t n, const struct crux_sched_params *p,
+			       struct crux_sched_schedule *s)
+{
+	struct guard_ws w;
+	crux_status_t st;
+	double util, bound = p->max_slowdown;
+	int lifts = 0, left = 0;
+
+	if (!(bound > 0) || n == 0)
+		return CRUX_OK;
+	if (!(bound >= 1) || s->n_jobs != n)
+		return CRUX_ERR_INVAL;
+	st = guard_ws_init(&w, t, jobs, n, s);
+	if (st)
+		goto out;
+	for (int round = 0;; round++) {
+		size_t nl = 0;
+
+		st = crux_sched_evaluate(w.ev, t, jobs, n, s, w.T, &util);
+		if (st)
+			goto out;
+		left = 0;
+		for (size_t i = 0; i < n; i++)
+			left += over_bound(&w, i, bound);
+		if (left == 0 || round == GUARD_ROUNDS_PER_LEVEL * s->levels)
+			break;
+		/* Decide every lift on this evaluation, then apply them together. */
+		for (size_t i = 0; i < n; i++) {
+			if (!over_bound(&w, i, bound))
+				continue;
+			int lv = nearest_blocker(&w, s, i);
+
+			if (lv < 0)
+				continue;
+			w.lift[nl] = (int)i;
+			w.lift_to[nl++] = lv;
+		}
+		if (nl == 0)
+			break;
+		for (size_t q = 0; q < nl; q++)
+			s->d[w.lift[q]].level = w.lift_to[q];
+		lifts += (int)nl;
+	}
+	s->guard_lifts = lifts;
+	s->guard_violators = left;
+	st = CRUX_OK;
+out:
+	guard_ws_free(&w);
+	return st;
+}

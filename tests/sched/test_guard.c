@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests of the planner's fairness guard: the knobs, guaranteed shares in
+ * the evaluator and the slowdown bound in crux_sched_run. */
+/* cmocka.h needs these first. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "crux/sched.h"
+#include "crux/sched_cli.h"
+
+/* One switch, four hosts, 8 Gbit/s = 1 GB/s links. */
+static const char *star4 = "host h0 h1 h2 h3\nswitch s\n"
+			   "link h0 s 8\nlink h1 s 8\nlink h2 s 8\nlink h3 s 8\n";
+
+static struct crux_sched_topo *topo(void)
+{
+	struct crux_sched_topo *t = NULL;
+	struct crux_sched_err err = {{0}};
+
+	assert_int_equal(crux_sched_topo_parse(star4, strlen(star4), "t", &t, &err), CRUX_OK);
+	return t;
+}
+
+static void add_job(struct crux_sched_jobs *js, uint64_t id, int src, int dst, double bytes,
+		    double work, double compute)
+{
+	int hosts[2] = {src, dst};
+	struct crux_sched_flow fl = {src, dst, bytes};
+	struct crux_sched_job j = {.id = id, .gpus = 2, .n_hosts = 2, .hosts = hosts,
+				   .work = work, .compute = compute, .n_flows = 1, .flows = &fl};
+
+	assert_int_equal(crux_sched_jobs_add(js, &j), CRUX_OK);
+}
+
+static void test_parse(void **state)
+{
+	struct crux_sched_err err = {{0}};
+	struct crux_sched_params p;
+	double v = -1;
+
+	(void)state;
+	crux_sched_params_default(&p);
+	assert_true(p.max_slowdown == 0 && p.n_weights == 0);
+	assert_int_equal(crux_sched_slowdown_parse("2.5", &v, &err), CRUX_OK);
+	assert_true(v == 2.5);
+	assert_int_equal(crux_sched_slowdown_parse("off", &v, &err), CRUX_OK);
+	assert_true(v == 0);
+	assert_int_equal(crux_sched_slowdown_parse("0.5", &v, &err), CRUX_ERR_INVAL);
+	assert_non_null(strstr(err.msg, "[1,"));
+	assert_int_equal(crux_sched_slowdown_parse("nan", &v, &err), CRUX_ERR_INVAL);
+	assert_int_equal(crux_sched_slowdown_parse("2x", &v, &err), CRUX_ERR_INVAL);
+	assert_int_equal(crux_sched_weights_parse("1,2,4", &p, &err), CRUX_OK);
+	assert_true(p.n_weights == 3 && p.weight[2] == 4);
+	assert_int_equal(crux_sched_weights_parse("1,,4", &p, &err), CRUX_ERR_INVAL);
+	assert_non_null(strstr(err.msg, "weight 2"));
+	assert_int_equal(crux_sched_weights_parse("1,-2", &p, &err), CRUX_ERR_INVAL);
+	assert_int_equal(crux_sched_weights_parse("1,2,", &p, &err), CRUX_ERR_INVAL);
+	assert_true(p.n_weights == 3); /* unchanged on failure */
+	setenv("CRUX_MAX_SLOWDOWN", "4", 1);
+	setenv("CRUX_LEVEL_WEIGHTS", "1,3", 1);
+	crux_sched_params_default(&p);
+	assert_int_equal(crux_sched_params_env(&p, &err), CRUX_OK);
+	assert_true(p.max_slowdown == 4 && p.n_weights == 2 && p.weight[1] == 3);
+	setenv("CRUX_MAX_SLOWDOWN", "fast", 1);
+	assert_int_equal(crux_sched_params_env(&p, &err), CRUX_ERR_INVAL);
+	assert_non_null(strstr(err.msg, "CRUX_MAX_SLOWDOWN"));
+	unsetenv("CRUX_MAX_SLOWDOWN");
+	unsetenv("CRUX_LEVEL_WEIGHTS");
+}
+
+/* Guaranteed shares: the lower level keeps its share, the upper one sees the rest. */
+static void test_eval_shares(void **state)
+{
+	struct crux_sched_topo *t = topo();
+	struct crux_sched_jobs js;
+	struct crux_sched_schedule *s;
+	struct crux_sched_eval *ev;
+	double T[2], util;
+
+	(void)state;
+	crux_sched_jobs_init(&js);
+	add_job(&js, 1, 0, 1, 1e9, 2, 1);
+	add_job(&js, 2, 0, 1, 1e9, 2, 1);
+	assert_int_equal(crux_sched_schedule_new(js.v, js.n, 2, &s), CRUX_OK);
+	assert_int_equal(crux_sched_eval_new(&ev), CRUX_OK);
+	assert_int_equal(crux_sched_paths_ecmp(t, js.v, js.n, 1, s), CRUX_OK);
+	s->d[0].level = 1;
+	s->d[1].level = 0;
+	/* Strict priority: T = 2 (alone) and 3. */
+	assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s, T, &util), CRUX_OK);
+	assert_true(fabs(T[0] - 2) < 1e-9 && fabs(T[1] - 3) < 1e-9);
+	/* Equal weights: job 2 reserves min(0.5, its demand 1e9 / 2 s) = 0.5 GB/s;
+	 * job 1 moves at 0.5 (T = 3) and loads 1/3; job 2 gets 2/3 (T = 2.5). */
+	s->share[0] = s->share[1] = 0.5;
+	assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s, T, &util), CRUX_OK);
+	assert_true(fabs(T[0] - 3) < 1e-9);
+	assert_true(fabs(T[1] - 2.5) < 1e-9);
+	/* A small share caps the reservation: 0.1 GB/s for the lower job. */
+	s->share[0] = 0.1;
+	s->share[1] = 0.9;
+	assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s, T, &util), CRUX_OK);
+	assert_true(fabs(T[0] - (1 + 1 / 0.9)) < 1e-9);
+	assert_true(T[1] > T[0] && T[1] < 3 + 1e-9);
+	crux_sched_eval_free(ev);
+	crux_sched_schedule_free(s);
+	crux_sched_jobs_free(&js);
+	crux_sched_topo_free(t);
+}
+
+/*
+ * A heavy job (1.8 GB per 2 s alone) over a light one (0.9 GB per 1 s alone)
+ * on one link: strict priority leaves the light one 0.1 GB/s, T = 9.1 s
+ * (9.1x); sharing the level gives both 1.9x.
+ */
+static void run_pair(double bound, double weights, struct crux_sched_schedule **out, double *T)
+{
+	struct crux_sched_topo *t = topo();
+	struct crux_sched_jobs js;
+	struct crux_sched_params p;
+	struct crux_sched_schedule *s;
+	struct crux_sched_eval *ev;
+	double util;
+
+	crux_sched_jobs_init(&js);
+	add_job(&js, 1, 0, 1, 1.8e9, 10, 0.2);
+	add_job(&js, 2, 0, 1, 0.9e9, 0.1, 0.1);
+	crux_sched_params_default(&p);
+	p.max_slowdown = bound;
+	if (weights > 0) {
+		p.n_weights = p.levels;
+		for (int l = 0; l < p.levels; l++)
+			p.weight[l] = weights;
+	}
+	assert_int_equal(crux_sched_schedule_new(js.v, js.n, p.levels, &s), CRUX_OK);
+	assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s), CRUX_OK);
+	assert_int_equal(crux_sched_eval_new(&ev), CRUX_OK);
+	assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s, T, &util), CRUX_OK);
+	crux_sched_eval_free(ev);
+	crux_sched_jobs_free(&js);
+	crux_sched_topo_free(t);
+	*out = s;
+}
+
+static void test_planner_bound(void **state)
+{
+	struct crux_sched_schedule *s;
+	double T[2];
+
+	(void)state;
+	/* Unbounded: the heavy job on top, the light one starved. */
+	run_pair(0, 0, &s, T);
+	assert_true(s->d[0].level > s->d[1].level);
+	assert_true(fabs(T[1] - 9.1) < 1e-6);
+	assert_int_equal(s->guard_lifts, 0);
+	crux_sched_schedule_free(s);
+	/* A loose bound (10x) keeps the compression. */
+	run_pair(10, 0, &s, T);
+	assert_true(s->d[0].level > s->d[1].level);
+	assert_int_equal(s->guard_lifts, 0);
+	crux_sched_schedule_free(s);
+	/* 4x and 2x refuse it: the light job is lifted to the heavy one's level. */
+	for (double b = 4; b >= 2; b -= 2) {
+		run_pair(b, 0, &s, T);
+		assert_int_equal(s->d[0].level, s->d[1].level);
+		assert_int_equal(s->guard_lifts, 1);
+		assert_int_equal(s->guard_violators, 0);
+		assert_true(T[0] <= b * 2.0 + 1e-9 && T[1] <= b * 1.0 + 1e-9);
+		assert_true(fabs(T[1] - 1.9) < 1e-6);
+		crux_sched_schedule_free(s);
+	}
+	/* A bound fair sharing cannot meet (1.5x): lifted, and still reported. */
+	run_pair(1.5, 0, &s, T);
+	assert_int_equal(s->d[0].level, s->d[1].level);
+	assert_int_equal(s->guard_violators, 2);
+	crux_sched_schedule_free(s);
+	/* Weights must match the levels, else the run is refused. */
+	{
+		struct crux_sched_topo *t = topo();
+		struct crux_sched_jobs js;
+		struct crux_sched_params p;
+
+		crux_sched_jobs_init(&js);
+		add_job(&js, 1, 0, 1, 1e9, 1, 1);
+		crux_sched_params_default(&p);
+		p.n_weights = 3;
+		p.weight[0] = p.weight[1] = p.weight[2] = 1;
+		assert_int_equal(crux_sched_schedule_new(js.v, js.n, p.levels, &s), CRUX_OK);
+		assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s),
+				 CRUX_ERR_INVAL);
+		crux_sched_schedule_free(s);
+		crux_sched_jobs_free(&js);
+		crux_sched_topo_free(t);
+	}
+}
+
+/* Equal weights alone keep the light job far from starvation. */
+static void test_shares_in_run(void **state)
+{
+	struct crux_sched_schedule *s;
+	double T[2];
+
+	(void)state;
+	run_pair(0, 1, &s, T);
+	assert_true(s->share[0] > 0.124 && s->share[0] < 0.126);
+	assert_true(T[1] < 9.1 / 2);
+	crux_sched_schedule_free(s);
+}
+
+static int plan(const char *bound, const char *weights)
+{
+	char topo_path[] = "/tmp/crux-guard-topoXXXXXX", jobs_path[] = "/tmp/crux-guard-jobsXXXXXX";
+	const char *jobs = "job 1 hosts=h0,h1 gpus=2 compute=0.2 work=10\nflow 1 h0 h1 1.8e9\n"
+			   "job 2 hosts=h0,h1 gpus=2 compute=0.1 work=0.1\nflow 2 h0 h1 0.9e9\n";
+	int fd1 = mkstemp(topo_path), fd2 = mkstemp(jobs_path), rc;
+	char *argv[10] = {"plan", "--topology", topo_path, "--jobs", jobs_path};
+	int argc = 5;
+
+	assert_true(fd1 >= 0 && fd2 >= 0);
+	assert_true(write(fd1, star4, strlen(star4)) == (ssize_t)strlen(star4));
+	assert_true(write(fd2, jobs, strlen(jobs)) == (ssize_t)strlen(jobs));
+	close(fd1);
+	close(fd2);
+	if (bound) {
+		argv[argc++] = "--max-slowdown";
+		argv[argc++] = (char *)bound;
+	}
+	if (weights) {
+		argv[argc++] = "--level-weights";
+		argv[argc++] = (char *)weights;
+	}
+	argv[argc++] = "--json";
+	fflush(stdout);
+	rc = crux_sched_plan_cli(argc, argv);
+	fflush(stdout);
+	unlink(topo_path);
+	unlink(jobs_path);
+	return rc;
+}
+
+static void test_plan_options(void **state)
+{
+	(void)state;
+	assert_int_equal(plan("2", NULL), 0);
+	assert_int_equal(plan("0.5", NULL), 2);
+	assert_int_equal(plan(NULL, "1,1,1,1,1,1,1,1"), 0);
+	assert_int_equal(plan(NULL, "1,2"), 2);
+	setenv("CRUX_MAX_SLOWDOWN", "slow", 1);
+	assert_int_equal(plan(NULL, NULL), 2);
+	unsetenv("CRUX_MAX_SLOWDOWN");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_parse),
+	    cmocka_unit_test(test_eval_shares),
+	    cmocka_unit_test(test_planner_bound),
+	    cmocka_unit_test(test_shares_in_run),
+	    cmocka_unit_test(test_plan_options),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
