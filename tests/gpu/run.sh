@@ -1,0 +1,255 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# tests/gpu/run.sh: the checks on a real GPU (real NCCL, CUPTI, nccl-tests).
+# Run from the repository root on a machine with one NVIDIA GPU, CUDA (nvcc)
+# and NCCL (the one PyTorch uses, from the nvidia-nccl wheel, or $NCCL_HOME).
+# Never run by `make test` (CI has no GPU).
+#
+#   tests/gpu/run.sh [PHASE...]      default: probe build plugin level preload nccltests
+#
+#   probe     what the machine has (GPU, driver, CUDA, NCCL, RDMA devices)
+#   build     meson build of the project (plugin, preload, agent) + gpu_check
+#   plugin    all-reduce sweep, 2 and 4 ranks on one GPU (distinct NCCL_HOSTID),
+#             NCCL's own socket transport vs the Crux plugin, alternated, every
+#             element verified -> gpu-plugin.json
+#   level     a 2-rank soak through the plugin while the decision table moves the
+#             job's level twice; per-level byte counters from the profile record
+#   preload   matmul + all-reduce iterations under LD_PRELOAD=libcrux-preload.so
+#             (CUPTI and events backends): profile vs CUDA-event ground truth,
+#             and the added cost per iteration -> gpu-preload.json
+#   nccltests nccl-tests built here (source in $NCCL_TESTS_SRC) against MPICH
+#             ($MPICH_DEBS: Debian .debs unpacked here), then
+#             examples/nccl-tests/allreduce-compare.sh --one-gpu -> gpu-nccl-tests.json
+#
+# Results and logs go to $OUT (default /tmp/crux-gpu-out).
+set -uo pipefail
+
+ROOT="$(pwd)"
+OUT="${OUT:-/tmp/crux-gpu-out}"
+W="${CRUX_GPU_WORK:-/tmp/crux-gpu}"
+B="$W/build"
+PREFIX="$W/prefix"
+REPS="${CRUX_GPU_REPS:-3}"
+mkdir -p "$OUT" "$W"
+PHASES="${*:-probe build plugin level preload nccltests}"
+log() { echo "[$(date +%T)] $*"; }
+fail=0
+
+find_nccl() {
+	if [ -n "${NCCL_HOME:-}" ]; then echo "$NCCL_HOME"; return; fi
+	local d
+	d="$(python3 - <<'EOF' 2>/dev/null
+import importlib.util
+s = importlib.util.find_spec("nvidia.nccl")
+print(list(s.submodule_search_locations)[0])
+EOF
+)"
+	if [ -n "$d" ] && [ -e "$d/lib/libnccl.so.2" ]; then echo "$d"; return; fi
+	[ -e /usr/local/cuda/lib64/libnccl.so.2 ] && { echo /usr/local/cuda; return; }
+	echo ""
+}
+NCCL_HOME="$(find_nccl)"
+NCCL_LIB="$NCCL_HOME/lib"
+[ -e "$NCCL_LIB/libnccl.so.2" ] || NCCL_LIB="$NCCL_HOME/lib64"
+export LD_LIBRARY_PATH="$B/plugin:$NCCL_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+CUDA="${CUDA_HOME:-/usr/local/cuda}"
+GC="$W/gpu_check"
+
+phase_probe() {
+	log "probe"
+	{
+		nvidia-smi -L
+		nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+		"$CUDA/bin/nvcc" --version | tail -2
+		echo "NCCL_HOME=$NCCL_HOME"
+		ls "$NCCL_LIB"
+		grep -E '^#define NCCL_(MAJOR|MINOR|PATCH)' "$NCCL_HOME/include/nccl.h"
+		python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.nccl.version())'
+		ls /usr/local/cuda/extras/CUPTI/lib64 2>/dev/null | head -3
+		find / -xdev -name 'libcupti.so*' 2>/dev/null | head -5
+		(command -v ibv_devices && ibv_devices) || echo "no ibv_devices"
+		ls /sys/class/infiniband 2>/dev/null || echo "no /sys/class/infiniband"
+		ip -br addr
+		command -v meson ninja gcc cc tcpdump ss || true
+		nproc; uname -r
+	} >"$OUT/probe.txt" 2>&1
+	cat "$OUT/probe.txt"
+}
+
+phase_build() {
+	log "build (meson)"
+	local meson=meson
+	command -v meson >/dev/null || meson="python3 -m mesonbuild.mesonmain"
+	rm -rf "$B"
+	$meson setup "$B" --buildtype=release -Dtests=disabled -Dcudaroot="$CUDA" \
+		--prefix "$PREFIX" >"$OUT/build.log" 2>&1 &&
+		$meson compile -C "$B" >>"$OUT/build.log" 2>&1 &&
+		$meson install -C "$B" >>"$OUT/build.log" 2>&1 || {
+		tail -40 "$OUT/build.log"; echo "build failed"; exit 1; }
+	grep -iE 'warning|CUDA|CUPTI|NCCL header' "$OUT/build.log" | head -20
+	log "build gpu_check (nvcc)"
+	"$CUDA/bin/nvcc" -O2 -arch=native -o "$GC" tests/gpu/gpu_check.cu -I"$NCCL_HOME/include" \
+		-L"$NCCL_LIB" -l:libnccl.so.2 -Xlinker -rpath="$NCCL_LIB" >>"$OUT/build.log" 2>&1 || {
+		tail -20 "$OUT/build.log"; echo "gpu_check build failed"; exit 1; }
+}
+
+# launch NRANKS LOGPREFIX -- gpu_check args... (environment from the caller)
+launch() {
+	local n="$1" lp="$2"; shift 3
+	local idf="$W/id.$RANDOM.$$" pids=() r rc=0
+	rm -f "$idf"
+	for r in $(seq 0 $((n - 1))); do
+		NCCL_HOSTID="crux-gpu-host-$r" timeout 300 "$GC" "$@" --rank "$r" --nranks "$n" \
+			--idfile "$idf" >"$lp.rank$r.out" 2>"$lp.rank$r.err" &
+		pids+=($!)
+	done
+	for r in "${pids[@]}"; do wait "$r" || rc=1; done
+	rm -f "$idf" "$idf.tmp"
+	return $rc
+}
+
+crux_env() {
+	env NCCL_NET_PLUGIN=crux NCCL_NET=Crux CRUX_SHM_DIR="$W/shm" CRUX_JOB_ID="${CRUX_JOB_ID:-gpucheck}" \
+		NCCL_SOCKET_IFNAME==lo NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET "$@"
+}
+sock_env() {
+	env NCCL_NET=Socket NCCL_SOCKET_IFNAME==lo NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET "$@"
+}
+
+phase_plugin() {
+	log "plugin: all-reduce sweep, NCCL socket vs Crux plugin"
+	mkdir -p "$W/shm" "$OUT/plugin"
+	local n rep arm
+	for n in 2 4; do
+		for rep in $(seq 1 "$REPS"); do
+			for arm in socket crux; do
+				local lp="$OUT/plugin/$arm.n$n.r$rep"
+				local f=sock_env t0=$SECONDS
+				[ $arm = crux ] && f=crux_env
+				if ! $f bash -c "$(declare -f launch); GC='$GC' W='$W'; launch $n '$lp' -- bw --min 4M --max 256M --step 4 --iters 10"; then
+					echo "plugin: $arm n=$n rep=$rep FAILED"; tail -5 "$lp".rank*.err; fail=1
+				fi
+				grep -h "Using network" "$lp".rank0.* | head -1
+				grep -h '^{' "$lp.rank0.out" | tail -1
+				log "plugin: $arm n=$n rep=$rep took $((SECONDS - t0)) s"
+			done
+		done
+	done
+	python3 tests/gpu/summarize.py plugin "$OUT/plugin" "$OUT/gpu-plugin.json" || fail=1
+}
+
+phase_level() {
+	log "level: soak through the plugin while the table moves the job's level"
+	local CTL="$B/agent/cruxctl/cruxctl" lp="$OUT/level/soak" s
+	mkdir -p "$OUT/level"
+	rm -rf "$W/shm"; mkdir -p "$W/shm"
+	CRUX_SHM_DIR="$W/shm" "$CTL" set --job gpucheck --level 0 --timeout 600 >"$lp.ctl.log" 2>&1
+	crux_env bash -c "$(declare -f launch); GC='$GC' W='$W'; launch 2 '$lp' -- soak --bytes 64M --seconds 15" &
+	local job=$!
+	sleep 8
+	CRUX_SHM_DIR="$W/shm" "$CTL" set --job gpucheck --level 3 --timeout 600 >>"$lp.ctl.log" 2>&1
+	sleep 5
+	CRUX_SHM_DIR="$W/shm" "$CTL" set --job gpucheck --level 1 --timeout 600 >>"$lp.ctl.log" 2>&1
+	for s in 1 2 3 4 5 6 7 8; do
+		sleep 1
+		CRUX_SHM_DIR="$W/shm" "$CTL" --json status >"$OUT/level/status.$s.json" 2>>"$lp.ctl.log"
+	done
+	wait $job || { echo "level: soak FAILED"; fail=1; }
+	cat "$lp.ctl.log"
+	grep -h '^{' "$lp.rank0.out" | tail -2
+	python3 tests/gpu/summarize.py level "$OUT" "$OUT/gpu-level.json" || fail=1
+}
+
+phase_preload() {
+	log "preload: matmul + all-reduce iterations, profile vs CUDA events"
+	local CTL="$B/agent/cruxctl/cruxctl" rep arm
+	local PRE="$B/preload/libcrux-preload.so"
+	mkdir -p "$OUT/preload"
+	rm -rf "$W/shm"; mkdir -p "$W/shm"
+	local args="iter --iters ${CRUX_GPU_ITERS:-200} --matrix 4096 --bytes 64M"
+	for rep in $(seq 1 "$REPS"); do
+		for arm in plain cupti events; do
+			local lp="$OUT/preload/$arm.r$rep"
+			local pre=""
+			[ $arm != plain ] && pre="$PRE"
+			crux_env LD_PRELOAD="$pre" CRUX_TIMING="$arm" CRUX_PROFILE_WINDOW=1s CRUX_JOB_ID="pre-$arm-$rep" \
+				bash -c "$(declare -f launch); GC='$GC' W='$W'; launch 2 '$lp' -- $args" &
+			local job=$! s=0
+			while kill -0 $job 2>/dev/null; do
+				sleep 1; s=$((s + 1))
+				CRUX_SHM_DIR="$W/shm" "$CTL" --json status >"$lp.status.$s.json" 2>/dev/null
+			done
+			wait $job || { echo "preload: $arm rep $rep FAILED"; tail -5 "$lp".rank*.err; fail=1; }
+			grep -h "NCCL WARN" "$lp".rank0.* | head -3
+			grep -h '^{' "$lp".rank*.out
+		done
+	done
+	python3 tests/gpu/summarize.py preload "$OUT/preload" "$OUT/gpu-preload.json" || fail=1
+}
+
+# nccl-tests built here against MPICH unpacked from Debian .debs (no package
+# manager on the GPU machine). Sets NT to the build.
+nt_build() {
+	local src="${NCCL_TESTS_SRC:-$ROOT/.gpu/nccl-tests}" debs="${MPICH_DEBS:-$ROOT/.gpu/debs}"
+	local m="$W/mpich"
+	NT="$W/nccl-tests"
+	[ -d "$src" ] || { echo "nccl-tests source not found at $src"; return 1; }
+	rm -rf "$m" "$NT"; mkdir -p "$m/home/include" "$m/home/lib"
+	for f in "$debs"/*.deb; do dpkg -x "$f" "$m/root"; done
+	local ml="$m/root/usr/lib/x86_64-linux-gnu"
+	cp -r "$m/root/usr/include/x86_64-linux-gnu/mpich/." "$m/home/include/"
+	ln -sf "$ml/libmpich.so.12" "$m/home/lib/libmpi.so"
+	ln -sf "$m/root/usr/bin/mpiexec.hydra" "$m/root/usr/bin/mpirun"
+	export PATH="$m/root/usr/bin:$PATH" LD_LIBRARY_PATH="$ml:$ml/slurm:$LD_LIBRARY_PATH"
+	export HYDRA_LAUNCHER=fork
+	cp -r "$src" "$NT"
+	make -C "$NT" -j"$(nproc)" MPI=1 MPI_HOME="$m/home" CUDA_HOME="$CUDA" NCCL_HOME="$NCCL_HOME" \
+		NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" >"$OUT/nccl-tests-build.log" 2>&1 || {
+		tail -20 "$OUT/nccl-tests-build.log"; return 1; }
+	mpirun --version 2>&1 | head -3
+}
+
+# all_reduce_perf launched directly (no script): both arms, to check the toolchain.
+phase_ntdirect() {
+	log "nccl-tests direct: all_reduce_perf, NCCL socket vs Crux plugin, MPICH"
+	nt_build || { fail=1; return; }
+	mkdir -p "$OUT/ntdirect" "$W/shm"
+	local arm
+	for arm in socket crux; do
+		local -a e=(-genv NCCL_TESTS_DEVICE 0 -genv NCCL_SOCKET_IFNAME =lo -genv NCCL_DEBUG INFO -genv NCCL_DEBUG_SUBSYS INIT,NET)
+		if [ $arm = crux ]; then
+			e+=(-genv NCCL_NET Crux -genv NCCL_NET_PLUGIN crux -genv CRUX_SHM_DIR "$W/shm"
+				-genv LD_PRELOAD "$B/preload/libcrux-preload.so" -genv CRUX_JOB_ID ntdirect)
+		else
+			e+=(-genv NCCL_NET Socket)
+		fi
+		timeout 240 mpirun -np 2 "${e[@]}" sh -c 'NCCL_HOSTID="crux-host-$PMI_RANK" exec "$0" "$@"' \
+			"$NT/build/all_reduce_perf" -b 1M -e 256M -f 2 -g 1 -n 20 >"$OUT/ntdirect/$arm.log" 2>&1 ||
+			{ echo "ntdirect $arm FAILED"; fail=1; }
+		grep -h "Using network" "$OUT/ntdirect/$arm.log" | head -1
+		grep -E '^ +[0-9]+ ' "$OUT/ntdirect/$arm.log" | tail -3
+		grep -E 'Avg bus bandwidth|wrong' "$OUT/ntdirect/$arm.log" | tail -2
+	done
+}
+
+phase_nccltests() {
+	log "nccl-tests: examples/nccl-tests/allreduce-compare.sh --one-gpu"
+	nt_build || { fail=1; return; }
+	local rep
+	mkdir -p "$OUT/nccltests"
+	for rep in $(seq 1 "$REPS"); do
+		NCCL_SOCKET_IFNAME==lo CRUX_SHM_DIR="$W/shm-nt" \
+			bash examples/nccl-tests/allreduce-compare.sh --nccl-tests "$NT" --crux "$PREFIX" \
+			--one-gpu --start-agent --sizes "1M 256M" --iters 20 --out "$OUT/nccltests/r$rep" \
+			>"$OUT/nccltests/r$rep.txt" 2>&1 || { echo "allreduce-compare.sh rep $rep FAILED"; fail=1; }
+		cat "$OUT/nccltests/r$rep.txt"
+	done
+	python3 tests/gpu/summarize.py nccltests "$OUT/nccltests" "$OUT/gpu-nccl-tests.json" || fail=1
+}
+
+for p in $PHASES; do
+	"phase_$p"
+done
+log "done (fail=$fail)"
+exit $fail
