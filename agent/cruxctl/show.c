@@ -252,6 +252,23 @@ static void fmt_num(double v, bool have, char *buf, size_t len)
 		snprintf(buf, len, "%.3f", v);
 }
 
+/* "1.35x/2x" (measured slowdown against the bound; "+N" when lifted), "-" unknown. */
+static void fmt_slowdown(const struct view *v, const struct row *r, char *buf, size_t len)
+{
+	const struct cruxd_status_job *aj = r->aj;
+	int n;
+
+	if (!aj || !(aj->slowdown > 0)) {
+		snprintf(buf, len, "-");
+		return;
+	}
+	n = snprintf(buf, len, "%.2fx", aj->slowdown);
+	if (n > 0 && (size_t)n < len && v->agent->max_slowdown > 0)
+		n += snprintf(buf + n, len - (size_t)n, "/%gx", v->agent->max_slowdown);
+	if (n > 0 && (size_t)n < len && aj->lift)
+		snprintf(buf + n, len - (size_t)n, "+%u", aj->lift);
+}
+
 static void job_paths(const struct view *v, const struct row *r, char *buf, size_t len)
 {
 	size_t off = 0;
@@ -296,8 +313,12 @@ void view_text(const struct view *v, FILE *f, bool compact)
 			(double)s->heartbeat_timeout_ns / 1e9, (int)v->table->writer_pid);
 		fprintf(f, "levels %u (default %u):", s->nlevels, s->default_level);
 		for (uint32_t l = 0; l < s->nlevels && l < CRUX_MAX_LEVELS; l++)
+		{
 			fprintf(f, "  L%u dscp %u prio %d sl %u", l, s->levels[l].dscp,
 				s->levels[l].sock_prio, s->levels[l].ib_sl);
+			if (s->levels[l].weight)
+				fprintf(f, " weight %u", s->levels[l].weight);
+		}
 		fprintf(f, "\n");
 	} else {
 		fprintf(f, "decision table  %s/%s  %s\n", v->dir, CRUX_DT_FILE,
@@ -317,6 +338,14 @@ void view_text(const struct view *v, FILE *f, bool compact)
 		if (v->agent->overrides_error[0])
 			fprintf(f, "                overrides file refused: %s\n",
 				v->agent->overrides_error);
+		if (v->agent->max_slowdown > 0)
+			fprintf(f,
+				"fairness guard  max slowdown %.2fx (CRUX_MAX_SLOWDOWN)  level "
+				"changes %llu\n",
+				v->agent->max_slowdown,
+				(unsigned long long)v->agent->guard_changes);
+		else
+			fprintf(f, "fairness guard  off (CRUX_MAX_SLOWDOWN unset)\n");
 	} else {
 		fprintf(f, "agent           not running\n");
 	}
@@ -324,12 +353,12 @@ void view_text(const struct view *v, FILE *f, bool compact)
 		v->scan.invalid, v->scan.busy);
 
 	n = collect_rows(v, &rows);
-	fprintf(f, "%-24s %-18s %5s %5s %8s %8s %8s %8s %8s %9s %6s %9s %5s %-10s %s\n", "JOB", "KEY",
-		"RANKS", "HOSTS", "ITER(s)", "COMPUTE", "COMM", "OVERLAP", "STALL", "I", "k", "P",
-		"LEVEL", "STATE", "PATHS peer:path(ports)");
+	fprintf(f, "%-24s %-18s %5s %5s %8s %8s %8s %8s %8s %9s %6s %9s %5s %-12s %-10s %s\n",
+		"JOB", "KEY", "RANKS", "HOSTS", "ITER(s)", "COMPUTE", "COMM", "OVERLAP", "STALL", "I",
+		"k", "P", "LEVEL", "SLOWDOWN", "STATE", "PATHS peer:path(ports)");
 	for (size_t i = 0; i < n; i++) {
 		const struct row *r = &rows[i];
-		char it[16], cp[16], cm[16], ov[16], st[16], I[16], k[16], P[16], lv[8];
+		char it[16], cp[16], cm[16], ov[16], st[16], I[16], k[16], P[16], lv[8], sd[24];
 		char paths[256];
 
 		fmt_num(r->iter, r->have_metrics, it, sizeof(it));
@@ -344,11 +373,13 @@ void view_text(const struct view *v, FILE *f, bool compact)
 		if (r->level >= 0 && r->level < 100)
 			snprintf(lv, sizeof(lv), "%d", r->level % 100);
 		job_paths(v, r, paths, sizeof(paths));
-		fprintf(f, "%-24.24s 0x%016llx %5u %5u %8s %8s %8s %8s %8s %9s %6s %9s %5s %-10s %s\n",
+		fmt_slowdown(v, r, sd, sizeof(sd));
+		fprintf(f,
+			"%-24.24s 0x%016llx %5u %5u %8s %8s %8s %8s %8s %9s %6s %9s %5s %-12s %-10s "
+			"%s\n",
 			r->id[0] ? r->id : "-", (unsigned long long)r->key, r->ranks, r->hosts, it,
-			cp, cm, ov, st, I, k, P, lv, r->state >= 0 ? state_name((unsigned)r->state)
-								 : "untabled",
-			paths);
+			cp, cm, ov, st, I, k, P, lv, sd,
+			r->state >= 0 ? state_name((unsigned)r->state) : "untabled", paths);
 	}
 	free(rows);
 	if (compact)
@@ -488,6 +519,8 @@ void view_json(const struct view *v, struct json *j)
 			json_i64(j, s->levels[l].sock_prio);
 			json_key(j, "ib_sl");
 			json_u64(j, s->levels[l].ib_sl);
+			json_key(j, "weight");
+			json_u64(j, s->levels[l].weight);
 			json_end_obj(j);
 		}
 		json_end_arr(j);
@@ -551,6 +584,13 @@ void view_json(const struct view *v, struct json *j)
 		json_num(j, (double)v->agent->last_pass_ns / 1e6);
 		json_key(j, "reschedules");
 		json_u64(j, v->agent->reschedules);
+		json_key(j, "max_slowdown");
+		if (v->agent->max_slowdown > 0)
+			json_num(j, v->agent->max_slowdown);
+		else
+			json_null(j);
+		json_key(j, "guard_changes");
+		json_u64(j, v->agent->guard_changes);
 		json_key(j, "overrides_seq");
 		json_u64(j, v->agent->overrides_seq);
 		json_key(j, "overrides_error");
@@ -644,6 +684,18 @@ void view_json(const struct view *v, struct json *j)
 		json_str(j, r->state >= 0 ? state_name((unsigned)r->state) : "untabled");
 		json_key(j, "clamped");
 		json_bool(j, r->aj && r->aj->clamped);
+		json_key(j, "iso_iter_s");
+		if (r->aj && r->aj->iso_iter_s > 0)
+			json_num(j, r->aj->iso_iter_s);
+		else
+			json_null(j);
+		json_key(j, "slowdown");
+		if (r->aj && r->aj->slowdown > 0)
+			json_num(j, r->aj->slowdown);
+		else
+			json_null(j);
+		json_key(j, "guard_lift");
+		json_u64(j, r->aj ? r->aj->lift : 0);
 		json_key(j, "profiling_left_s");
 		json_num(j, r->aj ? (double)r->aj->profiling_left_ms / 1e3 : 0);
 		json_key(j, "paths");

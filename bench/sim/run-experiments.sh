@@ -12,6 +12,9 @@ BUILD=${1:-build}
 SIM="$BUILD/bench/sim/crux-sim"
 OUT=bench/results
 SEED=${CRUX_SIM_SEED:-1}
+# Every policy, then Crux-full with the fairness guard: equal level weights
+# alone (/w), the slowdown bound at 4 and 2, and the bound 2 with weights.
+POLICIES=${CRUX_SIM_POLICIES:-all,crux-full/w,crux-full@4,crux-full@2,crux-full@2/w}
 
 if [ ! -x "$SIM" ]; then
 	echo "run-experiments: $SIM not found; build first (meson compile -C $BUILD)" >&2
@@ -24,7 +27,7 @@ run() {
 	title=$2
 	shift 2
 	echo "== $name: $title"
-	"$SIM" run --policy all --seed "$SEED" --experiment "$name" --title "$title" \
+	"$SIM" run --policy "$POLICIES" --seed "$SEED" --experiment "$name" --title "$title" \
 		--json "$OUT/sim-$name.json" --plot "$OUT/sim-$name" "$@"
 }
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "crux/agent.h"
+#include "crux/guard.h"
 #include "crux/log.h"
 #include "crux/overrides.h"
 #include "crux/profile.h"
@@ -69,7 +70,8 @@ struct job {
 	double base_work, base_bytes, base_iter;
 	/* decision */
 	bool decided;
-	uint8_t level;
+	uint8_t level;	  /* published: scheduled level + guard lift */
+	double iso;	  /* isolated iteration estimate on its paths, s (fairness guard) */
 	double t, intensity, k, priority;
 	uint32_t ndflows;
 	struct flow *dflows;
@@ -102,6 +104,8 @@ struct cruxd_agent {
 
 	struct crux_addr local[MAX_LOCAL_ADDRS];
 	uint32_t nlocal;
+
+	struct cruxd_guard *guard; /* promotion by measured slowdown */
 
 	struct cruxd_overrides *ovr;
 	bool ovr_present;
@@ -682,6 +686,53 @@ static void life_cycle(struct cruxd_agent *a, uint64_t now)
 
 /* ---- scheduling ----------------------------------------------------------- */
 
+/* The fairness guard's settings for the planner (bound, level weights). */
+static void guard_params(const struct cruxd_agent *a, struct crux_sched_params *p)
+{
+	bool weighted = false;
+
+	p->max_slowdown = a->cfg.guard.bound;
+	for (uint32_t l = 0; l < a->cfg.settings.nlevels && l < CRUX_SCHED_MAX_LEVELS; l++) {
+		p->weight[l] = a->cfg.settings.levels[l].weight;
+		weighted |= p->weight[l] > 0;
+	}
+	p->n_weights = weighted ? (int)a->cfg.settings.nlevels : 0;
+}
+
+/* The scheduler's level plus the guard's lift, within 0..K-1. */
+static uint8_t guard_level(const struct cruxd_agent *a, uint64_t key, int level)
+{
+	int64_t l = (int64_t)level + cruxd_guard_lift(a->guard, key);
+	uint32_t k = a->cfg.settings.nlevels;
+
+	return (uint8_t)(l < 0 ? 0 : l >= (int64_t)k ? k - 1 : l);
+}
+
+/* Feed every scheduled job's measured slowdown to the guard; a lift change
+ * reschedules (the guard bounds how often). */
+static void guard_pass(struct cruxd_agent *a, uint64_t now)
+{
+	if (!(a->cfg.guard.bound > 0))
+		return;
+	for (size_t k = 0; k < a->njobs; k++) {
+		const struct job *j = a->jobs[k];
+
+		if (j->state != CRUX_JOB_SCHEDULED || !j->decided || overridden(a, j->key) ||
+		    !(j->iso > 0) || !(j->iter > 0))
+			continue;
+		if (cruxd_guard_observe(a->guard, j->key, j->iter / j->iso, now,
+					a->cfg.settings.nlevels)) {
+			crux_info("fairness guard: job %s measured %.2fx its isolated iteration time "
+				  "(bound %.2fx): lift now %u level(s)",
+				  j->id, j->iter / j->iso, a->cfg.guard.bound,
+				  cruxd_guard_lift(a->guard, j->key));
+			a->resched_pending = true;
+		}
+	}
+	/* Departed jobs: forgotten after a minute without samples. */
+	cruxd_guard_prune(a->guard, now, 60 * (uint64_t)NS);
+}
+
 /*
  * Run the scheduler over the scheduled, not overridden jobs. With
  * 'keep_adopted' (first pass after a restart with nothing new), jobs taken
@@ -792,6 +843,7 @@ static crux_status_t reschedule(struct cruxd_agent *a, uint64_t now, bool keep_a
 		crux_sched_params_default(&p);
 		p.levels = (int)a->cfg.settings.nlevels;
 		p.seed = a->cfg.seed;
+		guard_params(a, &p);
 		st = crux_sched_schedule_new(js.v, js.n, p.levels, &s);
 		if (st != CRUX_OK)
 			goto out;
@@ -810,11 +862,9 @@ static crux_status_t reschedule(struct cruxd_agent *a, uint64_t now, bool keep_a
 		j->intensity = d->intensity;
 		j->k = d->k;
 		j->priority = d->priority;
+		j->iso = crux_sched_isolated_iter(&js.v[i], d->comm_time);
 		if (!(keep_adopted && j->adopted)) {
-			j->level = (uint8_t)(d->level < 0 ? 0
-					     : d->level >= (int)a->cfg.settings.nlevels
-						     ? a->cfg.settings.nlevels - 1
-						     : (uint32_t)d->level);
+			j->level = guard_level(a, j->key, d->level);
 			j->adopted = false;
 		}
 		j->decided = true;
@@ -1158,6 +1208,8 @@ static void build_status(struct cruxd_agent *a, uint64_t pass_ns)
 	b->records_busy = a->scan.busy;
 	b->records_reaped = a->scan.reaped;
 	b->nhosts_topology = a->topo ? (uint32_t)crux_sched_topo_n_hosts(a->topo) : 0;
+	b->max_slowdown = a->cfg.guard.bound;
+	b->guard_changes = cruxd_guard_changes(a->guard);
 	snprintf(b->topology, sizeof(b->topology), "%s", a->topo ? a->cfg.topology : "");
 	snprintf(b->overrides_error, sizeof(b->overrides_error), "%s", a->ovr_error);
 	for (size_t k = 0; k < a->njobs && nj < CRUXD_STATUS_MAX_JOBS; k++) {
@@ -1184,6 +1236,11 @@ static void build_status(struct cruxd_agent *a, uint64_t pass_ns)
 		sj->k = j->k;
 		sj->priority = j->priority;
 		sj->clamped = j->clamped;
+		sj->iso_iter_s = j->iso;
+		sj->slowdown = cruxd_guard_slowdown(a->guard, j->key);
+		if (!(sj->slowdown > 0) && j->iso > 0 && j->iter > 0)
+			sj->slowdown = j->iter / j->iso;
+		sj->lift = (uint8_t)cruxd_guard_lift(a->guard, j->key);
 		if (oi >= 0) {
 			uint32_t lv = a->ovr->o[oi].level;
 			sj->state = CRUX_JOB_OVERRIDDEN;
@@ -1354,7 +1411,7 @@ crux_status_t cruxd_agent_open(const struct cruxd_config *cfg, struct cruxd_agen
 	a->old = calloc(1, sizeof(*a->old));
 	a->status = calloc(1, sizeof(*a->status));
 	if (!a->ovr || !a->tjobs || !a->pub_jobs || !a->troutes || !a->pub_routes || !a->old ||
-	    !a->status) {
+	    !a->status || cruxd_guard_new(&cfg->guard, &a->guard) != CRUX_OK) {
 		st = CRUX_ERR_NOMEM;
 		goto fail;
 	}
@@ -1449,6 +1506,7 @@ crux_status_t cruxd_agent_pass(struct cruxd_agent *a, uint64_t now_ns)
 	if (a->nranks > 1)
 		qsort(a->ranks, a->nranks, sizeof(*a->ranks), rank_cmp);
 	life_cycle(a, now_ns);
+	guard_pass(a, now_ns);
 	if (a->first_pass || a->resched_pending) {
 		/* After a restart with nothing new: figures only, decisions stay. */
 		st = reschedule(a, now_ns, !a->resched_pending);
@@ -1492,6 +1550,8 @@ crux_status_t cruxd_agent_reload(struct cruxd_agent *a, const struct cruxd_confi
 	a->cfg.link_gbps = cfg->link_gbps;
 	a->cfg.max_iter_s = cfg->max_iter_s;
 	a->cfg.seed = cfg->seed;
+	a->cfg.guard = cfg->guard;
+	cruxd_guard_configure(a->guard, &cfg->guard);
 	for (size_t k = 0; k < a->njobs; k++)
 		a->jobs[k]->adopted = false;
 	a->star_hosts_sig = 0;
@@ -1538,5 +1598,6 @@ void cruxd_agent_close(struct cruxd_agent *a)
 	free(a->pub_routes);
 	free(a->old);
 	free(a->status);
+	cruxd_guard_free(a->guard);
 	free(a);
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "crux/agent.h"
+#include "crux/sched.h"
 
 #define SEC 1000000000ull
 
@@ -56,6 +57,45 @@ static crux_status_t level_list(crux_getenv_fn fn, void *arg, const char *name, 
 	if (!v)
 		return CRUX_OK;
 	return cruxd_parse_level_list(name, v, n, min, max, out, err, errlen);
+}
+
+/* The fairness guard: bound, promotion timing and per-level weights. */
+static crux_status_t guard_env(crux_getenv_fn fn, void *arg, struct cruxd_config *c, char *err,
+			       size_t errlen)
+{
+	const char *ms = crux_env_get(fn, arg, "CRUX_MAX_SLOWDOWN");
+	struct crux_sched_err se;
+	long w[CRUX_MAX_LEVELS];
+	bool given = false;
+	crux_status_t st;
+
+	cruxd_guard_config_default(&c->guard);
+	if (ms && crux_sched_slowdown_parse(ms, &c->guard.bound, &se) != CRUX_OK) {
+		if (err)
+			snprintf(err, errlen,
+				 "CRUX_MAX_SLOWDOWN='%s' is not valid: expected a number in [1, %g] "
+				 "(e.g. 2 = no job below half its isolated speed) or 0/off",
+				 ms, CRUX_SCHED_MAX_SLOWDOWN_LIMIT);
+		return CRUX_ERR_INVAL;
+	}
+	st = crux_env_duration_ns(fn, arg, "CRUX_GUARD_AGE", c->guard.age_ns, SEC / 10, 3600 * SEC,
+				  SEC, &c->guard.age_ns, err, errlen);
+	if (st == CRUX_OK)
+		st = crux_env_duration_ns(fn, arg, "CRUX_GUARD_HOLD", c->guard.hold_ns, SEC / 10,
+					  3600 * SEC, SEC, &c->guard.hold_ns, err, errlen);
+	if (st != CRUX_OK)
+		return st;
+	if (c->guard.max_hold_ns < c->guard.hold_ns)
+		c->guard.max_hold_ns = c->guard.hold_ns;
+	if (c->guard.min_gap_ns > c->guard.age_ns)
+		c->guard.min_gap_ns = c->guard.age_ns;
+	st = level_list(fn, arg, "CRUX_LEVEL_WEIGHTS", c->settings.nlevels, 1, 65535, w, &given, err,
+			errlen);
+	if (st != CRUX_OK)
+		return st;
+	for (uint32_t l = 0; l < c->settings.nlevels; l++)
+		c->settings.levels[l].weight = given ? (uint16_t)w[l] : 0;
+	return CRUX_OK;
 }
 
 crux_status_t cruxd_config_env(crux_getenv_fn fn, void *arg, struct cruxd_config *out, char *err,
@@ -168,6 +208,9 @@ crux_status_t cruxd_config_env(crux_getenv_fn fn, void *arg, struct cruxd_config
 	c.probe = b;
 	cruxd_probe_cache_config_default(&c.probe_cfg);
 	st = cruxd_probe_cache_config_env(fn, arg, &c.probe_cfg, err, errlen);
+	if (st != CRUX_OK)
+		return st;
+	st = guard_env(fn, arg, &c, err, errlen);
 	if (st != CRUX_OK)
 		return st;
 	*out = c;

@@ -16,6 +16,8 @@
  * for every job to reach the top, so the loop always ends. */
 #define GUARD_ROUNDS_PER_LEVEL 2
 #define GUARD_EPS	       1e-9
+/* A top-level peer at most this fraction of the bound may go one level down. */
+#define PUSH_SLACK 1.0
 
 crux_status_t crux_sched_slowdown_parse(const char *text, double *out, struct crux_sched_err *err)
 {
@@ -146,6 +148,7 @@ struct guard_ws {
 	int *ljob;
 	double *iso, *T;
 	int *lift, *lift_to;
+	unsigned char *moved; /* 1 lifted, 2 pushed down by the guard */
 	struct crux_sched_eval *ev;
 };
 
@@ -158,6 +161,7 @@ static void guard_ws_free(struct guard_ws *w)
 	free(w->T);
 	free(w->lift);
 	free(w->lift_to);
+	free(w->moved);
 	crux_sched_eval_free(w->ev);
 }
 
@@ -179,7 +183,8 @@ static crux_status_t guard_ws_init(struct guard_ws *w, struct crux_sched_topo *t
 	w->T = malloc((n ? n : 1) * sizeof(double));
 	w->lift = malloc((n ? n : 1) * sizeof(int));
 	w->lift_to = malloc((n ? n : 1) * sizeof(int));
-	if (!w->loff || !w->ljob || !w->iso || !w->T || !w->lift || !w->lift_to)
+	w->moved = calloc(n ? n : 1, 1);
+	if (!w->loff || !w->ljob || !w->iso || !w->T || !w->lift || !w->lift_to || !w->moved)
 		return CRUX_ERR_NOMEM;
 	st = crux_sched_eval_new(&w->ev);
 	if (st)
@@ -191,10 +196,14 @@ static crux_status_t guard_ws_init(struct guard_ws *w, struct crux_sched_topo *t
 	for (size_t i = 0; i < n; i++)
 		for (size_t k = w->jl.off[i]; k < w->jl.off[i + 1]; k++)
 			w->ljob[w->loff[w->jl.link[k] + 1]++] = (int)i;
-	/* Isolated: alone on its own paths at full link rates. */
+	/* Isolated: the caller's figure, else alone on its paths at full link rates. */
 	for (size_t i = 0; i < n; i++) {
 		double tau = 0;
 
+		if (jobs[i].iso_time > 0 && isfinite(jobs[i].iso_time)) {
+			w->iso[i] = jobs[i].iso_time;
+			continue;
+		}
 		for (size_t k = w->jl.off[i]; k < w->jl.off[i + 1]; k++)
 			tau = fmax(tau, w->jl.bytes[k] / t->lbw[w->jl.link[k]]);
 		w->iso[i] = crux_sched_isolated_iter(&jobs[i], tau);
@@ -207,10 +216,15 @@ static int over_bound(const struct guard_ws *w, size_t i, double bound)
 	return w->T[i] > bound * w->iso[i] * (1 + GUARD_EPS);
 }
 
-/* The lowest level above job i's among the jobs sharing a link with it; -1 if none. */
-static int nearest_blocker(const struct guard_ws *w, const struct crux_sched_schedule *s, size_t i)
+/*
+ * Where the bound sends violator i: the lowest level above its own among the
+ * jobs sharing a link with it (share with the nearest blocker); with no
+ * blocker above but peers on its level, one level up (above those peers).
+ * -1: nothing above to join, or it is on the top level already.
+ */
+static int lift_target(const struct guard_ws *w, const struct crux_sched_schedule *s, size_t i)
 {
-	int mine = s->d[i].level, best = -1;
+	int mine = s->d[i].level, best = -1, peers = 0;
 
 	for (size_t k = w->jl.off[i]; k < w->jl.off[i + 1]; k++) {
 		int l = w->jl.link[k];
@@ -220,9 +234,129 @@ static int nearest_blocker(const struct guard_ws *w, const struct crux_sched_sch
 
 			if (lv > mine && (best < 0 || lv < best))
 				best = lv;
+			peers += lv == mine && (size_t)w->ljob[q] != i;
 		}
 	}
+	if (best < 0 && peers && mine + 1 < s->levels)
+		best = mine + 1;
 	return best;
+}
+
+/*
+ * A violator on the top level: its peers there with ample slack (predicted
+ * slowdown at most PUSH_SLACK x the bound), never lifted or pushed before, go one
+ * level down. Returns how many were queued in w->lift / lift_to from *nl.
+ */
+static void push_peers(struct guard_ws *w, const struct crux_sched_schedule *s, size_t i,
+		       double bound, size_t *nl)
+{
+	int mine = s->d[i].level;
+
+	if (mine == 0)
+		return;
+	for (size_t k = w->jl.off[i]; k < w->jl.off[i + 1]; k++) {
+		int l = w->jl.link[k];
+
+		for (size_t q = w->loff[l]; q < w->loff[l + 1]; q++) {
+			int u = w->ljob[q];
+
+			if ((size_t)u == i || s->d[u].level != mine || w->moved[u] ||
+			    w->T[u] > PUSH_SLACK * bound * w->iso[u])
+				continue;
+			w->moved[u] = 2;
+			w->lift[*nl] = u;
+			w->lift_to[(*nl)++] = mine - 1;
+		}
+	}
+}
+
+/* Lift and push rounds on the current paths; *left gets the violators after. */
+static crux_status_t guard_levels(struct guard_ws *w, struct crux_sched_topo *t,
+				  const struct crux_sched_job *jobs, size_t n, double bound,
+				  struct crux_sched_schedule *s, int *lifts, int *left)
+{
+	double util;
+
+	for (int round = 0;; round++) {
+		size_t nl = 0;
+		crux_status_t st = crux_sched_evaluate(w->ev, t, jobs, n, s, w->T, &util);
+
+		if (st)
+			return st;
+		*left = 0;
+		for (size_t i = 0; i < n; i++)
+			*left += over_bound(w, i, bound);
+		if (*left == 0 || round == GUARD_ROUNDS_PER_LEVEL * s->levels)
+			return CRUX_OK;
+		/* Decide every move on this evaluation, then apply them together. */
+		for (size_t i = 0; i < n; i++) {
+			if (!over_bound(w, i, bound))
+				continue;
+			int lv = lift_target(w, s, i);
+
+			if (lv < 0) {
+				push_peers(w, s, i, bound, &nl);
+				continue;
+			}
+			w->moved[i] = 1;
+			w->lift[nl] = (int)i;
+			w->lift_to[nl++] = lv;
+		}
+		if (nl == 0)
+			return CRUX_OK;
+		for (size_t q = 0; q < nl; q++)
+			s->d[w->lift[q]].level = w->lift_to[q];
+		*lifts += (int)nl;
+	}
+}
+
+struct slow_idx {
+	int viol; /* violators first */
+	double key;
+	size_t i;
+};
+
+static int cmp_slow(const void *x, const void *y)
+{
+	const struct slow_idx *a = x, *b = y;
+
+	if (a->viol != b->viol)
+		return b->viol - a->viol;
+	if (a->key != b->key)
+		return a->key > b->key ? -1 : 1;
+	return a->i < b->i ? -1 : a->i > b->i;
+}
+
+/*
+ * Path selection again with the violators first (worst first), then the
+ * others by decreasing intensity: a violator whose own flows were crowded
+ * onto shared links gets the least loaded paths. Levels stay.
+ */
+static crux_status_t reroute(const struct guard_ws *w, struct crux_sched_topo *t,
+			     const struct crux_sched_job *jobs, size_t n, double bound,
+			     struct crux_sched_schedule *s)
+{
+	struct slow_idx *o = malloc(n * sizeof(*o));
+	size_t *order = malloc(n * sizeof(*order));
+	crux_status_t st = CRUX_ERR_NOMEM;
+
+	if (!o || !order)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		o[i].i = i;
+		o[i].viol = over_bound(w, i, bound);
+		o[i].key = o[i].viol ? w->T[i] / w->iso[i] : s->d[i].intensity;
+	}
+	qsort(o, n, sizeof(*o), cmp_slow);
+	for (size_t i = 0; i < n; i++)
+		order[i] = o[i].i;
+	st = crux_sched_paths_select(t, jobs, n, order, s);
+	if (!st)
+		st = crux_sched_intensity(t, jobs, n, s);
+out:
+	free(o);
+	free(order);
+	return st;
 }
 
 crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
@@ -230,8 +364,9 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
 			       struct crux_sched_schedule *s)
 {
 	struct guard_ws w;
+	struct crux_sched_schedule *keep = NULL;
 	crux_status_t st;
-	double util, bound = p->max_slowdown;
+	double bound = p->max_slowdown;
 	int lifts = 0, left = 0;
 
 	if (!(bound > 0) || n == 0)
@@ -239,40 +374,39 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
 	if (!(bound >= 1) || s->n_jobs != n)
 		return CRUX_ERR_INVAL;
 	st = guard_ws_init(&w, t, jobs, n, s);
+	if (!st)
+		st = guard_levels(&w, t, jobs, n, bound, s, &lifts, &left);
+	if (st || left == 0)
+		goto out;
+	/* Some jobs are still above the bound: try their paths too, and keep
+	 * the result only if fewer jobs remain above it. */
+	int lifts2 = lifts, left2 = 0;
+
+	st = crux_sched_schedule_new(jobs, n, s->levels, &keep);
+	if (!st)
+		st = crux_sched_schedule_copy(keep, s);
+	if (!st)
+		st = reroute(&w, t, jobs, n, bound, s);
 	if (st)
 		goto out;
-	for (int round = 0;; round++) {
-		size_t nl = 0;
-
-		st = crux_sched_evaluate(w.ev, t, jobs, n, s, w.T, &util);
-		if (st)
-			goto out;
-		left = 0;
-		for (size_t i = 0; i < n; i++)
-			left += over_bound(&w, i, bound);
-		if (left == 0 || round == GUARD_ROUNDS_PER_LEVEL * s->levels)
-			break;
-		/* Decide every lift on this evaluation, then apply them together. */
-		for (size_t i = 0; i < n; i++) {
-			if (!over_bound(&w, i, bound))
-				continue;
-			int lv = nearest_blocker(&w, s, i);
-
-			if (lv < 0)
-				continue;
-			w.lift[nl] = (int)i;
-			w.lift_to[nl++] = lv;
-		}
-		if (nl == 0)
-			break;
-		for (size_t q = 0; q < nl; q++)
-			s->d[w.lift[q]].level = w.lift_to[q];
-		lifts += (int)nl;
+	guard_ws_free(&w);
+	st = guard_ws_init(&w, t, jobs, n, s);
+	if (!st)
+		st = guard_levels(&w, t, jobs, n, bound, s, &lifts2, &left2);
+	if (st)
+		goto out;
+	if (left2 < left) {
+		lifts = lifts2;
+		left = left2;
+	} else {
+		st = crux_sched_schedule_copy(s, keep);
 	}
-	s->guard_lifts = lifts;
-	s->guard_violators = left;
-	st = CRUX_OK;
 out:
+	if (!st) {
+		s->guard_lifts = lifts;
+		s->guard_violators = left;
+	}
+	crux_sched_schedule_free(keep);
 	guard_ws_free(&w);
 	return st;
 }

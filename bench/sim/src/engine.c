@@ -356,6 +356,7 @@ static crux_status_t build_jobs(struct sim_engine *e, const struct sim_active *a
 			.compute = a[i].compute_s,
 			.overlap = a[i].overlap,
 			.iter_time = 0,
+			.iso_time = a[i].iso_s,
 			.n_flows = (int)f,
 			.flows = e->flows,
 		};

@@ -211,6 +211,61 @@ static void write_run(FILE *f, const struct crux_sim_result *r, const struct cru
 	fprintf(f, "]}");
 }
 
+static int is_baseline(const struct crux_sim_result *r)
+{
+	return r->policy == CRUX_SIM_ECMP || r->policy == CRUX_SIM_SINCRONIA ||
+	       r->policy == CRUX_SIM_TACCL || r->policy == CRUX_SIM_CASSINI;
+}
+
+/*
+ * The fairness guard's goal per guarded run: worst slowdown within the bound,
+ * and the share of unguarded Crux-full's utilisation gain over the best
+ * baseline (of this run set) that it keeps.
+ */
+static void write_guard_summary(FILE *f, const struct crux_sim_result *const *r, size_t n)
+{
+	const struct crux_sim_result *best = NULL, *full = NULL;
+	int first = 1;
+
+	for (size_t i = 0; i < n; i++) {
+		if (is_baseline(r[i]) && (!best || r[i]->mean_util > best->mean_util))
+			best = r[i];
+		if (r[i]->policy == CRUX_SIM_CRUX_FULL && !(r[i]->max_slowdown > 0) &&
+		    !r[i]->weighted)
+			full = r[i];
+	}
+	fprintf(f, "  \"guard\": {\"best_baseline\": \"%s\", \"crux_full\": %s, \"runs\": [",
+		best ? best->label : "", full ? "true" : "false");
+	for (size_t i = 0; i < n; i++) {
+		double *sd;
+		size_t m;
+
+		if (!(r[i]->max_slowdown > 0) && !r[i]->weighted)
+			continue;
+		m = sorted_slowdowns(r[i], &sd);
+		double worst = m ? sd[m - 1] : NAN;
+		double kept = NAN;
+
+		if (best && full && full->mean_util > best->mean_util)
+			kept = (r[i]->mean_util - best->mean_util) / (full->mean_util - best->mean_util);
+		fprintf(f, "%s\n    {\"policy\": \"%s\", \"max_slowdown\": %g, \"worst\": ",
+			first ? "" : ",", r[i]->label, r[i]->max_slowdown);
+		json_num(f, worst);
+		fprintf(f, ", \"p99\": ");
+		json_num(f, pct(sd, m, 0.99));
+		fprintf(f, ", \"util\": ");
+		json_num(f, r[i]->mean_util);
+		fprintf(f, ", \"within_bound\": %s, \"gain_kept\": ",
+			r[i]->max_slowdown > 0 && worst <= r[i]->max_slowdown * (1 + 1e-9) ? "true"
+											  : "false");
+		json_num(f, kept);
+		fprintf(f, "}");
+		first = 0;
+		free(sd);
+	}
+	fprintf(f, "]},\n");
+}
+
 crux_status_t crux_sim_write_json(const char *path, const char *experiment,
 				  const struct crux_sim_result *const *r, size_t n,
 				  const char *extra_json)
@@ -221,6 +276,7 @@ crux_status_t crux_sim_write_json(const char *path, const char *experiment,
 	fprintf(f, "{\n  \"experiment\": \"%s\",\n", experiment);
 	if (extra_json && *extra_json)
 		fprintf(f, "  %s,\n", extra_json);
+	write_guard_summary(f, r, n);
 	fprintf(f, "  \"runs\": [\n");
 	for (size_t i = 0; i < n; i++) {
 		if (i)

@@ -72,6 +72,7 @@ struct sim_job {
 	uint32_t n_hosts;
 	int own_hosts;
 	double remaining;
+	double iso_s; /* iteration time alone, from placement on */
 	struct sim_eval_out ev;
 };
 
@@ -248,6 +249,7 @@ static void fill_active(const struct sim_job *j, struct sim_active *a)
 	a->compute_s = j->tj->compute_s;
 	a->comm_bytes = j->tj->comm_bytes;
 	a->overlap = j->tj->overlap;
+	a->iso_s = j->iso_s;
 }
 
 static crux_status_t evaluate(struct sim_run *s)
@@ -570,6 +572,7 @@ static crux_status_t schedule_queue(struct sim_run *s, double now, int *changed)
 							       s->errlen);
 			if (st != CRUX_OK)
 				return st;
+			j->iso_s = jr->iso_iter_s;
 			s->running[s->n_running++] = idx;
 			*changed = 1;
 			continue;

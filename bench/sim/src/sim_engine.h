@@ -23,6 +23,7 @@ struct sim_active {
 	double compute_s;
 	double comm_bytes;
 	double overlap;
+	double iso_s; /* iteration time alone (0 = not known yet) */
 };
 
 struct sim_eval_out {

@@ -50,7 +50,7 @@ enum crux_job_state {
 struct crux_level_map {
 	uint8_t dscp;      /* 0..63; IP TOS = dscp << 2; RoCE traffic class = dscp << 2 */
 	uint8_t ib_sl;     /* 0..15 */
-	uint16_t reserved;
+	uint16_t weight;   /* ETS / WRR / HTB weight (CRUX_LEVEL_WEIGHTS); 0 = strict priority */
 	int32_t sock_prio; /* SO_PRIORITY, 0..6 without CAP_NET_ADMIN */
 };
 

@@ -21,6 +21,7 @@
 #include "crux/agent_status.h"
 #include "crux/decision.h"
 #include "crux/env.h"
+#include "crux/guard.h"
 #include "crux/probe.h"
 #include "crux/shm.h"
 #include "crux/status.h"
@@ -42,6 +43,7 @@ struct cruxd_config {
 	uint64_t seed;
 	bool probe;
 	struct cruxd_probe_cache_config probe_cfg;
+	struct cruxd_guard_config guard; /* CRUX_MAX_SLOWDOWN, CRUX_GUARD_AGE, CRUX_GUARD_HOLD */
 };
 
 /* Defaults, then CRUX_ variables through fn (NULL = getenv). */

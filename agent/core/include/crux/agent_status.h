@@ -25,7 +25,7 @@ extern "C" {
 
 #define CRUXD_STATUS_FILE "agent.status"
 #define CRUXD_STATUS_MAGIC 0x41585243u /* "CRXA" little-endian */
-#define CRUXD_STATUS_VERSION 1
+#define CRUXD_STATUS_VERSION 2
 #define CRUXD_STATUS_MAX_JOBS CRUX_DT_MAX_JOBS
 #define CRUXD_STATUS_JOB_HOSTS 8
 #define CRUXD_STATUS_JOB_PATHS 8
@@ -63,8 +63,11 @@ struct cruxd_status_job {
 	uint8_t state; /* enum crux_job_state */
 	uint8_t clamped; /* some rank's record had absurd values */
 	uint8_t npaths;
-	uint32_t reserved;
+	uint8_t lift; /* levels the fairness guard added to the scheduled level */
+	uint8_t reserved[3];
 	struct cruxd_status_path paths[CRUXD_STATUS_JOB_PATHS];
+	double iso_iter_s; /* isolated iteration estimate on its paths; 0 = none yet */
+	double slowdown;   /* measured: iter_time_s / iso_iter_s (smoothed when guarded) */
 };
 
 struct cruxd_status_peer_path {
@@ -102,6 +105,8 @@ struct cruxd_status_body {
 	uint32_t njobs;
 	uint32_t npeers;
 	uint32_t reserved;
+	double max_slowdown;   /* CRUX_MAX_SLOWDOWN; 0 = no bound */
+	uint64_t guard_changes; /* level lifts and returns made by the fairness guard */
 	char topology[CRUX_PATH_MAX];
 	char overrides_error[256]; /* why the last overrides file was refused; empty if fine */
 	struct cruxd_status_job jobs[CRUXD_STATUS_MAX_JOBS];

@@ -128,6 +128,8 @@ struct crux_sched_job {
 	double compute;	  /* c: compute time of one iteration, s */
 	double overlap;	  /* 0..1: communication may start after (1-overlap)*c */
 	double iter_time; /* measured iteration time, s; 0 = unknown (informational) */
+	double iso_time;  /* iteration time alone on the fabric, s, when the caller knows
+			   * it (the slowdown bound's reference); 0 = estimate on its paths */
 	int n_flows;
 	struct crux_sched_flow *flows; /* one per ordered host pair, src != dst */
 };
