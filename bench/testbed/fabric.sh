@@ -37,6 +37,10 @@ SPINE_RATE=50
 # level map (level l -> DSCP 8*l).
 DSCPS="0 8 16 24 32 40 48 56"
 QUEUE=200000
+# Guaranteed share per level, lowest first (CRUX_LEVEL_WEIGHTS of the agent):
+# level l's HTB class gets rate = link x w_l / sum(w); levels past the list
+# keep 1%. Empty: every class keeps 10% (the lowest is slowed, never starved).
+WEIGHTS=""
 # Datacenter TCP stacks lower the minimum retransmission timeout (RoCE has
 # none): a drop behind a burst of higher-priority traffic then costs tens of
 # milliseconds, not 200 ms doubling into seconds.
@@ -53,13 +57,14 @@ usage() {
 	cat <<EOF
 usage: $PROG up [--tag T] [--leaves N] [--hosts-per-leaf N] [--spines N]
                 [--host-rate MBIT] [--spine-rate MBIT] [--dscp "D0 D1 ..."]
-                [--queue BYTES] [--rto-min MS] [--owner PID]
+                [--queue BYTES] [--rto-min MS] [--weights "W0 W1 ..."] [--owner PID]
        $PROG down [--tag T]
        $PROG status [--tag T]
 Namespaces are named cxtb<T>-h<i>, cxtb<T>-l<j>, cxtb<T>-s<k> (T: letters/digits, <= 4).
 Defaults: 2 leaves x 4 hosts, 2 spines, hosts at 100 Mbit/s, spine links at 50 Mbit/s,
 DSCP by level "0 8 16 24 32 40 48 56" (level 0 lowest), 200000-byte queue per class,
-TCP minimum RTO 20 ms on the hosts' routes.
+TCP minimum RTO 20 ms on the hosts' routes, 10% guaranteed rate per class
+(--weights: link x w_l / sum of the weights for level l, as CRUX_LEVEL_WEIGHTS).
 EOF
 }
 
@@ -89,6 +94,7 @@ parse_args() {
 		--dscp) DSCPS="${2-}"; shift 2 ;;
 		--queue) QUEUE="${2-}"; shift 2 ;;
 		--rto-min) RTO_MIN="${2-}"; shift 2 ;;
+		--weights) WEIGHTS="${2-}"; shift 2 ;;
 		--owner) OWNER="${2-}"; shift 2 ;;
 		-h | --help) usage; exit 0 ;;
 		*) usage >&2; die "unknown option '$1'" ;;
@@ -111,6 +117,12 @@ parse_args() {
 		n=$((n + 1))
 	done
 	[ "$n" -ge 1 ] && [ "$n" -le 8 ] || die "--dscp '$DSCPS' is not valid: expected 1 to 8 values"
+	local nw=0 w
+	for w in $WEIGHTS; do
+		check_range "--weights entry" "$w" 1 65535
+		nw=$((nw + 1))
+	done
+	[ "$nw" -le "$n" ] || die "--weights '$WEIGHTS' is not valid: at most one weight per level ($n)"
 	if [ -n "$OWNER" ]; then
 		check_range --owner "$OWNER" 1 4194304
 	fi
@@ -168,15 +180,36 @@ do_down() {
 	rm -rf "$STATE"
 }
 
+# Guaranteed rate (kbit) of level I's class on a KBIT link: 10% without
+# weights, else its weighted share (1% past the list), at least 8 kbit.
+class_rate() {
+	local i="$1" kbit="$2" w sum=0 k=0 mine=""
+	if [ -z "$WEIGHTS" ]; then
+		w=$((kbit / 10))
+	else
+		for w in $WEIGHTS; do
+			sum=$((sum + w))
+			[ "$k" -eq "$i" ] && mine="$w"
+			k=$((k + 1))
+		done
+		if [ -n "$mine" ]; then
+			w=$((kbit * mine / sum))
+		else
+			w=$((kbit / 100))
+		fi
+	fi
+	[ "$w" -ge 8 ] || w=8
+	echo "$w"
+}
+
 # shape NS DEV MBIT: HTB root, parent class at the link rate, one child per
 # level selected by DSCP. HTB prio 0 is served first, so level i gets
-# prio (nlevels-1-i). Children keep a small guaranteed rate (10% of the link)
-# so that the lowest level slows down but is never starved outright.
+# prio (nlevels-1-i). Children keep a guaranteed rate (class_rate) so that a
+# low level slows down but is never starved outright.
 shape() {
 	local ns="$1" dev="$2" mbit="$3"
 	local kbit=$((mbit * 1000))
-	local child=$((kbit / 10))
-	[ "$child" -ge 8 ] || child=8
+	local child
 	local nlev=0 d i=0 cid prio
 	for d in $DSCPS; do nlev=$((nlev + 1)); done
 	tc -n "$ns" qdisc replace dev "$dev" root handle 1: htb default 10
@@ -194,6 +227,7 @@ shape() {
 	for d in $DSCPS; do
 		cid="1$i"
 		prio=$((nlev - 1 - i))
+		child="$(class_rate "$i" "$kbit")"
 		tc -n "$ns" class add dev "$dev" parent 1:1 classid "1:$cid" htb \
 			rate "${child}kbit" ceil "${kbit}kbit" prio "$prio" burst 64k cburst 64k quantum 9000
 		tc -n "$ns" qdisc add dev "$dev" parent "1:$cid" handle "$cid:" bfifo limit "$QUEUE"

@@ -11,9 +11,12 @@
 #
 #   run.sh [--build DIR] [--scenario default|short] [--reps N] [--arms "none crux"]
 #          [--out DIR] [--json FILE] [--plot FILE] [--tag T] [--check] [--keep]
-#          [--decider agent|static]
+#          [--decider agent|static] [--max-slowdown X] [--weights "W0 W1"]
 # --decider static replaces cruxd by crux-tb-decide, a fixed table giving the
 # jobs the levels of their models' intensity order (gpt > bert > resnet).
+# --max-slowdown: cruxd's fairness guard (CRUX_MAX_SLOWDOWN, default 2; 0 off);
+# --weights: guaranteed share per level, lowest first, given to cruxd
+# (CRUX_LEVEL_WEIGHTS) and to the fabric's HTB classes alike (default "1 3").
 set -uo pipefail
 
 PROG=run.sh
@@ -32,6 +35,8 @@ CHECK=0
 KEEP=0
 RUN_TIMEOUT=240
 LEVELS=2
+MAX_SLOWDOWN=2
+WEIGHTS="1 3"
 
 die() {
 	echo "$PROG: $*" >&2
@@ -54,6 +59,8 @@ while [ $# -gt 0 ]; do
 	--tag) TAG="${2-}"; shift 2 ;;
 	--decider) DECIDER="${2-}"; shift 2 ;;
 	--levels) LEVELS="${2-}"; shift 2 ;;
+	--max-slowdown) MAX_SLOWDOWN="${2-}"; shift 2 ;;
+	--weights) WEIGHTS="${2-}"; shift 2 ;;
 	--check) CHECK=1; shift ;;
 	--keep) KEEP=1; shift ;;
 	-h | --help) usage; exit 0 ;;
@@ -63,6 +70,12 @@ done
 case "$REPS" in '' | *[!0-9]*) die "--reps '$REPS' is not valid: expected an integer in [1, 20]" ;; esac
 [ "$REPS" -ge 1 ] && [ "$REPS" -le 20 ] || die "--reps '$REPS' is not valid: expected an integer in [1, 20]"
 case "$DECIDER" in agent | static) ;; *) die "--decider '$DECIDER' is not valid: expected agent or static" ;; esac
+case "$MAX_SLOWDOWN" in
+'' | *[!0-9.]* | *.*.*) die "--max-slowdown '$MAX_SLOWDOWN' is not valid: expected a number >= 1, or 0 (off)" ;;
+esac
+[ "$(echo $WEIGHTS | wc -w)" -eq "$LEVELS" ] || [ -z "$WEIGHTS" ] ||
+	die "--weights '$WEIGHTS' is not valid: expected $LEVELS weights (one per level, lowest first), or \"\""
+WEIGHTS_CSV="$(echo $WEIGHTS | tr ' ' ',')"
 for a in $ARMS; do
 	case "$a" in none | crux) ;; *) die "--arms: unknown arm '$a' (none, crux)" ;; esac
 done
@@ -170,7 +183,8 @@ on_exit() {
 trap on_exit EXIT
 trap 'echo; echo "$PROG: interrupted; tearing the fabric down" >&2; exit 130' INT TERM
 
-"$FABRIC" up --tag "$TAG" --owner $$ $FABRIC_ARGS || die "could not build the fabric"
+"$FABRIC" up --tag "$TAG" --owner $$ $FABRIC_ARGS ${WEIGHTS:+--weights "$WEIGHTS"} ||
+	die "could not build the fabric"
 # shellcheck disable=SC1090
 . "$STATE/fabric.env"
 FABRIC_TEXT="$LEAVES leaves x $HOSTS_PER_LEAF hosts, $SPINES spines, hosts ${HOST_RATE_MBIT} Mbit/s, spine links ${SPINE_RATE_MBIT} Mbit/s, HTB strict priority by DSCP, ECMP on (src IP, dst IP, proto, src port)"
@@ -202,6 +216,22 @@ write_topology() {
 TOPO="$OUT/topology.txt"
 write_topology "$TOPO"
 
+# TCP retransmitted segments and retransmission timeouts summed over the
+# hosts' namespaces (per-namespace MIBs): a starved class that loses packets
+# and backs off on timeouts shows here.
+tcp_counters() {
+	local h ns rs=0 to=0 v
+	for ((h = 0; h < LEAVES * HOSTS_PER_LEAF; h++)); do
+		ns="$(host_ns "h$h")"
+		[ -n "$ns" ] || continue
+		v="$(ip netns exec "$ns" awk '/^Tcp: [0-9]/{print $13}' /proc/net/snmp 2>/dev/null)"
+		rs=$((rs + ${v:-0}))
+		v="$(ip netns exec "$ns" awk '/^TcpExt: [A-Z]/{for(i=2;i<=NF;i++) if($i=="TCPTimeouts") c=i} /^TcpExt: [0-9]/{print $c}' /proc/net/netstat 2>/dev/null)"
+		to=$((to + ${v:-0}))
+	done
+	echo "$rs $to"
+}
+
 # ---- One run --------------------------------------------------------------------
 NJOBS=${#JOBS[@]}
 run_one() {
@@ -213,10 +243,15 @@ run_one() {
 	mkdir -p "$dir/logs" "$shm"
 	chmod 0755 "$dir" "$shm"
 	: >"$dir/jobs.txt"
+	local tcp0
+	tcp0="$(tcp_counters)"
 	if [ "$arm" = crux ] && [ "$DECIDER" = agent ]; then
 		# One agent schedules every emulated host: all profiles land in one directory.
-		CRUX_SHM_DIR="$shm" CRUX_TOPOLOGY="$TOPO" CRUX_PROFILE_WINDOW="$AGENT_WINDOW" CRUX_LEVELS="$LEVELS" \
+		# The fairness guard acts within seconds here: jobs run for a minute.
+		env CRUX_SHM_DIR="$shm" CRUX_TOPOLOGY="$TOPO" CRUX_PROFILE_WINDOW="$AGENT_WINDOW" CRUX_LEVELS="$LEVELS" \
 			CRUX_AGENT_INTERVAL=250ms CRUX_AGENT_HOLD=2s CRUX_PROBE=0 \
+			CRUX_MAX_SLOWDOWN="$MAX_SLOWDOWN" CRUX_GUARD_AGE=2s CRUX_GUARD_HOLD=10s \
+			${WEIGHTS_CSV:+CRUX_LEVEL_WEIGHTS="$WEIGHTS_CSV"} \
 			CRUX_LOG_LEVEL=info "$CRUXD" >"$dir/cruxd.log" 2>&1 &
 		AGENT_PID=$!
 	elif [ "$arm" = crux ]; then
@@ -315,6 +350,11 @@ run_one() {
 		return 1
 	fi
 	"$FABRIC" status --tag "$TAG" >"$dir/fabric-counters.txt" 2>&1 || true
+	local tcp1
+	tcp1="$(tcp_counters)"
+	set -- $tcp0 $tcp1
+	echo "  $label: TCP retransmitted segments $(($3 - $1)), retransmission timeouts $(($4 - $2))" |
+		tee "$dir/tcp.txt"
 	return 0
 }
 

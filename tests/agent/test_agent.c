@@ -549,6 +549,59 @@ static void test_one_writer_and_stale(void **state)
 	crux_dt_reader_close(r);
 }
 
+/* The fairness guard: a job measured far above the bound is lifted one level
+ * after CRUX_GUARD_AGE and returned once it runs well within the bound. */
+static void test_guard_promotes(void **state)
+{
+	struct t *t = *state;
+	struct cruxd_agent *a;
+	const struct cruxd_status_job *B;
+	struct crux_dt_job tj;
+	uint64_t now = 13 * SEC;
+	int base;
+
+	tset(t, "CRUX_MAX_SLOWDOWN", "2");
+	tset(t, "CRUX_GUARD_AGE", "1s");
+	tset(t, "CRUX_GUARD_HOLD", "3s");
+	tset(t, "CRUX_LEVEL_WEIGHTS", "1,1,2,4");
+	load_cfg(t);
+	assert_int_equal(t->cfg.settings.levels[3].weight, 4);
+	/* As two_jobs, but B runs at 0.1 s while profiled on the top level. */
+	rank(t, "env:A", "198.18.0.1", 0.5, 0.4, 0.1, "198.18.0.2", 1000000);
+	rank(t, "env:A", "198.18.0.1", 0.5, 0.4, 0.1, "198.18.0.2", 1000000);
+	rank(t, "env:A", "198.18.0.2", 0.5, 0.4, 0.1, "198.18.0.1", 1000000);
+	rank(t, "env:B", "198.18.0.1", 0.1, 0.05, 0.06, "198.18.0.2", 400000000);
+	a = open_agent(t);
+	schedule_both(t, a);
+	B = sjob(a, "env:B");
+	assert_true(cruxd_agent_status(a)->max_slowdown == 2);
+	/* Reference: the profiled 0.1 s (longer than the model's ~0.08 s). */
+	assert_true(fabs(B->iso_iter_s - 0.1) < 1e-9);
+	assert_true(B->slowdown < 2);
+	assert_int_equal(B->lift, 0);
+	base = B->level;
+	/* B slows down to 5x: lifted after the aging time. */
+	for (int i = 0; i < 4; i++, now += SEC / 2) {
+		advance(t, 3, 0.5, 0.05, 0.4, 200 + (uint64_t)i);
+		assert_int_equal(cruxd_agent_pass(a, now), CRUX_OK);
+	}
+	B = sjob(a, "env:B");
+	assert_true(base + 1 < (int)t->cfg.settings.nlevels); /* below A */
+	assert_int_equal(B->lift, 1);
+	assert_int_equal(B->level, base + 1);
+	assert_true(table_job(t->shm, "env:B", &tj));
+	assert_int_equal(tj.level, base + 1);
+	/* B runs near its isolated speed: back to the scheduler's level after the hold. */
+	for (int i = 0; i < 20; i++, now += SEC / 2) {
+		advance(t, 3, B->iso_iter_s, 0.05, 0.04, 300 + (uint64_t)i);
+		assert_int_equal(cruxd_agent_pass(a, now), CRUX_OK);
+		B = sjob(a, "env:B");
+	}
+	assert_int_equal(B->lift, 0);
+	assert_true(cruxd_agent_status(a)->guard_changes >= 1);
+	cruxd_agent_close(a);
+}
+
 static void test_config_strict(void **state)
 {
 	struct t *t = *state;
@@ -580,6 +633,17 @@ static void test_config_strict(void **state)
 			 CRUX_ERR_INVAL);
 	assert_int_equal(cruxd_parse_level_list("X", " 1,2", 2, 0, 7, vals, err, sizeof(err)),
 			 CRUX_ERR_INVAL);
+	t->env.kv[t->env.n - 1].v = "4";
+	tset(t, "CRUX_MAX_SLOWDOWN", "0.5");
+	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_ERR_INVAL);
+	assert_non_null(strstr(err, "CRUX_MAX_SLOWDOWN"));
+	t->env.kv[t->env.n - 1].v = "3";
+	tset(t, "CRUX_LEVEL_WEIGHTS", "1,2");
+	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_ERR_INVAL);
+	assert_non_null(strstr(err, "CRUX_LEVEL_WEIGHTS"));
+	t->env.kv[t->env.n - 1].v = "1,2,3,4";
+	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_OK);
+	assert_true(c.guard.bound == 3);
 }
 
 int main(void)
@@ -598,6 +662,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unsafe_dir, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_one_writer_and_stale, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_strict, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_guard_promotes, setup, teardown),
 	};
 	crux_log_init("test-agent");
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -72,6 +72,7 @@ struct job {
 	bool decided;
 	uint8_t level;	  /* published: scheduled level + guard lift */
 	double iso;	  /* isolated iteration estimate on its paths, s (fairness guard) */
+	double prof_iter; /* iteration time measured at the end of profiling (top level) */
 	double t, intensity, k, priority;
 	uint32_t ndflows;
 	struct flow *dflows;
@@ -656,6 +657,7 @@ static void life_cycle(struct cruxd_agent *a, uint64_t now)
 			bool measured = j->ncompute == j->nranks;
 			if (el >= a->cfg.profile_window_ns && (measured || el >= 2 * a->cfg.profile_window_ns)) {
 				j->state = CRUX_JOB_SCHEDULED;
+				j->prof_iter = j->iter;
 				a->resched_pending = true;
 				crux_info("job %s profiled: W %.4g GPU-s/iteration, %.4g bytes/iteration "
 					  "across hosts, iteration %.4g s%s",
@@ -862,7 +864,10 @@ static crux_status_t reschedule(struct cruxd_agent *a, uint64_t now, bool keep_a
 		j->intensity = d->intensity;
 		j->k = d->k;
 		j->priority = d->priority;
-		j->iso = crux_sched_isolated_iter(&js.v[i], d->comm_time);
+		/* The guard's reference: the model's isolated time, or what the job
+		 * achieved while profiled on the top level when that is longer (the
+		 * model knows link rates, not protocol and host overheads). */
+		j->iso = fmax(crux_sched_isolated_iter(&js.v[i], d->comm_time), j->prof_iter);
 		if (!(keep_adopted && j->adopted)) {
 			j->level = guard_level(a, j->key, d->level);
 			j->adopted = false;

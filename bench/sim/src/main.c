@@ -524,7 +524,8 @@ static int cmd_run(struct cli *c)
 			fprintf(stderr, "crux-sim: plot: %s\n", err);
 			goto out;
 		}
-		printf("plots: %s-util.png %s-slowdown.png\n", c->plot_prefix, c->plot_prefix);
+		printf("plots: %s-util.png %s-slowdown.png %s-guard.png\n", c->plot_prefix,
+		       c->plot_prefix, c->plot_prefix);
 	}
 	rc = 0;
 out:

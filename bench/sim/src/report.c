@@ -335,7 +335,20 @@ static int write_plot_data(const char *dir, const struct crux_sim_result *const 
 		if (fclose(f) != 0)
 			return -1;
 	}
-	return 0;
+	/* One row per run: label, utilisation %, p99 and worst slowdown. */
+	snprintf(path, sizeof(path), "%s/guard.dat", dir);
+	FILE *f = fopen(path, "w");
+	if (!f)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		double *sd;
+		size_t m = sorted_slowdowns(r[i], &sd);
+
+		fprintf(f, "\"%s\" %.4f %.4f %.4f\n", r[i]->label, 100 * r[i]->mean_util,
+			pct(sd, m, 0.99), m ? sd[m - 1] : 1.0);
+		free(sd);
+	}
+	return fclose(f) != 0 ? -1 : 0;
 }
 
 crux_status_t crux_sim_plot(const char *png_prefix, const char *title,
@@ -362,7 +375,7 @@ crux_status_t crux_sim_plot(const char *png_prefix, const char *title,
 		st = CRUX_ERR_IO;
 		goto cleanup;
 	}
-	fprintf(g, "set terminal png size 1000,520 font ',11' noenhanced\nset key outside right\n"
+	fprintf(g, "set terminal png size 1100,560 font ',11' noenhanced\nset key outside right\n"
 		   "set grid\n");
 	fprintf(g, "set output '%s-util.png'\nset title '%s: cluster GPU utilisation'\n"
 		   "set xlabel 'time (days)'\nset ylabel 'GPU utilisation (%%)'\n"
@@ -379,7 +392,19 @@ crux_status_t crux_sim_plot(const char *png_prefix, const char *title,
 	for (size_t i = 0; i < n; i++)
 		fprintf(g, "%s'%s/cdf%zu.dat' using 1:2 with steps lw 2 title '%s'", i ? ", " : "",
 			dir, i, r[i]->label);
-	fprintf(g, "\n");
+	/* Per run: utilisation, and p99 / worst slowdown (the fairness guard's view). */
+	fprintf(g,
+		"\nset output '%s-guard.png'\nunset logscale\nset multiplot layout 1,2 title "
+		"'%s: utilisation and slowdown per policy'\nset style data histogram\n"
+		"set style histogram clustered gap 1\nset style fill solid 0.8 border -1\n"
+		"set xtics rotate by -40 left\nset key inside top right\nset yrange [0:*]\n"
+		"set xlabel ''\nset ylabel 'GPU utilisation (%%)'\nset title 'utilisation'\n"
+		"plot '%s/guard.dat' using 2:xtic(1) title 'mean utilisation'\n"
+		"set logscale y\nset yrange [1:*]\nset ylabel 'slowdown (log)'\n"
+		"set title 'slowdown: p99 and worst job'\n"
+		"plot '%s/guard.dat' using 3:xtic(1) title 'p99', '' using 4 title 'worst'\n"
+		"unset multiplot\n",
+		png_prefix, title, dir, dir);
 	if (fclose(g) != 0) {
 		st = CRUX_ERR_IO;
 		goto cleanup;
@@ -417,6 +442,8 @@ cleanup:
 		snprintf(path, sizeof(path), "%s/cdf%zu.dat", dir, i);
 		unlink(path);
 	}
+	snprintf(path, sizeof(path), "%s/guard.dat", dir);
+	unlink(path);
 	snprintf(path, sizeof(path), "%s/plot.gp", dir);
 	unlink(path);
 	rmdir(dir);
