@@ -13,8 +13,9 @@ SIM="$BUILD/bench/sim/crux-sim"
 OUT=bench/results
 SEED=${CRUX_SIM_SEED:-1}
 # Every policy, then Crux-full with the fairness guard: equal level weights
-# alone (/w), the slowdown bound at 4 and 2, and the bound 2 with weights.
-POLICIES=${CRUX_SIM_POLICIES:-all,crux-full/w,crux-full@4,crux-full@2,crux-full@2/w}
+# alone (/w), the slowdown bound at 4 and 2, the bound 2 with weights, and
+# promotion by measured slowdown (~) at 4 and 2.
+POLICIES=${CRUX_SIM_POLICIES:-all,crux-full/w,crux-full@4,crux-full@2,crux-full@2/w,crux-full~4,crux-full~2}
 
 if [ ! -x "$SIM" ]; then
 	echo "run-experiments: $SIM not found; build first (meson compile -C $BUILD)" >&2

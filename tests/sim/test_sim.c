@@ -150,6 +150,50 @@ static void test_priority(void **state)
 	crux_sim_trace_free(t);
 }
 
+/*
+ * The fairness guard: a heavy job (1.8e9 B per hop, compute 0.2 s: 2 s alone)
+ * over a light one (0.9e9 B, compute 0.05 s: 0.95 s alone) on the cable.
+ * Strict priority leaves the light one 0.1 GB/s (9.05 s, 9.5x); the bound 2
+ * makes them share (3.8 s and 1.85 s: 1.9x and 1.95x).
+ */
+static void test_guard_bound(void **state)
+{
+	struct crux_sim_config c;
+	struct crux_sim_result *r;
+	struct crux_sim_trace *t;
+	char err[512];
+	uint32_t h1[2] = {0, 2}, h2[2] = {1, 3};
+	struct crux_sim_trace_job j = {.id = 1, .model = "heavy", .gpus = 2, .iterations = 100000,
+				       .compute_s = 0.2, .comm_bytes = 1.8e9, .n_hosts = 2,
+				       .hosts = h1};
+
+	assert_int_equal(crux_sim_trace_new(&t), CRUX_OK);
+	assert_int_equal(crux_sim_trace_add(t, &j), CRUX_OK);
+	j.id = 2;
+	j.compute_s = 0.05;
+	j.comm_bytes = 0.9e9;
+	j.hosts = h2;
+	assert_int_equal(crux_sim_trace_add(t, &j), CRUX_OK);
+	small_config(*state, &c, CRUX_SIM_CRUX_FULL);
+	assert_int_equal(crux_sim_run(t, &c, &r, err, sizeof(err)), CRUX_OK);
+	assert_string_equal(r->label, "crux-full");
+	assert_near(r->jobs[1].slowdown, 9.05 / 0.95, 1e-6);
+	crux_sim_result_free(r);
+	c.max_slowdown = 2;
+	assert_int_equal(crux_sim_run(t, &c, &r, err, sizeof(err)), CRUX_OK);
+	assert_string_equal(r->label, "crux-full@2");
+	assert_near(r->jobs[0].slowdown, 1.9, 1e-6);
+	assert_near(r->jobs[1].slowdown, 1.85 / 0.95, 1e-6);
+	assert_int_equal(r->jobs[0].level, r->jobs[1].level);
+	crux_sim_result_free(r);
+	/* Weights must match the levels. */
+	c.n_weights = 3;
+	c.weight[0] = c.weight[1] = c.weight[2] = 1;
+	assert_int_not_equal(crux_sim_run(t, &c, &r, err, sizeof(err)), CRUX_OK);
+	assert_non_null(strstr(err, "level weights"));
+	crux_sim_trace_free(t);
+}
+
 /* CASSINI: equal periods (2 s), phases of 1 s shifted apart: no contention left. */
 static void test_cassini_turns(void **state)
 {
@@ -438,6 +482,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_fair_share, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_priority, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_guard_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cassini_turns, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_overlapped, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trace_vs_topology, setup, teardown),

@@ -17,7 +17,7 @@
 #define GUARD_ROUNDS_PER_LEVEL 2
 #define GUARD_EPS	       1e-9
 /* A top-level peer at most this fraction of the bound may go one level down. */
-#define PUSH_SLACK 1.0
+#define PUSH_SLACK 0.9
 
 crux_status_t crux_sched_slowdown_parse(const char *text, double *out, struct crux_sched_err *err)
 {

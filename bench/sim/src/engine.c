@@ -11,6 +11,7 @@
 
 #include "cassini.h"
 #include "crux/sched.h"
+#include "promote.h"
 #include "sim_engine.h"
 
 struct sim_engine {
@@ -36,6 +37,7 @@ struct sim_engine {
 	size_t jl_cap;
 	struct sim_cassini_job *cj;
 	size_t cj_cap;
+	struct sim_promote *promote; /* promotion by measurement, when asked for */
 };
 
 void crux_sim_topo_defaults(enum crux_sim_topo_kind kind, struct crux_sim_topo_params *p)
@@ -218,6 +220,7 @@ void sim_engine_free(struct sim_engine *e)
 	free(e->jl_links);
 	free(e->jl_bytes);
 	free(e->cj);
+	sim_promote_free(e->promote);
 	free(e);
 }
 
@@ -279,6 +282,8 @@ crux_status_t sim_engine_new(const struct crux_sim_config *cfg, struct sim_engin
 		st = CRUX_ERR_INVAL;
 		goto fail;
 	}
+	if (cfg->promote_bound > 0 && (st = sim_promote_new(&e->promote)) != CRUX_OK)
+		goto fail;
 	e->params.n_weights = (int)cfg->n_weights;
 	for (uint32_t l = 0; l < cfg->n_weights; l++)
 		e->params.weight[l] = cfg->weight[l];
@@ -557,6 +562,11 @@ crux_status_t sim_engine_eval(struct sim_engine *e, const struct sim_active *job
 	}
 	if ((st = run_policy(e, e->cfg, e->cfg->policy, e->spol, &js, &s, err, errlen)) != CRUX_OK)
 		goto out;
+	for (size_t i = 0; e->promote && i < n; i++) {
+		int l = s->d[i].level + (int)sim_promote_lift(e->promote, jobs[i].id);
+
+		s->d[i].level = l < s->levels ? l : s->levels - 1;
+	}
 	/* Stamps must differ from every earlier use: reset them per evaluation. */
 	for (int l = 0; l < e->n_links; l++) {
 		e->stamp[l] = -1;
@@ -588,6 +598,10 @@ crux_status_t sim_engine_eval(struct sim_engine *e, const struct sim_active *job
 			e->link_load[e->jl_links[k]] += e->jl_bytes[k] / e->iter[i];
 		out[i].iter_s = e->iter[i];
 		out[i].hop_bytes = hb;
+		if (e->promote && jobs[i].iso_s > 0 &&
+		    (st = sim_promote_update(e->promote, jobs[i].id, e->iter[i] / jobs[i].iso_s,
+					     e->cfg->promote_bound, (uint32_t)s->levels)) != CRUX_OK)
+			goto out;
 		out[i].level = e->cfg->policy == CRUX_SIM_ECMP || e->cfg->policy == CRUX_SIM_CASSINI
 				       ? -1
 				       : s->d[i].level;

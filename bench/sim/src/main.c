@@ -26,6 +26,7 @@ struct run_spec {
 	int policy;
 	double max_slowdown; /* 0 = no bound */
 	int weighted;	     /* use --level-weights */
+	double promote;	     /* promotion by measurement at this bound; 0 = off */
 };
 
 struct cli {
@@ -66,7 +67,8 @@ static void usage(FILE *f)
 		"  --policy LIST   comma-separated: ecmp,sincronia,taccl,cassini,crux-pa,\n"
 		"                  crux-ps-pa,crux-full, or 'all' (default crux-full); a Crux\n"
 		"                  policy takes the fairness guard as NAME@BOUND (max slowdown,\n"
-		"                  e.g. crux-full@2) and /w for --level-weights (crux-full@2/w)\n"
+		"                  e.g. crux-full@2), NAME~BOUND (cruxd's promotion by measured\n"
+		"                  slowdown, per event) and /w for --level-weights (crux-full@2/w)\n"
 		"  --level-weights W,W,...  one weight per level, lowest first (guaranteed\n"
 		"                  share weight/sum; default 1 per level)\n"
 		"  --levels K (8)  --horizon-s S (0: run until every job finished)\n"
@@ -130,18 +132,24 @@ static int inum(const char *opt, const char *v, long long min, long long max, ui
 	return 0;
 }
 
-/* NAME[@BOUND][/w]: a policy with the fairness guard's settings. */
+/* NAME[@BOUND][~BOUND][/w]: a policy with the fairness guard's settings. */
 static int parse_spec(const char *tok, struct run_spec *out)
 {
-	char name[64], *at, *w;
+	char name[64], *at, *w, *tl;
 	enum crux_sim_policy p;
-	struct run_spec r = {0, 0, 0};
+	struct run_spec r = {0, 0, 0, 0};
 
 	snprintf(name, sizeof(name), "%s", tok);
 	w = strstr(name, "/w");
 	if (w && !w[2]) {
 		r.weighted = 1;
 		*w = 0;
+	}
+	tl = strchr(name, '~');
+	if (tl) {
+		*tl++ = 0;
+		if (num("policy", tl, 1, 1e6, &r.promote))
+			return -1;
 	}
 	at = strchr(name, '@');
 	if (at) {
@@ -156,10 +164,10 @@ static int parse_spec(const char *tok, struct run_spec *out)
 			tok);
 		return -1;
 	}
-	if ((r.max_slowdown > 0 || r.weighted) && p != CRUX_SIM_CRUX_PA &&
+	if ((r.max_slowdown > 0 || r.weighted || r.promote > 0) && p != CRUX_SIM_CRUX_PA &&
 	    p != CRUX_SIM_CRUX_PS_PA && p != CRUX_SIM_CRUX_FULL) {
 		fprintf(stderr, "crux-sim: --policy: '%s': only the Crux policies take a "
-				"fairness guard (@BOUND, /w)\n",
+				"fairness guard (@BOUND, ~BOUND, /w)\n",
 			tok);
 		return -1;
 	}
@@ -181,7 +189,7 @@ static int parse_policies(struct cli *c, const char *v)
 			for (int p = 0; p < CRUX_SIM_N_POLICIES; p++) {
 				if (c->n_policies == MAX_RUNS)
 					break;
-				c->specs[c->n_policies++] = (struct run_spec){p, 0, 0};
+				c->specs[c->n_policies++] = (struct run_spec){p, 0, 0, 0};
 			}
 			continue;
 		}
@@ -487,6 +495,7 @@ static int cmd_run(struct cli *c)
 		cfg.policy = (enum crux_sim_policy)rs->policy;
 		cfg.progress = c->progress < 0 ? isatty(2) : c->progress;
 		cfg.max_slowdown = rs->max_slowdown;
+		cfg.promote_bound = rs->promote;
 		if (rs->weighted) {
 			cfg.n_weights = c->n_weights ? c->n_weights : cfg.levels;
 			for (uint32_t l = 0; l < cfg.n_weights; l++)
@@ -645,7 +654,7 @@ int main(int argc, char **argv)
 	memset(&c, 0, sizeof(c));
 	crux_sim_workload_defaults(&c.wp);
 	crux_sim_config_defaults(&c.cfg);
-	c.specs[0] = (struct run_spec){CRUX_SIM_CRUX_FULL, 0, 0};
+	c.specs[0] = (struct run_spec){CRUX_SIM_CRUX_FULL, 0, 0, 0};
 	c.n_policies = 1;
 	c.progress = -1;
 	c.slice_s = 21600;

@@ -59,6 +59,8 @@ void crux_sim_label(const struct crux_sim_config *c, char *buf, size_t len)
 
 	if (n >= 0 && (size_t)n < len && c->max_slowdown > 0)
 		n += snprintf(buf + n, len - (size_t)n, "@%g", c->max_slowdown);
+	if (n >= 0 && (size_t)n < len && c->promote_bound > 0)
+		n += snprintf(buf + n, len - (size_t)n, "~%g", c->promote_bound);
 	if (n >= 0 && (size_t)n < len && c->n_weights > 0)
 		snprintf(buf + n, len - (size_t)n, "/w");
 }
@@ -501,6 +503,7 @@ static crux_status_t setup(struct sim_run *s, const struct crux_sim_trace *t)
 	r->policy = s->cfg->policy;
 	crux_sim_label(s->cfg, r->label, sizeof(r->label));
 	r->max_slowdown = s->cfg->max_slowdown;
+	r->promote_bound = s->cfg->promote_bound;
 	r->weighted = s->cfg->n_weights > 0;
 	r->levels = s->cfg->levels;
 	r->total_gpus = s->n_hosts * s->gph;

@@ -96,10 +96,13 @@ struct crux_sim_config {
 	double max_slowdown;
 	uint32_t n_weights;
 	double weight[CRUX_SIM_MAX_WEIGHTS];
+	/* cruxd's promotion by measurement replayed per event (bound; 0 = off). */
+	double promote_bound;
 };
 
 void crux_sim_config_defaults(struct crux_sim_config *c);
-/* "crux-full", "crux-full@2", "crux-full@2/w" (bound 2 with the level weights). */
+/* "crux-full", "crux-full@2", "crux-full@2/w" (bound 2 with the level weights),
+ * "crux-full~2" (promotion by measurement at bound 2). */
 void crux_sim_label(const struct crux_sim_config *c, char *buf, size_t len);
 
 struct crux_sim_job_result {
@@ -122,9 +125,11 @@ struct crux_sim_job_result {
 
 struct crux_sim_result {
 	enum crux_sim_policy policy;
-	/* Policy name, with "@BOUND" when the guard was on and "/w" with weights. */
+	/* Policy name, with "@BOUND" when the guard was on, "~BOUND" with promotion
+	 * by measurement and "/w" with weights. */
 	char label[CRUX_SIM_LABEL_MAX];
 	double max_slowdown;
+	double promote_bound;
 	int weighted;
 	uint32_t total_gpus;
 	uint32_t levels;
