@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Internal interfaces of the Crux NCCL net plugin (socket transport).
+ * Internal interfaces of the Crux NCCL net plugin.
  *
- * One version-independent core (net.c, transport.c) behind thin per-version
- * shims (shims.c). All process-wide state lives in struct cruxn_context.
+ * One version-independent core (net.c, core.c) behind thin per-version
+ * shims (shims.c); transports behind an operations table (core.h). All
+ * process-wide state lives in struct cruxn_context.
  */
 #ifndef CRUXN_H
 #define CRUXN_H
@@ -78,6 +79,7 @@ struct cruxn_class {
 	int tos;   /* IP TOS / IPv6 traffic class byte (DSCP << 2) */
 	int prio;  /* SO_PRIORITY */
 	int level; /* level the bytes are counted at */
+	int sl;    /* InfiniBand service level (RoCE/IB queue pairs) */
 };
 
 struct cruxn_route {
@@ -130,12 +132,15 @@ const char *cruxn_sa_str(const struct sockaddr *sa, char *buf, size_t len);
 
 /* ---- The process-wide context (net.c) ------------------------------------ */
 
+struct cruxn_transport_ops;
+
 struct cruxn_context {
 	pthread_mutex_t life_lock; /* serialises init and finalize (v11: per communicator) */
 	pthread_mutex_t lock;
 	int refs; /* init calls not yet finalized (v11 per communicator) */
 	bool ready;
 	struct cruxn_config cfg;
+	const struct cruxn_transport_ops *ops; /* the transport every new connection uses */
 	struct cruxn_dev devs[CRUXN_MAX_DEVS];
 	int ndevs;
 	cruxn_logger_t nccl_logger;

@@ -8,6 +8,7 @@
 #include "crux/log.h"
 #include "crux/shm.h"
 #include "crux_config.h"
+#include "core.h"
 #include "cruxn.h"
 
 struct cruxn_context cruxn_ctx = {
@@ -107,6 +108,7 @@ cruxn_result_t cruxn_init(cruxn_logger_t logger)
 		crux_warn("no network interface matches '%s' (CRUX_SOCKET_IFNAME, else "
 			  "NCCL_SOCKET_IFNAME; loopback only when named, e.g. =lo)",
 			  c->cfg.ifname_spec);
+	c->ops = &cruxn_socket_ops;
 	if (cruxn_tagging_start() != CRUX_OK) {
 		cruxn_devices_free(c->devs, c->ndevs);
 		rc = CRUXN_SYSTEM_ERROR;

@@ -127,7 +127,7 @@ void cruxn_tag_init(struct cruxn_tag_state *ts, const struct crux_addr *peer, in
 }
 
 /*
- * CRUX_CLASS: the level's DSCP and priority from a usable table's header (what
+ * CRUX_CLASS: the level's DSCP, priority and SL from a usable table's header (what
  * the operator configured the switches for), else from the default map.
  */
 static void class_from_level(int level, const struct crux_dt_reader *r, struct cruxn_class *cls)
@@ -138,10 +138,12 @@ static void class_from_level(int level, const struct crux_dt_reader *r, struct c
 	if (r && crux_dt_level_map(r, (uint32_t)level, &m) == CRUX_OK) {
 		cls->tos = m.dscp << 2;
 		cls->prio = m.sock_prio;
+		cls->sl = m.ib_sl;
 	} else {
 		crux_dt_settings_default(CRUX_MAX_LEVELS, &s);
 		cls->tos = s.levels[level].dscp << 2;
 		cls->prio = s.levels[level].sock_prio;
+		cls->sl = s.levels[level].ib_sl;
 	}
 	cls->level = level;
 }
@@ -151,7 +153,7 @@ bool cruxn_tag_refresh(struct cruxn_tag_state *ts)
 	const struct cruxn_config *cfg = &cruxn_ctx.cfg;
 	struct crux_dt_reader *r = NULL;
 	struct crux_decision d;
-	struct cruxn_class cls = {0, 0, 0};
+	struct cruxn_class cls = {0, 0, 0, 0};
 	struct cruxn_route route;
 	bool stale = true, have = false, changed;
 	uint64_t gen = 0;
@@ -192,16 +194,19 @@ bool cruxn_tag_refresh(struct cruxn_tag_state *ts)
 	if (have && d.job_found) {
 		cls.tos = d.class_map.dscp << 2;
 		cls.prio = d.class_map.sock_prio;
+		cls.sl = d.class_map.ib_sl;
 		cls.level = d.level;
 	} else if (cfg->class_level >= 0) {
 		class_from_level(cfg->class_level, have ? r : NULL, &cls);
 	} else if (ts->nccl_tc >= 0) {
 		cls.tos = ts->nccl_tc & 0xfc;
 		cls.prio = 0;
+		cls.sl = 0; /* NCCL_IB_SL's default */
 		cls.level = (cls.tos >> 5) < CRUX_MAX_LEVELS ? (cls.tos >> 5) : CRUX_MAX_LEVELS - 1;
 	} else if (have) {
 		cls.tos = d.class_map.dscp << 2;
 		cls.prio = d.class_map.sock_prio;
+		cls.sl = d.class_map.ib_sl;
 		cls.level = d.level;
 	}
 	if (cls.level < 0 || cls.level >= CRUX_MAX_LEVELS)

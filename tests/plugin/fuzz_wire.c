@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "cruxn.h"
-#include "transport.h"
+#include "socket/sock_transport.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -17,7 +17,7 @@
 #include "crux/jobid.h"
 #include "crux/log.h"
 #include "cruxn.h"
-#include "transport.h"
+#include "socket/sock_transport.h"
 
 static void test_ifname(void **state)
 {

@@ -10,14 +10,15 @@
  * opens a new set to the receiver's per-connection data listener and moves
  * at a message boundary: every header names the set (epoch) it uses.
  */
-#ifndef CRUXN_TRANSPORT_H
-#define CRUXN_TRANSPORT_H
+#ifndef CRUXN_SOCK_TRANSPORT_H
+#define CRUXN_SOCK_TRANSPORT_H
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core.h"
 #include "cruxn.h"
 
 #define CRUXN_HANDLE_MAGIC 0x4c505843u /* "CXPL" */
@@ -53,24 +54,6 @@ struct cruxn_hello {
 	int32_t tos;
 	int32_t prio;
 	uint64_t chunk_bytes;
-};
-
-enum cruxn_msg_type {
-	CRUXN_MSG_INLINE = 1,  /* payload follows on the control socket */
-	CRUXN_MSG_STRIPED = 2, /* payload on the data sockets of set 'epoch' */
-	CRUXN_MSG_ACCEPT = 3,  /* receiver -> sender: size = data listener port */
-};
-
-struct cruxn_msg {
-	uint32_t magic;
-	uint16_t type;
-	uint8_t level;
-	uint8_t tos;
-	int32_t prio;
-	int32_t tag;
-	uint64_t size;
-	uint32_t epoch;
-	uint32_t seq;
 };
 
 enum cruxn_task_kind { CRUXN_TASK_IO = 0, CRUXN_TASK_MARK = 1 };
@@ -118,49 +101,13 @@ struct cruxn_helper {
 	bool started;
 };
 
-#define CRUXN_REQ_MAGIC 0x51525843u
-
-struct cruxn_req {
-	uint32_t magic;
-	bool used;
-	bool is_send;
-	struct cruxn_comm *comm;
-	int n;
-	void *data[CRUXN_NET_MAX_RECVS];
-	size_t cap[CRUXN_NET_MAX_RECVS];
-	int tags[CRUXN_NET_MAX_RECVS];
-	size_t got[CRUXN_NET_MAX_RECVS];
-	bool matched[CRUXN_NET_MAX_RECVS];
-	int nmatched;
-	_Atomic int pending; /* data-socket tasks outstanding */
-	/* send: header + inline payload progress on the control socket */
-	struct cruxn_msg hdr;
-	size_t hdr_off;
-	size_t inline_off;
-	size_t inline_len;
-	bool ctrl_done;
-	int level;
-};
-
 struct cruxn_comm {
-	uint32_t magic;
-	bool is_send;
-	pthread_mutex_t lock; /* proxy-side calls on one comm */
-	int family;
-	int dev;
+	struct cruxn_base b; /* first: the core's view */
 	int ctrl;
 	int nsocks;
 	int nthreads;
 	size_t chunk_bytes;
 	uint64_t conn_nonce;
-	union {
-		struct sockaddr sa;
-		struct sockaddr_in sin;
-		struct sockaddr_in6 sin6;
-	} peer;
-	socklen_t peerlen;
-	struct crux_addr peer_host;
-	struct cruxn_peer_stats *stats;
 
 	struct cruxn_set *cur;     /* set new messages use */
 	struct cruxn_set *pending; /* sender: set being connected for a new path */
@@ -172,26 +119,15 @@ struct cruxn_comm {
 	pthread_cond_t wake;
 	_Atomic int sleepers;
 	_Atomic bool stop;
-	_Atomic int error; /* errno-like; 0 = healthy */
-	int err_logged; /* crux_log_once flag */
-	bool ctrl_eof; /* the peer closed its control socket (orderly or not) */
 
-	struct cruxn_req reqs[CRUXN_NET_MAX_REQUESTS];
-	/* posting order: sender's control output, receiver's matching */
-	struct cruxn_req *fifo[CRUXN_NET_MAX_REQUESTS];
-	int fifo_head;
-	int fifo_count;
 	uint32_t striped_seq;
 	uint32_t msg_seq;
 
 	/* sender */
-	struct cruxn_tag_state tag;
-	struct cruxn_class marked; /* class the sockets carry now */
 	uint16_t data_port;        /* receiver's data listener, 0 until known */
 	struct cruxn_msg in_msg;   /* ACCEPT reply being read */
 	size_t in_off;
 	uint64_t ctrl_check_ns; /* next look for the receiver's end of stream (coarse clock) */
-	struct cruxn_route route_now; /* route the current set realises */
 	bool route_dirty;
 
 	/* receiver */
@@ -215,4 +151,52 @@ struct cruxn_comm {
 	int npend;
 };
 
-#endif /* CRUXN_TRANSPORT_H */
+static inline struct cruxn_comm *cruxn_sk(struct cruxn_base *b)
+{
+	return (struct cruxn_comm *)b;
+}
+
+static inline struct cruxn_sock_req *cruxn_skr(struct cruxn_req *r)
+{
+	return &r->tp.sock;
+}
+
+/* ---- shared by the socket transport's files (sock_comm.c) ---------------- */
+
+#define CRUXN_EOF (-1)
+
+/* Write what the socket takes now. Returns 0 (maybe incomplete) or an errno. */
+int cruxn_sk_write_some(int fd, const void *buf, size_t len, size_t *off);
+/* Read what is there now. Returns 0 (maybe incomplete), CRUXN_EOF, or an errno. */
+int cruxn_sk_read_some(int fd, void *buf, size_t len, size_t *off);
+/* Non-blocking connect finished? 0 with *done set, or the connect error. */
+int cruxn_sk_connect_poll(int fd, bool *done);
+void cruxn_sk_close_gracefully(int fd);
+void cruxn_sk_queue_push(struct cruxn_comm *c, int idx, const struct cruxn_task *t);
+void cruxn_sk_wake(struct cruxn_base *b);
+void cruxn_sk_wake_helpers(struct cruxn_comm *c);
+struct cruxn_set *cruxn_sk_set_new(uint32_t epoch, int nsocks);
+void cruxn_sk_set_close(struct cruxn_set *s);
+void cruxn_sk_reap_retired(struct cruxn_comm *c);
+void cruxn_sk_retire_current(struct cruxn_comm *c, struct cruxn_set *next);
+crux_status_t cruxn_sk_comm_create(bool is_send, int dev, int nsocks, int family,
+				   struct cruxn_comm **out);
+crux_status_t cruxn_sk_comm_start_helpers(struct cruxn_comm *c);
+void cruxn_sk_comm_destroy(struct cruxn_comm *c);
+void cruxn_sk_destroy(struct cruxn_base *b);
+
+/* sock_conn.c */
+crux_status_t cruxn_sk_open_to_peer(int dev, const struct sockaddr *peer, socklen_t plen,
+				    uint16_t dport, uint16_t sport, int *out);
+bool cruxn_sk_hello_valid(const struct cruxn_hello *hl, uint64_t nonce);
+void cruxn_sk_pend_drop(int *fds, struct cruxn_hello *hello, size_t *off, int *n, int i,
+			bool close_fd);
+crux_status_t cruxn_sk_listen(int dev, void *handle, void **listen_comm);
+crux_status_t cruxn_sk_connect(int dev, int traffic_class, void *handle, struct cruxn_base **out);
+crux_status_t cruxn_sk_accept(void *listen_comm, struct cruxn_base **out);
+crux_status_t cruxn_sk_close_listen(void *listen_comm);
+crux_status_t cruxn_sk_reg_mr(struct cruxn_base *c, void *data, size_t size, int type,
+			      uint64_t offset, int fd, void **mhandle);
+crux_status_t cruxn_sk_dereg_mr(struct cruxn_base *c, void *mhandle);
+
+#endif /* CRUXN_SOCK_TRANSPORT_H */

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The transport-independent core of the plugin: requests and their pool,
+ * the communicator base both directions embed, the message-boundary
+ * decision (class / path), byte counters, and the table of operations a
+ * transport (socket/, verbs/) implements. Modelled on NCCL's ncclNet_t and
+ * rdma-core's provider ops: the core validates NCCL's arguments, takes the
+ * communicator's lock and calls one operation; the transport moves bytes.
+ *
+ * Inside the plugin every function returns a crux_status_t; NCCL's
+ * cruxn_result_t exists only at the entry points (core.c, net.c), and a
+ * communicator's failure cause is one errno kept in 'error'.
+ */
+#ifndef CRUXN_CORE_H
+#define CRUXN_CORE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cruxn.h"
+#include "socket/sock_req.h"
+
+#define CRUXN_SEND_MAGIC 0x53545843u
+#define CRUXN_RECV_MAGIC 0x52545843u
+#define CRUXN_REQ_MAGIC	 0x51525843u
+
+struct cruxn_base;
+
+struct cruxn_req {
+	uint32_t magic;
+	bool used;
+	bool is_send;
+	struct cruxn_base *comm;
+	/* everything from here is cleared when the request is taken from the pool */
+	int n;
+	void *data[CRUXN_NET_MAX_RECVS];
+	size_t cap[CRUXN_NET_MAX_RECVS];
+	int tags[CRUXN_NET_MAX_RECVS];
+	size_t got[CRUXN_NET_MAX_RECVS];
+	bool matched[CRUXN_NET_MAX_RECVS];
+	int nmatched;
+	int level;
+	union { /* the transport's part */
+		struct cruxn_sock_req sock;
+	} tp;
+};
+
+/* Both directions of a connection of either transport start with this. */
+struct cruxn_base {
+	uint32_t magic; /* CRUXN_SEND_MAGIC / CRUXN_RECV_MAGIC */
+	bool is_send;
+	const struct cruxn_transport_ops *ops;
+	pthread_mutex_t lock; /* proxy-side calls on one comm */
+	int dev;
+	int family;
+	union {
+		struct sockaddr sa;
+		struct sockaddr_in sin;
+		struct sockaddr_in6 sin6;
+	} peer;
+	socklen_t peerlen;
+	struct crux_addr peer_host;
+	struct cruxn_peer_stats *stats;
+	_Atomic int error; /* errno-like cause; 0 = healthy */
+	int err_logged;    /* crux_log_once flag */
+	bool peer_closed;  /* the peer closed its end (orderly or not) */
+
+	struct cruxn_req reqs[CRUXN_NET_MAX_REQUESTS];
+	/* posting order: sender's output, receiver's matching */
+	struct cruxn_req *fifo[CRUXN_NET_MAX_REQUESTS];
+	int fifo_head;
+	int fifo_count;
+
+	/* sender: the decision table's view and what the connection realises now */
+	struct cruxn_tag_state tag;
+	struct cruxn_class marked;    /* class the connection carries now */
+	struct cruxn_route route_now; /* route the current lanes / sockets realise */
+};
+
+/*
+ * What a transport implements. Comm operations run with the comm's lock
+ * held; none blocks. A transport reports failure through
+ * cruxn_comm_fail(), which later NCCL calls turn into a remote error.
+ */
+struct cruxn_transport_ops {
+	const char *name;
+	crux_status_t (*listen)(int dev, void *handle, void **listen_comm);
+	/* *out stays NULL while the connection is still being set up. */
+	crux_status_t (*connect)(int dev, int traffic_class, void *handle, struct cruxn_base **out);
+	crux_status_t (*accept)(void *listen_comm, struct cruxn_base **out);
+	crux_status_t (*close_listen)(void *listen_comm);
+	/* fd < 0: not a DMA-BUF registration. */
+	crux_status_t (*reg_mr)(struct cruxn_base *c, void *data, size_t size, int type,
+				uint64_t offset, int fd, void **mhandle);
+	crux_status_t (*dereg_mr)(struct cruxn_base *c, void *mhandle);
+	/* Sender, at a message boundary: the class and/or the route changed. */
+	void (*boundary)(struct cruxn_base *c, bool class_changed, bool route_changed);
+	/* The core filled r and queued it in the fifo. */
+	void (*post_send)(struct cruxn_base *c, struct cruxn_req *r);
+	void (*post_recv)(struct cruxn_base *c, struct cruxn_req *r);
+	/* NULL: nothing to flush (host memory), NCCL gets a NULL request. */
+	crux_status_t (*flush)(struct cruxn_base *c, int n, void **data, int *sizes,
+			       void **mhandles, struct cruxn_req **out);
+	void (*progress)(struct cruxn_base *c);
+	bool (*req_done)(const struct cruxn_req *r);
+	/* After the peer closed: can r still finish? */
+	bool (*req_orphaned)(const struct cruxn_req *r);
+	/* Wake the transport's own threads after a failure (may be NULL). */
+	void (*wake)(struct cruxn_base *c);
+	void (*destroy)(struct cruxn_base *c);
+};
+
+extern const struct cruxn_transport_ops cruxn_socket_ops;
+
+/* Monotonic clock in ns; a random non-zero nonce. */
+uint64_t cruxn_now_ns(void);
+uint64_t cruxn_new_nonce(void);
+
+/* Initialise the base of a new comm (lock, request pool). */
+void cruxn_base_init(struct cruxn_base *c, bool is_send, const struct cruxn_transport_ops *ops,
+		     int dev, int family);
+void cruxn_base_fini(struct cruxn_base *c);
+
+/* Mark the comm failed with errno 'err' (first cause wins, logged once). */
+void cruxn_comm_fail(struct cruxn_base *c, int err, const char *what);
+
+void cruxn_fifo_pop(struct cruxn_base *c);
+
+/* Received bytes at 'level' (the sender's level, bounded). */
+static inline void cruxn_count_rx(struct cruxn_base *c, int level, uint64_t bytes)
+{
+	atomic_fetch_add_explicit(&c->stats->rx[level >= 0 && level < CRUX_MAX_LEVELS ? level : 0],
+				  bytes, memory_order_relaxed);
+}
+
+/* Connect states kept in NCCL's handle between connect() calls. */
+bool cruxn_connecting_register(void *st);
+/* True (and unregistered when 'remove') when st is a live connect state. */
+bool cruxn_connecting_find(const void *st, bool remove);
+
+bool cruxn_route_equal(const struct cruxn_route *a, const struct cruxn_route *b);
+/* The route's i-th source port, 0 without a route (ephemeral / hashed). */
+uint16_t cruxn_route_port(const struct cruxn_route *r, int i);
+
+#endif /* CRUXN_CORE_H */
