@@ -3,27 +3,22 @@
  * Background thread: drains the call ring, finds iterations, collects GPU
  * (or host) busy intervals from the timing backend, accounts them per
  * iteration and publishes the profile record once per window. All heavy work
- * of the preload happens here, off the NCCL call path.
+ * of the preload happens here, off the NCCL call path. Starting and stopping
+ * it, and fork, are life.c's.
  */
-#include <dlfcn.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
-#include "crux/jobid.h"
+#include "bg.h"
 #include "crux/log.h"
 #include "crux/shm.h"
 #include "cruxp.h"
 
-#define RING_ORDER     16
-#define EVENT_SLOTS    1024
 #define TICK_NS	       20000000ull
 #define DETECT_NS      500000000ull
 #define MAX_SPANS      4096
-#define IV_CAP	       (1u << 17)
 #define POLL_CAP       8192
 #define HOST_MARGIN_NS 20000000ull
 #define GPU_MARGIN_NS  200000000ull
@@ -77,7 +72,7 @@ struct cruxp_bg {
 	bool scanned;
 };
 
-static void bg_free(struct cruxp_bg *bg)
+void cruxp_bg_free(struct cruxp_bg *bg)
 {
 	if (!bg)
 		return;
@@ -87,16 +82,16 @@ static void bg_free(struct cruxp_bg *bg)
 	free(bg);
 }
 
-static crux_status_t bg_new(struct cruxp_bg **out)
+crux_status_t cruxp_bg_new(struct cruxp_bg **out)
 {
 	struct cruxp_bg *bg = calloc(1, sizeof(*bg));
 
 	if (!bg)
 		return CRUX_ERR_NOMEM;
-	bg->ivs = calloc(IV_CAP, sizeof(*bg->ivs));
-	bg->events = calloc(2 * (size_t)IV_CAP, sizeof(*bg->events));
+	bg->ivs = calloc(CRUXP_IV_CAP, sizeof(*bg->ivs));
+	bg->events = calloc(2 * (size_t)CRUXP_IV_CAP, sizeof(*bg->events));
 	if (!bg->ivs || !bg->events || cruxp_det_scratch_new(&bg->det) != CRUX_OK) {
-		bg_free(bg);
+		cruxp_bg_free(bg);
 		return CRUX_ERR_NOMEM;
 	}
 	*out = bg;
@@ -105,7 +100,7 @@ static crux_status_t bg_new(struct cruxp_bg **out)
 
 static void add_iv(struct cruxp_bg *bg, uint64_t start, uint64_t end, uint32_t kind)
 {
-	if (bg->niv == IV_CAP) {
+	if (bg->niv == CRUXP_IV_CAP) {
 		bg->iv_dropped++;
 		return;
 	}
@@ -389,7 +384,7 @@ static void step(struct cruxp_bg *bg, bool final)
 		publish(bg, now);
 }
 
-static void *bg_main(void *arg)
+void *cruxp_bg_main(void *arg)
 {
 	struct cruxp_bg *bg = arg;
 	struct timespec ts = {0, (long)TICK_NS};
@@ -404,199 +399,15 @@ static void *bg_main(void *arg)
 	return NULL;
 }
 
-/* ---- Start, stop, fork ---- */
-
-static void pick_backend(void)
+void cruxp_bg_start_window(struct cruxp_bg *bg, uint64_t now)
 {
-	const struct cruxp_config *cfg = &cruxp_ctx.cfg;
-	int want = cfg->timing;
-	void *cuda;
-	crux_status_t st;
-
-	if (want == 0) {
-		/* auto: GPU backends only where a CUDA driver is in the process. */
-		cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-		if (cuda)
-			dlclose(cuda);
-		want = cuda ? 1 : 3;
-	}
-	if (want == 1) {
-		st = cruxp_cupti_new(cfg->cupti_lib, IV_CAP, &cruxp_ctx.cupti);
-		if (st == CRUX_OK) {
-			atomic_store(&cruxp_ctx.backend, CRUX_TIMING_CUPTI);
-			return;
-		}
-		crux_warn("CUPTI timing unavailable (%s); trying CUDA events", crux_status_str(st));
-		want = 2;
-	}
-	if (want == 2) {
-		st = cruxp_events_new(cfg->cudart_lib, EVENT_SLOTS, &cruxp_ctx.events);
-		if (st == CRUX_OK) {
-			atomic_store(&cruxp_ctx.backend, CRUX_TIMING_EVENTS);
-			return;
-		}
-		crux_warn("CUDA event timing unavailable (%s); using the host clock",
-			  crux_status_str(st));
-	}
-	atomic_store(&cruxp_ctx.backend, CRUX_TIMING_HOST);
+	bg->win_start = now;
 }
 
-/* False when the job identity cannot be derived (a bad CRUX_JOB_ID, logged). */
-static bool identity(void)
+void cruxp_bg_close_record(struct cruxp_bg *bg)
 {
-	struct crux_job_identity job;
-	struct crux_rank_info ri;
-	struct crux_prof_identity *id = &cruxp_ctx.ident;
-
-	memset(id, 0, sizeof(*id));
-	id->rank = id->world_size = id->local_rank = -1;
-	if (crux_job_identity_derive(NULL, NULL, &job) != CRUX_OK)
-		return false;
-	id->job_key = job.key;
-	snprintf(id->job_id, sizeof(id->job_id), "%s", job.id);
-	if (crux_rank_info_derive(NULL, NULL, &ri) == CRUX_OK) {
-		id->rank = ri.rank;
-		id->world_size = ri.world_size;
-		id->local_rank = ri.local_rank;
+	if (bg && bg->prof) {
+		crux_prof_close(bg->prof);
+		bg->prof = NULL;
 	}
-	if (gethostname(id->hostname, sizeof(id->hostname)) != 0)
-		id->hostname[0] = '\0';
-	id->hostname[sizeof(id->hostname) - 1] = '\0';
-	return true;
-}
-
-static void atfork_prepare(void)
-{
-	pthread_mutex_lock(&cruxp_ctx.lock);
-}
-
-static void atfork_parent(void)
-{
-	pthread_mutex_unlock(&cruxp_ctx.lock);
-}
-
-static void atfork_child(void)
-{
-	/*
-	 * Only the forking thread survives: no background thread, and the
-	 * parent's CUDA state is unusable. Recording stops until this child
-	 * creates a communicator of its own, which starts everything afresh.
-	 */
-	pthread_mutex_init(&cruxp_ctx.lock, NULL);
-	pthread_mutex_init(&cruxp_ctx.resolve_lock, NULL);
-	if (atomic_load(&cruxp_ctx.state) == CRUXP_ST_ACTIVE)
-		atomic_store(&cruxp_ctx.state, CRUXP_ST_UNINIT);
-	cruxp_ctx.thread_running = false;
-	cruxp_ctx.events = NULL;
-	cruxp_ctx.cupti = NULL;
-	atomic_store(&cruxp_ctx.intercepted, false);
-}
-
-static void start_locked(uintptr_t comm, int rank, int nranks)
-{
-	bool enabled = true;
-	sigset_t all, old;
-	crux_status_t st;
-
-	if (cruxp_ctx.pid == 0)
-		pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
-	cruxp_ctx.pid = getpid();
-	/* A bad CRUX_ value (CRUX_LOG_LEVEL included) turns profiling off, as documented. */
-	if (crux_log_init("crux-preload") != CRUX_OK ||
-	    cruxp_config_parse(NULL, NULL, &cruxp_ctx.cfg, &enabled) != CRUX_OK) {
-		crux_err("profiling is off for this process; fix the variable above");
-		atomic_store(&cruxp_ctx.state, CRUXP_ST_OFF);
-		return;
-	}
-	if (!enabled) {
-		atomic_store(&cruxp_ctx.state, CRUXP_ST_OFF);
-		return;
-	}
-	if (!identity()) {
-		/* A record under job key 0 would merge unrelated jobs in the agent's view. */
-		crux_err("profiling is off for this process; fix CRUX_JOB_ID (see above)");
-		atomic_store(&cruxp_ctx.state, CRUXP_ST_OFF);
-		return;
-	}
-	/* Launchers that set no RANK/WORLD_SIZE: the first communicator says. */
-	if (cruxp_ctx.ident.rank < 0 && rank >= 0) {
-		cruxp_ctx.ident.rank = rank;
-		cruxp_ctx.ident.world_size = nranks;
-	}
-	if (comm)
-		cruxp_device_identity(comm);
-	else
-		snprintf(cruxp_ctx.device, sizeof(cruxp_ctx.device), "unknown");
-	if (!cruxp_ctx.ring.cells)
-		st = cruxp_ring_init(&cruxp_ctx.ring, RING_ORDER);
-	else {
-		cruxp_ring_reset(&cruxp_ctx.ring);
-		st = CRUX_OK;
-	}
-	if (st == CRUX_OK) {
-		/* After fork: drop our view of the parent's record; the file is the parent's. */
-		if (cruxp_ctx.bg && cruxp_ctx.bg->prof)
-			crux_prof_close(cruxp_ctx.bg->prof);
-		bg_free(cruxp_ctx.bg);
-		cruxp_ctx.bg = NULL;
-		st = bg_new(&cruxp_ctx.bg);
-	}
-	if (st != CRUX_OK) {
-		crux_err("out of memory; profiling is off for this process");
-		atomic_store(&cruxp_ctx.state, CRUXP_ST_OFF);
-		return;
-	}
-	pick_backend();
-	cruxp_ctx.bg->win_start = cruxp_now();
-	atomic_store(&cruxp_ctx.stop, false);
-	/* The thread must not take the application's signals. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	cruxp_ctx.thread_running =
-	    pthread_create(&cruxp_ctx.thread, NULL, bg_main, cruxp_ctx.bg) == 0;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (!cruxp_ctx.thread_running) {
-		crux_err("cannot start the background thread; profiling is off");
-		atomic_store(&cruxp_ctx.state, CRUXP_ST_OFF);
-		return;
-	}
-	pthread_setname_np(cruxp_ctx.thread, "crux-preload");
-	crux_info("profiling pid %d, timing %d, window %.1f s", (int)cruxp_ctx.pid,
-		  (int)atomic_load(&cruxp_ctx.backend), (double)cruxp_ctx.cfg.window_ns / 1e9);
-	atomic_store(&cruxp_ctx.state, CRUXP_ST_ACTIVE);
-}
-
-void cruxp_ctx_start(uintptr_t comm, int rank, int nranks)
-{
-	if (atomic_load_explicit(&cruxp_ctx.state, memory_order_acquire) != CRUXP_ST_UNINIT)
-		return;
-	pthread_mutex_lock(&cruxp_ctx.lock);
-	if (atomic_load(&cruxp_ctx.state) == CRUXP_ST_UNINIT)
-		start_locked(comm, rank, nranks);
-	pthread_mutex_unlock(&cruxp_ctx.lock);
-}
-
-__attribute__((destructor)) static void cruxp_fini(void)
-{
-	char obj[256];
-
-	if (cruxp_ctx.thread_running && cruxp_ctx.pid == getpid()) {
-		atomic_store(&cruxp_ctx.stop, true);
-		pthread_join(cruxp_ctx.thread, NULL);
-		cruxp_ctx.thread_running = false;
-		if (cruxp_ctx.bg && cruxp_ctx.bg->prof) {
-			crux_prof_close(cruxp_ctx.bg->prof);
-			cruxp_ctx.bg->prof = NULL;
-		}
-	}
-	/* Never reached by any communicator: was NCCL in here all along? */
-	if (atomic_load(&cruxp_ctx.intercepted) || cruxp_ctx.static_nccl ||
-	    !cruxp_static_nccl_scan(obj, sizeof(obj)))
-		return;
-	if (!cruxp_ctx.pid)
-		crux_log_init("crux-preload"); /* never started: name our lines */
-	crux_log_once(&cruxp_ctx.static_said, CRUX_LOG_WARN,
-		      "NCCL is linked statically into %s: its calls could not be intercepted and "
-		      "this process was not profiled",
-		      obj);
 }

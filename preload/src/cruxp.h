@@ -194,9 +194,6 @@ struct cruxp_ctx {
 
 extern struct cruxp_ctx cruxp_ctx;
 
-/* Monotonic clock in ns (vDSO; no system call). */
-uint64_t cruxp_now(void);
-
 /* ---- resolve.c ---- */
 void *cruxp_real_resolve(enum cruxp_fn f);
 

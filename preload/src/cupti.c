@@ -10,7 +10,6 @@
 
 #include "crux/log.h"
 #include "crux_config.h"
-#include "cruxp.h"
 #include "timing.h"
 
 #define CUPTI_BUF_SIZE (256u * 1024u)
@@ -23,6 +22,14 @@ static const char *const cupti_names[] = {
     CRUX_CUDA_HOME "/extras/CUPTI/lib64/libcupti.so",
     NULL,
 };
+
+/* The one subscribed instance, the state CUPTI's callbacks work on. */
+static _Atomic(struct cruxp_cupti *) cb_owner;
+
+struct cruxp_cupti *cruxp_cupti_callback_owner(void)
+{
+	return atomic_load(&cb_owner);
+}
 
 bool cruxp_is_nccl_kernel(const char *name)
 {
@@ -112,6 +119,8 @@ void cruxp_cupti_free(struct cruxp_cupti *cu)
 		}
 		dlclose(cu->api.handle);
 	}
+	/* Only after unsubscribing: no callback can still be on its way to cu. */
+	atomic_compare_exchange_strong(&cb_owner, &(struct cruxp_cupti *){cu}, NULL);
 	pthread_mutex_destroy(&cu->lock);
 	free(cu->buf_mem);
 	free(cu->staging);
@@ -151,14 +160,13 @@ crux_status_t cruxp_cupti_new(const char *lib, size_t staging_cap, struct cruxp_
 		st = CRUX_ERR_UNSUPPORTED;
 		goto fail;
 	}
-	/* Callbacks find this instance through the context. */
-	cruxp_ctx.cupti = cu;
+	/* CUPTI's buffer callbacks carry no user data: they find this instance here. */
+	atomic_store(&cb_owner, cu);
 	r = cu->api.register_callbacks(cruxp_cupti_buf_request, cruxp_cupti_buf_complete);
 	if (r == CRUXP_CUPTI_SUCCESS)
 		r = cu->api.enable(CRUXP_CUPTI_KIND_CONCURRENT_KERNEL);
 	if (r != CRUXP_CUPTI_SUCCESS) {
 		crux_warn("enabling CUPTI kernel activity failed: %s", res_str(&cu->api, r));
-		cruxp_ctx.cupti = NULL;
 		st = CRUX_ERR_UNSUPPORTED;
 		goto fail;
 	}
@@ -172,7 +180,7 @@ fail:
 
 void cruxp_cupti_buf_request(uint8_t **buffer, size_t *size, size_t *max_records)
 {
-	struct cruxp_cupti *cu = cruxp_ctx.cupti;
+	struct cruxp_cupti *cu = atomic_load(&cb_owner);
 
 	*buffer = NULL;
 	*size = 0;
@@ -195,7 +203,7 @@ void cruxp_cupti_buf_request(uint8_t **buffer, size_t *size, size_t *max_records
 void cruxp_cupti_buf_complete(void *context, uint32_t stream_id, uint8_t *buffer, size_t size,
 			      size_t valid_size)
 {
-	struct cruxp_cupti *cu = cruxp_ctx.cupti;
+	struct cruxp_cupti *cu = atomic_load(&cb_owner);
 	void *rec = NULL;
 	size_t idx;
 

@@ -20,6 +20,9 @@
 #include "cuda_decl.h"
 #include "ival.h"
 
+/* Host CLOCK_MONOTONIC in ns (vDSO; no system call): the backends' time base. */
+uint64_t cruxp_now(void);
+
 /* ---- CUDA events ---- */
 
 struct cruxp_cudart {
@@ -109,13 +112,16 @@ crux_status_t cruxp_cupti_load(const char *lib, struct cruxp_cupti_api *out);
 /*
  * Subscribe and enable concurrent-kernel activity records. CRUX_ERR_BUSY when
  * another CUPTI subscriber (profiler, Nsight) holds the process.
- * The instance must stay where the context's cupti pointer says (callbacks).
+ * While it lives, the instance is the one CUPTI's buffer callbacks deliver to.
  */
 crux_status_t cruxp_cupti_new(const char *lib, size_t staging_cap, struct cruxp_cupti **out);
 void cruxp_cupti_free(struct cruxp_cupti *cu);
 
 /* Background: flush CUPTI and move staged kernel intervals to out. */
 size_t cruxp_cupti_poll(struct cruxp_cupti *cu, struct cruxp_iv *out, size_t cap);
+
+/* The instance CUPTI's callbacks deliver to (set by new, cleared by free). */
+struct cruxp_cupti *cruxp_cupti_callback_owner(void);
 
 /* Buffer callbacks (registered with CUPTI; exposed for tests). */
 void cruxp_cupti_buf_request(uint8_t **buffer, size_t *size, size_t *max_records);

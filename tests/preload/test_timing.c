@@ -123,7 +123,7 @@ static void test_cupti(void **state)
 	assert_int_equal(cruxp_cupti_new(need("CRUXP_TEST_CUPTI"), 1024, &cu), CRUX_OK);
 	/* A second client finds the process taken. */
 	assert_int_equal(cruxp_cupti_new(need("CRUXP_TEST_CUPTI"), 16, &other), CRUX_ERR_BUSY);
-	cruxp_ctx.cupti = cu;
+	assert_ptr_equal(cruxp_cupti_callback_owner(), cu);
 	h = dlopen(need("CRUXP_TEST_CUPTI"), RTLD_LAZY | RTLD_NOLOAD);
 	assert_non_null(h);
 	kernel = (kernel_fn)dlsym(h, "fakecupti_kernel");
@@ -145,7 +145,7 @@ static void test_cupti(void **state)
 	assert_int_equal(atomic_load(&cu->buf_busy), 0);
 	dlclose(h);
 	cruxp_cupti_free(cu);
-	cruxp_ctx.cupti = NULL;
+	assert_null(cruxp_cupti_callback_owner());
 }
 
 /* More records than the staging area holds: counted as dropped, never overrun. */
@@ -166,7 +166,7 @@ static void test_cupti_staging_full(void **state)
 	assert_int_equal(atomic_load(&cu->dropped), 6);
 	dlclose(h);
 	cruxp_cupti_free(cu);
-	cruxp_ctx.cupti = NULL;
+	assert_null(cruxp_cupti_callback_owner());
 }
 
 static void test_cupti_busy_env(void **state)
@@ -178,7 +178,7 @@ static void test_cupti_busy_env(void **state)
 	assert_int_equal(cruxp_cupti_new(need("CRUXP_TEST_CUPTI"), 16, &cu), CRUX_ERR_BUSY);
 	unsetenv("FAKECUPTI_BUSY");
 	assert_null(cu);
-	assert_null(cruxp_ctx.cupti);
+	assert_null(cruxp_cupti_callback_owner());
 	assert_int_equal(cruxp_cupti_new("/nonexistent/libcupti.so", 16, &cu),
 			 CRUX_ERR_UNSUPPORTED);
 }
