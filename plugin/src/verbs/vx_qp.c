@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * RC queue pair attributes per state, as NCCL's IB transport sets them
+ * (net_ib: INIT with port/pkey/access, RTR with the GRH on RoCE or the LID
+ * on IB, min RNR timer 12, RTS with timeout/retry 7), plus the class and
+ * path Crux adds: traffic class, SL and the flow label.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "vx.h"
+
+void cruxn_vx_qp_cfg_default(struct cruxn_vx_qp_cfg *q)
+{
+	q->timeout = 20;
+	q->retry_cnt = 7;
+	q->pkey = 0;
+}
+
+void cruxn_vx_attr_init(const struct cruxn_vx_ep *local, const struct cruxn_vx_qp_cfg *q,
+			int access, struct ibv_qp_attr *a, int *mask)
+{
+	memset(a, 0, sizeof(*a));
+	a->qp_state = IBV_QPS_INIT;
+	a->pkey_index = (uint16_t)q->pkey;
+	a->port_num = local->port;
+	a->qp_access_flags = (unsigned int)access;
+	*mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+}
+
+void cruxn_vx_attr_rtr(const struct cruxn_vx_ep *local, const struct cruxn_vx_ep *remote,
+		       const struct cruxn_class *cls, uint32_t flow_label, struct ibv_qp_attr *a,
+		       int *mask)
+{
+	memset(a, 0, sizeof(*a));
+	a->qp_state = IBV_QPS_RTR;
+	a->path_mtu = (enum ibv_mtu)(local->mtu < remote->mtu ? local->mtu : remote->mtu);
+	a->dest_qp_num = remote->qpn;
+	a->rq_psn = remote->psn;
+	a->max_dest_rd_atomic = 1;
+	a->min_rnr_timer = 12;
+	if (local->link_layer == IBV_LINK_LAYER_ETHERNET) {
+		a->ah_attr.is_global = 1;
+		a->ah_attr.grh.dgid = remote->gid;
+		a->ah_attr.grh.flow_label = flow_label & 0xfffff;
+		a->ah_attr.grh.sgid_index = (uint8_t)local->gid_index;
+		a->ah_attr.grh.hop_limit = 255;
+		a->ah_attr.grh.traffic_class = (uint8_t)(cls->tos & 0xfc);
+	} else {
+		a->ah_attr.is_global = 0;
+		a->ah_attr.dlid = remote->lid;
+	}
+	a->ah_attr.sl = (uint8_t)(cls->sl & 0xf);
+	a->ah_attr.src_path_bits = 0;
+	a->ah_attr.port_num = local->port;
+	*mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+		IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+}
+
+void cruxn_vx_attr_rts(const struct cruxn_vx_ep *local, const struct cruxn_vx_qp_cfg *q,
+		       struct ibv_qp_attr *a, int *mask)
+{
+	memset(a, 0, sizeof(*a));
+	a->qp_state = IBV_QPS_RTS;
+	a->timeout = (uint8_t)q->timeout;
+	a->retry_cnt = (uint8_t)q->retry_cnt;
+	a->rnr_retry = 7;
+	a->sq_psn = local->psn;
+	a->max_rd_atomic = 1;
+	*mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+		IBV_QP_MAX_QP_RD_ATOMIC;
+}
+
+static crux_status_t modify(const struct cruxn_ibv *v, struct ibv_qp *qp, struct ibv_qp_attr *a,
+			    int mask, const char *step, const char *hint, char *err, size_t errlen)
+{
+	int rc = v->modify_qp(qp, a, mask);
+
+	if (rc == 0)
+		return CRUX_OK;
+	/* verbs return the errno (rdma-core) or -1 with errno set (old providers) */
+	if (rc < 0)
+		rc = errno ? errno : EINVAL;
+	snprintf(err, errlen, "the device refused queue pair %u's move to %s (%s)%s%s", qp->qp_num,
+		 step, strerror(rc), hint[0] ? ": " : "", hint);
+	return rc == EINVAL ? CRUX_ERR_INVAL : CRUX_ERR_IO;
+}
+
+crux_status_t cruxn_vx_qp_connect(const struct cruxn_ibv *v, struct ibv_qp *qp,
+				  const struct cruxn_vx_ep *local, const struct cruxn_vx_ep *remote,
+				  const struct cruxn_vx_qp_cfg *q, int access,
+				  const struct cruxn_class *cls, uint32_t flow_label, char *err,
+				  size_t errlen)
+{
+	struct ibv_qp_attr a;
+	int mask;
+	char hint[160];
+	crux_status_t st;
+
+	cruxn_vx_attr_init(local, q, access, &a, &mask);
+	st = modify(v, qp, &a, mask, "INIT", "check NCCL_IB_PKEY and the port", err, errlen);
+	if (st != CRUX_OK)
+		return st;
+	cruxn_vx_attr_rtr(local, remote, cls, flow_label, &a, &mask);
+	snprintf(hint, sizeof(hint),
+		 "GID index %d, traffic class %d, SL %d, MTU %d: check NCCL_IB_GID_INDEX and "
+		 "the level map's SL",
+		 local->gid_index, cls->tos & 0xfc, cls->sl, (int)a.path_mtu);
+	st = modify(v, qp, &a, mask, "RTR", hint, err, errlen);
+	if (st != CRUX_OK)
+		return st;
+	cruxn_vx_attr_rts(local, q, &a, &mask);
+	return modify(v, qp, &a, mask, "RTS", "check NCCL_IB_TIMEOUT and NCCL_IB_RETRY_CNT", err,
+		      errlen);
+}
+
+uint16_t cruxn_vx_sport_of_flow_label(uint32_t fl)
+{
+	return (uint16_t)(0xC000u | ((fl & 0x3fffu) ^ ((fl & 0xFC000u) >> 14)));
+}
+
+uint32_t cruxn_vx_flow_label_for_sport(uint16_t sport, bool *exact)
+{
+	uint32_t low = sport & 0x3fffu;
+
+	*exact = sport >= 0xC000u;
+	if (sport == 0) {
+		*exact = true;
+		return 0;
+	}
+	/* Label 0 means "let the device hash": reach 0xC000 with a high bit set. */
+	if (low == 0)
+		return (1u << 14) | 1u;
+	return low;
+}

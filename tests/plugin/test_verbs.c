@@ -1,0 +1,482 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Unit tests of the verbs transport's building blocks against a hardware
+ * double (a function table in place of libibverbs): the loader, device and
+ * GID selection, every queue pair attribute per state, flow label <-> UDP
+ * source port, and the errors a refused state change gives.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "verbs/vx.h"
+
+/* ---- loader --------------------------------------------------------------- */
+
+static void test_load_missing_library(void **state)
+{
+	struct cruxn_ibv v;
+	char err[512] = "";
+	(void)state;
+
+	assert_int_equal(cruxn_ibv_load("/nonexistent/libibverbs.so.1", NULL, &v, err, sizeof(err)),
+			 CRUX_ERR_UNSUPPORTED);
+	assert_non_null(strstr(err, "CRUX_IBVERBS_LIB"));
+	assert_non_null(strstr(err, "/nonexistent/libibverbs.so.1"));
+}
+
+static void test_load_not_verbs(void **state)
+{
+	struct cruxn_ibv v;
+	char err[512] = "";
+	(void)state;
+
+	/* a real library without the versioned verbs symbols */
+	assert_int_equal(cruxn_ibv_load("libc.so.6", NULL, &v, err, sizeof(err)),
+			 CRUX_ERR_UNSUPPORTED);
+	assert_non_null(strstr(err, "ibv_get_device_list@IBVERBS_1.1"));
+}
+
+static void test_load_rdma_core(void **state)
+{
+	struct cruxn_ibv v;
+	char err[512] = "";
+	(void)state;
+
+	/* rdma-core is a build dependency (libibverbs-dev); its .so.1 comes with it */
+	if (cruxn_ibv_load(NULL, "/nonexistent/libmlx5.so.1", &v, err, sizeof(err)) != CRUX_OK) {
+		print_message("skipped: %s\n", err);
+		skip();
+	}
+	assert_non_null(v.get_device_list);
+	assert_non_null(v.query_port);
+	assert_non_null(v.modify_qp);
+	assert_non_null(v.wc_status_str);
+	assert_null(v.mlx5_udp_sport); /* no libmlx5: flow labels only */
+	assert_string_equal(v.wc_status_str(IBV_WC_REM_ACCESS_ERR), "remote access error");
+	cruxn_ibv_unload(&v);
+	assert_null(v.lib);
+}
+
+/* ---- devices and GIDs ------------------------------------------------------- */
+
+static void test_hca_match(void **state)
+{
+	(void)state;
+	assert_true(cruxn_hca_match("", "mlx5_0", 1));
+	assert_true(cruxn_hca_match(NULL, "mlx5_0", 1));
+	assert_true(cruxn_hca_match("mlx5", "mlx5_10", 1));
+	assert_false(cruxn_hca_match("=mlx5_1", "mlx5_10", 1));
+	assert_true(cruxn_hca_match("=mlx5_1", "mlx5_1", 2));
+	assert_true(cruxn_hca_match("mlx5_0:1,mlx5_1", "mlx5_0", 1));
+	assert_false(cruxn_hca_match("mlx5_0:1,mlx5_1", "mlx5_0", 2));
+	assert_true(cruxn_hca_match("mlx5_0:1,mlx5_1", "mlx5_1", 2));
+	assert_false(cruxn_hca_match("^mlx5_0", "mlx5_0", 1));
+	assert_true(cruxn_hca_match("^mlx5_0", "srxe_eth0", 1));
+	assert_false(cruxn_hca_match("^=mlx5_0:1", "mlx5_0", 1));
+	assert_true(cruxn_hca_match("^=mlx5_0:1", "mlx5_0", 2));
+}
+
+static void gid_v4(union ibv_gid *g, uint8_t a, uint8_t b, uint8_t c, uint8_t d)
+{
+	memset(g, 0, sizeof(*g));
+	g->raw[10] = 0xff;
+	g->raw[11] = 0xff;
+	g->raw[12] = a;
+	g->raw[13] = b;
+	g->raw[14] = c;
+	g->raw[15] = d;
+}
+
+static void gid_ll(union ibv_gid *g)
+{
+	memset(g, 0, sizeof(*g));
+	g->raw[0] = 0xfe;
+	g->raw[1] = 0x80;
+	g->raw[15] = 7;
+}
+
+static void gid_v6(union ibv_gid *g)
+{
+	memset(g, 0, sizeof(*g));
+	g->raw[0] = 0xfd;
+	g->raw[15] = 9;
+}
+
+static void rules_default(struct cruxn_gid_rules *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->index = -1;
+	r->family = CRUXN_GID_V4;
+	r->range_bits = -1;
+	r->roce_version = 2;
+}
+
+/* The software device's table: fe80::, RoCE v1 of the IPv4, RoCE v2 of it. */
+static int table(struct cruxn_gid_cand *c, bool types)
+{
+	gid_ll(&c[0].gid);
+	gid_v4(&c[1].gid, 10, 0, 0, 1);
+	gid_v4(&c[2].gid, 10, 0, 0, 1);
+	gid_v6(&c[3].gid);
+	gid_v4(&c[4].gid, 192, 168, 1, 5);
+	gid_v4(&c[5].gid, 192, 168, 1, 5);
+	for (int i = 0; i < 6; i++) {
+		c[i].index = i;
+		c[i].type = types ? (i % 2 ? IBV_GID_TYPE_ROCE_V1 : IBV_GID_TYPE_ROCE_V2) : -1;
+	}
+	if (types)
+		c[0].type = IBV_GID_TYPE_ROCE_V1;
+	return 6;
+}
+
+static void test_gid_choose(void **state)
+{
+	struct cruxn_gid_cand c[8];
+	struct cruxn_gid_rules r;
+	int n, idx = -1;
+	(void)state;
+
+	n = table(c, true);
+	rules_default(&r);
+	/* first RoCE v2, IPv4-mapped */
+	assert_int_equal(cruxn_gid_choose(c, n, &r, &idx), CRUX_OK);
+	assert_int_equal(idx, 2);
+	r.roce_version = 1;
+	assert_int_equal(cruxn_gid_choose(c, n, &r, &idx), CRUX_OK);
+	assert_int_equal(idx, 1);
+	/* a range picks the other address */
+	rules_default(&r);
+	r.range[0] = 192;
+	r.range[1] = 168;
+	r.range_bits = 16;
+	assert_int_equal(cruxn_gid_choose(c, n, &r, &idx), CRUX_OK);
+	assert_int_equal(idx, 4);
+	/* IPv6: never link-local, never v4-mapped */
+	rules_default(&r);
+	r.family = CRUXN_GID_V6;
+	assert_int_equal(cruxn_gid_choose(c, n, &r, &idx), CRUX_OK);
+	assert_int_equal(idx, 3);
+	/* explicit index wins; a missing one is an error, not a guess */
+	rules_default(&r);
+	r.index = 5;
+	assert_int_equal(cruxn_gid_choose(c, n, &r, &idx), CRUX_OK);
+	assert_int_equal(idx, 5);
+	r.index = 7;
+	idx = -1;
+	assert_int_equal(cruxn_gid_choose(c, n, &r, &idx), CRUX_ERR_NOENT);
+	assert_int_equal(idx, -1);
+	/* types unknown (no _ibv_query_gid_ex, no sysfs): the later of v1/v2 pairs */
+	n = table(c, false);
+	rules_default(&r);
+	assert_int_equal(cruxn_gid_choose(c, n, &r, &idx), CRUX_OK);
+	assert_int_equal(idx, 5);
+	/* nothing usable */
+	rules_default(&r);
+	r.range[0] = 172;
+	r.range_bits = 8;
+	assert_int_equal(cruxn_gid_choose(c, n, &r, &idx), CRUX_ERR_NOENT);
+}
+
+static void test_gid_rules_env(void **state)
+{
+	struct cruxn_gid_rules r;
+	char err[256] = "";
+	(void)state;
+
+	setenv("NCCL_IB_ADDR_RANGE", "10.1.0.0/16", 1);
+	setenv("NCCL_IB_ADDR_FAMILY", "AF_INET", 1);
+	assert_int_equal(cruxn_gid_rules_load(&r, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(r.range_bits, 16);
+	assert_int_equal(r.range[0], 10);
+	assert_int_equal(r.range[1], 1);
+	assert_int_equal(r.index, -1);
+	assert_int_equal(r.roce_version, 2);
+	setenv("NCCL_IB_ADDR_RANGE", "10.1.0.0", 1);
+	assert_int_equal(cruxn_gid_rules_load(&r, err, sizeof(err)), CRUX_ERR_INVAL);
+	assert_non_null(strstr(err, "NCCL_IB_ADDR_RANGE"));
+	unsetenv("NCCL_IB_ADDR_RANGE");
+	setenv("NCCL_IB_GID_INDEX", "300", 1);
+	assert_int_equal(cruxn_gid_rules_load(&r, err, sizeof(err)), CRUX_ERR_INVAL);
+	assert_non_null(strstr(err, "NCCL_IB_GID_INDEX"));
+	unsetenv("NCCL_IB_GID_INDEX");
+	unsetenv("NCCL_IB_ADDR_FAMILY");
+}
+
+/* ---- queue pair attributes ------------------------------------------------- */
+
+static void eps(struct cruxn_vx_ep *l, struct cruxn_vx_ep *r, uint8_t ll)
+{
+	memset(l, 0, sizeof(*l));
+	memset(r, 0, sizeof(*r));
+	l->qpn = 0x111;
+	l->psn = 0x1234;
+	l->port = 1;
+	l->link_layer = ll;
+	l->mtu = IBV_MTU_4096;
+	l->gid_index = 3;
+	l->lid = 5;
+	gid_v4(&l->gid, 10, 0, 0, 1);
+	r->qpn = 0x222;
+	r->psn = 0x5678;
+	r->port = 1;
+	r->link_layer = ll;
+	r->mtu = IBV_MTU_1024;
+	r->lid = 9;
+	gid_v4(&r->gid, 10, 0, 0, 2);
+}
+
+static void test_attr_init(void **state)
+{
+	struct cruxn_vx_ep l, r;
+	struct cruxn_vx_qp_cfg q;
+	struct ibv_qp_attr a;
+	int mask;
+	(void)state;
+
+	eps(&l, &r, IBV_LINK_LAYER_ETHERNET);
+	cruxn_vx_qp_cfg_default(&q);
+	q.pkey = 2;
+	cruxn_vx_attr_init(&l, &q, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE, &a, &mask);
+	assert_int_equal(a.qp_state, IBV_QPS_INIT);
+	assert_int_equal(a.port_num, 1);
+	assert_int_equal(a.pkey_index, 2);
+	assert_int_equal(a.qp_access_flags, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE);
+	assert_int_equal(mask, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+}
+
+static void test_attr_rtr_roce(void **state)
+{
+	struct cruxn_vx_ep l, r;
+	struct cruxn_class cls = {.tos = (46 << 2) | 1, .prio = 6, .level = 3, .sl = 5};
+	struct ibv_qp_attr a;
+	int mask;
+	(void)state;
+
+	eps(&l, &r, IBV_LINK_LAYER_ETHERNET);
+	cruxn_vx_attr_rtr(&l, &r, &cls, 0x12345, &a, &mask);
+	assert_int_equal(a.qp_state, IBV_QPS_RTR);
+	assert_int_equal(a.path_mtu, IBV_MTU_1024); /* the smaller end */
+	assert_int_equal(a.dest_qp_num, 0x222);
+	assert_int_equal(a.rq_psn, 0x5678);
+	assert_int_equal(a.max_dest_rd_atomic, 1);
+	assert_int_equal(a.min_rnr_timer, 12);
+	assert_int_equal(a.ah_attr.is_global, 1);
+	assert_memory_equal(a.ah_attr.grh.dgid.raw, r.gid.raw, 16);
+	assert_int_equal(a.ah_attr.grh.sgid_index, 3);
+	assert_int_equal(a.ah_attr.grh.hop_limit, 255);
+	assert_int_equal(a.ah_attr.grh.traffic_class, 46 << 2); /* ECN bits never set */
+	assert_int_equal(a.ah_attr.grh.flow_label, 0x12345);
+	assert_int_equal(a.ah_attr.sl, 5);
+	assert_int_equal(a.ah_attr.port_num, 1);
+	assert_int_equal(mask, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				       IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+				       IBV_QP_MIN_RNR_TIMER);
+	/* the flow label field is 20 bits */
+	cruxn_vx_attr_rtr(&l, &r, &cls, 0xfff12345, &a, &mask);
+	assert_int_equal(a.ah_attr.grh.flow_label, 0x12345);
+}
+
+static void test_attr_rtr_ib(void **state)
+{
+	struct cruxn_vx_ep l, r;
+	struct cruxn_class cls = {.tos = 8 << 2, .prio = 1, .level = 1, .sl = 17};
+	struct ibv_qp_attr a;
+	int mask;
+	(void)state;
+
+	eps(&l, &r, IBV_LINK_LAYER_INFINIBAND);
+	cruxn_vx_attr_rtr(&l, &r, &cls, 77, &a, &mask);
+	assert_int_equal(a.ah_attr.is_global, 0); /* the LID routes */
+	assert_int_equal(a.ah_attr.dlid, 9);
+	assert_int_equal(a.ah_attr.grh.traffic_class, 0);
+	assert_int_equal(a.ah_attr.grh.flow_label, 0);
+	assert_int_equal(a.ah_attr.sl, 17 & 0xf);
+}
+
+static void test_attr_rts(void **state)
+{
+	struct cruxn_vx_ep l, r;
+	struct cruxn_vx_qp_cfg q;
+	struct ibv_qp_attr a;
+	int mask;
+	(void)state;
+
+	eps(&l, &r, IBV_LINK_LAYER_ETHERNET);
+	cruxn_vx_qp_cfg_default(&q);
+	cruxn_vx_attr_rts(&l, &q, &a, &mask);
+	assert_int_equal(a.qp_state, IBV_QPS_RTS);
+	assert_int_equal(a.timeout, 20);
+	assert_int_equal(a.retry_cnt, 7);
+	assert_int_equal(a.rnr_retry, 7);
+	assert_int_equal(a.sq_psn, 0x1234);
+	assert_int_equal(a.max_rd_atomic, 1);
+	assert_int_equal(mask, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				       IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* ---- a queue pair state machine as the kernel enforces it ------------------- */
+
+static struct {
+	enum ibv_qp_state state;
+	int calls;
+	uint8_t tc; /* traffic class programmed at RTR */
+	uint32_t fl;
+} dbl;
+
+static int dbl_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
+{
+	(void)qp;
+	dbl.calls++;
+	if (!(mask & IBV_QP_STATE))
+		return EINVAL;
+	switch (a->qp_state) {
+	case IBV_QPS_INIT:
+		if (dbl.state != IBV_QPS_RESET && dbl.state != IBV_QPS_INIT)
+			return EINVAL;
+		break;
+	case IBV_QPS_RTR:
+		if (dbl.state != IBV_QPS_INIT || !(mask & IBV_QP_AV) || !(mask & IBV_QP_DEST_QPN))
+			return EINVAL;
+		dbl.tc = a->ah_attr.grh.traffic_class;
+		dbl.fl = a->ah_attr.grh.flow_label;
+		break;
+	case IBV_QPS_RTS:
+		/* qp_state_table: RTR->RTS needs timeouts; RTS->RTS may not change the AV */
+		if (dbl.state == IBV_QPS_RTS && (mask & IBV_QP_AV))
+			return EINVAL;
+		if (dbl.state == IBV_QPS_RTR && !(mask & IBV_QP_SQ_PSN))
+			return EINVAL;
+		if (dbl.state != IBV_QPS_RTR && dbl.state != IBV_QPS_RTS)
+			return EINVAL;
+		break;
+	default:
+		return EINVAL;
+	}
+	dbl.state = a->qp_state;
+	return 0;
+}
+
+static void test_qp_connect(void **state)
+{
+	struct cruxn_ibv v;
+	struct ibv_qp qp;
+	struct cruxn_vx_ep l, r;
+	struct cruxn_vx_qp_cfg q;
+	struct cruxn_class cls = {.tos = 26 << 2, .prio = 2, .level = 2, .sl = 2};
+	struct ibv_qp_attr a;
+	int mask;
+	bool exact;
+	char err[512] = "";
+	(void)state;
+
+	memset(&v, 0, sizeof(v));
+	memset(&qp, 0, sizeof(qp));
+	memset(&dbl, 0, sizeof(dbl));
+	v.modify_qp = dbl_modify_qp;
+	qp.qp_num = 0x111;
+	eps(&l, &r, IBV_LINK_LAYER_ETHERNET);
+	cruxn_vx_qp_cfg_default(&q);
+	uint32_t fl = cruxn_vx_flow_label_for_sport(50123, &exact);
+	assert_int_equal(cruxn_vx_qp_connect(&v, &qp, &l, &r, &q, IBV_ACCESS_REMOTE_WRITE, &cls, fl,
+					     err, sizeof(err)),
+			 CRUX_OK);
+	assert_int_equal(dbl.state, IBV_QPS_RTS);
+	assert_int_equal(dbl.calls, 3);
+	assert_int_equal(dbl.tc, 26 << 2);
+	assert_int_equal(cruxn_vx_sport_of_flow_label(dbl.fl), 50123);
+
+	/* A class change on the live QP is refused, and says so. */
+	cruxn_vx_attr_rtr(&l, &r, &cls, fl, &a, &mask);
+	a.qp_state = IBV_QPS_RTS;
+	a.ah_attr.grh.traffic_class = 10 << 2;
+	assert_int_equal(dbl_modify_qp(&qp, &a, mask), EINVAL);
+	/* Re-connecting a live QP fails at its first step with a clear error. */
+	assert_int_equal(cruxn_vx_qp_connect(&v, &qp, &l, &r, &q, IBV_ACCESS_REMOTE_WRITE, &cls, fl,
+					     err, sizeof(err)),
+			 CRUX_ERR_INVAL);
+	assert_non_null(strstr(err, "queue pair 273"));
+	assert_non_null(strstr(err, "INIT"));
+	assert_non_null(strstr(err, "Invalid argument"));
+}
+
+static int refuse_rtr(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
+{
+	(void)qp;
+	(void)mask;
+	return a->qp_state == IBV_QPS_RTR ? -1 : 0;
+}
+
+static void test_qp_connect_refused_rtr(void **state)
+{
+	struct cruxn_ibv v;
+	struct ibv_qp qp;
+	struct cruxn_vx_ep l, r;
+	struct cruxn_vx_qp_cfg q;
+	struct cruxn_class cls = {.tos = 26 << 2, .prio = 2, .level = 2, .sl = 3};
+	char err[512] = "";
+	(void)state;
+
+	memset(&v, 0, sizeof(v));
+	memset(&qp, 0, sizeof(qp));
+	v.modify_qp = refuse_rtr;
+	qp.qp_num = 9;
+	eps(&l, &r, IBV_LINK_LAYER_ETHERNET);
+	cruxn_vx_qp_cfg_default(&q);
+	errno = ENODEV; /* an old provider: -1 and errno */
+	assert_int_equal(cruxn_vx_qp_connect(&v, &qp, &l, &r, &q, 0, &cls, 0, err, sizeof(err)),
+			 CRUX_ERR_IO);
+	assert_non_null(strstr(err, "RTR"));
+	assert_non_null(strstr(err, "GID index 3"));
+	assert_non_null(strstr(err, "traffic class 104"));
+	assert_non_null(strstr(err, "SL 3"));
+	assert_non_null(strstr(err, "NCCL_IB_GID_INDEX"));
+}
+
+/* ---- path: flow label <-> UDP source port ----------------------------------- */
+
+static void test_flow_label_ports(void **state)
+{
+	bool exact = false;
+	(void)state;
+
+	/* the kernel's formula, by hand */
+	assert_int_equal(cruxn_vx_sport_of_flow_label(0), 0xC000);
+	assert_int_equal(cruxn_vx_sport_of_flow_label(0x4001), 0xC000);
+	assert_int_equal(cruxn_vx_sport_of_flow_label(0x12345), 0xC000 | (0x2345 ^ 0x4));
+	for (uint32_t p = 0xC000; p <= 0xFFFF; p++) {
+		uint32_t fl = cruxn_vx_flow_label_for_sport((uint16_t)p, &exact);
+		assert_true(exact);
+		assert_true(fl != 0 && fl <= 0xfffff);
+		assert_int_equal(cruxn_vx_sport_of_flow_label(fl), p);
+	}
+	assert_int_equal(cruxn_vx_flow_label_for_sport(0, &exact), 0);
+	assert_true(exact);
+	(void)cruxn_vx_flow_label_for_sport(40000, &exact);
+	assert_false(exact);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_load_missing_library),
+		cmocka_unit_test(test_load_not_verbs),
+		cmocka_unit_test(test_load_rdma_core),
+		cmocka_unit_test(test_hca_match),
+		cmocka_unit_test(test_gid_choose),
+		cmocka_unit_test(test_gid_rules_env),
+		cmocka_unit_test(test_attr_init),
+		cmocka_unit_test(test_attr_rtr_roce),
+		cmocka_unit_test(test_attr_rtr_ib),
+		cmocka_unit_test(test_attr_rts),
+		cmocka_unit_test(test_qp_connect),
+		cmocka_unit_test(test_qp_connect_refused_rtr),
+		cmocka_unit_test(test_flow_label_ports),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
