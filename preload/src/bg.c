@@ -301,7 +301,8 @@ static void publish(struct cruxp_bg *bg, uint64_t now)
 	char obj[256];
 	double n = (double)bg->w_regular;
 
-	if (!atomic_load(&cruxp_ctx.intercepted) && !bg->scanned) {
+	if (cruxp_ctx.source != CRUXP_SRC_PROFILER && !atomic_load(&cruxp_ctx.intercepted) &&
+	    !bg->scanned) {
 		bg->scanned = true;
 		if (cruxp_static_nccl_scan(obj, sizeof(obj))) {
 			cruxp_ctx.static_nccl = true;
@@ -337,6 +338,8 @@ static void publish(struct cruxp_bg *bg, uint64_t now)
 		c.flags |= CRUX_PROF_F_ITER_DETECTED;
 	if (cruxp_ctx.static_nccl)
 		c.flags |= CRUX_PROF_F_STATIC_NCCL;
+	if (cruxp_ctx.source == CRUXP_SRC_PROFILER)
+		c.flags |= CRUX_PROF_F_SRC_PROFILER;
 	snprintf(c.device, sizeof(c.device), "%s",
 		 cruxp_ctx.device[0] ? cruxp_ctx.device : "unknown");
 	open_record(bg);

@@ -164,6 +164,18 @@ enum cruxp_fn {
 
 struct cruxp_bg;
 
+/*
+ * Who feeds this context: the preload's wrappers or the NCCL profiler plugin
+ * (libnccl-profiler-crux.so links the same core). In one process only one
+ * of them publishes: the preload exports crux_profile_claim(), and whoever
+ * claims first keeps the record (see preload/README.md).
+ */
+enum cruxp_source {
+	CRUXP_SRC_NONE = 0,
+	CRUXP_SRC_PRELOAD = 1,
+	CRUXP_SRC_PROFILER = 2,
+};
+
 /* The preload's one process-wide context. */
 struct cruxp_ctx {
 	_Atomic int state;
@@ -190,6 +202,10 @@ struct cruxp_ctx {
 	bool thread_running;
 	_Atomic bool stop;
 	struct cruxp_bg *bg;
+	int source;		       /* enum cruxp_source of this copy of the core */
+	int device_ordinal;	       /* profiler plugin: the CUDA device of its first comm */
+	_Atomic int publisher;	       /* preload only: enum cruxp_source that won the claim */
+	_Atomic(void (*)(void)) mark;  /* preload only: the profiler plugin's iteration mark */
 };
 
 extern struct cruxp_ctx cruxp_ctx;
@@ -224,6 +240,8 @@ crux_status_t cruxp_config_parse(crux_getenv_fn fn, void *arg, struct cruxp_conf
 void cruxp_ctx_start(uintptr_t comm, int rank, int nranks);
 /* Device identity of the process from its first communicator. */
 void cruxp_device_identity(uintptr_t comm);
+/* Device identity from a CUDA device ordinal (-1: unknown). */
+void cruxp_device_identity_ordinal(int ordinal);
 void cruxp_comm_add(uintptr_t comm, int rank, int nranks);
 void cruxp_comm_remove(uintptr_t comm);
 const struct cruxp_comm *cruxp_comm_find(uintptr_t comm);

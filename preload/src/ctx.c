@@ -19,6 +19,8 @@
 struct cruxp_ctx cruxp_ctx = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .resolve_lock = PTHREAD_MUTEX_INITIALIZER,
+    .source = CRUXP_SRC_PRELOAD,
+    .device_ordinal = -1,
 };
 
 uint64_t cruxp_now(void)
@@ -302,11 +304,16 @@ static int query(enum cruxp_fn f, uintptr_t comm, int fallback)
 
 void cruxp_device_identity(uintptr_t comm)
 {
+	cruxp_device_identity_ordinal(query(CRUXP_FN_CUDEVICE, comm, -1));
+}
+
+void cruxp_device_identity_ordinal(int ordinal)
+{
 	typedef int (*cu_init_fn)(unsigned int);
 	typedef int (*cu_get_fn)(int *, int);
 	typedef int (*cu_uuid_fn)(unsigned char *, int);
 	void *cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-	int ordinal = query(CRUXP_FN_CUDEVICE, comm, -1), dev = 0;
+	int dev = 0;
 	unsigned char u[16];
 	cu_init_fn init;
 	cu_get_fn get;

@@ -116,7 +116,8 @@ static void start_locked(uintptr_t comm, int rank, int nranks)
 		pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	cruxp_ctx.pid = getpid();
 	/* A bad CRUX_ value (CRUX_LOG_LEVEL included) turns profiling off, as documented. */
-	if (crux_log_init("crux-preload") != CRUX_OK ||
+	if (crux_log_init(cruxp_ctx.source == CRUXP_SRC_PROFILER ? "crux-profiler" : "crux-preload") !=
+		CRUX_OK ||
 	    cruxp_config_parse(NULL, NULL, &cruxp_ctx.cfg, &enabled) != CRUX_OK) {
 		crux_err("profiling is off for this process; fix the variable above");
 		atomic_store(&cruxp_ctx.state, CRUXP_ST_OFF);
@@ -137,7 +138,9 @@ static void start_locked(uintptr_t comm, int rank, int nranks)
 		cruxp_ctx.ident.rank = rank;
 		cruxp_ctx.ident.world_size = nranks;
 	}
-	if (comm)
+	if (cruxp_ctx.source == CRUXP_SRC_PROFILER)
+		cruxp_device_identity_ordinal(cruxp_ctx.device_ordinal);
+	else if (comm)
 		cruxp_device_identity(comm);
 	else
 		snprintf(cruxp_ctx.device, sizeof(cruxp_ctx.device), "unknown");
@@ -200,7 +203,10 @@ __attribute__((destructor)) static void cruxp_fini(void)
 		cruxp_bg_close_record(cruxp_ctx.bg);
 	}
 	/* Never reached by any communicator: was NCCL in here all along? */
-	if (atomic_load(&cruxp_ctx.intercepted) || cruxp_ctx.static_nccl ||
+	/* Not a question for the profiler plugin, nor when the plugin profiled it. */
+	if (cruxp_ctx.source == CRUXP_SRC_PROFILER ||
+	    atomic_load(&cruxp_ctx.publisher) == CRUXP_SRC_PROFILER ||
+	    atomic_load(&cruxp_ctx.intercepted) || cruxp_ctx.static_nccl ||
 	    !cruxp_static_nccl_scan(obj, sizeof(obj)))
 		return;
 	if (!cruxp_ctx.pid)

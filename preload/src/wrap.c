@@ -7,6 +7,7 @@
  * lock-free ring. No lock, allocation or system call on this path; the
  * result is returned untouched.
  */
+#include "crux/log.h"
 #include "crux/nccl_api.h"
 #include "cruxp.h"
 
@@ -246,12 +247,44 @@ CRUXP_EXPORT ncclResult_t ncclGroupEnd(void)
 	return r;
 }
 
+/* ---- Who publishes: the preload or the NCCL profiler plugin ---- */
+
+/*
+ * Called by libnccl-profiler-crux.so (found with dlsym(RTLD_DEFAULT)) and by
+ * our own first communicator: the first claim wins and is returned to every
+ * later caller. The plugin registers its iteration mark so that
+ * crux_iteration_mark() keeps working when it publishes. Not for users.
+ */
+CRUXP_EXPORT int crux_profile_claim(int source, void (*mark)(void))
+{
+	int none = CRUXP_SRC_NONE;
+
+	if (source != CRUXP_SRC_PRELOAD && source != CRUXP_SRC_PROFILER)
+		return atomic_load(&cruxp_ctx.publisher);
+	if (atomic_compare_exchange_strong(&cruxp_ctx.publisher, &none, source)) {
+		if (source == CRUXP_SRC_PROFILER && mark)
+			atomic_store(&cruxp_ctx.mark, mark);
+		return source;
+	}
+	return none; /* the winner */
+}
+
 /* ---- Communicator life cycle ---- */
 
 static inline void created(ncclResult_t r, ncclComm_t *comm, int rank, int nranks)
 {
-	if (ok_result(r) && comm && *comm)
-		cruxp_comm_add((uintptr_t)*comm, rank, nranks);
+	if (!ok_result(r) || !comm || !*comm)
+		return;
+	/* NCCL loaded our profiler plugin during this init: it publishes, we pass through. */
+	if (crux_profile_claim(CRUXP_SRC_PRELOAD, NULL) != CRUXP_SRC_PRELOAD) {
+		int uninit = CRUXP_ST_UNINIT;
+
+		if (atomic_compare_exchange_strong(&cruxp_ctx.state, &uninit, CRUXP_ST_OFF))
+			crux_info("the Crux NCCL profiler plugin profiles this process; the "
+				  "preload passes calls through");
+		return;
+	}
+	cruxp_comm_add((uintptr_t)*comm, rank, nranks);
 }
 
 #define CRUXP_LIFE(FN, TYPE, AFTER, ...)                                                           \
@@ -344,7 +377,12 @@ CRUXP_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
 CRUXP_EXPORT void crux_iteration_mark(void)
 {
 	struct cruxp_call c = {0};
+	void (*plugin_mark)(void) = atomic_load(&cruxp_ctx.mark);
 
+	if (plugin_mark) {
+		plugin_mark(); /* the profiler plugin publishes this process's record */
+		return;
+	}
 	cruxp_ctx_start(0, -1, -1);
 	if (atomic_load_explicit(&cruxp_ctx.state, memory_order_acquire) != CRUXP_ST_ACTIVE)
 		return;

@@ -92,6 +92,7 @@ struct crux_prof_compute {
 #define CRUX_PROF_F_ITER_DETECTED 0x1u /* iteration period found */
 #define CRUX_PROF_F_ITER_MARKED 0x2u   /* from crux_iteration_mark / CRUX_ITERATION_MARK */
 #define CRUX_PROF_F_STATIC_NCCL 0x4u   /* NCCL linked statically: nothing intercepted */
+#define CRUX_PROF_F_SRC_PROFILER 0x8u  /* from the NCCL profiler plugin (else the preload) */
 
 struct crux_prof_peer {
 	struct crux_addr peer;

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Internals of libnccl-profiler-crux.so: the per-communicator context NCCL
+ * hands back with every event, the event handles, and the version-neutral
+ * event descriptor the per-version shims (shims.c) fill for the core.
+ */
+#ifndef CRUXF_H
+#define CRUXF_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "crux/nccl_profiler_abi.h"
+
+#define CRUXF_COMM_MAGIC 0x4352555850524f46ull /* "CRUXPROF" */
+#define CRUXF_EVENTS 64 /* live events per communicator (power of two); API events nest <= 3 */
+
+enum cruxf_kind {
+	CRUXF_K_NONE = 0,
+	CRUXF_K_GROUP, /* v5+: GroupApi; v4: Group */
+	CRUXF_K_CALL,  /* v5+: CollApi/P2pApi; v4: Coll/P2p task */
+};
+
+/* One event NCCL started and has not stopped (its handle). */
+struct cruxf_event {
+	int type; /* enum cruxf_kind; 0 when free */
+	bool v4;
+	uint8_t op, dtype;
+	int32_t peer;
+	uint32_t ncalls;  /* group: calls queued in it */
+	uint32_t ev_slot; /* group: CUDA event slot of its launch (events backend) */
+	uint64_t t0, t_launch, count;
+	uintptr_t stream;
+	struct cruxf_event *parent;
+	struct cruxf_comm *comm_of;
+};
+
+/* One communicator's profiler context. */
+struct cruxf_comm {
+	uint64_t magic;
+	int version, rank, nranks;
+	char name[64];
+	_Atomic uint32_t next;
+	struct cruxf_event evs[CRUXF_EVENTS];
+};
+
+/* What the core needs of an event descriptor, whatever its version. */
+struct cruxf_desc {
+	int kind; /* enum cruxf_kind; CRUXF_K_NONE: not ours */
+	bool v4;
+	void *parent;
+	const char *func;
+	const char *datatype;
+	uint64_t count;
+	int peer; /* root or peer; -1 when none */
+	void *stream;
+};
+
+cruxf_result_t cruxf_init(void **context, int *mask, int version, const char *name, int nranks,
+			  int rank, cruxf_logger_t logfn);
+cruxf_result_t cruxf_finalize(void *context);
+void cruxf_start(void *context, void **handle, const struct cruxf_desc *d);
+void cruxf_stop(void *handle);
+void cruxf_state_change(void *handle, int state);
+
+/* enum cruxp_op for an ncclFuncToString name, -1 for none of ours. */
+int cruxf_op_from_func(const char *func);
+/* ncclDataType_t value for an ncclDatatypeToString name (0 when unknown). */
+int cruxf_dtype_from_name(const char *name);
+
+#endif /* CRUXF_H */

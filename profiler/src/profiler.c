@@ -1,0 +1,350 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The Crux NCCL profiler plugin's core: NCCL's profiler events become the
+ * same call records the preload's wrappers make, pushed into the same ring
+ * of the same core (preload/src), so iteration detection, timing backends
+ * and the profile record are shared code.
+ *
+ * Event handlers (start, stop, state) run on NCCL's critical path: they read
+ * the clock (vDSO), fill a slot of a per-communicator array chosen by an
+ * atomic counter, and push one record into the lock-free ring. No lock, no
+ * allocation, no system call; with the events backend one cudaEventRecord
+ * per launched group, as the preload does.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crux/log.h"
+#include "cruxf.h"
+#include "cruxp.h"
+#include "timing.h"
+
+static struct {
+	pthread_mutex_t lock; /* init/finalize only */
+	int decided;	      /* 0 not yet, 1 we publish, -1 the preload does */
+	cruxf_logger_t logger;
+	_Atomic int passive_said;
+} cruxf_state = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* ---- Strings NCCL hands us (ncclFuncToString / ncclDatatypeToString) ---- */
+
+int cruxf_op_from_func(const char *f)
+{
+	if (!f)
+		return -1;
+	switch (f[0]) {
+	case 'A':
+		if (!strcmp(f, "AllReduce"))
+			return CRUXP_OP_ALLREDUCE;
+		if (!strcmp(f, "AllGather"))
+			return CRUXP_OP_ALLGATHER;
+		if (!strcmp(f, "AlltoAll") || !strcmp(f, "AllToAll"))
+			return CRUXP_OP_ALLTOALL;
+		break;
+	case 'R':
+		if (!strcmp(f, "ReduceScatter"))
+			return CRUXP_OP_REDUCESCATTER;
+		if (!strcmp(f, "Reduce"))
+			return CRUXP_OP_REDUCE;
+		if (!strcmp(f, "Recv"))
+			return CRUXP_OP_RECV;
+		break;
+	case 'B':
+		if (!strcmp(f, "Broadcast"))
+			return CRUXP_OP_BROADCAST;
+		break;
+	case 'G':
+		if (!strcmp(f, "Gather"))
+			return CRUXP_OP_GATHER;
+		break;
+	case 'S':
+		if (!strcmp(f, "Send"))
+			return CRUXP_OP_SEND;
+		if (!strcmp(f, "Scatter"))
+			return CRUXP_OP_SCATTER;
+		break;
+	default:
+		break;
+	}
+	return -1;
+}
+
+int cruxf_dtype_from_name(const char *d)
+{
+	static const char *const names[] = {
+	    "ncclInt8",	   "ncclUint8",	  "ncclInt32",	  "ncclUint32",
+	    "ncclInt64",   "ncclUint64",  "ncclFloat16",  "ncclFloat32",
+	    "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2",
+	};
+
+	if (!d || strncmp(d, "nccl", 4) != 0)
+		return 0; /* unknown: counted as bytes */
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(d + 4, names[i] + 4))
+			return (int)i;
+	return 0;
+}
+
+/* ---- Logging through NCCL's logger ---- */
+
+static void nccl_sink(void *arg, enum crux_log_level level, const char *file, int line,
+		      const char *msg)
+{
+	cruxf_logger_t l = cruxf_state.logger;
+	(void)arg;
+
+	if (l)
+		l(level <= CRUX_LOG_WARN ? CRUXF_LOG_WARN : CRUXF_LOG_INFO, CRUXF_LOG_SUB_INIT, file,
+		  line, "PROFILER/Crux: %s", msg);
+}
+
+/* ---- Claim: exactly one of the preload and this plugin publishes ---- */
+
+static void cruxf_mark(void)
+{
+	struct cruxp_call c = {0};
+
+	if (atomic_load_explicit(&cruxp_ctx.state, memory_order_acquire) != CRUXP_ST_ACTIVE)
+		return;
+	atomic_store(&cruxp_ctx.marked, true);
+	c.t_enter = c.t_exit = cruxp_now();
+	c.op = CRUXP_OP_MARK;
+	c.peer = -1;
+	c.ev_slot = UINT32_MAX;
+	cruxp_ring_push(&cruxp_ctx.ring, &c);
+}
+
+/* Decided once per process, under cruxf_state.lock. */
+static int decide(void)
+{
+	typedef int (*claim_fn)(int, void (*)(void));
+	claim_fn claim;
+
+	if (cruxf_state.decided)
+		return cruxf_state.decided;
+	/* The preload, when present, exports its claim (LD_PRELOAD: global scope). */
+	claim = (claim_fn)dlsym(RTLD_DEFAULT, "crux_profile_claim");
+	if (!claim || claim(CRUXP_SRC_PROFILER, cruxf_mark) == CRUXP_SRC_PROFILER)
+		cruxf_state.decided = 1;
+	else
+		cruxf_state.decided = -1;
+	return cruxf_state.decided;
+}
+
+/* The CUDA device current on the thread that creates the communicator. */
+static int current_device(void)
+{
+	typedef int (*cu_ctx_get_device_fn)(int *);
+	void *cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+	cu_ctx_get_device_fn get;
+	int dev = -1;
+
+	if (!cuda)
+		return -1;
+	get = (cu_ctx_get_device_fn)dlsym(cuda, "cuCtxGetDevice");
+	if (!get || get(&dev) != 0)
+		dev = -1;
+	dlclose(cuda);
+	return dev;
+}
+
+cruxf_result_t cruxf_init(void **context, int *mask, int version, const char *name, int nranks,
+			  int rank, cruxf_logger_t logfn)
+{
+	struct cruxf_comm *c;
+
+	if (!context || !mask)
+		return CRUXF_INVALID_ARGUMENT;
+	*mask = 0;
+	*context = NULL;
+	pthread_mutex_lock(&cruxf_state.lock);
+	if (logfn && !cruxf_state.logger) {
+		cruxf_state.logger = logfn;
+		crux_log_set_sink(nccl_sink, NULL);
+	}
+	if (decide() < 0) {
+		pthread_mutex_unlock(&cruxf_state.lock);
+		crux_log_once(&cruxf_state.passive_said, CRUX_LOG_INFO,
+			      "libcrux-preload.so profiles this process; the profiler plugin stays "
+			      "passive (no events)");
+		return CRUXF_SUCCESS;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		pthread_mutex_unlock(&cruxf_state.lock);
+		return CRUXF_SUCCESS; /* never fail NCCL for profiling */
+	}
+	c->magic = CRUXF_COMM_MAGIC;
+	c->version = version;
+	c->rank = rank;
+	c->nranks = nranks;
+	snprintf(c->name, sizeof(c->name), "%s", name ? name : "");
+	if (cruxp_ctx.device_ordinal < 0)
+		cruxp_ctx.device_ordinal = current_device();
+	cruxp_ctx.source = CRUXP_SRC_PROFILER;
+	pthread_mutex_unlock(&cruxf_state.lock);
+
+	cruxp_comm_add((uintptr_t)c, rank, nranks);
+	if (atomic_load(&cruxp_ctx.state) != CRUXP_ST_ACTIVE) {
+		/* Off by configuration (said once by the core): no events at all. */
+		cruxp_comm_remove((uintptr_t)c);
+		free(c);
+		return CRUXF_SUCCESS;
+	}
+	*context = c;
+	*mask = version >= 5 ? (CRUXF_EV_GROUP_API | CRUXF_EV_COLL_API | CRUXF_EV_P2P_API)
+			     : (CRUXF_EV_GROUP | CRUXF_EV_COLL | CRUXF_EV_P2P);
+	return CRUXF_SUCCESS;
+}
+
+cruxf_result_t cruxf_finalize(void *context)
+{
+	struct cruxf_comm *c = context;
+
+	if (!c || c->magic != CRUXF_COMM_MAGIC)
+		return CRUXF_SUCCESS;
+	cruxp_comm_remove((uintptr_t)c);
+	c->magic = 0;
+	free(c);
+	return CRUXF_SUCCESS;
+}
+
+/* ---- Events (critical path) ---- */
+
+static inline struct cruxf_event *slot(struct cruxf_comm *c)
+{
+	uint32_t i = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
+	struct cruxf_event *e = &c->evs[i & (CRUXF_EVENTS - 1)];
+
+	e->comm_of = c;
+	return e;
+}
+
+static inline bool active(void)
+{
+	return atomic_load_explicit(&cruxp_ctx.state, memory_order_acquire) == CRUXP_ST_ACTIVE;
+}
+
+static inline void push_call(struct cruxf_comm *c, uint64_t t0, uint64_t t1, int op,
+			     uint64_t count, int dtype, int peer, uintptr_t stream, uint32_t ev)
+{
+	struct cruxp_call k;
+
+	k.t_enter = t0;
+	k.t_exit = t1;
+	k.count = count;
+	k.comm = (uintptr_t)c;
+	k.stream = stream;
+	k.peer = peer;
+	k.ev_slot = ev;
+	k.op = (uint8_t)op;
+	k.dtype = (uint8_t)dtype;
+	memset(k.pad, 0, sizeof(k.pad));
+	cruxp_ring_push(&cruxp_ctx.ring, &k);
+}
+
+/* A group that queued work: its launch is timed on the stream of its first call. */
+static inline void group_saw_call(struct cruxf_event *g, uintptr_t stream, uint64_t now)
+{
+	if (!g || g->type != CRUXF_K_GROUP)
+		return;
+	if (!g->ncalls++)
+		g->stream = stream;
+	/* v4 has no "launch" state: time the launch from its first task on. */
+	if (g->v4 && g->ev_slot == UINT32_MAX &&
+	    atomic_load_explicit(&cruxp_ctx.backend, memory_order_relaxed) == CRUX_TIMING_EVENTS) {
+		g->t_launch = now;
+		g->ev_slot = cruxp_events_begin(cruxp_ctx.events, (void *)stream, now);
+	}
+}
+
+void cruxf_start(void *context, void **handle, const struct cruxf_desc *d)
+{
+	struct cruxf_comm *c = context;
+	struct cruxf_event *e, *parent = d->parent;
+	uint64_t now;
+	int op;
+
+	*handle = NULL;
+	if (!c || c->magic != CRUXF_COMM_MAGIC || !active())
+		return;
+	if (parent && (parent < c->evs || parent >= c->evs + CRUXF_EVENTS))
+		parent = NULL; /* not one of ours */
+	now = cruxp_now();
+	switch (d->kind) {
+	case CRUXF_K_GROUP:
+		e = slot(c);
+		e->type = CRUXF_K_GROUP;
+		e->v4 = d->v4;
+		e->t0 = now;
+		e->t_launch = 0;
+		e->ncalls = 0;
+		e->stream = 0;
+		e->ev_slot = UINT32_MAX;
+		*handle = e;
+		return;
+	case CRUXF_K_CALL:
+		op = cruxf_op_from_func(d->func);
+		if (op < 0)
+			return;
+		if (d->v4) {
+			/* v4 task events come at launch: the call itself is already over. */
+			group_saw_call(parent, (uintptr_t)d->stream, now);
+			push_call(c, now, now, op, d->count, cruxf_dtype_from_name(d->datatype),
+				  d->peer, (uintptr_t)d->stream, UINT32_MAX);
+			return;
+		}
+		e = slot(c);
+		e->type = CRUXF_K_CALL;
+		e->t0 = now;
+		e->op = (uint8_t)op;
+		e->dtype = (uint8_t)cruxf_dtype_from_name(d->datatype);
+		e->count = d->count;
+		e->peer = d->peer;
+		e->stream = (uintptr_t)d->stream;
+		e->parent = parent;
+		*handle = e;
+		return;
+	default:
+		return;
+	}
+}
+
+void cruxf_stop(void *handle)
+{
+	struct cruxf_event *e = handle;
+	struct cruxf_comm *c;
+	uint64_t now;
+
+	if (!e || !active())
+		return;
+	c = e->comm_of;
+	now = cruxp_now();
+	if (e->type == CRUXF_K_CALL) {
+		group_saw_call(e->parent, e->stream, now);
+		push_call(c, e->t0, now, e->op, e->count, e->dtype, e->peer, e->stream, UINT32_MAX);
+	} else if (e->type == CRUXF_K_GROUP && e->ncalls) {
+		if (e->ev_slot != UINT32_MAX)
+			cruxp_events_end(cruxp_ctx.events, e->ev_slot, (void *)e->stream);
+		push_call(c, e->t_launch ? e->t_launch : e->t0, now, CRUXP_OP_GROUP_END, 0, 0, -1,
+			  e->stream, e->ev_slot);
+	}
+	e->type = 0;
+}
+
+void cruxf_state_change(void *handle, int state)
+{
+	struct cruxf_event *e = handle;
+	uint64_t now;
+
+	if (!e || e->type != CRUXF_K_GROUP || state != CRUXF_STATE_GROUP_END_API_START || !active())
+		return;
+	/* ncclGroupEnd entered: the grouped work is launched from here on. */
+	now = cruxp_now();
+	e->t_launch = now;
+	if (e->ncalls && e->ev_slot == UINT32_MAX &&
+	    atomic_load_explicit(&cruxp_ctx.backend, memory_order_relaxed) == CRUX_TIMING_EVENTS)
+		e->ev_slot = cruxp_events_begin(cruxp_ctx.events, (void *)e->stream, now);
+}
