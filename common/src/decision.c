@@ -413,8 +413,8 @@ void crux_dt_reader_close(struct crux_dt_reader *r)
 bool crux_dt_reader_is_current(const struct crux_dt_reader *r)
 {
 	struct stat a, b;
-	if (r->map.fd < 0)
-		return true; /* a buffer, not a file */
+	if (r->map.fd < 0 || !r->map.path[0])
+		return true; /* a buffer or a sealed memfd: never replaced under us */
 	return fstat(r->map.fd, &a) == 0 && lstat(r->map.path, &b) == 0 && a.st_dev == b.st_dev &&
 	       a.st_ino == b.st_ino;
 }
@@ -820,6 +820,8 @@ static void dt_init_file(void *base, void *arg)
 }
 
 /* The pid holding an flock on (dev, ino), from /proc/locks; 0 when not found. */
+static void writer_finish(struct crux_dt_writer *w, bool keep, const struct crux_dt_settings *sp);
+
 static pid_t flock_holder(dev_t dev, ino_t ino)
 {
 	FILE *fp = fopen("/proc/locks", "re");
@@ -947,6 +949,25 @@ crux_status_t crux_dt_writer_open_ex(const char *dir, const struct crux_dt_setti
 		crux_shm_unmap(&w->map);
 	}
 	w->f = w->map.base;
+	writer_finish(w, keep, &s);
+	*out = w;
+	return CRUX_OK;
+
+out_unmap:
+	crux_shm_unmap(&w->map);
+out_free:
+	free(w->scratch);
+	free(w->stage);
+	free(w);
+	return st;
+}
+
+/* After mapping: adopt the old entries ('keep'), settings, writer identity, first publish. */
+static void writer_finish(struct crux_dt_writer *w, bool keep, const struct crux_dt_settings *sp)
+{
+	struct crux_dt_settings s = *sp;
+	char why[512];
+	crux_status_t st;
 
 	/* Restart: keep the published entries, under the new settings. */
 	if (keep) {
@@ -987,16 +1008,76 @@ crux_status_t crux_dt_writer_open_ex(const char *dir, const struct crux_dt_setti
 	__atomic_store_n(&w->f->hdr.writer_pid, (uint32_t)getpid(), __ATOMIC_RELEASE);
 	stage_commit(w);
 	crux_dt_heartbeat(w);
+}
+
+crux_status_t crux_dt_writer_open_memfd(const struct crux_dt_settings *settings,
+					struct crux_dt_writer **out, char *err, size_t errlen)
+{
+	crux_status_t st;
+	char why[512];
+	struct crux_dt_settings s = *settings;
+	struct crux_dt_writer *w = calloc(1, sizeof(*w));
+	if (!w)
+		return CRUX_ERR_NOMEM;
+	w->map.fd = -1;
+	w->stage = calloc(1, sizeof(*w->stage));
+	w->scratch = calloc(1, sizeof(*w->scratch));
+	if (!w->stage || !w->scratch) {
+		st = CRUX_ERR_NOMEM;
+		goto out_free;
+	}
+	st = crux_dt_settings_validate(&s, why, sizeof(why));
+	if (st != CRUX_OK) {
+		crux_set_err(err, errlen, "decision table settings: %s", why);
+		goto out_free;
+	}
+	st = crux_memfd_create("crux-decision", CRUX_DT_MAGIC, CRUX_DT_VERSION,
+			       sizeof(struct dt_file), CRUX_SEALS_TABLE, dt_init_file, &s,
+			       &w->map, err, errlen);
+	if (st != CRUX_OK)
+		goto out_free;
+	w->f = w->map.base;
+	writer_finish(w, false, &s);
 	*out = w;
 	return CRUX_OK;
 
-out_unmap:
-	crux_shm_unmap(&w->map);
 out_free:
 	free(w->scratch);
 	free(w->stage);
 	free(w);
 	return st;
+}
+
+int crux_dt_writer_fd(const struct crux_dt_writer *w)
+{
+	return w ? w->map.fd : -1;
+}
+
+crux_status_t crux_dt_reader_open_fd(int fd, struct crux_dt_reader **out, char *err,
+				     size_t errlen)
+{
+	char why[256];
+	crux_status_t st;
+	struct crux_dt_reader *r = calloc(1, sizeof(*r));
+	if (!r)
+		return CRUX_ERR_NOMEM;
+	st = crux_memfd_map(fd, CRUX_DT_MAGIC, CRUX_DT_VERSION, sizeof(struct dt_file),
+			    CRUX_SEALS_TABLE, false, &r->map, why, sizeof(why));
+	if (st == CRUX_OK) {
+		st = crux_dt_validate_mapped(r->map.base, r->map.size, why, sizeof(why));
+		if (st == CRUX_ERR_BUSY)
+			st = CRUX_OK; /* lookups retry on their own */
+		else if (st != CRUX_OK)
+			crux_shm_unmap(&r->map);
+	}
+	if (st != CRUX_OK) {
+		crux_set_err(err, errlen, "decision table from cruxd: %s", why);
+		free(r);
+		return st;
+	}
+	r->f = r->map.base;
+	*out = r;
+	return CRUX_OK;
 }
 
 crux_status_t crux_dt_writer_open(const char *dir, const struct crux_dt_settings *settings,

@@ -44,4 +44,13 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/*
+ * One message of exactly 'len' bytes with at most one descriptor, both
+ * directions of the attach socket; MSG_DONTWAIT. Extra descriptors are
+ * closed. recv: *got bytes, *fd (-1 if none), *nfds.
+ */
+#include <sys/types.h>
+ssize_t crux_sock_send(int sock, const void *buf, size_t len, int fd);
+ssize_t crux_sock_recv(int sock, void *buf, size_t len, int *fd, int *nfds);
+
 #endif /* CRUX_COMMON_INTERNAL_H */

@@ -188,6 +188,69 @@ crux_status_t crux_prof_open_self(const char *dir, const struct crux_prof_identi
 	return st;
 }
 
+/* ---- contract v2: the record is a sealed memfd shared with cruxd ---- */
+
+crux_status_t crux_prof_create_fd_ex(const struct crux_prof_identity *id,
+				     struct crux_prof_handle **out, char *err, size_t errlen)
+{
+	char name[64];
+	crux_status_t st;
+	struct crux_prof_handle *h = calloc(1, sizeof(*h));
+	if (!h)
+		return CRUX_ERR_NOMEM;
+	snprintf(name, sizeof(name), "%s%d", CRUX_PROF_MEMFD_PREFIX, (int)getpid());
+	st = crux_memfd_create(name, CRUX_PROF_MAGIC, CRUX_PROF_VERSION, sizeof(struct prof_file),
+			       CRUX_SEALS_PROFILE, prof_init, (void *)id, &h->map, err, errlen);
+	if (st != CRUX_OK) {
+		free(h);
+		return st;
+	}
+	h->f = h->map.base;
+	*out = h;
+	return CRUX_OK;
+}
+
+crux_status_t crux_prof_adopt_fd_ex(int fd, struct crux_prof_handle **out, char *err,
+				    size_t errlen)
+{
+	uint64_t start = 0;
+	crux_status_t st;
+	struct crux_prof_handle *h = calloc(1, sizeof(*h));
+	if (!h)
+		return CRUX_ERR_NOMEM;
+	st = crux_memfd_map(fd, CRUX_PROF_MAGIC, CRUX_PROF_VERSION, sizeof(struct prof_file),
+			    CRUX_SEALS_PROFILE, true, &h->map, err, errlen);
+	if (st != CRUX_OK) {
+		free(h);
+		return st;
+	}
+	h->f = h->map.base;
+	crux_proc_start_time(getpid(), &start);
+	if (h->f->hdr.writer_pid != (uint32_t)getpid() || h->f->hdr.writer_start_time != start) {
+		crux_set_err(err, errlen, "the profile memfd belongs to another process");
+		crux_prof_close(h);
+		return CRUX_ERR_CORRUPT;
+	}
+	*out = h;
+	return CRUX_OK;
+}
+
+void crux_prof_identity_of(const struct crux_prof_handle *h, struct crux_prof_identity *out)
+{
+	*out = h->f->id;
+}
+
+int crux_prof_handle_fd(const struct crux_prof_handle *h)
+{
+	return h ? h->map.fd : -1;
+}
+
+crux_status_t crux_prof_map_fd(int fd, struct crux_shm_map *out, char *err, size_t errlen)
+{
+	return crux_memfd_map(fd, CRUX_PROF_MAGIC, CRUX_PROF_VERSION, sizeof(struct prof_file),
+			      CRUX_SEALS_PROFILE, false, out, err, errlen);
+}
+
 static void touch(struct prof_file *f)
 {
 	atomic_fetch_add_explicit(&f->hdr.generation, 1, memory_order_release);

@@ -32,7 +32,7 @@ extern "C" {
 
 #define CRUX_DT_FILE "decision.tbl"
 #define CRUX_DT_MAGIC 0x44585243u /* "CRXD" little-endian */
-#define CRUX_DT_VERSION 1
+#define CRUX_DT_VERSION 2 /* 2: contract v2 (sealed memfd handed out by cruxd) */
 #define CRUX_MAX_LEVELS 8
 #define CRUX_DEFAULT_LEVELS 4
 #define CRUX_DT_MAX_JOBS 1024
@@ -235,6 +235,19 @@ crux_status_t crux_dt_validate_mapped(const void *base, size_t size, char *err, 
  */
 crux_status_t crux_dt_reader_open_buffer(const void *base, size_t size,
 					 struct crux_dt_reader **out, char *err, size_t errlen);
+
+/*
+ * Contract v2: the agent's table lives in a sealed memfd (CRUX_SEALS_TABLE)
+ * that cruxd hands to every attached process (crux/attach.h). The writer
+ * keeps the only writable mapping; nobody can resize it.
+ */
+crux_status_t crux_dt_writer_open_memfd(const struct crux_dt_settings *settings,
+					struct crux_dt_writer **out, char *err, size_t errlen);
+/* The writer's descriptor (to pass by SCM_RIGHTS); still owned by the writer. */
+int crux_dt_writer_fd(const struct crux_dt_writer *w);
+/* A reader over a received table memfd: seals and size checked before mapping. */
+crux_status_t crux_dt_reader_open_fd(int fd, struct crux_dt_reader **out, char *err,
+				     size_t errlen);
 
 #ifdef __cplusplus
 }

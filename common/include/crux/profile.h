@@ -32,7 +32,7 @@ extern "C" {
 #endif
 
 #define CRUX_PROF_MAGIC 0x50585243u /* "CRXP" little-endian */
-#define CRUX_PROF_VERSION 2 /* 2: net section carries the local address */
+#define CRUX_PROF_VERSION 3 /* 3: contract v2 (sealed memfd); 2: net section has the local address */
 #define CRUX_PROF_PREFIX "prof-"
 #define CRUX_PROF_SUFFIX ".rec"
 #define CRUX_PROF_MAX_PEERS 64
@@ -207,6 +207,28 @@ size_t crux_prof_file_size(void);
 crux_status_t crux_prof_validate_buffer(const void *base, size_t size, pid_t expect_pid,
 					uint64_t expect_start, struct crux_prof_snapshot *out,
 					char *err, size_t errlen);
+
+/* ---- Contract v2: the record as a sealed memfd (see crux/attach.h) ---- */
+
+/* memfd name of a process's record: this prefix and the pid (one per process). */
+#define CRUX_PROF_MEMFD_PREFIX "crux-prof-"
+
+/* Create this process's record as a memfd sealed with CRUX_SEALS_PROFILE. */
+crux_status_t crux_prof_create_fd_ex(const struct crux_prof_identity *id,
+				     struct crux_prof_handle **out, char *err, size_t errlen);
+/* Map a record memfd another component of this process created (same writer). */
+crux_status_t crux_prof_adopt_fd_ex(int fd, struct crux_prof_handle **out, char *err,
+				    size_t errlen);
+/* The identity the record was created with. */
+void crux_prof_identity_of(const struct crux_prof_handle *h, struct crux_prof_identity *out);
+/* The record's descriptor (owned by the handle). */
+int crux_prof_handle_fd(const struct crux_prof_handle *h);
+/*
+ * Agent side: map a received record read-only after checking it is a
+ * sealed memfd of the right size and header; read it with
+ * crux_prof_validate_buffer(map.base, map.size, 0, 0, ...).
+ */
+crux_status_t crux_prof_map_fd(int fd, struct crux_shm_map *out, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -117,6 +117,33 @@ crux_status_t crux_shm_create_ex(const char *dir, const char *name, uint32_t mag
 				 crux_shm_init_fn init, void *init_arg, struct crux_shm_map *out,
 				 char *err, size_t errlen);
 
+/*
+ * Sealed anonymous records (contract v2, see common/README.md): a memfd that
+ * lives only as long as someone holds its descriptor, so nothing in a
+ * directory can be truncated, replaced or removed under a reader.
+ *
+ * crux_memfd_create makes a memfd named 'name' of 'size' bytes, maps it
+ * writable, initialises the header (writer = this process) and runs 'init',
+ * and then adds 'seals' (e.g. CRUX_SEALS_TABLE). The writable mapping made
+ * before F_SEAL_FUTURE_WRITE stays writable for this process only.
+ */
+#define CRUX_SEALS_PROFILE 0x0006u /* F_SEAL_SHRINK | F_SEAL_GROW */
+#define CRUX_SEALS_TABLE 0x0016u   /* F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE */
+crux_status_t crux_memfd_create(const char *name, uint32_t magic, uint16_t layout_version,
+				size_t size, unsigned seals, crux_shm_init_fn init, void *init_arg,
+				struct crux_shm_map *out, char *err, size_t errlen);
+
+/*
+ * Map a descriptor received from another process (the map keeps its own
+ * duplicate; the caller still owns 'fd'). The descriptor must be a regular
+ * file of exactly 'size' bytes carrying at least the seals in 'need_seals'
+ * (checked with F_GET_SEALS before mapping), so it can never shrink under
+ * the mapping; then the header is validated like a file's.
+ */
+crux_status_t crux_memfd_map(int fd, uint32_t magic, uint16_t layout_version, size_t size,
+			     unsigned need_seals, bool writable, struct crux_shm_map *out,
+			     char *err, size_t errlen);
+
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t crux_now_ns(void);
 
