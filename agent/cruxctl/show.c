@@ -769,6 +769,11 @@ void view_json(const struct view *v, struct json *j)
 			json_num(j, c->stall_s);
 			json_key(j, "timing");
 			json_str(j, backend_name(c->timing_backend));
+			/* Which component measured it: the preload or the NCCL profiler plugin. */
+			json_key(j, "source");
+			json_str(j, (c->flags & CRUX_PROF_F_SRC_PROFILER) ? "profiler" : "preload");
+			json_key(j, "flags");
+			json_u64(j, c->flags);
 			json_end_obj(j);
 		} else {
 			json_null(j);

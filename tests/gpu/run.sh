@@ -52,7 +52,7 @@ EOF
 NCCL_HOME="$(find_nccl)"
 NCCL_LIB="$NCCL_HOME/lib"
 [ -e "$NCCL_LIB/libnccl.so.2" ] || NCCL_LIB="$NCCL_HOME/lib64"
-export LD_LIBRARY_PATH="$B/plugin:$NCCL_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$B/plugin:$B/profiler:$NCCL_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 CUDA="${CUDA_HOME:-/usr/local/cuda}"
 GC="$W/gpu_check"
 
@@ -186,6 +186,41 @@ phase_preload() {
 		done
 	done
 	python3 tests/gpu/summarize.py preload "$OUT/preload" "$OUT/gpu-preload.json" || fail=1
+}
+
+phase_profiler() {
+	log "profiler: PyTorch with the Crux NCCL profiler plugin vs torch.profiler"
+	local CTL="$B/agent/cruxctl/cruxctl" rep arm r port lp
+	mkdir -p "$OUT/profiler"
+	rm -rf "$W/shm"; mkdir -p "$W/shm"
+	for rep in $(seq 1 "$REPS"); do
+		for arm in crux torch; do
+			lp="$OUT/profiler/$arm.r$rep"
+			port=$((29500 + RANDOM % 2000))
+			local -a extra=() cx=()
+			[ $arm = torch ] && extra=(--torch-profiler)
+			[ $arm = crux ] && cx=(NCCL_PROFILER_PLUGIN=crux CRUX_SHM_DIR="$W/shm" CRUX_JOB_ID="prof-$rep"
+				CRUX_PROFILE_WINDOW=1s CRUX_TIMING=cupti)
+			local pids=()
+			for r in 0 1; do
+				env RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+					NCCL_HOSTID="crux-gpu-host-$r" NCCL_SOCKET_IFNAME==lo NCCL_DEBUG=INFO \
+					NCCL_DEBUG_SUBSYS=INIT,ENV "${cx[@]}" PYTHONUNBUFFERED=1 \
+					timeout 300 python3 tests/gpu/profiler_vs_torch.py --iters "${CRUX_GPU_ITERS:-200}" \
+					"${extra[@]}" >"$lp.rank$r.out" 2>"$lp.rank$r.err" &
+				pids+=($!)
+			done
+			local s=0
+			while kill -0 "${pids[0]}" 2>/dev/null || kill -0 "${pids[1]}" 2>/dev/null; do
+				sleep 1; s=$((s + 1))
+				[ $arm = crux ] && CRUX_SHM_DIR="$W/shm" "$CTL" --json status >"$lp.status.$s.json" 2>/dev/null
+			done
+			for r in "${pids[@]}"; do wait "$r" || { echo "profiler: $arm rep $rep FAILED"; fail=1; }; done
+			grep -h "PROFILER/Plugin\|PROFILER/Crux" "$lp".rank0.* | head -3
+			grep -h '^{' "$lp".rank*.out
+		done
+	done
+	python3 tests/gpu/summarize.py profiler "$OUT/profiler" "$OUT/gpu-profiler.json" || fail=1
 }
 
 # nccl-tests built here against MPICH unpacked from Debian .debs (no package

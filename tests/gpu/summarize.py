@@ -193,6 +193,60 @@ def preload(logdir):
                 "rel_error": summary, "overhead": overhead, "comparisons": cmp}
 
 
+def profiler(logdir):
+    ok = True
+    truth, torchp, prof = {}, {}, {}
+    for p in glob.glob(os.path.join(logdir, "*.r*.rank*.out")):
+        arm, rep, rank = re.match(r"(\w+)\.r(\d+)\.rank(\d+)\.out", os.path.basename(p)).groups()
+        for r in jlines(p):
+            (torchp if arm == "torch" else truth)[(int(rep), int(rank))] = r
+    for p in sorted(glob.glob(os.path.join(logdir, "crux.r*.status.*.json")),
+                    key=lambda p: int(p.split(".")[-2])):
+        rep = int(re.match(r"crux\.r(\d+)\.", os.path.basename(p)).group(1))
+        for r in records(p, f"prof-{rep}"):
+            c = r.get("compute")
+            if c and c.get("iterations", 0) > 0:
+                prof[(rep, r.get("rank"))] = c
+    cmp = []
+    for (rep, rank), c in sorted(prof.items()):
+        t, tp = truth.get((rep, rank)), torchp.get((rep, rank))
+        if not t:
+            continue
+        if c.get("source") != "profiler":
+            print(f"profiler: rep {rep} rank {rank}: the record's source is {c.get('source')}, not the plugin")
+            ok = False
+        e = {"compute_s": (c["compute_s"] - t["compute_s"]) / t["compute_s"],
+             "comm_s": (c["comm_s"] - t["comm_s"]) / t["comm_s"],
+             "iter_time_s": (c["iter_time_s"] - t["iter_s"]) / t["iter_s"]}
+        x = {"rep": rep, "rank": rank, "truth_cuda_events": {k: t[k] for k in ("compute_s", "comm_s", "iter_s")},
+             "crux_profiler_plugin": {k: c.get(k) for k in ("compute_s", "comm_s", "iter_time_s", "timing", "source")},
+             "rel_error_vs_truth": e}
+        if tp:
+            x["torch_profiler"] = {"compute_s": tp.get("torch_compute_s"), "comm_s": tp.get("torch_comm_s"),
+                                   "truth_in_that_run": {k: tp[k] for k in ("compute_s", "comm_s", "iter_s")}}
+            x["rel_diff_vs_torch_profiler"] = {
+                "compute_s": (c["compute_s"] - tp["torch_compute_s"]) / tp["torch_compute_s"],
+                "comm_s": (c["comm_s"] - tp["torch_comm_s"]) / tp["torch_comm_s"]}
+        cmp.append(x)
+    if not cmp:
+        print("profiler: no profile record from the plugin could be compared")
+        return False, {}
+    summ = {}
+    for key in ("rel_error_vs_truth", "rel_diff_vs_torch_profiler"):
+        for k in ("compute_s", "comm_s", "iter_time_s"):
+            v = [abs(x[key][k]) for x in cmp if key in x and k in x[key]]
+            if v:
+                summ.setdefault(key, {})[k] = spread(v)
+                print(f"profiler: {key} {k}: |x| median {statistics.median(v) * 100:.2f} % max {max(v) * 100:.2f} %")
+                if key == "rel_error_vs_truth" and max(v) > 0.05:
+                    ok = False
+    return ok, {"what": "PyTorch 2-rank loop (4 matmuls + 2 all-reduces per step) on one GPU: the Crux NCCL "
+                        "profiler plugin's record (CUPTI) vs CUDA-event ground truth of the same run, and vs "
+                        "torch.profiler's kernel times in a second run of the same loop",
+                "nccl": nccl_version(logdir), "goal": "|error vs truth| <= 5 %", "summary": summ,
+                "comparisons": cmp}
+
+
 def nccltests(logdir):
     ok = True
     ratios, arms = [], {"plain": [], "crux": []}
@@ -217,7 +271,8 @@ def nccltests(logdir):
 
 def main():
     kind, logdir, result = sys.argv[1:4]
-    ok, data = {"plugin": plugin, "level": level, "preload": preload, "nccltests": nccltests}[kind](logdir)
+    ok, data = {"plugin": plugin, "level": level, "preload": preload, "nccltests": nccltests,
+                "profiler": profiler}[kind](logdir)
     data.update({"device": device(), "date": time.strftime("%Y-%m-%d"), "command": f"tests/gpu/run.sh {kind}",
                  "passed": ok})
     with open(result, "w") as f:
