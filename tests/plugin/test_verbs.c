@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "verbs/vx.h"
+#include "vx_double.h"
 
 /* ---- loader --------------------------------------------------------------- */
 
@@ -461,6 +462,75 @@ static void test_flow_label_ports(void **state)
 	assert_false(exact);
 }
 
+/* ---- opening devices ----------------------------------------------------- */
+
+static void test_open_devices(void **state)
+{
+	struct cruxn_ibv v;
+	struct cruxn_gid_rules r;
+	struct cruxn_vx vx;
+	struct vxd_dev *d;
+	char err[512] = "";
+	(void)state;
+
+	vxd_reset(&v);
+	rules_default(&r);
+	assert_int_equal(cruxn_vx_open(&v, "", &r, &vx, err, sizeof(err)), CRUX_ERR_NOENT);
+	assert_non_null(strstr(err, "no RDMA device"));
+
+	vxd_add_roce("srxe_eth0", 10, 0, 0, 1);
+	d = vxd_add_roce("srxe_eth1", 10, 0, 1, 1);
+	d->nports = 2;
+	d->ports[1] = d->ports[0];
+	d->ports[1].state = IBV_PORT_DOWN;
+	vxd_add_roce("mlx5_0", 10, 0, 2, 1)->refuse_open = true;
+	assert_int_equal(cruxn_vx_open(&v, "srxe", &r, &vx, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(vx.ndevs, 2);
+	assert_string_equal(vx.devs[0].name, "srxe_eth0");
+	assert_int_equal(vx.devs[0].ep.port, 1);
+	assert_int_equal(vx.devs[0].ep.gid_index, 2); /* RoCE v2, IPv4-mapped */
+	assert_int_equal(vx.devs[0].ep.gid.raw[15], 1);
+	assert_int_equal(vx.devs[0].ep.link_layer, IBV_LINK_LAYER_ETHERNET);
+	assert_int_equal(vx.devs[0].ep.mtu, IBV_MTU_4096);
+	assert_int_equal(vx.devs[0].speed_mbps, 100000);
+	assert_null(vx.devs[0].pci_path); /* no sysfs node: a virtual device */
+	assert_string_equal(vx.devs[1].name, "srxe_eth1");
+	assert_non_null(strstr(err, "srxe_eth1 port 2: not ACTIVE"));
+	assert_int_equal(vxd.open_contexts, 2);
+	assert_int_equal(vxd.pds, 2);
+	cruxn_vx_close(&vx);
+	assert_int_equal(vxd.open_contexts, 0);
+	assert_int_equal(vxd.pds, 0);
+
+	/* exclusions, and no GID matching the rules */
+	assert_int_equal(cruxn_vx_open(&v, "^srxe_eth0", &r, &vx, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(vx.ndevs, 1);
+	assert_string_equal(vx.devs[0].name, "srxe_eth1");
+	cruxn_vx_close(&vx);
+	r.range[0] = 192;
+	r.range_bits = 8;
+	assert_int_equal(cruxn_vx_open(&v, "srxe", &r, &vx, err, sizeof(err)), CRUX_ERR_NOENT);
+	assert_non_null(strstr(err, "NCCL_IB_ADDR_RANGE"));
+	assert_int_equal(vxd.open_contexts, 0);
+
+	/* no _ibv_query_gid_ex and no sysfs: the later IPv4-mapped GID */
+	v.query_gid_ex = NULL;
+	rules_default(&r);
+	assert_int_equal(cruxn_vx_open(&v, "=srxe_eth0", &r, &vx, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(vx.ndevs, 1);
+	assert_int_equal(vx.devs[0].ep.gid_index, 2);
+	cruxn_vx_close(&vx);
+}
+
+static void test_port_speed(void **state)
+{
+	(void)state;
+	assert_int_equal(cruxn_vx_port_speed(1, 1), 2500);     /* SDR 1x */
+	assert_int_equal(cruxn_vx_port_speed(32, 2), 100000);  /* EDR 4x */
+	assert_int_equal(cruxn_vx_port_speed(128, 2), 400000); /* NDR 4x */
+	assert_int_equal(cruxn_vx_port_speed(64, 16), 100000); /* HDR 2x */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -477,6 +547,8 @@ int main(void)
 		cmocka_unit_test(test_qp_connect),
 		cmocka_unit_test(test_qp_connect_refused_rtr),
 		cmocka_unit_test(test_flow_label_ports),
+		cmocka_unit_test(test_open_devices),
+		cmocka_unit_test(test_port_speed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -178,4 +178,36 @@ uint16_t cruxn_vx_sport_of_flow_label(uint32_t fl);
  */
 uint32_t cruxn_vx_flow_label_for_sport(uint16_t sport, bool *exact);
 
+/* ---- the devices in use (vx_ctx.c) ---------------------------------------- */
+
+struct cruxn_vx_dev {
+	char name[64];
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct cruxn_vx_ep ep; /* port, link layer, MTU, LID, GID (qpn/psn per QP) */
+	uint64_t guid;
+	int speed_mbps;
+	char *pci_path; /* realpath of the device's sysfs node, NULL for a virtual one */
+	int max_qp_wr;
+	int max_cqe;
+};
+
+struct cruxn_vx {
+	struct cruxn_ibv ibv;
+	struct cruxn_vx_dev devs[CRUXN_MAX_DEVS];
+	int ndevs;
+};
+
+/*
+ * Open every ACTIVE port of the devices 'hca' (NCCL_IB_HCA syntax) admits,
+ * with its GID chosen by 'rules'. No usable port: CRUX_ERR_NOENT, 'err' says
+ * what was found and why it was left out.
+ */
+crux_status_t cruxn_vx_open(const struct cruxn_ibv *ibv, const char *hca,
+			    const struct cruxn_gid_rules *rules, struct cruxn_vx *out, char *err,
+			    size_t errlen);
+void cruxn_vx_close(struct cruxn_vx *vx);
+/* NCCL's speed table: active_speed x active_width in Mb/s. */
+int cruxn_vx_port_speed(uint8_t active_speed, uint8_t active_width);
+
 #endif /* CRUXN_VX_H */

@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Opening the RDMA devices the verbs transport uses: every ACTIVE port of
+ * the devices NCCL_IB_HCA (CRUX_IB_HCA first) admits, each with a protection
+ * domain and the GID NCCL's rules choose.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crux/log.h"
+#include "vx.h"
+
+#define GID_SCAN_MAX 128
+
+int cruxn_vx_port_speed(uint8_t active_speed, uint8_t active_width)
+{
+	/* SDR DDR QDR FDR10 FDR EDR HDR NDR XDR; widths 1x 4x 8x 12x 2x */
+	static const int speeds[] = {2500, 5000, 10000, 10000, 14000, 25000, 50000, 100000, 200000};
+	static const int widths[] = {1, 4, 8, 12, 2};
+	int s = 0, w = 0;
+
+	while (s < 8 && !(active_speed & (1u << s)))
+		s++;
+	while (w < 4 && !(active_width & (1u << w)))
+		w++;
+	return speeds[s] * widths[w];
+}
+
+/* The GID's type from sysfs when _ibv_query_gid_ex is missing; -1 unknown. */
+static int gid_type_sysfs(const char *dev, int port, int index)
+{
+	char path[256], buf[32] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/%d/gid_attrs/types/%d", dev,
+		 port, index);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (!fgets(buf, sizeof(buf), f))
+		buf[0] = '\0';
+	fclose(f);
+	if (strncmp(buf, "RoCE v2", 7) == 0)
+		return IBV_GID_TYPE_ROCE_V2;
+	if (strncmp(buf, "IB/RoCE v1", 10) == 0)
+		return IBV_GID_TYPE_ROCE_V1;
+	return -1;
+}
+
+static crux_status_t choose_gid(const struct cruxn_ibv *v, struct cruxn_vx_dev *d, int tbl_len,
+				const struct cruxn_gid_rules *rules)
+{
+	struct cruxn_gid_cand c[GID_SCAN_MAX];
+	int n = 0, idx;
+
+	for (int i = 0; i < tbl_len && i < GID_SCAN_MAX; i++) {
+		struct ibv_gid_entry e;
+		if (v->query_gid(d->ctx, d->ep.port, i, &c[n].gid) != 0)
+			continue;
+		c[n].index = i;
+		c[n].type = -1;
+		if (v->query_gid_ex &&
+		    v->query_gid_ex(d->ctx, d->ep.port, (uint32_t)i, &e, 0, sizeof(e)) == 0)
+			c[n].type = (int)e.gid_type;
+		else
+			c[n].type = gid_type_sysfs(d->name, d->ep.port, i);
+		n++;
+	}
+	if (cruxn_gid_choose(c, n, rules, &idx) != CRUX_OK)
+		return CRUX_ERR_NOENT;
+	for (int i = 0; i < n; i++)
+		if (c[i].index == idx)
+			d->ep.gid = c[i].gid;
+	d->ep.gid_index = idx;
+	return CRUX_OK;
+}
+
+static void dev_close(const struct cruxn_ibv *v, struct cruxn_vx_dev *d)
+{
+	if (d->pd)
+		v->dealloc_pd(d->pd);
+	if (d->ctx)
+		v->close_device(d->ctx);
+	free(d->pci_path);
+	memset(d, 0, sizeof(*d));
+}
+
+/* Open port 'port' of 'dev' into d; 'why' says why not. */
+static crux_status_t port_open(const struct cruxn_ibv *v, struct ibv_device *dev, int port,
+			       const struct ibv_device_attr *da, const struct cruxn_gid_rules *rules,
+			       struct cruxn_vx_dev *d, char *why, size_t whylen)
+{
+	struct ibv_port_attr pa;
+	char path[PATH_MAX];
+
+	memset(&pa, 0, sizeof(pa));
+	if (v->query_port(d->ctx, (uint8_t)port, &pa) != 0) {
+		snprintf(why, whylen, "port %d: query failed", port);
+		return CRUX_ERR_IO;
+	}
+	if (pa.state != IBV_PORT_ACTIVE) {
+		snprintf(why, whylen, "port %d: not ACTIVE", port);
+		return CRUX_ERR_NOENT;
+	}
+	d->ep.port = (uint8_t)port;
+	d->ep.link_layer = pa.link_layer == IBV_LINK_LAYER_INFINIBAND ? IBV_LINK_LAYER_INFINIBAND
+								      : IBV_LINK_LAYER_ETHERNET;
+	d->ep.mtu = (uint8_t)pa.active_mtu;
+	d->ep.lid = pa.lid;
+	d->ep.gid_index = -1;
+	if (d->ep.link_layer == IBV_LINK_LAYER_ETHERNET &&
+	    choose_gid(v, d, pa.gid_tbl_len, rules) != CRUX_OK) {
+		snprintf(why, whylen,
+			 "port %d: no GID matches NCCL_IB_GID_INDEX / NCCL_IB_ADDR_FAMILY / "
+			 "NCCL_IB_ADDR_RANGE",
+			 port);
+		return CRUX_ERR_NOENT;
+	}
+	d->guid = v->get_device_guid(dev);
+	d->speed_mbps = cruxn_vx_port_speed(pa.active_speed, pa.active_width);
+	d->max_qp_wr = da->max_qp_wr;
+	d->max_cqe = da->max_cqe;
+	snprintf(path, sizeof(path), "/sys/class/infiniband/%s/device", d->name);
+	d->pci_path = realpath(path, NULL);
+	return CRUX_OK;
+}
+
+crux_status_t cruxn_vx_open(const struct cruxn_ibv *v, const char *hca,
+			    const struct cruxn_gid_rules *rules, struct cruxn_vx *out, char *err,
+			    size_t errlen)
+{
+	struct ibv_device **list;
+	int n = 0;
+	size_t off = 0;
+
+	memset(out, 0, sizeof(*out));
+	out->ibv = *v;
+	list = v->get_device_list(&n);
+	if (!list || n == 0) {
+		if (list)
+			v->free_device_list(list);
+		snprintf(err, errlen, "no RDMA device (%s)",
+			 errno ? strerror(errno) : "the verbs library lists none");
+		return CRUX_ERR_NOENT;
+	}
+	err[0] = '\0';
+	for (int i = 0; i < n && out->ndevs < CRUXN_MAX_DEVS; i++) {
+		const char *name = v->get_device_name(list[i]);
+		struct ibv_context *ctx = v->open_device(list[i]);
+		struct ibv_device_attr da;
+
+		if (!ctx) {
+			off += (size_t)snprintf(err + off, off < errlen ? errlen - off : 0,
+						"%s%s: cannot open", off ? "; " : "", name);
+			continue;
+		}
+		if (v->query_device(ctx, &da) != 0) {
+			v->close_device(ctx);
+			continue;
+		}
+		for (int port = 1; port <= da.phys_port_cnt && out->ndevs < CRUXN_MAX_DEVS; port++) {
+			struct cruxn_vx_dev *d = &out->devs[out->ndevs];
+			char why[160];
+
+			/* each open port owns a context: the next port opens its own */
+			if (!ctx && !(ctx = v->open_device(list[i])))
+				break;
+			if (!cruxn_hca_match(hca, name, port)) {
+				snprintf(why, sizeof(why), "port %d: not in NCCL_IB_HCA/CRUX_IB_HCA",
+					 port);
+			} else {
+				snprintf(d->name, sizeof(d->name), "%s", name);
+				d->ctx = ctx;
+				if (port_open(v, list[i], port, &da, rules, d, why, sizeof(why)) ==
+				    CRUX_OK) {
+					d->pd = v->alloc_pd(ctx);
+					if (d->pd) {
+						out->ndevs++;
+						ctx = NULL; /* owned by this port now */
+						continue;
+					}
+					snprintf(why, sizeof(why), "port %d: no protection domain",
+						 port);
+				}
+				d->ctx = NULL;
+				free(d->pci_path);
+				memset(d, 0, sizeof(*d));
+			}
+			off += (size_t)snprintf(err + off, off < errlen ? errlen - off : 0, "%s%s %s",
+						off ? "; " : "", name, why);
+		}
+		if (ctx)
+			v->close_device(ctx);
+	}
+	v->free_device_list(list);
+	if (out->ndevs == 0)
+		return CRUX_ERR_NOENT;
+	return CRUX_OK;
+}
+
+void cruxn_vx_close(struct cruxn_vx *vx)
+{
+	for (int i = 0; i < vx->ndevs; i++)
+		dev_close(&vx->ibv, &vx->devs[i]);
+	vx->ndevs = 0;
+}

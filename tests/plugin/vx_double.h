@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A hardware double for the verbs transport's unit tests: a function table
+ * (struct cruxn_ibv) over in-process fake devices. Each device has one or
+ * more ports with settable state, link layer, GID table and GID types.
+ */
+#ifndef VX_DOUBLE_H
+#define VX_DOUBLE_H
+
+#include "verbs/vx.h"
+
+#define VXD_MAX_DEVS  4
+#define VXD_MAX_PORTS 2
+#define VXD_MAX_GIDS  8
+
+struct vxd_port {
+	enum ibv_port_state state;
+	uint8_t link_layer;
+	enum ibv_mtu mtu;
+	uint16_t lid;
+	uint8_t speed, width;
+	int ngids;
+	union ibv_gid gids[VXD_MAX_GIDS];
+	int types[VXD_MAX_GIDS]; /* -1: _ibv_query_gid_ex fails for it */
+};
+
+struct vxd_dev {
+	char name[32];
+	uint64_t guid;
+	int nports;
+	struct vxd_port ports[VXD_MAX_PORTS];
+	bool refuse_open;
+};
+
+struct vxd {
+	int ndevs;
+	struct vxd_dev devs[VXD_MAX_DEVS];
+	int open_contexts; /* opened minus closed */
+	int pds;           /* allocated minus freed */
+	bool no_query_gid_ex;
+};
+
+extern struct vxd vxd;
+
+/* Reset to no devices and fill 'v' with the double's functions. */
+void vxd_reset(struct cruxn_ibv *v);
+/* Add a RoCE device like the software device: fe80::, v1 and v2 GIDs of 'ip'. */
+struct vxd_dev *vxd_add_roce(const char *name, uint8_t a, uint8_t b, uint8_t c, uint8_t d);
+
+#endif /* VX_DOUBLE_H */
