@@ -226,11 +226,10 @@ static inline void *cruxp_real(enum cruxp_fn f)
  */
 bool cruxp_static_nccl_scan(char *obj, size_t len);
 
-/* ---- ctx.c ---- */
-
-/* Parse the CRUX_ variables (through fn, NULL = getenv). */
-crux_status_t cruxp_config_parse(crux_getenv_fn fn, void *arg, struct cruxp_config *cfg,
-				 bool *enabled);
+/*
+ * ---- life.c: start, stop, fork (uses ctx.c and the engine bg.h; nothing
+ * below it calls back up) ----
+ */
 
 /*
  * Bring the context up (once; again in a forked child). Never fails the
@@ -238,10 +237,22 @@ crux_status_t cruxp_config_parse(crux_getenv_fn fn, void *arg, struct cruxp_conf
  * -1 when started by crux_iteration_mark).
  */
 void cruxp_ctx_start(uintptr_t comm, int rank, int nranks);
+/* A communicator was created: start the context (once), then enter it in the table. */
+void cruxp_ctx_attach(uintptr_t comm, int rank, int nranks);
+
+/* ---- ctx.c: the context's data (config, comm table, call records) ---- */
+
+/* Parse the CRUX_ variables (through fn, NULL = getenv). */
+crux_status_t cruxp_config_parse(crux_getenv_fn fn, void *arg, struct cruxp_config *cfg,
+				 bool *enabled);
+
 /* Device identity of the process from its first communicator. */
 void cruxp_device_identity(uintptr_t comm);
 /* Device identity from a CUDA device ordinal (-1: unknown). */
 void cruxp_device_identity_ordinal(int ordinal);
+/* Rank and size the caller does not know (-1), asked of NCCL's API. */
+void cruxp_comm_ranks(uintptr_t comm, int *rank, int *nranks);
+/* Enter a communicator in the table of a started context (else nothing). */
 void cruxp_comm_add(uintptr_t comm, int rank, int nranks);
 void cruxp_comm_remove(uintptr_t comm);
 const struct cruxp_comm *cruxp_comm_find(uintptr_t comm);

@@ -338,16 +338,19 @@ void cruxp_device_identity_ordinal(int ordinal)
 	dlclose(cuda);
 }
 
+void cruxp_comm_ranks(uintptr_t comm, int *rank, int *nranks)
+{
+	if (*rank < 0)
+		*rank = query(CRUXP_FN_USERRANK, comm, -1);
+	if (*nranks < 0)
+		*nranks = query(CRUXP_FN_COMMCOUNT, comm, -1);
+}
+
 void cruxp_comm_add(uintptr_t comm, int rank, int nranks)
 {
 	size_t s = comm_slot(comm);
 	struct cruxp_comm *slot = NULL;
 
-	if (rank < 0)
-		rank = query(CRUXP_FN_USERRANK, comm, -1);
-	if (nranks < 0)
-		nranks = query(CRUXP_FN_COMMCOUNT, comm, -1);
-	cruxp_ctx_start(comm, rank, nranks);
 	if (atomic_load(&cruxp_ctx.state) != CRUXP_ST_ACTIVE)
 		return;
 	pthread_mutex_lock(&cruxp_ctx.lock);

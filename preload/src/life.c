@@ -192,6 +192,12 @@ void cruxp_ctx_start(uintptr_t comm, int rank, int nranks)
 	pthread_mutex_unlock(&cruxp_ctx.lock);
 }
 
+void cruxp_ctx_attach(uintptr_t comm, int rank, int nranks)
+{
+	cruxp_ctx_start(comm, rank, nranks);
+	cruxp_comm_add(comm, rank, nranks);
+}
+
 __attribute__((destructor)) static void cruxp_fini(void)
 {
 	char obj[256];

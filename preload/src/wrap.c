@@ -284,7 +284,8 @@ static inline void created(ncclResult_t r, ncclComm_t *comm, int rank, int nrank
 				  "preload passes calls through");
 		return;
 	}
-	cruxp_comm_add((uintptr_t)*comm, rank, nranks);
+	cruxp_comm_ranks((uintptr_t)*comm, &rank, &nranks);
+	cruxp_ctx_attach((uintptr_t)*comm, rank, nranks);
 }
 
 #define CRUXP_LIFE(FN, TYPE, AFTER, ...)                                                           \

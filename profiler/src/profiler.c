@@ -186,7 +186,7 @@ cruxf_result_t cruxf_init(void **context, int *mask, int version, const char *na
 	cruxp_ctx.source = CRUXP_SRC_PROFILER;
 	pthread_mutex_unlock(&cruxf_state.lock);
 
-	cruxp_comm_add((uintptr_t)c, rank, nranks);
+	cruxp_ctx_attach((uintptr_t)c, rank, nranks);
 	if (atomic_load(&cruxp_ctx.state) != CRUXP_ST_ACTIVE) {
 		/* Off by configuration (said once by the core): no events at all. */
 		cruxp_comm_remove((uintptr_t)c);
