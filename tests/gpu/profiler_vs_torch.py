@@ -70,15 +70,21 @@ def main():
                 now = time.perf_counter()
                 wall.append(now - last)
                 last = now
+        # Kernel records as torch.profiler exports them (the Chrome trace one
+        # opens in Perfetto): each GPU kernel once, with its duration in us.
+        import tempfile
         k_comm = k_comp = 0.0
-        for e in p.events():
-            if e.device_type != torch.autograd.DeviceType.CUDA:
+        with tempfile.NamedTemporaryFile(suffix=".json") as tf:
+            p.export_chrome_trace(tf.name)
+            with open(tf.name) as f:
+                trace = json.load(f)
+        for e in trace.get("traceEvents", []):
+            if e.get("cat") != "kernel" or "dur" not in e:
                 continue
-            d = e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total
-            if "nccl" in e.name.lower():
-                k_comm += d
-            elif "memcpy" not in e.name.lower() and "memset" not in e.name.lower():
-                k_comp += d
+            if "nccl" in e.get("name", "").lower():
+                k_comm += float(e["dur"])
+            else:
+                k_comp += float(e["dur"])
         prof_out = {"torch_compute_s": k_comp / 1e6 / active, "torch_comm_s": k_comm / 1e6 / active,
                     "torch_steps": active}
     else:
