@@ -41,7 +41,7 @@ def spread(xs):
 
 
 def nccl_version(logdir):
-    for p in glob.glob(os.path.join(logdir, "**", "*.err"), recursive=True):
+    for p in glob.glob(os.path.join(logdir, "**", "*.err"), recursive=True) + glob.glob(os.path.join(logdir, "**", "*.out"), recursive=True):
         with open(p, errors="replace") as f:
             m = re.search(r"NCCL version (\S+)", f.read())
             if m:
