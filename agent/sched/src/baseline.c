@@ -6,7 +6,7 @@
 
 #include "internal.h"
 
-void job_links_free(struct job_links *jl)
+void sched_job_links_free(struct job_links *jl)
 {
 	free(jl->off);
 	free(jl->link);
@@ -14,7 +14,7 @@ void job_links_free(struct job_links *jl)
 	memset(jl, 0, sizeof(*jl));
 }
 
-crux_status_t job_links_build(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+crux_status_t sched_job_links_build(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 			      size_t n, const struct crux_sched_schedule *s, struct job_links *out)
 {
 	struct job_links jl = {0};
@@ -33,7 +33,7 @@ crux_status_t job_links_build(struct crux_sched_topo *t, const struct crux_sched
 			const int *links;
 			int nl;
 
-			st = flow_links(t, &jobs[i], f, s->d[i].path[f], &links, &nl);
+			st = sched_flow_links(t, &jobs[i], f, s->d[i].path[f], &links, &nl);
 			if (st)
 				goto fail;
 			for (int k = 0; k < nl; k++) {
@@ -74,7 +74,7 @@ nomem:
 	st = CRUX_ERR_NOMEM;
 fail:
 	free(m);
-	job_links_free(&jl);
+	sched_job_links_free(&jl);
 	return st;
 }
 
@@ -86,7 +86,7 @@ crux_status_t crux_sched_prio_sincronia(struct crux_sched_topo *t,
 	double *load = NULL, *w = NULL;
 	size_t *loff = NULL, *ljob = NULL, *lpos = NULL;
 	unsigned char *gone = NULL;
-	crux_status_t st = job_links_build(t, jobs, n, s, &jl);
+	crux_status_t st = sched_job_links_build(t, jobs, n, s, &jl);
 	int L = t->n_links;
 
 	if (st)
@@ -183,7 +183,7 @@ crux_status_t crux_sched_prio_sincronia(struct crux_sched_topo *t,
 	}
 	st = CRUX_OK;
 out:
-	job_links_free(&jl);
+	sched_job_links_free(&jl);
 	free(load);
 	free(w);
 	free(loff);
@@ -217,7 +217,7 @@ crux_status_t crux_sched_prio_taccl(struct crux_sched_topo *t, const struct crux
 		for (int f = 0; f < jobs[i].n_flows; f++) {
 			const int *links;
 			int nl;
-			crux_status_t st = flow_links(t, &jobs[i], f, s->d[i].path[f], &links, &nl);
+			crux_status_t st = sched_flow_links(t, &jobs[i], f, s->d[i].path[f], &links, &nl);
 
 			if (st)
 				return st;

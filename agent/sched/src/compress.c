@@ -202,7 +202,7 @@ static crux_status_t kcut(const struct kdag *g, int K, int orders, uint64_t seed
 	if (!t.mx || !t.arg || !t.lazy || !ord || !pos || !indeg || !ready || !choice || !qm ||
 	    !qa || !fcur || !leaf)
 		goto out;
-	rng_seed(&rng, seed);
+	sched_rng_seed(&rng, seed);
 	for (int o = 0; o < orders; o++) {
 		if (o == 0 && first_order) {
 			memcpy(ord, first_order, (size_t)n * sizeof(int));
@@ -216,7 +216,7 @@ static crux_status_t kcut(const struct kdag *g, int K, int orders, uint64_t seed
 					ready[nr++] = v;
 			}
 			while (nr) {
-				int idx = (int)rng_below(&rng, (uint32_t)nr), v = ready[idx];
+				int idx = (int)sched_rng_below(&rng, (uint32_t)nr), v = ready[idx];
 
 				ready[idx] = ready[--nr];
 				ord[c++] = v;
@@ -475,7 +475,7 @@ crux_status_t crux_sched_compress(struct crux_sched_topo *t, const struct crux_s
 	s->dag_edges = 0;
 	s->dag_components = 0;
 	s->dag_largest = 0;
-	st = job_links_build(t, jobs, n, s, &jl);
+	st = sched_job_links_build(t, jobs, n, s, &jl);
 	if (st)
 		return st;
 	st = CRUX_ERR_NOMEM;
@@ -664,7 +664,7 @@ crux_status_t crux_sched_compress(struct crux_sched_topo *t, const struct crux_s
 	}
 	st = CRUX_OK;
 out:
-	job_links_free(&jl);
+	sched_job_links_free(&jl);
 	free(loff);
 	free(ljob);
 	free(stamp);

@@ -266,10 +266,10 @@ crux_status_t crux_sched_evaluate(struct crux_sched_eval *ev, struct crux_sched_
 
 	if (s->n_jobs != n || s->levels < 1)
 		return CRUX_ERR_INVAL;
-	st = jobs_validate(t, jobs, n);
+	st = sched_jobs_validate(t, jobs, n);
 	if (st)
 		return st;
-	st = job_links_build(t, jobs, n, s, &jl);
+	st = sched_job_links_build(t, jobs, n, s, &jl);
 	if (st)
 		return st;
 	st = ev_size(ev, L, n, jl.off[n]);
@@ -445,6 +445,6 @@ crux_status_t crux_sched_evaluate(struct crux_sched_eval *ev, struct crux_sched_
 		*util = gpus > 0 ? work_rate / gpus : 0;
 	st = CRUX_OK;
 out:
-	job_links_free(&jl);
+	sched_job_links_free(&jl);
 	return st;
 }

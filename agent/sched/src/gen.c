@@ -17,13 +17,13 @@ static int add_named(struct topo_builder *b, const char *prefix, int i, int is_h
 	char name[64];
 
 	snprintf(name, sizeof(name), "%s%d", prefix, i);
-	return tb_add_node(b, name, is_host);
+	return sched_tb_add_node(b, name, is_host);
 }
 
 static int add_cables(struct topo_builder *b, int a, int c, double gbps, int count)
 {
 	for (int i = 0; i < count; i++)
-		if (tb_add_cable(b, a, c, GBPS_TO_BYTES(gbps)) < 0)
+		if (sched_tb_add_cable(b, a, c, GBPS_TO_BYTES(gbps)) < 0)
 			return -1;
 	return 0;
 }
@@ -39,7 +39,7 @@ crux_status_t crux_sched_topo_clos2(const struct crux_sched_clos2_params *p,
 		sched_err(err, "clos2: counts must be >= 1 and rates > 0");
 		return CRUX_ERR_INVAL;
 	}
-	tb_init(&b);
+	sched_tb_init(&b);
 	int nh = p->n_tor * p->hosts_per_tor;
 
 	for (int i = 0; i < nh; i++)
@@ -58,11 +58,11 @@ crux_status_t crux_sched_topo_clos2(const struct crux_sched_clos2_params *p,
 		for (int a = 0; a < p->n_agg; a++)
 			if (add_cables(&b, nh + r, nh + p->n_tor + a, p->tor_gbps, p->tor_uplinks))
 				goto fail;
-	st = tb_finish(&b, out, err);
-	tb_free(&b);
+	st = sched_tb_finish(&b, out, err);
+	sched_tb_free(&b);
 	return st;
 fail:
-	tb_free(&b);
+	sched_tb_free(&b);
 	sched_err(err, "clos2: out of memory");
 	return st;
 }
@@ -79,7 +79,7 @@ crux_status_t crux_sched_topo_clos3(const struct crux_sched_clos3_params *p,
 		sched_err(err, "clos3: counts must be >= 1 and rates > 0");
 		return CRUX_ERR_INVAL;
 	}
-	tb_init(&b);
+	sched_tb_init(&b);
 	int ntor = p->n_pods * p->tors_per_pod, nagg = p->n_pods * p->aggs_per_pod;
 	int nh = ntor * p->hosts_per_tor;
 
@@ -110,11 +110,11 @@ crux_status_t crux_sched_topo_clos3(const struct crux_sched_clos3_params *p,
 		for (int c = 0; c < p->n_core; c++)
 			if (add_cables(&b, nh + ntor + a, nh + ntor + nagg + c, p->agg_gbps, 1))
 				goto fail;
-	st = tb_finish(&b, out, err);
-	tb_free(&b);
+	st = sched_tb_finish(&b, out, err);
+	sched_tb_free(&b);
 	return st;
 fail:
-	tb_free(&b);
+	sched_tb_free(&b);
 	sched_err(err, "clos3: out of memory");
 	return st;
 }
@@ -132,7 +132,7 @@ crux_status_t crux_sched_topo_dsided(const struct crux_sched_dsided_params *p,
 			  "dsided: needs >= 1 host, >= 2 ToRs, an even host_links >= 2, rates > 0");
 		return CRUX_ERR_INVAL;
 	}
-	tb_init(&b);
+	sched_tb_init(&b);
 	int nh = p->n_hosts;
 
 	for (int i = 0; i < nh; i++)
@@ -166,11 +166,11 @@ crux_status_t crux_sched_topo_dsided(const struct crux_sched_dsided_params *p,
 			if (add_cables(&b, nh + p->n_tor + a, nh + p->n_tor + p->n_agg + c,
 				       p->agg_gbps, 1))
 				goto fail;
-	st = tb_finish(&b, out, err);
-	tb_free(&b);
+	st = sched_tb_finish(&b, out, err);
+	sched_tb_free(&b);
 	return st;
 fail:
-	tb_free(&b);
+	sched_tb_free(&b);
 	sched_err(err, "dsided: out of memory");
 	return st;
 }
@@ -201,10 +201,10 @@ crux_status_t crux_sched_topo_lingjun(const char *csv_path,
 		sched_err(err, "lingjun: rates must be > 0 and uplink counts >= 1");
 		return CRUX_ERR_INVAL;
 	}
-	st = read_file_text(csv_path, &text, &len, err);
+	st = sched_read_file_text(csv_path, &text, &len, err);
 	if (st)
 		return st;
-	tb_init(&b);
+	sched_tb_init(&b);
 	/* Two passes: hosts first (so they get the low indices), then switches and cables. */
 	for (int pass = 0; pass < 2; pass++) {
 		char *cur = text;
@@ -253,7 +253,7 @@ crux_status_t crux_sched_topo_lingjun(const char *csv_path,
 				goto out;
 			}
 			if (pass == 0) {
-				int r = tb_add_node(&b, f[0], 1);
+				int r = sched_tb_add_node(&b, f[0], 1);
 
 				if (r == -2) {
 					sched_err(err, "%s:%d: field 'ip': duplicate host '%s'",
@@ -265,33 +265,33 @@ crux_status_t crux_sched_topo_lingjun(const char *csv_path,
 					goto nomem;
 			} else {
 				char asw[160], psw[160], dsw[160];
-				int h = tb_find(&b, f[0]), s_a, s_p, s_d;
+				int h = sched_tb_find(&b, f[0]), s_a, s_p, s_d;
 
 				snprintf(dsw, sizeof(dsw), "dsw:%s", f[1]);
 				snprintf(psw, sizeof(psw), "psw:%s", f[2]);
 				snprintf(asw, sizeof(asw), "asw:%s/%s", f[2], f[3]);
-				s_d = tb_find(&b, dsw);
-				if (s_d < 0 && (s_d = tb_add_node(&b, dsw, 0)) < 0)
+				s_d = sched_tb_find(&b, dsw);
+				if (s_d < 0 && (s_d = sched_tb_add_node(&b, dsw, 0)) < 0)
 					goto nomem;
-				s_p = tb_find(&b, psw);
+				s_p = sched_tb_find(&b, psw);
 				if (s_p < 0) {
-					if ((s_p = tb_add_node(&b, psw, 0)) < 0)
+					if ((s_p = sched_tb_add_node(&b, psw, 0)) < 0)
 						goto nomem;
 					for (int u = 0; u < p->agg_uplinks; u++)
-						if (tb_add_cable(&b, s_p, s_d,
+						if (sched_tb_add_cable(&b, s_p, s_d,
 								 GBPS_TO_BYTES(p->agg_gbps)) < 0)
 							goto nomem;
 				}
-				s_a = tb_find(&b, asw);
+				s_a = sched_tb_find(&b, asw);
 				if (s_a < 0) {
-					if ((s_a = tb_add_node(&b, asw, 0)) < 0)
+					if ((s_a = sched_tb_add_node(&b, asw, 0)) < 0)
 						goto nomem;
 					for (int u = 0; u < p->tor_uplinks; u++)
-						if (tb_add_cable(&b, s_a, s_p,
+						if (sched_tb_add_cable(&b, s_a, s_p,
 								 GBPS_TO_BYTES(p->tor_gbps)) < 0)
 							goto nomem;
 				}
-				if (tb_add_cable(&b, h, s_a, GBPS_TO_BYTES(p->host_gbps)) < 0)
+				if (sched_tb_add_cable(&b, h, s_a, GBPS_TO_BYTES(p->host_gbps)) < 0)
 					goto nomem;
 			}
 		next_line:
@@ -300,13 +300,13 @@ crux_status_t crux_sched_topo_lingjun(const char *csv_path,
 			cur = next;
 		}
 	}
-	st = tb_finish(&b, out, err);
+	st = sched_tb_finish(&b, out, err);
 	goto out;
 nomem:
 	sched_err(err, "%s: out of memory", csv_path);
 	st = CRUX_ERR_NOMEM;
 out:
-	tb_free(&b);
+	sched_tb_free(&b);
 	free(text);
 	free(tok);
 	return st;

@@ -154,7 +154,7 @@ struct guard_ws {
 
 static void guard_ws_free(struct guard_ws *w)
 {
-	job_links_free(&w->jl);
+	sched_job_links_free(&w->jl);
 	free(w->loff);
 	free(w->ljob);
 	free(w->iso);
@@ -173,7 +173,7 @@ static crux_status_t guard_ws_init(struct guard_ws *w, struct crux_sched_topo *t
 	crux_status_t st;
 
 	memset(w, 0, sizeof(*w));
-	st = job_links_build(t, jobs, n, s, &w->jl);
+	st = sched_job_links_build(t, jobs, n, s, &w->jl);
 	if (st)
 		return st;
 	inc = w->jl.off[n];

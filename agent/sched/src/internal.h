@@ -52,14 +52,14 @@ struct topo_builder {
 	int max_paths;
 };
 
-void tb_init(struct topo_builder *b);
-void tb_free(struct topo_builder *b);
-int tb_find(const struct topo_builder *b, const char *name);
+void sched_tb_init(struct topo_builder *b);
+void sched_tb_free(struct topo_builder *b);
+int sched_tb_find(const struct topo_builder *b, const char *name);
 /* Returns node id, -1 on NOMEM, -2 if the name exists. */
-int tb_add_node(struct topo_builder *b, const char *name, int is_host);
+int sched_tb_add_node(struct topo_builder *b, const char *name, int is_host);
 /* Adds both directions; returns the first link id or -1 on NOMEM. */
-int tb_add_cable(struct topo_builder *b, int a, int c, double bytes_per_s);
-crux_status_t tb_finish(struct topo_builder *b, struct crux_sched_topo **out,
+int sched_tb_add_cable(struct topo_builder *b, int a, int c, double bytes_per_s);
+crux_status_t sched_tb_finish(struct topo_builder *b, struct crux_sched_topo **out,
 			struct crux_sched_err *err);
 
 /* Errors and small helpers. */
@@ -69,20 +69,20 @@ uint64_t sched_mix64(uint64_t x);
 struct sched_rng {
 	uint64_t s;
 };
-void rng_seed(struct sched_rng *r, uint64_t seed);
-uint64_t rng_next(struct sched_rng *r);
+void sched_rng_seed(struct sched_rng *r, uint64_t seed);
+uint64_t sched_rng_next(struct sched_rng *r);
 /* Uniform in [0, n). */
-uint32_t rng_below(struct sched_rng *r, uint32_t n);
-uint32_t name_hash(const char *s);
-crux_status_t read_file_text(const char *path, char **text, size_t *len,
+uint32_t sched_rng_below(struct sched_rng *r, uint32_t n);
+uint32_t sched_name_hash(const char *s);
+crux_status_t sched_read_file_text(const char *path, char **text, size_t *len,
 			     struct crux_sched_err *err);
 
 /* Tokenizer for line-oriented formats: splits in place on blanks, drops '#' comments. */
 #define MAX_TOKENS 4096
-int split_tokens(char *line, char **tok, int max);
+int sched_split_tokens(char *line, char **tok, int max);
 
 /* Links of flow f of job i on the schedule's chosen path (count, pointer). */
-crux_status_t flow_links(struct crux_sched_topo *t, const struct crux_sched_job *job, int f,
+crux_status_t sched_flow_links(struct crux_sched_topo *t, const struct crux_sched_job *job, int f,
 			 int path_idx, const int **links, int *n_links);
 
 /* Per job: distinct directed links on its chosen paths with bytes per iteration (CSR). */
@@ -91,11 +91,11 @@ struct job_links {
 	int *link;
 	double *bytes;
 };
-crux_status_t job_links_build(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+crux_status_t sched_job_links_build(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 			      size_t n, const struct crux_sched_schedule *s, struct job_links *out);
-void job_links_free(struct job_links *jl);
+void sched_job_links_free(struct job_links *jl);
 /* Finite, non-negative times, bytes and work; overlap in 0..1; hosts in range. */
-crux_status_t jobs_validate(const struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+crux_status_t sched_jobs_validate(const struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 			    size_t n);
 /* Guaranteed shares per level from p->weight into s->share (zeros when unset);
  * CRUX_ERR_INVAL when the weights do not match the levels. */

@@ -218,7 +218,7 @@ crux_status_t crux_sched_jobs_parse(const char *text, size_t len, const char *na
 		if (next)
 			*next++ = '\0';
 		lineno++;
-		int nt = split_tokens(line, tok, MAX_TOKENS);
+		int nt = sched_split_tokens(line, tok, MAX_TOKENS);
 
 		if (nt < 0)
 			PERR("%s:%d: too many fields (max %d)", name, lineno, MAX_TOKENS);
@@ -442,7 +442,7 @@ crux_status_t crux_sched_jobs_load(const char *path, struct crux_sched_topo *t,
 {
 	char *text;
 	size_t len;
-	crux_status_t st = read_file_text(path, &text, &len, err);
+	crux_status_t st = sched_read_file_text(path, &text, &len, err);
 
 	if (st)
 		return st;

@@ -267,7 +267,7 @@ crux_status_t crux_sched_intensity(struct crux_sched_topo *t, const struct crux_
 			const int *links;
 			int nl;
 
-			st = flow_links(t, &jobs[i], f, s->d[i].path[f], &links, &nl);
+			st = sched_flow_links(t, &jobs[i], f, s->d[i].path[f], &links, &nl);
 			if (st)
 				goto out;
 			for (int k = 0; k < nl; k++) {
@@ -581,7 +581,7 @@ void crux_sched_compress_balanced(struct crux_sched_schedule *s)
 
 /* ---- policies ---- */
 
-crux_status_t jobs_validate(const struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+crux_status_t sched_jobs_validate(const struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 			    size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -610,7 +610,7 @@ crux_status_t crux_sched_run(struct crux_sched_topo *t, const struct crux_sched_
 
 	if (s->n_jobs != n || p->levels < 1 || p->levels > CRUX_SCHED_MAX_LEVELS || p->orders < 1)
 		return CRUX_ERR_INVAL;
-	st = jobs_validate(t, jobs, n);
+	st = sched_jobs_validate(t, jobs, n);
 	if (st)
 		return st;
 	s->levels = p->levels;

@@ -27,13 +27,13 @@ static int grow(void **p, int *cap, int need, size_t elem)
 	return 0;
 }
 
-void tb_init(struct topo_builder *b)
+void sched_tb_init(struct topo_builder *b)
 {
 	memset(b, 0, sizeof(*b));
 	b->max_paths = CRUX_SCHED_DEF_MAXPATH;
 }
 
-void tb_free(struct topo_builder *b)
+void sched_tb_free(struct topo_builder *b)
 {
 	for (int i = 0; i < b->n_nodes; i++)
 		free(b->names[i]);
@@ -54,7 +54,7 @@ static int name_lookup(char **names, const int *tab, int cap, const char *name)
 {
 	if (!cap)
 		return -1;
-	for (uint32_t h = name_hash(name) & (uint32_t)(cap - 1);;
+	for (uint32_t h = sched_name_hash(name) & (uint32_t)(cap - 1);;
 	     h = (h + 1) & (uint32_t)(cap - 1)) {
 		if (tab[h] < 0)
 			return -1;
@@ -76,7 +76,7 @@ static int name_rehash(char **names, int n, int **tab, int *cap)
 	for (int i = 0; i < nc; i++)
 		nt[i] = -1;
 	for (int i = 0; i < n; i++) {
-		uint32_t h = name_hash(names[i]) & (uint32_t)(nc - 1);
+		uint32_t h = sched_name_hash(names[i]) & (uint32_t)(nc - 1);
 
 		while (nt[h] >= 0)
 			h = (h + 1) & (uint32_t)(nc - 1);
@@ -88,16 +88,16 @@ static int name_rehash(char **names, int n, int **tab, int *cap)
 	return 0;
 }
 
-int tb_find(const struct topo_builder *b, const char *name)
+int sched_tb_find(const struct topo_builder *b, const char *name)
 {
 	return name_lookup(b->names, b->name_tab, b->name_cap, name);
 }
 
-int tb_add_node(struct topo_builder *b, const char *name, int is_host)
+int sched_tb_add_node(struct topo_builder *b, const char *name, int is_host)
 {
 	int cap = b->cap_nodes;
 
-	if (tb_find(b, name) >= 0)
+	if (sched_tb_find(b, name) >= 0)
 		return -2;
 	if (grow((void **)&b->names, &cap, b->n_nodes + 1, sizeof(*b->names)))
 		return -1;
@@ -118,7 +118,7 @@ int tb_add_node(struct topo_builder *b, const char *name, int is_host)
 			return -1;
 		}
 	} else {
-		uint32_t h = name_hash(name) & (uint32_t)(b->name_cap - 1);
+		uint32_t h = sched_name_hash(name) & (uint32_t)(b->name_cap - 1);
 
 		while (b->name_tab[h] >= 0)
 			h = (h + 1) & (uint32_t)(b->name_cap - 1);
@@ -127,7 +127,7 @@ int tb_add_node(struct topo_builder *b, const char *name, int is_host)
 	return b->n_nodes - 1;
 }
 
-int tb_add_cable(struct topo_builder *b, int a, int c, double bw)
+int sched_tb_add_cable(struct topo_builder *b, int a, int c, double bw)
 {
 	int cap = b->cap_links;
 
@@ -150,7 +150,7 @@ int tb_add_cable(struct topo_builder *b, int a, int c, double bw)
 	return b->n_links - 2;
 }
 
-static int tb_add_exp(struct topo_builder *b, int src, int dst, const int *links, int n)
+static int sched_tb_add_exp(struct topo_builder *b, int src, int dst, const int *links, int n)
 {
 	int cap = b->cap_exp;
 
@@ -372,7 +372,7 @@ static crux_status_t build_csr(int n_nodes, int n_links, const int *key, int **o
 	return CRUX_OK;
 }
 
-crux_status_t tb_finish(struct topo_builder *b, struct crux_sched_topo **out,
+crux_status_t sched_tb_finish(struct topo_builder *b, struct crux_sched_topo **out,
 			struct crux_sched_err *err)
 {
 	struct crux_sched_topo *t = NULL;
@@ -667,7 +667,7 @@ int crux_sched_topo_path_hops(struct crux_sched_topo *t, int src, int dst, int i
 	return ps.off[idx + 1] - ps.off[idx];
 }
 
-crux_status_t flow_links(struct crux_sched_topo *t, const struct crux_sched_job *job, int f,
+crux_status_t sched_flow_links(struct crux_sched_topo *t, const struct crux_sched_job *job, int f,
 			 int path_idx, const int **links, int *n_links)
 {
 	struct crux_sched_path_set ps;
@@ -728,7 +728,7 @@ static int resolve_hop(const struct topo_builder *b, char *tok, int *node, int *
 		if (parse_int(hash + 1, 0, 1 << 20, par))
 			return -1;
 	}
-	*node = tb_find(b, tok);
+	*node = sched_tb_find(b, tok);
 	return *node < 0 ? -2 : 0;
 }
 
@@ -754,7 +754,7 @@ crux_status_t crux_sched_topo_parse(const char *text, size_t len, const char *na
 	crux_status_t st = CRUX_ERR_INVAL;
 	int lineno = 0;
 
-	tb_init(&b);
+	sched_tb_init(&b);
 	buf = malloc(len + 1);
 	tok = malloc(MAX_TOKENS * sizeof(*tok));
 	plinks = malloc(MAX_TOKENS * sizeof(int));
@@ -775,7 +775,7 @@ crux_status_t crux_sched_topo_parse(const char *text, size_t len, const char *na
 		if (next)
 			*next++ = '\0';
 		lineno++;
-		int nt = split_tokens(line, tok, MAX_TOKENS);
+		int nt = sched_split_tokens(line, tok, MAX_TOKENS);
 
 		if (nt < 0) {
 			sched_err(err, "%s:%d: too many fields (max %d); split the line", name,
@@ -793,7 +793,7 @@ crux_status_t crux_sched_topo_parse(const char *text, size_t len, const char *na
 				goto out;
 			}
 			for (int i = 1; i < nt; i++) {
-				int r = tb_add_node(&b, tok[i], is_host);
+				int r = sched_tb_add_node(&b, tok[i], is_host);
 
 				if (r == -2) {
 					sched_err(err,
@@ -819,8 +819,8 @@ crux_status_t crux_sched_topo_parse(const char *text, size_t len, const char *na
 				    name, lineno);
 				goto out;
 			}
-			a = tb_find(&b, tok[1]);
-			c = tb_find(&b, tok[2]);
+			a = sched_tb_find(&b, tok[1]);
+			c = sched_tb_find(&b, tok[2]);
 			if (a < 0 || c < 0) {
 				sched_err(err,
 					  "%s:%d: field 'endpoint': unknown node '%s'; declare it "
@@ -848,7 +848,7 @@ crux_status_t crux_sched_topo_parse(const char *text, size_t len, const char *na
 				goto out;
 			}
 			for (int i = 0; i < count; i++) {
-				if (tb_add_cable(&b, a, c, GBPS_TO_BYTES(gbps)) < 0) {
+				if (sched_tb_add_cable(&b, a, c, GBPS_TO_BYTES(gbps)) < 0) {
 					sched_err(err, "%s: out of memory", name);
 					st = CRUX_ERR_NOMEM;
 					goto out;
@@ -917,7 +917,7 @@ crux_status_t crux_sched_topo_parse(const char *text, size_t len, const char *na
 					}
 				}
 			}
-			if (tb_add_exp(&b, pnodes[0], pnodes[nn - 1], plinks, nn - 1)) {
+			if (sched_tb_add_exp(&b, pnodes[0], pnodes[nn - 1], plinks, nn - 1)) {
 				sched_err(err, "%s: out of memory", name);
 				st = CRUX_ERR_NOMEM;
 				goto out;
@@ -941,9 +941,9 @@ crux_status_t crux_sched_topo_parse(const char *text, size_t len, const char *na
 		sched_err(err, "%s: no hosts; declare them with 'host NAME ...'", name);
 		goto out;
 	}
-	st = tb_finish(&b, out, err);
+	st = sched_tb_finish(&b, out, err);
 out:
-	tb_free(&b);
+	sched_tb_free(&b);
 	free(buf);
 	free(tok);
 	free(plinks);
@@ -956,7 +956,7 @@ crux_status_t crux_sched_topo_load(const char *path, struct crux_sched_topo **ou
 {
 	char *text;
 	size_t len;
-	crux_status_t st = read_file_text(path, &text, &len, err);
+	crux_status_t st = sched_read_file_text(path, &text, &len, err);
 
 	if (st)
 		return st;

@@ -27,23 +27,23 @@ uint64_t sched_mix64(uint64_t x)
 	return x ^ (x >> 31);
 }
 
-void rng_seed(struct sched_rng *r, uint64_t seed)
+void sched_rng_seed(struct sched_rng *r, uint64_t seed)
 {
 	r->s = seed;
 }
 
-uint64_t rng_next(struct sched_rng *r)
+uint64_t sched_rng_next(struct sched_rng *r)
 {
 	r->s += 0x9e3779b97f4a7c15ULL;
 	return sched_mix64(r->s);
 }
 
-uint32_t rng_below(struct sched_rng *r, uint32_t n)
+uint32_t sched_rng_below(struct sched_rng *r, uint32_t n)
 {
-	return (uint32_t)(((rng_next(r) >> 32) * (uint64_t)n) >> 32);
+	return (uint32_t)(((sched_rng_next(r) >> 32) * (uint64_t)n) >> 32);
 }
 
-uint32_t name_hash(const char *s)
+uint32_t sched_name_hash(const char *s)
 {
 	uint32_t h = 2166136261u;
 
@@ -54,7 +54,7 @@ uint32_t name_hash(const char *s)
 	return h;
 }
 
-crux_status_t read_file_text(const char *path, char **text, size_t *len, struct crux_sched_err *err)
+crux_status_t sched_read_file_text(const char *path, char **text, size_t *len, struct crux_sched_err *err)
 {
 	FILE *f = NULL;
 	char *buf = NULL;
@@ -101,7 +101,7 @@ out:
 	return st;
 }
 
-int split_tokens(char *line, char **tok, int max)
+int sched_split_tokens(char *line, char **tok, int max)
 {
 	int n = 0;
 	char *p = line;
