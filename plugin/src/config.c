@@ -73,6 +73,21 @@ crux_status_t cruxn_config_load(struct cruxn_config *cfg, char *err, size_t errl
 	    CRUX_OK)
 		return CRUX_ERR_INVAL;
 	c.sockbuf = (int)v;
+	{
+		static const char *const kinds[] = {"auto", "verbs", "socket", NULL};
+		const char *e;
+		if (crux_env_enum(NULL, NULL, "CRUX_TRANSPORT", kinds, CRUXN_TP_AUTO, &c.transport,
+				  err, errlen) != CRUX_OK)
+			return CRUX_ERR_INVAL;
+		e = crux_env_get(NULL, NULL, "CRUX_IBVERBS_LIB");
+		snprintf(c.ibverbs_lib, sizeof(c.ibverbs_lib), "%s", e ? e : "");
+		e = crux_env_get(NULL, NULL, "CRUX_MLX5_LIB");
+		snprintf(c.mlx5_lib, sizeof(c.mlx5_lib), "%s", e ? e : "");
+		e = crux_env_get(NULL, NULL, "CRUX_IB_HCA");
+		if (!e)
+			e = crux_env_get(NULL, NULL, "NCCL_IB_HCA");
+		snprintf(c.hca_spec, sizeof(c.hca_spec), "%s", e ? e : "");
+	}
 	*cfg = c;
 	return CRUX_OK;
 }

@@ -106,7 +106,7 @@ static struct cruxn_req *req_alloc(struct cruxn_base *c)
 	return NULL;
 }
 
-static void fifo_push(struct cruxn_base *c, struct cruxn_req *r)
+void cruxn_fifo_push(struct cruxn_base *c, struct cruxn_req *r)
 {
 	c->fifo[(c->fifo_head + c->fifo_count) % CRUXN_NET_MAX_REQUESTS] = r;
 	c->fifo_count++;
@@ -171,7 +171,7 @@ static bool class_equal(const struct cruxn_class *a, const struct cruxn_class *b
 
 cruxn_result_t cruxn_listen(int dev, void *handle, void **listen_comm)
 {
-	if (!handle || !listen_comm || dev < 0 || dev >= cruxn_ctx.ndevs)
+	if (!handle || !listen_comm || dev < 0 || dev >= cruxn_ndevs())
 		return CRUXN_INVALID_ARGUMENT;
 	return to_result(ops_now()->listen(dev, handle, listen_comm));
 }
@@ -181,7 +181,7 @@ cruxn_result_t cruxn_connect(int dev, int traffic_class, void *handle, void **se
 	struct cruxn_base *c = NULL;
 	crux_status_t st;
 
-	if (!handle || !send_comm || dev < 0 || dev >= cruxn_ctx.ndevs)
+	if (!handle || !send_comm || dev < 0 || dev >= cruxn_ndevs())
 		return CRUXN_INVALID_ARGUMENT;
 	*send_comm = NULL;
 	st = ops_now()->connect(dev, traffic_class, handle, &c);
@@ -282,9 +282,13 @@ cruxn_result_t cruxn_isend(void *send_comm, void *data, size_t size, int tag, vo
 	r->got[0] = size;
 	r->tags[0] = tag;
 	r->level = c->tag.cls.level;
+	if (c->ops->post_send(c, r) != CRUX_OK) {
+		r->used = false;
+		*request = NULL; /* the receiver has not posted: NCCL retries later */
+		pthread_mutex_unlock(&c->lock);
+		return atomic_load(&c->error) ? CRUXN_REMOTE_ERROR : CRUXN_SUCCESS;
+	}
 	atomic_fetch_add_explicit(&c->stats->tx[r->level], size, memory_order_relaxed);
-	fifo_push(c, r);
-	c->ops->post_send(c, r);
 	*request = r;
 	pthread_mutex_unlock(&c->lock);
 	return CRUXN_SUCCESS;
@@ -321,8 +325,12 @@ cruxn_result_t cruxn_irecv(void *recv_comm, int n, void **data, const size_t *si
 		r->cap[i] = sizes[i];
 		r->tags[i] = tags ? tags[i] : 0;
 	}
-	fifo_push(c, r);
-	c->ops->post_recv(c, r);
+	if (c->ops->post_recv(c, r) != CRUX_OK) {
+		r->used = false;
+		*request = NULL;
+		pthread_mutex_unlock(&c->lock);
+		return atomic_load(&c->error) ? CRUXN_REMOTE_ERROR : CRUXN_SUCCESS;
+	}
 	*request = r;
 	pthread_mutex_unlock(&c->lock);
 	return CRUXN_SUCCESS;

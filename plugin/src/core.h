@@ -21,6 +21,7 @@
 
 #include "cruxn.h"
 #include "socket/sock_req.h"
+#include "verbs/vx_req.h"
 
 #define CRUXN_SEND_MAGIC 0x53545843u
 #define CRUXN_RECV_MAGIC 0x52545843u
@@ -44,6 +45,7 @@ struct cruxn_req {
 	int level;
 	union { /* the transport's part */
 		struct cruxn_sock_req sock;
+		struct cruxn_vx_req vx;
 	} tp;
 };
 
@@ -97,9 +99,12 @@ struct cruxn_transport_ops {
 	crux_status_t (*dereg_mr)(struct cruxn_base *c, void *mhandle);
 	/* Sender, at a message boundary: the class and/or the route changed. */
 	void (*boundary)(struct cruxn_base *c, bool class_changed, bool route_changed);
-	/* The core filled r and queued it in the fifo. */
-	void (*post_send)(struct cruxn_base *c, struct cruxn_req *r);
-	void (*post_recv)(struct cruxn_base *c, struct cruxn_req *r);
+	/*
+	 * The core filled r. CRUX_ERR_BUSY: not now (the receiver has not
+	 * posted): the core frees r and NCCL gets a NULL request.
+	 */
+	crux_status_t (*post_send)(struct cruxn_base *c, struct cruxn_req *r);
+	crux_status_t (*post_recv)(struct cruxn_base *c, struct cruxn_req *r);
 	/* NULL: nothing to flush (host memory), NCCL gets a NULL request. */
 	crux_status_t (*flush)(struct cruxn_base *c, int n, void **data, int *sizes,
 			       void **mhandles, struct cruxn_req **out);
@@ -113,6 +118,13 @@ struct cruxn_transport_ops {
 };
 
 extern const struct cruxn_transport_ops cruxn_socket_ops;
+extern const struct cruxn_transport_ops cruxn_verbs_ops;
+
+/* The verbs transport's start, stop and properties (verbs/vx_init.c). */
+crux_status_t cruxn_vx_start(const struct cruxn_config *cfg, char *err, size_t errlen);
+void cruxn_vx_stop(void);
+crux_status_t cruxn_vx_properties(int dev, cruxn_props_v11_t *p);
+int cruxn_vx_ndevs(void);
 
 /* Monotonic clock in ns; a random non-zero nonce. */
 uint64_t cruxn_now_ns(void);
@@ -126,6 +138,7 @@ void cruxn_base_fini(struct cruxn_base *c);
 /* Mark the comm failed with errno 'err' (first cause wins, logged once). */
 void cruxn_comm_fail(struct cruxn_base *c, int err, const char *what);
 
+void cruxn_fifo_push(struct cruxn_base *c, struct cruxn_req *r);
 void cruxn_fifo_pop(struct cruxn_base *c);
 
 /* Received bytes at 'level' (the sender's level, bounded). */

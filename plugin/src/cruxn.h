@@ -45,7 +45,13 @@ struct cruxn_config {
 	uint64_t timeout_ms;   /* CRUX_TIMEOUT: dead-peer detection bound */
 	uint64_t publish_ns;   /* CRUX_PUBLISH_INTERVAL */
 	int sockbuf;           /* CRUX_SOCKET_BUFSIZE: SO_SNDBUF/SO_RCVBUF, 0 = kernel auto */
+	int transport;         /* CRUX_TRANSPORT: enum cruxn_transport_kind */
+	char ibverbs_lib[256]; /* CRUX_IBVERBS_LIB, "" = libibverbs.so.1 */
+	char mlx5_lib[256];    /* CRUX_MLX5_LIB, "" = libmlx5.so.1 */
+	char hca_spec[256];    /* CRUX_IB_HCA, else NCCL_IB_HCA */
 };
+
+enum cruxn_transport_kind { CRUXN_TP_AUTO = 0, CRUXN_TP_VERBS, CRUXN_TP_SOCKET };
 
 /* Parse every CRUX_ variable; on error 'err' names the variable. */
 crux_status_t cruxn_config_load(struct cruxn_config *cfg, char *err, size_t errlen);
@@ -178,6 +184,9 @@ extern struct cruxn_context cruxn_ctx;
 
 /* Coarse monotonic clock (vDSO, no system call). */
 uint64_t cruxn_coarse_ns(void);
+
+/* Devices of the transport in use. */
+int cruxn_ndevs(void);
 
 /* ---- Core API (version independent) -------------------------------------- */
 

@@ -61,6 +61,52 @@ static void log_devices(void)
 		  line);
 }
 
+/*
+ * CRUX_TRANSPORT: verbs when asked for (or, with auto, when a usable RDMA
+ * device exists, as NCCL prefers IB), else the socket transport. The
+ * socket scan above stays: its first interface carries the bootstrap.
+ */
+static crux_status_t select_transport(struct cruxn_context *c)
+{
+	char err[512] = "";
+
+	c->ops = &cruxn_socket_ops;
+	if (c->cfg.transport == CRUXN_TP_SOCKET)
+		return CRUX_OK;
+#ifdef CRUXN_HAVE_VERBS
+	if (cruxn_vx_start(&c->cfg, err, sizeof(err)) == CRUX_OK) {
+		c->ops = &cruxn_verbs_ops;
+		return CRUX_OK;
+	}
+#else
+	snprintf(err, sizeof(err), "this plugin was built without rdma-core's headers");
+#endif
+	if (c->cfg.transport == CRUXN_TP_VERBS) {
+		crux_err("init failed: CRUX_TRANSPORT=verbs but %s", err);
+		return CRUX_ERR_UNSUPPORTED;
+	}
+	crux_info("verbs transport not used (%s): socket transport", err);
+	return CRUX_OK;
+}
+
+static void stop_transport(struct cruxn_context *c)
+{
+#ifdef CRUXN_HAVE_VERBS
+	if (c->ops == &cruxn_verbs_ops)
+		cruxn_vx_stop();
+#endif
+	c->ops = NULL;
+}
+
+int cruxn_ndevs(void)
+{
+#ifdef CRUXN_HAVE_VERBS
+	if (cruxn_ctx.ops == &cruxn_verbs_ops)
+		return cruxn_vx_ndevs();
+#endif
+	return cruxn_ctx.ndevs;
+}
+
 cruxn_result_t cruxn_init(cruxn_logger_t logger)
 {
 	struct cruxn_context *c = &cruxn_ctx;
@@ -108,8 +154,12 @@ cruxn_result_t cruxn_init(cruxn_logger_t logger)
 		crux_warn("no network interface matches '%s' (CRUX_SOCKET_IFNAME, else "
 			  "NCCL_SOCKET_IFNAME; loopback only when named, e.g. =lo)",
 			  c->cfg.ifname_spec);
-	c->ops = &cruxn_socket_ops;
+	if (select_transport(c) != CRUX_OK) {
+		cruxn_devices_free(c->devs, c->ndevs);
+		goto out;
+	}
 	if (cruxn_tagging_start() != CRUX_OK) {
+		stop_transport(c);
 		cruxn_devices_free(c->devs, c->ndevs);
 		rc = CRUXN_SYSTEM_ERROR;
 		goto out;
@@ -153,6 +203,7 @@ cruxn_result_t cruxn_finalize(void)
 	c->dt_ino = 0;
 	c->dt_dev = 0;
 	atomic_store(&c->dt_state, 0);
+	stop_transport(c);
 	cruxn_devices_free(c->devs, c->ndevs);
 	c->ndevs = 0;
 	atomic_store(&c->npeers, 0);
@@ -169,7 +220,7 @@ cruxn_result_t cruxn_devices(int *ndev)
 {
 	if (!ndev)
 		return CRUXN_INVALID_ARGUMENT;
-	*ndev = cruxn_ctx.ndevs;
+	*ndev = cruxn_ndevs();
 	return CRUXN_SUCCESS;
 }
 
@@ -177,8 +228,12 @@ cruxn_result_t cruxn_get_properties(int dev, cruxn_props_v11_t *p)
 {
 	const struct cruxn_dev *d;
 
-	if (!p || dev < 0 || dev >= cruxn_ctx.ndevs)
+	if (!p || dev < 0 || dev >= cruxn_ndevs())
 		return CRUXN_INVALID_ARGUMENT;
+#ifdef CRUXN_HAVE_VERBS
+	if (cruxn_ctx.ops == &cruxn_verbs_ops)
+		return cruxn_vx_properties(dev, p) == CRUX_OK ? CRUXN_SUCCESS : CRUXN_INTERNAL_ERROR;
+#endif
 	d = &cruxn_ctx.devs[dev];
 	memset(p, 0, sizeof(*p));
 	p->name = (char *)d->name;

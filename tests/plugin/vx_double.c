@@ -200,3 +200,274 @@ struct vxd_dev *vxd_add_roce(const char *name, uint8_t a, uint8_t b, uint8_t c, 
 	p->types[2] = IBV_GID_TYPE_ROCE_V2;
 	return dev;
 }
+
+/* ---- RC semantics in one process: CQs, QPs, MRs, RDMA WRITE (WITH_IMM) ---- */
+
+#define VXD_CQ_MAX 8192
+#define VXD_RQ_MAX 4096
+
+struct vxd_cq {
+	struct ibv_cq cq;
+	struct ibv_wc wc[VXD_CQ_MAX];
+	int head, count;
+};
+
+struct vxd_qp {
+	struct ibv_qp qp;
+	struct ibv_qp_attr rtr; /* attributes programmed at RTR */
+	uint64_t rq[VXD_RQ_MAX];
+	int rq_head, rq_count;
+	struct vxd_qp *next;
+};
+
+struct vxd_mr {
+	struct ibv_mr mr;
+	int access;
+	struct vxd_mr *next;
+};
+
+static struct vxd_qp *qps;
+static struct vxd_mr *mrs;
+static uint32_t next_num = 100;
+
+static void cq_push(struct ibv_cq *cq, const struct ibv_wc *wc)
+{
+	struct vxd_cq *c = (struct vxd_cq *)(void *)cq;
+	if (c->count < VXD_CQ_MAX) {
+		c->wc[(c->head + c->count) % VXD_CQ_MAX] = *wc;
+		c->count++;
+	}
+}
+
+static int poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
+{
+	struct vxd_cq *c = (struct vxd_cq *)(void *)cq;
+	int k = 0;
+	while (k < n && c->count > 0) {
+		wc[k++] = c->wc[c->head];
+		c->head = (c->head + 1) % VXD_CQ_MAX;
+		c->count--;
+	}
+	return k;
+}
+
+static struct ibv_cq *create_cq(struct ibv_context *ctx, int cqe, void *cc,
+				struct ibv_comp_channel *ch, int vec)
+{
+	struct vxd_cq *c;
+	(void)cqe;
+	(void)cc;
+	(void)ch;
+	(void)vec;
+	c = calloc(1, sizeof(*c));
+	c->cq.context = ctx;
+	ctx->ops.poll_cq = poll_cq;
+	vxd.cqs++;
+	return &c->cq;
+}
+
+static int destroy_cq(struct ibv_cq *cq)
+{
+	vxd.cqs--;
+	free(cq);
+	return 0;
+}
+
+static struct vxd_qp *qp_by_num(uint32_t num)
+{
+	for (struct vxd_qp *q = qps; q; q = q->next)
+		if (q->qp.qp_num == num)
+			return q;
+	return NULL;
+}
+
+static struct vxd_mr *mr_by_rkey(uint32_t rkey)
+{
+	for (struct vxd_mr *m = mrs; m; m = m->next)
+		if (m->mr.rkey == rkey)
+			return m;
+	return NULL;
+}
+
+static int post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	struct vxd_qp *me = (struct vxd_qp *)(void *)qp;
+
+	for (; wr; wr = wr->next) {
+		struct vxd_qp *peer = qp_by_num(me->rtr.dest_qp_num);
+		struct vxd_mr *m = mr_by_rkey(wr->wr.rdma.rkey);
+		size_t len = 0;
+		struct ibv_wc wc;
+
+		if (qp->state != IBV_QPS_RTS) {
+			*bad = wr;
+			return EINVAL;
+		}
+		for (int i = 0; i < wr->num_sge; i++)
+			len += wr->sg_list[i].length;
+		memset(&wc, 0, sizeof(wc));
+		wc.wr_id = wr->wr_id;
+		wc.qp_num = qp->qp_num;
+		wc.opcode = IBV_WC_RDMA_WRITE;
+		if (!peer || peer->qp.state < IBV_QPS_RTR) {
+			wc.status = IBV_WC_RETRY_EXC_ERR; /* nobody answers */
+		} else if (len > 0 && (!m || !(m->access & IBV_ACCESS_REMOTE_WRITE) ||
+				       wr->wr.rdma.remote_addr < (uintptr_t)m->mr.addr ||
+				       wr->wr.rdma.remote_addr + len >
+					       (uintptr_t)m->mr.addr + m->mr.length)) {
+			wc.status = IBV_WC_REM_ACCESS_ERR;
+		} else if (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM && peer->rq_count == 0) {
+			wc.status = IBV_WC_RNR_RETRY_EXC_ERR;
+		} else {
+			size_t off = 0;
+			for (int i = 0; i < wr->num_sge; i++) {
+				memcpy((char *)(uintptr_t)wr->wr.rdma.remote_addr + off,
+				       (void *)(uintptr_t)wr->sg_list[i].addr, wr->sg_list[i].length);
+				off += wr->sg_list[i].length;
+			}
+			vxd.bytes += len;
+			if (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+				struct ibv_wc rc;
+				memset(&rc, 0, sizeof(rc));
+				rc.wr_id = peer->rq[peer->rq_head];
+				peer->rq_head = (peer->rq_head + 1) % VXD_RQ_MAX;
+				peer->rq_count--;
+				rc.status = IBV_WC_SUCCESS;
+				rc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+				rc.wc_flags = IBV_WC_WITH_IMM;
+				rc.imm_data = wr->imm_data;
+				rc.byte_len = (uint32_t)len;
+				rc.qp_num = peer->qp.qp_num;
+				cq_push(peer->qp.recv_cq, &rc);
+			}
+		}
+		if (wc.status != IBV_WC_SUCCESS || (wr->send_flags & IBV_SEND_SIGNALED))
+			cq_push(qp->send_cq, &wc);
+		if (wc.status != IBV_WC_SUCCESS)
+			qp->state = IBV_QPS_ERR;
+	}
+	return 0;
+}
+
+static int post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	struct vxd_qp *me = (struct vxd_qp *)(void *)qp;
+
+	for (; wr; wr = wr->next) {
+		if (me->rq_count >= VXD_RQ_MAX || qp->state == IBV_QPS_RESET) {
+			*bad = wr;
+			return ENOMEM;
+		}
+		me->rq[(me->rq_head + me->rq_count) % VXD_RQ_MAX] = wr->wr_id;
+		me->rq_count++;
+	}
+	return 0;
+}
+
+static struct ibv_qp *create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *ia)
+{
+	struct vxd_qp *q = calloc(1, sizeof(*q));
+
+	q->qp.context = pd->context;
+	q->qp.pd = pd;
+	q->qp.send_cq = ia->send_cq;
+	q->qp.recv_cq = ia->recv_cq;
+	q->qp.qp_type = ia->qp_type;
+	q->qp.qp_num = next_num++;
+	q->qp.state = IBV_QPS_RESET;
+	pd->context->ops.post_send = post_send;
+	pd->context->ops.post_recv = post_recv;
+	q->next = qps;
+	qps = q;
+	vxd.qps++;
+	return &q->qp;
+}
+
+static int modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
+{
+	struct vxd_qp *q = (struct vxd_qp *)(void *)qp;
+	enum ibv_qp_state cur = qp->state;
+
+	if (!(mask & IBV_QP_STATE))
+		return EINVAL;
+	if (a->qp_state == IBV_QPS_INIT && cur != IBV_QPS_RESET && cur != IBV_QPS_INIT)
+		return EINVAL;
+	if (a->qp_state == IBV_QPS_RTR && (cur != IBV_QPS_INIT || !(mask & IBV_QP_AV)))
+		return EINVAL;
+	/* kernel qp_state_table: no address vector (class, path) change in RTS */
+	if (a->qp_state == IBV_QPS_RTS &&
+	    ((cur != IBV_QPS_RTR && cur != IBV_QPS_RTS) || (cur == IBV_QPS_RTS && (mask & IBV_QP_AV))))
+		return EINVAL;
+	if (a->qp_state == IBV_QPS_RTR)
+		q->rtr = *a;
+	qp->state = a->qp_state;
+	return 0;
+}
+
+static int destroy_qp(struct ibv_qp *qp)
+{
+	for (struct vxd_qp **pp = &qps; *pp; pp = &(*pp)->next) {
+		if (&(*pp)->qp == qp) {
+			struct vxd_qp *q = *pp;
+			*pp = q->next;
+			free(q);
+			vxd.qps--;
+			return 0;
+		}
+	}
+	return EINVAL;
+}
+
+static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access)
+{
+	struct vxd_mr *m = calloc(1, sizeof(*m));
+
+	m->mr.context = pd->context;
+	m->mr.pd = pd;
+	m->mr.addr = addr;
+	m->mr.length = len;
+	m->mr.lkey = next_num++;
+	m->mr.rkey = next_num++;
+	m->access = access;
+	m->next = mrs;
+	mrs = m;
+	vxd.mrs++;
+	return &m->mr;
+}
+
+static int dereg_mr(struct ibv_mr *mr)
+{
+	for (struct vxd_mr **pp = &mrs; *pp; pp = &(*pp)->next) {
+		if (&(*pp)->mr == mr) {
+			struct vxd_mr *m = *pp;
+			*pp = m->next;
+			free(m);
+			vxd.mrs--;
+			return 0;
+		}
+	}
+	return EINVAL;
+}
+
+uint8_t vxd_qp_tc(uint32_t qpn)
+{
+	struct vxd_qp *q = qp_by_num(qpn);
+	return q ? q->rtr.ah_attr.grh.traffic_class : 0;
+}
+
+uint32_t vxd_qp_flow_label(uint32_t qpn)
+{
+	struct vxd_qp *q = qp_by_num(qpn);
+	return q ? q->rtr.ah_attr.grh.flow_label : 0;
+}
+
+void vxd_enable_rc(struct cruxn_ibv *v)
+{
+	v->create_cq = create_cq;
+	v->destroy_cq = destroy_cq;
+	v->create_qp = create_qp;
+	v->modify_qp = modify_qp;
+	v->destroy_qp = destroy_qp;
+	v->reg_mr = reg_mr;
+	v->dereg_mr = dereg_mr;
+}

@@ -38,6 +38,8 @@ struct vxd {
 	int open_contexts; /* opened minus closed */
 	int pds;           /* allocated minus freed */
 	bool no_query_gid_ex;
+	int cqs, qps, mrs;  /* live objects */
+	uint64_t bytes;     /* bytes moved by RDMA WRITE */
 };
 
 extern struct vxd vxd;
@@ -46,5 +48,16 @@ extern struct vxd vxd;
 void vxd_reset(struct cruxn_ibv *v);
 /* Add a RoCE device like the software device: fe80::, v1 and v2 GIDs of 'ip'. */
 struct vxd_dev *vxd_add_roce(const char *name, uint8_t a, uint8_t b, uint8_t c, uint8_t d);
+
+/*
+ * RC semantics between the double's queue pairs in this process: RDMA WRITE
+ * and WRITE WITH IMMEDIATE executed at post time, rkey/bounds/access checked
+ * (an error completion otherwise), receive queues, the QP state machine
+ * refusing what the kernel refuses.
+ */
+void vxd_enable_rc(struct cruxn_ibv *v);
+/* What a QP was given at RTR. */
+uint8_t vxd_qp_tc(uint32_t qpn);
+uint32_t vxd_qp_flow_label(uint32_t qpn);
 
 #endif /* VX_DOUBLE_H */

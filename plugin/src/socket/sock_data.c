@@ -269,7 +269,7 @@ static void sk_boundary(struct cruxn_base *b, bool class_changed, bool route_cha
 		c->route_dirty = true;
 }
 
-static void sk_post_send(struct cruxn_base *b, struct cruxn_req *r)
+static crux_status_t sk_post_send(struct cruxn_base *b, struct cruxn_req *r)
 {
 	struct cruxn_comm *c = cruxn_sk(b);
 	struct cruxn_sock_req *sr = cruxn_skr(r);
@@ -295,7 +295,9 @@ static void sk_post_send(struct cruxn_base *b, struct cruxn_req *r)
 		sr->hdr.type = CRUXN_MSG_STRIPED;
 		enqueue_stripes(c, r, 0, size, c->cur);
 	}
+	cruxn_fifo_push(&c->b, r);
 	send_progress(c);
+	return CRUX_OK;
 }
 
 /* ---- receiver data path --------------------------------------------------- */
@@ -526,10 +528,11 @@ static void recv_progress(struct cruxn_comm *c)
 	}
 }
 
-static void sk_post_recv(struct cruxn_base *b, struct cruxn_req *r)
+static crux_status_t sk_post_recv(struct cruxn_base *b, struct cruxn_req *r)
 {
-	(void)r;
+	cruxn_fifo_push(b, r);
 	recv_progress(cruxn_sk(b));
+	return CRUX_OK;
 }
 
 /* After the peer closed its control socket, can this request still finish? */

@@ -1,0 +1,377 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The verbs transport's connections: the TCP bootstrap (listen, a
+ * non-blocking connect and accept that exchange queue pair numbers, GIDs,
+ * the CTS FIFO and the size table, as NCCL's IB transport does), lanes
+ * per (class, path), and tear-down.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "crux/log.h"
+#include "socket/sock_transport.h"
+#include "vx_transport.h"
+
+struct cruxn_vx cruxn_vx_state;
+struct cruxn_vx_qp_cfg cruxn_vx_qpcfg = {20, 7, 0};
+
+/* ---- failure ---------------------------------------------------------------- */
+
+static const char *gid_str(const union ibv_gid *g, char *buf, size_t len)
+{
+	static const uint8_t v4[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	if (memcmp(g->raw, v4, 12) == 0)
+		return inet_ntop(AF_INET, g->raw + 12, buf, (socklen_t)len);
+	return inet_ntop(AF_INET6, g->raw, buf, (socklen_t)len);
+}
+
+void cruxn_vx_fail(struct vx_comm *c, const char *what, const char *detail, const char *hint)
+{
+	char lg[64], rg[64];
+
+	if (atomic_load(&c->b.error) == 0)
+		crux_err("verbs %s connection on %s port %u (GID %s) to GID %s: %s (%s); %s",
+			 c->b.is_send ? "send" : "receive", c->dev->name, c->dev->ep.port,
+			 gid_str(&c->dev->ep.gid, lg, sizeof(lg)), gid_str(&c->remote.gid, rg, sizeof(rg)),
+			 what, detail, hint);
+	cruxn_comm_fail(&c->b, EREMOTEIO, what);
+}
+
+/* ---- lanes -------------------------------------------------------------------- */
+
+static struct ibv_qp *qp_create(struct vx_comm *c)
+{
+	struct ibv_qp_init_attr ia;
+
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = c->cq;
+	ia.recv_cq = c->cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = VX_SEND_DEPTH;
+	ia.cap.max_recv_wr = VX_RECV_DEPTH;
+	ia.cap.max_send_sge = 1;
+	ia.cap.max_recv_sge = 1;
+	ia.cap.max_inline_data = sizeof(uint64_t);
+	return cruxn_vx_state.ibv.create_qp(c->dev->pd, &ia);
+}
+
+void cruxn_vx_lane_free(struct vx_lane *l)
+{
+	if (l->qp)
+		cruxn_vx_state.ibv.destroy_qp(l->qp);
+	free(l);
+}
+
+/*
+ * A lane whose queue pair carries 'cls' and, through the flow label (or
+ * libmlx5 where it works), the route's first source port.
+ */
+struct vx_lane *cruxn_vx_lane_new(struct vx_comm *c, uint32_t id, const struct cruxn_class *cls,
+				const struct cruxn_route *route)
+{
+	struct vx_lane *l = calloc(1, sizeof(*l));
+	bool exact = true;
+
+	if (!l)
+		return NULL;
+	l->id = id;
+	l->cls = *cls;
+	l->route = *route;
+	l->sport = cruxn_route_port(route, 0);
+	l->flow_label = cruxn_vx_flow_label_for_sport(l->sport, &exact);
+	if (!exact)
+		crux_log_once(&cruxn_ctx.once_port_fail, CRUX_LOG_WARN,
+			      "route port %u is below 49152: a RoCE flow label can only pick "
+			      "49152-65535, the device uses %u instead",
+			      l->sport, cruxn_vx_sport_of_flow_label(l->flow_label));
+	l->qp = qp_create(c);
+	if (!l->qp) {
+		free(l);
+		return NULL;
+	}
+	l->state = VX_LANE_BUILDING;
+	return l;
+}
+
+void cruxn_vx_ep_to_msg(const struct vx_comm *c, const struct vx_lane *l, struct vx_msg *m, int kind)
+{
+	memset(m, 0, sizeof(*m));
+	m->magic = VX_MAGIC;
+	m->version = VX_VERSION;
+	m->kind = (uint16_t)kind;
+	m->nonce = c->nonce;
+	m->lane = l->id;
+	m->qpn = l->qp->qp_num;
+	m->psn = l->qp->qp_num & 0xffffff; /* any 24-bit start; this one is unique per QP */
+	memcpy(m->gid, c->dev->ep.gid.raw, 16);
+	m->lid = c->dev->ep.lid;
+	m->port = c->dev->ep.port;
+	m->link_layer = c->dev->ep.link_layer;
+	m->mtu = c->dev->ep.mtu;
+	m->tos = (uint8_t)l->cls.tos;
+	m->sl = (uint8_t)l->cls.sl;
+	m->level = (uint8_t)l->cls.level;
+	m->flow_label = l->flow_label;
+}
+
+/* Move the lane's QP to RTS towards the peer's end described by m. */
+crux_status_t cruxn_vx_lane_connect(struct vx_comm *c, struct vx_lane *l, const struct vx_msg *m)
+{
+	struct cruxn_vx_ep local = c->dev->ep, remote;
+	char err[320];
+	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+
+	local.qpn = l->qp->qp_num;
+	local.psn = l->qp->qp_num & 0xffffff;
+	memset(&remote, 0, sizeof(remote));
+	remote.qpn = m->qpn;
+	remote.psn = m->psn;
+	memcpy(remote.gid.raw, m->gid, 16);
+	remote.lid = m->lid;
+	remote.port = m->port;
+	remote.link_layer = m->link_layer;
+	remote.mtu = m->mtu;
+	c->remote = remote;
+	if (cruxn_vx_qp_connect(&cruxn_vx_state.ibv, l->qp, &local, &remote, &cruxn_vx_qpcfg, access,
+				&l->cls, l->flow_label, err, sizeof(err)) != CRUX_OK) {
+		cruxn_vx_fail(c, "queue pair set-up", err, "check the GID and the class settings");
+		return CRUX_ERR_IO;
+	}
+	/* The live way to the route's port, where the device supports it. */
+	if (l->sport && cruxn_vx_state.ibv.mlx5_udp_sport)
+		(void)cruxn_vx_state.ibv.mlx5_udp_sport(l->qp, l->sport);
+	l->state = VX_LANE_UP;
+	return CRUX_OK;
+}
+
+void cruxn_vx_lane_link(struct vx_comm *c, struct vx_lane *l)
+{
+	l->next = c->lanes;
+	c->lanes = l;
+}
+
+struct vx_lane *cruxn_vx_lane_find(struct vx_comm *c, uint32_t id)
+{
+	for (struct vx_lane *l = c->lanes; l; l = l->next)
+		if (l->id == id)
+			return l;
+	return NULL;
+}
+
+static bool lane_matches(const struct vx_lane *l, const struct cruxn_class *cls,
+			 const struct cruxn_route *route)
+{
+	return l->cls.tos == cls->tos && l->cls.sl == cls->sl &&
+	       cruxn_route_port(&l->route, 0) == cruxn_route_port(route, 0);
+}
+
+void cruxn_vx_lane_want(struct vx_comm *c)
+{
+	struct vx_lane *l;
+	struct vx_msg m;
+	int n = 0;
+
+	for (l = c->lanes; l; l = l->next) {
+		if (l->state != VX_LANE_CLOSING && lane_matches(l, &c->b.tag.cls, &c->b.tag.route))
+			return; /* built or being built */
+		n++;
+	}
+	if (n >= VX_MAX_LANES)
+		return; /* old lanes still draining: ask again on a later message */
+	l = cruxn_vx_lane_new(c, c->next_lane, &c->b.tag.cls, &c->b.tag.route);
+	if (!l)
+		return;
+	c->next_lane++;
+	cruxn_vx_lane_link(c, l);
+	cruxn_vx_ep_to_msg(c, l, &m, VX_LANE);
+	cruxn_vx_ctrl_send(c, &m);
+}
+
+void cruxn_vx_lanes_progress(struct vx_comm *c)
+{
+	struct vx_lane *newest = NULL;
+
+	for (struct vx_lane *l = c->lanes; l; l = l->next)
+		if (l->state == VX_LANE_UP && (!newest || l->id > newest->id))
+			newest = l;
+	if (newest && newest != c->cur && c->cur->outstanding == 0) {
+		struct vx_msg m;
+		struct vx_lane *old = c->cur;
+		char peer[80];
+
+		c->cur = newest;
+		c->b.marked = newest->cls;
+		c->b.route_now = newest->route;
+		old->state = VX_LANE_CLOSING;
+		memset(&m, 0, sizeof(m));
+		m.magic = VX_MAGIC;
+		m.version = VX_VERSION;
+		m.kind = VX_LANE_CLOSE;
+		m.nonce = c->nonce;
+		m.lane = old->id;
+		cruxn_vx_ctrl_send(c, &m);
+		crux_info("verbs connection to %s moved to lane %u (traffic class %d, SL %d, "
+			  "UDP source port %u)",
+			  cruxn_sa_str(&c->b.peer.sa, peer, sizeof(peer)), newest->id,
+			  newest->cls.tos, newest->cls.sl, newest->sport);
+	}
+}
+
+static void lane_unlink_free(struct vx_comm *c, uint32_t id)
+{
+	for (struct vx_lane **pp = &c->lanes; *pp; pp = &(*pp)->next) {
+		if ((*pp)->id == id && *pp != c->cur) {
+			struct vx_lane *l = *pp;
+			*pp = l->next;
+			cruxn_vx_lane_free(l);
+			return;
+		}
+	}
+}
+
+/* ---- control socket --------------------------------------------------------- */
+
+void cruxn_vx_ctrl_send(struct vx_comm *c, const struct vx_msg *m)
+{
+	if (c->out_count >= VX_OUTQ) {
+		cruxn_vx_fail(c, "control socket", "too many lane changes queued",
+			      "the peer does not answer");
+		return;
+	}
+	c->outq[(c->out_head + c->out_count) % VX_OUTQ] = *m;
+	c->out_count++;
+}
+
+static bool msg_valid(const struct vx_comm *c, const struct vx_msg *m)
+{
+	return m->magic == VX_MAGIC && m->version == VX_VERSION && m->nonce == c->nonce;
+}
+
+/* Receiver: the sender asked for a lane (class, flow label) or closed one. */
+static void recv_ctrl(struct vx_comm *c, const struct vx_msg *m)
+{
+	struct cruxn_class cls = {m->tos, 0, m->level, m->sl};
+	struct cruxn_route none;
+	struct vx_lane *l;
+	struct vx_msg a;
+
+	memset(&none, 0, sizeof(none));
+	none.path_id = CRUX_PATH_NONE;
+	if (m->kind == VX_READY) {
+		c->ready = true;
+	} else if (m->kind == VX_LANE) {
+		l = cruxn_vx_lane_new(c, m->lane, &cls, &none);
+		if (!l) {
+			cruxn_vx_fail(c, "new lane", "cannot create a queue pair", "device out of resources?");
+			return;
+		}
+		l->flow_label = m->flow_label; /* the CTS writes take the sender's path too */
+		cruxn_vx_lane_link(c, l);
+		if (cruxn_vx_lane_connect(c, l, m) != CRUX_OK ||
+		    cruxn_vx_post_recvs(c, l, VX_RECV_DEPTH) != CRUX_OK)
+			return;
+		cruxn_vx_ep_to_msg(c, l, &a, VX_LANE_ACK);
+		cruxn_vx_ctrl_send(c, &a);
+	} else if (m->kind == VX_LANE_CLOSE) {
+		/*
+		 * The sender moved off this lane, so its new lane is in RTS: the
+		 * CTS writes follow it (they take the sender's class and path).
+		 */
+		struct vx_lane *newest = NULL;
+		for (l = c->lanes; l; l = l->next)
+			if (l->state == VX_LANE_UP && l->id != m->lane &&
+			    (!newest || l->id > newest->id))
+				newest = l;
+		l = cruxn_vx_lane_find(c, m->lane);
+		if (l && l == c->cur && newest) {
+			c->cur = newest;
+			c->b.marked = newest->cls;
+		}
+		if (l && l != c->cur)
+			l->state = VX_LANE_CLOSING; /* freed once its CTS writes completed */
+	}
+}
+
+static void send_ctrl(struct vx_comm *c, const struct vx_msg *m)
+{
+	struct vx_lane *l = cruxn_vx_lane_find(c, m->lane);
+
+	if (m->kind == VX_ACCEPT && !c->ready && l && l->id == 0) {
+		struct vx_msg r;
+		c->rsizes = m->addr;
+		c->rsizes_rkey = m->rkey;
+		if (cruxn_vx_lane_connect(c, l, m) != CRUX_OK)
+			return;
+		memset(&r, 0, sizeof(r));
+		r.magic = VX_MAGIC;
+		r.version = VX_VERSION;
+		r.kind = VX_READY;
+		r.nonce = c->nonce;
+		cruxn_vx_ctrl_send(c, &r);
+		c->ready = true;
+	} else if (m->kind == VX_LANE_ACK && l && l->state == VX_LANE_BUILDING)
+		(void)cruxn_vx_lane_connect(c, l, m);
+	else if (m->kind == VX_LANE_GONE && l && l->state == VX_LANE_CLOSING)
+		lane_unlink_free(c, m->lane);
+}
+
+void cruxn_vx_ctrl_progress(struct vx_comm *c)
+{
+	while (c->out_count > 0 && !atomic_load(&c->b.error)) {
+		int e = cruxn_sk_write_some(c->fd, &c->outq[c->out_head], sizeof(struct vx_msg),
+					    &c->out_off);
+		if (e) {
+			cruxn_vx_fail(c, "control socket", strerror(e), "the peer closed or died");
+			return;
+		}
+		if (c->out_off < sizeof(struct vx_msg))
+			break;
+		c->out_off = 0;
+		c->out_head = (c->out_head + 1) % VX_OUTQ;
+		c->out_count--;
+	}
+	while (!c->b.peer_closed && !atomic_load(&c->b.error)) {
+		int e = cruxn_sk_read_some(c->fd, &c->in, sizeof(c->in), &c->in_off);
+		if (e == CRUXN_EOF) {
+			c->b.peer_closed = true;
+			break;
+		}
+		if (e) {
+			cruxn_vx_fail(c, "control socket", strerror(e), "the peer closed or died");
+			return;
+		}
+		if (c->in_off < sizeof(c->in))
+			break;
+		c->in_off = 0;
+		if (!msg_valid(c, &c->in)) {
+			cruxn_vx_fail(c, "control socket", "malformed message", "not a Crux peer?");
+			return;
+		}
+		if (c->b.is_send)
+			send_ctrl(c, &c->in);
+		else
+			recv_ctrl(c, &c->in);
+	}
+	/* receiver: closing lanes whose CTS writes completed go, and the sender hears it */
+	if (!c->b.is_send) {
+		for (struct vx_lane *l = c->lanes; l; l = l->next) {
+			if (l->state == VX_LANE_CLOSING && l->outstanding == 0) {
+				struct vx_msg g;
+				memset(&g, 0, sizeof(g));
+				g.magic = VX_MAGIC;
+				g.version = VX_VERSION;
+				g.kind = VX_LANE_GONE;
+				g.nonce = c->nonce;
+				g.lane = l->id;
+				lane_unlink_free(c, l->id);
+				cruxn_vx_ctrl_send(c, &g);
+				break; /* the list changed */
+			}
+		}
+	}
+}

@@ -1,0 +1,405 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The verbs transport's data path: memory registration (a process-wide
+ * cache, so registrations are global as NCCL's regIsGlobal asks), CTS
+ * writes, data by RDMA WRITE WITH IMMEDIATE, completions, lane moves.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crux/log.h"
+#include "vx_transport.h"
+
+#define VX_MR_MAGIC 0x4d565843u
+#define WR_CTS	    (1ull << 63)
+#define WR_RECV	    (1ull << 62)
+#define WR_LANE(x)  (((x) >> 8) & 0xffffffffull)
+
+struct vx_mr {
+	uint32_t magic;
+	int dev;
+	uintptr_t addr;
+	size_t len;
+	struct ibv_mr *mr;
+	int refs;
+	struct vx_mr *next;
+};
+
+static pthread_mutex_t mr_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct vx_mr *mr_list;
+
+static struct vx_mr *mr_find(int dev, uintptr_t addr, size_t len)
+{
+	for (struct vx_mr *m = mr_list; m; m = m->next)
+		if (m->dev == dev && addr >= m->addr && addr + len <= m->addr + m->len)
+			return m;
+	return NULL;
+}
+
+static crux_status_t vx_reg_mr(struct cruxn_base *b, void *data, size_t size, int type,
+			       uint64_t offset, int fd, void **mhandle)
+{
+	const struct cruxn_ibv *v = &cruxn_vx_state.ibv;
+	struct vx_comm *c = vx_of(b);
+	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	struct vx_mr *m;
+
+	if (type != CRUXN_PTR_HOST && type != CRUXN_PTR_CUDA) {
+		crux_err("regMr: memory type %d is not supported by the verbs transport", type);
+		return CRUX_ERR_INVAL;
+	}
+	pthread_mutex_lock(&mr_lock);
+	m = mr_find(b->dev, (uintptr_t)data, size);
+	if (m && fd < 0) {
+		m->refs++;
+		pthread_mutex_unlock(&mr_lock);
+		*mhandle = m;
+		return CRUX_OK;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m) {
+		pthread_mutex_unlock(&mr_lock);
+		return CRUX_ERR_NOMEM;
+	}
+	/* NCCL closes its dma-buf fd after this call: the registration keeps no copy. */
+	if (fd >= 0 && v->reg_dmabuf_mr)
+		m->mr = v->reg_dmabuf_mr(c->dev->pd, offset, size, (uint64_t)(uintptr_t)data, fd,
+					 access);
+	else
+		m->mr = v->reg_mr(c->dev->pd, data, size, access);
+	if (!m->mr) {
+		pthread_mutex_unlock(&mr_lock);
+		crux_err("regMr: %s refused %zu bytes at %p (%s)%s", c->dev->name, size, data,
+			 strerror(errno),
+			 type == CRUXN_PTR_CUDA ? "; GPU memory needs nvidia-peermem or DMA-BUF"
+						: "; check the locked-memory limit (ulimit -l)");
+		free(m);
+		return CRUX_ERR_IO;
+	}
+	m->magic = VX_MR_MAGIC;
+	m->dev = b->dev;
+	m->addr = (uintptr_t)data;
+	m->len = size;
+	m->refs = 1;
+	m->next = mr_list;
+	mr_list = m;
+	pthread_mutex_unlock(&mr_lock);
+	*mhandle = m;
+	return CRUX_OK;
+}
+
+static crux_status_t vx_dereg_mr(struct cruxn_base *b, void *mhandle)
+{
+	struct vx_mr *m = mhandle;
+	(void)b;
+
+	if (m->magic != VX_MR_MAGIC)
+		return CRUX_ERR_INVAL;
+	pthread_mutex_lock(&mr_lock);
+	if (--m->refs == 0) {
+		for (struct vx_mr **pp = &mr_list; *pp; pp = &(*pp)->next) {
+			if (*pp == m) {
+				*pp = m->next;
+				break;
+			}
+		}
+		cruxn_vx_state.ibv.dereg_mr(m->mr);
+		m->magic = 0;
+		free(m);
+	}
+	pthread_mutex_unlock(&mr_lock);
+	return CRUX_OK;
+}
+
+/* The key covering [p, p+len); false when NCCL did not register it. */
+static bool keys_of(struct vx_comm *c, void *p, size_t len, uint32_t *lkey, uint32_t *rkey)
+{
+	struct vx_mr *m;
+
+	if (len == 0) {
+		*lkey = *rkey = 0;
+		return true;
+	}
+	pthread_mutex_lock(&mr_lock);
+	m = mr_find(c->b.dev, (uintptr_t)p, len);
+	if (m) {
+		*lkey = m->mr->lkey;
+		*rkey = m->mr->rkey;
+	}
+	pthread_mutex_unlock(&mr_lock);
+	return m != NULL;
+}
+
+crux_status_t cruxn_vx_post_recvs(struct vx_comm *c, struct vx_lane *l, int n)
+{
+	for (int i = 0; i < n; i++) {
+		struct ibv_recv_wr wr, *bad = NULL;
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = WR_RECV | ((uint64_t)l->id << 8);
+		if (cruxn_ibv_post_recv(l->qp, &wr, &bad) != 0) {
+			cruxn_vx_fail(c, "posting receives", strerror(errno),
+				      "queue pair out of receive entries");
+			return CRUX_ERR_IO;
+		}
+	}
+	return CRUX_OK;
+}
+
+/* ---- completions ------------------------------------------------------------ */
+
+static const char *wc_hint(enum ibv_wc_status s)
+{
+	switch (s) {
+	case IBV_WC_REM_ACCESS_ERR:
+	case IBV_WC_LOC_PROT_ERR:
+		return "the peer refused the memory key or bounds: a buffer NCCL did not register, "
+		       "or one deregistered while in use";
+	case IBV_WC_RETRY_EXC_ERR:
+	case IBV_WC_RNR_RETRY_EXC_ERR:
+		return "the peer does not answer: it died, or the fabric drops packets (check "
+		       "PFC/ECN and NCCL_IB_TIMEOUT)";
+	default:
+		return "see the device's error counters and the peer's log";
+	}
+}
+
+static void on_wc(struct vx_comm *c, const struct ibv_wc *wc)
+{
+	struct vx_lane *l = cruxn_vx_lane_find(c, (uint32_t)WR_LANE(wc->wr_id));
+
+	if (wc->status != IBV_WC_SUCCESS) {
+		char d[128];
+		snprintf(d, sizeof(d), "%s (status %d, vendor error 0x%x) on queue pair %u",
+			 cruxn_vx_state.ibv.wc_status_str(wc->status), (int)wc->status,
+			 wc->vendor_err, wc->qp_num);
+		cruxn_vx_fail(c, "work completion error", d, wc_hint(wc->status));
+		return;
+	}
+	if (wc->wr_id & WR_RECV) {
+		uint32_t imm = ntohl(wc->imm_data);
+		int idx = (int)(imm >> 3), slot = (int)(imm & 7);
+		struct cruxn_req *r = &c->b.reqs[idx % CRUXN_NET_MAX_REQUESTS];
+
+		if (!r->used || slot >= r->n || r->matched[slot]) {
+			cruxn_vx_fail(c, "data for no posted receive", "bad immediate",
+				      "peer out of step (not a Crux peer?)");
+			return;
+		}
+		r->got[slot] = c->sizes[idx][slot];
+		r->matched[slot] = true;
+		r->nmatched++;
+		cruxn_count_rx(&c->b, l ? l->cls.level : 0, r->got[slot]);
+		if (l && l->state != VX_LANE_CLOSING)
+			(void)cruxn_vx_post_recvs(c, l, 1);
+		return;
+	}
+	if (l)
+		l->outstanding--;
+	if (!(wc->wr_id & WR_CTS)) {
+		struct cruxn_req *r = &c->b.reqs[wc->wr_id & 0xff & (CRUXN_NET_MAX_REQUESTS - 1)];
+		r->tp.vx.pending--;
+	}
+}
+
+static void vx_progress(struct cruxn_base *b)
+{
+	struct vx_comm *c = vx_of(b);
+	struct ibv_wc wc[16];
+	int n;
+
+	while (!atomic_load(&c->b.error) && (n = cruxn_ibv_poll_cq(c->cq, 16, wc)) > 0)
+		for (int i = 0; i < n; i++)
+			on_wc(c, &wc[i]);
+	if (n < 0)
+		cruxn_vx_fail(c, "polling the completion queue", strerror(errno),
+			      "the device failed");
+	cruxn_vx_ctrl_progress(c);
+	if (c->b.is_send)
+		cruxn_vx_lanes_progress(c);
+}
+
+/* ---- send ------------------------------------------------------------------- */
+
+static void vx_boundary(struct cruxn_base *b, bool class_changed, bool route_changed)
+{
+	(void)class_changed;
+	(void)route_changed;
+	cruxn_vx_lane_want(vx_of(b));
+}
+
+static bool lane_newer_up(const struct vx_comm *c)
+{
+	for (const struct vx_lane *l = c->lanes; l; l = l->next)
+		if (l->state == VX_LANE_UP && l->id > c->cur->id)
+			return true;
+	return false;
+}
+
+static crux_status_t vx_post_send(struct cruxn_base *b, struct cruxn_req *r)
+{
+	struct vx_comm *c = vx_of(b);
+	int row = (int)(c->row % VX_FIFO), k = -1, n;
+	volatile struct vx_cts *e = c->fifo[row];
+	struct ibv_sge sg[2];
+	struct ibv_send_wr wr[2], *bad = NULL;
+	uint32_t lkey, rkey;
+	size_t size = r->cap[0];
+
+	vx_progress(b);
+	if (atomic_load(&c->b.error))
+		return CRUX_ERR_REMOTE;
+	/* drain-then-move: hold new messages while the old lane empties */
+	if (lane_newer_up(c))
+		return CRUX_ERR_BUSY;
+	if (e[0].stamp != c->row + 1)
+		return CRUX_ERR_BUSY; /* the receiver has not posted yet */
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	n = e[0].nslots;
+	if (n < 1 || n > VX_SLOTS) {
+		cruxn_vx_fail(c, "clear-to-send", "malformed entry", "peer out of step");
+		return CRUX_ERR_REMOTE;
+	}
+	for (int i = 0; i < n; i++) {
+		if (e[i].stamp != c->row + 1)
+			return CRUX_ERR_BUSY; /* the rest of the row is still arriving */
+		if (k < 0 && !(c->row_used & (1u << i)) && (n == 1 || e[i].tag == r->tags[0]))
+			k = i;
+	}
+	if (k < 0) {
+		cruxn_vx_fail(c, "send", "the message's tag matches no slot of the posted receive",
+			      "NCCL's tags differ between the ranks?");
+		return CRUX_ERR_REMOTE;
+	}
+	if (size > e[k].cap) {
+		char d[96];
+		snprintf(d, sizeof(d), "%zu-byte message, %llu-byte receive buffer", size,
+			 (unsigned long long)e[k].cap);
+		cruxn_vx_fail(c, "message larger than the receive buffer", d, "NCCL sizes differ");
+		return CRUX_ERR_REMOTE;
+	}
+	if (!keys_of(c, r->data[0], size, &lkey, &rkey)) {
+		crux_err("isend: the %zu-byte buffer at %p is not registered (regMr)", size,
+			 r->data[0]);
+		return CRUX_ERR_INVAL;
+	}
+	/* the size first, then the data whose immediate completes the receive */
+	c->sizes_out[row][k] = size;
+	memset(wr, 0, sizeof(wr));
+	sg[0].addr = (uint64_t)(uintptr_t)&c->sizes_out[row][k];
+	sg[0].length = sizeof(uint64_t);
+	sg[0].lkey = c->sizes_out_mr->lkey;
+	wr[0].opcode = IBV_WR_RDMA_WRITE;
+	wr[0].sg_list = &sg[0];
+	wr[0].num_sge = 1;
+	wr[0].wr.rdma.remote_addr = c->rsizes + ((uint64_t)e[k].req * VX_SLOTS + e[k].slot) * 8;
+	wr[0].wr.rdma.rkey = c->rsizes_rkey;
+	wr[0].wr_id = WR_CTS | ((uint64_t)c->cur->id << 8); /* unsignaled: never completes */
+	wr[0].next = &wr[1];
+	sg[1].addr = (uint64_t)(uintptr_t)r->data[0];
+	sg[1].length = (uint32_t)size;
+	sg[1].lkey = lkey;
+	wr[1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr[1].sg_list = size ? &sg[1] : NULL;
+	wr[1].num_sge = size ? 1 : 0;
+	wr[1].imm_data = htonl(((uint32_t)e[k].req << 3) | e[k].slot);
+	wr[1].send_flags = IBV_SEND_SIGNALED;
+	wr[1].wr.rdma.remote_addr = e[k].addr;
+	wr[1].wr.rdma.rkey = e[k].rkey;
+	wr[1].wr_id = ((uint64_t)c->cur->id << 8) | (uint64_t)(r - c->b.reqs);
+	if (cruxn_ibv_post_send(c->cur->qp, wr, &bad) != 0) {
+		cruxn_vx_fail(c, "posting a send", strerror(errno), "send queue full?");
+		return CRUX_ERR_REMOTE;
+	}
+	c->cur->outstanding++;
+	r->tp.vx.pending = 1;
+	r->level = c->cur->cls.level;
+	c->row_used |= (uint8_t)(1u << k);
+	if (__builtin_popcount(c->row_used) == n) {
+		c->row_used = 0;
+		c->row++;
+	}
+	return CRUX_OK;
+}
+
+/* ---- receive ------------------------------------------------------------------ */
+
+static crux_status_t vx_post_recv(struct cruxn_base *b, struct cruxn_req *r)
+{
+	struct vx_comm *c = vx_of(b);
+	int row = (int)(c->rrow % VX_FIFO), idx = (int)(r - c->b.reqs);
+	struct ibv_sge sg;
+	struct ibv_send_wr wr, *bad = NULL;
+
+	vx_progress(b);
+	if (atomic_load(&c->b.error))
+		return CRUX_ERR_REMOTE;
+	for (int i = 0; i < r->n; i++) {
+		struct vx_cts *e = &c->cts[row][i];
+		uint32_t lkey;
+		if (!keys_of(c, r->data[i], r->cap[i], &lkey, &e->rkey)) {
+			crux_err("irecv: the %zu-byte buffer at %p is not registered (regMr)",
+				 r->cap[i], r->data[i]);
+			return CRUX_ERR_INVAL;
+		}
+		e->addr = (uint64_t)(uintptr_t)r->data[i];
+		e->cap = r->cap[i];
+		e->tag = r->tags[i];
+		e->nslots = (uint16_t)r->n;
+		e->req = (uint8_t)idx;
+		e->slot = (uint8_t)i;
+		e->stamp = c->rrow + 1;
+	}
+	memset(&wr, 0, sizeof(wr));
+	sg.addr = (uint64_t)(uintptr_t)c->cts[row];
+	sg.length = (uint32_t)(sizeof(struct vx_cts) * (size_t)r->n);
+	sg.lkey = c->cts_mr->lkey;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.sg_list = &sg;
+	wr.num_sge = 1;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = c->rfifo + (uint64_t)row * VX_SLOTS * sizeof(struct vx_cts);
+	wr.wr.rdma.rkey = c->rfifo_rkey;
+	wr.wr_id = WR_CTS | ((uint64_t)c->cur->id << 8) | (uint64_t)row;
+	if (cruxn_ibv_post_send(c->cur->qp, &wr, &bad) != 0) {
+		cruxn_vx_fail(c, "posting a clear-to-send", strerror(errno), "send queue full?");
+		return CRUX_ERR_REMOTE;
+	}
+	c->cur->outstanding++;
+	c->rrow++;
+	return CRUX_OK;
+}
+
+static bool vx_req_done(const struct cruxn_req *r)
+{
+	if (r->is_send)
+		return r->tp.vx.pending == 0;
+	return r->nmatched == r->n;
+}
+
+static bool vx_req_orphaned(const struct cruxn_req *r)
+{
+	return !vx_req_done(r);
+}
+
+const struct cruxn_transport_ops cruxn_verbs_ops = {
+	.name = "verbs",
+	.listen = cruxn_vx_listen,
+	.connect = cruxn_vx_connect,
+	.accept = cruxn_vx_accept,
+	.close_listen = cruxn_vx_close_listen,
+	.reg_mr = vx_reg_mr,
+	.dereg_mr = vx_dereg_mr,
+	.boundary = vx_boundary,
+	.post_send = vx_post_send,
+	.post_recv = vx_post_recv,
+	.flush = NULL, /* host memory: in place when the receive completes */
+	.progress = vx_progress,
+	.req_done = vx_req_done,
+	.req_orphaned = vx_req_orphaned,
+	.wake = NULL,
+	.destroy = cruxn_vx_destroy,
+};

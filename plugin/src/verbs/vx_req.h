@@ -1,0 +1,10 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The verbs transport's part of a request. */
+#ifndef CRUXN_VX_REQ_H
+#define CRUXN_VX_REQ_H
+
+struct cruxn_vx_req {
+	int pending; /* signaled work requests not yet completed (send) */
+};
+
+#endif /* CRUXN_VX_REQ_H */

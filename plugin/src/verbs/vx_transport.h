@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The verbs transport, in NCCL's IB shape: RC queue pairs; the receiver
+ * posts clear-to-send (CTS) entries into the sender's FIFO by RDMA WRITE;
+ * the sender writes the message's size into the receiver's size table and
+ * the data by RDMA WRITE WITH IMMEDIATE (imm = request index << 3 | slot).
+ * A TCP socket carries the set-up and, later, lane changes.
+ *
+ * Lanes: a queue pair's class (traffic class, SL, flow label) cannot change
+ * in RTS, so a connection keeps one lane per (class, path) it uses. A new
+ * decision builds a lane (over the TCP socket), the next message moves to
+ * it once the old lane's work drained, and the old lane is closed.
+ */
+#ifndef CRUXN_VX_TRANSPORT_H
+#define CRUXN_VX_TRANSPORT_H
+
+#include "core.h"
+#include "vx.h"
+
+#define VX_MAGIC      0x42565843u /* "CXVB" */
+#define VX_VERSION    1
+#define VX_FIFO       CRUXN_NET_MAX_REQUESTS
+#define VX_SLOTS      CRUXN_NET_MAX_RECVS
+#define VX_RECV_DEPTH (VX_FIFO * VX_SLOTS) /* one receive per message that can be in flight */
+#define VX_SEND_DEPTH (2 * VX_FIFO * VX_SLOTS)
+#define VX_MAX_LANES  4
+#define VX_CQ_DEPTH   (VX_MAX_LANES * (VX_RECV_DEPTH + VX_SEND_DEPTH))
+#define VX_MAX_MSG    0x7fffffffull /* NCCL's IB transport: int sizes */
+
+/* What the listener publishes (<= 128 bytes): the bootstrap socket. */
+struct vx_handle {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t family;
+	uint8_t addr[16];
+	uint16_t port; /* network order */
+	uint16_t pad;
+	uint32_t scope_id;
+	uint64_t nonce;
+	uint64_t connect_state; /* sender's in-progress state; 0 from the listener */
+};
+
+/* One clear-to-send entry, written by the receiver into the sender's FIFO. */
+struct vx_cts {
+	uint64_t addr; /* receive buffer */
+	uint64_t cap;
+	uint32_t rkey;
+	int32_t tag;
+	uint16_t nslots; /* slots of this receive (entries in the row) */
+	uint8_t req;     /* receiver's request index */
+	uint8_t slot;
+	uint32_t stamp; /* row sequence + 1, last: the entry is complete */
+};
+
+enum vx_msg_kind {
+	VX_HELLO = 1, /* sender -> receiver: lane 0, FIFO */
+	VX_ACCEPT,    /* receiver -> sender: lane 0, size table */
+	VX_READY,     /* sender -> receiver: lane 0 is in RTS at both ends */
+	VX_LANE,      /* sender -> receiver: build lane 'lane' */
+	VX_LANE_ACK,  /* receiver -> sender: its end of 'lane' */
+	VX_LANE_CLOSE, /* sender -> receiver: drained, close 'lane' */
+	VX_LANE_GONE, /* receiver -> sender: closed */
+};
+
+struct vx_msg {
+	uint32_t magic;
+	uint16_t kind;
+	uint16_t version;
+	uint64_t nonce;
+	uint32_t lane;
+	uint32_t qpn;
+	uint32_t psn;
+	uint8_t gid[16];
+	uint16_t lid;
+	uint8_t port;
+	uint8_t link_layer;
+	uint8_t mtu;
+	uint8_t tos;
+	uint8_t sl;
+	uint8_t level;
+	uint32_t flow_label;
+	uint64_t addr; /* HELLO: FIFO; ACCEPT: size table */
+	uint32_t rkey;
+	uint32_t pad2;
+};
+
+enum vx_lane_state { VX_LANE_BUILDING = 1, VX_LANE_UP, VX_LANE_CLOSING };
+
+struct vx_lane {
+	uint32_t id;
+	int state;
+	struct ibv_qp *qp;
+	struct cruxn_class cls;
+	struct cruxn_route route;
+	uint16_t sport;      /* UDP source port asked for (0: device's hash) */
+	uint32_t flow_label; /* what realises it */
+	int outstanding;     /* signaled work requests not yet completed */
+	struct vx_lane *next;
+};
+
+#define VX_OUTQ 16
+
+struct vx_comm {
+	struct cruxn_base b; /* first: the core's view */
+	struct cruxn_vx_dev *dev;
+	int fd; /* bootstrap / lane-control socket */
+	uint64_t nonce;
+	struct ibv_cq *cq;
+	struct vx_lane *cur;   /* lane new messages (sender) / CTS writes (receiver) use */
+	struct vx_lane *lanes; /* every lane, newest first */
+	uint32_t next_lane;
+	struct cruxn_vx_ep remote; /* the peer's device (GID, LID, MTU) */
+	bool ready;                /* set-up finished (HELLO, ACCEPT, READY) */
+
+	/* control messages out (small ring) and in */
+	struct vx_msg outq[VX_OUTQ];
+	int out_head, out_count;
+	size_t out_off;
+	struct vx_msg in;
+	size_t in_off;
+
+	/* sender */
+	struct vx_cts fifo[VX_FIFO][VX_SLOTS];
+	struct ibv_mr *fifo_mr;
+	uint32_t row;      /* FIFO row the next send takes */
+	uint8_t row_used;  /* slots of that row already sent */
+	uint64_t rsizes;   /* receiver's size table */
+	uint32_t rsizes_rkey;
+	uint64_t sizes_out[VX_FIFO][VX_SLOTS]; /* sizes being written (inline when the device can) */
+	struct ibv_mr *sizes_out_mr;
+
+	/* receiver */
+	uint64_t sizes[VX_FIFO][VX_SLOTS];
+	struct ibv_mr *sizes_mr;
+	struct vx_cts cts[VX_FIFO][VX_SLOTS]; /* CTS entries being written */
+	struct ibv_mr *cts_mr;
+	uint64_t rfifo; /* sender's FIFO */
+	uint32_t rfifo_rkey;
+	uint32_t rrow; /* FIFO row the next receive fills */
+};
+
+static inline struct vx_comm *vx_of(struct cruxn_base *b)
+{
+	return (struct vx_comm *)b;
+}
+
+/* process-wide state (vx_conn.c) */
+extern struct cruxn_vx cruxn_vx_state;
+extern struct cruxn_vx_qp_cfg cruxn_vx_qpcfg;
+
+/* vx_conn.c */
+crux_status_t cruxn_vx_listen(int dev, void *handle, void **listen_comm);
+crux_status_t cruxn_vx_connect(int dev, int traffic_class, void *handle, struct cruxn_base **out);
+crux_status_t cruxn_vx_accept(void *listen_comm, struct cruxn_base **out);
+crux_status_t cruxn_vx_close_listen(void *listen_comm);
+void cruxn_vx_destroy(struct cruxn_base *b);
+/* Control socket: queue a message; move bytes; handle what arrived. */
+void cruxn_vx_ctrl_send(struct vx_comm *c, const struct vx_msg *m);
+void cruxn_vx_ctrl_progress(struct vx_comm *c);
+/* Sender: build the lane for the current decision (nothing when one exists). */
+void cruxn_vx_lane_want(struct vx_comm *c);
+/* Sender: move to the newest lane once the current one drained; close drained old ones. */
+void cruxn_vx_lanes_progress(struct vx_comm *c);
+struct vx_lane *cruxn_vx_lane_find(struct vx_comm *c, uint32_t id);
+struct vx_lane *cruxn_vx_lane_new(struct vx_comm *c, uint32_t id, const struct cruxn_class *cls,
+				  const struct cruxn_route *route);
+void cruxn_vx_lane_link(struct vx_comm *c, struct vx_lane *l);
+void cruxn_vx_lane_free(struct vx_lane *l);
+/* Our end of lane l as a control message of 'kind'. */
+void cruxn_vx_ep_to_msg(const struct vx_comm *c, const struct vx_lane *l, struct vx_msg *m,
+			int kind);
+/* Move the lane's queue pair to RTS towards the peer's end in m. */
+crux_status_t cruxn_vx_lane_connect(struct vx_comm *c, struct vx_lane *l, const struct vx_msg *m);
+/* Error CQE or refused post: fail the comm with the device, GIDs and a hint. */
+void cruxn_vx_fail(struct vx_comm *c, const char *what, const char *detail, const char *hint);
+
+/* vx_init.c */
+crux_status_t cruxn_vx_start(const struct cruxn_config *cfg, char *err, size_t errlen);
+void cruxn_vx_stop(void);
+crux_status_t cruxn_vx_properties(int dev, cruxn_props_v11_t *p);
+
+/* vx_data.c */
+extern const struct cruxn_transport_ops cruxn_verbs_ops;
+/* Post the receives a new lane needs. */
+crux_status_t cruxn_vx_post_recvs(struct vx_comm *c, struct vx_lane *l, int n);
+
+#endif /* CRUXN_VX_TRANSPORT_H */

@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The verbs transport end to end in one process over the hardware double's
+ * RC semantics: set-up through the TCP bootstrap, grouped receives with
+ * tags, 32 requests in flight and the NULL request when the receiver has not
+ * posted, every byte verified; the lane switch on a class change (new QP
+ * with the new traffic class, next message on it after the drain, old lane
+ * closed); a bad rkey and a closed peer as remote errors.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "core.h"
+#include "verbs/vx_transport.h"
+#include "vx_double.h"
+
+static void *lc, *sc, *rc;
+
+static int setup(void **state)
+{
+	struct cruxn_ibv v;
+	struct cruxn_gid_rules r;
+	char err[256];
+	char handle[CRUXN_NET_HANDLE_MAXSIZE];
+	(void)state;
+
+	setenv("CRUX_SOCKET_IFNAME", "=lo", 1);
+	setenv("CRUX_TRANSPORT", "socket", 1); /* init must not touch a real libibverbs */
+	if (cruxn_init(NULL) != CRUXN_SUCCESS)
+		return -1;
+	vxd_reset(&v);
+	vxd_enable_rc(&v);
+	vxd_add_roce("srxe_lo", 127, 0, 0, 1);
+	memset(&r, 0, sizeof(r));
+	r.index = -1;
+	r.family = CRUXN_GID_V4;
+	r.range_bits = -1;
+	r.roce_version = 2;
+	if (cruxn_vx_open(&v, "", &r, &cruxn_vx_state, err, sizeof(err)) != CRUX_OK)
+		return -1;
+	cruxn_ctx.ops = &cruxn_verbs_ops;
+	if (cruxn_listen(0, handle, &lc) != CRUXN_SUCCESS)
+		return -1;
+	sc = rc = NULL;
+	for (int i = 0; (!sc || !rc) && i < 5000; i++) {
+		if (!sc && cruxn_connect(0, -1, handle, &sc) != CRUXN_SUCCESS)
+			return -1;
+		if (!rc && cruxn_accept(lc, &rc) != CRUXN_SUCCESS)
+			return -1;
+		if (!sc || !rc)
+			usleep(1000);
+	}
+	return sc && rc ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	if (sc)
+		cruxn_close_send(sc);
+	if (rc)
+		cruxn_close_recv(rc);
+	cruxn_close_listen(lc);
+	cruxn_vx_close(&cruxn_vx_state);
+	cruxn_ctx.ops = &cruxn_socket_ops;
+	cruxn_finalize();
+	return 0;
+}
+
+static void wait_done(void *req, int *sizes)
+{
+	int done = 0;
+	for (int i = 0; !done && i < 100000; i++)
+		assert_int_equal(cruxn_test(req, &done, sizes), CRUXN_SUCCESS);
+	assert_true(done);
+}
+
+static void fill(unsigned char *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (unsigned char)(seed * 131u + i * 7u);
+}
+
+static void check(const unsigned char *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != (unsigned char)(seed * 131u + i * 7u))
+			fail_msg("byte %zu of message %u differs", i, seed);
+}
+
+#define BUF (256 * 1024)
+
+static void test_pingpong_grouped(void **state)
+{
+	static unsigned char sbuf[8][BUF], rbuf[8][BUF];
+	void *smr, *rmr, *sreq[8], *rreq;
+	void *rdata[8];
+	size_t rsz[8];
+	int tags[8], sizes[8];
+	(void)state;
+
+	assert_int_equal(cruxn_reg_mr(sc, sbuf, sizeof(sbuf), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_reg_mr(rc, rbuf, sizeof(rbuf), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
+	/* the receiver has not posted: NULL request, nothing moves */
+	assert_int_equal(cruxn_isend(sc, sbuf[0], 100, 0, &sreq[0]), CRUXN_SUCCESS);
+	assert_null(sreq[0]);
+
+	for (unsigned round = 0; round < 40; round++) {
+		int n = (int)(round % 8) + 1;
+		for (int i = 0; i < n; i++) {
+			rdata[i] = rbuf[i];
+			rsz[i] = BUF;
+			tags[i] = 100 + i;
+			memset(rbuf[i], 0, BUF);
+		}
+		assert_int_equal(cruxn_irecv(rc, n, rdata, rsz, tags, &rreq), CRUXN_SUCCESS);
+		assert_non_null(rreq);
+		/* the sender's messages in reverse tag order: matched by tag */
+		for (int i = n - 1; i >= 0; i--) {
+			size_t len = (round * 4099u + (unsigned)i * 777u) % BUF;
+			fill(sbuf[i], len, round * 8 + (unsigned)i);
+			sreq[i] = NULL;
+			for (int k = 0; !sreq[i] && k < 1000; k++)
+				assert_int_equal(cruxn_isend(sc, sbuf[i], len, 100 + i, &sreq[i]),
+						 CRUXN_SUCCESS);
+			assert_non_null(sreq[i]);
+		}
+		for (int i = 0; i < n; i++)
+			wait_done(sreq[i], NULL);
+		wait_done(rreq, sizes);
+		for (int i = 0; i < n; i++) {
+			size_t len = (round * 4099u + (unsigned)i * 777u) % BUF;
+			assert_int_equal(sizes[i], (int)len);
+			check(rbuf[i], len, round * 8 + (unsigned)i);
+		}
+	}
+	assert_int_equal(cruxn_dereg_mr(sc, smr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_dereg_mr(rc, rmr), CRUXN_SUCCESS);
+}
+
+static void test_32_in_flight(void **state)
+{
+	static unsigned char sbuf[33][1024], rbuf[33][1024];
+	void *smr, *rmr, *sreq[33], *rreq[33];
+	(void)state;
+
+	assert_int_equal(cruxn_reg_mr(sc, sbuf, sizeof(sbuf), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_reg_mr(rc, rbuf, sizeof(rbuf), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
+	for (int i = 0; i < 32; i++) {
+		void *d = rbuf[i];
+		size_t s = 1024;
+		assert_int_equal(cruxn_irecv(rc, 1, &d, &s, NULL, &rreq[i]), CRUXN_SUCCESS);
+		assert_non_null(rreq[i]);
+	}
+	{
+		void *d = rbuf[32];
+		size_t s = 1024;
+		assert_int_equal(cruxn_irecv(rc, 1, &d, &s, NULL, &rreq[32]), CRUXN_SUCCESS);
+		assert_null(rreq[32]); /* the 33rd: NCCL retries later */
+	}
+	for (int i = 0; i < 32; i++) {
+		fill(sbuf[i], 1024, (unsigned)i);
+		assert_int_equal(cruxn_isend(sc, sbuf[i], 1024, 0, &sreq[i]), CRUXN_SUCCESS);
+		assert_non_null(sreq[i]);
+	}
+	for (int i = 0; i < 32; i++) {
+		wait_done(sreq[i], NULL);
+		wait_done(rreq[i], NULL);
+		check(rbuf[i], 1024, (unsigned)i);
+	}
+	cruxn_dereg_mr(sc, smr);
+	cruxn_dereg_mr(rc, rmr);
+}
+
+static void send_one(unsigned char *sb, unsigned char *rb, size_t len, unsigned seed)
+{
+	void *sreq = NULL, *rreq, *d = rb;
+	size_t cap = len;
+
+	fill(sb, len, seed);
+	memset(rb, 0, len);
+	assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, &rreq), CRUXN_SUCCESS);
+	for (int k = 0; !sreq && k < 10000; k++)
+		assert_int_equal(cruxn_isend(sc, sb, len, 0, &sreq), CRUXN_SUCCESS);
+	assert_non_null(sreq);
+	wait_done(sreq, NULL);
+	wait_done(rreq, NULL);
+	check(rb, len, seed);
+}
+
+static void test_lane_switch(void **state)
+{
+	static unsigned char sb[65536], rb[65536];
+	struct vx_comm *s = sc, *r = rc;
+	void *smr, *rmr;
+	uint32_t old_qpn = s->cur->qp->qp_num;
+	(void)state;
+
+	assert_int_equal(cruxn_reg_mr(sc, sb, sizeof(sb), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_reg_mr(rc, rb, sizeof(rb), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
+	send_one(sb, rb, sizeof(sb), 1);
+	assert_int_equal(vxd_qp_tc(old_qpn), 0);
+
+	/* a new decision: DSCP 46, SL 3, route port 50000 */
+	s->b.tag.cls.tos = 46 << 2;
+	s->b.tag.cls.sl = 3;
+	s->b.tag.route.path_id = 7;
+	s->b.tag.route.nports = 1;
+	s->b.tag.route.ports[0] = 50000;
+	s->b.ops->boundary(&s->b, true, true);
+	for (unsigned i = 2; i < 40; i++)
+		send_one(sb, rb, 1000 + i * 1500, i);
+	assert_int_equal(s->cur->id, 1);
+	assert_int_equal(vxd_qp_tc(s->cur->qp->qp_num), 46 << 2);
+	assert_int_equal(cruxn_vx_sport_of_flow_label(vxd_qp_flow_label(s->cur->qp->qp_num)), 50000);
+	/* the receiver's CTS queue pair took the same class */
+	assert_int_equal(r->cur->id, 1);
+	assert_int_equal(vxd_qp_tc(r->cur->qp->qp_num), 46 << 2);
+	/* the old lane is gone at both ends */
+	assert_null(cruxn_vx_lane_find(s, 0));
+	assert_null(cruxn_vx_lane_find(r, 0));
+	assert_int_equal(s->b.marked.tos, 46 << 2);
+	cruxn_dereg_mr(sc, smr);
+	cruxn_dereg_mr(rc, rmr);
+}
+
+static void test_bad_rkey(void **state)
+{
+	static unsigned char sb[4096], rb[4096];
+	struct vx_comm *s = sc;
+	void *smr, *rmr, *sreq = NULL, *rreq, *d = rb;
+	size_t cap = sizeof(rb);
+	int done = 0;
+	(void)state;
+
+	assert_int_equal(cruxn_reg_mr(sc, sb, sizeof(sb), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_reg_mr(rc, rb, sizeof(rb), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, &rreq), CRUXN_SUCCESS);
+	/* the CTS arrived; spoil its key as a broken peer would */
+	for (int k = 0; k < 100 && s->fifo[s->row % VX_FIFO][0].stamp != s->row + 1; k++)
+		cruxn_vx_ctrl_progress(s);
+	s->fifo[s->row % VX_FIFO][0].rkey ^= 0x5a5a;
+	assert_int_equal(cruxn_isend(sc, sb, sizeof(sb), 0, &sreq), CRUXN_SUCCESS);
+	assert_non_null(sreq);
+	assert_int_equal(cruxn_test(sreq, &done, NULL), CRUXN_REMOTE_ERROR);
+	assert_false(done);
+	assert_int_equal(atomic_load(&s->b.error), EREMOTEIO);
+	/* and stays failed */
+	assert_int_equal(cruxn_isend(sc, sb, 10, 0, &sreq), CRUXN_REMOTE_ERROR);
+	cruxn_dereg_mr(sc, smr);
+	cruxn_dereg_mr(rc, rmr);
+}
+
+static void test_peer_closed(void **state)
+{
+	static unsigned char rb[4096];
+	void *rmr, *rreq, *d = rb;
+	size_t cap = sizeof(rb);
+	int done = 0;
+	cruxn_result_t res = CRUXN_SUCCESS;
+	(void)state;
+
+	assert_int_equal(cruxn_reg_mr(rc, rb, sizeof(rb), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, &rreq), CRUXN_SUCCESS);
+	cruxn_close_send(sc);
+	sc = NULL;
+	for (int i = 0; i < 2000 && res == CRUXN_SUCCESS; i++) {
+		res = cruxn_test(rreq, &done, NULL);
+		usleep(500);
+	}
+	assert_int_equal(res, CRUXN_REMOTE_ERROR); /* never a hang */
+	cruxn_dereg_mr(rc, rmr);
+}
+
+static void test_garbage_handle(void **state)
+{
+	char handle[CRUXN_NET_HANDLE_MAXSIZE];
+	void *s = NULL;
+	(void)state;
+
+	memset(handle, 0xab, sizeof(handle));
+	assert_int_equal(cruxn_connect(0, -1, handle, &s), CRUXN_INVALID_ARGUMENT);
+	assert_null(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_pingpong_grouped, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_32_in_flight, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lane_switch, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_rkey, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_peer_closed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_garbage_handle, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
