@@ -10,14 +10,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "crux/clock.h"
 #include "crux/jobid.h"
 #include "cruxn.h"
 
 static double now_s(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (double)crux_now_ns() / 1e9;
 }
 
 static double per_call_ns(bool tagging, long n)

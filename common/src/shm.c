@@ -17,13 +17,6 @@
 
 _Static_assert(sizeof(struct crux_shm_header) == 64, "the record header is 64 bytes");
 
-uint64_t crux_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 crux_status_t crux_shm_dir(crux_getenv_fn fn, void *arg, char *buf, size_t len)
 {
 	const char *v = crux_env_get(fn, arg, "CRUX_SHM_DIR");

@@ -16,18 +16,11 @@
 #include "crux/log.h"
 #include "cruxn.h"
 
-uint64_t cruxn_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 uint64_t cruxn_new_nonce(void)
 {
 	uint64_t v = 0;
 	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v))
-		v = cruxn_now_ns() ^ ((uint64_t)getpid() << 32);
+		v = crux_now_ns() ^ ((uint64_t)getpid() << 32);
 	return v ? v : 1;
 }
 

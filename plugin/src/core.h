@@ -126,8 +126,7 @@ void cruxn_vx_stop(void);
 crux_status_t cruxn_vx_properties(int dev, cruxn_props_v11_t *p);
 int cruxn_vx_ndevs(void);
 
-/* Monotonic clock in ns; a random non-zero nonce. */
-uint64_t cruxn_now_ns(void);
+/* A random non-zero nonce (the clock is crux_now_ns, crux/clock.h). */
 uint64_t cruxn_new_nonce(void);
 
 /* Initialise the base of a new comm (lock, request pool). */

@@ -18,6 +18,7 @@
 #include <sys/types.h>
 
 #include "crux/addr.h"
+#include "crux/clock.h"
 #include "crux/decision.h"
 #include "crux/jobid.h"
 #include "crux/nccl_net_abi.h"
@@ -181,9 +182,6 @@ struct cruxn_context {
 };
 
 extern struct cruxn_context cruxn_ctx;
-
-/* Coarse monotonic clock (vDSO, no system call). */
-uint64_t cruxn_coarse_ns(void);
 
 /* Devices of the transport in use. */
 int cruxn_ndevs(void);

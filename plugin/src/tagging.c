@@ -22,21 +22,6 @@ enum dt_cond { DT_UNKNOWN = 0, DT_OK, DT_MISSING, DT_STALE, DT_CORRUPT };
 
 #define DT_RETRY_NS 1000000000ull
 
-uint64_t cruxn_coarse_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	/* vDSO: no system call. */
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* One log line per change of the table's condition, process-wide. */
 static void note_cond(int cond, const char *why)
 {
@@ -160,11 +145,11 @@ bool cruxn_tag_refresh(struct cruxn_tag_state *ts)
 
 	if (cfg->tagging) {
 		r = atomic_load_explicit(&cruxn_ctx.dt, memory_order_acquire);
-		uint64_t now = mono_ns();
+		uint64_t now = crux_now_ns();
 		stale = r ? crux_dt_is_stale(r, now) : true;
 		if (stale) {
 			/* Rare path: missing or stale table, re-try at most once a second. */
-			r = dt_maybe_reopen(cruxn_coarse_ns());
+			r = dt_maybe_reopen(crux_coarse_ns());
 			stale = r ? crux_dt_is_stale(r, now) : true;
 		}
 		gen = r ? crux_dt_generation(r) : 0;
@@ -261,7 +246,7 @@ static void publish_once(void)
 	int n = atomic_load(&c->npeers);
 
 	memset(&net, 0, sizeof(net));
-	net.update_ns = mono_ns();
+	net.update_ns = crux_now_ns();
 	net.npeers = (uint32_t)n;
 	if (c->ndevs > 0)
 		(void)crux_addr_from_sockaddr(&c->devs[0].addr.sa, &net.local_addr);
@@ -343,7 +328,7 @@ crux_status_t cruxn_tagging_start(void)
 	pthread_condattr_destroy(&ca);
 	c->pub_stop = false;
 	/* First look at the table now, so a missing one is reported at init. */
-	atomic_store(&c->dt_next_try_ns, cruxn_coarse_ns() + DT_RETRY_NS);
+	atomic_store(&c->dt_next_try_ns, crux_coarse_ns() + DT_RETRY_NS);
 	if (c->cfg.tagging)
 		(void)dt_open_locked(); /* init holds the context lock */
 	if (pthread_create(&c->publisher, NULL, publisher_main, NULL) != 0) {

@@ -366,7 +366,7 @@ static void drain(struct cruxp_bg *bg)
 /* One pass of the loop; 'final' publishes what the last window holds. */
 static void step(struct cruxp_bg *bg, bool final)
 {
-	uint64_t now = cruxp_now();
+	uint64_t now = crux_now_ns();
 
 	drain(bg);
 	/* Until a period is known, look at every batch of new calls. */

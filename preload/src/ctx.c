@@ -23,14 +23,6 @@ struct cruxp_ctx cruxp_ctx = {
     .device_ordinal = -1,
 };
 
-uint64_t cruxp_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- Ring ---- */
 
 crux_status_t cruxp_ring_init(struct cruxp_ring *r, uint32_t order)

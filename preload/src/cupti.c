@@ -99,11 +99,11 @@ static void noop_callback(void *userdata, int domain, uint32_t cbid, const void 
 
 static void sample_offset(struct cruxp_cupti *cu)
 {
-	uint64_t ts = 0, before = cruxp_now(), after;
+	uint64_t ts = 0, before = crux_now_ns(), after;
 
 	if (cu->api.timestamp(&ts) != CRUXP_CUPTI_SUCCESS)
 		return;
-	after = cruxp_now();
+	after = crux_now_ns();
 	cu->offset_ns = (int64_t)(before / 2 + after / 2) - (int64_t)ts;
 }
 

@@ -163,7 +163,7 @@ static void start_locked(uintptr_t comm, int rank, int nranks)
 		return;
 	}
 	pick_backend();
-	cruxp_bg_start_window(cruxp_ctx.bg, cruxp_now());
+	cruxp_bg_start_window(cruxp_ctx.bg, crux_now_ns());
 	atomic_store(&cruxp_ctx.stop, false);
 	/* The thread must not take the application's signals. */
 	sigfillset(&all);

@@ -16,12 +16,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "crux/clock.h"
 #include "crux/status.h"
 #include "cuda_decl.h"
 #include "ival.h"
 
-/* Host CLOCK_MONOTONIC in ns (vDSO; no system call): the backends' time base. */
-uint64_t cruxp_now(void);
+/* The backends' time base is host CLOCK_MONOTONIC: crux_now_ns (crux/clock.h). */
 
 /* ---- CUDA events ---- */
 

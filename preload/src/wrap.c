@@ -42,7 +42,7 @@ static inline bool enter(struct cruxp_tls *t)
 
 static inline void begin(struct cruxp_tls *t, struct pend *p, cudaStream_t stream)
 {
-	p->t0 = cruxp_now();
+	p->t0 = crux_now_ns();
 	p->slot = UINT32_MAX;
 	if (t->group) {
 		/* Inside a group the work starts at ncclGroupEnd, on this stream. */
@@ -69,7 +69,7 @@ static inline void finish(struct cruxp_tls *t, const struct pend *p, ncclResult_
 	}
 	if (ok_result(r)) {
 		c.t_enter = p->t0;
-		c.t_exit = cruxp_now();
+		c.t_exit = crux_now_ns();
 		c.count = count;
 		c.comm = (uintptr_t)comm;
 		c.stream = (uintptr_t)stream;
@@ -389,7 +389,7 @@ CRUXP_EXPORT void crux_iteration_mark(void)
 		return;
 	if (!atomic_load_explicit(&cruxp_ctx.marked, memory_order_relaxed))
 		atomic_store(&cruxp_ctx.marked, true);
-	c.t_enter = c.t_exit = cruxp_now();
+	c.t_enter = c.t_exit = crux_now_ns();
 	c.op = CRUXP_OP_MARK;
 	c.peer = -1;
 	c.ev_slot = UINT32_MAX;

@@ -109,7 +109,7 @@ static void cruxf_mark(void)
 	if (atomic_load_explicit(&cruxp_ctx.state, memory_order_acquire) != CRUXP_ST_ACTIVE)
 		return;
 	atomic_store(&cruxp_ctx.marked, true);
-	c.t_enter = c.t_exit = cruxp_now();
+	c.t_enter = c.t_exit = crux_now_ns();
 	c.op = CRUXP_OP_MARK;
 	c.peer = -1;
 	c.ev_slot = UINT32_MAX;
@@ -272,7 +272,7 @@ void cruxf_start(void *context, void **handle, const struct cruxf_desc *d)
 		return;
 	if (parent && (parent < c->evs || parent >= c->evs + CRUXF_EVENTS))
 		parent = NULL; /* not one of ours */
-	now = cruxp_now();
+	now = crux_now_ns();
 	switch (d->kind) {
 	case CRUXF_K_GROUP:
 		e = slot(c);
@@ -321,7 +321,7 @@ void cruxf_stop(void *handle)
 	if (!e || !active())
 		return;
 	c = e->comm_of;
-	now = cruxp_now();
+	now = crux_now_ns();
 	if (e->type == CRUXF_K_CALL) {
 		group_saw_call(e->parent, e->stream, now);
 		push_call(c, e->t0, now, e->op, e->count, e->dtype, e->peer, e->stream, UINT32_MAX);
@@ -342,7 +342,7 @@ void cruxf_state_change(void *handle, int state)
 	if (!e || e->type != CRUXF_K_GROUP || state != CRUXF_STATE_GROUP_END_API_START || !active())
 		return;
 	/* ncclGroupEnd entered: the grouped work is launched from here on. */
-	now = cruxp_now();
+	now = crux_now_ns();
 	e->t_launch = now;
 	if (e->ncalls && e->ev_slot == UINT32_MAX &&
 	    atomic_load_explicit(&cruxp_ctx.backend, memory_order_relaxed) == CRUX_TIMING_EVENTS)

@@ -54,12 +54,12 @@ static void test_events(void **state)
 
 	(void)state;
 	assert_int_equal(cruxp_events_new(need("CRUXP_TEST_CUDART"), 4, &ev), CRUX_OK);
-	a = cruxp_events_begin(ev, NULL, cruxp_now());
+	a = cruxp_events_begin(ev, NULL, crux_now_ns());
 	assert_int_not_equal(a, UINT32_MAX);
 	sleep_ms(3);
 	cruxp_events_end(ev, a, NULL);
 	sleep_ms(2);
-	b = cruxp_events_begin(ev, NULL, cruxp_now());
+	b = cruxp_events_begin(ev, NULL, crux_now_ns());
 	sleep_ms(1);
 	cruxp_events_end(ev, b, NULL);
 	n = cruxp_events_poll(ev, out, 8);
@@ -72,7 +72,7 @@ static void test_events(void **state)
 	assert_int_equal(out[0].kind, CRUXP_IV_COMM);
 	assert_int_equal(cruxp_events_poll(ev, out, 8), 0);
 	/* A cancelled slot produces nothing and is free again. */
-	a = cruxp_events_begin(ev, NULL, cruxp_now());
+	a = cruxp_events_begin(ev, NULL, crux_now_ns());
 	cruxp_events_cancel(ev, a);
 	assert_int_equal(cruxp_events_poll(ev, out, 8), 0);
 	cruxp_events_free(ev);
@@ -87,7 +87,7 @@ static void test_events_pool_full(void **state)
 	(void)state;
 	assert_int_equal(cruxp_events_new(need("CRUXP_TEST_CUDART"), 2, &ev), CRUX_OK);
 	for (int i = 0; i < 5; i++) {
-		uint32_t s = cruxp_events_begin(ev, NULL, cruxp_now());
+		uint32_t s = cruxp_events_begin(ev, NULL, crux_now_ns());
 
 		if (s != UINT32_MAX)
 			cruxp_events_end(ev, s, NULL);
@@ -128,7 +128,7 @@ static void test_cupti(void **state)
 	assert_non_null(h);
 	kernel = (kernel_fn)dlsym(h, "fakecupti_kernel");
 	assert_non_null(kernel);
-	t = cruxp_now();
+	t = crux_now_ns();
 	kernel("_Z11sgemm_kernelPfS_S_", t, t + 1000000);
 	kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", t + 500000, t + 2500000);
 	n = cruxp_cupti_poll(cu, out, 16);

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "crux/clock.h"
 #include "crux/env.h"
 #include "crux/seqlock.h"
 #include "crux/status.h"
@@ -143,9 +144,6 @@ crux_status_t crux_memfd_create(const char *name, uint32_t magic, uint16_t layou
 crux_status_t crux_memfd_map(int fd, uint32_t magic, uint16_t layout_version, size_t size,
 			     unsigned need_seals, bool writable, struct crux_shm_map *out,
 			     char *err, size_t errlen);
-
-/* CLOCK_MONOTONIC in nanoseconds. */
-uint64_t crux_now_ns(void);
 
 /*
  * Start time of process 'pid' (field 22 of /proc/PID/stat, clock ticks since

@@ -215,7 +215,7 @@ static crux_status_t connect_start(int dev, int traffic_class, struct cruxn_hand
 	}
 	st->listen_nonce = h->listen_nonce;
 	st->conn_nonce = cruxn_new_nonce();
-	st->deadline_ns = cruxn_now_ns() + cfg->timeout_ms * 1000000ull;
+	st->deadline_ns = crux_now_ns() + cfg->timeout_ms * 1000000ull;
 	memset(&peer_host, 0, sizeof(peer_host));
 	(void)crux_addr_from_sockaddr(&st->peer.sa, &peer_host);
 	cruxn_tag_init(&st->tag, &peer_host, traffic_class);
@@ -335,7 +335,7 @@ crux_status_t cruxn_sk_connect(int dev, int traffic_class, void *handle, struct 
 			all = false;
 	}
 	if (!all) {
-		if (cruxn_now_ns() > st->deadline_ns) {
+		if (crux_now_ns() > st->deadline_ns) {
 			crux_err("connect: no connection within CRUX_TIMEOUT (%llu ms)",
 				 (unsigned long long)cruxn_ctx.cfg.timeout_ms);
 			rc = CRUX_ERR_REMOTE;
@@ -478,7 +478,7 @@ crux_status_t cruxn_sk_accept(void *listen_comm, struct cruxn_base **recv_comm)
 		}
 		l->pend_fds[l->npend] = fd;
 		l->pend_off[l->npend] = 0;
-		l->pend_since[l->npend] = cruxn_now_ns();
+		l->pend_since[l->npend] = crux_now_ns();
 		l->npend++;
 	}
 	for (int i = 0; i < l->npend;) {

@@ -186,7 +186,7 @@ static void send_progress(struct cruxn_comm *c)
 	 * per-message path does not pay a recv() that finds nothing.
 	 */
 	if (!atomic_load(&c->b.error) && !c->b.peer_closed) {
-		uint64_t now = cruxn_coarse_ns();
+		uint64_t now = crux_coarse_ns();
 		if (c->data_port == 0 || c->b.fifo_count > 0 || now >= c->ctrl_check_ns) {
 			c->ctrl_check_ns = now + CTRL_CHECK_NS;
 			send_read_ctrl(c);

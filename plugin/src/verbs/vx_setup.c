@@ -202,7 +202,7 @@ static crux_status_t connect_start(int dev, int traffic_class, struct vx_handle 
 	}
 	st->c = c;
 	st->magic = VX_CONNECT_MAGIC;
-	st->deadline_ns = cruxn_now_ns() + cruxn_ctx.cfg.timeout_ms * 1000000ull;
+	st->deadline_ns = crux_now_ns() + cruxn_ctx.cfg.timeout_ms * 1000000ull;
 	c->nonce = h->nonce;
 	if (h->family == AF_INET) {
 		c->b.peer.sin.sin_family = AF_INET;
@@ -309,7 +309,7 @@ crux_status_t cruxn_vx_connect(int dev, int traffic_class, void *handle, struct 
 		*out = &c->b;
 		return CRUX_OK;
 	}
-	if (cruxn_now_ns() > st->deadline_ns) {
+	if (crux_now_ns() > st->deadline_ns) {
 		crux_err("verbs connect: no connection within CRUX_TIMEOUT (%llu ms)",
 			 (unsigned long long)cruxn_ctx.cfg.timeout_ms);
 		connecting_end(h, st, true);
