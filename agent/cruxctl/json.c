@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <math.h>
 
+#include "crux/json.h"
 #include "json.h"
 
 void json_init(struct json *j, FILE *f)
@@ -58,24 +59,10 @@ void json_end_arr(struct json *j)
 	close_(j, ']');
 }
 
-static void raw_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p < 0x20 || *p >= 0x7f)
-			fprintf(f, "\\u%04x", *p);
-		else
-			fputc(*p, f);
-	}
-	fputc('"', f);
-}
-
 void json_key(struct json *j, const char *k)
 {
 	sep(j);
-	raw_str(j->f, k);
+	crux_json_put_str(j->f, k);
 	fputc(':', j->f);
 	j->after_key = true;
 }
@@ -83,7 +70,7 @@ void json_key(struct json *j, const char *k)
 void json_str(struct json *j, const char *s)
 {
 	sep(j);
-	raw_str(j->f, s ? s : "");
+	crux_json_put_str(j->f, s ? s : "");
 }
 
 void json_num(struct json *j, double v)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "crux/json.h"
 #include "crux/sched_cli.h"
 #include "internal.h"
 
@@ -22,22 +23,6 @@ static void usage(FILE *f, const char *prog)
 		"  --level-weights: guaranteed share per level, lowest first (default\n"
 		"  CRUX_LEVEL_WEIGHTS, unset = strict priority)\n",
 		prog);
-}
-
-static void json_str(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c < 0x20)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
 }
 
 static int parse_long(const char *s, long lo, long hi, long *out)
@@ -84,13 +69,13 @@ static void print_path(struct crux_sched_topo *t, const struct crux_sched_flow *
 	if (crux_sched_topo_paths(t, fl->src, fl->dst, &ps) || idx < 0 || idx >= ps.n_paths)
 		return;
 	if (json)
-		json_str(t->names[fl->src]);
+		crux_json_put_str(stdout, t->names[fl->src]);
 	else
 		fputs(t->names[fl->src], stdout);
 	for (int k = ps.off[idx]; k < ps.off[idx + 1]; k++) {
 		fputs(sep, stdout);
 		if (json)
-			json_str(t->names[t->lto[ps.links[k]]]);
+			crux_json_put_str(stdout, t->names[t->lto[ps.links[k]]]);
 		else
 			fputs(t->names[t->lto[ps.links[k]]], stdout);
 	}
@@ -270,9 +255,9 @@ int crux_sched_plan_cli(int argc, char **argv)
 			    plan_slowdown(&js.v[i], d->comm_time, iter[i]));
 			for (int f = 0; f < js.v[i].n_flows; f++) {
 				printf("%s{\"src\":", f ? "," : "");
-				json_str(t->names[js.v[i].flows[f].src]);
+				crux_json_put_str(stdout, t->names[js.v[i].flows[f].src]);
 				printf(",\"dst\":");
-				json_str(t->names[js.v[i].flows[f].dst]);
+				crux_json_put_str(stdout, t->names[js.v[i].flows[f].dst]);
 				printf(",\"bytes\":%.9g,\"path\":%d,\"hops\":[",
 				       js.v[i].flows[f].bytes, d->path[f]);
 				print_path(t, &js.v[i].flows[f], d->path[f], 1);
