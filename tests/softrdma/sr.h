@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Software RDMA device (test double): internal types. One context owns a TCP
+ * listener on its interface address and a progress thread; a QP number
+ * carries the listener's port (qpn = port << 8 | slot), so a peer reaches a
+ * QP knowing only its GID and QP number, as RoCE does. Everything a context
+ * owns is guarded by its one mutex.
+ */
+#ifndef SR_H
+#define SR_H
+
+#include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <net/if.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* exported verbs entry points (the build hides everything else) */
+#define SR_API __attribute__((visibility("default")))
+
+#define SR_MAX_QP 255
+#define SR_NGID 3
+#define SR_HDR_LEN 40
+#define SR_MAX_MSG (1u << 31)
+
+enum sr_ftype { SR_F_HELLO = 1, SR_F_REQ = 2, SR_F_RESP = 3 };
+enum sr_fop { SR_OP_WRITE = 1, SR_OP_WRITE_IMM, SR_OP_SEND, SR_OP_SEND_IMM, SR_OP_READ };
+enum sr_fstatus { SR_S_OK = 0, SR_S_RNR, SR_S_ACCESS, SR_S_INVREQ, SR_S_OPERR };
+
+/* one frame header on the wire, big-endian fields */
+struct sr_hdr {
+	uint8_t type, op, status;
+	uint32_t qpn;   /* HELLO: destination QP; REQ/RESP: destination QP */
+	uint32_t seq;   /* HELLO: source QP; REQ/RESP: request sequence */
+	uint32_t rkey;
+	uint64_t raddr;
+	uint32_t plen;  /* payload bytes following the header */
+	uint32_t rlen;  /* READ: bytes requested */
+	uint32_t imm;   /* network order as given by the application */
+};
+
+struct sr_dev {
+	struct ibv_device ib;
+	char ifname[IF_NAMESIZE];
+	struct in_addr ip;
+	int ifindex;
+	uint64_t guid;
+};
+
+struct sr_obuf {
+	struct sr_obuf *next;
+	size_t len, off;
+	uint8_t data[];
+};
+
+struct sr_conn {
+	struct sr_conn *next;
+	uint64_t id;
+	int fd;
+	bool outbound, connecting, hello_seen;
+	struct sr_qp *qp;     /* owner (outbound) or target (inbound, after HELLO) */
+	uint32_t expect;      /* inbound: next request sequence to execute */
+	uint32_t src_qpn;     /* inbound: the requester's QP (from HELLO) */
+	uint8_t hbuf[SR_HDR_LEN];
+	size_t hgot;
+	struct sr_hdr h;
+	uint8_t *pay;
+	size_t pgot;
+	struct sr_obuf *oq, *oq_tail;
+};
+
+struct sr_mr {
+	struct ibv_mr ib;
+	uint8_t *host;     /* host address of iova */
+	uint64_t iova;
+	void *map;         /* dmabuf emulation mapping */
+	size_t maplen;
+	int access;
+};
+
+struct sr_cq {
+	struct ibv_cq ib;
+	struct ibv_wc *ring;
+	int cap, head, n;
+	bool armed, overflowed;
+	int users;
+};
+
+struct sr_wqe {
+	struct sr_wqe *next;
+	uint64_t wr_id;
+	uint32_t seq;
+	enum ibv_wr_opcode op;
+	bool signaled;
+	uint32_t len, rkey, imm;
+	uint64_t raddr;
+	int nsg;
+	struct ibv_sge *sg;
+	uint8_t *inl;       /* inline payload copy */
+	uint64_t sent_ns;
+	enum ibv_wc_status err; /* local error found at post time */
+};
+
+struct sr_rwqe {
+	uint64_t wr_id;
+	int nsg;
+	struct ibv_sge *sg;
+};
+
+struct sr_qp {
+	struct ibv_qp ib;
+	struct sr_ctx *ctx;
+	int slot;
+	struct ibv_qp_cap cap;
+	bool sig_all;
+	struct ibv_qp_attr a;      /* last accepted attributes */
+	struct in_addr rip;        /* remote address from the dgid */
+	uint16_t sport;            /* forced by mlx5dv (0 = derive) */
+	struct sr_conn *out;
+	struct sr_wqe *sq, *sq_tail;
+	int nsq;
+	uint32_t next_seq;
+	int rnr_left;
+	bool stalled;              /* a WR with a local error is queued */
+	bool dead;                 /* the peer closed its end */
+	uint64_t resend_ns;        /* RNR back-off deadline, 0 = none */
+	struct sr_rwqe *rq;
+	int rq_head, rq_n;
+};
+
+struct sr_ctx {
+	struct ibv_context ib;
+	struct sr_dev *dev;
+	pthread_mutex_t mu;
+	pthread_t thr;
+	bool stop;
+	int efd, lfd;
+	uint16_t lport;
+	uint64_t next_conn_id;
+	struct sr_conn *conns;
+	struct sr_qp *qps[SR_MAX_QP + 1];
+	struct sr_mr **mrs;
+	uint32_t nmr;
+	uint32_t keygen;
+};
+
+/* sr_dev.c */
+struct sr_mr *sr_mr_find(struct sr_ctx *c, struct ibv_pd *pd, uint32_t key);
+uint8_t *sr_mr_ptr(struct sr_mr *mr, uint64_t addr, uint64_t len);
+void sr_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+uint64_t sr_now_ns(void);
+
+/* sr_qp.c */
+void sr_cq_push(struct sr_cq *cq, const struct ibv_wc *wc);
+void sr_qp_fail(struct sr_qp *qp, enum ibv_wc_status head_status);
+void sr_ops_fill(struct ibv_context_ops *ops);
+int sr_sq_answer(struct sr_qp *qp, enum ibv_wc_status st, const uint8_t *pay, uint32_t plen);
+
+/* sr_wire.c */
+void sr_hdr_encode(const struct sr_hdr *h, uint8_t *b);
+int sr_hdr_decode(const uint8_t *b, struct sr_hdr *h);
+int sr_ctx_start(struct sr_ctx *c);
+void sr_ctx_stop(struct sr_ctx *c);
+int sr_conn_open(struct sr_qp *qp);
+void sr_conn_close(struct sr_ctx *c, struct sr_conn *cn);
+int sr_send_wqe(struct sr_qp *qp, struct sr_wqe *w);
+void sr_flush(struct sr_conn *cn);
+void sr_wake(struct sr_ctx *c);
+uint16_t sr_qp_sport(const struct sr_qp *qp);
+
+#endif
