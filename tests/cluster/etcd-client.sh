@@ -1,6 +1,6 @@
 #!/bin/sh
 # Integration: the etcd client against a real one-member etcd started here.
-# Usage: etcd-client.sh CLIENT_TEST_BINARY
+# Usage: etcd-client.sh CLIENT_TEST ELECTION_TEST
 set -eu
 . "$(dirname "$0")/etcd-lib.sh"
 etcd_need
@@ -10,3 +10,4 @@ trap 'etcd_stop; rm -rf "$tmp"' EXIT INT TERM
 etcd_start "$tmp" 1
 # A dead endpoint first: the client must move on to the live one.
 "$1" "http://127.0.0.1:1,$ETCD_ENDPOINTS"
+"$2" "$ETCD_ENDPOINTS"

@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What hosts exchange through etcd in cluster mode:
+ *
+ * - the host job view: per job seen on this host, counts and sums of its
+ *   ranks' profile (never averages), the hosts its ranks run on and its
+ *   traffic per peer host, so views of several hosts merge exactly;
+ * - the schedule record: the leader's decision for every job (level and
+ *   routes keyed by source host), tagged with the etcd revision it was
+ *   computed from and the leader's term (its leader key's create revision).
+ *
+ * Both are JSON; the decoders are strict (bounds, finite non-negative numbers,
+ * a job key that matches its id) and fuzzed.
+ */
+#ifndef CRUX_CLUSTER_VIEW_H
+#define CRUX_CLUSTER_VIEW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "crux/addr.h"
+#include "crux/decision.h"
+#include "crux/jobid.h"
+#include "crux/profile.h"
+#include "crux/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CRUX_CV_VERSION 1
+#define CRUX_CV_MAX_JOBS 4096	    /* per host record / per schedule */
+#define CRUX_CV_MAX_JOB_HOSTS 64   /* as the agent tracks a job */
+#define CRUX_CV_MAX_FLOWS 4096	    /* per job */
+#define CRUX_CV_MAX_ROUTES 65536    /* per schedule */
+#define CRUX_CV_MAX_TEXT (1u << 20) /* an encoded record (etcd's request limit is 1.5 MiB) */
+
+struct crux_cv_flow {
+	struct crux_addr src, dst;
+	double bytes; /* per iteration */
+};
+
+struct crux_cv_job {
+	uint64_t key;
+	char id[CRUX_JOB_ID_LEN];
+	uint32_t nranks, ncompute; /* ncompute <= nranks: ranks with a compute profile */
+	bool clamped;
+	/* Sums over the ncompute ranks, s (overlap: fraction). */
+	double iter_sum, compute_sum, comm_sum, overlap_sum, stall_sum;
+	uint32_t nhosts;
+	struct crux_addr hosts[CRUX_CV_MAX_JOB_HOSTS];
+	uint32_t nflows;
+	struct crux_cv_flow *flows;
+};
+
+struct crux_cv_host {
+	char name[CRUX_HOSTNAME_LEN];
+	struct crux_addr addr;
+	uint32_t njobs;
+	struct crux_cv_job *jobs;
+};
+
+void crux_cv_host_free(struct crux_cv_host *h);
+/* Append a copy of job (its flows copied) to h. */
+crux_status_t crux_cv_host_add_job(struct crux_cv_host *h, const struct crux_cv_job *job);
+
+/* Encode into a malloc'ed NUL-terminated string. */
+crux_status_t crux_cv_host_encode(const struct crux_cv_host *h, char **out, size_t *len);
+crux_status_t crux_cv_host_decode(const char *text, size_t len, struct crux_cv_host *out);
+
+/*
+ * Merge the views of n hosts into one job list: jobs with the same key add
+ * their counts and sums, union their hosts and add the bytes of equal
+ * (src, dst) flows. Hosts are taken in order of name, jobs by key, so every
+ * agent merging the same views gets bit-identical results. out: a host
+ * record named "merged" (free with crux_cv_host_free).
+ */
+crux_status_t crux_cv_merge(const struct crux_cv_host *hosts, size_t n, struct crux_cv_host *out);
+
+struct crux_cv_route {
+	struct crux_addr src, dst; /* routes are applied by the source host */
+	uint16_t path_id;
+	uint8_t nports;
+	uint16_t ports[CRUX_ROUTE_MAX_PORTS];
+};
+
+struct crux_cv_decision {
+	uint64_t key;
+	uint8_t level;
+	uint32_t nroutes;
+	struct crux_cv_route *routes;
+};
+
+struct crux_cv_schedule {
+	int64_t input_revision; /* etcd revision of the views it was computed from */
+	int64_t term;		/* leader key's create revision when written */
+	uint32_t levels;	/* 1..CRUX_MAX_LEVELS */
+	uint32_t njobs;
+	struct crux_cv_decision *jobs;
+};
+
+void crux_cv_schedule_free(struct crux_cv_schedule *s);
+crux_status_t crux_cv_schedule_encode(const struct crux_cv_schedule *s, char **out, size_t *len);
+crux_status_t crux_cv_schedule_decode(const char *text, size_t len, struct crux_cv_schedule *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CRUX_CLUSTER_VIEW_H */

@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The schedule record the leader writes and every agent applies:
+ * {"v":1,"rev":N,"term":N,"levels":K,"jobs":[{"key":"<16 hex>","level":L,
+ *  "routes":[["src","dst",path_id,[port,...]],...]}]}
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cv_internal.h"
+
+void crux_cv_schedule_free(struct crux_cv_schedule *s)
+{
+	if (!s)
+		return;
+	for (uint32_t i = 0; i < s->njobs; i++)
+		free(s->jobs[i].routes);
+	free(s->jobs);
+	memset(s, 0, sizeof(*s));
+}
+
+static json_object *route_json(const struct crux_cv_route *r)
+{
+	json_object *o = json_object_new_array(), *ports = json_object_new_array();
+	if (!o || !ports) {
+		json_object_put(o);
+		json_object_put(ports);
+		return NULL;
+	}
+	if (cv_add_addr(o, &r->src) != CRUX_OK || cv_add_addr(o, &r->dst) != CRUX_OK) {
+		json_object_put(o);
+		json_object_put(ports);
+		return NULL;
+	}
+	json_object_array_add(o, json_object_new_int(r->path_id));
+	json_object_array_add(o, ports);
+	for (uint8_t i = 0; i < r->nports && i < CRUX_ROUTE_MAX_PORTS; i++)
+		json_object_array_add(ports, json_object_new_int(r->ports[i]));
+	return o;
+}
+
+crux_status_t crux_cv_schedule_encode(const struct crux_cv_schedule *s, char **out, size_t *len)
+{
+	json_object *o = json_object_new_object(), *jobs = json_object_new_array();
+	crux_status_t st = CRUX_ERR_NOMEM;
+	if (!o || !jobs) {
+		json_object_put(jobs);
+		goto out;
+	}
+	json_object_object_add(o, "v", json_object_new_int(CRUX_CV_VERSION));
+	json_object_object_add(o, "rev", json_object_new_int64(s->input_revision));
+	json_object_object_add(o, "term", json_object_new_int64(s->term));
+	json_object_object_add(o, "levels", json_object_new_int64(s->levels));
+	json_object_object_add(o, "jobs", jobs);
+	for (uint32_t i = 0; i < s->njobs; i++) {
+		const struct crux_cv_decision *d = &s->jobs[i];
+		json_object *j = json_object_new_object(), *routes = json_object_new_array();
+		char key[17];
+		if (!j || !routes) {
+			json_object_put(j);
+			json_object_put(routes);
+			goto out;
+		}
+		json_object_array_add(jobs, j);
+		snprintf(key, sizeof(key), "%016" PRIx64, d->key);
+		json_object_object_add(j, "key", json_object_new_string(key));
+		json_object_object_add(j, "level", json_object_new_int(d->level));
+		json_object_object_add(j, "routes", routes);
+		for (uint32_t r = 0; r < d->nroutes; r++) {
+			json_object *ro = route_json(&d->routes[r]);
+			if (!ro)
+				goto out;
+			json_object_array_add(routes, ro);
+		}
+	}
+	st = cv_finish(o, out, len);
+out:
+	json_object_put(o);
+	return st;
+}
+
+static crux_status_t route_from_json(json_object *o, struct crux_cv_route *r)
+{
+	if (!json_object_is_type(o, json_type_array) || json_object_array_length(o) != 4 ||
+	    cv_addr(json_object_array_get_idx(o, 0), &r->src) ||
+	    cv_addr(json_object_array_get_idx(o, 1), &r->dst))
+		return CRUX_ERR_CORRUPT;
+	json_object *pid = json_object_array_get_idx(o, 2), *ports = json_object_array_get_idx(o, 3);
+	if (!json_object_is_type(pid, json_type_int) || !json_object_is_type(ports, json_type_array) ||
+	    json_object_array_length(ports) > CRUX_ROUTE_MAX_PORTS)
+		return CRUX_ERR_CORRUPT;
+	int64_t p = json_object_get_int64(pid);
+	if (p < 0 || p > UINT16_MAX)
+		return CRUX_ERR_CORRUPT;
+	r->path_id = (uint16_t)p;
+	r->nports = (uint8_t)json_object_array_length(ports);
+	for (uint8_t i = 0; i < r->nports; i++) {
+		json_object *po = json_object_array_get_idx(ports, i);
+		if (!json_object_is_type(po, json_type_int))
+			return CRUX_ERR_CORRUPT;
+		int64_t v = json_object_get_int64(po);
+		if (v < 1 || v > UINT16_MAX) /* a source port, never 0 */
+			return CRUX_ERR_CORRUPT;
+		r->ports[i] = (uint16_t)v;
+	}
+	return CRUX_OK;
+}
+
+static crux_status_t decision_from_json(json_object *o, uint32_t levels, uint32_t *nroutes,
+					struct crux_cv_decision *d)
+{
+	json_object *routes;
+	uint64_t v;
+	if (!json_object_is_type(o, json_type_object) || cv_key(o, &d->key) ||
+	    cv_uint(o, "level", levels - 1, &v) || cv_get(o, "routes", json_type_array, &routes))
+		return CRUX_ERR_CORRUPT;
+	d->level = (uint8_t)v;
+	size_t n = json_object_array_length(routes);
+	if (n > CRUX_CV_MAX_ROUTES - *nroutes)
+		return CRUX_ERR_CORRUPT;
+	*nroutes += (uint32_t)n;
+	if (n && !(d->routes = calloc(n, sizeof(*d->routes))))
+		return CRUX_ERR_NOMEM;
+	for (size_t i = 0; i < n; i++) {
+		if (route_from_json(json_object_array_get_idx(routes, i), &d->routes[i]))
+			return CRUX_ERR_CORRUPT;
+		d->nroutes = (uint32_t)i + 1;
+	}
+	return CRUX_OK;
+}
+
+crux_status_t crux_cv_schedule_decode(const char *text, size_t len, struct crux_cv_schedule *out)
+{
+	json_object *o, *jobs;
+	struct crux_cv_schedule s = {0};
+	uint64_t v, rev, term, levels;
+	if (len > CRUX_CV_MAX_TEXT)
+		return CRUX_ERR_CORRUPT;
+	crux_status_t st = etcd_json_parse(text, len, &o);
+	if (st != CRUX_OK)
+		return st;
+	st = CRUX_ERR_CORRUPT;
+	if (cv_uint(o, "v", UINT32_MAX, &v) || v != CRUX_CV_VERSION) {
+		st = CRUX_ERR_VERSION;
+		goto out;
+	}
+	if (cv_uint(o, "rev", INT64_MAX, &rev) || cv_uint(o, "term", INT64_MAX, &term) ||
+	    cv_uint(o, "levels", CRUX_MAX_LEVELS, &levels) || levels < 1 ||
+	    cv_get(o, "jobs", json_type_array, &jobs) ||
+	    json_object_array_length(jobs) > CRUX_CV_MAX_JOBS)
+		goto out;
+	s.input_revision = (int64_t)rev;
+	s.term = (int64_t)term;
+	s.levels = (uint32_t)levels;
+	size_t n = json_object_array_length(jobs);
+	if (n && !(s.jobs = calloc(n, sizeof(*s.jobs)))) {
+		st = CRUX_ERR_NOMEM;
+		goto out;
+	}
+	uint32_t nroutes = 0;
+	for (size_t i = 0; i < n; i++) {
+		s.njobs = (uint32_t)i + 1;
+		if ((st = decision_from_json(json_object_array_get_idx(jobs, i), s.levels, &nroutes,
+					     &s.jobs[i])) != CRUX_OK)
+			goto out;
+		for (size_t k = 0; k < i; k++)
+			if (s.jobs[k].key == s.jobs[i].key) {
+				st = CRUX_ERR_CORRUPT;
+				goto out;
+			}
+	}
+	st = CRUX_OK;
+out:
+	json_object_put(o);
+	if (st != CRUX_OK) {
+		crux_cv_schedule_free(&s);
+		return st;
+	}
+	*out = s;
+	return CRUX_OK;
+}

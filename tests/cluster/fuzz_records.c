@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Fuzz target: the host job view and schedule record decoders. What decodes
+ * must encode again and decode to the same record (a fixed point), and a
+ * decoded view must merge with itself (counts double).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crux/cluster_view.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void host_case(const char *s, size_t n)
+{
+	struct crux_cv_host h, again, m;
+	if (crux_cv_host_decode(s, n, &h) != CRUX_OK)
+		return;
+	char *txt;
+	size_t len;
+	if (crux_cv_host_encode(&h, &txt, &len) != CRUX_OK)
+		abort(); /* a record we accepted must encode */
+	if (crux_cv_host_decode(txt, len, &again) != CRUX_OK || again.njobs != h.njobs)
+		abort();
+	for (uint32_t i = 0; i < h.njobs; i++)
+		if (again.jobs[i].key != h.jobs[i].key || again.jobs[i].nflows != h.jobs[i].nflows ||
+		    memcmp(&again.jobs[i].iter_sum, &h.jobs[i].iter_sum, 5 * sizeof(double)) != 0)
+			abort();
+	struct crux_cv_host two[2] = {h, again};
+	if (crux_cv_merge(two, 2, &m) == CRUX_OK) {
+		if (m.njobs != h.njobs)
+			abort();
+		crux_cv_host_free(&m);
+	}
+	free(txt);
+	crux_cv_host_free(&again);
+	crux_cv_host_free(&h);
+}
+
+static void schedule_case(const char *s, size_t n)
+{
+	struct crux_cv_schedule sc, again;
+	if (crux_cv_schedule_decode(s, n, &sc) != CRUX_OK)
+		return;
+	char *txt;
+	size_t len;
+	if (crux_cv_schedule_encode(&sc, &txt, &len) != CRUX_OK)
+		abort();
+	if (crux_cv_schedule_decode(txt, len, &again) != CRUX_OK || again.njobs != sc.njobs ||
+	    again.input_revision != sc.input_revision || again.term != sc.term)
+		abort();
+	for (uint32_t i = 0; i < sc.njobs; i++)
+		if (again.jobs[i].key != sc.jobs[i].key || again.jobs[i].level >= sc.levels ||
+		    again.jobs[i].nroutes != sc.jobs[i].nroutes)
+			abort();
+	free(txt);
+	crux_cv_schedule_free(&again);
+	crux_cv_schedule_free(&sc);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	host_case((const char *)data, size);
+	schedule_case((const char *)data, size);
+	return 0;
+}
