@@ -1,0 +1,67 @@
+#!/bin/sh
+# The software RDMA device on the wire between two network namespaces: a QP's
+# bytes carry its traffic class as IP TOS and leave from the RoCE v2 source
+# port its flow label gives (or the one mlx5dv_modify_qp_udp_sport set).
+# usage: wire.sh SRT_PEER
+set -u
+PEER=$1
+if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root for network namespaces"; exit 77; fi
+command -v tcpdump >/dev/null 2>&1 || { echo "SKIP: tcpdump is not installed"; exit 77; }
+P=cxsr$$
+A=${P}a B=${P}b
+W=$(mktemp -d /tmp/cxsr-wire-XXXXXX)
+TD=""
+cleanup() {
+	[ -n "$TD" ] && kill "$TD" 2>/dev/null
+	ip netns del "$A" 2>/dev/null
+	ip netns del "$B" 2>/dev/null
+	[ -n "${KEEP:-}" ] || rm -rf "$W"
+}
+trap cleanup EXIT
+set -e
+ip netns add "$A"; ip netns add "$B"
+ip link add "${P}x" netns "$A" type veth peer name "${P}y" netns "$B"
+ip -n "$A" addr add 198.18.7.1/24 dev "${P}x"
+ip -n "$B" addr add 198.18.7.2/24 dev "${P}y"
+for n in "$A" "$B"; do ip -n "$n" link set lo up; done
+ip -n "$A" link set "${P}x" up; ip -n "$B" link set "${P}y" up
+set +e
+
+# run NAME TC FL EXPECTED_SPORT [SPORT]: one transfer, captured on B
+run() {
+	name=$1 tc=$2 fl=$3 want=$4
+	mkdir -p "$W/$name"
+	ip netns exec "$B" tcpdump -i "${P}y" -n -s 96 -U --immediate-mode -Z root -w "$W/$name.pcap" tcp 2>"$W/$name.td.log" &
+	TD=$!
+	sleep 1
+	CRUX_SOFTRDMA_IFNAMES="${P}y" ip netns exec "$B" "$PEER" "$W/$name" passive 4194304 > "$W/$name.b.log" 2>&1 &
+	BP=$!
+	CRUX_SOFTRDMA_IFNAMES="${P}x" ip netns exec "$A" "$PEER" "$W/$name" active 4194304 "$tc" "$fl" ${5:-} > "$W/$name.a.log" 2>&1
+	S=$?
+	wait $BP; R=$?
+	sleep 0.5
+	kill -INT "$TD"; wait "$TD" 2>/dev/null; TD=""
+	cat "$W/$name.a.log" "$W/$name.b.log"
+	[ $S = 0 ] && [ $R = 0 ] || { echo "FAIL: $name: transfer failed (active $S, passive $R)"; exit 1; }
+	tcpdump -r "$W/$name.pcap" -n -v 'src host 198.18.7.1 and greater 200' 2>/dev/null |
+		sed -n 's/.*(tos \(0x[0-9a-f]*\),.* length \([0-9]*\)).*/\1 \2/p' > "$W/$name.tos"
+	tcpdump -r "$W/$name.pcap" -n 'src host 198.18.7.1 and greater 200' 2>/dev/null |
+		sed -n 's/.* 198\.18\.7\.1\.\([0-9]*\) > .*/\1/p' | sort -u > "$W/$name.ports"
+	wtos=$(printf '0x%x' "$tc")
+	awk -v w="$wtos" -v name="$name" '
+		$1 == w { b += $2 } $1 != w { other++ }
+		END { printf "%s: %d data bytes at tos %s, %d packets at another tos\n", name, b, w, other
+		      exit (b >= 4194304 && other == 0) ? 0 : 1 }' "$W/$name.tos" ||
+		{ echo "FAIL: $name: data packets do not carry tos $wtos"; exit 1; }
+	ports=$(tr '\n' ' ' < "$W/$name.ports")
+	echo "$name: data source ports: $ports(expected $want)"
+	[ "$ports" = "$want " ] || { echo "FAIL: $name: source port is not $want"; exit 1; }
+}
+
+# flow label 0x12345 -> 0xC000 | (0x2345 ^ 0x4) = 58177; class 96 (DSCP 24)
+FL=0x12345
+SP=$(( 0xC000 | ((FL & 0x3fff) ^ ((FL & 0xFC000) >> 14)) ))
+run flowlabel 96 $FL $SP
+# an explicit port through mlx5dv, class 32 (DSCP 8)
+CRUX_SOFTRDMA_UDP_SPORT=1 run sport 32 0x777 50123 50123
+echo "PASS"
