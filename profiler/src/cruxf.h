@@ -22,18 +22,29 @@ enum cruxf_kind {
 	CRUXF_K_CALL,  /* v5+: CollApi/P2pApi; v4: Coll/P2p task */
 };
 
+/* What a call's record needs, kept while its group is open. */
+struct cruxf_call_info {
+	uint8_t op, dtype;
+	int32_t peer;
+	uint64_t t0, count;
+	uintptr_t stream;
+};
+
 /* One event NCCL started and has not stopped (its handle). */
 struct cruxf_event {
 	int type; /* enum cruxf_kind; 0 when free */
 	bool v4;
+	bool has_pending; /* group: its first call waits in 'pending' */
 	uint8_t op, dtype;
 	int32_t peer;
 	uint32_t ncalls;  /* group: calls queued in it */
 	uint32_t ev_slot; /* group: CUDA event slot of its launch (events backend) */
-	uint64_t t0, t_launch, count;
+	uint64_t t0;	  /* call: enqueue start; group: launch start (0: not read) */
+	uint64_t count;
 	uintptr_t stream;
 	struct cruxf_event *parent;
 	struct cruxf_comm *comm_of;
+	struct cruxf_call_info pending;
 };
 
 /* One communicator's profiler context. */
@@ -42,6 +53,7 @@ struct cruxf_comm {
 	int version, rank, nranks;
 	char name[64];
 	_Atomic uint32_t next;
+	_Atomic uint64_t func_cache, dtype_cache; /* last string pointer << 8 | value + 1 */
 	struct cruxf_event evs[CRUXF_EVENTS];
 };
 

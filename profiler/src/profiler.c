@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "crux/clock.h"
 #include "crux/log.h"
 #include "cruxf.h"
 #include "cruxp.h"
@@ -245,62 +246,110 @@ static inline void push_call(struct cruxf_comm *c, uint64_t t0, uint64_t t1, int
 	cruxp_ring_push(&cruxp_ctx.ring, &k);
 }
 
-/* A group that queued work: its launch is timed on the stream of its first call. */
-static inline void group_saw_call(struct cruxf_event *g, uintptr_t stream, uint64_t now)
+/*
+ * NCCL passes static strings (ncclFuncToString, ncclDatatypeToString): one
+ * pointer per name, so the last (pointer, value) per kind saves the compare.
+ */
+static inline int cached(_Atomic uint64_t *cache, const char *str, int (*decode)(const char *))
 {
-	if (!g || g->type != CRUXF_K_GROUP)
+	uint64_t v = atomic_load_explicit(cache, memory_order_relaxed);
+	int r;
+
+	if (str && (v >> 8) == (uint64_t)(uintptr_t)str)
+		return (int)(v & 0xff) - 1;
+	r = decode(str);
+	if (str && (uint64_t)(uintptr_t)str < (1ull << 56))
+		atomic_store_explicit(cache, ((uint64_t)(uintptr_t)str << 8) | ((uint64_t)(r + 1) & 0xff),
+				      memory_order_relaxed);
+	return r;
+}
+
+static inline bool events_backend(void)
+{
+	return atomic_load_explicit(&cruxp_ctx.backend, memory_order_relaxed) == CRUX_TIMING_EVENTS;
+}
+
+/*
+ * A call queued in group g. The first one waits in the group: most groups
+ * are the implicit group of one call, which then becomes one record timed
+ * from the call to the end of its launch, as the preload times a call.
+ */
+static inline void group_add(struct cruxf_event *g, const struct cruxf_call_info *call,
+			     uint64_t t1)
+{
+	if (!g->ncalls++) {
+		g->stream = call->stream;
+		g->pending = *call;
+		g->has_pending = true;
 		return;
-	if (!g->ncalls++)
-		g->stream = stream;
-	/* v4 has no "launch" state: time the launch from its first task on. */
-	if (g->v4 && g->ev_slot == UINT32_MAX &&
-	    atomic_load_explicit(&cruxp_ctx.backend, memory_order_relaxed) == CRUX_TIMING_EVENTS) {
-		g->t_launch = now;
-		g->ev_slot = cruxp_events_begin(cruxp_ctx.events, (void *)stream, now);
 	}
+	if (g->has_pending) {
+		push_call(g->comm_of, g->pending.t0, g->pending.t0, g->pending.op, g->pending.count,
+			  g->pending.dtype, g->pending.peer, g->pending.stream, UINT32_MAX);
+		g->has_pending = false;
+	}
+	push_call(g->comm_of, call->t0, t1 ? t1 : call->t0, call->op, call->count, call->dtype,
+		  call->peer, call->stream, UINT32_MAX);
 }
 
 void cruxf_start(void *context, void **handle, const struct cruxf_desc *d)
 {
 	struct cruxf_comm *c = context;
 	struct cruxf_event *e, *parent = d->parent;
-	uint64_t now;
 	int op;
 
 	*handle = NULL;
 	if (!c || c->magic != CRUXF_COMM_MAGIC || !active())
 		return;
-	if (parent && (parent < c->evs || parent >= c->evs + CRUXF_EVENTS))
-		parent = NULL; /* not one of ours */
-	now = crux_now_ns();
+	if (parent && (parent < c->evs || parent >= c->evs + CRUXF_EVENTS ||
+		       parent->type != CRUXF_K_GROUP))
+		parent = NULL; /* not one of ours, or no longer a group */
 	switch (d->kind) {
 	case CRUXF_K_GROUP:
 		e = slot(c);
 		e->type = CRUXF_K_GROUP;
 		e->v4 = d->v4;
-		e->t0 = now;
-		e->t_launch = 0;
+		e->t0 = 0;
 		e->ncalls = 0;
+		e->has_pending = false;
 		e->stream = 0;
 		e->ev_slot = UINT32_MAX;
 		*handle = e;
 		return;
 	case CRUXF_K_CALL:
-		op = cruxf_op_from_func(d->func);
+		op = cached(&c->func_cache, d->func, cruxf_op_from_func);
 		if (op < 0)
 			return;
 		if (d->v4) {
-			/* v4 task events come at launch: the call itself is already over. */
-			group_saw_call(parent, (uintptr_t)d->stream, now);
-			push_call(c, now, now, op, d->count, cruxf_dtype_from_name(d->datatype),
-				  d->peer, (uintptr_t)d->stream, UINT32_MAX);
+			/* v4 task events come at launch: the call is a point; the group times it. */
+			struct cruxf_call_info call;
+
+			call.t0 = crux_now_ns();
+			call.op = (uint8_t)op;
+			call.dtype = (uint8_t)cached(&c->dtype_cache, d->datatype, cruxf_dtype_from_name);
+			call.count = d->count;
+			call.peer = d->peer;
+			call.stream = (uintptr_t)d->stream;
+			if (parent) {
+				/* v4 has no launch state: the launch starts with its first task. */
+				if (!parent->ncalls) {
+					parent->t0 = call.t0;
+					if (events_backend())
+						parent->ev_slot = cruxp_events_begin(
+						    cruxp_ctx.events, d->stream, call.t0);
+				}
+				group_add(parent, &call, 0);
+			} else {
+				push_call(c, call.t0, call.t0, op, call.count, call.dtype, call.peer,
+					  call.stream, UINT32_MAX);
+			}
 			return;
 		}
 		e = slot(c);
 		e->type = CRUXF_K_CALL;
-		e->t0 = now;
+		e->t0 = crux_now_ns();
 		e->op = (uint8_t)op;
-		e->dtype = (uint8_t)cruxf_dtype_from_name(d->datatype);
+		e->dtype = (uint8_t)cached(&c->dtype_cache, d->datatype, cruxf_dtype_from_name);
 		e->count = d->count;
 		e->peer = d->peer;
 		e->stream = (uintptr_t)d->stream;
@@ -315,21 +364,35 @@ void cruxf_start(void *context, void **handle, const struct cruxf_desc *d)
 void cruxf_stop(void *handle)
 {
 	struct cruxf_event *e = handle;
-	struct cruxf_comm *c;
 	uint64_t now;
 
 	if (!e || !active())
 		return;
-	c = e->comm_of;
-	now = crux_now_ns();
 	if (e->type == CRUXF_K_CALL) {
-		group_saw_call(e->parent, e->stream, now);
-		push_call(c, e->t0, now, e->op, e->count, e->dtype, e->peer, e->stream, UINT32_MAX);
+		if (e->parent && e->parent->type == CRUXF_K_GROUP) {
+			struct cruxf_call_info ci = {.op = e->op,
+						     .dtype = e->dtype,
+						     .peer = e->peer,
+						     .t0 = e->t0,
+						     .count = e->count,
+						     .stream = e->stream};
+
+			/* The first call of a group needs no clock: its record ends with the launch. */
+			group_add(e->parent, &ci, e->parent->ncalls ? crux_now_ns() : 0);
+		} else {
+			push_call(e->comm_of, e->t0, crux_now_ns(), e->op, e->count, e->dtype, e->peer,
+				  e->stream, UINT32_MAX);
+		}
 	} else if (e->type == CRUXF_K_GROUP && e->ncalls) {
+		now = crux_now_ns();
 		if (e->ev_slot != UINT32_MAX)
 			cruxp_events_end(cruxp_ctx.events, e->ev_slot, (void *)e->stream);
-		push_call(c, e->t_launch ? e->t_launch : e->t0, now, CRUXP_OP_GROUP_END, 0, 0, -1,
-			  e->stream, e->ev_slot);
+		if (e->has_pending && e->ncalls == 1)
+			push_call(e->comm_of, e->pending.t0, now, e->pending.op, e->pending.count,
+				  e->pending.dtype, e->pending.peer, e->stream, e->ev_slot);
+		else
+			push_call(e->comm_of, e->t0 ? e->t0 : now, now, CRUXP_OP_GROUP_END, 0, 0, -1,
+				  e->stream, e->ev_slot);
 	}
 	e->type = 0;
 }
@@ -337,14 +400,18 @@ void cruxf_stop(void *handle)
 void cruxf_state_change(void *handle, int state)
 {
 	struct cruxf_event *e = handle;
-	uint64_t now;
 
-	if (!e || e->type != CRUXF_K_GROUP || state != CRUXF_STATE_GROUP_END_API_START || !active())
+	if (!e || e->type != CRUXF_K_GROUP || state != CRUXF_STATE_GROUP_END_API_START ||
+	    !e->ncalls || !active())
 		return;
-	/* ncclGroupEnd entered: the grouped work is launched from here on. */
-	now = crux_now_ns();
-	e->t_launch = now;
-	if (e->ncalls && e->ev_slot == UINT32_MAX &&
-	    atomic_load_explicit(&cruxp_ctx.backend, memory_order_relaxed) == CRUX_TIMING_EVENTS)
-		e->ev_slot = cruxp_events_begin(cruxp_ctx.events, (void *)e->stream, now);
+	/*
+	 * ncclGroupEnd entered: the queued work is launched from here on. A
+	 * group of several calls is timed from here (its calls were enqueues);
+	 * the events backend brackets the launch on the group's stream.
+	 */
+	if (e->ncalls > 1 || events_backend()) {
+		e->t0 = crux_now_ns();
+		if (events_backend() && e->ev_slot == UINT32_MAX)
+			e->ev_slot = cruxp_events_begin(cruxp_ctx.events, (void *)e->stream, e->t0);
+	}
 }

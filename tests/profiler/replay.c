@@ -155,6 +155,20 @@ static void state(void *h, int s)
 		(version >= 5 ? p5->recordEventState : p4->recordEventState)(h, s, NULL);
 }
 
+/* NCCL passes static strings (ncclFuncToString, ncclDatatypeToString): one pointer per name. */
+static const char *intern(const char *name)
+{
+	static char *names[64];
+	static int n;
+
+	for (int i = 0; i < n; i++)
+		if (!strcmp(names[i], name))
+			return names[i];
+	if (n == 64 || !(names[n] = strdup(name)))
+		abort();
+	return names[n++];
+}
+
 static bool is_p2p(const char *f)
 {
 	return !strcmp(f, "Send") || !strcmp(f, "Recv");
@@ -176,7 +190,7 @@ static void group_begin(int id)
 }
 
 struct queued {
-	char func[32], dtype[32];
+	const char *func, *dtype;
 	size_t count;
 	int peer;
 };
@@ -191,8 +205,8 @@ static void group_add(int id, const char *func, size_t count, const char *dtype,
 		stop(h);
 	} else if (nq[id] < 64) {
 		struct queued *e = &q[id][nq[id]++];
-		snprintf(e->func, sizeof(e->func), "%s", func);
-		snprintf(e->dtype, sizeof(e->dtype), "%s", dtype);
+		e->func = func;
+		e->dtype = dtype;
 		e->count = count;
 		e->peer = peer;
 	}
@@ -342,12 +356,12 @@ int main(int argc, char **argv)
 				c_it += spend(ms);
 			} else if (sscanf(l, "call %d %31s %zu %31s %lf", &id, fn, &count, dt, &ms) == 5) {
 				group_begin(id);
-				group_add(id, fn, count, dt, -1);
+				group_add(id, intern(fn), count, intern(dt), -1);
 				m_it += group_launch(id, ms);
 			} else if (sscanf(l, "group %d", &id) == 1) {
 				group_begin(id);
 			} else if (sscanf(l, "add %d %31s %zu %31s %d", &id, fn, &count, dt, &peer) >= 4) {
-				group_add(id, fn, count, dt, peer);
+				group_add(id, intern(fn), count, intern(dt), peer);
 			} else if (sscanf(l, "launch %d %lf", &id, &ms) == 2) {
 				m_it += group_launch(id, ms);
 			} else if (!strncmp(l, "mark", 4)) {
