@@ -9,11 +9,12 @@
 #   tf-crux.sh --workers node0:12345,node1:12345 --index 0 -- examples/tensorflow/mwms_train.py
 #
 # TensorFlow's pip wheels link NCCL statically: LD_PRELOAD cannot see their
-# NCCL calls (the preload notices and says so once), but NCCL still loads the
-# Crux net plugin, so the job's traffic is marked and routed. Its profile then
-# lacks compute timing: give it a level with 'cruxctl set --job NAME --level N'
-# or call crux_iteration_mark() from a training callback. Every worker must
-# use the same --job-id (default: the worker list), so all derive one job key.
+# NCCL calls, but NCCL loads its plugins with dlopen all the same. This runs
+# the worker with the Crux net plugin (traffic marked and routed) and the Crux
+# profiler plugin (NCCL_PROFILER_PLUGIN=crux; NCCL 2.25 or later), which feeds
+# the profile from NCCL's own events; the preload is left out. Every worker
+# must use the same --job-id (default: the worker list), so all derive one
+# job key.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 PREFIX="${CRUX_PREFIX:-/usr/local}"
@@ -28,7 +29,7 @@ while [ $# -gt 0 ]; do
 	--index) INDEX="$2"; shift 2 ;;
 	--job-id) JOB="$2"; shift 2 ;;
 	--) shift; break ;;
-	-h | --help) sed -n '3,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '3,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "tf-crux.sh: unknown option '$1'" >&2; exit 2 ;;
 	esac
 done
@@ -38,6 +39,18 @@ case "$INDEX" in '' | *[!0-9]*) echo "tf-crux.sh: --index '$INDEX' is not a work
 list="$(printf '%s' "$WORKERS" | sed 's/[^,][^,]*/"&"/g')"
 export TF_CONFIG="{\"cluster\": {\"worker\": [$list]}, \"task\": {\"type\": \"worker\", \"index\": $INDEX}}"
 export CRUX_JOB_ID="${JOB:-tf-$WORKERS}"
+# The preload cannot see statically linked NCCL; the profiler plugin can.
+export CRUX_NO_PRELOAD=1
 # shellcheck disable=SC1091
 . "$HERE/../crux-env.sh" "$PREFIX"
+profiler_dir=""
+for d in "$PREFIX/lib" "$PREFIX/lib64" "$PREFIX/lib/x86_64-linux-gnu" "$PREFIX/profiler"; do
+	[ -e "$d/libnccl-profiler-crux.so" ] && { profiler_dir="$d"; break; }
+done
+if [ -n "$profiler_dir" ]; then
+	export LD_LIBRARY_PATH="$profiler_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+	export NCCL_PROFILER_PLUGIN=crux
+else
+	echo "tf-crux.sh: libnccl-profiler-crux.so not found under $PREFIX: this job is not profiled" >&2
+fi
 exec python3 "$@"
