@@ -12,6 +12,9 @@ BUILD=${1:-build}
 SIM="$BUILD/bench/sim/crux-sim"
 OUT=bench/results
 SEED=${CRUX_SIM_SEED:-1}
+# The guard variants are named in the policy list; the operator knobs would
+# also bound the plain Crux policies.
+unset CRUX_MAX_SLOWDOWN CRUX_LEVEL_WEIGHTS
 # Every policy, then Crux-full with the fairness guard: equal level weights
 # alone (/w), the slowdown bound at 4 and 2, the bound 2 with weights, and
 # promotion by measured slowdown (~) at 4 and 2.

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "crux/env.h"
+#include "crux/sched.h"
 #include "crux/sim.h"
 
 #define MAX_RUNS 16
@@ -41,8 +42,9 @@ struct cli {
 	const char *experiment;
 	struct run_spec specs[MAX_RUNS];
 	size_t n_policies;
-	uint32_t n_weights; /* --level-weights */
+	uint32_t n_weights; /* --level-weights (default CRUX_LEVEL_WEIGHTS) */
 	double weight[CRUX_SIM_MAX_WEIGHTS];
+	double env_bound; /* CRUX_MAX_SLOWDOWN: the bound of Crux policies named without @ */
 	int progress; /* -1 auto (TTY), 0 off, 1 on */
 	double slice_s;
 };
@@ -70,7 +72,9 @@ static void usage(FILE *f)
 		"                  e.g. crux-full@2), NAME~BOUND (cruxd's promotion by measured\n"
 		"                  slowdown, per event) and /w for --level-weights (crux-full@2/w)\n"
 		"  --level-weights W,W,...  one weight per level, lowest first (guaranteed\n"
-		"                  share weight/sum; default 1 per level)\n"
+		"                  share weight/sum; default CRUX_LEVEL_WEIGHTS, else 1 per level)\n"
+		"                  CRUX_MAX_SLOWDOWN, when set, bounds the Crux policies named\n"
+		"                  without @ or ~ (their labels show it)\n"
 		"  --levels K (8)  --horizon-s S (0: run until every job finished)\n"
 		"  --window-s S (0: last arrival)  --bin-s S (window/336)\n"
 		"output:\n"
@@ -495,6 +499,10 @@ static int cmd_run(struct cli *c)
 		cfg.policy = (enum crux_sim_policy)rs->policy;
 		cfg.progress = c->progress < 0 ? isatty(2) : c->progress;
 		cfg.max_slowdown = rs->max_slowdown;
+		if (!(rs->max_slowdown > 0) && !(rs->promote > 0) && c->env_bound > 0 &&
+		    (rs->policy == CRUX_SIM_CRUX_PA || rs->policy == CRUX_SIM_CRUX_PS_PA ||
+		     rs->policy == CRUX_SIM_CRUX_FULL))
+			cfg.max_slowdown = c->env_bound;
 		cfg.promote_bound = rs->promote;
 		if (rs->weighted) {
 			cfg.n_weights = c->n_weights ? c->n_weights : cfg.levels;
@@ -648,6 +656,24 @@ out:
 	return rc;
 }
 
+/* CRUX_MAX_SLOWDOWN and CRUX_LEVEL_WEIGHTS, as the scheduler library reads them. */
+static int guard_env(struct cli *c)
+{
+	struct crux_sched_params p;
+	struct crux_sched_err err;
+
+	crux_sched_params_default(&p);
+	if (crux_sched_params_env(&p, &err) != CRUX_OK) {
+		fprintf(stderr, "crux-sim: %s\n", err.msg);
+		return -1;
+	}
+	c->env_bound = p.max_slowdown;
+	c->n_weights = (uint32_t)p.n_weights;
+	for (int l = 0; l < p.n_weights && l < CRUX_SIM_MAX_WEIGHTS; l++)
+		c->weight[l] = p.weight[l];
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct cli c;
@@ -663,6 +689,8 @@ int main(int argc, char **argv)
 		return argc < 2 ? 2 : 0;
 	}
 	const char *cmd = argv[1];
+	if (guard_env(&c))
+		return 2;
 	if (parse_args(&c, argc - 1, argv + 1))
 		return 2;
 	if (strcmp(cmd, "gen") == 0)
