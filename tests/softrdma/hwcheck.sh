@@ -1,0 +1,59 @@
+#!/bin/sh
+# crux-hw-check against the software RDMA device: devices, GID choice,
+# source-port and DMA-BUF probes both ways, a host-wide traffic-class
+# override, the nccl-tests comparison (with a stand-in all_reduce_perf), and
+# clear errors without a library or a device.
+# usage: hwcheck.sh CRUX_HW_CHECK LIBSOFTRDMA
+set -u
+HW=$1 LIB=$2
+W=$(mktemp -d /tmp/cxsr-hw-XXXXXX)
+trap 'rm -rf "$W"' EXIT
+fail() { echo "FAIL: $*"; cat "$W/out"; exit 1; }
+export CRUX_SOFTRDMA_IFNAMES=lo
+unset NCCL_IB_GID_INDEX CRUX_SOFTRDMA_DMABUF CRUX_SOFTRDMA_UDP_SPORT
+mkdir -p "$W/sys/module"
+
+"$HW" --lib "$LIB" --mlx5 "$LIB" --sysfs "$W/sys" > "$W/out" 2>&1; rc=$?
+[ $rc = 0 ] || fail "exit $rc on a healthy device"
+grep -q '^device srxe_lo: ' "$W/out" || fail "device not listed"
+grep -q 'link layer Ethernet (RoCE), active MTU 4096, 100000 Mb/s' "$W/out" || fail "port line"
+grep -q 'chosen GID index 2 (RoCE v2, 127.0.0.1)' "$W/out" || fail "GID choice"
+grep -q 'mlx5dv source-port control: refused' "$W/out" || fail "sport probe (off)"
+grep -q 'DMA-BUF registration: not supported' "$W/out" || fail "DMA-BUF probe (off)"
+grep -q 'nvidia-peermem: not loaded' "$W/out" || fail "peermem (absent)"
+
+CRUX_SOFTRDMA_UDP_SPORT=1 CRUX_SOFTRDMA_DMABUF=1 NCCL_IB_GID_INDEX=1 \
+	"$HW" --lib "$LIB" --mlx5 "$LIB" --sysfs "$W/sys" > "$W/out" 2>&1
+grep -q 'mlx5dv source-port control: works' "$W/out" || fail "sport probe (on)"
+grep -q 'DMA-BUF registration: supported' "$W/out" || fail "DMA-BUF probe (on)"
+grep -q 'chosen GID index 1 (RoCE v1, 127.0.0.1) from NCCL_IB_GID_INDEX' "$W/out" || fail "NCCL_IB_GID_INDEX"
+
+mkdir -p "$W/sys/class/infiniband/srxe_lo/tc/1" "$W/sys/module/nvidia_peermem"
+echo "Global tclass=106" > "$W/sys/class/infiniband/srxe_lo/tc/1/traffic_class"
+"$HW" --lib "$LIB" --mlx5 "$LIB" --sysfs "$W/sys" > "$W/out" 2>&1; rc=$?
+[ $rc = 1 ] || fail "exit $rc with a traffic-class override (want 1)"
+grep -q 'WARNING: .*traffic class 106' "$W/out" || fail "override not reported"
+grep -q 'nvidia-peermem: loaded' "$W/out" || fail "peermem (present)"
+echo "Global tclass=-1" > "$W/sys/class/infiniband/srxe_lo/tc/1/traffic_class"
+
+# a stand-in all_reduce_perf: 20 GB/s over NCCL IB, 19 over the plugin
+mkdir "$W/nt"
+cat > "$W/nt/all_reduce_perf" <<'X'
+#!/bin/sh
+if [ "$NCCL_NET_PLUGIN" = none ] && [ "$NCCL_NET" = IB ]; then bw=20.00
+elif [ "$NCCL_NET_PLUGIN" = crux ] && [ "$NCCL_NET" = Crux ]; then bw=19.00
+else echo "unexpected environment"; exit 1; fi
+echo "# Avg bus bandwidth    : $bw"
+X
+chmod +x "$W/nt/all_reduce_perf"
+"$HW" --lib "$LIB" --mlx5 "$LIB" --sysfs "$W/sys" --nccl-tests "$W/nt" > "$W/out" 2>&1; rc=$?
+[ $rc = 0 ] || fail "exit $rc with nccl-tests"
+grep -q 'Crux / NCCL IB: 0.950 (19.000 vs 20.000 GB/s)' "$W/out" || fail "nccl-tests ratio"
+
+CRUX_SOFTRDMA_IFNAMES=no-such-if "$HW" --lib "$LIB" > "$W/out" 2>&1; rc=$?
+[ $rc = 2 ] && grep -q 'error: no RDMA devices' "$W/out" || fail "no-device error"
+"$HW" --lib "$W/none.so" > "$W/out" 2>&1; rc=$?
+[ $rc = 2 ] && grep -q 'error: cannot load' "$W/out" || fail "missing-library error"
+"$HW" --bogus > "$W/out" 2>&1; rc=$?
+[ $rc = 2 ] || fail "bad option accepted"
+echo PASS

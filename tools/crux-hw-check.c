@@ -1,0 +1,469 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * crux-hw-check: what an operator runs on an RDMA host before using Crux's
+ * verbs transport. It loads libibverbs the way the plugin does (dlopen +
+ * versioned symbols), lists devices and ports, picks the RoCE GID by the
+ * plugin's own rules, probes per-QP source-port control, DMA-BUF and
+ * nvidia-peermem, warns about a host-wide traffic-class override, and, given
+ * nccl-tests, compares all_reduce_perf over NCCL's IB transport and over Crux.
+ * Exit status: 0 fine, 1 warnings, 2 unusable (no library, no device).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <getopt.h>
+#include <infiniband/verbs.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include "vx.h"
+
+struct lib {
+	struct ibv_device **(*get_device_list)(int *);
+	void (*free_device_list)(struct ibv_device **);
+	const char *(*get_device_name)(struct ibv_device *);
+	struct ibv_context *(*open_device)(struct ibv_device *);
+	int (*close_device)(struct ibv_context *);
+	int (*query_device)(struct ibv_context *, struct ibv_device_attr *);
+	int (*query_port)(struct ibv_context *, uint8_t, struct ibv_port_attr *);
+	int (*query_gid)(struct ibv_context *, uint8_t, int, union ibv_gid *);
+	int (*query_gid_ex)(struct ibv_context *, uint32_t, uint32_t, struct ibv_gid_entry *,
+			    uint32_t, size_t);
+	struct ibv_pd *(*alloc_pd)(struct ibv_context *);
+	int (*dealloc_pd)(struct ibv_pd *);
+	struct ibv_mr *(*reg_dmabuf_mr)(struct ibv_pd *, uint64_t, size_t, uint64_t, int, int);
+	struct ibv_cq *(*create_cq)(struct ibv_context *, int, void *, struct ibv_comp_channel *, int);
+	int (*destroy_cq)(struct ibv_cq *);
+	struct ibv_qp *(*create_qp)(struct ibv_pd *, struct ibv_qp_init_attr *);
+	int (*modify_qp)(struct ibv_qp *, struct ibv_qp_attr *, int);
+	int (*query_qp)(struct ibv_qp *, struct ibv_qp_attr *, int, struct ibv_qp_init_attr *);
+	int (*destroy_qp)(struct ibv_qp *);
+	int (*udp_sport)(struct ibv_qp *, uint16_t);
+	const char *mlx5_why;
+};
+
+struct opts {
+	const char *lib, *mlx5, *sysfs, *nccl_tests, *plugin_dir, *nccl_args, *launcher;
+};
+
+static int g_warnings;
+
+static void warn(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("  WARNING: ", stdout);
+	vprintf(fmt, ap);
+	fputc('\n', stdout);
+	va_end(ap);
+	g_warnings++;
+}
+
+#define SYM(field, name, ver, required)                                                            \
+	do {                                                                                       \
+		*(void **)&l->field = dlvsym(h, name, ver);                                        \
+		if (!l->field && (required)) {                                                     \
+			fprintf(stderr, "error: %s has no %s@%s: not an rdma-core libibverbs; "      \
+					"set CRUX_IBVERBS_LIB to one\n", o->lib, name, ver);        \
+			return -1;                                                                 \
+		}                                                                                  \
+	} while (0)
+
+static int load(const struct opts *o, struct lib *l)
+{
+	void *h = dlopen(o->lib, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		fprintf(stderr, "error: cannot load %s (%s).\n  Install rdma-core's libibverbs "
+				"(Debian: libibverbs1) or point CRUX_IBVERBS_LIB / --lib at it.\n",
+			o->lib, dlerror());
+		return -1;
+	}
+	SYM(get_device_list, "ibv_get_device_list", "IBVERBS_1.1", 1);
+	SYM(free_device_list, "ibv_free_device_list", "IBVERBS_1.1", 1);
+	SYM(get_device_name, "ibv_get_device_name", "IBVERBS_1.1", 1);
+	SYM(open_device, "ibv_open_device", "IBVERBS_1.1", 1);
+	SYM(close_device, "ibv_close_device", "IBVERBS_1.1", 1);
+	SYM(query_device, "ibv_query_device", "IBVERBS_1.1", 1);
+	SYM(query_port, "ibv_query_port", "IBVERBS_1.1", 1);
+	SYM(query_gid, "ibv_query_gid", "IBVERBS_1.1", 1);
+	SYM(query_gid_ex, "_ibv_query_gid_ex", "IBVERBS_1.11", 0);
+	SYM(alloc_pd, "ibv_alloc_pd", "IBVERBS_1.1", 1);
+	SYM(dealloc_pd, "ibv_dealloc_pd", "IBVERBS_1.1", 1);
+	SYM(reg_dmabuf_mr, "ibv_reg_dmabuf_mr", "IBVERBS_1.12", 0);
+	SYM(create_cq, "ibv_create_cq", "IBVERBS_1.1", 1);
+	SYM(destroy_cq, "ibv_destroy_cq", "IBVERBS_1.1", 1);
+	SYM(create_qp, "ibv_create_qp", "IBVERBS_1.1", 1);
+	SYM(modify_qp, "ibv_modify_qp", "IBVERBS_1.1", 1);
+	SYM(query_qp, "ibv_query_qp", "IBVERBS_1.1", 1);
+	SYM(destroy_qp, "ibv_destroy_qp", "IBVERBS_1.1", 1);
+	void *m = dlopen(o->mlx5, RTLD_NOW | RTLD_LOCAL);
+	if (!m)
+		l->mlx5_why = "libmlx5 not loadable";
+	else if (!(*(void **)&l->udp_sport = dlvsym(m, "mlx5dv_modify_qp_udp_sport", "MLX5_1.19")))
+		l->mlx5_why = "libmlx5 has no mlx5dv_modify_qp_udp_sport@MLX5_1.19";
+	return 0;
+}
+
+/* Mb/s from the port's speed and width bits (IBTA encodings) */
+static int port_mbps(uint8_t speed, uint8_t width)
+{
+	static const int per_lane[] = {2500, 5000, 10000, 10000, 14000, 25000, 50000, 100000, 200000};
+	static const int lanes[] = {1, 4, 8, 12, 2};
+	int s = 0, w = 0;
+	while (s < 8 && !(speed & (1u << s)))
+		s++;
+	while (w < 4 && !(width & (1u << w)))
+		w++;
+	return per_lane[s] * lanes[w];
+}
+
+static const char *gid_type_name(int t)
+{
+	return t == IBV_GID_TYPE_ROCE_V2 ? "RoCE v2" : t == IBV_GID_TYPE_ROCE_V1 ? "RoCE v1"
+						   : t == IBV_GID_TYPE_IB       ? "IB"
+										: "unknown";
+}
+
+static int gid_type(const struct lib *l, const struct opts *o, struct ibv_context *c,
+		    const char *dev, int port, int i)
+{
+	struct ibv_gid_entry e;
+	if (l->query_gid_ex && l->query_gid_ex(c, (uint32_t)port, (uint32_t)i, &e, 0, sizeof e) == 0)
+		return (int)e.gid_type;
+	char p[512], buf[32] = "";
+	snprintf(p, sizeof p, "%s/class/infiniband/%s/ports/%d/gid_attrs/types/%d", o->sysfs, dev,
+		 port, i);
+	FILE *f = fopen(p, "r");
+	if (!f)
+		return -1;
+	if (!fgets(buf, sizeof buf, f))
+		buf[0] = 0;
+	fclose(f);
+	return strncmp(buf, "RoCE v2", 7) == 0 ? IBV_GID_TYPE_ROCE_V2
+	       : strncmp(buf, "IB/RoCE v1", 10) == 0 ? IBV_GID_TYPE_ROCE_V1 : -1;
+}
+
+static void gid_text(const union ibv_gid *g, char *out, size_t n)
+{
+	static const uint8_t v4map[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	if (memcmp(g->raw, v4map, 12) == 0)
+		inet_ntop(AF_INET, &g->raw[12], out, (socklen_t)n);
+	else
+		inet_ntop(AF_INET6, g->raw, out, (socklen_t)n);
+}
+
+/* Can the QP take a flow label, and can mlx5dv set its source port? A QP
+ * looped back to itself through the chosen GID is enough to ask. */
+static void probe_sport(const struct lib *l, struct ibv_context *c, struct ibv_pd *pd, int port,
+			int gid_index, const union ibv_gid *gid)
+{
+	struct ibv_cq *cq = l->create_cq(c, 4, NULL, NULL, 0);
+	struct ibv_qp_init_attr ia = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+				      .cap = {1, 1, 1, 1, 0}};
+	struct ibv_qp *qp = cq ? l->create_qp(pd, &ia) : NULL;
+	if (!qp) {
+		warn("cannot create a test QP (%s): source-port checks skipped", strerror(errno));
+		goto out;
+	}
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = (uint8_t)port,
+				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE};
+	int rc = l->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+					      IBV_QP_ACCESS_FLAGS);
+	memset(&a, 0, sizeof a);
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = qp->qp_num;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.port_num = (uint8_t)port;
+	a.ah_attr.grh.dgid = *gid;
+	a.ah_attr.grh.sgid_index = (uint8_t)gid_index;
+	a.ah_attr.grh.hop_limit = 64;
+	a.ah_attr.grh.flow_label = 0x12345;
+	a.ah_attr.grh.traffic_class = 0x60;
+	if (!rc)
+		rc = l->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+						  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+						  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	struct ibv_qp_attr q;
+	struct ibv_qp_init_attr qi;
+	if (rc)
+		warn("flow label: a QP refused traffic class 0x60 / flow label 0x12345 (%s)", strerror(rc));
+	else if (l->query_qp(qp, &q, IBV_QP_AV, &qi) == 0 && q.ah_attr.grh.flow_label != 0x12345)
+		warn("flow label: set 0x12345, the device reports 0x%x: paths cannot be steered by it",
+		     q.ah_attr.grh.flow_label);
+	else
+		printf("  flow label -> UDP source port: accepted (0x12345 gives port %u)\n",
+		       0xC000u | ((0x12345u & 0x3fff) ^ ((0x12345u & 0xFC000) >> 14)));
+	if (!l->udp_sport)
+		printf("  mlx5dv source-port control: unavailable (%s)\n", l->mlx5_why);
+	else if ((rc = l->udp_sport(qp, 0xC123)) != 0)
+		printf("  mlx5dv source-port control: refused (%s); the flow label is used\n", strerror(rc));
+	else
+		printf("  mlx5dv source-port control: works\n");
+out:
+	if (qp)
+		l->destroy_qp(qp);
+	if (cq)
+		l->destroy_cq(cq);
+}
+
+static void probe_dmabuf(const struct lib *l, struct ibv_pd *pd)
+{
+	if (!l->reg_dmabuf_mr) {
+		printf("  DMA-BUF registration: no (libibverbs older than rdma-core 34)\n");
+		return;
+	}
+	errno = 0;
+	struct ibv_mr *mr = l->reg_dmabuf_mr(pd, 0, 0, 0, -1, 0);
+	if (mr)
+		printf("  DMA-BUF registration: probe unexpectedly succeeded\n");
+	else if (errno == EOPNOTSUPP || errno == EPROTONOSUPPORT)
+		printf("  DMA-BUF registration: not supported by this device/kernel (%s); "
+		       "GPU memory needs nvidia-peermem\n", strerror(errno));
+	else
+		printf("  DMA-BUF registration: supported (probe with fd -1 gave %s)\n", strerror(errno));
+}
+
+/* A traffic class forced for the whole device overrides the per-QP one. */
+static void check_tc_override(const struct opts *o, const char *dev, int port)
+{
+	char p[512], buf[128] = "";
+	snprintf(p, sizeof p, "%s/class/infiniband/%s/tc/%d/traffic_class", o->sysfs, dev, port);
+	FILE *f = fopen(p, "r");
+	if (!f)
+		return;
+	if (!fgets(buf, sizeof buf, f))
+		buf[0] = 0;
+	fclose(f);
+	buf[strcspn(buf, "\n")] = 0;
+	const char *t = strstr(buf, "tclass=");
+	long v = t ? strtol(t + 7, NULL, 10) : -1;
+	if (v >= 0)
+		warn("%s holds \"%s\": every QP of %s port %d is sent with traffic class %ld, so "
+		     "Crux's per-job classes have no effect. Clear it: echo -1 > %s",
+		     p, buf, dev, port, v, p);
+	else
+		printf("  host-wide traffic class override: none (%s)\n", buf[0] ? buf : "empty");
+}
+
+static void check_peermem(const struct opts *o)
+{
+	char p[512];
+	snprintf(p, sizeof p, "%s/module/nvidia_peermem", o->sysfs);
+	if (access(p, F_OK) == 0) {
+		printf("nvidia-peermem: loaded\n");
+		return;
+	}
+	snprintf(p, sizeof p, "%s/module/nv_peer_mem", o->sysfs);
+	if (access(p, F_OK) == 0)
+		printf("nvidia-peermem: the legacy nv_peer_mem module is loaded\n");
+	else
+		printf("nvidia-peermem: not loaded (GPU memory registration needs it or DMA-BUF; "
+		       "modprobe nvidia-peermem)\n");
+}
+
+static int check_port(const struct lib *l, const struct opts *o, struct ibv_context *c,
+		      struct ibv_pd *pd, const char *dev, int port,
+		      const struct cruxn_gid_rules *rules)
+{
+	struct ibv_port_attr pa;
+	memset(&pa, 0, sizeof pa);
+	if (l->query_port(c, (uint8_t)port, &pa) != 0) {
+		warn("%s port %d: query failed", dev, port);
+		return -1;
+	}
+	bool eth = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+	printf("  port %d: %s, link layer %s, active MTU %d, %d Mb/s\n", port,
+	       pa.state == IBV_PORT_ACTIVE ? "ACTIVE" : "not active",
+	       eth ? "Ethernet (RoCE)" : pa.link_layer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand"
+										    : "unspecified",
+	       128 << pa.active_mtu, port_mbps(pa.active_speed, pa.active_width));
+	if (pa.state != IBV_PORT_ACTIVE) {
+		warn("%s port %d is not ACTIVE: the plugin skips it", dev, port);
+		return 0;
+	}
+	if (!eth) {
+		printf("  InfiniBand: LID %u; no GID choice or DSCP marking applies\n", pa.lid);
+		return 0;
+	}
+	struct cruxn_gid_cand cand[256];
+	int n = 0;
+	for (int i = 0; i < pa.gid_tbl_len && n < 256; i++) {
+		if (l->query_gid(c, (uint8_t)port, i, &cand[n].gid) != 0)
+			continue;
+		static const uint8_t zero[16];
+		if (memcmp(cand[n].gid.raw, zero, 16) == 0)
+			continue;
+		cand[n].index = i;
+		cand[n].type = gid_type(l, o, c, dev, port, i);
+		char t[INET6_ADDRSTRLEN];
+		gid_text(&cand[n].gid, t, sizeof t);
+		printf("    GID %3d  %-8s %s\n", i, gid_type_name(cand[n].type), t);
+		n++;
+	}
+	int idx = -1;
+	if (cruxn_gid_choose(cand, n, rules, &idx) != CRUX_OK) {
+		warn("%s port %d: no GID matches NCCL_IB_GID_INDEX / NCCL_IB_ADDR_FAMILY / "
+		     "NCCL_IB_ADDR_RANGE / NCCL_IB_ROCE_VERSION_NUM: the plugin cannot use it", dev, port);
+		return 0;
+	}
+	for (int i = 0; i < n; i++)
+		if (cand[i].index == idx) {
+			char t[INET6_ADDRSTRLEN];
+			gid_text(&cand[i].gid, t, sizeof t);
+			printf("  chosen GID index %d (%s, %s)%s\n", idx, gid_type_name(cand[i].type), t,
+			       rules->index >= 0 ? " from NCCL_IB_GID_INDEX" : "");
+			probe_sport(l, c, pd, port, idx, &cand[i].gid);
+		}
+	check_tc_override(o, dev, port);
+	return 0;
+}
+
+/* the "Avg bus bandwidth" all_reduce_perf prints, or a negative value */
+static double run_allreduce(const struct opts *o, const char *label, const char *env)
+{
+	char cmd[4096];
+	snprintf(cmd, sizeof cmd, "env %s %s %s/all_reduce_perf %s 2>&1", env,
+		 o->launcher ? o->launcher : "", o->nccl_tests, o->nccl_args);
+	printf("nccl-tests (%s): %s\n", label, cmd);
+	fflush(stdout);
+	FILE *p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	char line[1024];
+	double bw = -1;
+	while (fgets(line, sizeof line, p)) {
+		const char *k = strstr(line, "Avg bus bandwidth");
+		const char *c = k ? strchr(k, ':') : NULL;
+		if (c)
+			bw = strtod(c + 1, NULL);
+	}
+	int st = pclose(p);
+	if (st != 0 || bw < 0) {
+		warn("all_reduce_perf (%s) %s", label,
+		     st != 0 ? "failed (see its output by running the command above)"
+			     : "printed no \"Avg bus bandwidth\" line");
+		return -1;
+	}
+	printf("  average bus bandwidth: %.3f GB/s\n", bw);
+	return bw;
+}
+
+static void compare_nccl(const struct opts *o)
+{
+	char p[1024];
+	snprintf(p, sizeof p, "%s/all_reduce_perf", o->nccl_tests);
+	if (access(p, X_OK) != 0) {
+		warn("--nccl-tests: %s is not an executable (build nccl-tests, give its build dir)", p);
+		return;
+	}
+	double ib = run_allreduce(o, "NCCL's IB transport", "NCCL_NET=IB NCCL_NET_PLUGIN=none");
+	char env[1200];
+	snprintf(env, sizeof env, "NCCL_NET=Crux NCCL_NET_PLUGIN=crux CRUX_TRANSPORT=verbs%s%s",
+		 o->plugin_dir ? " LD_LIBRARY_PATH=" : "", o->plugin_dir ? o->plugin_dir : "");
+	double cx = run_allreduce(o, "Crux plugin", env);
+	if (ib > 0 && cx > 0)
+		printf("all_reduce_perf bus bandwidth, Crux / NCCL IB: %.3f (%.3f vs %.3f GB/s)\n",
+		       cx / ib, cx, ib);
+}
+
+static void usage(FILE *f, const char *me)
+{
+	fprintf(f,
+		"usage: %s [options]\n"
+		"  --lib PATH         libibverbs to load (default $CRUX_IBVERBS_LIB or libibverbs.so.1)\n"
+		"  --mlx5 PATH        libmlx5 to load (default $CRUX_MLX5_LIB or libmlx5.so.1)\n"
+		"  --sysfs DIR        sysfs root (default /sys)\n"
+		"  --nccl-tests DIR   nccl-tests build dir: run all_reduce_perf over NCCL IB and Crux\n"
+		"  --nccl-args ARGS   all_reduce_perf arguments (default \"-b 8M -e 256M -f 2 -g 1\")\n"
+		"  --launcher CMD     prefix for multi-host runs, e.g. \"mpirun -np 2 -H a,b -x NCCL_NET "
+		"-x NCCL_NET_PLUGIN -x CRUX_TRANSPORT -x LD_LIBRARY_PATH\"\n"
+		"  --plugin-dir DIR   where libnccl-net-crux.so is (added to LD_LIBRARY_PATH)\n",
+		me);
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = {.lib = getenv("CRUX_IBVERBS_LIB"), .mlx5 = getenv("CRUX_MLX5_LIB"),
+			 .sysfs = "/sys", .nccl_args = "-b 8M -e 256M -f 2 -g 1"};
+	if (!o.lib || !*o.lib)
+		o.lib = "libibverbs.so.1";
+	if (!o.mlx5 || !*o.mlx5)
+		o.mlx5 = "libmlx5.so.1";
+	static const struct option lo[] = {
+		{"lib", 1, 0, 'l'}, {"mlx5", 1, 0, 'm'}, {"sysfs", 1, 0, 's'},
+		{"nccl-tests", 1, 0, 'n'}, {"nccl-args", 1, 0, 'a'}, {"launcher", 1, 0, 'L'},
+		{"plugin-dir", 1, 0, 'p'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+	for (int ch; (ch = getopt_long(argc, argv, "h", lo, NULL)) != -1;) {
+		switch (ch) {
+		case 'l': o.lib = optarg; break;
+		case 'm': o.mlx5 = optarg; break;
+		case 's': o.sysfs = optarg; break;
+		case 'n': o.nccl_tests = optarg; break;
+		case 'a': o.nccl_args = optarg; break;
+		case 'L': o.launcher = optarg; break;
+		case 'p': o.plugin_dir = optarg; break;
+		case 'h': usage(stdout, argv[0]); return 0;
+		default: usage(stderr, argv[0]); return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "error: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr, argv[0]);
+		return 2;
+	}
+	struct lib l = {0};
+	if (load(&o, &l))
+		return 2;
+	struct cruxn_gid_rules rules;
+	char err[256];
+	if (cruxn_gid_rules_load(&rules, err, sizeof err) != CRUX_OK) {
+		fprintf(stderr, "error: %s\n", err);
+		return 2;
+	}
+	int n = 0;
+	struct ibv_device **dl = l.get_device_list(&n);
+	if (!dl || n == 0) {
+		fprintf(stderr, "error: no RDMA devices (%s). Is the NIC's driver loaded (mlx5_ib, "
+				"rdma_rxe)? ls %s/class/infiniband should list them.\n",
+			dl ? "the list is empty" : strerror(errno), o.sysfs);
+		if (dl)
+			l.free_device_list(dl);
+		return 2;
+	}
+	printf("libibverbs: %s; %d RDMA device(s)\n", o.lib, n);
+	for (int d = 0; d < n; d++) {
+		const char *name = l.get_device_name(dl[d]);
+		struct ibv_context *c = l.open_device(dl[d]);
+		struct ibv_device_attr da;
+		if (!c || l.query_device(c, &da) != 0) {
+			warn("%s: cannot open or query (%s)", name, strerror(errno));
+			if (c)
+				l.close_device(c);
+			continue;
+		}
+		printf("device %s: firmware %s, %d port(s), max %d QPs, %d WRs per QP\n", name,
+		       da.fw_ver, da.phys_port_cnt, da.max_qp, da.max_qp_wr);
+		struct ibv_pd *pd = l.alloc_pd(c);
+		if (!pd) {
+			warn("%s: cannot allocate a protection domain (%s)", name, strerror(errno));
+		} else {
+			for (int p = 1; p <= da.phys_port_cnt; p++)
+				check_port(&l, &o, c, pd, name, p, &rules);
+			probe_dmabuf(&l, pd);
+			l.dealloc_pd(pd);
+		}
+		l.close_device(c);
+	}
+	l.free_device_list(dl);
+	check_peermem(&o);
+	if (o.nccl_tests)
+		compare_nccl(&o);
+	printf("%d warning(s)\n", g_warnings);
+	return g_warnings ? 1 : 0;
+}
