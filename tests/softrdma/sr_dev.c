@@ -346,6 +346,18 @@ SR_API struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, i
 	return mr_add(pd, addr, (uint64_t)(uintptr_t)addr, length, access, NULL);
 }
 
+/* what verbs.h's ibv_reg_mr inline calls when it cannot prove the access
+ * flags constant (unoptimized builds): iova must equal addr here */
+SR_API struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+				       unsigned int access)
+{
+	if (iova != (uint64_t)(uintptr_t)addr || (!addr && length)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return mr_add(pd, addr, iova, length, (int)(access & ~IBV_ACCESS_OPTIONAL_RANGE), NULL);
+}
+
 /* DMA-BUF: unsupported (EOPNOTSUPP) unless CRUX_SOFTRDMA_DMABUF=1, which
  * emulates it for host memory by mapping the fd (a memfd, say) */
 SR_API struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
