@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * One host's membership of a Crux cluster in etcd (the engine of cruxd's
+ * cluster mode):
+ *
+ *   /crux/<cluster>/hosts/<host>   this host's job view, on its own lease,
+ *                                  written only when it changes
+ *   /crux/<cluster>/leader         the leader key (crux/elect.h)
+ *   /crux/<cluster>/schedule       the schedule record, written fenced
+ *
+ * crux_cluster_step, called from the agent's loop, renews the lease,
+ * campaigns, and — on the leader — reads every host view at one revision,
+ * merges them, asks the plan callback for a schedule and writes it fenced
+ * by its term. A watcher thread follows the schedule key by list-then-watch;
+ * step hands each new schedule to the apply callback in the caller's thread.
+ * When etcd cannot be reached the last applied schedule stays in force
+ * (stale-but-usable), said once in the log and in crux_cluster_status.
+ */
+#ifndef CRUX_CLUSTER_NODE_H
+#define CRUX_CLUSTER_NODE_H
+
+#include "crux/cluster_view.h"
+#include "crux/etcd.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CRUX_CLUSTER_NAME_MAX 64
+
+/* The leader's planner: merged view -> schedule (levels, jobs). The node
+ * fills input_revision and term. */
+typedef crux_status_t (*crux_cluster_plan_fn)(void *arg, const struct crux_cv_host *merged,
+					      struct crux_cv_schedule *out);
+/* Every host: a newer schedule to write into the local decision table.
+ * revision: the schedule key's mod revision. */
+typedef void (*crux_cluster_apply_fn)(void *arg, const struct crux_cv_schedule *s,
+				      int64_t revision);
+
+struct crux_cluster_cfg {
+	struct crux_etcd_opts etcd;
+	const char *cluster; /* [A-Za-z0-9._-], 1..63 bytes */
+	const char *host;    /* this host's name, same alphabet */
+	int64_t ttl_s;	     /* lease TTL, 2..3600; 0: 10 */
+	crux_cluster_plan_fn plan;
+	crux_cluster_apply_fn apply;
+	void *arg;
+};
+
+struct crux_cluster_status {
+	bool leader;
+	int64_t term;		  /* > 0 while leader */
+	int64_t applied_revision; /* schedule key revision last applied, 0 none */
+	int64_t applied_input;	  /* the input revision that schedule was computed from */
+	bool stale;		  /* etcd unreachable: last schedule kept */
+	uint64_t schedules_written;
+	uint64_t bytes_written; /* keys + values this node put */
+	char leader_name[CRUX_CLUSTER_NAME_MAX];
+};
+
+struct crux_cluster_node;
+
+crux_status_t crux_cluster_open(const struct crux_cluster_cfg *cfg, struct crux_cluster_node **out,
+				char *err, size_t errlen);
+/* Stop the watcher; resign if leader; revoke the lease (records vanish). */
+void crux_cluster_close(struct crux_cluster_node *n);
+/* Stop the watcher without resigning or revoking (a crash, for tests). */
+void crux_cluster_abandon(struct crux_cluster_node *n);
+
+/* Set this host's view (published by the next step if it changed). */
+crux_status_t crux_cluster_set_view(struct crux_cluster_node *n, const struct crux_cv_host *view);
+/* One round; never blocks longer than the etcd timeout per call. */
+crux_status_t crux_cluster_step(struct crux_cluster_node *n);
+void crux_cluster_get_status(struct crux_cluster_node *n, struct crux_cluster_status *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CRUX_CLUSTER_NODE_H */

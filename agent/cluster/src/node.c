@@ -1,0 +1,413 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A host's membership of a Crux cluster in etcd (see crux/cluster_node.h). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "crux/cluster_node.h"
+#include "crux/elect.h"
+#include "crux/log.h"
+
+struct crux_cluster_node {
+	struct crux_cluster_cfg cfg;
+	char cluster[CRUX_CLUSTER_NAME_MAX], host[CRUX_CLUSTER_NAME_MAX];
+	char k_hosts[160], k_me[224], k_leader[160], k_sched[160];
+	struct crux_etcd *e;  /* step's handle */
+	struct crux_etcd *we; /* the watcher's handle */
+	int64_t lease, term;
+	double next_keepalive, next_campaign;
+	char *view_text; /* to publish */
+	size_t view_len;
+	bool view_dirty;
+	uint64_t planned_sig; /* inputs of the last schedule written */
+	int64_t planned_term;
+	bool etcd_ok, said_stale;
+	uint64_t schedules_written, bytes_written;
+	char leader_name[CRUX_CLUSTER_NAME_MAX];
+
+	pthread_t watcher;
+	bool watcher_started;
+	atomic_bool stop;
+	pthread_mutex_t mu; /* guards the fields below */
+	struct crux_cv_schedule latest;
+	int64_t latest_rev, applied_rev, applied_input;
+	bool watch_ok;
+};
+
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static bool name_ok(const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+	if (n == 0 || n >= CRUX_CLUSTER_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+/* ---- watcher thread: list, then watch from the list's revision + 1 ---- */
+
+static void take_schedule(struct crux_cluster_node *n, const struct crux_etcd_kv *kv)
+{
+	struct crux_cv_schedule s;
+	crux_status_t st = crux_cv_schedule_decode((const char *)kv->value, kv->value_len, &s);
+	if (st != CRUX_OK) {
+		if (crux_log_once_key(0x5c4ed0000ull ^ (uint64_t)kv->mod_revision))
+			crux_warn("cluster %s: the schedule at etcd revision %lld is unreadable (%s): "
+				  "keeping the last one", n->cluster, (long long)kv->mod_revision,
+				  crux_status_str(st));
+		return;
+	}
+	pthread_mutex_lock(&n->mu);
+	if (kv->mod_revision > n->latest_rev) {
+		crux_cv_schedule_free(&n->latest);
+		n->latest = s;
+		n->latest_rev = kv->mod_revision;
+	} else {
+		crux_cv_schedule_free(&s);
+	}
+	pthread_mutex_unlock(&n->mu);
+}
+
+static bool on_watch(void *arg, const struct crux_etcd_watch_msg *m)
+{
+	struct crux_cluster_node *n = arg;
+	for (size_t i = 0; i < m->n; i++)
+		if (m->events[i].type == CRUX_ETCD_EV_PUT)
+			take_schedule(n, &m->events[i].kv);
+	return !atomic_load(&n->stop);
+}
+
+static bool watch_stop(void *arg)
+{
+	struct crux_cluster_node *n = arg;
+	return atomic_load(&n->stop);
+}
+
+static void set_watch_ok(struct crux_cluster_node *n, bool ok)
+{
+	pthread_mutex_lock(&n->mu);
+	n->watch_ok = ok;
+	pthread_mutex_unlock(&n->mu);
+}
+
+static void nap(struct crux_cluster_node *n, double s)
+{
+	double until = mono_s() + s;
+	while (!atomic_load(&n->stop) && mono_s() < until) {
+		struct timespec ts = {0, 50000000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+static void *watcher_main(void *arg)
+{
+	struct crux_cluster_node *n = arg;
+	size_t klen = strlen(n->k_sched);
+	while (!atomic_load(&n->stop)) {
+		struct crux_etcd_range r;
+		if (crux_etcd_get(n->we, n->k_sched, klen, false, &r) != CRUX_OK) {
+			set_watch_ok(n, false);
+			nap(n, 0.5);
+			continue;
+		}
+		if (r.n == 1)
+			take_schedule(n, &r.kvs[0]);
+		int64_t from = r.revision + 1;
+		crux_etcd_range_free(&r);
+		set_watch_ok(n, true);
+		crux_status_t st = crux_etcd_watch(n->we, n->k_sched, klen, false, from, on_watch,
+						   watch_stop, n);
+		if (st != CRUX_OK && !atomic_load(&n->stop)) {
+			set_watch_ok(n, false);
+			nap(n, 0.5);
+		}
+	}
+	return NULL;
+}
+
+/* ---- open / close ---- */
+
+crux_status_t crux_cluster_open(const struct crux_cluster_cfg *cfg, struct crux_cluster_node **out,
+				char *err, size_t errlen)
+{
+	if (!name_ok(cfg->cluster) || !name_ok(cfg->host)) {
+		snprintf(err, errlen, "cluster name '%s' or host name '%s' is empty, longer than 63 "
+			 "bytes or has characters outside A-Z a-z 0-9 . _ -: choose another",
+			 cfg->cluster ? cfg->cluster : "", cfg->host ? cfg->host : "");
+		return CRUX_ERR_INVAL;
+	}
+	if (cfg->ttl_s && (cfg->ttl_s < 2 || cfg->ttl_s > 3600)) {
+		snprintf(err, errlen, "cluster lease TTL %lld s is outside 2..3600: choose another",
+			 (long long)cfg->ttl_s);
+		return CRUX_ERR_RANGE;
+	}
+	if (!cfg->plan || !cfg->apply) {
+		snprintf(err, errlen, "cluster: plan and apply callbacks are required");
+		return CRUX_ERR_INVAL;
+	}
+	struct crux_cluster_node *n = calloc(1, sizeof(*n));
+	if (!n) {
+		snprintf(err, errlen, "cluster: out of memory");
+		return CRUX_ERR_NOMEM;
+	}
+	n->cfg = *cfg;
+	if (!n->cfg.ttl_s)
+		n->cfg.ttl_s = 10;
+	snprintf(n->cluster, sizeof(n->cluster), "%s", cfg->cluster);
+	snprintf(n->host, sizeof(n->host), "%s", cfg->host);
+	snprintf(n->k_hosts, sizeof(n->k_hosts), "/crux/%s/hosts/", n->cluster);
+	snprintf(n->k_me, sizeof(n->k_me), "%s%s", n->k_hosts, n->host);
+	snprintf(n->k_leader, sizeof(n->k_leader), "/crux/%s/leader", n->cluster);
+	snprintf(n->k_sched, sizeof(n->k_sched), "/crux/%s/schedule", n->cluster);
+	pthread_mutex_init(&n->mu, NULL);
+	crux_status_t st = crux_etcd_open(&cfg->etcd, &n->e, err, errlen);
+	if (st == CRUX_OK)
+		st = crux_etcd_open(&cfg->etcd, &n->we, err, errlen);
+	if (st == CRUX_OK && pthread_create(&n->watcher, NULL, watcher_main, n) != 0) {
+		snprintf(err, errlen, "cluster: cannot start the watcher thread");
+		st = CRUX_ERR_IO;
+	}
+	if (st != CRUX_OK) {
+		crux_etcd_close(n->e);
+		crux_etcd_close(n->we);
+		pthread_mutex_destroy(&n->mu);
+		free(n);
+		return st;
+	}
+	n->watcher_started = true;
+	*out = n;
+	return CRUX_OK;
+}
+
+static void teardown(struct crux_cluster_node *n)
+{
+	atomic_store(&n->stop, true);
+	if (n->watcher_started)
+		pthread_join(n->watcher, NULL);
+	crux_etcd_close(n->e);
+	crux_etcd_close(n->we);
+	crux_cv_schedule_free(&n->latest);
+	pthread_mutex_destroy(&n->mu);
+	free(n->view_text);
+	free(n);
+}
+
+void crux_cluster_close(struct crux_cluster_node *n)
+{
+	if (!n)
+		return;
+	if (n->term > 0)
+		(void)crux_elect_resign(n->e, n->k_leader, n->term);
+	if (n->lease)
+		(void)crux_etcd_lease_revoke(n->e, n->lease);
+	teardown(n);
+}
+
+void crux_cluster_abandon(struct crux_cluster_node *n)
+{
+	if (n)
+		teardown(n);
+}
+
+crux_status_t crux_cluster_set_view(struct crux_cluster_node *n, const struct crux_cv_host *view)
+{
+	char *txt;
+	size_t len;
+	crux_status_t st = crux_cv_host_encode(view, &txt, &len);
+	if (st != CRUX_OK)
+		return st;
+	if (n->view_text && n->view_len == len && memcmp(n->view_text, txt, len) == 0) {
+		free(txt); /* unchanged: nothing to write */
+		return CRUX_OK;
+	}
+	free(n->view_text);
+	n->view_text = txt;
+	n->view_len = len;
+	n->view_dirty = true;
+	return CRUX_OK;
+}
+
+/* ---- step ---- */
+
+static void etcd_state(struct crux_cluster_node *n, crux_status_t st)
+{
+	bool ok = st == CRUX_OK || st == CRUX_ERR_PERM || st == CRUX_ERR_NOENT;
+	if (!ok && n->etcd_ok) {
+		int64_t rev;
+		pthread_mutex_lock(&n->mu);
+		rev = n->applied_rev;
+		pthread_mutex_unlock(&n->mu);
+		crux_warn("cluster %s: host %s: etcd unreachable (%s): keeping the last schedule "
+			  "(revision %lld) until it returns", n->cluster, n->host,
+			  crux_etcd_last_error(n->e), (long long)rev);
+		n->said_stale = true;
+	} else if (ok && !n->etcd_ok && n->said_stale) {
+		crux_info("cluster %s: host %s: etcd reachable again at %s", n->cluster, n->host,
+			  crux_etcd_endpoint(n->e));
+		n->said_stale = false;
+	}
+	n->etcd_ok = ok;
+}
+
+/* Keep the lease; a lost lease (expired while we were away) starts over. */
+static crux_status_t keep_lease(struct crux_cluster_node *n, double now)
+{
+	crux_status_t st = CRUX_OK;
+	if (n->lease && now >= n->next_keepalive) {
+		st = crux_etcd_lease_keepalive(n->e, n->lease, NULL);
+		if (st == CRUX_ERR_NOENT) {
+			crux_warn("cluster %s: lease of host %s expired: publishing again", n->cluster,
+				  n->host);
+			n->lease = 0;
+			n->term = 0;
+			n->view_dirty = true;
+			st = CRUX_OK;
+		} else if (st == CRUX_OK) {
+			n->next_keepalive = now + (double)n->cfg.ttl_s / 3;
+		}
+	}
+	if (st == CRUX_OK && !n->lease) {
+		st = crux_etcd_lease_grant(n->e, n->cfg.ttl_s, &n->lease, NULL);
+		if (st == CRUX_OK) {
+			n->next_keepalive = now + (double)n->cfg.ttl_s / 3;
+			n->view_dirty = true;
+		}
+	}
+	return st;
+}
+
+static uint64_t inputs_sig(const struct crux_etcd_range *r)
+{
+	uint64_t h = 0xcbf29ce484222325ull ^ r->n;
+	for (size_t i = 0; i < r->n; i++)
+		h = (h ^ (uint64_t)r->kvs[i].mod_revision) * 0x100000001b3ull;
+	return h;
+}
+
+/* The leader's round: views at one revision -> merge -> plan -> fenced write. */
+static crux_status_t lead(struct crux_cluster_node *n)
+{
+	struct crux_etcd_range r;
+	crux_status_t st = crux_etcd_get(n->e, n->k_hosts, strlen(n->k_hosts), true, &r);
+	if (st != CRUX_OK)
+		return st;
+	uint64_t sig = inputs_sig(&r);
+	if (sig == n->planned_sig && n->planned_term == n->term) {
+		crux_etcd_range_free(&r);
+		return CRUX_OK;
+	}
+	struct crux_cv_host *views = r.n ? calloc(r.n, sizeof(*views)) : NULL;
+	size_t nv = 0;
+	struct crux_cv_host merged = {0};
+	struct crux_cv_schedule s = {0};
+	char *txt = NULL;
+	size_t len = 0;
+	if (r.n && !views) {
+		st = CRUX_ERR_NOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < r.n; i++) {
+		crux_status_t d = crux_cv_host_decode((const char *)r.kvs[i].value, r.kvs[i].value_len,
+						      &views[nv]);
+		if (d == CRUX_OK)
+			nv++;
+		else if (crux_log_once_key(0x40575ull ^ (uint64_t)r.kvs[i].mod_revision))
+			crux_warn("cluster %s: host record %s is unreadable (%s): left out", n->cluster,
+				  (const char *)r.kvs[i].key, crux_status_str(d));
+	}
+	if ((st = crux_cv_merge(views, nv, &merged)) != CRUX_OK ||
+	    (st = n->cfg.plan(n->cfg.arg, &merged, &s)) != CRUX_OK)
+		goto out;
+	s.input_revision = r.revision;
+	s.term = n->term;
+	if ((st = crux_cv_schedule_encode(&s, &txt, &len)) != CRUX_OK)
+		goto out;
+	st = crux_elect_fenced_put(n->e, n->k_leader, n->term, n->k_sched, txt, len, NULL);
+	if (st == CRUX_OK) {
+		n->planned_sig = sig;
+		n->planned_term = n->term;
+		n->schedules_written++;
+		n->bytes_written += len + strlen(n->k_sched);
+	} else if (st == CRUX_ERR_PERM) {
+		crux_warn("cluster %s: no longer the leader (term %lld fenced): schedule not written",
+			  n->cluster, (long long)n->term);
+		n->term = 0;
+	}
+out:
+	free(txt);
+	crux_cv_schedule_free(&s);
+	crux_cv_host_free(&merged);
+	for (size_t i = 0; i < nv; i++)
+		crux_cv_host_free(&views[i]);
+	free(views);
+	crux_etcd_range_free(&r);
+	return st;
+}
+
+static void apply_latest(struct crux_cluster_node *n)
+{
+	pthread_mutex_lock(&n->mu);
+	if (n->latest_rev > n->applied_rev) {
+		n->applied_rev = n->latest_rev;
+		n->applied_input = n->latest.input_revision;
+		/* The callback runs under the lock: the watcher only swaps schedules. */
+		n->cfg.apply(n->cfg.arg, &n->latest, n->latest_rev);
+	}
+	pthread_mutex_unlock(&n->mu);
+}
+
+crux_status_t crux_cluster_step(struct crux_cluster_node *n)
+{
+	double now = mono_s();
+	crux_status_t st = keep_lease(n, now);
+	if (st == CRUX_OK && n->view_dirty && n->view_text) {
+		st = crux_etcd_put(n->e, n->k_me, strlen(n->k_me), n->view_text, n->view_len, n->lease,
+				   NULL);
+		if (st == CRUX_OK) {
+			n->view_dirty = false;
+			n->bytes_written += n->view_len + strlen(n->k_me);
+		}
+	}
+	if (st == CRUX_OK && n->term == 0 && now >= n->next_campaign) {
+		st = crux_elect_campaign(n->e, n->k_leader, n->host, n->lease, &n->term, n->leader_name,
+					 sizeof(n->leader_name));
+		n->next_campaign = now + (double)n->cfg.ttl_s / 4;
+		if (st == CRUX_OK && n->term > 0)
+			crux_info("cluster %s: host %s leads (term %lld)", n->cluster, n->host,
+				  (long long)n->term);
+	}
+	if (st == CRUX_OK && n->term > 0)
+		st = lead(n);
+	etcd_state(n, st);
+	apply_latest(n);
+	return st;
+}
+
+void crux_cluster_get_status(struct crux_cluster_node *n, struct crux_cluster_status *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->leader = n->term > 0;
+	out->term = n->term;
+	out->schedules_written = n->schedules_written;
+	out->bytes_written = n->bytes_written;
+	snprintf(out->leader_name, sizeof(out->leader_name), "%s", n->term > 0 ? n->host : n->leader_name);
+	pthread_mutex_lock(&n->mu);
+	out->applied_revision = n->applied_rev;
+	out->applied_input = n->applied_input;
+	out->stale = !n->etcd_ok || !n->watch_ok;
+	pthread_mutex_unlock(&n->mu);
+}
