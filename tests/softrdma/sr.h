@@ -23,6 +23,7 @@
 #define SR_NGID 3
 #define SR_HDR_LEN 40
 #define SR_MAX_MSG (1u << 31)
+#define SR_MAX_SEND (64u << 20) /* largest SEND the responder buffers */
 
 enum sr_ftype { SR_F_HELLO = 1, SR_F_REQ = 2, SR_F_RESP = 3 };
 enum sr_fop { SR_OP_WRITE = 1, SR_OP_WRITE_IMM, SR_OP_SEND, SR_OP_SEND_IMM, SR_OP_READ };

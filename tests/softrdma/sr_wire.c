@@ -350,6 +350,8 @@ static int serve(struct sr_ctx *c, struct sr_conn *cn, const struct sr_hdr *h)
 	bool imm = h->op == SR_OP_WRITE_IMM;
 	if ((imm || h->op == SR_OP_SEND || h->op == SR_OP_SEND_IMM) && qp->rq_n == 0)
 		return respond(cn, h, SR_S_RNR, NULL, 0);
+	if ((h->op == SR_OP_SEND || h->op == SR_OP_SEND_IMM) && h->plen && !cn->pay)
+		return respond(cn, h, SR_S_INVREQ, NULL, 0); /* over SR_MAX_SEND */
 	if (h->op == SR_OP_SEND || h->op == SR_OP_SEND_IMM)
 		return respond(cn, h, deliver_send(qp, cn, h, cn->pay), NULL, 0);
 	bool rd = h->op == SR_OP_READ;
@@ -364,6 +366,8 @@ static int serve(struct sr_ctx *c, struct sr_conn *cn, const struct sr_hdr *h)
 	}
 	if (rd)
 		return respond(cn, h, SR_S_OK, p, len);
+	if (len && !cn->pay)
+		return respond(cn, h, SR_S_ACCESS, NULL, 0);
 	if (len)
 		memcpy(p, cn->pay, len);
 	if (imm)
@@ -415,14 +419,36 @@ bad:
 	return -1;
 }
 
+/* Whether a frame's payload is worth buffering: a WRITE into a valid
+ * region, a SEND within SR_MAX_SEND, the READ data the oldest WR waits for. */
+static bool payload_wanted(struct sr_ctx *c, struct sr_conn *cn)
+{
+	const struct sr_hdr *h = &cn->h;
+	if (!cn->outbound) {
+		if (h->type != SR_F_REQ || !cn->qp)
+			return false;
+		if (h->op == SR_OP_SEND || h->op == SR_OP_SEND_IMM)
+			return h->plen <= SR_MAX_SEND;
+		struct sr_mr *m = sr_mr_find(c, cn->qp->ib.pd, h->rkey);
+		return m && sr_mr_ptr(m, h->raddr, h->plen);
+	}
+	const struct sr_wqe *w = cn->qp ? cn->qp->sq : NULL;
+	return h->type == SR_F_RESP && w && w->op == IBV_WR_RDMA_READ && w->seq == h->seq &&
+	       w->len == h->plen;
+}
+
 static int read_conn(struct sr_ctx *c, struct sr_conn *cn)
 {
+	static _Thread_local uint8_t scratch[65536]; /* dropped payloads */
 	for (int frames = 0; frames < 256; frames++) {
 		ssize_t n;
 		if (cn->hgot < SR_HDR_LEN) {
 			n = recv(cn->fd, cn->hbuf + cn->hgot, SR_HDR_LEN - cn->hgot, 0);
-		} else {
+		} else if (cn->pay) {
 			n = recv(cn->fd, cn->pay + cn->pgot, cn->h.plen - cn->pgot, 0);
+		} else {
+			size_t left = cn->h.plen - cn->pgot;
+			n = recv(cn->fd, scratch, left < sizeof scratch ? left : sizeof scratch, 0);
 		}
 		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
 			conn_dead(c, cn);
@@ -441,8 +467,8 @@ static int read_conn(struct sr_ctx *c, struct sr_conn *cn)
 			}
 			cn->pgot = 0;
 			if (cn->h.plen) {
-				cn->pay = malloc(cn->h.plen);
-				if (!cn->pay) {
+				/* a payload nothing will use is read and dropped, never buffered */
+				if (payload_wanted(c, cn) && !(cn->pay = malloc(cn->h.plen))) {
 					conn_dead(c, cn);
 					return -1;
 				}
