@@ -8,7 +8,10 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -405,6 +408,89 @@ static int teardown_dead(void **st)
 	return 0;
 }
 
+/* a peer in another process; sig: what happens to it after one good WRITE */
+static void peer_process(int sig, enum ibv_wc_status want, int min_ms)
+{
+	int up[2], down[2];
+	assert_int_equal(pipe(up), 0);
+	assert_int_equal(pipe(down), 0);
+	static uint8_t cbuf[4096];
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct srt_end e;
+		uint32_t msg[3] = {0}, peer = 0;
+		struct ibv_mr *mr = NULL;
+		if (srt_end_open(&e, 8) == 0 &&
+		    (mr = ibv_reg_mr(e.pd, cbuf, sizeof cbuf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE))) {
+			msg[0] = e.qp->qp_num;
+			msg[1] = mr->rkey;
+		}
+		if (write(up[1], msg, sizeof msg) != sizeof msg || read(down[0], &peer, 4) != 4)
+			_exit(1);
+		union ibv_gid g;
+		ibv_query_gid(e.ctx, 1, 2, &g);
+		srt_connect(&e, peer, &g, 0, 0);
+		ssize_t w = write(up[1], msg, 4);
+		(void)w;
+		for (;;)
+			pause();
+	}
+	struct srt_end a;
+	assert_int_equal(srt_end_open(&a, 8), 0);
+	uint8_t buf[64] = {1, 2, 3};
+	struct ibv_mr *mr = ibv_reg_mr(a.pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE);
+	uint32_t msg[3];
+	assert_int_equal(read(up[0], msg, sizeof msg), sizeof msg);
+	assert_int_not_equal(msg[0], 0);
+	assert_int_equal(write(down[1], &a.qp->qp_num, 4), 4);
+	assert_int_equal(read(up[0], msg + 2, 4), 4);
+	union ibv_gid g;
+	assert_int_equal(ibv_query_gid(a.ctx, 1, 2, &g), 0);
+	assert_int_equal(srt_connect(&a, msg[0], &g, 0, 0), 0);
+	struct ibv_wc wc[2];
+	/* the child's buffer is at the same address as in the parent (fork) */
+	assert_int_equal(srt_post(a.qp, IBV_WR_RDMA_WRITE, 1, buf, 64, mr->lkey, (uintptr_t)cbuf,
+				  msg[1], 0, true), 0);
+	assert_int_equal(srt_wait(a.cq, wc, 1, 5000), 1);
+	assert_int_equal(wc[0].status, IBV_WC_SUCCESS);
+	kill(pid, sig);
+	if (sig == SIGKILL)
+		waitpid(pid, NULL, 0);
+	uint64_t t0 = (uint64_t)time(NULL);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(srt_post(a.qp, IBV_WR_RDMA_WRITE, 2 + i, buf, 64, mr->lkey,
+					  (uintptr_t)cbuf, msg[1], 0, true), 0);
+	assert_int_equal(srt_wait(a.cq, wc, 2, 10000), 2);
+	assert_int_equal(wc[0].status, want);
+	assert_int_equal(wc[1].status, IBV_WC_WR_FLUSH_ERR);
+	assert_true((uint64_t)time(NULL) - t0 + 1 >= (uint64_t)min_ms / 1000);
+	if (sig != SIGKILL) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	ibv_dereg_mr(mr);
+	srt_end_close(&a);
+	close(up[0]);
+	close(up[1]);
+	close(down[0]);
+	close(down[1]);
+}
+
+/* the peer process dies: its sockets close, outstanding WRs fail */
+static void test_peer_killed(void **st)
+{
+	(void)st;
+	peer_process(SIGKILL, IBV_WC_RETRY_EXC_ERR, 0);
+}
+
+/* the peer process hangs: no answer within the QP's timeout */
+static void test_peer_frozen(void **st)
+{
+	(void)st;
+	peer_process(SIGSTOP, IBV_WC_RETRY_EXC_ERR, 2000);
+}
+
 int main(void)
 {
 	setenv("CRUX_SOFTRDMA_IFNAMES", "lo", 1);
@@ -424,6 +510,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_rnr_exceeded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_state_machine, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dead_peer, setup, teardown_dead),
+		cmocka_unit_test(test_peer_killed),
+		cmocka_unit_test(test_peer_frozen),
 	};
 	return cmocka_run_group_tests_name("softrdma", tests, NULL, NULL);
 }
