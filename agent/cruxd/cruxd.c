@@ -12,10 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "crux/agent.h"
 #include "crux/log.h"
 #include "crux_config.h"
+#include "metrics.h"
 
 /* Signals are the one thing a handler may touch: this is cruxd's only global state. */
 static volatile sig_atomic_t cruxd_sig_stop, cruxd_sig_reload;
@@ -68,6 +70,8 @@ static void usage(FILE *f)
 		"  --no-probe         do not probe ECMP paths (CRUX_PROBE=0)\n"
 		"  --passes N         run N passes and exit (0 = until SIGTERM)\n"
 		"  --log-level L      error|warn|info|debug (CRUX_LOG_LEVEL)\n"
+		"  --metrics [ADDR:]PORT  serve Prometheus metrics at /metrics (CRUX_METRICS;\n"
+		"                     off by default; PORT alone binds 127.0.0.1)\n"
 		"  --version, --help\n"
 		"Signals: SIGHUP reloads topology and levels; SIGTERM/SIGINT stop cleanly.\n",
 		CRUX_SHM_DIR_DEFAULT);
@@ -101,6 +105,7 @@ int main(int argc, char **argv)
 		{"no-probe", no_argument, NULL, 'P'},
 		{"passes", required_argument, NULL, 'n'},
 		{"log-level", required_argument, NULL, 'l'},
+		{"metrics", required_argument, NULL, 'm'},
 		{"version", no_argument, NULL, 'V'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -108,6 +113,8 @@ int main(int argc, char **argv)
 	struct overlay ov = {0};
 	struct cruxd_config cfg;
 	struct cruxd_agent *agent = NULL;
+	struct cruxd_metrics *metrics = NULL;
+	const char *metrics_spec;
 	struct sigaction sa;
 	long long passes = 0, done = 0;
 	char err[512];
@@ -115,7 +122,7 @@ int main(int argc, char **argv)
 	crux_status_t st;
 	int c, rc = 1;
 
-	while ((c = getopt_long(argc, argv, "d:t:k:i:w:Pn:l:Vh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "d:t:k:i:w:Pn:l:m:Vh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': overlay_set(&ov, "CRUX_SHM_DIR", optarg); break;
 		case 't': overlay_set(&ov, "CRUX_TOPOLOGY", optarg); break;
@@ -124,6 +131,7 @@ int main(int argc, char **argv)
 		case 'w': overlay_set(&ov, "CRUX_PROFILE_WINDOW", optarg); break;
 		case 'P': overlay_set(&ov, "CRUX_PROBE", "0"); break;
 		case 'l': overlay_set(&ov, "CRUX_LOG_LEVEL", optarg); break;
+		case 'm': overlay_set(&ov, "CRUX_METRICS", optarg); break;
 		case 'n':
 			if (crux_parse_int("--passes", optarg, 0, 1000000000, &passes, err,
 					   sizeof(err)) != CRUX_OK) {
@@ -144,8 +152,10 @@ int main(int argc, char **argv)
 	for (int i = 0; i < ov.n; i++)
 		if (!strcmp(ov.name[i], "CRUX_LOG_LEVEL"))
 			setenv("CRUX_LOG_LEVEL", ov.value[i], 1);
-	if (crux_log_init("cruxd") != CRUX_OK)
-		return 2;
+	/* journald stamps lines itself; a terminal or a file needs our stamps. */
+	crux_log_set_timestamps(getenv("JOURNAL_STREAM") == NULL);
+	/* An invalid level is reported ("using 'warn'") and cruxd goes on with warn. */
+	crux_log_init("cruxd");
 	st = cruxd_config_env(overlay_get, &ov, &cfg, err, sizeof(err));
 	if (st != CRUX_OK) {
 		crux_err("%s", err);
@@ -171,14 +181,23 @@ int main(int argc, char **argv)
 		crux_err("cannot start on %s: %s", cfg.shm_dir, crux_status_str(st));
 		return 1;
 	}
+	metrics_spec = overlay_get(&ov, "CRUX_METRICS");
+	if (metrics_spec && *metrics_spec &&
+	    cruxd_metrics_start(metrics_spec, crux_now_ns(), &metrics, err, sizeof(err)) != CRUX_OK) {
+		crux_err("%s", err);
+		rc = 2;
+		goto out;
+	}
 	if (cruxd_agent_start_probing(agent) != CRUX_OK)
 		goto out;
-	crux_info("running on %s: %u levels, pass every %.3f s, heartbeat timeout %.1f s, "
-		  "profiling window %.1f s, topology %s, probing %s",
-		  cfg.shm_dir, cfg.settings.nlevels, (double)cfg.interval_ns / 1e9,
-		  (double)cfg.settings.heartbeat_timeout_ns / 1e9,
-		  (double)cfg.profile_window_ns / 1e9, cfg.topology[0] ? cfg.topology : "none",
-		  cfg.probe ? "on" : "off");
+	/* Logged at every level: the operator always sees what this agent runs with. */
+	crux_log_msg(CRUX_LOG_INFO, NULL, 0,
+		     "cruxd %s started (pid %d) on %s: %u levels, pass every %.3f s, heartbeat "
+		     "timeout %.1f s, profiling window %.1f s, topology %s, probing %s, metrics %s",
+		     CRUX_VERSION, (int)getpid(), cfg.shm_dir, cfg.settings.nlevels,
+		     (double)cfg.interval_ns / 1e9, (double)cfg.settings.heartbeat_timeout_ns / 1e9,
+		     (double)cfg.profile_window_ns / 1e9, cfg.topology[0] ? cfg.topology : "none",
+		     cfg.probe ? "on" : "off", metrics ? cruxd_metrics_url(metrics) : "off");
 
 	while (!cruxd_sig_stop) {
 		uint64_t start = crux_now_ns();
@@ -193,6 +212,8 @@ int main(int argc, char **argv)
 				cfg = ncfg;
 		}
 		cruxd_agent_pass(agent, start);
+		if (metrics)
+			cruxd_metrics_publish(metrics, cruxd_agent_status(agent), crux_now_ns());
 		if (passes && ++done >= passes)
 			break;
 		sleep_until(start + cfg.interval_ns);
@@ -200,6 +221,7 @@ int main(int argc, char **argv)
 	crux_info("stopping: the decision table stays valid until its heartbeat times out");
 	rc = 0;
 out:
+	cruxd_metrics_stop(metrics);
 	cruxd_agent_close(agent);
 	return rc;
 }

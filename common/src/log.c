@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "crux/env.h"
@@ -25,6 +26,7 @@ struct crux_log_ctx {
 	/* Keys already logged by crux_log_once_key (bounded ring of hashes). */
 	_Atomic uint64_t once_keys[CRUX_LOG_ONCE_SLOTS];
 	_Atomic uint32_t once_next;
+	_Atomic bool timestamps; /* UTC time first on stderr lines */
 };
 
 static struct crux_log_ctx crux_log_ctx = {
@@ -89,6 +91,11 @@ void crux_log_set_sink(crux_log_sink_fn sink, void *arg)
 	atomic_store(&crux_log_ctx.sink, sink);
 }
 
+void crux_log_set_timestamps(bool on)
+{
+	atomic_store(&crux_log_ctx.timestamps, on);
+}
+
 void crux_log_set_level(enum crux_log_level level)
 {
 	if ((int)level < CRUX_LOG_ERROR)
@@ -132,12 +139,21 @@ void crux_log_vmsg(enum crux_log_level level, const char *file, int line, const 
 		sink(atomic_load(&crux_log_ctx.sink_arg), level, file, line, msg);
 		return;
 	}
+	char ts[40] = "";
+	if (atomic_load_explicit(&crux_log_ctx.timestamps, memory_order_relaxed)) {
+		struct timespec now;
+		struct tm tm;
+		clock_gettime(CLOCK_REALTIME, &now);
+		gmtime_r(&now.tv_sec, &tm);
+		size_t k = strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
+		snprintf(ts + k, sizeof(ts) - k, ".%03ldZ ", now.tv_nsec / 1000000);
+	}
 	/* One fprintf call per line so lines of concurrent threads do not interleave. */
 	if (crux_log_get_level() >= CRUX_LOG_DEBUG && file)
-		fprintf(stderr, "%s[%d] %s %s:%d: %s\n", crux_log_ctx.component, (int)getpid(),
-			level_tag(level), file, line, msg);
+		fprintf(stderr, "%s%s[%d] %s %s:%d: %s\n", ts, crux_log_ctx.component,
+			(int)getpid(), level_tag(level), file, line, msg);
 	else
-		fprintf(stderr, "%s[%d] %s: %s\n", crux_log_ctx.component, (int)getpid(),
+		fprintf(stderr, "%s%s[%d] %s: %s\n", ts, crux_log_ctx.component, (int)getpid(),
 			level_tag(level), msg);
 }
 

@@ -61,6 +61,9 @@ void crux_log_once_reset(void);
 /* Replace the sink (NULL restores stderr). */
 void crux_log_set_sink(crux_log_sink_fn sink, void *arg);
 void crux_log_set_level(enum crux_log_level level);
+
+/* Prefix stderr lines with UTC time (daemons not under journald, which stamps its own). */
+void crux_log_set_timestamps(bool on);
 enum crux_log_level crux_log_get_level(void);
 
 void crux_log_msg(enum crux_log_level level, const char *file, int line, const char *fmt, ...)

@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* cruxd metrics: the address spec parser and the rendered text's escaping. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "metrics.h"
+#include "prom.h"
+
+static void test_parse(void **state)
+{
+	char host[64], err[256];
+	uint16_t port;
+
+	(void)state;
+	assert_int_equal(cruxd_metrics_parse("9464", host, sizeof(host), &port, err, sizeof(err)),
+			 CRUX_OK);
+	assert_string_equal(host, "127.0.0.1"); /* localhost unless told otherwise */
+	assert_int_equal(port, 9464);
+	assert_int_equal(cruxd_metrics_parse("0.0.0.0:80", host, sizeof(host), &port, err,
+					     sizeof(err)),
+			 CRUX_OK);
+	assert_string_equal(host, "0.0.0.0");
+	assert_int_equal(port, 80);
+	assert_int_equal(cruxd_metrics_parse("[::1]:9000", host, sizeof(host), &port, err,
+					     sizeof(err)),
+			 CRUX_OK);
+	assert_string_equal(host, "::1");
+	assert_int_equal(port, 9000);
+	static const char *const bad[] = {"", "x", "::1:80", "1.2.3.4:", "[::1]80", "localhost:80",
+					  "1.2.3.4:65536", "-1", "[::1:80", "80 "};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = 0;
+		assert_int_equal(cruxd_metrics_parse(bad[i], host, sizeof(host), &port, err,
+						     sizeof(err)),
+				 CRUX_ERR_INVAL);
+		assert_non_null(strstr(err, "CRUX_METRICS"));
+	}
+}
+
+static void test_render(void **state)
+{
+	struct cruxd_prom_snapshot *s = calloc(1, sizeof(*s));
+	char *text = NULL;
+	size_t len = 0;
+
+	(void)state;
+	assert_non_null(s);
+	s->started_ns = 1000000000ull;
+	s->published_ns = 3000000000ull;
+	s->schedule_ns = 2000000000ull;
+	s->body.nlevels = 4;
+	s->body.njobs = 2;
+	s->body.passes = 7;
+	strcpy(s->body.jobs[0].job_id, "a\"b\\c\nd");
+	s->body.jobs[0].level = 2;
+	s->body.jobs[0].bytes_per_iter = 100;
+	s->body.jobs[0].state = CRUX_JOB_SCHEDULED;
+	strcpy(s->body.jobs[1].job_id, "env:two");
+	s->body.jobs[1].level = 2;
+	s->body.jobs[1].bytes_per_iter = 50;
+	s->body.jobs[1].intensity = 1.5;
+	assert_int_equal(cruxd_prom_render(s, 5000000000ull, &text, &len), CRUX_OK);
+	assert_int_equal(strlen(text), len);
+	assert_non_null(strstr(text, "crux_job_level{job=\"a\\\"b\\\\c\\nd\",state=\"scheduled\"} 2\n"));
+	assert_non_null(strstr(text, "crux_job_intensity{job=\"env:two\",state=\"profiling\"} 1.5\n"));
+	assert_non_null(strstr(text, "crux_level_bytes_per_iteration{level=\"2\"} 150\n"));
+	assert_non_null(strstr(text, "crux_level_bytes_per_iteration{level=\"0\"} 0\n"));
+	assert_non_null(strstr(text, "crux_agent_schedule_age_seconds 3\n"));
+	assert_non_null(strstr(text, "crux_agent_heartbeat_age_seconds 2\n"));
+	assert_non_null(strstr(text, "crux_agent_passes_total 7\n"));
+	assert_non_null(strstr(text, "# TYPE crux_agent_passes_total counter\n"));
+	free(text);
+	/* Never published: ages are -1, not garbage. */
+	s->published_ns = s->schedule_ns = 0;
+	assert_int_equal(cruxd_prom_render(s, 5000000000ull, &text, &len), CRUX_OK);
+	assert_non_null(strstr(text, "crux_agent_heartbeat_age_seconds -1\n"));
+	free(text);
+	free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_parse),
+	    cmocka_unit_test(test_render),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
