@@ -10,6 +10,7 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -408,6 +409,20 @@ static int teardown_dead(void **st)
 	return 0;
 }
 
+static pid_t g_child;
+
+/* never leave a stopped child behind (it would hold the test's stdout) */
+static int reap_child(void **st)
+{
+	(void)st;
+	if (g_child > 0) {
+		kill(g_child, SIGKILL);
+		waitpid(g_child, NULL, 0);
+	}
+	g_child = 0;
+	return 0;
+}
+
 /* a peer in another process; sig: what happens to it after one good WRITE */
 static void peer_process(int sig, enum ibv_wc_status want, int min_ms)
 {
@@ -417,7 +432,9 @@ static void peer_process(int sig, enum ibv_wc_status want, int min_ms)
 	static uint8_t cbuf[4096];
 	pid_t pid = fork();
 	assert_true(pid >= 0);
+	g_child = pid;
 	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test */
 		struct srt_end e;
 		uint32_t msg[3] = {0}, peer = 0;
 		struct ibv_mr *mr = NULL;
@@ -455,8 +472,8 @@ static void peer_process(int sig, enum ibv_wc_status want, int min_ms)
 	assert_int_equal(srt_wait(a.cq, wc, 1, 5000), 1);
 	assert_int_equal(wc[0].status, IBV_WC_SUCCESS);
 	kill(pid, sig);
-	if (sig == SIGKILL)
-		waitpid(pid, NULL, 0);
+	/* wait until it is really dead or stopped, not just signalled */
+	waitpid(pid, NULL, sig == SIGKILL ? 0 : WUNTRACED);
 	uint64_t t0 = (uint64_t)time(NULL);
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(srt_post(a.qp, IBV_WR_RDMA_WRITE, 2 + i, buf, 64, mr->lkey,
@@ -469,6 +486,7 @@ static void peer_process(int sig, enum ibv_wc_status want, int min_ms)
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
 	}
+	g_child = 0;
 	ibv_dereg_mr(mr);
 	srt_end_close(&a);
 	close(up[0]);
@@ -510,8 +528,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_rnr_exceeded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_state_machine, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dead_peer, setup, teardown_dead),
-		cmocka_unit_test(test_peer_killed),
-		cmocka_unit_test(test_peer_frozen),
+		cmocka_unit_test_teardown(test_peer_killed, reap_child),
+		cmocka_unit_test_teardown(test_peer_frozen, reap_child),
 	};
 	return cmocka_run_group_tests_name("softrdma", tests, NULL, NULL);
 }
