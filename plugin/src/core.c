@@ -276,6 +276,8 @@ cruxn_result_t cruxn_isend(void *send_comm, void *data, size_t size, int tag, vo
 	r->tags[0] = tag;
 	r->level = c->tag.cls.level;
 	if (c->ops->post_send(c, r) != CRUX_OK) {
+		if (c->ops->req_release)
+			c->ops->req_release(c, r);
 		r->used = false;
 		*request = NULL; /* the receiver has not posted: NCCL retries later */
 		pthread_mutex_unlock(&c->lock);
@@ -319,6 +321,8 @@ cruxn_result_t cruxn_irecv(void *recv_comm, int n, void **data, const size_t *si
 		r->tags[i] = tags ? tags[i] : 0;
 	}
 	if (c->ops->post_recv(c, r) != CRUX_OK) {
+		if (c->ops->req_release)
+			c->ops->req_release(c, r);
 		r->used = false;
 		*request = NULL;
 		pthread_mutex_unlock(&c->lock);
@@ -365,6 +369,8 @@ cruxn_result_t cruxn_test(void *request, int *done, int *sizes)
 		if (sizes)
 			for (int i = 0; i < r->n; i++)
 				sizes[i] = (int)(r->got[i] > 0x7fffffff ? 0x7fffffff : r->got[i]);
+		if (c->ops->req_release)
+			c->ops->req_release(c, r);
 		r->used = false;
 		*done = 1;
 	} else {

@@ -112,6 +112,8 @@ struct cruxn_transport_ops {
 	bool (*req_done)(const struct cruxn_req *r);
 	/* After the peer closed: can r still finish? */
 	bool (*req_orphaned)(const struct cruxn_req *r);
+	/* A finished or abandoned request gives back what the transport held for it (may be NULL). */
+	void (*req_release)(struct cruxn_base *c, struct cruxn_req *r);
 	/* Wake the transport's own threads after a failure (may be NULL). */
 	void (*wake)(struct cruxn_base *c);
 	void (*destroy)(struct cruxn_base *c);

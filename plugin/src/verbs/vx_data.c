@@ -115,10 +115,18 @@ static crux_status_t vx_dereg_mr(struct cruxn_base *b, void *mhandle)
 	return CRUX_OK;
 }
 
-/* The key covering [p, p+len); false when NCCL did not register it. */
-static bool keys_of(struct vx_comm *c, void *p, size_t len, uint32_t *lkey, uint32_t *rkey)
+static int once_unregistered;
+
+/*
+ * The keys covering [p, p+len). A buffer NCCL did not register (NCCL always
+ * does; test drivers may not) is registered for this request only and
+ * released when it finishes. False: the device refused the registration.
+ */
+static bool keys_of(struct vx_comm *c, struct cruxn_req *r, void *p, size_t len, uint32_t *lkey,
+		    uint32_t *rkey)
 {
 	struct vx_mr *m;
+	struct ibv_mr *t;
 
 	if (len == 0) {
 		*lkey = *rkey = 0;
@@ -131,7 +139,34 @@ static bool keys_of(struct vx_comm *c, void *p, size_t len, uint32_t *lkey, uint
 		*rkey = m->mr->rkey;
 	}
 	pthread_mutex_unlock(&mr_lock);
-	return m != NULL;
+	if (m)
+		return true;
+	crux_log_once(&once_unregistered, CRUX_LOG_WARN,
+		      "a %zu-byte buffer at %p was not registered (regMr): registering buffers "
+		      "per request, which costs a registration per message",
+		      len, p);
+	t = cruxn_vx_state.ibv.reg_mr(c->dev->pd, p, len,
+				      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+					      IBV_ACCESS_REMOTE_READ);
+	if (!t || r->tp.vx.ntmp >= (int)(sizeof(r->tp.vx.tmp) / sizeof(r->tp.vx.tmp[0]))) {
+		if (t)
+			cruxn_vx_state.ibv.dereg_mr(t);
+		crux_err("%s refused to register %zu bytes at %p (%s)", c->dev->name, len, p,
+			 strerror(errno));
+		return false;
+	}
+	r->tp.vx.tmp[r->tp.vx.ntmp++] = t;
+	*lkey = t->lkey;
+	*rkey = t->rkey;
+	return true;
+}
+
+static void vx_req_release(struct cruxn_base *b, struct cruxn_req *r)
+{
+	(void)b;
+	for (int i = 0; i < r->tp.vx.ntmp; i++)
+		cruxn_vx_state.ibv.dereg_mr(r->tp.vx.tmp[i]);
+	r->tp.vx.ntmp = 0;
 }
 
 crux_status_t cruxn_vx_post_recvs(struct vx_comm *c, struct vx_lane *l, int n)
@@ -171,6 +206,9 @@ static void on_wc(struct vx_comm *c, const struct ibv_wc *wc)
 {
 	struct vx_lane *l = cruxn_vx_lane_find(c, (uint32_t)WR_LANE(wc->wr_id));
 
+	/* a closed lane's queue pair flushes what it still held: expected, not a failure */
+	if (wc->status == IBV_WC_WR_FLUSH_ERR && (!l || l->state == VX_LANE_CLOSING))
+		return;
 	if (wc->status != IBV_WC_SUCCESS) {
 		char d[128];
 		snprintf(d, sizeof(d), "%s (status %d, vendor error 0x%x) on queue pair %u",
@@ -281,11 +319,8 @@ static crux_status_t vx_post_send(struct cruxn_base *b, struct cruxn_req *r)
 		cruxn_vx_fail(c, "message larger than the receive buffer", d, "NCCL sizes differ");
 		return CRUX_ERR_REMOTE;
 	}
-	if (!keys_of(c, r->data[0], size, &lkey, &rkey)) {
-		crux_err("isend: the %zu-byte buffer at %p is not registered (regMr)", size,
-			 r->data[0]);
+	if (!keys_of(c, r, r->data[0], size, &lkey, &rkey))
 		return CRUX_ERR_INVAL;
-	}
 	/* the size first, then the data whose immediate completes the receive */
 	c->sizes_out[row][k] = size;
 	memset(wr, 0, sizeof(wr));
@@ -340,11 +375,8 @@ static crux_status_t vx_post_recv(struct cruxn_base *b, struct cruxn_req *r)
 	for (int i = 0; i < r->n; i++) {
 		struct vx_cts *e = &c->cts[row][i];
 		uint32_t lkey;
-		if (!keys_of(c, r->data[i], r->cap[i], &lkey, &e->rkey)) {
-			crux_err("irecv: the %zu-byte buffer at %p is not registered (regMr)",
-				 r->cap[i], r->data[i]);
+		if (!keys_of(c, r, r->data[i], r->cap[i], &lkey, &e->rkey))
 			return CRUX_ERR_INVAL;
-		}
 		e->addr = (uint64_t)(uintptr_t)r->data[i];
 		e->cap = r->cap[i];
 		e->tag = r->tags[i];
@@ -400,6 +432,7 @@ const struct cruxn_transport_ops cruxn_verbs_ops = {
 	.progress = vx_progress,
 	.req_done = vx_req_done,
 	.req_orphaned = vx_req_orphaned,
+	.req_release = vx_req_release,
 	.wake = NULL,
 	.destroy = cruxn_vx_destroy,
 };

@@ -54,8 +54,7 @@ static const struct sym ibv_syms[] = {
 
 static void *resolve(void *lib, const struct sym *s)
 {
-	void *p = dlvsym(lib, s->name, s->version);
-	return p;
+	return dlvsym(lib, s->name, s->version);
 }
 
 crux_status_t cruxn_ibv_load(const char *lib, const char *mlx5lib, struct cruxn_ibv *out,
@@ -100,11 +99,13 @@ crux_status_t cruxn_ibv_load(const char *lib, const char *mlx5lib, struct cruxn_
 	return CRUX_OK;
 }
 
+/*
+ * The libraries stay loaded, as NCCL keeps them: libibverbs keeps its
+ * device list and provider state in globals for the life of the process,
+ * and unloading would only turn those into leaks (and a later init reloads
+ * the same handle anyway).
+ */
 void cruxn_ibv_unload(struct cruxn_ibv *v)
 {
-	if (v->mlx5)
-		dlclose(v->mlx5);
-	if (v->lib)
-		dlclose(v->lib);
 	memset(v, 0, sizeof(*v));
 }

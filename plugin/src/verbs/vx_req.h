@@ -5,6 +5,8 @@
 
 struct cruxn_vx_req {
 	int pending; /* signaled work requests not yet completed (send) */
+	int ntmp;
+	void *tmp[8]; /* registrations made for this request only (buffers NCCL did not register) */
 };
 
 #endif /* CRUXN_VX_REQ_H */

@@ -20,16 +20,22 @@
 
 #define VX_LISTEN_MAGIC	 0x4c565843u
 #define VX_CONNECT_MAGIC 0x43565843u
+#define VX_PEND		 17
 
 struct vx_listen {
 	uint32_t magic;
 	int fd;
 	int dev;
 	uint64_t nonce;
-	int afd; /* connection being accepted (one at a time, as NCCL does) */
+	/* connections that have not greeted yet: strangers cannot block a real peer */
+	int pend[VX_PEND];
+	struct vx_msg pin[VX_PEND];
+	size_t poff[VX_PEND];
+	uint64_t since[VX_PEND];
+	int npend;
+	int afd;          /* the greeted connection being set up */
+	struct vx_msg in; /* its HELLO */
 	struct vx_comm *c;
-	struct vx_msg in;
-	size_t in_off;
 };
 
 struct vx_connecting {
@@ -46,10 +52,15 @@ static void comm_free(struct vx_comm *c)
 
 	if (!c)
 		return;
+	/* queue pairs first: nothing may still write into what we release next */
 	for (l = c->lanes; l; l = n) {
 		n = l->next;
 		cruxn_vx_lane_free(l);
 	}
+	c->lanes = NULL;
+	for (int i = 0; i < CRUXN_NET_MAX_REQUESTS; i++)
+		if (c->b.reqs[i].used)
+			c->b.ops->req_release(&c->b, &c->b.reqs[i]);
 	if (c->fifo_mr)
 		v->dereg_mr(c->fifo_mr);
 	if (c->sizes_out_mr)
@@ -166,6 +177,8 @@ crux_status_t cruxn_vx_close_listen(void *listen_comm)
 	if (l->magic != VX_LISTEN_MAGIC)
 		return CRUX_ERR_INVAL;
 	close(l->fd);
+	for (int i = 0; i < l->npend; i++)
+		close(l->pend[i]);
 	if (l->c)
 		comm_free(l->c);
 	else if (l->afd >= 0)
@@ -369,6 +382,54 @@ static crux_status_t accept_build(struct vx_listen *l)
 	return CRUX_OK;
 }
 
+static void pend_drop(struct vx_listen *l, int i, bool close_fd)
+{
+	if (close_fd)
+		close(l->pend[i]);
+	l->npend--;
+	l->pend[i] = l->pend[l->npend];
+	l->pin[i] = l->pin[l->npend];
+	l->poff[i] = l->poff[l->npend];
+	l->since[i] = l->since[l->npend];
+}
+
+/* Take new connections; move the first that greeted properly to l->afd. */
+static void accept_greetings(struct vx_listen *l)
+{
+	for (;;) {
+		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			break;
+		if (l->npend >= VX_PEND) {
+			int old = 0;
+			for (int i = 1; i < l->npend; i++)
+				if (l->since[i] < l->since[old])
+					old = i;
+			pend_drop(l, old, true);
+		}
+		l->pend[l->npend] = fd;
+		l->poff[l->npend] = 0;
+		l->since[l->npend] = crux_now_ns();
+		l->npend++;
+	}
+	for (int i = 0; i < l->npend && l->afd < 0;) {
+		int e = cruxn_sk_read_some(l->pend[i], &l->pin[i], sizeof(l->pin[i]), &l->poff[i]);
+		if (!e && l->poff[i] < sizeof(l->pin[i])) {
+			i++;
+			continue;
+		}
+		if (e || !hello_ok(&l->pin[i], l->nonce)) {
+			crux_warn("verbs accept: dropped a connection with an unexpected greeting "
+				  "(not a Crux verbs peer of this listener)");
+			pend_drop(l, i, true);
+			continue;
+		}
+		l->afd = l->pend[i];
+		l->in = l->pin[i];
+		pend_drop(l, i, false);
+	}
+}
+
 crux_status_t cruxn_vx_accept(void *listen_comm, struct cruxn_base **out)
 {
 	struct vx_listen *l = listen_comm;
@@ -376,23 +437,10 @@ crux_status_t cruxn_vx_accept(void *listen_comm, struct cruxn_base **out)
 
 	if (l->magic != VX_LISTEN_MAGIC)
 		return CRUX_ERR_INVAL;
-	if (!l->c && l->afd < 0) {
-		l->afd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (!l->c) {
+		accept_greetings(l);
 		if (l->afd < 0)
 			return CRUX_OK;
-		l->in_off = 0;
-	}
-	if (!l->c) {
-		int e = cruxn_sk_read_some(l->afd, &l->in, sizeof(l->in), &l->in_off);
-		if (!e && l->in_off < sizeof(l->in))
-			return CRUX_OK;
-		if (e || !hello_ok(&l->in, l->nonce)) {
-			crux_warn("verbs accept: dropped a connection with an unexpected greeting "
-				  "(not a Crux verbs peer of this listener)");
-			close(l->afd);
-			l->afd = -1;
-			return CRUX_OK;
-		}
 		if (accept_build(l) != CRUX_OK) {
 			crux_err("verbs accept: cannot set up the receive connection on %s",
 				 cruxn_vx_state.devs[l->dev].name);
