@@ -124,11 +124,10 @@ static int cmd_top(const struct ctx *c, int argc, char **argv)
 
 	for (int i = 0; i < argc; i++) {
 		if (!strcmp(argv[i], "--interval") && i + 1 < argc) {
-			double s;
-			if (crux_parse_double("--interval", argv[++i], 0.05, 3600, &s, err,
-					      sizeof(err)) != CRUX_OK)
-				return fail(c, "%s (seconds)", err);
-			interval = (uint64_t)(s * 1e9);
+			if (crux_parse_duration_ns("--interval", argv[++i], 50000000ull,
+						   3600000000000ull, 1000000000ull, &interval, err,
+						   sizeof(err)) != CRUX_OK)
+				return fail(c, "%s", err);
 		} else if (!strcmp(argv[i], "--iterations") && i + 1 < argc) {
 			if (crux_parse_int("--iterations", argv[++i], 1, 1000000000, &iterations, err,
 					   sizeof(err)) != CRUX_OK)
@@ -560,11 +559,10 @@ static int cmd_change(const struct ctx *c, bool set, int argc, char **argv)
 					return fail(c, "two --route options for the same peer");
 			ch.nroutes++;
 		} else if (!strcmp(a, "--timeout") && i + 1 < argc) {
-			double s;
-			if (crux_parse_double("--timeout", argv[++i], 0.1, 1e7, &s, err,
-					      sizeof(err)) != CRUX_OK)
-				return fail(c, "%s (seconds)", err);
-			timeout_ns = (uint64_t)(s * 1e9);
+			if (crux_parse_duration_ns("--timeout", argv[++i], 100000000ull,
+						   10000000000000000ull, 1000000000ull, &timeout_ns,
+						   err, sizeof(err)) != CRUX_OK)
+				return fail(c, "%s", err);
 		} else {
 			return fail(c, "%s: unknown or incomplete option '%s' (see cruxctl --help)",
 				    set ? "set" : "clear", a);
@@ -586,6 +584,16 @@ static int cmd_change(const struct ctx *c, bool set, int argc, char **argv)
 	}
 	if (jobref && (rc = resolve_job(c, &v, jobref, &ch.key, ch.id, sizeof(ch.id))) != 0)
 		goto out;
+	if (set) {
+		bool running = false;
+		for (size_t i = 0; i < v.nrecs; i++)
+			running |= v.recs[i].id.job_key == ch.key;
+		if (!running)
+			fprintf(stderr,
+				"cruxctl: warning: no running process publishes job %s: the entry "
+				"waits for it (check the id with 'cruxctl status')\n",
+				ch.id);
+	}
 	if (v.table_st == CRUX_OK) {
 		settings = v.table->settings;
 	} else {
@@ -635,6 +643,12 @@ static int cmd_change(const struct ctx *c, bool set, int argc, char **argv)
 			cruxd_overrides_store(c->dir, o);
 		}
 		free(o);
+		if (set)
+			fprintf(stderr,
+				"cruxctl: warning: no agent refreshes the table's heartbeat: plugins "
+				"drop this entry %.0f s from now (--timeout DUR sets how long; start "
+				"cruxd to keep it)\n",
+				(double)settings.heartbeat_timeout_ns / 1e9);
 		rc = report(c, &ch, "table written directly: no agent running");
 	}
 out:
@@ -783,6 +797,42 @@ static int cmd_probe(const struct ctx *c, int argc, char **argv)
 	return 0;
 }
 
+/* ---- plan's default levels ---------------------------------------------------- */
+
+static bool plan_has_levels(int argc, char **argv)
+{
+	if (getenv("CRUX_LEVELS"))
+		return true;
+	for (int i = 0; i < argc; i++)
+		if (!strcmp(argv[i], "--levels") || !strncmp(argv[i], "--levels=", 9))
+			return true;
+	return false;
+}
+
+/* The level count of the agent's status in dir (or CRUX_SHM_DIR); -1 when none runs. */
+static int plan_agent_levels(const char *dir, char *out, size_t len)
+{
+	char d[CRUX_PATH_MAX];
+	struct cruxd_status_body *b;
+	uint64_t hb = 0;
+	int rc = -1;
+
+	if (dir)
+		snprintf(d, sizeof(d), "%s", dir);
+	else if (crux_shm_dir(NULL, NULL, d, sizeof(d)) != CRUX_OK)
+		return -1;
+	b = calloc(1, sizeof(*b));
+	if (b && cruxd_status_read(d, b, &hb) == CRUX_OK && hb && b->nlevels >= 1 &&
+	    b->nlevels <= CRUX_MAX_LEVELS) {
+		snprintf(out, len, "%u", b->nlevels);
+		fprintf(stderr, "cruxctl: plan: %u levels, as the agent in %s (--levels K to choose)\n",
+			b->nlevels, d);
+		rc = 0;
+	}
+	free(b);
+	return rc;
+}
+
 /* ---- main ----------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -820,7 +870,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(cmd, "plan")) {
 		/* the scheduler's own parser; a global --json is passed on */
-		char **pv = calloc((size_t)(argc - cmd_at + 2), sizeof(*pv));
+		char **pv = calloc((size_t)(argc - cmd_at + 4), sizeof(*pv));
+		char levels[16];
 		int pc = 0, rc;
 		if (!pv)
 			return 1;
@@ -828,6 +879,12 @@ int main(int argc, char **argv)
 			pv[pc++] = argv[i];
 		if (c.json)
 			pv[pc++] = "--json";
+		/* Plan with the running agent's levels unless told otherwise. */
+		if (!plan_has_levels(argc - cmd_at, argv + cmd_at) &&
+		    plan_agent_levels(dir, levels, sizeof(levels)) == 0) {
+			pv[pc++] = "--levels";
+			pv[pc++] = levels;
+		}
 		rc = crux_sched_plan_cli(pc, pv);
 		free(pv);
 		return rc;

@@ -222,7 +222,18 @@ static const struct {
 	uint64_t ns;
 } duration_units[] = {
     {"ns", 1ull}, {"us", 1000ull}, {"ms", 1000000ull}, {"s", 1000000000ull}, {"m", 60000000000ull},
+    {"h", 3600000000000ull}, {"d", 86400000000000ull},
 };
+
+/* A bound in the largest unit that writes it exactly ("100ms", "2h"). */
+static void show_duration(uint64_t ns, char *buf, size_t len)
+{
+	unsigned i = sizeof(duration_units) / sizeof(duration_units[0]);
+	while (--i > 0 && (ns == 0 || ns % duration_units[i].ns))
+		;
+	snprintf(buf, len, "%llu%s", (unsigned long long)(ns / duration_units[i].ns),
+		 duration_units[i].suffix);
+}
 
 crux_status_t crux_parse_duration_ns(const char *name, const char *value, uint64_t min_ns,
 				     uint64_t max_ns, uint64_t default_unit_ns, uint64_t *out,
@@ -270,12 +281,14 @@ crux_status_t crux_parse_duration_ns(const char *name, const char *value, uint64
 		}
 	}
 	if (!ok || result < min_ns || result > max_ns) {
-		char shown[CRUX_ENV_SHOWN_LEN];
+		char shown[CRUX_ENV_SHOWN_LEN], lo[32], hi[32];
 		crux_env_quote(p, shown, sizeof(shown));
+		show_duration(min_ns, lo, sizeof(lo));
+		show_duration(max_ns, hi, sizeof(hi));
 		crux_set_err(err, errlen,
-			     "%s='%s' is not valid: expected a duration in [%llu ns, %llu ns] "
-			     "written as a number with an optional unit ns, us, ms, s or m",
-			     name, shown, (unsigned long long)min_ns, (unsigned long long)max_ns);
+			     "%s='%s' is not valid: expected a duration from %s to %s written as a "
+			     "number with an optional unit ns, us, ms, s, m, h or d",
+			     name, shown, lo, hi);
 		return CRUX_ERR_INVAL;
 	}
 	*out = result;

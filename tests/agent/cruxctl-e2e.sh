@@ -24,8 +24,14 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 expect_fail() { if "$@" >"$tmp/out" 2>"$tmp/err"; then fail "should have failed: $*"; fi; }
 
 # ---- no agent: the table is written directly ----
-"$CTL" set --job foo --level 2 --route 198.18.0.2=1:40001,40002 --timeout 3600 >"$tmp/out"
+"$CTL" set --job foo --level 2 --route 198.18.0.2=1:40001,40002 --timeout 1h >"$tmp/out" 2>"$tmp/warn"
 grep -q "table written directly" "$tmp/out" || fail "set without agent: $(cat "$tmp/out")"
+# Warnings: the entry dies with the heartbeat; no process of that job runs.
+grep -q "no agent refreshes the table's heartbeat: plugins drop this entry 3600 s" "$tmp/warn" ||
+	fail "no heartbeat warning: $(cat "$tmp/warn")"
+grep -q "no running process publishes job env:foo" "$tmp/warn" || fail "no job warning: $(cat "$tmp/warn")"
+expect_fail "$CTL" set --job foo --level 1 --timeout 5parsecs
+grep -q -- "--timeout" "$tmp/err" || fail "bad duration message: $(cat "$tmp/err")"
 "$CTL" --json status >"$tmp/st.json"
 grep -q '"id":"env:foo","level":2,"state":"overridden"' "$tmp/st.json" || fail "job not in table"
 grep -q '"path":1,"ports":\[40001,40002\]' "$tmp/st.json" || fail "route not in table"
@@ -42,7 +48,7 @@ expect_fail "$CTL" clear --job nosuchjob
 
 # ---- with an agent: through the overrides file ----
 "$CTL" set --job keep --level 1 >/dev/null          # left by an operator before the agent
-"$AGENT" --interval 100ms --window 200ms --no-probe --log-level info 2>"$tmp/agent.log" &
+"$AGENT" --interval 100ms --window 200ms --no-probe --levels 5 --log-level info 2>"$tmp/agent.log" &
 agent_pid=$!
 i=0
 until "$CTL" --json status 2>/dev/null | grep -q '"running":true'; do
@@ -54,7 +60,7 @@ done
 "$CTL" set --job bar --level 3 >"$tmp/out"
 grep -q "applied by the agent" "$tmp/out" || fail "set through agent: $(cat "$tmp/out")"
 "$CTL" --json status | grep -q '"id":"env:bar","level":3,"state":"overridden"' || fail "bar"
-"$CTL" top --iterations 2 --interval 0.1 >"$tmp/top" || fail "top"
+"$CTL" top --iterations 2 --interval 100ms >"$tmp/top" || fail "top"
 grep -q "env:bar" "$tmp/top" || fail "top shows no job"
 "$CTL" --json top --iterations 1 | grep -q '"running":true' || fail "top --json"
 "$CTL" clear >"$tmp/out"
@@ -78,14 +84,6 @@ expect_fail "$CTL" set --job baz --level 1
 grep -q "no agent answers" "$tmp/err" || fail "unreachable agent message: $(cat "$tmp/err")"
 kill -CONT "$agent_pid"
 
-# ---- clean stop: valid table, stale after the timeout ----
-kill -TERM "$agent_pid"
-wait "$agent_pid" || fail "agent exit status"
-agent_pid=
-"$CTL" --json status | grep -q '"generation"' || fail "no valid table after SIGTERM"
-sleep 1.2
-"$CTL" --json status | grep -q '"stale":true' || fail "table not stale after the timeout"
-# ---- plan: the scheduler library's offline planner ----
 cat >"$tmp/t.topo" <<TOPO
 host h0 h1 h2 h3
 switch tor0 tor1 agg0 agg1
@@ -102,6 +100,20 @@ cat >"$tmp/j.jobs" <<JOBS
 job 1 hosts=h0,h2 compute=0.2 allreduce=2e9
 job 2 hosts=h1,h3 compute=0.4 allreduce=1e9
 JOBS
+# plan without --levels plans with the running agent's levels
+"$CTL" --json plan --topology "$tmp/t.topo" --jobs "$tmp/j.jobs" >"$tmp/plan.json" 2>"$tmp/plan.err" ||
+	fail "plan with agent"
+grep -q '"levels":5' "$tmp/plan.json" || fail "plan did not take the agent's levels: $(cat "$tmp/plan.json")"
+grep -q "5 levels, as the agent" "$tmp/plan.err" || fail "plan levels note: $(cat "$tmp/plan.err")"
+
+# ---- clean stop: valid table, stale after the timeout ----
+kill -TERM "$agent_pid"
+wait "$agent_pid" || fail "agent exit status"
+agent_pid=
+"$CTL" --json status | grep -q '"generation"' || fail "no valid table after SIGTERM"
+sleep 1.2
+"$CTL" --json status | grep -q '"stale":true' || fail "table not stale after the timeout"
+# ---- plan: the scheduler library's offline planner ----
 "$CTL" --json plan --topology "$tmp/t.topo" --jobs "$tmp/j.jobs" --levels 2 >"$tmp/plan.json" ||
 	fail "plan"
 grep -q '"levels":2' "$tmp/plan.json" || fail "plan output: $(cat "$tmp/plan.json")"

@@ -138,7 +138,8 @@ static void test_duration(void **state)
 		uint64_t ns;
 	} good[] = {{"5", 5000000000ull},  {"250ms", 250000000ull}, {"1.5s", 1500000000ull},
 		    {"10us", 10000ull},	   {"7ns", 7ull},	    {"2m", 120000000000ull},
-		    {"0.5", 500000000ull}, {".25s", 250000000ull}};
+		    {"0.5", 500000000ull}, {".25s", 250000000ull}, {"5h", 18000000000000ull},
+		    {"1d", 86400000000000ull}};
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		assert_int_equal(crux_parse_duration_ns("CRUX_T", good[i].text, 0, UINT64_MAX,
 							1000000000ull, &ns, err, sizeof(err)),
@@ -146,7 +147,7 @@ static void test_duration(void **state)
 		assert_true(ns == good[i].ns);
 	}
 	const char *bad[] = {
-	    "5h", "-1s", "s", "", "1 s", "1e3ms", "1.2.3s", "99999999999999999999s", "0x5"};
+	    "5y", "-1s", "s", "", "1 s", "1e3ms", "1.2.3s", "99999999999999999999s", "0x5"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		ns = 77;
 		assert_int_equal(crux_parse_duration_ns("CRUX_T", bad[i], 0, UINT64_MAX, 1, &ns,
@@ -154,7 +155,7 @@ static void test_duration(void **state)
 				 CRUX_ERR_INVAL);
 		assert_true(ns == 77);
 		assert_non_null(strstr(err, "CRUX_T='"));
-		assert_non_null(strstr(err, "ns, us, ms, s or m"));
+		assert_non_null(strstr(err, "ns, us, ms, s, m, h or d"));
 	}
 	/* range */
 	assert_int_equal(
