@@ -44,18 +44,38 @@ crux_status_t crux_shm_dir(crux_getenv_fn fn, void *arg, char *buf, size_t len)
 static crux_status_t check_dir_stat(const char *dir, const struct stat *st, char *err,
 				    size_t errlen)
 {
+	/*
+	 * Removing is advice only for our own default path: a CRUX_SHM_DIR that
+	 * names someone else's file (/etc/passwd) gets "choose another", never rm.
+	 */
+	bool ours = !strcmp(dir, CRUX_SHM_DIR_DEFAULT);
 	if (S_ISLNK(st->st_mode)) {
-		crux_set_err(err, errlen,
-			     "%s is a symbolic link, which could point anywhere; fix: remove it "
-			     "(rm %s) so cruxd recreates a real directory, or set CRUX_SHM_DIR",
-			     dir, dir);
+		if (ours)
+			crux_set_err(err, errlen,
+				     "%s is a symbolic link, which could point anywhere; fix: remove "
+				     "it (rm %s) so cruxd recreates a real directory, or set "
+				     "CRUX_SHM_DIR",
+				     dir, dir);
+		else
+			crux_set_err(err, errlen,
+				     "CRUX_SHM_DIR=%s is a symbolic link, which could point anywhere; "
+				     "fix: set CRUX_SHM_DIR to the real directory (or unset it for "
+				     "the default " CRUX_SHM_DIR_DEFAULT ")",
+				     dir);
 		return CRUX_ERR_PERM;
 	}
 	if (!S_ISDIR(st->st_mode)) {
-		crux_set_err(err, errlen,
-			     "%s is not a directory; fix: remove it (rm %s) or set CRUX_SHM_DIR to "
-			     "a directory",
-			     dir, dir);
+		if (ours)
+			crux_set_err(err, errlen,
+				     "%s is not a directory; fix: remove it (rm %s) or set "
+				     "CRUX_SHM_DIR to a directory",
+				     dir, dir);
+		else
+			crux_set_err(err, errlen,
+				     "CRUX_SHM_DIR=%s is not a directory; fix: set CRUX_SHM_DIR to "
+				     "a directory for Crux (or unset it for the default "
+				     CRUX_SHM_DIR_DEFAULT ")",
+				     dir);
 		return CRUX_ERR_PERM;
 	}
 	uid_t me = geteuid();
