@@ -14,7 +14,7 @@
 struct crux_cluster_node {
 	struct crux_cluster_cfg cfg;
 	char cluster[CRUX_CLUSTER_NAME_MAX], host[CRUX_CLUSTER_NAME_MAX];
-	char k_hosts[160], k_me[224], k_leader[160], k_sched[160];
+	char k_hosts[96], k_me[160], k_ctl[96], k_leader[112], k_sched[112];
 	struct crux_etcd *e;  /* step's handle */
 	struct crux_etcd *we; /* the watcher's handle */
 	int64_t lease, term;
@@ -31,6 +31,7 @@ struct crux_cluster_node {
 	pthread_t watcher;
 	bool watcher_started;
 	atomic_bool stop;
+	atomic_bool leader_gone; /* the watcher saw the leader key deleted */
 	pthread_mutex_t mu; /* guards the fields below */
 	struct crux_cv_schedule latest;
 	int64_t latest_rev, applied_rev, applied_input;
@@ -85,9 +86,15 @@ static void take_schedule(struct crux_cluster_node *n, const struct crux_etcd_kv
 static bool on_watch(void *arg, const struct crux_etcd_watch_msg *m)
 {
 	struct crux_cluster_node *n = arg;
-	for (size_t i = 0; i < m->n; i++)
-		if (m->events[i].type == CRUX_ETCD_EV_PUT)
-			take_schedule(n, &m->events[i].kv);
+	size_t ls = strlen(n->k_sched);
+	for (size_t i = 0; i < m->n; i++) {
+		const struct crux_etcd_kv *kv = &m->events[i].kv;
+		bool sched = kv->key_len == ls && memcmp(kv->key, n->k_sched, ls) == 0;
+		if (sched && m->events[i].type == CRUX_ETCD_EV_PUT)
+			take_schedule(n, kv);
+		else if (!sched && m->events[i].type == CRUX_ETCD_EV_DELETE)
+			atomic_store(&n->leader_gone, true); /* campaign now, not at the next timer */
+	}
 	return !atomic_load(&n->stop);
 }
 
@@ -129,8 +136,9 @@ static void *watcher_main(void *arg)
 		int64_t from = r.revision + 1;
 		crux_etcd_range_free(&r);
 		set_watch_ok(n, true);
-		crux_status_t st = crux_etcd_watch(n->we, n->k_sched, klen, false, from, on_watch,
-						   watch_stop, n);
+		/* One watch covers the schedule and the leader key (both under ctl/). */
+		crux_status_t st = crux_etcd_watch(n->we, n->k_ctl, strlen(n->k_ctl), true, from,
+						   on_watch, watch_stop, n);
 		if (st != CRUX_OK && !atomic_load(&n->stop)) {
 			set_watch_ok(n, false);
 			nap(n, 0.5);
@@ -171,8 +179,9 @@ crux_status_t crux_cluster_open(const struct crux_cluster_cfg *cfg, struct crux_
 	snprintf(n->host, sizeof(n->host), "%s", cfg->host);
 	snprintf(n->k_hosts, sizeof(n->k_hosts), "/crux/%s/hosts/", n->cluster);
 	snprintf(n->k_me, sizeof(n->k_me), "%s%s", n->k_hosts, n->host);
-	snprintf(n->k_leader, sizeof(n->k_leader), "/crux/%s/leader", n->cluster);
-	snprintf(n->k_sched, sizeof(n->k_sched), "/crux/%s/schedule", n->cluster);
+	snprintf(n->k_ctl, sizeof(n->k_ctl), "/crux/%s/ctl/", n->cluster);
+	snprintf(n->k_leader, sizeof(n->k_leader), "%sleader", n->k_ctl);
+	snprintf(n->k_sched, sizeof(n->k_sched), "%sschedule", n->k_ctl);
 	pthread_mutex_init(&n->mu, NULL);
 	crux_status_t st = crux_etcd_open(&cfg->etcd, &n->e, err, errlen);
 	if (st == CRUX_OK)
@@ -382,10 +391,13 @@ crux_status_t crux_cluster_step(struct crux_cluster_node *n)
 			n->bytes_written += n->view_len + strlen(n->k_me);
 		}
 	}
-	if (st == CRUX_OK && n->term == 0 && now >= n->next_campaign) {
+	/* Campaign when the watcher saw the leader key go, and once per TTL in
+	 * case a deletion fell between a list and its watch. */
+	if (st == CRUX_OK && n->term == 0 &&
+	    (now >= n->next_campaign || atomic_exchange(&n->leader_gone, false))) {
 		st = crux_elect_campaign(n->e, n->k_leader, n->host, n->lease, &n->term, n->leader_name,
 					 sizeof(n->leader_name));
-		n->next_campaign = now + (double)n->cfg.ttl_s / 4;
+		n->next_campaign = now + (double)n->cfg.ttl_s;
 		if (st == CRUX_OK && n->term > 0)
 			crux_info("cluster %s: host %s leads (term %lld)", n->cluster, n->host,
 				  (long long)n->term);

@@ -5,13 +5,14 @@
  *
  *   /crux/<cluster>/hosts/<host>   this host's job view, on its own lease,
  *                                  written only when it changes
- *   /crux/<cluster>/leader         the leader key (crux/elect.h)
- *   /crux/<cluster>/schedule       the schedule record, written fenced
+ *   /crux/<cluster>/ctl/leader     the leader key (crux/elect.h)
+ *   /crux/<cluster>/ctl/schedule   the schedule record, written fenced
  *
  * crux_cluster_step, called from the agent's loop, renews the lease,
  * campaigns, and — on the leader — reads every host view at one revision,
  * merges them, asks the plan callback for a schedule and writes it fenced
- * by its term. A watcher thread follows the schedule key by list-then-watch;
+ * by its term. A watcher thread follows ctl/ by list-then-watch (a deleted
+ * leader key makes the next step campaign);
  * step hands each new schedule to the apply callback in the caller's thread.
  * When etcd cannot be reached the last applied schedule stays in force
  * (stale-but-usable), said once in the log and in crux_cluster_status.
