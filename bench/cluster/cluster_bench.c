@@ -248,6 +248,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	const char *eps = argv[1];
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	N = atoi(argv[2]);
 	int ttl = atoi(argv[3]);
 	double steady = atof(argv[4]);
@@ -379,8 +380,13 @@ int main(int argc, char **argv)
 		link_fraction, secs, fo, p99 <= 2 ? "true" : "false",
 		link_fraction < 1e-4 ? "true" : "false");
 	fclose(f);
+	double tc = now_s();
+	for (int i = 0; i < N; i++)
+		if (H[i].alive)
+			crux_cluster_stop(H[i].n); /* all watchers wind down together */
 	for (int i = 0; i < N; i++)
 		if (H[i].alive)
 			crux_cluster_close(H[i].n);
+	printf("N=%d: agents closed in %.2f s\n", N, now_s() - tc);
 	return 0;
 }

@@ -84,11 +84,11 @@ etcd_start() {
 }
 
 etcd_stop() {
-	for p in $ETCD_PIDS; do
+	for p in ${ETCD_PIDS:-}; do
 		kill -CONT "$p" 2>/dev/null || true
 		kill "$p" 2>/dev/null || true
 	done
-	for p in $ETCD_PIDS; do
+	for p in ${ETCD_PIDS:-}; do
 		wait "$p" 2>/dev/null || true
 	done
 	ETCD_PIDS=""

@@ -226,6 +226,12 @@ void crux_cluster_close(struct crux_cluster_node *n)
 	teardown(n);
 }
 
+void crux_cluster_stop(struct crux_cluster_node *n)
+{
+	if (n)
+		atomic_store(&n->stop, true);
+}
+
 void crux_cluster_abandon(struct crux_cluster_node *n)
 {
 	if (n)

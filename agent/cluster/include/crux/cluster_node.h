@@ -65,6 +65,9 @@ crux_status_t crux_cluster_open(const struct crux_cluster_cfg *cfg, struct crux_
 				char *err, size_t errlen);
 /* Stop the watcher; resign if leader; revoke the lease (records vanish). */
 void crux_cluster_close(struct crux_cluster_node *n);
+/* Ask the watcher to stop without waiting (it notices within about a
+ * second): call on many nodes before closing them so their waits overlap. */
+void crux_cluster_stop(struct crux_cluster_node *n);
 /* Stop the watcher without resigning or revoking (a crash, for tests). */
 void crux_cluster_abandon(struct crux_cluster_node *n);
 
