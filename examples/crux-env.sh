@@ -12,6 +12,17 @@
 # marks their traffic and takes the chosen paths).
 
 crux_prefix="${1:-${CRUX_PREFIX:-/usr/local}}"
+# Absolute, so the paths stay right after a cd and in processes started elsewhere.
+case "$crux_prefix" in
+/*) ;;
+*)
+	if [ -d "$crux_prefix" ]; then
+		crux_prefix="$(cd "$crux_prefix" && pwd)"
+	else
+		crux_prefix="$(pwd)/$crux_prefix"
+	fi
+	;;
+esac
 crux_find() {
 	for d in "$crux_prefix/lib" "$crux_prefix/lib64" "$crux_prefix/lib/x86_64-linux-gnu" \
 		"$crux_prefix/$2"; do

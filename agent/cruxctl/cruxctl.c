@@ -843,7 +843,8 @@ int main(int argc, char **argv)
 	int nrest = 0, cmd_at = -1;
 
 	memset(&c, 0, sizeof(c));
-	crux_log_init("cruxctl");
+	if (crux_log_init("cruxctl") != CRUX_OK)
+		fprintf(stderr, "cruxctl: going on with log level warn\n");
 	for (int i = 1; i < argc; i++) {
 		if (cmd && !strcmp(cmd, "plan"))
 			break; /* plan parses its own options */

@@ -154,8 +154,9 @@ int main(int argc, char **argv)
 			setenv("CRUX_LOG_LEVEL", ov.value[i], 1);
 	/* journald stamps lines itself; a terminal or a file needs our stamps. */
 	crux_log_set_timestamps(getenv("JOURNAL_STREAM") == NULL);
-	/* An invalid level is reported ("using 'warn'") and cruxd goes on with warn. */
-	crux_log_init("cruxd");
+	/* Like every other invalid CRUX_ variable: a message, exit 2, nothing started. */
+	if (crux_log_init("cruxd") != CRUX_OK)
+		return 2;
 	st = cruxd_config_env(overlay_get, &ov, &cfg, err, sizeof(err));
 	if (st != CRUX_OK) {
 		crux_err("%s", err);

@@ -77,7 +77,8 @@ crux_status_t crux_log_init(const char *component)
 	char err[256];
 	if (crux_log_parse_level(NULL, NULL, &lvl, err, sizeof(err)) != CRUX_OK) {
 		atomic_store(&c->level, CRUX_LOG_WARN);
-		crux_log_msg(CRUX_LOG_ERROR, __FILE__, __LINE__, "%s; using 'warn'", err);
+		/* The caller says what follows (cruxd exits, the plugin stays off, ...). */
+		crux_log_msg(CRUX_LOG_ERROR, __FILE__, __LINE__, "%s", err);
 		return CRUX_ERR_INVAL;
 	}
 	atomic_store(&c->level, (int)lvl);

@@ -13,8 +13,8 @@
 # the worker with the Crux net plugin (traffic marked and routed) and the Crux
 # profiler plugin (NCCL_PROFILER_PLUGIN=crux; NCCL 2.25 or later), which feeds
 # the profile from NCCL's own events; the preload is left out. Every worker
-# must use the same --job-id (default: the worker list), so all derive one
-# job key.
+# must use the same --job-id (default: tf- and a hash of the worker list), so
+# all derive one job key.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 PREFIX="${CRUX_PREFIX:-/usr/local}"
@@ -38,7 +38,16 @@ done
 case "$INDEX" in '' | *[!0-9]*) echo "tf-crux.sh: --index '$INDEX' is not a worker index" >&2; exit 2 ;; esac
 list="$(printf '%s' "$WORKERS" | sed 's/[^,][^,]*/"&"/g')"
 export TF_CONFIG="{\"cluster\": {\"worker\": [$list]}, \"task\": {\"type\": \"worker\", \"index\": $INDEX}}"
-export CRUX_JOB_ID="${JOB:-tf-$WORKERS}"
+# The default id is short and stable: a hash of the worker list (every worker
+# hashes the same list), not the list itself, which outgrows the 59-character
+# limit of CRUX_JOB_ID with a few workers.
+if [ -z "$JOB" ]; then
+	JOB="tf-$(printf '%s' "$WORKERS" | sha256sum | cut -c1-16)"
+elif [ ${#JOB} -gt 59 ] || [ "$JOB" != "$(printf '%s' "$JOB" | tr -cd '!-~')" ]; then
+	echo "tf-crux.sh: --job-id '$JOB' is not valid: at most 59 printable characters, no spaces" >&2
+	exit 2
+fi
+export CRUX_JOB_ID="$JOB"
 # The preload cannot see statically linked NCCL; the profiler plugin can.
 export CRUX_NO_PRELOAD=1
 # shellcheck disable=SC1091

@@ -142,8 +142,14 @@ cruxn_result_t cruxn_init(cruxn_logger_t logger)
 			 v ? v : "", CRUX_PATH_MAX);
 		goto out;
 	}
-	if (crux_job_identity_derive(NULL, NULL, &c->job) != CRUX_OK) {
-		crux_err("init failed: cannot derive this job's identity; set CRUX_JOB_ID");
+	if (crux_job_identity_derive_ex(NULL, NULL, &c->job, err, sizeof(err)) != CRUX_OK) {
+		/* The real cause: a bad CRUX_JOB_ID is named as such, never "set it". */
+		if (crux_env_get(NULL, NULL, "CRUX_JOB_ID"))
+			crux_err("init failed: %s", err);
+		else
+			crux_err("init failed: cannot derive this job's identity (%s); set "
+				 "CRUX_JOB_ID",
+				 err);
 		goto out;
 	}
 	if (cruxn_devices_scan(&c->cfg, c->devs, CRUXN_MAX_DEVS, &c->ndevs) != CRUX_OK) {

@@ -79,4 +79,10 @@ grep -q "cannot listen on 127.0.0.1 port $port" "$tmp/err" || fail "busy port: $
 # Under journald (JOURNAL_STREAM set) no timestamps of our own.
 JOURNAL_STREAM=8:1 CRUX_SHM_DIR="$tmp/shm3" "$AGENT" --passes 1 2>"$tmp/j"
 grep -q '^cruxd\[[0-9]*\] INFO: cruxd .* started .*metrics off' "$tmp/j" || fail "journald start line: $(cat "$tmp/j")"
+# An invalid CRUX_LOG_LEVEL: one behaviour, a message and exit 2 (no "using warn" then an exit).
+rc=0
+CRUX_LOG_LEVEL=verbose CRUX_SHM_DIR="$tmp/shm4" "$AGENT" --passes 1 2>"$tmp/ll" || rc=$?
+[ "$rc" = 2 ] || fail "invalid CRUX_LOG_LEVEL: exit $rc"
+grep -q "CRUX_LOG_LEVEL='verbose' is not valid" "$tmp/ll" || fail "log level message: $(cat "$tmp/ll")"
+grep -q "using" "$tmp/ll" && fail "log level message promises to go on: $(cat "$tmp/ll")"
 echo "metrics: ok (port $port)"
