@@ -508,7 +508,17 @@ static void endless_receiver_child(void)
 	CHECK(write(exchange_fd[1], handle, sizeof(handle)) == (ssize_t)sizeof(handle), "handle");
 	CHECK(netdrv_accept(net, l, &r) == 0, "accept");
 	CHECK(netdrv_recv(net, r, b, sz, 1, NULL, 20000) == 0, "first recv");
-	/* then stall until killed */
+	if (getenv("CRUX_TRANSPORT") && strcmp(getenv("CRUX_TRANSPORT"), "verbs") == 0) {
+		/*
+		 * Post the next receive (an RDMA sender waits for its clear-to-send,
+		 * which irecv itself writes), then stall: nothing progresses it.
+		 */
+		void *req = NULL, *data[1] = {b};
+		int tag = 1;
+		for (uint64_t t0 = netdrv_now_ns(); !req && netdrv_now_ns() - t0 < 20000000000ull;)
+			CHECK(net->irecv(r, 1, data, &sz, &tag, NULL, NULL, &req) == CRUXN_SUCCESS,
+			      "second irecv");
+	}
 	for (;;)
 		pause();
 }
@@ -608,7 +618,10 @@ static void fault_receiver_killed(void)
 	netdrv_fill(b, sz, 1);
 	CHECK(netdrv_send(net, s, b, sz, 1, 20000) == 0, "first send");
 	void *req = NULL;
-	CHECK(net->isend(s, b, sz, 1, NULL, NULL, &req) == CRUXN_SUCCESS && req, "isend");
+	/* NCCL's IB shape answers NULL until the receiver's next receive is posted */
+	for (uint64_t t1 = netdrv_now_ns(); !req && netdrv_now_ns() - t1 < 20000000000ull;)
+		CHECK(net->isend(s, b, sz, 1, NULL, NULL, &req) == CRUXN_SUCCESS, "isend");
+	CHECK(req, "isend accepted within 20 s");
 	usleep(20000);
 	kill(pid, SIGKILL);
 	wait_child(pid);
@@ -634,11 +647,20 @@ static void inflight_sender(void *ctx, void *comm)
 	CHECK(b, "malloc");
 	netdrv_fill(b, sz * 8, 2);
 	for (int k = 0; k < 8; k++) {
+		int rc = CRUXN_SUCCESS;
 		reqs[k] = NULL;
-		CHECK(net->isend(comm, b + (size_t)k * sz, sz, 1, NULL, NULL, &reqs[k]) ==
-				  CRUXN_SUCCESS &&
-			      reqs[k],
-		      "isend");
+		/*
+		 * An RDMA transport answers NULL until the receiver's receive is
+		 * posted, and an error once the receiver is gone (it closes after
+		 * the first message): both end the sends "one way or the other".
+		 */
+		for (uint64_t t0 = netdrv_now_ns();
+		     !reqs[k] && rc == CRUXN_SUCCESS && netdrv_now_ns() - t0 < 10000000000ull;)
+			rc = net->isend(comm, b + (size_t)k * sz, sz, 1, NULL, NULL, &reqs[k]);
+		CHECK(rc == CRUXN_SUCCESS || (k > 0 && rc == CRUXN_REMOTE_ERROR), "isend");
+		if (rc != CRUXN_SUCCESS)
+			break;
+		CHECK(reqs[k], "isend accepted within 10 s");
 	}
 	/* The receiver closes after one message: later sends end one way or the other. */
 	CHECK(netdrv_wait(net, reqs[0], NULL, 10000) == 0, "first in-flight send");
