@@ -1,6 +1,8 @@
 # Sourced by the cluster tests: start and stop throwaway etcd members on
-# loopback. Ports come from the test's PID so parallel helpers do not collide;
-# a port already taken moves the whole block on.
+# loopback. Ports come from the test's PID, below the kernel's ephemeral range
+# (32768+, where outgoing connections take their ports), so parallel tests do
+# not collide; a port already taken moves the whole block on, and a member
+# that loses a race for its port restarts the whole set on other ports.
 # etcd_need: exit 77 (skip) only when etcd is missing and we cannot install it.
 etcd_need() {
 	ETCD_BIN=$(command -v etcd || true)
@@ -21,7 +23,7 @@ port_free() {
 # etcd_pick_base N: sets ETCD_BASE so that 2N ports from it are free.
 etcd_pick_base() {
 	n=$1
-	b=$((20000 + ($$ * 7) % 30000))
+	b=$((20000 + ($$ * 7 + ${ETCD_SHIFT:-0}) % 12000))
 	tries=0
 	while :; do
 		ok=1
@@ -39,8 +41,24 @@ etcd_pick_base() {
 }
 
 # etcd_start DIR N: N members m1..mN, client port BASE+2i, peer BASE+2i+1.
-# Sets ETCD_ENDPOINTS (comma list) and ETCD_PIDS.
+# Sets ETCD_ENDPOINTS (comma list) and ETCD_PIDS. Up to 3 attempts.
 etcd_start() {
+	for attempt in 1 2 3; do
+		if etcd_start_once "$1" "$2"; then
+			return 0
+		fi
+		grep -qs "address already in use" "$1"/m*.log || break
+		echo "etcd: a port was taken meanwhile; again on other ports" >&2
+		etcd_stop
+		rm -rf "$1"/m*
+		ETCD_SHIFT=$(( ${ETCD_SHIFT:-0} + 997 * attempt ))
+	done
+	echo "FAIL: etcd did not become healthy; logs:" >&2
+	tail -n 20 "$1"/m*.log >&2
+	return 1
+}
+
+etcd_start_once() {
 	dir=$1
 	n=$2
 	etcd_pick_base "$n"
@@ -75,11 +93,13 @@ etcd_start() {
 			curl -fsS -m 1 "$ep/health" 2>/dev/null | grep -q '"health":"true"' || all=0
 		done
 		[ $all -eq 1 ] && return 0
+		# A member that died (its port taken) will not come up: stop waiting.
+		for p in $ETCD_PIDS; do
+			kill -0 "$p" 2>/dev/null || return 1
+		done
 		sleep 0.2
 		t=$((t + 1))
 	done
-	echo "FAIL: etcd did not become healthy in 20 s; logs:" >&2
-	tail -n 20 "$dir"/m*.log >&2
 	return 1
 }
 
