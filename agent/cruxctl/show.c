@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "crux/log.h"
 #include "show.h"
 
 static const char *state_name(unsigned s)
@@ -63,7 +64,11 @@ crux_status_t view_load(struct view *v, const char *dir)
 	v->agent = calloc(1, sizeof(*v->agent));
 	if (!v->table || !v->agent)
 		return CRUX_ERR_NOMEM;
-	v->table_st = crux_dt_reader_open(dir, &r);
+	/* A pread copy: nothing done to the file can fault cruxctl. */
+	char err[512];
+	v->table_st = crux_dt_reader_open_copy(dir, &r, err, sizeof(err));
+	if (v->table_st != CRUX_OK && v->table_st != CRUX_ERR_NOENT)
+		crux_warn("%s", err);
 	v->now_ns = crux_now_ns();
 	if (v->table_st == CRUX_OK) {
 		v->table_st = crux_dt_read_all(r, v->table);

@@ -145,8 +145,9 @@ int main(int argc, char **argv)
 	struct crux_dt_writer *w;
 	struct crux_dt_reader *r;
 	crux_dt_settings_default(4, &s);
+	/* Contract v2: the table as cruxd hands it out, a sealed memfd (the child inherits it). */
 	if (crux_shm_dir_check(shm, true) != CRUX_OK ||
-	    crux_dt_writer_open(shm, &s, &w, NULL) != CRUX_OK) {
+	    crux_dt_writer_open_memfd(&s, &w, err, sizeof(err)) != CRUX_OK) {
 		rm_dir(shm, base);
 		return 1;
 	}
@@ -164,7 +165,8 @@ int main(int argc, char **argv)
 	}
 	if (ncpu >= 2)
 		pin(0);
-	if (crux_dt_reader_open(shm, &r) != CRUX_OK) {
+	if (crux_dt_reader_open_fd(crux_dt_writer_fd(w), &r, err, sizeof(err)) != CRUX_OK) {
+		fprintf(stderr, "crux-bench-lookup: %s\n", err);
 		kill(kid, SIGKILL);
 		rm_dir(shm, base);
 		return 1;

@@ -14,10 +14,12 @@
  * entry number + 1 (0 = empty) and are bounds-checked on every use.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -88,6 +90,7 @@ _Static_assert((CRUX_MAX_LEVELS & (CRUX_MAX_LEVELS - 1)) == 0, "level mask");
 struct crux_dt_reader {
 	struct crux_shm_map map;
 	const struct dt_file *f;
+	void *owned; /* a private copy this reader frees (crux_dt_reader_open_copy) */
 };
 
 struct crux_dt_writer {
@@ -96,6 +99,11 @@ struct crux_dt_writer {
 	struct dt_bank
 	    *stage; /* the current contents, private: what the next publish starts from */
 	struct dt_bank *scratch; /* the next contents while they are built and checked */
+	/* Shadow mode (cruxd): the table is a memfd; the file is written, never mapped. */
+	int shadow_fd;
+	char shadow_dir[CRUX_PATH_MAX];
+	char shadow_path[CRUX_PATH_MAX];
+	int shadow_said;
 };
 
 size_t crux_dt_file_size(void)
@@ -405,9 +413,87 @@ void crux_dt_reader_close(struct crux_dt_reader *r)
 {
 	if (!r)
 		return;
+	free(r->owned);
 	if (r->map.fd >= 0)
 		crux_shm_unmap(&r->map);
 	free(r);
+}
+
+/*
+ * The seqlock's closing check, for a copy: the counters and indexes the copy
+ * holds must still be in the file after it was read.
+ */
+static bool copy_still_current(int fd, const struct dt_file *c)
+{
+	struct dt_top top;
+	uint64_t gen, q[2];
+	for (int i = 0; i < 2; i++)
+		if (pread(fd, &q[i], sizeof(q[i]),
+			  (off_t)(offsetof(struct dt_file, bank) + (size_t)i * sizeof(struct dt_bank))) !=
+		    (ssize_t)sizeof(q[i]))
+			return false;
+	if (pread(fd, &top, sizeof(top), (off_t)offsetof(struct dt_file, top)) != (ssize_t)sizeof(top) ||
+	    pread(fd, &gen, sizeof(gen),
+		  (off_t)(offsetof(struct dt_file, hdr) + offsetof(struct crux_shm_header, generation))) !=
+		(ssize_t)sizeof(gen))
+		return false;
+	return q[0] == atomic_load(&c->bank[0].seq) && q[1] == atomic_load(&c->bank[1].seq) &&
+	       !(q[0] & 1u) && !(q[1] & 1u) &&
+	       atomic_load(&top.active) == atomic_load(&c->top.active) &&
+	       gen == atomic_load(&c->hdr.generation);
+}
+
+crux_status_t crux_dt_reader_open_copy(const char *dir, struct crux_dt_reader **out, char *err,
+				       size_t errlen)
+{
+	struct stat sb;
+	int dfd = -1, fd = -1;
+	crux_status_t st = crux_shm_open_dir(dir, false, &dfd, err, errlen);
+	if (st != CRUX_OK)
+		return st;
+	fd = openat(dfd, CRUX_DT_FILE, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	close(dfd);
+	if (fd < 0) {
+		crux_set_err(err, errlen, "%s/%s: %s", dir, CRUX_DT_FILE, strerror(errno));
+		return errno == ENOENT ? CRUX_ERR_NOENT : CRUX_ERR_PERM;
+	}
+	struct dt_file *buf = aligned_alloc(64, sizeof(*buf));
+	if (!buf) {
+		close(fd);
+		return CRUX_ERR_NOMEM;
+	}
+	st = CRUX_ERR_BUSY;
+	for (int t = 0; t < 200 && st == CRUX_ERR_BUSY; t++) {
+		if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
+		    (size_t)sb.st_size != sizeof(*buf) ||
+		    pread(fd, buf, sizeof(*buf), 0) != (ssize_t)sizeof(*buf)) {
+			crux_set_err(err, errlen,
+				     "%s/%s is not a decision table of this version (%lld bytes); fix: "
+				     "restart cruxd (it rewrites the table)",
+				     dir, CRUX_DT_FILE, (long long)sb.st_size);
+			st = CRUX_ERR_CORRUPT;
+			break;
+		}
+		char why[256];
+		st = crux_dt_validate_mapped(buf, sizeof(*buf), why, sizeof(why));
+		if (st == CRUX_OK && !copy_still_current(fd, buf))
+			st = CRUX_ERR_BUSY; /* the writer moved while we copied */
+		if (st == CRUX_ERR_BUSY)
+			usleep(1000);
+		else if (st != CRUX_OK)
+			crux_set_err(err, errlen, "%s/%s: %s", dir, CRUX_DT_FILE, why);
+	}
+	close(fd);
+	if (st == CRUX_ERR_BUSY)
+		crux_set_err(err, errlen, "%s/%s: the writer kept it busy", dir, CRUX_DT_FILE);
+	if (st == CRUX_OK)
+		st = crux_dt_reader_open_buffer(buf, sizeof(*buf), out, err, errlen);
+	if (st != CRUX_OK) {
+		free(buf);
+		return st;
+	}
+	(*out)->owned = buf;
+	return CRUX_OK;
 }
 
 bool crux_dt_reader_is_current(const struct crux_dt_reader *r)
@@ -777,6 +863,72 @@ static crux_status_t stage_build(struct dt_bank *st, const struct crux_dt_job *j
 }
 
 /* Copy the stage into the inactive bank and make it the active one. */
+/* ---- shadow file (cruxd): pwrite, never mmap, so nobody can fault the agent ---- */
+
+static bool shadow_put(struct crux_dt_writer *w, const void *p, size_t len, size_t off)
+{
+	return pwrite(w->shadow_fd, p, len, (off_t)off) == (ssize_t)len;
+}
+
+static bool still_named_fd(int fd, const char *path);
+
+/* Replace a removed, replaced or truncated file with a whole copy of the table. */
+static void shadow_rewrite(struct crux_dt_writer *w)
+{
+	struct crux_shm_map m;
+	char err[512];
+	if (!still_named_fd(w->shadow_fd, w->shadow_path)) {
+		if (crux_shm_create_ex(w->shadow_dir, CRUX_DT_FILE, CRUX_DT_MAGIC, CRUX_DT_VERSION,
+				       sizeof(struct dt_file), 0644, false, NULL, NULL, &m, err,
+				       sizeof(err)) != CRUX_OK) {
+			crux_log_once(&w->shadow_said, CRUX_LOG_WARN,
+				      "cannot recreate the decision table file: %s", err);
+			return;
+		}
+		munmap(m.base, m.size);
+		if (flock(m.fd, LOCK_EX | LOCK_NB) != 0) {
+			close(m.fd); /* someone else's now: keep serving through the socket */
+			return;
+		}
+		close(w->shadow_fd);
+		w->shadow_fd = m.fd;
+		crux_warn("%s was removed or replaced: recreated it", w->shadow_path);
+	}
+	if (!shadow_put(w, w->f, sizeof(*w->f), 0) ||
+	    ftruncate(w->shadow_fd, (off_t)sizeof(*w->f)) != 0)
+		crux_log_once(&w->shadow_said, CRUX_LOG_WARN, "cannot write %s: %s",
+			      w->shadow_path, strerror(errno));
+}
+
+/*
+ * Copy bank 'i' (just written) to the file under the same seqlock protocol
+ * (odd counter, body, even counter), then the active index and generation.
+ */
+static void shadow_sync(struct crux_dt_writer *w, uint32_t i)
+{
+	struct stat sb;
+	if (w->shadow_fd < 0)
+		return;
+	if (fstat(w->shadow_fd, &sb) != 0 || (size_t)sb.st_size != sizeof(*w->f) ||
+	    !still_named_fd(w->shadow_fd, w->shadow_path)) {
+		shadow_rewrite(w);
+		return;
+	}
+	const struct dt_bank *b = &w->f->bank[i];
+	size_t off = offsetof(struct dt_file, bank) + i * sizeof(*b);
+	uint64_t q = atomic_load(&b->seq);
+	uint64_t odd = q - 1;
+	bool ok = shadow_put(w, &odd, sizeof(odd), off) &&
+		  shadow_put(w, (const char *)b + sizeof(b->seq), sizeof(*b) - sizeof(b->seq),
+			     off + sizeof(b->seq)) &&
+		  shadow_put(w, &q, sizeof(q), off) &&
+		  shadow_put(w, &w->f->top, sizeof(w->f->top), offsetof(struct dt_file, top)) &&
+		  shadow_put(w, &w->f->hdr, sizeof(w->f->hdr), 0);
+	if (!ok)
+		crux_log_once(&w->shadow_said, CRUX_LOG_WARN, "cannot write %s: %s",
+			      w->shadow_path, strerror(errno));
+}
+
 static void stage_commit(struct crux_dt_writer *w)
 {
 	struct dt_file *f = w->f;
@@ -797,6 +949,7 @@ static void stage_commit(struct crux_dt_writer *w)
 	crux_seq_write_end(&b->seq);
 	atomic_store_explicit(&f->top.active, a ^ 1u, memory_order_release);
 	atomic_store_explicit(&f->hdr.generation, gen, memory_order_release);
+	shadow_sync(w, a ^ 1u);
 }
 
 static void stage_set_settings(struct dt_bank *st, const struct crux_dt_settings *s)
@@ -860,6 +1013,13 @@ static pid_t holder_of(const struct crux_shm_map *m)
 	return (p > 0 && crux_proc_alive(p, start)) ? p : 0;
 }
 
+static bool still_named_fd(int fd, const char *path)
+{
+	struct stat a, b;
+	return fstat(fd, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
 /* Is 'path' still the inode we locked? (A concurrent writer may have replaced it.) */
 static bool still_named(const struct crux_shm_map *m)
 {
@@ -879,6 +1039,7 @@ crux_status_t crux_dt_writer_open_ex(const char *dir, const struct crux_dt_setti
 	if (!w)
 		return CRUX_ERR_NOMEM;
 	w->map.fd = -1;
+	w->shadow_fd = -1;
 	w->stage = calloc(1, sizeof(*w->stage));
 	w->scratch = calloc(1, sizeof(*w->scratch));
 	if (!w->stage || !w->scratch) {
@@ -1020,6 +1181,7 @@ crux_status_t crux_dt_writer_open_memfd(const struct crux_dt_settings *settings,
 	if (!w)
 		return CRUX_ERR_NOMEM;
 	w->map.fd = -1;
+	w->shadow_fd = -1;
 	w->stage = calloc(1, sizeof(*w->stage));
 	w->scratch = calloc(1, sizeof(*w->scratch));
 	if (!w->stage || !w->scratch) {
@@ -1152,7 +1314,44 @@ crux_status_t crux_dt_set_settings(struct crux_dt_writer *w, const struct crux_d
 
 void crux_dt_heartbeat(struct crux_dt_writer *w)
 {
-	atomic_store_explicit(&w->f->hdr.heartbeat_ns, crux_now_ns(), memory_order_release);
+	uint64_t now = crux_now_ns();
+	atomic_store_explicit(&w->f->hdr.heartbeat_ns, now, memory_order_release);
+	if (w->shadow_fd >= 0) {
+		struct stat sb;
+		if (fstat(w->shadow_fd, &sb) != 0 || (size_t)sb.st_size != sizeof(*w->f) ||
+		    !still_named_fd(w->shadow_fd, w->shadow_path))
+			shadow_rewrite(w);
+		else
+			shadow_put(w, &now, sizeof(now), offsetof(struct crux_shm_header, heartbeat_ns));
+	}
+}
+
+crux_status_t crux_dt_writer_open_shadow(const char *dir, const struct crux_dt_settings *settings,
+					 struct crux_dt_writer **out, pid_t *holder_pid, char *err,
+					 size_t errlen)
+{
+	struct crux_dt_writer *w;
+	struct crux_shm_map m;
+	crux_status_t st = crux_dt_writer_open_ex(dir, settings, &w, holder_pid, err, errlen);
+	if (st != CRUX_OK)
+		return st;
+	st = crux_memfd_create("crux-decision", CRUX_DT_MAGIC, CRUX_DT_VERSION,
+			       sizeof(struct dt_file), CRUX_SEALS_TABLE, NULL, NULL, &m, err,
+			       errlen);
+	if (st != CRUX_OK) {
+		crux_dt_writer_close(w);
+		return st;
+	}
+	/* We hold the lock: the file's image is whole. From now on it is only written. */
+	memcpy(m.base, w->map.base, sizeof(struct dt_file));
+	munmap(w->map.base, w->map.size);
+	w->shadow_fd = w->map.fd;
+	snprintf(w->shadow_dir, sizeof(w->shadow_dir), "%s", dir);
+	snprintf(w->shadow_path, sizeof(w->shadow_path), "%s", w->map.path);
+	w->map = m;
+	w->f = m.base;
+	*out = w;
+	return CRUX_OK;
 }
 
 void crux_dt_writer_close(struct crux_dt_writer *w)
@@ -1161,6 +1360,8 @@ void crux_dt_writer_close(struct crux_dt_writer *w)
 		return;
 	/* Closing the descriptor releases the flock. */
 	crux_shm_unmap(&w->map);
+	if (w->shadow_fd >= 0)
+		close(w->shadow_fd);
 	free(w->scratch);
 	free(w->stage);
 	free(w);

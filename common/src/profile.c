@@ -15,9 +15,11 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "crux/log.h"
@@ -443,7 +445,34 @@ static crux_status_t prof_read(const char *dir, const char *name, struct crux_pr
 			      sizeof(struct prof_file), false, &map, err, errlen);
 	if (st != CRUX_OK)
 		return st;
-	st = crux_prof_validate_buffer(map.base, map.size, pid, start, out, why, sizeof(why));
+	/*
+	 * The mapping is never touched: a file truncated under it would fault us.
+	 * A pread copy instead, kept only if the counters did not move meanwhile.
+	 */
+	struct prof_file *copy = aligned_alloc(64, sizeof(*copy));
+	st = copy ? CRUX_ERR_BUSY : CRUX_ERR_NOMEM;
+	for (int t = 0; t < 64 && st == CRUX_ERR_BUSY; t++) {
+		struct stat sb;
+		uint64_t q[3];
+		if (fstat(map.fd, &sb) != 0 || (size_t)sb.st_size != sizeof(*copy) ||
+		    pread(map.fd, copy, sizeof(*copy), 0) != (ssize_t)sizeof(*copy)) {
+			snprintf(why, sizeof(why), "truncated or resized while being read");
+			st = CRUX_ERR_CORRUPT;
+			break;
+		}
+		if (pread(map.fd, &q[0], 8, offsetof(struct prof_file, compute.seq)) != 8 ||
+		    pread(map.fd, &q[1], 8, offsetof(struct prof_file, net.seq)) != 8 ||
+		    pread(map.fd, &q[2], 8,
+			  offsetof(struct prof_file, hdr) + offsetof(struct crux_shm_header, generation)) != 8 ||
+		    q[0] != atomic_load(&copy->compute.seq) || q[1] != atomic_load(&copy->net.seq) ||
+		    q[2] != atomic_load(&copy->hdr.generation) || (q[0] & 1u) || (q[1] & 1u))
+			continue; /* the writer moved while we copied */
+		st = crux_prof_validate_buffer(copy, sizeof(*copy), pid, start, out, why,
+					       sizeof(why));
+	}
+	if (st == CRUX_ERR_BUSY)
+		snprintf(why, sizeof(why), "its writer kept it busy");
+	free(copy);
 	if (st != CRUX_OK)
 		crux_set_err(err, errlen, "%s: %s", map.path, why);
 	else

@@ -163,8 +163,12 @@ struct cruxn_context {
 	int once_prio_fail; /* crux_log_once flags (plain ints for __atomic) */
 	int once_port_fail;
 	int once_prof_fail;
-	ino_t dt_ino; /* file the current reader maps */
+	ino_t dt_ino; /* file the current reader maps (0: the agent's memfd) */
 	dev_t dt_dev;
+	/* Contract v2: the connection to cruxd and this process's shared record. */
+	struct crux_agent_conn *conn;
+	bool conn_welcomed;
+	struct crux_prof_handle *att_prof;
 
 	/* Traffic matrix */
 	pthread_mutex_t peers_lock;

@@ -9,6 +9,7 @@
 #include "crux/shm.h"
 #include "crux_config.h"
 #include "core.h"
+#include "crux/attach.h"
 #include "cruxn.h"
 
 struct cruxn_context cruxn_ctx = {
@@ -206,6 +207,10 @@ cruxn_result_t cruxn_finalize(void)
 	for (int i = 0; i < c->ndt_retired; i++)
 		crux_dt_reader_close(c->dt_retired[i]);
 	c->ndt_retired = 0;
+	/* The agent hands its table once per connection: a new init attaches again. */
+	crux_agent_conn_close(c->conn);
+	c->conn = NULL;
+	c->conn_welcomed = false;
 	c->dt_ino = 0;
 	c->dt_dev = 0;
 	atomic_store(&c->dt_state, 0);

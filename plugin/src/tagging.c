@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "crux/attach.h"
 #include "crux/log.h"
 #include "crux/shm.h"
 #include "cruxn.h"
@@ -28,7 +29,10 @@ static void note_cond(int cond, const char *why)
 	int old = atomic_exchange(&cruxn_ctx.dt_state, cond);
 	if (old == cond)
 		return;
-	if (cond == DT_OK)
+	if (cond == DT_OK && cruxn_ctx.conn_welcomed)
+		crux_info("decision table from cruxd (%s/%s) in use", cruxn_ctx.shm_dir,
+			  CRUX_AGENT_SOCK);
+	else if (cond == DT_OK)
 		crux_info("decision table %s/%s in use", cruxn_ctx.shm_dir, CRUX_DT_FILE);
 	else if (strstr(why, CRUX_DT_FILE)) /* common's message names the file and the fix */
 		crux_warn("%s; until the decision table is usable: the default class and ECMP "
@@ -44,7 +48,11 @@ static void note_cond(int cond, const char *why)
  * Open (or re-open after the agent replaced the file) the table, at most
  * once per second, whoever calls first. Returns the reader now in use.
  */
-static struct crux_dt_reader *dt_open_locked(void);
+static struct crux_dt_reader *dt_open_locked_at(bool at_init);
+static struct crux_dt_reader *dt_open_locked(void)
+{
+	return dt_open_locked_at(false);
+}
 
 static struct crux_dt_reader *dt_maybe_reopen(uint64_t now)
 {
@@ -63,13 +71,102 @@ static struct crux_dt_reader *dt_maybe_reopen(uint64_t now)
 	return cur;
 }
 
+/* Contract v2: does an agent serve the attach socket in the directory? */
+static bool agent_socket_present(void)
+{
+	char path[CRUX_PATH_MAX + 32];
+	struct stat sb;
+	snprintf(path, sizeof(path), "%.255s/%s", cruxn_ctx.shm_dir, CRUX_AGENT_SOCK);
+	return lstat(path, &sb) == 0 && S_ISSOCK(sb.st_mode);
+}
+
+static void profile_identity(struct crux_prof_identity *id);
+
+/* Make 'r' the reader in use; the old one stays mapped (threads may hold it). */
+static struct crux_dt_reader *install_locked(struct crux_dt_reader *cur, struct crux_dt_reader *r)
+{
+	struct cruxn_context *c = &cruxn_ctx;
+	if (cur && c->ndt_retired >= (int)(sizeof(c->dt_retired) / sizeof(c->dt_retired[0]))) {
+		crux_dt_reader_close(r);
+		return cur;
+	}
+	if (cur)
+		c->dt_retired[c->ndt_retired++] = cur;
+	atomic_store_explicit(&c->dt, r, memory_order_release);
+	return r;
+}
+
+/*
+ * The agent's sealed table over the attach socket, without blocking (at init
+ * up to 500 ms). *served: an agent holds or is answering our connection, so
+ * the v1 file is not to be used. Returns a new reader, or NULL.
+ */
+static struct crux_dt_reader *attach_locked(bool at_init, bool *served)
+{
+	struct cruxn_context *c = &cruxn_ctx;
+	struct crux_dt_reader *r = NULL;
+	char err[512] = "";
+	crux_status_t st;
+
+	*served = false;
+	if (c->conn && c->conn_welcomed) {
+		if (crux_agent_conn_alive(c->conn)) {
+			*served = true;
+			return NULL;
+		}
+		crux_agent_conn_close(c->conn);
+		c->conn = NULL;
+		c->conn_welcomed = false;
+		crux_warn("cruxd closed its connection: the last decisions until it is back");
+	}
+	if (!c->conn) {
+		if (!agent_socket_present())
+			return NULL;
+		if (!c->att_prof) {
+			struct crux_prof_identity id;
+			profile_identity(&id);
+			if (crux_prof_open_shared_ex(&id, &c->att_prof, err, sizeof(err)) != CRUX_OK)
+				c->att_prof = NULL; /* attach as an observer: the table still helps */
+		}
+		st = crux_agent_conn_open(c->shm_dir, c->att_prof, &c->conn, err, sizeof(err));
+		if (st != CRUX_OK) {
+			c->conn = NULL;
+			return NULL;
+		}
+	}
+	*served = true;
+	st = at_init ? crux_agent_conn_wait(c->conn, 500, &r, err, sizeof(err))
+		     : crux_agent_conn_poll(c->conn, &r, err, sizeof(err));
+	if (st == CRUX_ERR_BUSY || st == CRUX_ERR_TIMEOUT)
+		return NULL; /* the answer is looked for on the next try */
+	if (st != CRUX_OK) {
+		crux_agent_conn_close(c->conn);
+		c->conn = NULL;
+		*served = false;
+		note_cond(DT_CORRUPT, err);
+		return NULL;
+	}
+	c->conn_welcomed = true;
+	return r;
+}
+
 /* Called with the context lock held. */
-static struct crux_dt_reader *dt_open_locked(void)
+static struct crux_dt_reader *dt_open_locked_at(bool at_init)
 {
 	struct cruxn_context *c = &cruxn_ctx;
 	struct crux_dt_reader *cur = atomic_load_explicit(&c->dt, memory_order_acquire);
 	struct crux_dt_reader *r = NULL;
 	crux_status_t st;
+	bool served;
+
+	r = attach_locked(at_init, &served);
+	if (r) {
+		c->dt_ino = 0;
+		c->dt_dev = 0;
+		return install_locked(cur, r);
+	}
+	if (served)
+		return cur;
 
 	char path[CRUX_PATH_MAX + 32];
 	char err[512];
@@ -83,17 +180,12 @@ static struct crux_dt_reader *dt_open_locked(void)
 	err[0] = '\0';
 	st = crux_dt_reader_open_ex(c->shm_dir, &r, err, sizeof(err));
 	if (st == CRUX_OK) {
-		if (cur && c->ndt_retired >= (int)(sizeof(c->dt_retired) / sizeof(c->dt_retired[0]))) {
-			/* Keep the old mapping; readers may hold it. */
-			crux_dt_reader_close(r);
-		} else {
-			if (cur)
-				c->dt_retired[c->ndt_retired++] = cur;
-			atomic_store_explicit(&c->dt, r, memory_order_release);
+		struct crux_dt_reader *now = install_locked(cur, r);
+		if (now == r) {
 			c->dt_ino = sb.st_ino;
 			c->dt_dev = sb.st_dev;
-			cur = r;
 		}
+		cur = now;
 	} else if (!cur && st == CRUX_ERR_NOENT) {
 		note_cond(DT_MISSING, "does not exist");
 	} else if (!cur) {
@@ -262,7 +354,7 @@ static void publish_once(void)
 	crux_prof_publish_net(c->prof, &net);
 }
 
-static void open_profile(void)
+static void profile_identity(struct crux_prof_identity *out)
 {
 	struct cruxn_context *c = &cruxn_ctx;
 	struct crux_prof_identity id;
@@ -281,9 +373,23 @@ static void open_profile(void)
 		id.world_size = ri.world_size;
 		id.local_rank = ri.local_rank;
 	}
+	*out = id;
+}
+
+static void open_profile(void)
+{
+	struct cruxn_context *c = &cruxn_ctx;
+	struct crux_prof_identity id;
+	crux_status_t st;
+
+	profile_identity(&id);
 	/* Re-tried every publish interval: the _ex variant logs nothing, we say it once. */
 	char err[512] = "";
-	crux_status_t st = crux_prof_open_self_ex(c->shm_dir, &id, &c->prof, err, sizeof(err));
+	/* v2 agent: this process's sealed memfd (shared with the preload); else a v1 file. */
+	if (agent_socket_present())
+		st = crux_prof_open_shared_ex(&id, &c->prof, err, sizeof(err));
+	else
+		st = crux_prof_open_self_ex(c->shm_dir, &id, &c->prof, err, sizeof(err));
 	if (st != CRUX_OK) {
 		c->prof = NULL;
 		crux_log_once(&c->once_prof_fail, CRUX_LOG_WARN,
@@ -330,7 +436,7 @@ crux_status_t cruxn_tagging_start(void)
 	/* First look at the table now, so a missing one is reported at init. */
 	atomic_store(&c->dt_next_try_ns, crux_coarse_ns() + DT_RETRY_NS);
 	if (c->cfg.tagging)
-		(void)dt_open_locked(); /* init holds the context lock */
+		(void)dt_open_locked_at(true); /* init holds the context lock */
 	if (pthread_create(&c->publisher, NULL, publisher_main, NULL) != 0) {
 		pthread_cond_destroy(&c->pub_cond);
 		return CRUX_ERR_IO;

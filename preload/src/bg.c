@@ -9,9 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "bg.h"
+#include "crux/attach.h"
 #include "crux/log.h"
 #include "crux/shm.h"
 #include "cruxp.h"
@@ -70,6 +72,8 @@ struct cruxp_bg {
 	struct crux_prof_handle *prof;
 	int prof_said;
 	bool scanned;
+	struct crux_agent_conn *conn; /* contract v2: holds the record at cruxd */
+	bool conn_welcomed;
 };
 
 void cruxp_bg_free(struct cruxp_bg *bg)
@@ -277,17 +281,63 @@ static void account(struct cruxp_bg *bg, uint64_t now)
 	bg->niv = keep;
 }
 
+/* Does a v2 agent serve the attach socket in the directory? */
+static bool agent_socket_present(void)
+{
+	char path[CRUX_PATH_MAX + 32];
+	struct stat sb;
+	snprintf(path, sizeof(path), "%.255s/%s", cruxp_ctx.cfg.shm_dir, CRUX_AGENT_SOCK);
+	return lstat(path, &sb) == 0 && S_ISSOCK(sb.st_mode);
+}
+
+/* Keep this process attached to cruxd (once a window, never blocking). */
+static void keep_attached(struct cruxp_bg *bg)
+{
+	char err[512] = "";
+	struct crux_dt_reader *r = NULL;
+	if (bg->conn && !(bg->conn_welcomed ? crux_agent_conn_alive(bg->conn) : true)) {
+		crux_agent_conn_close(bg->conn);
+		bg->conn = NULL;
+		bg->conn_welcomed = false;
+	}
+	if (!bg->conn && crux_agent_conn_open(cruxp_ctx.cfg.shm_dir, bg->prof, &bg->conn, err,
+					      sizeof(err)) != CRUX_OK) {
+		bg->conn = NULL;
+		return;
+	}
+	if (bg->conn_welcomed)
+		return;
+	crux_status_t st = crux_agent_conn_poll(bg->conn, &r, err, sizeof(err));
+	if (st == CRUX_OK) {
+		bg->conn_welcomed = true;
+		crux_dt_reader_close(r); /* the plugin reads the table; we only publish */
+	} else if (st != CRUX_ERR_BUSY) {
+		crux_log_once(&bg->prof_said, CRUX_LOG_WARN, "%s", err);
+		crux_agent_conn_close(bg->conn);
+		bg->conn = NULL;
+	}
+}
+
 static void open_record(struct cruxp_bg *bg)
 {
 	crux_status_t st;
 
-	if (bg->prof)
+	if (bg->prof) {
+		if (bg->conn || agent_socket_present())
+			keep_attached(bg);
 		return;
+	}
 	/* The agent creates the directory; without it there is no one to tell. */
 	/* Re-tried every window: the _ex variant logs nothing, we say it once. */
 	char err[512] = "";
-	st = crux_prof_open_self_ex(cruxp_ctx.cfg.shm_dir, &cruxp_ctx.ident, &bg->prof, err,
-				    sizeof(err));
+	/* v2 agent: a sealed memfd shared with the plugin; else a v1 record file. */
+	if (agent_socket_present())
+		st = crux_prof_open_shared_ex(&cruxp_ctx.ident, &bg->prof, err, sizeof(err));
+	else
+		st = crux_prof_open_self_ex(cruxp_ctx.cfg.shm_dir, &cruxp_ctx.ident, &bg->prof,
+					    err, sizeof(err));
+	if (st == CRUX_OK && agent_socket_present())
+		keep_attached(bg);
 	if (st != CRUX_OK && st != CRUX_ERR_NOENT)
 		crux_log_once(&bg->prof_said, CRUX_LOG_WARN,
 			      "cannot open the profile record in %s (%s); is cruxd running with "
@@ -412,5 +462,10 @@ void cruxp_bg_close_record(struct cruxp_bg *bg)
 	if (bg && bg->prof) {
 		crux_prof_close(bg->prof);
 		bg->prof = NULL;
+	}
+	if (bg && bg->conn) {
+		crux_agent_conn_close(bg->conn);
+		bg->conn = NULL;
+		bg->conn_welcomed = false;
 	}
 }

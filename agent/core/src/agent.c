@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "crux/agent.h"
+#include "crux/attach.h"
 #include "crux/guard.h"
 #include "crux/log.h"
 #include "crux/overrides.h"
@@ -89,7 +90,8 @@ struct hostent {
 /* The agent's one context: everything it keeps between passes. */
 struct cruxd_agent {
 	struct cruxd_config cfg;
-	struct crux_dt_writer *dt;
+	struct crux_dt_writer *dt;  /* a sealed memfd (handed out) with a written file copy */
+	struct crux_broker *broker; /* the attach socket (crux/attach.h) */
 	struct cruxd_status_writer *sw;
 	struct cruxd_probe_cache *probe;
 	struct crux_sched_topo *topo; /* from the file; NULL = single-host view */
@@ -1397,11 +1399,28 @@ static crux_status_t adopt_table(struct cruxd_agent *a, uint64_t now)
 	return CRUX_OK;
 }
 
+/* Contract v2: the table as a sealed memfd, served on the attach socket. */
+static crux_status_t attach_open(struct cruxd_agent *a)
+{
+	struct crux_broker_policy pol;
+	char err[512];
+	crux_status_t st = crux_broker_policy_env(NULL, NULL, &pol, err, sizeof(err));
+	if (st == CRUX_OK)
+		st = crux_broker_open(a->cfg.shm_dir, &pol, crux_dt_writer_fd(a->dt), &a->broker,
+				      err, sizeof(err));
+	if (st != CRUX_OK)
+		crux_err("cannot serve training processes: %s", err);
+	else if (pol.nusers || pol.ngroups)
+		crux_info("attach socket open to root and %u user(s), %u group(s)",
+			  (unsigned)pol.nusers, (unsigned)pol.ngroups);
+	return st;
+}
+
 crux_status_t cruxd_agent_open(const struct cruxd_config *cfg, struct cruxd_agent **out,
 			       pid_t *holder)
 {
 	struct cruxd_agent *a = calloc(1, sizeof(*a));
-	char err[256];
+	char err[256], derr[512];
 	crux_status_t st;
 
 	if (!a)
@@ -1426,9 +1445,12 @@ crux_status_t cruxd_agent_open(const struct cruxd_config *cfg, struct cruxd_agen
 	st = load_topology(cfg, &a->topo);
 	if (st != CRUX_OK)
 		goto fail;
-	st = crux_dt_writer_open(cfg->shm_dir, &cfg->settings, &a->dt, holder);
-	if (st != CRUX_OK)
+	st = crux_dt_writer_open_shadow(cfg->shm_dir, &cfg->settings, &a->dt, holder, derr,
+					sizeof(derr));
+	if (st != CRUX_OK) {
+		crux_warn("%s", derr);
 		goto fail;
+	}
 	st = crux_dt_writer_read(a->dt, a->old);
 	if (st != CRUX_OK) {
 		crux_warn("cannot read back the existing decision table (%s): starting afresh",
@@ -1446,6 +1468,9 @@ crux_status_t cruxd_agent_open(const struct cruxd_config *cfg, struct cruxd_agen
 		memset(a->ovr, 0, sizeof(*a->ovr));
 	}
 	st = adopt_table(a, crux_now_ns());
+	if (st != CRUX_OK)
+		goto fail;
+	st = attach_open(a);
 	if (st != CRUX_OK)
 		goto fail;
 	st = cruxd_status_writer_open(cfg->shm_dir, &a->sw);
@@ -1489,7 +1514,15 @@ crux_status_t cruxd_agent_pass(struct cruxd_agent *a, uint64_t now_ns)
 	check_overrides(a);
 	a->nnext = 0;
 	memset(&a->scan, 0, sizeof(a->scan));
-	st = crux_prof_scan(a->cfg.shm_dir, CRUX_PROF_SCAN_REAP, scan_cb, a, &a->scan);
+	/* Attached processes first (identity from the kernel), then v1 record files. */
+	struct crux_prof_scan_stats att;
+	st = crux_broker_scan(a->broker, scan_cb, a, &att);
+	if (st == CRUX_OK)
+		st = crux_prof_scan(a->cfg.shm_dir, CRUX_PROF_SCAN_REAP, scan_cb, a, &a->scan);
+	a->scan.valid += att.valid;
+	a->scan.invalid += att.invalid;
+	a->scan.busy += att.busy;
+	a->scan.reaped += att.reaped;
 	if (st != CRUX_OK) {
 		crux_err("profile scan of %s failed: %s", a->cfg.shm_dir, crux_status_str(st));
 		cruxd_agent_heartbeat(a); /* the old decisions stay valid */
@@ -1583,6 +1616,7 @@ void cruxd_agent_close(struct cruxd_agent *a)
 		cruxd_probe_cache_destroy(a->probe);
 	if (a->sw)
 		cruxd_status_writer_close(a->sw, true);
+	crux_broker_close(a->broker);
 	if (a->dt) {
 		/* A last heartbeat so readers keep the decisions for a full timeout. */
 		crux_dt_heartbeat(a->dt);

@@ -243,6 +243,24 @@ crux_status_t crux_dt_reader_open_buffer(const void *base, size_t size,
  */
 crux_status_t crux_dt_writer_open_memfd(const struct crux_dt_settings *settings,
 					struct crux_dt_writer **out, char *err, size_t errlen);
+/*
+ * cruxd's writer: opens (locks, adopts) 'dir'/decision.tbl like
+ * crux_dt_writer_open_ex, then moves the table into a sealed memfd and keeps
+ * the file only as a written (pwrite, never mapped) copy for cruxctl and
+ * v1 readers, so nothing done to the file can fault the agent. A removed,
+ * replaced or resized file is rewritten whole on the next publish or heartbeat.
+ */
+crux_status_t crux_dt_writer_open_shadow(const char *dir, const struct crux_dt_settings *settings,
+					 struct crux_dt_writer **out, pid_t *holder_pid, char *err,
+					 size_t errlen);
+/*
+ * A reader over a private copy of 'dir'/decision.tbl read with pread (never
+ * mapped, so nothing done to the file can fault the caller): a snapshot for
+ * tools (cruxctl). The copy is checked like a seqlock read and retried while
+ * the writer moves.
+ */
+crux_status_t crux_dt_reader_open_copy(const char *dir, struct crux_dt_reader **out, char *err,
+				       size_t errlen);
 /* The writer's descriptor (to pass by SCM_RIGHTS); still owned by the writer. */
 int crux_dt_writer_fd(const struct crux_dt_writer *w);
 /* A reader over a received table memfd: seals and size checked before mapping. */

@@ -1,0 +1,107 @@
+#!/bin/sh
+# Contract v2 under attack: while cruxd runs and a job's two plugin processes
+# move a verified two-phase transfer between two network namespaces, every
+# kind of shared state in CRUX_SHM_DIR is truncated, grown, scribbled on,
+# replaced and removed, and the attach socket gets garbage. Nobody may die:
+# the transfer completes with every byte verified, cruxd survives, recreates
+# its socket and files, and the job's ranks are still attached at the end.
+# usage: shm-chaos.sh CRUXD CONFORMANCE PLUGIN_DIR
+set -u
+AGENT=$1 CONF=$2 PLUGDIR=$3
+if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root for network namespaces"; exit 77; fi
+P=cxch$$
+A=${P}a B=${P}b
+W=$(mktemp -d /tmp/cxch-XXXXXX)
+AP="" SP="" RP=""
+cleanup() {
+	for p in $AP $SP $RP; do kill -KILL "$p" 2>/dev/null; done
+	ip netns del "$A" 2>/dev/null
+	ip netns del "$B" 2>/dev/null
+	[ -n "${KEEP:-}" ] || rm -rf "$W"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; tail -n 30 "$W"/*.log 2>/dev/null; exit 1; }
+chmod 755 "$W"
+set -e
+ip netns add "$A"; ip netns add "$B"
+ip link add "${P}x" netns "$A" type veth peer name "${P}y" netns "$B"
+ip -n "$A" addr add 198.18.1.1/24 dev "${P}x"
+ip -n "$B" addr add 198.18.1.2/24 dev "${P}y"
+for n in "$A" "$B"; do ip -n "$n" link set lo up; done
+ip -n "$A" link set "${P}x" up; ip -n "$B" link set "${P}y" up
+set +e
+S="$W/shm"
+export CRUX_SHM_DIR="$S" CRUX_JOB_ID="$P" NCCL_NET_PLUGIN=crux LD_LIBRARY_PATH="$PLUGDIR" \
+	CRUX_SOCKET_IFNAME="$P" CRUX_TIMEOUT=30s CRUX_AGENT_INTERVAL=100ms CRUX_PROBE=0 \
+	CRUX_PUBLISH_INTERVAL=20ms CRUX_LOG_LEVEL=info
+
+"$AGENT" >"$W/agent.log" 2>&1 &
+AP=$!
+i=0
+while [ ! -S "$S/cruxd.sock" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+[ -S "$S/cruxd.sock" ] || fail "cruxd did not open its socket"
+
+ip netns exec "$B" "$CONF" xfer-recv "$W" >"$W/recv.log" 2>&1 &
+RP=$!
+ip netns exec "$A" "$CONF" xfer-send "$W" 262144 400 400 >"$W/send.log" 2>&1 &
+SP=$!
+
+# Wait until both ranks are attached (the agent names the job).
+i=0
+until grep -q "job env:$P .*arrived" "$W/agent.log" || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
+grep -q "job env:$P .*arrived" "$W/agent.log" || fail "the job never reached cruxd"
+
+junk() { head -c "$1" /dev/urandom; }
+garbage_to_socket() {
+	python3 - "$S/cruxd.sock" <<'PY' 2>/dev/null
+import os, socket, sys
+for n in (0, 3, 256, 257, 4096):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        s.connect(sys.argv[1]); s.send(os.urandom(n) if n else b"")
+    except OSError:
+        pass
+    s.close()
+PY
+}
+round=0
+while [ $round -lt 6 ]; do
+	for f in decision.tbl agent.status cruxd.sock; do
+		[ -e "$S/$f" ] && truncate -s 0 "$S/$f" 2>/dev/null
+		sleep 0.05
+		[ -e "$S/$f" ] && truncate -s 4M "$S/$f" 2>/dev/null
+		sleep 0.05
+		[ -f "$S/$f" ] && junk 4096 | dd of="$S/$f" conv=notrunc bs=4096 seek=1 2>/dev/null
+		sleep 0.05
+		junk 1000 >"$S/.x" && mv -f "$S/.x" "$S/$f"
+		sleep 0.05
+		rm -f "$S/$f"
+		sleep 0.1
+	done
+	junk 10304 >"$S/prof-1-1.rec"; chmod 644 "$S/prof-1-1.rec"
+	ln -sf /etc/passwd "$S/prof-2-2.rec"
+	garbage_to_socket
+	round=$((round + 1))
+done
+rm -f "$S/prof-1-1.rec" "$S/prof-2-2.rec"
+i=0
+while [ ! -e "$W/phase1.done" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+[ -e "$W/phase1.done" ] || fail "phase 1 did not finish"
+touch "$W/phase2.go"
+wait $SP; SR=$?; SP=""
+wait $RP; RR=$?; RP=""
+cat "$W/send.log" "$W/recv.log"
+[ $SR = 0 ] && [ $RR = 0 ] || fail "transfer failed (send $SR, recv $RR)"
+grep -q "bytes verified" "$W/recv.log" || fail "the receiver verified nothing"
+kill -0 "$AP" 2>/dev/null || fail "cruxd died"
+# Within two seconds cruxd has its socket and files back.
+sleep 2
+[ -S "$S/cruxd.sock" ] || fail "cruxd did not recreate its socket"
+[ "$(stat -c %s "$S/decision.tbl" 2>/dev/null)" = "$(stat -c %s "$S/decision.tbl" 2>/dev/null)" ] &&
+	[ -f "$S/decision.tbl" ] || fail "cruxd did not recreate decision.tbl"
+[ -f "$S/agent.status" ] || fail "cruxd did not recreate agent.status"
+grep -q "listening on a new socket" "$W/agent.log" || fail "no socket recreation logged"
+grep -q "refused pid" "$W/agent.log" || fail "the garbage was not refused"
+kill -TERM "$AP"; wait "$AP"; AR=$?; AP=""
+[ $AR = 0 ] || fail "cruxd exited with $AR"
+echo "PASS: transfer verified, cruxd survived $round rounds and recreated its state"
