@@ -395,6 +395,9 @@ static void on_hello(struct crux_broker *b, uint32_t i)
 	if (fd >= 0)
 		close(fd);
 	reply(b, p, st, why);
+	if (st == CRUX_OK)
+		crux_info("pid %d (uid %u) attached%s%s", (int)cr.pid, (unsigned)cr.uid,
+			  p->has_prof ? ": job " : " as an observer", p->has_prof ? h.job_id : "");
 	if (st != CRUX_OK) {
 		if (p->has_prof)
 			crux_shm_unmap(&p->prof);

@@ -43,13 +43,27 @@ while [ ! -S "$S/cruxd.sock" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); do
 
 ip netns exec "$B" "$CONF" xfer-recv "$W" >"$W/recv.log" 2>&1 &
 RP=$!
-ip netns exec "$A" "$CONF" xfer-send "$W" 262144 400 400 >"$W/send.log" 2>&1 &
+# The sender runs as an unprivileged user (root agent, root receiver): any user attaches.
+AS=""
+if command -v setpriv >/dev/null 2>&1; then
+	chmod 1777 "$W"
+	AS="setpriv --reuid=65534 --regid=65534 --clear-groups"
+fi
+ip netns exec "$A" $AS "$CONF" xfer-send "$W" 262144 400 400 >"$W/send.log" 2>&1 &
 SP=$!
 
 # Wait until both ranks are attached (the agent names the job).
 i=0
 until grep -q "job env:$P .*arrived" "$W/agent.log" || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
 grep -q "job env:$P .*arrived" "$W/agent.log" || fail "the job never reached cruxd"
+if [ -n "$AS" ]; then
+	i=0
+	until grep -q "(uid 65534) attached: job env:$P" "$W/agent.log" || [ $i -ge 100 ]; do
+		sleep 0.1; i=$((i + 1))
+	done
+	grep -q "(uid 65534) attached: job env:$P" "$W/agent.log" ||
+		fail "the unprivileged rank was not profiled by the root agent"
+fi
 
 junk() { head -c "$1" /dev/urandom; }
 garbage_to_socket() {

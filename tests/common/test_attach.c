@@ -388,6 +388,59 @@ static void test_users_and_job_ownership(void **state)
 	close(hold[0]);
 }
 
+/* cruxd's writer: the file is written, never mapped; any damage is repaired. */
+static void test_shadow_file_repaired(void **state)
+{
+	struct fx *f = *state;
+	struct crux_dt_settings s;
+	struct crux_dt_writer *w;
+	struct crux_dt_reader *r;
+	struct crux_decision dec;
+	char path[256], err[512];
+	struct stat sb;
+	crux_dt_settings_default(4, &s);
+	snprintf(path, sizeof(path), "%s/%s", f->d.shm, CRUX_DT_FILE);
+	assert_int_equal(crux_dt_writer_open_shadow(f->d.shm, &s, &w, NULL, err, sizeof(err)),
+			 CRUX_OK);
+	struct crux_dt_job j = {.job_key = 9, .level = 3};
+	snprintf(j.job_id, sizeof(j.job_id), "env:k");
+	assert_int_equal(crux_dt_publish(w, &j, 1, NULL, 0), CRUX_OK);
+	assert_int_equal(crux_dt_reader_open_copy(f->d.shm, &r, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(crux_dt_lookup(r, 9, NULL, &dec), CRUX_OK);
+	assert_int_equal(dec.level, 3);
+	crux_dt_reader_close(r);
+
+	/* Truncated: the writer does not fault, and writes the file whole again. */
+	assert_int_equal(truncate(path, 0), 0);
+	crux_dt_heartbeat(w);
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal((size_t)sb.st_size, crux_dt_file_size());
+	/* Grown and scribbled on, then removed: repaired on the next publish. */
+	assert_int_equal(truncate(path, 8 << 20), 0);
+	j.level = 1;
+	assert_int_equal(crux_dt_publish(w, &j, 1, NULL, 0), CRUX_OK);
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal((size_t)sb.st_size, crux_dt_file_size());
+	assert_int_equal(unlink(path), 0);
+	j.level = 2;
+	assert_int_equal(crux_dt_publish(w, &j, 1, NULL, 0), CRUX_OK);
+	assert_int_equal(crux_dt_reader_open_copy(f->d.shm, &r, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(crux_dt_lookup(r, 9, NULL, &dec), CRUX_OK);
+	assert_int_equal(dec.level, 2);
+	crux_dt_reader_close(r);
+	/* A copy of a wrong-size file is refused, not mapped. */
+	tu_write_file(path, "junk", 4, 0644);
+	assert_int_equal(crux_dt_reader_open_copy(f->d.shm, &r, err, sizeof(err)),
+			 CRUX_ERR_CORRUPT);
+	/* The memfd handed out kept working all along. */
+	assert_int_equal(crux_dt_reader_open_fd(crux_dt_writer_fd(w), &r, err, sizeof(err)),
+			 CRUX_OK);
+	assert_int_equal(crux_dt_lookup(r, 9, NULL, &dec), CRUX_OK);
+	assert_int_equal(dec.level, 2);
+	crux_dt_reader_close(r);
+	crux_dt_writer_close(w);
+}
+
 static void test_policy_env(void **state)
 {
 	(void)state;
@@ -452,6 +505,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_forgery_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_socket_recreated, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_users_and_job_ownership, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_shadow_file_repaired, setup, teardown),
 	    cmocka_unit_test(test_policy_env),
 	    cmocka_unit_test(test_wire_decoders),
 	};
