@@ -94,6 +94,9 @@ while [ $round -lt 6 ]; do
 	done
 	junk 10304 >"$S/prof-1-1.rec"; chmod 644 "$S/prof-1-1.rec"
 	ln -sf /etc/passwd "$S/prof-2-2.rec"
+	# cruxd recreates its socket within a second; then it gets garbage.
+	i=0
+	while [ ! -S "$S/cruxd.sock" ] && [ $i -lt 30 ]; do sleep 0.1; i=$((i + 1)); done
 	garbage_to_socket
 	round=$((round + 1))
 done
