@@ -214,6 +214,7 @@ void cruxn_vx_lanes_progress(struct vx_comm *c)
 		m.kind = VX_LANE_CLOSE;
 		m.nonce = c->nonce;
 		m.lane = old->id;
+		m.addr = newest->id; /* the lane the sender moved to */
 		cruxn_vx_ctrl_send(c, &m);
 		crux_info("verbs connection to %s moved to lane %u (traffic class %d, SL %d, "
 			  "UDP source port %u)",
@@ -279,18 +280,14 @@ static void recv_ctrl(struct vx_comm *c, const struct vx_msg *m)
 		cruxn_vx_ctrl_send(c, &a);
 	} else if (m->kind == VX_LANE_CLOSE) {
 		/*
-		 * The sender moved off this lane, so its new lane is in RTS: the
-		 * CTS writes follow it (they take the sender's class and path).
+		 * The sender moved off this lane onto lane m->addr, which is in RTS
+		 * at its end: the CTS writes follow it (its class and path).
 		 */
-		struct vx_lane *newest = NULL;
-		for (l = c->lanes; l; l = l->next)
-			if (l->state == VX_LANE_UP && l->id != m->lane &&
-			    (!newest || l->id > newest->id))
-				newest = l;
+		struct vx_lane *to = cruxn_vx_lane_find(c, (uint32_t)m->addr);
 		l = cruxn_vx_lane_find(c, m->lane);
-		if (l && l == c->cur && newest) {
-			c->cur = newest;
-			c->b.marked = newest->cls;
+		if (to && to->state == VX_LANE_UP && to != l) {
+			c->cur = to;
+			c->b.marked = to->cls;
 		}
 		if (l && l != c->cur)
 			l->state = VX_LANE_CLOSING; /* freed once its CTS writes completed */
