@@ -41,6 +41,8 @@ etcd_pick_base() {
 }
 
 # etcd_start DIR N: N members m1..mN, client port BASE+2i, peer BASE+2i+1.
+# TLS: ETCD_SCHEME=https, ETCD_EXTRA_ARGS (etcd's certificate flags) and
+# ETCD_CURL_ARGS (the health check's).
 # Sets ETCD_ENDPOINTS (comma list) and ETCD_PIDS. Up to 3 attempts.
 etcd_start() {
 	for attempt in 1 2 3; do
@@ -76,13 +78,14 @@ etcd_start_once() {
 		p=$((ETCD_BASE + 2 * i - 1))
 		mkdir -p "$dir/m$i"
 		"$ETCD_BIN" --name "m$i" --data-dir "$dir/m$i" \
-			--listen-client-urls "http://127.0.0.1:$c" --advertise-client-urls "http://127.0.0.1:$c" \
+			--listen-client-urls "${ETCD_SCHEME:-http}://127.0.0.1:$c" \
+			--advertise-client-urls "${ETCD_SCHEME:-http}://127.0.0.1:$c" ${ETCD_EXTRA_ARGS:-} \
 			--listen-peer-urls "http://127.0.0.1:$p" --initial-advertise-peer-urls "http://127.0.0.1:$p" \
 			--initial-cluster "$cluster" --initial-cluster-token "crux-test-$$" \
 			--heartbeat-interval 50 --election-timeout 500 \
 			>"$dir/m$i.log" 2>&1 &
 		ETCD_PIDS="$ETCD_PIDS $!"
-		ETCD_ENDPOINTS="${ETCD_ENDPOINTS:+$ETCD_ENDPOINTS,}http://127.0.0.1:$c"
+		ETCD_ENDPOINTS="${ETCD_ENDPOINTS:+$ETCD_ENDPOINTS,}${ETCD_SCHEME:-http}://127.0.0.1:$c"
 		i=$((i + 1))
 	done
 	# Healthy = every member answers /health with quorum (bounded wait).
@@ -90,7 +93,8 @@ etcd_start_once() {
 	while [ $t -lt 100 ]; do
 		all=1
 		for ep in $(echo "$ETCD_ENDPOINTS" | tr , ' '); do
-			curl -fsS -m 1 "$ep/health" 2>/dev/null | grep -q '"health":"true"' || all=0
+			# shellcheck disable=SC2086
+			curl -fsS -m 1 ${ETCD_CURL_ARGS:-} "$ep/health" 2>/dev/null | grep -q '"health":"true"' || all=0
 		done
 		[ $all -eq 1 ] && return 0
 		# A member that died (its port taken) will not come up: stop waiting.
