@@ -17,6 +17,7 @@
 #include "crux/agent.h"
 #include "crux/log.h"
 #include "crux_config.h"
+#include "conffile.h"
 #include "metrics.h"
 
 /* Signals are the one thing a handler may touch: this is cruxd's only global state. */
@@ -30,22 +31,45 @@ static void on_signal(int sig)
 		cruxd_sig_stop = 1;
 }
 
-/* Command-line options are CRUX_ variables set on top of the environment. */
+/*
+ * Command-line options are CRUX_ variables set on top of the configuration
+ * file's (--config), which sit on top of the environment.
+ */
 #define MAX_OVERLAY 16
 struct overlay {
 	int n;
 	const char *name[MAX_OVERLAY];
 	const char *value[MAX_OVERLAY];
+	const struct cruxd_conffile *file;
 };
 
 static const char *overlay_get(void *arg, const char *name)
 {
 	const struct overlay *o = arg;
+	const char *v;
 
 	for (int i = o->n - 1; i >= 0; i--)
 		if (!strcmp(o->name[i], name))
 			return o->value[i];
+	if (o->file && (v = cruxd_conffile_get(o->file, name)))
+		return v;
 	return getenv(name);
+}
+
+/* The file at 'path' into *out; a missing file is an empty one (one warning). */
+static crux_status_t conf_load(const char *path, struct cruxd_conffile *out, char *err,
+			       size_t errlen)
+{
+	crux_status_t st = cruxd_conffile_load(path, out, err, errlen);
+
+	if (st == CRUX_ERR_NOENT) {
+		crux_warn("%s does not exist: running on the environment and defaults (create it "
+			  "and reload to configure)",
+			  path);
+		memset(out, 0, sizeof(*out));
+		return CRUX_OK;
+	}
+	return st;
 }
 
 static void overlay_set(struct overlay *o, const char *name, const char *value)
@@ -70,10 +94,13 @@ static void usage(FILE *f)
 		"  --no-probe         do not probe ECMP paths (CRUX_PROBE=0)\n"
 		"  --passes N         run N passes and exit (0 = until SIGTERM)\n"
 		"  --log-level L      error|warn|info|debug (CRUX_LOG_LEVEL)\n"
+		"  --config FILE      CRUX_NAME=value lines (e.g. /etc/crux/cruxd.conf), over the\n"
+		"                     environment, under the options; re-read on SIGHUP\n"
 		"  --metrics [ADDR:]PORT  serve Prometheus metrics at /metrics (CRUX_METRICS;\n"
 		"                     off by default; PORT alone binds 127.0.0.1)\n"
 		"  --version, --help\n"
-		"Signals: SIGHUP reloads topology and levels; SIGTERM/SIGINT stop cleanly.\n",
+		"Signals: SIGHUP re-reads --config and reloads topology and levels;\n"
+		"SIGTERM/SIGINT stop cleanly.\n",
 		CRUX_SHM_DIR_DEFAULT);
 }
 
@@ -106,11 +133,15 @@ int main(int argc, char **argv)
 		{"passes", required_argument, NULL, 'n'},
 		{"log-level", required_argument, NULL, 'l'},
 		{"metrics", required_argument, NULL, 'm'},
+		{"config", required_argument, NULL, 'c'},
 		{"version", no_argument, NULL, 'V'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	struct overlay ov = {0};
+	struct cruxd_conffile conf = {0};
+	const char *conf_path = NULL;
+	crux_status_t st = CRUX_OK;
 	struct cruxd_config cfg;
 	struct cruxd_agent *agent = NULL;
 	struct cruxd_metrics *metrics = NULL;
@@ -119,10 +150,9 @@ int main(int argc, char **argv)
 	long long passes = 0, done = 0;
 	char err[512];
 	pid_t holder = 0;
-	crux_status_t st;
 	int c, rc = 1;
 
-	while ((c = getopt_long(argc, argv, "d:t:k:i:w:Pn:l:m:Vh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "d:t:k:i:w:Pn:l:m:c:Vh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': overlay_set(&ov, "CRUX_SHM_DIR", optarg); break;
 		case 't': overlay_set(&ov, "CRUX_TOPOLOGY", optarg); break;
@@ -132,6 +162,7 @@ int main(int argc, char **argv)
 		case 'P': overlay_set(&ov, "CRUX_PROBE", "0"); break;
 		case 'l': overlay_set(&ov, "CRUX_LOG_LEVEL", optarg); break;
 		case 'm': overlay_set(&ov, "CRUX_METRICS", optarg); break;
+		case 'c': conf_path = optarg; break;
 		case 'n':
 			if (crux_parse_int("--passes", optarg, 0, 1000000000, &passes, err,
 					   sizeof(err)) != CRUX_OK) {
@@ -149,14 +180,27 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	for (int i = 0; i < ov.n; i++)
-		if (!strcmp(ov.name[i], "CRUX_LOG_LEVEL"))
-			setenv("CRUX_LOG_LEVEL", ov.value[i], 1);
+	if (conf_path) {
+		st = cruxd_conffile_load(conf_path, &conf, err, sizeof(err));
+		if (st != CRUX_OK && st != CRUX_ERR_NOENT) {
+			fprintf(stderr, "cruxd: --config %s\n", err);
+			return 2;
+		}
+		ov.file = &conf;
+	}
+	if (overlay_get(&ov, "CRUX_LOG_LEVEL"))
+		setenv("CRUX_LOG_LEVEL", overlay_get(&ov, "CRUX_LOG_LEVEL"), 1);
 	/* journald stamps lines itself; a terminal or a file needs our stamps. */
 	crux_log_set_timestamps(getenv("JOURNAL_STREAM") == NULL);
 	/* Like every other invalid CRUX_ variable: a message, exit 2, nothing started. */
-	if (crux_log_init("cruxd") != CRUX_OK)
+	if (crux_log_init("cruxd") != CRUX_OK) {
+		cruxd_conffile_free(&conf);
 		return 2;
+	}
+	if (conf_path && st == CRUX_ERR_NOENT)
+		crux_warn("%s does not exist: running on the environment and defaults (create it "
+			  "and reload to configure)",
+			  conf_path);
 	st = cruxd_config_env(overlay_get, &ov, &cfg, err, sizeof(err));
 	if (st != CRUX_OK) {
 		crux_err("%s", err);
@@ -205,12 +249,26 @@ int main(int argc, char **argv)
 
 		if (cruxd_sig_reload) {
 			struct cruxd_config ncfg;
+			struct cruxd_conffile nconf = {0};
+			struct overlay nov = ov;
 			cruxd_sig_reload = 0;
-			st = cruxd_config_env(overlay_get, &ov, &ncfg, err, sizeof(err));
-			if (st != CRUX_OK)
+			st = CRUX_OK;
+			if (conf_path) {
+				st = conf_load(conf_path, &nconf, err, sizeof(err));
+				nov.file = &nconf;
+			}
+			if (st == CRUX_OK)
+				st = cruxd_config_env(overlay_get, &nov, &ncfg, err, sizeof(err));
+			if (st != CRUX_OK) {
 				crux_err("reload refused, keeping the running configuration: %s", err);
-			else if (cruxd_agent_reload(agent, &ncfg) == CRUX_OK)
+				cruxd_conffile_free(&nconf);
+			} else if (cruxd_agent_reload(agent, &ncfg) == CRUX_OK) {
 				cfg = ncfg;
+				cruxd_conffile_free(&conf);
+				conf = nconf; /* ov.file points at conf */
+			} else {
+				cruxd_conffile_free(&nconf);
+			}
 		}
 		cruxd_agent_pass(agent, start);
 		if (metrics)
@@ -224,5 +282,6 @@ int main(int argc, char **argv)
 out:
 	cruxd_metrics_stop(metrics);
 	cruxd_agent_close(agent);
+	cruxd_conffile_free(&conf);
 	return rc;
 }
