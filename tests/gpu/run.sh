@@ -144,6 +144,10 @@ phase_level() {
 	local CTL="$B/agent/cruxctl/cruxctl" lp="$OUT/level/soak" s
 	mkdir -p "$OUT/level"
 	rm -rf "$W/shm"; mkdir -p "$W/shm"
+	# The agent serves the table (contract v2: sealed memfd over cruxd.sock); overrides go through it.
+	"$B/agent/cruxd/cruxd" --shm-dir "$W/shm" --no-probe --interval 500ms >"$lp.cruxd.log" 2>&1 &
+	local agent=$!
+	sleep 1
 	CRUX_SHM_DIR="$W/shm" "$CTL" set --job gpucheck --level 0 --timeout 600 >"$lp.ctl.log" 2>&1
 	crux_env bash -c "$(declare -f launch); GC='$GC' W='$W'; launch 2 '$lp' -- soak --bytes 64M --seconds 15" &
 	local job=$!
@@ -156,7 +160,9 @@ phase_level() {
 		CRUX_SHM_DIR="$W/shm" "$CTL" --json status >"$OUT/level/status.$s.json" 2>>"$lp.ctl.log"
 	done
 	wait $job || { echo "level: soak FAILED"; fail=1; }
+	kill $agent 2>/dev/null; wait $agent 2>/dev/null
 	cat "$lp.ctl.log"
+	grep -h "attach\|Crux: decision" "$lp".rank0.* | head -3
 	grep -h '^{' "$lp.rank0.out" | tail -2
 	python3 tests/gpu/summarize.py level "$OUT" "$OUT/gpu-level.json" || fail=1
 }
