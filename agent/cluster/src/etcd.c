@@ -14,22 +14,6 @@
 #include "crux/log.h"
 #include "etcd_internal.h"
 
-struct crux_etcd {
-	CURL *curl;
-	struct curl_slist *hdrs;
-	char *eps[CRUX_ETCD_MAX_ENDPOINTS];
-	size_t nep;
-	size_t cur;
-	char *ca, *cert, *key;
-	long timeout_ms;
-	char lasterr[320];
-};
-
-struct buf {
-	char *p;
-	size_t len, cap;
-};
-
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_rc;
 
@@ -172,9 +156,9 @@ const char *crux_etcd_last_error(const struct crux_etcd *e)
 	return e->lasterr;
 }
 
-static size_t buf_write(char *data, size_t size, size_t nmemb, void *arg)
+size_t etcd_buf_write(char *data, size_t size, size_t nmemb, void *arg)
 {
-	struct buf *b = arg;
+	struct etcd_buf *b = arg;
 	size_t n = size * nmemb;
 	if (n > ETCD_MAX_BODY - b->len)
 		return 0; /* a hostile answer does not exhaust memory */
@@ -194,7 +178,7 @@ static size_t buf_write(char *data, size_t size, size_t nmemb, void *arg)
 	return n;
 }
 
-static void setup_handle(struct crux_etcd *e, CURL *c, const char *url, const char *body)
+void etcd_setup_handle(struct crux_etcd *e, CURL *c, const char *url, const char *body)
 {
 	curl_easy_reset(c);
 	curl_easy_setopt(c, CURLOPT_URL, url);
@@ -236,7 +220,7 @@ static crux_status_t grpc_status(int64_t code)
  * other HTTP error is etcd's answer and is returned.
  */
 static crux_status_t etcd_call(struct crux_etcd *e, const char *path, json_object *req,
-			       struct buf *resp)
+			       struct etcd_buf *resp)
 {
 	const char *body = json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN);
 	if (!body)
@@ -246,10 +230,10 @@ static crux_status_t etcd_call(struct crux_etcd *e, const char *path, json_objec
 		size_t idx = (e->cur + k) % e->nep;
 		char url[320];
 		snprintf(url, sizeof(url), "%s%s", e->eps[idx], path);
-		struct buf b = {0};
-		setup_handle(e, e->curl, url, body);
+		struct etcd_buf b = {0};
+		etcd_setup_handle(e, e->curl, url, body);
 		curl_easy_setopt(e->curl, CURLOPT_TIMEOUT_MS, e->timeout_ms);
-		curl_easy_setopt(e->curl, CURLOPT_WRITEFUNCTION, buf_write);
+		curl_easy_setopt(e->curl, CURLOPT_WRITEFUNCTION, etcd_buf_write);
 		curl_easy_setopt(e->curl, CURLOPT_WRITEDATA, &b);
 		CURLcode rc = curl_easy_perform(e->curl);
 		long http = 0;
@@ -282,7 +266,7 @@ static crux_status_t etcd_call(struct crux_etcd *e, const char *path, json_objec
 }
 
 /* The request object starts with "key" (and "range_end" for a prefix). */
-static crux_status_t key_json(json_object *o, const char *kname, const void *key, size_t klen,
+crux_status_t etcd_key_json(json_object *o, const char *kname, const void *key, size_t klen,
 			      bool prefix)
 {
 	if (klen == 0 || klen > CRUX_ETCD_MAX_VALUE)
@@ -334,7 +318,7 @@ static crux_status_t add_bytes(json_object *o, const char *name, const void *v, 
 	return CRUX_OK;
 }
 
-static void add_i64(json_object *o, const char *name, int64_t v)
+void etcd_add_i64(json_object *o, const char *name, int64_t v)
 {
 	char s[32];
 	snprintf(s, sizeof(s), "%lld", (long long)v);
@@ -347,7 +331,7 @@ typedef crux_status_t (*parse_fn)(const char *body, size_t len, void *out);
 static crux_status_t call_parse(struct crux_etcd *e, const char *path, json_object *req,
 				parse_fn parse, void *out)
 {
-	struct buf b = {0};
+	struct etcd_buf b = {0};
 	crux_status_t st = etcd_call(e, path, req, &b);
 	if (st == CRUX_OK) {
 		st = parse(b.p, b.len, out);
@@ -375,7 +359,7 @@ crux_status_t crux_etcd_get(struct crux_etcd *e, const void *key, size_t klen, b
 	json_object *req = json_object_new_object();
 	if (!req)
 		return CRUX_ERR_NOMEM;
-	crux_status_t st = key_json(req, "key", key, klen, prefix);
+	crux_status_t st = etcd_key_json(req, "key", key, klen, prefix);
 	if (st == CRUX_OK)
 		st = call_parse(e, "/v3/kv/range", req, p_range, out);
 	json_object_put(req);
@@ -389,11 +373,11 @@ crux_status_t crux_etcd_put(struct crux_etcd *e, const void *key, size_t klen, c
 	if (!req)
 		return CRUX_ERR_NOMEM;
 	int64_t rev = 0;
-	crux_status_t st = key_json(req, "key", key, klen, false);
+	crux_status_t st = etcd_key_json(req, "key", key, klen, false);
 	if (st == CRUX_OK)
 		st = add_bytes(req, "value", val, vlen);
 	if (st == CRUX_OK && lease)
-		add_i64(req, "lease", lease);
+		etcd_add_i64(req, "lease", lease);
 	if (st == CRUX_OK)
 		st = call_parse(e, "/v3/kv/put", req, p_header, &rev);
 	json_object_put(req);
@@ -409,7 +393,7 @@ crux_status_t crux_etcd_delete(struct crux_etcd *e, const void *key, size_t klen
 	if (!req)
 		return CRUX_ERR_NOMEM;
 	int64_t rev = 0;
-	crux_status_t st = key_json(req, "key", key, klen, prefix);
+	crux_status_t st = etcd_key_json(req, "key", key, klen, prefix);
 	if (st == CRUX_OK)
 		st = call_parse(e, "/v3/kv/deleterange", req, p_header, &rev);
 	json_object_put(req);
@@ -430,13 +414,13 @@ static crux_status_t ops_json(json_object *arr, const struct crux_etcd_op *ops, 
 		bool put = ops[i].kind == CRUX_ETCD_OP_PUT;
 		json_object_object_add(op, put ? "request_put" : "request_delete_range", inner);
 		json_object_array_add(arr, op);
-		crux_status_t st = key_json(inner, "key", ops[i].key, ops[i].klen, !put && ops[i].prefix);
+		crux_status_t st = etcd_key_json(inner, "key", ops[i].key, ops[i].klen, !put && ops[i].prefix);
 		if (st == CRUX_OK && put)
 			st = add_bytes(inner, "value", ops[i].value, ops[i].vlen);
 		if (st != CRUX_OK)
 			return st;
 		if (put && ops[i].lease)
-			add_i64(inner, "lease", ops[i].lease);
+			etcd_add_i64(inner, "lease", ops[i].lease);
 	}
 	return CRUX_OK;
 }
@@ -487,7 +471,7 @@ crux_status_t crux_etcd_txn(struct crux_etcd *e, const struct crux_etcd_cmp *cmp
 		if (!one)
 			goto out;
 		json_object_array_add(c, one);
-		if ((st = key_json(one, "key", cmp[i].key, cmp[i].klen, false)) != CRUX_OK)
+		if ((st = etcd_key_json(one, "key", cmp[i].key, cmp[i].klen, false)) != CRUX_OK)
 			goto out;
 		json_object_object_add(one, "target",
 				       json_object_new_string(target_names[cmp[i].target]));
@@ -496,7 +480,7 @@ crux_status_t crux_etcd_txn(struct crux_etcd *e, const struct crux_etcd_cmp *cmp
 		if (cmp[i].target == CRUX_ETCD_CMP_VALUE)
 			st = add_bytes(one, "value", cmp[i].value, cmp[i].vlen);
 		else
-			add_i64(one, target_fields[cmp[i].target], cmp[i].number);
+			etcd_add_i64(one, target_fields[cmp[i].target], cmp[i].number);
 		if (st != CRUX_OK)
 			goto out;
 	}
@@ -536,7 +520,7 @@ crux_status_t crux_etcd_lease_grant(struct crux_etcd *e, int64_t ttl_s, int64_t 
 	json_object *req = json_object_new_object();
 	if (!req)
 		return CRUX_ERR_NOMEM;
-	add_i64(req, "TTL", ttl_s);
+	etcd_add_i64(req, "TTL", ttl_s);
 	struct grant_out g = {0};
 	crux_status_t st = call_parse(e, "/v3/lease/grant", req, p_grant, &g);
 	json_object_put(req);
@@ -553,7 +537,7 @@ crux_status_t crux_etcd_lease_keepalive(struct crux_etcd *e, int64_t id, int64_t
 	json_object *req = json_object_new_object();
 	if (!req)
 		return CRUX_ERR_NOMEM;
-	add_i64(req, "ID", id);
+	etcd_add_i64(req, "ID", id);
 	int64_t t = 0;
 	crux_status_t st = call_parse(e, "/v3/lease/keepalive", req, p_keepalive, &t);
 	json_object_put(req);
@@ -569,140 +553,9 @@ crux_status_t crux_etcd_lease_revoke(struct crux_etcd *e, int64_t id)
 	json_object *req = json_object_new_object();
 	if (!req)
 		return CRUX_ERR_NOMEM;
-	add_i64(req, "ID", id);
+	etcd_add_i64(req, "ID", id);
 	int64_t rev;
 	crux_status_t st = call_parse(e, "/v3/lease/revoke", req, p_header, &rev);
-	json_object_put(req);
-	return st;
-}
-
-/* ---- watch ---- */
-
-struct watch_ctx {
-	struct buf line;
-	crux_etcd_watch_fn fn;
-	crux_etcd_stop_fn stop;
-	void *arg;
-	crux_status_t st; /* why the stream ended, CRUX_OK: asked to */
-	bool done;
-};
-
-static bool watch_line(struct watch_ctx *w, const char *p, size_t n)
-{
-	while (n > 0 && (p[n - 1] == '\r' || p[n - 1] == ' '))
-		n--;
-	if (n == 0)
-		return true;
-	struct crux_etcd_watch_msg m;
-	crux_status_t st = crux_etcd_parse_watch(p, n, &m);
-	if (st != CRUX_OK) {
-		w->st = st;
-		return false;
-	}
-	bool go_on = true;
-	if (m.canceled) {
-		w->st = m.compact_revision > 0 ? CRUX_ERR_STALE : CRUX_ERR_REMOTE;
-		go_on = false;
-	} else if (!w->fn(w->arg, &m)) {
-		w->st = CRUX_OK;
-		go_on = false;
-	}
-	crux_etcd_watch_msg_free(&m);
-	return go_on;
-}
-
-static size_t watch_write(char *data, size_t size, size_t nmemb, void *arg)
-{
-	struct watch_ctx *w = arg;
-	size_t n = size * nmemb;
-	if (buf_write(data, 1, n, &w->line) != n) {
-		w->st = CRUX_ERR_CORRUPT;
-		w->done = true;
-		return 0;
-	}
-	size_t start = 0;
-	for (size_t i = 0; i < w->line.len; i++) {
-		if (w->line.p[i] != '\n')
-			continue;
-		if (!watch_line(w, w->line.p + start, i - start)) {
-			w->done = true;
-			return 0;
-		}
-		start = i + 1;
-	}
-	memmove(w->line.p, w->line.p + start, w->line.len - start);
-	w->line.len -= start;
-	return n;
-}
-
-static int watch_progress(void *arg, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
-{
-	(void)a, (void)b, (void)c, (void)d;
-	struct watch_ctx *w = arg;
-	if (w->stop && w->stop(w->arg)) {
-		w->st = CRUX_OK;
-		w->done = true;
-		return 1;
-	}
-	return 0;
-}
-
-crux_status_t crux_etcd_watch(struct crux_etcd *e, const void *key, size_t klen, bool prefix,
-			      int64_t start_rev, crux_etcd_watch_fn fn, crux_etcd_stop_fn stop,
-			      void *arg)
-{
-	json_object *req = json_object_new_object(), *cr = json_object_new_object();
-	crux_status_t st = CRUX_ERR_NOMEM;
-	CURL *c = NULL;
-	if (!req || !cr) {
-		json_object_put(cr);
-		goto out;
-	}
-	json_object_object_add(req, "create_request", cr);
-	if ((st = key_json(cr, "key", key, klen, prefix)) != CRUX_OK)
-		goto out;
-	if (start_rev > 0)
-		add_i64(cr, "start_revision", start_rev);
-	const char *body = json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN);
-	if (!body || !(c = curl_easy_init())) {
-		st = CRUX_ERR_NOMEM;
-		goto out;
-	}
-	st = CRUX_ERR_REMOTE;
-	for (size_t k = 0; k < e->nep; k++) {
-		size_t idx = (e->cur + k) % e->nep;
-		char url[320];
-		snprintf(url, sizeof(url), "%s/v3/watch", e->eps[idx]);
-		struct watch_ctx w = {.fn = fn, .stop = stop, .arg = arg, .st = CRUX_ERR_REMOTE};
-		setup_handle(e, c, url, body);
-		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, watch_write);
-		curl_easy_setopt(c, CURLOPT_WRITEDATA, &w);
-		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-		curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, watch_progress);
-		curl_easy_setopt(c, CURLOPT_XFERINFODATA, &w);
-		CURLcode rc = curl_easy_perform(c);
-		long http = 0;
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http);
-		free(w.line.p);
-		if (w.done) {
-			st = w.st;
-			if (st != CRUX_OK)
-				snprintf(e->lasterr, sizeof(e->lasterr), "%s: watch ended: %s",
-					 e->eps[idx], crux_status_str(st));
-			goto out;
-		}
-		snprintf(e->lasterr, sizeof(e->lasterr), "%s: watch: %s (HTTP %ld)", e->eps[idx],
-			 rc == CURLE_OK ? "stream closed" : curl_easy_strerror(rc), http);
-		if (http == 200) {
-			/* The stream was open and broke: the caller re-lists. */
-			e->cur = idx;
-			st = CRUX_ERR_REMOTE;
-			goto out;
-		}
-	}
-out:
-	if (c)
-		curl_easy_cleanup(c);
 	json_object_put(req);
 	return st;
 }

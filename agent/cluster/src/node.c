@@ -344,13 +344,24 @@ static crux_status_t lead(struct crux_cluster_node *n)
 			crux_warn("cluster %s: host record %s is unreadable (%s): left out", n->cluster,
 				  (const char *)r.kvs[i].key, crux_status_str(d));
 	}
-	if ((st = crux_cv_merge(views, nv, &merged)) != CRUX_OK ||
-	    (st = n->cfg.plan(n->cfg.arg, &merged, &s)) != CRUX_OK)
-		goto out;
+	crux_status_t pst = crux_cv_merge(views, nv, &merged);
+	if (pst == CRUX_OK)
+		pst = n->cfg.plan(n->cfg.arg, &merged, &s);
 	s.input_revision = r.revision;
 	s.term = n->term;
-	if ((st = crux_cv_schedule_encode(&s, &txt, &len)) != CRUX_OK)
+	if (pst == CRUX_OK)
+		pst = crux_cv_schedule_encode(&s, &txt, &len);
+	if (pst != CRUX_OK) {
+		/* A planning failure is not an etcd failure: keep the last schedule
+		 * and try again when the inputs change. */
+		if (crux_log_once_key(0x91a4ull ^ sig))
+			crux_warn("cluster %s: leader %s could not plan from revision %lld (%s): "
+				  "the last schedule stays", n->cluster, n->host,
+				  (long long)r.revision, crux_status_str(pst));
+		n->planned_sig = sig;
+		n->planned_term = n->term;
 		goto out;
+	}
 	st = crux_elect_fenced_put(n->e, n->k_leader, n->term, n->k_sched, txt, len, NULL);
 	if (st == CRUX_OK) {
 		n->planned_sig = sig;
