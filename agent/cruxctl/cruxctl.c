@@ -210,6 +210,15 @@ struct known {
 };
 
 /* A job reference to (key, id), looking at the jobs this host knows. */
+/* A file cruxctl or cruxd wrote, now unreadable (edited by hand, truncated). */
+static bool overrides_corrupt(crux_status_t st)
+{
+	return st == CRUX_ERR_INVAL || st == CRUX_ERR_RANGE || st == CRUX_ERR_CORRUPT;
+}
+
+#define OVERRIDES_FIX                                                                            \
+	"; fix: correct it, or run 'cruxctl clear' to replace it (drops every override)"
+
 static int resolve_job(const struct ctx *c, const struct view *v, const char *ref, uint64_t *key,
 		       char *id, size_t idlen)
 {
@@ -436,7 +445,7 @@ static int through_agent(const struct ctx *c, const struct change *ch, pid_t hol
 {
 	struct cruxd_overrides *o = calloc(1, sizeof(*o)), *old = calloc(1, sizeof(*old));
 	struct cruxd_status_body *sb = malloc(sizeof(*sb));
-	bool had_file = false;
+	bool had_file = false, replaced = false;
 	uint64_t hb = 0, deadline, seq;
 	char err[256];
 	crux_status_t st;
@@ -461,12 +470,17 @@ static int through_agent(const struct ctx *c, const struct change *ch, pid_t hol
 	st = cruxd_overrides_load(c->dir, old, err, sizeof(err));
 	if (st == CRUX_OK) {
 		had_file = true;
+	} else if (overrides_corrupt(st) && ch->all) {
+		/* Clearing everything needs nothing from an unreadable file: replace it. */
+		fprintf(stderr, "cruxctl: %s: replaced by an empty overrides file\n", err);
+		memset(old, 0, sizeof(*old));
+		replaced = true;
 	} else if (st != CRUX_ERR_NOENT) {
-		rc = fail(c, "%s", err);
+		rc = fail(c, "%s%s", err, overrides_corrupt(st) ? OVERRIDES_FIX : "");
 		goto out;
 	}
 	*o = *old;
-	if (!change_overrides(o, ch)) {
+	if (!change_overrides(o, ch) && !replaced) {
 		rc = ch->set ? fail(c, "too many overrides (%d)", CRUXD_MAX_OVERRIDES)
 			     : fail(c, "job 0x%016llx has no override", (unsigned long long)ch->key);
 		goto out;
@@ -637,10 +651,20 @@ static int cmd_change(const struct ctx *c, bool set, int argc, char **argv)
 	if (rc == 0) {
 		/* Keep a left-over overrides file consistent for the next agent start. */
 		struct cruxd_overrides *o = calloc(1, sizeof(*o));
-		if (o && cruxd_overrides_load(c->dir, o, err, sizeof(err)) == CRUX_OK) {
+		st = o ? cruxd_overrides_load(c->dir, o, err, sizeof(err)) : CRUX_ERR_NOMEM;
+		if (st == CRUX_OK) {
 			change_overrides(o, &ch);
 			o->seq++;
 			cruxd_overrides_store(c->dir, o);
+		} else if (overrides_corrupt(st) && ch.all) {
+			/* clear really clears: an unreadable left-over file is replaced */
+			memset(o, 0, sizeof(*o));
+			o->seq = 1;
+			if (cruxd_overrides_store(c->dir, o) == CRUX_OK)
+				fprintf(stderr, "cruxctl: %s: replaced by an empty overrides file\n",
+					err);
+		} else if (overrides_corrupt(st)) {
+			fprintf(stderr, "cruxctl: warning: %s%s\n", err, OVERRIDES_FIX);
 		}
 		free(o);
 		if (set)

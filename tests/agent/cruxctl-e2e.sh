@@ -45,6 +45,13 @@ expect_fail "$CTL" set --job foo --level 1 --route nonsense
 expect_fail "$CTL" clear --job nosuchjob
 "$CTL" --json clear --job env:foo | grep -q '"ok":true' || fail "clear"
 "$CTL" --json status | grep -q 'env:foo' && fail "job still there after clear"
+# A corrupt overrides file: set warns how to recover, clear really clears it.
+echo "garbage here" >"$CRUX_SHM_DIR/overrides.conf"
+"$CTL" set --job foo --level 1 >/dev/null 2>"$tmp/warn"
+grep -q "fix: correct it, or run 'cruxctl clear'" "$tmp/warn" || fail "corrupt file advice: $(cat "$tmp/warn")"
+"$CTL" clear >/dev/null 2>"$tmp/warn"
+grep -q "replaced by an empty overrides file" "$tmp/warn" || fail "clear kept a corrupt file: $(cat "$tmp/warn")"
+grep -q garbage "$CRUX_SHM_DIR/overrides.conf" && fail "garbage still in overrides.conf"
 
 # ---- with an agent: through the overrides file ----
 "$CTL" set --job keep --level 1 >/dev/null          # left by an operator before the agent
@@ -67,6 +74,16 @@ grep -q "env:bar" "$tmp/top" || fail "top shows no job"
 grep -q "applied by the agent" "$tmp/out" || fail "clear through agent"
 "$CTL" --json status | grep -q 'env:bar' && fail "bar still there after clear"
 "$CTL" --json status | grep -q 'env:keep' && fail "keep still there after clear"
+
+# A corrupt overrides file under a running agent: refused with the way out, and clear recovers.
+echo "garbage here" >"$CRUX_SHM_DIR/overrides.conf"
+expect_fail "$CTL" set --job bar --level 2
+grep -q "fix: correct it, or run 'cruxctl clear'" "$tmp/err" || fail "set on a corrupt file: $(cat "$tmp/err")"
+"$CTL" clear >"$tmp/out" 2>"$tmp/warn" || fail "clear on a corrupt file: $(cat "$tmp/warn")"
+grep -q "applied by the agent" "$tmp/out" || fail "clear through agent on a corrupt file"
+grep -q garbage "$CRUX_SHM_DIR/overrides.conf" && fail "garbage still in overrides.conf"
+"$CTL" set --job bar --level 2 >"$tmp/out" 2>/dev/null || fail "set after recovery"
+"$CTL" clear >/dev/null
 
 # ---- SIGHUP: configuration reloaded, agent keeps running ----
 kill -HUP "$agent_pid"

@@ -1174,7 +1174,9 @@ static void check_overrides(struct cruxd_agent *a)
 		return;
 	st = cruxd_overrides_load(a->cfg.shm_dir, n, err, sizeof(err));
 	if (st != CRUX_OK) {
-		crux_err("overrides file refused, keeping the previous overrides: %s", err);
+		crux_err("overrides file refused, keeping the previous overrides: %s; fix: correct "
+			 "it, or run 'cruxctl clear' to replace it (drops every override)",
+			 err);
 		snprintf(a->ovr_error, sizeof(a->ovr_error), "%s", err);
 		free(n);
 		return;
@@ -1463,7 +1465,9 @@ crux_status_t cruxd_agent_open(const struct cruxd_config *cfg, struct cruxd_agen
 		snprintf(path, sizeof(path), "%s/%s", cfg->shm_dir, CRUXD_OVERRIDES_FILE);
 		a->ovr_present = lstat(path, &a->ovr_stat) == 0;
 	} else if (st != CRUX_ERR_NOENT) {
-		crux_err("overrides file refused: %s", err);
+		crux_err("overrides file refused: %s; fix: correct it, or run 'cruxctl clear' to "
+			 "replace it (drops every override)",
+			 err);
 		snprintf(a->ovr_error, sizeof(a->ovr_error), "%s", err);
 		memset(a->ovr, 0, sizeof(*a->ovr));
 	}
