@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "crux/attach.h"
 #include "crux/decision.h"
 #include "crux/env.h"
 #include "crux/jobid.h"
@@ -51,7 +52,7 @@ int main(int argc, char **argv)
 	struct sigaction sa;
 	const char *dir = NULL;
 	long long levels = CRUX_DEFAULT_LEVELS;
-	char err[256];
+	char err[512];
 	pid_t holder = 0;
 	uint32_t njobs = 0;
 	crux_status_t st;
@@ -111,15 +112,19 @@ int main(int argc, char **argv)
 		njobs++;
 	}
 	crux_dt_settings_default((uint32_t)levels, &settings);
-	st = crux_dt_writer_open(dir, &settings, &w, &holder);
+	/* As cruxd does (contract v2): a sealed memfd served on cruxd.sock, the file only written. */
+	struct crux_broker *b = NULL;
+	st = crux_dt_writer_open_shadow(dir, &settings, &w, &holder, err, sizeof(err));
 	if (st != CRUX_OK) {
-		fprintf(stderr, "crux-tb-decide: cannot own the decision table in %s: %s%s\n", dir,
-			crux_status_str(st), st == CRUX_ERR_BUSY ? " (another writer holds it)" : "");
+		fprintf(stderr, "crux-tb-decide: cannot own the decision table in %s: %s\n", dir, err);
 		return 1;
 	}
+	if (crux_broker_open(dir, NULL, crux_dt_writer_fd(w), &b, err, sizeof(err)) != CRUX_OK)
+		fprintf(stderr, "crux-tb-decide: %s (ranks fall back to the file)\n", err);
 	st = crux_dt_publish(w, jobs, njobs, NULL, 0);
 	if (st != CRUX_OK) {
 		fprintf(stderr, "crux-tb-decide: publish failed: %s\n", crux_status_str(st));
+		crux_broker_close(b);
 		crux_dt_writer_close(w);
 		return 1;
 	}
@@ -133,6 +138,7 @@ int main(int argc, char **argv)
 		crux_dt_heartbeat(w);
 		nanosleep(&ts, NULL);
 	}
+	crux_broker_close(b);
 	crux_dt_writer_close(w);
 	return 0;
 }
