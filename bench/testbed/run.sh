@@ -14,7 +14,7 @@
 #          [--decider agent|static] [--max-slowdown X] [--weights "W0 W1"]
 # --decider static replaces cruxd by crux-tb-decide, a fixed table giving the
 # jobs the levels of their models' intensity order (gpt > bert > resnet).
-# --max-slowdown: cruxd's fairness guard (CRUX_MAX_SLOWDOWN, default 2; 0 off);
+# --max-slowdown: cruxd's fairness guard (CRUX_MAX_SLOWDOWN, default 4; 0 off);
 # --weights: guaranteed share per level, lowest first, given to cruxd
 # (CRUX_LEVEL_WEIGHTS) and to the fabric's HTB classes alike (default "1 3").
 set -uo pipefail
@@ -35,7 +35,7 @@ CHECK=0
 KEEP=0
 RUN_TIMEOUT=240
 LEVELS=2
-MAX_SLOWDOWN=2
+MAX_SLOWDOWN=4
 WEIGHTS="1 3"
 
 die() {

@@ -6,7 +6,7 @@
 # What CI asserts (direction and non-starvation, not magnitudes):
 #   - Crux shortens the high-intensity job's JCT (the scheduling decision
 #     reached the fabric: agent -> table -> plugin -> HTB classes);
-#   - with the fairness guard on (run.sh's defaults: CRUX_MAX_SLOWDOWN=2,
+#   - with the fairness guard on (run.sh's defaults: CRUX_MAX_SLOWDOWN=4,
 #     level weights 1:3 in cruxd and as the HTB classes' guaranteed rates),
 #     no job went more than STALL_MAX second without progress in the Crux
 #     arm (slowed, not starved).

@@ -856,6 +856,10 @@ static crux_status_t reschedule(struct cruxd_agent *a, uint64_t now, bool keep_a
 			crux_err("scheduling failed: %s", crux_status_str(st));
 			goto out;
 		}
+		if (s->guard_lifts || s->guard_violators)
+			crux_info("fairness guard: the planner lifted %d level(s) to keep predicted "
+				  "slowdowns within %.2fx; %d job(s) still predicted above it",
+				  s->guard_lifts, p.max_slowdown, s->guard_violators);
 	}
 	for (size_t i = 0; i < js.n; i++) {
 		struct job *j = map[i];
