@@ -100,7 +100,7 @@ launch() {
 	local idf="$W/id.$RANDOM.$$" pids=() r rc=0
 	rm -f "$idf"
 	for r in $(seq 0 $((n - 1))); do
-		NCCL_HOSTID="crux-gpu-host-$r" timeout 300 "$GC" "$@" --rank "$r" --nranks "$n" \
+		NCCL_HOSTID="crux-gpu-host-$r" timeout "${CRUX_GPU_TIMEOUT:-300}" "$GC" "$@" --rank "$r" --nranks "$n" \
 			--idfile "$idf" >"$lp.rank$r.out" 2>"$lp.rank$r.err" &
 		pids+=($!)
 	done
@@ -121,7 +121,7 @@ phase_plugin() {
 	log "plugin: all-reduce sweep, NCCL socket vs Crux plugin"
 	mkdir -p "$W/shm" "$OUT/plugin"
 	local n rep arm
-	for n in 2 4; do
+	for n in ${CRUX_GPU_RANKS:-2 4}; do
 		for rep in $(seq 1 "$REPS"); do
 			for arm in socket crux; do
 				local lp="$OUT/plugin/$arm.n$n.r$rep"
