@@ -446,6 +446,7 @@ static int through_agent(const struct ctx *c, const struct change *ch, pid_t hol
 	struct cruxd_overrides *o = calloc(1, sizeof(*o)), *old = calloc(1, sizeof(*old));
 	struct cruxd_status_body *sb = malloc(sizeof(*sb));
 	bool had_file = false, replaced = false;
+	char prior_error[sizeof(sb->overrides_error)];
 	uint64_t hb = 0, deadline, seq;
 	char err[256];
 	crux_status_t st;
@@ -493,6 +494,8 @@ static int through_agent(const struct ctx *c, const struct change *ch, pid_t hol
 			  crux_status_str(st));
 		goto out;
 	}
+	/* An error the agent already had (a corrupt file we replaced) is not about our file. */
+	snprintf(prior_error, sizeof(prior_error), "%s", sb->overrides_error);
 	deadline = crux_now_ns() + 3000000000ull + 4 * sb->interval_ns;
 	while (crux_now_ns() < deadline) {
 		struct timespec ts = {0, 50000000L};
@@ -503,12 +506,12 @@ static int through_agent(const struct ctx *c, const struct change *ch, pid_t hol
 			rc = report(c, ch, "applied by the agent");
 			goto out;
 		}
-		if (sb->overrides_error[0]) {
+		if (sb->overrides_error[0] && strcmp(sb->overrides_error, prior_error)) {
 			rc = fail(c, "the agent refused the overrides: %s", sb->overrides_error);
 			break;
 		}
 	}
-	if (rc != 0 && !sb->overrides_error[0])
+	if (rc != 0 && (!sb->overrides_error[0] || !strcmp(sb->overrides_error, prior_error)))
 		rc = fail(c, "the agent (pid %u) did not apply the change within %.1f s: change "
 			     "withdrawn",
 			  sb->agent_pid, (double)(3000000000ull + 4 * sb->interval_ns) / 1e9);

@@ -79,7 +79,7 @@ grep -q "applied by the agent" "$tmp/out" || fail "clear through agent"
 echo "garbage here" >"$CRUX_SHM_DIR/overrides.conf"
 expect_fail "$CTL" set --job bar --level 2
 grep -q "fix: correct it, or run 'cruxctl clear'" "$tmp/err" || fail "set on a corrupt file: $(cat "$tmp/err")"
-"$CTL" clear >"$tmp/out" 2>"$tmp/warn" || fail "clear on a corrupt file: $(cat "$tmp/warn")"
+"$CTL" clear >"$tmp/out" 2>"$tmp/warn" || fail "clear on a corrupt file: $(cat "$tmp/warn" "$tmp/out")"
 grep -q "applied by the agent" "$tmp/out" || fail "clear through agent on a corrupt file"
 grep -q garbage "$CRUX_SHM_DIR/overrides.conf" && fail "garbage still in overrides.conf"
 "$CTL" set --job bar --level 2 >"$tmp/out" 2>/dev/null || fail "set after recovery"
