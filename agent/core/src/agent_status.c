@@ -153,7 +153,8 @@ crux_status_t cruxd_status_read(const char *dir, struct cruxd_status_body *out,
 			   sizeof(struct cruxd_status_file), false, &map);
 	if (st != CRUX_OK)
 		return st;
-	f = aligned_alloc(64, sizeof(*f));
+	/* C11: the size must be a multiple of the alignment (ASan enforces it). */
+	f = aligned_alloc(64, (sizeof(*f) + 63) / 64 * 64);
 	st = f ? CRUX_ERR_BUSY : CRUX_ERR_NOMEM;
 	for (int t = 0; t < 200 && st == CRUX_ERR_BUSY; t++) {
 		struct stat sb;
