@@ -223,7 +223,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (st != CRUX_OK) {
-		crux_err("cannot start on %s: %s", cfg.shm_dir, crux_status_str(st));
+		/* The cause is logged where it was found; this line says what it stopped. */
+		crux_err("cruxd not started on %s: %s", cfg.shm_dir, crux_status_str(st));
 		return 1;
 	}
 	metrics_spec = overlay_get(&ov, "CRUX_METRICS");
