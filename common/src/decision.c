@@ -457,7 +457,8 @@ crux_status_t crux_dt_reader_open_copy(const char *dir, struct crux_dt_reader **
 		crux_set_err(err, errlen, "%s/%s: %s", dir, CRUX_DT_FILE, strerror(errno));
 		return errno == ENOENT ? CRUX_ERR_NOENT : CRUX_ERR_PERM;
 	}
-	struct dt_file *buf = aligned_alloc(64, sizeof(*buf));
+	void *bm = NULL;
+	struct dt_file *buf = posix_memalign(&bm, 64, sizeof(*buf)) == 0 ? bm : NULL;
 	if (!buf) {
 		close(fd);
 		return CRUX_ERR_NOMEM;

@@ -449,7 +449,8 @@ static crux_status_t prof_read(const char *dir, const char *name, struct crux_pr
 	 * The mapping is never touched: a file truncated under it would fault us.
 	 * A pread copy instead, kept only if the counters did not move meanwhile.
 	 */
-	struct prof_file *copy = aligned_alloc(64, sizeof(*copy));
+	void *cm = NULL;
+	struct prof_file *copy = posix_memalign(&cm, 64, sizeof(*copy)) == 0 ? cm : NULL;
 	st = copy ? CRUX_ERR_BUSY : CRUX_ERR_NOMEM;
 	for (int t = 0; t < 64 && st == CRUX_ERR_BUSY; t++) {
 		struct stat sb;
