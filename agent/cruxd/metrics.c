@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "crux/addr.h"
 #include "crux/clock.h"
 #include "crux/log.h"
 #include "crux_config.h"
@@ -118,31 +119,29 @@ static enum MHD_Result serve(void *cls, struct MHD_Connection *conn, const char 
 static int listen_on(const char *host, uint16_t port, char *shown, size_t shownlen, char *err,
 		     size_t errlen)
 {
-	struct sockaddr_storage ss;
+	union crux_sockaddr a;
 	socklen_t sl;
 	int fd, one = 1;
 
-	memset(&ss, 0, sizeof(ss));
+	memset(&a, 0, sizeof(a));
 	if (strchr(host, ':')) {
-		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-		s6->sin6_family = AF_INET6;
-		s6->sin6_port = htons(port);
-		inet_pton(AF_INET6, host, &s6->sin6_addr);
-		sl = sizeof(*s6);
+		a.sin6.sin6_family = AF_INET6;
+		a.sin6.sin6_port = htons(port);
+		inet_pton(AF_INET6, host, &a.sin6.sin6_addr);
+		sl = sizeof(a.sin6);
 	} else {
-		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-		s4->sin_family = AF_INET;
-		s4->sin_port = htons(port);
-		inet_pton(AF_INET, host, &s4->sin_addr);
-		sl = sizeof(*s4);
+		a.sin.sin_family = AF_INET;
+		a.sin.sin_port = htons(port);
+		inet_pton(AF_INET, host, &a.sin.sin_addr);
+		sl = sizeof(a.sin);
 	}
-	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fd = socket(a.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		snprintf(err, errlen, "metrics: socket: %s", strerror(errno));
 		return -1;
 	}
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, 16) < 0) {
+	if (bind(fd, &a.sa, sl) < 0 || listen(fd, 16) < 0) {
 		snprintf(err, errlen,
 			 "metrics: cannot listen on %s port %u: %s (choose another port with "
 			 "--metrics ADDR:PORT)",
@@ -150,10 +149,9 @@ static int listen_on(const char *host, uint16_t port, char *shown, size_t shownl
 		close(fd);
 		return -1;
 	}
-	sl = sizeof(ss);
-	getsockname(fd, (struct sockaddr *)&ss, &sl);
-	port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-					      : ((struct sockaddr_in *)&ss)->sin_port);
+	sl = sizeof(a);
+	getsockname(fd, &a.sa, &sl);
+	port = ntohs(a.sa.sa_family == AF_INET6 ? a.sin6.sin6_port : a.sin.sin_port);
 	snprintf(shown, shownlen, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
 	return fd;
 }

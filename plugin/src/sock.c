@@ -63,11 +63,7 @@ crux_status_t cruxn_sock_tune(int fd, const struct cruxn_config *cfg)
 crux_status_t cruxn_sock_open_bound(const struct sockaddr *local, socklen_t len, uint16_t port,
 				    bool reuse, int *out)
 {
-	union {
-		struct sockaddr sa;
-		struct sockaddr_in sin;
-		struct sockaddr_in6 sin6;
-	} a;
+	union crux_sockaddr a;
 	int fd, one = 1;
 
 	if (len > sizeof(a))

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include "crux/status.h"
@@ -19,6 +20,13 @@ extern "C" {
 #endif
 
 #define CRUX_ADDR_STRLEN 48
+
+/* A socket address of either family, without casts between sockaddr types. */
+union crux_sockaddr {
+	struct sockaddr sa;
+	struct sockaddr_in sin;
+	struct sockaddr_in6 sin6;
+};
 
 struct crux_addr {
 	uint8_t family;  /* 0 = none, 4 = IPv4, 6 = IPv6 */

@@ -50,11 +50,7 @@ struct cruxn_connecting {
 	bool connected[1 + CRUXN_MAX_SOCKS];
 	size_t off[1 + CRUXN_MAX_SOCKS];
 	struct cruxn_hello hello[1 + CRUXN_MAX_SOCKS];
-	union {
-		struct sockaddr sa;
-		struct sockaddr_in sin;
-		struct sockaddr_in6 sin6;
-	} peer;
+	union crux_sockaddr peer;
 	socklen_t peerlen;
 	uint64_t listen_nonce;
 	uint64_t conn_nonce;
@@ -74,11 +70,7 @@ crux_status_t cruxn_sk_listen(int dev, void *handle, void **listen_comm)
 	struct cruxn_handle *h = handle;
 	struct cruxn_listen *l = NULL;
 	struct cruxn_dev *d;
-	union {
-		struct sockaddr sa;
-		struct sockaddr_in sin;
-		struct sockaddr_in6 sin6;
-	} a;
+	union crux_sockaddr a;
 	socklen_t alen = sizeof(a);
 	int fd = -1;
 
@@ -143,11 +135,7 @@ crux_status_t cruxn_sk_open_to_peer(int dev, const struct sockaddr *peer, sockle
 				  uint16_t dport, uint16_t sport, int *out)
 {
 	struct cruxn_dev *d = &cruxn_ctx.devs[dev];
-	union {
-		struct sockaddr sa;
-		struct sockaddr_in sin;
-		struct sockaddr_in6 sin6;
-	} a;
+	union crux_sockaddr a;
 	int fd = -1;
 	crux_status_t st;
 
@@ -389,11 +377,7 @@ static crux_status_t accept_finish(struct cruxn_listen *l, struct cruxn_base **r
 	struct cruxn_comm *c = NULL;
 	struct cruxn_set *s = NULL;
 	struct cruxn_dev *d = &cruxn_ctx.devs[l->dev];
-	union {
-		struct sockaddr sa;
-		struct sockaddr_in sin;
-		struct sockaddr_in6 sin6;
-	} a;
+	union crux_sockaddr a;
 	socklen_t alen = sizeof(a);
 	struct cruxn_class cls = {0, 0, 0, 0};
 	int nsocks = (int)l->first.nsocks;
