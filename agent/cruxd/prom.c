@@ -72,11 +72,23 @@ static const char *probe_state(uint8_t s)
 }
 
 /* One per-job family: every job one sample, labelled by its id. */
-enum job_field { JF_LEVEL, JF_INT, JF_PRIO, JF_COMP, JF_COMM, JF_ITER, JF_BYTES, JF_RANKS, JF_SLOW };
+enum job_field {
+	JF_STATE,
+	JF_LEVEL,
+	JF_INT,
+	JF_PRIO,
+	JF_COMP,
+	JF_COMM,
+	JF_ITER,
+	JF_BYTES,
+	JF_RANKS,
+	JF_SLOW
+};
 
 static double job_value(const struct cruxd_status_job *j, enum job_field fld)
 {
 	switch (fld) {
+	case JF_STATE: return 1;
 	case JF_LEVEL: return j->level;
 	case JF_INT: return j->intensity;
 	case JF_PRIO: return j->priority;
@@ -101,14 +113,21 @@ static void job_family(FILE *f, const struct cruxd_status_body *b, const char *n
 		snprintf(id, sizeof(id), "%.*s", (int)CRUX_JOB_ID_LEN, j->job_id);
 		fprintf(f, "%s{job=\"", name);
 		cruxd_prom_put_label(f, id);
-		fprintf(f, "\",state=\"%s\"} ", job_state(j->state));
-		num(f, job_value(j, fld));
-		fputc('\n', f);
+		if (fld == JF_STATE) { /* the state in a family of its own: no series churn */
+			fprintf(f, "\",state=\"%s\"} 1\n", job_state(j->state));
+		} else {
+			fputs("\"} ", f);
+			num(f, job_value(j, fld));
+			fputc('\n', f);
+		}
 	}
 }
 
 static void jobs(FILE *f, const struct cruxd_status_body *b)
 {
+	job_family(f, b, "crux_job_state",
+		   "1 for each job, labelled with its state (profiling, scheduled, overridden).",
+		   JF_STATE);
 	job_family(f, b, "crux_job_level", "Priority level the job's traffic is sent at (0 = lowest).",
 		   JF_LEVEL);
 	job_family(f, b, "crux_job_intensity",

@@ -50,18 +50,19 @@ grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z cruxd\[[0-9]+\] INFO: cruxd .* s
 i=0
 while [ $i -lt 80 ]; do
 	curl -sS -o "$tmp/m" "http://127.0.0.1:$port/metrics" || fail "scrape failed"
-	grep -q '^crux_job_level{job="env:metrics-job",state="scheduled"}' "$tmp/m" && break
+	grep -q '^crux_job_state{job="env:metrics-job",state="scheduled"} 1$' "$tmp/m" && break
 	sleep 0.1; i=$((i + 1))
 done
-grep -q '^crux_job_level{job="env:metrics-job",state="scheduled"}' "$tmp/m" || fail "job not scheduled: $(cat "$tmp/m")"
-"$CHECK" --prefix crux_ --require crux_job_level --require crux_job_intensity \
+grep -q '^crux_job_state{job="env:metrics-job",state="scheduled"} 1$' "$tmp/m" || fail "job not scheduled: $(cat "$tmp/m")"
+"$CHECK" --prefix crux_ --require crux_job_state --require crux_job_level --require crux_job_intensity \
 	--require crux_job_priority --require crux_job_compute_seconds --require crux_job_comm_seconds \
 	--require crux_job_bytes_per_iteration --require crux_level_bytes_per_iteration \
 	--require crux_agent_schedule_age_seconds --require crux_agent_heartbeat_age_seconds \
 	--require crux_agent_passes_total --require crux_agent_profile_records \
 	--require crux_probe_peer_up --require crux_agent_overrides_error <"$tmp/m" || fail "format"
 grep -q '^crux_agent_jobs 1$' "$tmp/m" || fail "crux_agent_jobs"
-grep -Eq '^crux_job_compute_seconds\{job="env:metrics-job",state="scheduled"\} 0\.0[67]' "$tmp/m" || fail "compute time: $(grep compute "$tmp/m")"
+grep -Eq '^crux_job_level\{job="env:metrics-job"\} [0-9]$' "$tmp/m" || fail "job level"
+grep -Eq '^crux_job_compute_seconds\{job="env:metrics-job"\} 0\.0[67]' "$tmp/m" || fail "compute time: $(grep compute "$tmp/m")"
 grep -q '^crux_level_bytes_per_iteration{level="3"}' "$tmp/m" || fail "bytes per level"
 curl -sS -D "$tmp/h" -o /dev/null "http://127.0.0.1:$port/metrics"
 grep -qi '^content-type: text/plain; version=0.0.4' "$tmp/h" || fail "content type"

@@ -67,8 +67,10 @@ static void test_render(void **state)
 	s->body.jobs[1].intensity = 1.5;
 	assert_int_equal(cruxd_prom_render(s, 5000000000ull, &text, &len), CRUX_OK);
 	assert_int_equal(strlen(text), len);
-	assert_non_null(strstr(text, "crux_job_level{job=\"a\\\"b\\\\c\\nd\",state=\"scheduled\"} 2\n"));
-	assert_non_null(strstr(text, "crux_job_intensity{job=\"env:two\",state=\"profiling\"} 1.5\n"));
+	assert_non_null(strstr(text, "crux_job_level{job=\"a\\\"b\\\\c\\nd\"} 2\n"));
+	assert_non_null(strstr(text, "crux_job_state{job=\"a\\\"b\\\\c\\nd\",state=\"scheduled\"} 1\n"));
+	assert_non_null(strstr(text, "crux_job_intensity{job=\"env:two\"} 1.5\n"));
+	assert_non_null(strstr(text, "crux_job_state{job=\"env:two\",state=\"profiling\"} 1\n"));
 	assert_non_null(strstr(text, "crux_level_bytes_per_iteration{level=\"2\"} 150\n"));
 	assert_non_null(strstr(text, "crux_level_bytes_per_iteration{level=\"0\"} 0\n"));
 	assert_non_null(strstr(text, "crux_agent_schedule_age_seconds 3\n"));
