@@ -94,10 +94,13 @@ mpi_env() { # VAR=VALUE -> launcher arguments
 }
 
 # The crux arm's environment, from crux-env.sh with the caller's
-# CRUX_SHM_DIR kept (the agent and the ranks must agree on it).
+# CRUX_SHM_DIR kept (the agent and the ranks must agree on it) and the
+# caller's LD_LIBRARY_PATH kept behind the plugin's directory (MPI's and
+# NCCL's libraries are often found through it).
 SHM_DIR="${CRUX_SHM_DIR:-/dev/shm/crux}"
 crux_vars() {
 	env -i PATH="$PATH" CRUX_PREFIX="$PREFIX" CRUX_SHM_DIR="$SHM_DIR" \
+		LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" \
 		sh -c '. "$0" >&2 && env' "$HERE/../crux-env.sh" |
 		grep -E '^(LD_LIBRARY_PATH|LD_PRELOAD|NCCL_NET_PLUGIN|NCCL_NET|CRUX_SHM_DIR)='
 }

@@ -60,6 +60,8 @@ cat >"$W/nt/build/all_reduce_perf" <<'X'
 rank="${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-?}}"
 bad() { echo "stand-in rank $rank: $*"; exit 3; }
 [ "${NCCL_TESTS_DEVICE:-}" = 0 ] || bad "NCCL_TESTS_DEVICE is '${NCCL_TESTS_DEVICE:-}', not 0"
+# The caller's library path (where MPI and NCCL live) must reach every arm.
+case ":${LD_LIBRARY_PATH:-}:" in *":$EXPECT_LIB_DIR:"*) ;; *) bad "LD_LIBRARY_PATH '${LD_LIBRARY_PATH:-}' lost $EXPECT_LIB_DIR" ;; esac
 [ "${NCCL_HOSTID:-}" = "crux-host-$rank" ] || bad "NCCL_HOSTID is '${NCCL_HOSTID:-}'"
 if [ "${NCCL_NET:-}" = Crux ]; then
 	[ "${NCCL_NET_PLUGIN:-}" = crux ] || bad "NCCL_NET_PLUGIN is '${NCCL_NET_PLUGIN:-}'"
@@ -86,7 +88,8 @@ run() { # flavor, extra env...
 	local flavor="$1"; shift
 	mkdir -p "$W/ranks-$flavor"
 	env PATH="$W/bin:$PATH" TMPDIR="$W/tmp" MPI_STANDIN_FLAVOR="$flavor" MPI_STANDIN_DIR="$W/ranks-$flavor" \
-		CRUX_SHM_DIR="$W/shm" EXPECT_SHM_DIR="$W/shm" "$@" \
+		CRUX_SHM_DIR="$W/shm" EXPECT_SHM_DIR="$W/shm" \
+		LD_LIBRARY_PATH="$W/mpi-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" EXPECT_LIB_DIR="$W/mpi-lib" "$@" \
 		bash "$SCRIPT" --nccl-tests "$W/nt" --crux "$BUILD" --one-gpu --start-agent --ifname lo \
 		--sizes "1M 256M" --iters 2
 }
