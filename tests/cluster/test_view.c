@@ -73,8 +73,8 @@ static void test_host_hostile(void **state)
 		"{\"v\":1,\"host\":\"h\",\"addr\":\"10.0.0.300\",\"jobs\":[]}",
 		"{\"v\":1,\"host\":\"h\",\"addr\":\"10.0.0.1\",\"jobs\":{}}",
 		/* key does not match the id */
-		"{\"v\":1,\"host\":\"h\",\"addr\":\"10.0.0.1\",\"jobs\":[{\"id\":\"j\",\"key\":\"0000000000000001\","
-		"\"ranks\":1,\"compute\":1,\"clamped\":false,\"sum\":[1,1,0,0,0],\"hosts\":[],\"flows\":[]}]}",
+		("{\"v\":1,\"host\":\"h\",\"addr\":\"10.0.0.1\",\"jobs\":[{\"id\":\"j\",\"key\":\"0000000000000001\","
+		 "\"ranks\":1,\"compute\":1,\"clamped\":false,\"sum\":[1,1,0,0,0],\"hosts\":[],\"flows\":[]}]}"),
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct crux_cv_host d;
