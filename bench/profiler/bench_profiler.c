@@ -17,18 +17,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "crux/clock.h"
 #include "crux/nccl_profiler_abi.h"
 
 #define BATCHES 301
 #define COLLS 1000
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int cmp(const void *a, const void *b)
 {
@@ -86,7 +79,7 @@ static double batch(const cruxf_profiler_v5_t *p, void *ctx)
 	c.collApi.count = 1 << 20;
 	c.collApi.root = -1;
 	c.collApi.stream = (void *)0x1;
-	t0 = now_ns();
+	t0 = crux_now_ns();
 	for (int i = 0; i < COLLS; i++) {
 		void *gh = NULL, *ch = NULL;
 		p->startEvent(ctx, &gh, &g);
@@ -101,7 +94,7 @@ static double batch(const cruxf_profiler_v5_t *p, void *ctx)
 			p->stopEvent(gh);
 		}
 	}
-	return (double)(now_ns() - t0) / COLLS;
+	return (double)(crux_now_ns() - t0) / COLLS;
 }
 
 int main(int argc, char **argv)

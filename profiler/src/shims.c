@@ -8,17 +8,17 @@
 
 #define CRUXF_EXPORT __attribute__((visibility("default")))
 
+/* A descriptor that is not ours until a version's switch says otherwise. */
+static void desc_init(struct cruxf_desc *d, bool v4, void *parent)
+{
+	*d = (struct cruxf_desc){.kind = CRUXF_K_NONE, .v4 = v4, .parent = parent, .peer = -1};
+}
+
 /* ---- v5 and v6: API events (the calls themselves) ---- */
 
 static void desc_v5(const cruxf_descr_v5_t *e, struct cruxf_desc *d)
 {
-	d->kind = CRUXF_K_NONE;
-	d->v4 = false;
-	d->parent = e->parentObj;
-	d->peer = -1;
-	d->stream = NULL;
-	d->func = d->datatype = NULL;
-	d->count = 0;
+	desc_init(d, false, e->parentObj);
 	switch (e->type) {
 	case CRUXF_EV_GROUP_API:
 		d->kind = CRUXF_K_GROUP;
@@ -69,13 +69,7 @@ static cruxf_result_t start_v5(void *context, void **handle, cruxf_descr_v5_t *e
 
 static void desc_v4(const cruxf_descr_v4_t *e, struct cruxf_desc *d)
 {
-	d->kind = CRUXF_K_NONE;
-	d->v4 = true;
-	d->parent = e->parentObj;
-	d->peer = -1;
-	d->stream = NULL;
-	d->func = d->datatype = NULL;
-	d->count = 0;
+	desc_init(d, true, e->parentObj);
 	switch (e->type) {
 	case CRUXF_EV_GROUP:
 		d->kind = CRUXF_K_GROUP;
