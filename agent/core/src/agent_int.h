@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cruxd's pass, as stages with explicit inputs and outputs (agent.c runs
+ * them in order):
+ *
+ *   observe.c  local profile records      -> ranks (per process, with the
+ *                                             traffic reference windows)
+ *   view.c     ranks                      -> this host's job view (counts and
+ *                                             sums, never averages: views of
+ *                                             several hosts merge exactly)
+ *   cluster.c  host view                  -> etcd; merged view -> the leader's
+ *                                             plan; schedule -> this host
+ *   plan.c     (merged) view, now         -> jobs' life cycle and decisions
+ *                                             (the scheduler library)
+ *   realise.c  decisions or schedule      -> the local decision table
+ *   report.c   everything above           -> the status record for cruxctl
+ *
+ * The pass reads no clock for its decisions: it takes 'now' as input.
+ */
+#ifndef CRUXD_AGENT_INT_H
+#define CRUXD_AGENT_INT_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "crux/agent.h"
+#include "crux/attach.h"
+#include "crux/guard.h"
+#include "crux/overrides.h"
+#include "crux/profile.h"
+#include "crux/sched.h"
+
+#define NS 1e9
+#define MAX_JOB_HOSTS 64
+#define MAX_LOCAL_ADDRS 64
+
+/* One training process, as the agent tracks it between passes. */
+struct rank {
+	pid_t pid;
+	uint64_t start_time;
+	uint64_t job_key;
+	char job_id[CRUX_JOB_ID_LEN];
+	char hostname[CRUX_HOSTNAME_LEN];
+	struct crux_addr host;
+	bool has_compute;
+	bool clamped;
+	bool clamp_logged;
+	bool have_ref;
+	double iter, compute, comm, overlap, stall;
+	uint32_t npeers;
+	struct crux_addr peer[CRUX_PROF_MAX_PEERS];
+	double bpi[CRUX_PROF_MAX_PEERS]; /* bytes per iteration to each peer */
+	/* Reference sample: traffic per iteration is measured over one window. */
+	uint64_t ref_ns;
+	uint64_t ref_iters;
+	uint32_t nref;
+	struct crux_addr ref_peer[CRUX_PROF_MAX_PEERS];
+	uint64_t ref_tx[CRUX_PROF_MAX_PEERS];
+};
+
+struct flow {
+	struct crux_addr src, dst;
+	double bytes; /* per iteration */
+	int path;     /* scheduler's candidate index, -1 none */
+	int src_node, dst_node;
+};
+
+struct job {
+	uint64_t key;
+	char id[CRUX_JOB_ID_LEN];
+	uint8_t state; /* CRUX_JOB_PROFILING or CRUX_JOB_SCHEDULED */
+	bool present;
+	bool adopted; /* decision taken over from the table at start-up */
+	bool clamped;
+	uint64_t since_ns;
+	uint32_t nranks, ncompute;
+	uint32_t nhosts;
+	struct crux_addr hosts[MAX_JOB_HOSTS];
+	double iter, compute, comm, overlap, stall, work, bytes;
+	uint32_t nflows, capflows;
+	struct flow *flows;
+	/* profile the current decision was made for (hysteresis) */
+	bool has_base;
+	double base_work, base_bytes, base_iter;
+	/* decision */
+	bool decided;
+	uint8_t level;	  /* published: scheduled level + guard lift */
+	double iso;	  /* isolated iteration estimate on its paths, s (fairness guard) */
+	double prof_iter; /* iteration time measured at the end of profiling (top level) */
+	double t, intensity, k, priority;
+	uint32_t ndflows;
+	struct flow *dflows;
+	uint32_t nadopt;
+	struct crux_dt_route *adopt;
+};
+
+struct hostent {
+	struct crux_addr addr;
+	char name[CRUX_HOSTNAME_LEN];
+	int node;
+};
+
+/* ---- this host's job view (view.c) --------------------------------------- */
+
+/* Exactly the fields of crux_cv_job / crux_cv_flow (crux/cluster_view.h). */
+struct cruxd_view_flow {
+	struct crux_addr src, dst;
+	double bytes; /* per iteration */
+};
+
+struct cruxd_view_job {
+	uint64_t key;
+	char id[CRUX_JOB_ID_LEN];
+	uint32_t nranks, ncompute; /* ncompute: ranks with a compute profile */
+	bool clamped;
+	double iter_sum, compute_sum, comm_sum, overlap_sum, stall_sum; /* over ncompute */
+	uint32_t nhosts;
+	struct crux_addr hosts[MAX_JOB_HOSTS];
+	uint32_t nflows, capflows;
+	struct cruxd_view_flow *flows; /* sorted by (src, dst) */
+};
+
+/* A host the view names (a rank's host or a peer), to find topology nodes. */
+struct cruxd_view_host {
+	struct crux_addr addr;
+	char name[CRUX_HOSTNAME_LEN];
+};
+
+struct cruxd_view {
+	size_t njobs, capjobs;
+	struct cruxd_view_job *jobs; /* sorted by key */
+	size_t nhosts, caphosts;
+	struct cruxd_view_host *hosts; /* sorted by (address, name) */
+};
+
+struct ag_cluster;
+
+/* The agent's one context: everything it keeps between passes. */
+struct cruxd_agent {
+	struct cruxd_config cfg;
+	struct crux_dt_writer *dt;  /* a sealed memfd (handed out) with a written file copy */
+	struct crux_broker *broker; /* the attach socket (crux/attach.h) */
+	struct cruxd_status_writer *sw;
+	struct cruxd_probe_cache *probe;
+	struct crux_sched_topo *topo; /* from the file; NULL = single-host view */
+	struct crux_sched_topo *star; /* built from the hosts seen */
+	uint32_t star_hosts_sig;
+
+	struct rank *ranks, *next;
+	size_t nranks, capranks, nnext, capnext;
+	struct job **jobs;
+	size_t njobs, capjobs;
+	struct hostent *hosts;
+	size_t nhosts, caphosts;
+
+	struct crux_addr local[MAX_LOCAL_ADDRS];
+	uint32_t nlocal;
+
+	struct cruxd_guard *guard; /* promotion by measured slowdown */
+
+	struct cruxd_overrides *ovr;
+	bool ovr_present;
+	struct stat ovr_stat;
+	char ovr_error[256];
+
+	bool first_pass;
+	bool resched_pending;
+	uint64_t last_resched_ns;
+	uint64_t reschedules, passes;
+	uint64_t probe_version;
+	struct crux_prof_scan_stats scan;
+	struct cruxd_view view; /* this host's, rebuilt every pass */
+	struct ag_cluster *cl;   /* cluster mode; NULL: embedded single-host mode */
+
+	struct crux_dt_job *tjobs, *pub_jobs;
+	struct crux_dt_route *troutes, *pub_routes;
+	uint32_t pub_njobs, pub_nroutes;
+	bool published;
+	struct crux_dt_contents *old; /* table at start-up */
+	struct cruxd_status_body *status;
+	uint64_t now;
+};
+
+static inline double clampd(double v, double lo, double hi)
+{
+	if (!isfinite(v) || v < lo)
+		return lo;
+	return v > hi ? hi : v;
+}
+
+static inline double rel_change(double a, double b)
+{
+	double m = fmax(fabs(a), fabs(b));
+	return m <= 0 ? 0 : fabs(a - b) / m;
+}
+
+int ag_addr_cmp(const struct crux_addr *x, const struct crux_addr *y);
+
+/* observe.c */
+void ag_load_local_addrs(struct cruxd_agent *a);
+bool ag_is_local(const struct cruxd_agent *a, const struct crux_addr *x);
+crux_status_t ag_observe(struct cruxd_agent *a, uint64_t now);
+
+/* view.c */
+crux_status_t ag_view_build(const struct rank *ranks, size_t n, struct cruxd_view *out);
+crux_status_t ag_view_add_job(struct cruxd_view *v, const struct cruxd_view_job *j);
+crux_status_t ag_view_add_host(struct cruxd_view *v, const struct crux_addr *addr,
+			       const char *name);
+void ag_view_sort(struct cruxd_view *v);
+void ag_view_clear(struct cruxd_view *v);
+void ag_view_free(struct cruxd_view *v);
+
+/* plan.c */
+struct job *ag_job_find(const struct cruxd_agent *a, uint64_t key);
+struct job *ag_job_add(struct cruxd_agent *a, uint64_t key);
+void ag_job_free(struct job *j);
+int ag_node_of(struct cruxd_agent *a, const struct crux_addr *addr);
+bool ag_overridden(const struct cruxd_agent *a, uint64_t key);
+crux_status_t ag_plan_take_view(struct cruxd_agent *a, const struct cruxd_view *v, uint64_t now);
+crux_status_t ag_plan(struct cruxd_agent *a, uint64_t now);
+
+/* realise.c */
+bool ag_route_ports(struct cruxd_agent *a, int src_node, const struct crux_addr *dst,
+		    int dst_node, int idx, struct crux_dt_route *rt);
+crux_status_t ag_realise(struct cruxd_agent *a, uint64_t now);
+
+/* report.c */
+void ag_report(struct cruxd_agent *a, uint64_t pass_ns);
+
+#endif /* CRUXD_AGENT_INT_H */

@@ -1,0 +1,562 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Stage 3, plan: a (merged) job view and 'now' -> each job's life cycle
+ * (arrival, profiling window, departure, hysteresis) and decisions (level,
+ * chosen path per flow) from the scheduler library (policy Crux-full).
+ * Topology nodes are found by host address, else name; the single-switch
+ * view is built from the view's hosts in their sorted order.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent_int.h"
+#include "crux/log.h"
+
+/* ---- jobs ---------------------------------------------------------------- */
+
+static int job_cmp_key(const void *k, const void *e)
+{
+	uint64_t key = *(const uint64_t *)k;
+	const struct job *j = *(struct job *const *)e;
+	return (key > j->key) - (key < j->key);
+}
+
+struct job *ag_job_find(const struct cruxd_agent *a, uint64_t key)
+{
+	struct job **p = a->njobs ? bsearch(&key, a->jobs, a->njobs, sizeof(*a->jobs), job_cmp_key)
+				  : NULL;
+	return p ? *p : NULL;
+}
+
+void ag_job_free(struct job *j)
+{
+	if (!j)
+		return;
+	free(j->flows);
+	free(j->dflows);
+	free(j->adopt);
+	free(j);
+}
+
+struct job *ag_job_add(struct cruxd_agent *a, uint64_t key)
+{
+	struct job *j;
+	size_t pos = 0;
+
+	if (a->njobs == a->capjobs) {
+		size_t nc = a->capjobs ? a->capjobs * 2 : 64;
+		struct job **nj = realloc(a->jobs, nc * sizeof(*nj));
+		if (!nj)
+			return NULL;
+		a->jobs = nj;
+		a->capjobs = nc;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return NULL;
+	j->key = key;
+	while (pos < a->njobs && a->jobs[pos]->key < key)
+		pos++;
+	memmove(&a->jobs[pos + 1], &a->jobs[pos], (a->njobs - pos) * sizeof(*a->jobs));
+	a->jobs[pos] = j;
+	a->njobs++;
+	return j;
+}
+
+static crux_status_t job_add_flow(struct job *j, const struct crux_addr *src,
+				  const struct crux_addr *dst, double bytes)
+{
+	for (uint32_t i = 0; i < j->nflows; i++)
+		if (crux_addr_equal(&j->flows[i].src, src) && crux_addr_equal(&j->flows[i].dst, dst)) {
+			j->flows[i].bytes += bytes;
+			return CRUX_OK;
+		}
+	if (j->nflows == j->capflows) {
+		uint32_t nc = j->capflows ? j->capflows * 2 : 8;
+		struct flow *nf = realloc(j->flows, nc * sizeof(*nf));
+		if (!nf)
+			return CRUX_ERR_NOMEM;
+		j->flows = nf;
+		j->capflows = nc;
+	}
+	j->flows[j->nflows] = (struct flow){.src = *src, .dst = *dst, .bytes = bytes, .path = -1};
+	j->nflows++;
+	return CRUX_OK;
+}
+
+/* ---- hosts and topology nodes ------------------------------------------ */
+
+static struct hostent *host_find(struct cruxd_agent *a, const struct crux_addr *addr,
+				 const char *name)
+{
+	for (size_t i = 0; i < a->nhosts; i++) {
+		struct hostent *h = &a->hosts[i];
+		if (addr->family ? crux_addr_equal(&h->addr, addr)
+				 : (h->addr.family == 0 && !strcmp(h->name, name ? name : "")))
+			return h;
+	}
+	return NULL;
+}
+
+static struct hostent *host_get(struct cruxd_agent *a, const struct crux_addr *addr,
+				const char *name)
+{
+	struct hostent *h = host_find(a, addr, name);
+
+	if (h) {
+		if (!h->name[0] && name)
+			snprintf(h->name, sizeof(h->name), "%s", name);
+		return h;
+	}
+	if (a->nhosts == a->caphosts) {
+		size_t nc = a->caphosts ? a->caphosts * 2 : 32;
+		struct hostent *nh = realloc(a->hosts, nc * sizeof(*nh));
+		if (!nh)
+			return NULL;
+		a->hosts = nh;
+		a->caphosts = nc;
+	}
+	h = &a->hosts[a->nhosts++];
+	memset(h, 0, sizeof(*h));
+	h->addr = *addr;
+	if (name)
+		snprintf(h->name, sizeof(h->name), "%s", name);
+	h->node = -1;
+	return h;
+}
+
+static struct crux_sched_topo *topo_now(const struct cruxd_agent *a)
+{
+	return a->topo ? a->topo : a->star;
+}
+
+/* Map a host to a topology node: by its address written as text, else its host name. */
+int ag_node_of(struct cruxd_agent *a, const struct crux_addr *addr)
+{
+	struct crux_sched_topo *t = topo_now(a);
+	struct hostent *h = host_find(a, addr, NULL);
+	char buf[CRUX_ADDR_STRLEN];
+	int n = -1;
+
+	if (!t)
+		return -1;
+	if (h && h->node >= 0)
+		return h->node;
+	if (addr->family) {
+		crux_addr_format(addr, buf, sizeof(buf));
+		n = crux_sched_topo_find(t, buf);
+	}
+	if (n < 0 && h && h->name[0])
+		n = crux_sched_topo_find(t, h->name);
+	if (n >= crux_sched_topo_n_hosts(t))
+		n = -1;
+	if (h)
+		h->node = n;
+	return n;
+}
+
+/* Single-host view: a star of every host seen around one switch. */
+static crux_status_t build_star(struct cruxd_agent *a)
+{
+	struct crux_sched_err err;
+	struct crux_sched_topo *t = NULL;
+	uint32_t sig = 2166136261u;
+	size_t cap = 256 + a->nhosts * 200, off = 0;
+	char *text;
+	crux_status_t st;
+
+	for (size_t i = 0; i < a->nhosts; i++)
+		sig = (sig ^ (uint32_t)crux_addr_hash(&a->hosts[i].addr)) * 16777619u;
+	sig ^= (uint32_t)a->nhosts;
+	if (a->star && sig == a->star_hosts_sig)
+		return CRUX_OK;
+	text = malloc(cap);
+	if (!text)
+		return CRUX_ERR_NOMEM;
+	off += (size_t)snprintf(text + off, cap - off, "switch crux-star-fabric\n");
+	for (size_t i = 0; i < a->nhosts; i++) {
+		char name[CRUX_ADDR_STRLEN + CRUX_HOSTNAME_LEN];
+		if (a->hosts[i].addr.family)
+			crux_addr_format(&a->hosts[i].addr, name, sizeof(name));
+		else
+			snprintf(name, sizeof(name), "%s", a->hosts[i].name[0] ? a->hosts[i].name
+									  : "local");
+		off += (size_t)snprintf(text + off, cap - off,
+					"host %s\nlink %s crux-star-fabric %.6f\n", name, name,
+					a->cfg.link_gbps);
+	}
+	st = crux_sched_topo_parse(text, off, "single-host view", &t, &err);
+	free(text);
+	if (st != CRUX_OK) {
+		crux_err("cannot build the single-host view: %s", err.msg);
+		return st;
+	}
+	crux_sched_topo_free(a->star);
+	a->star = t;
+	a->star_hosts_sig = sig;
+	for (size_t i = 0; i < a->nhosts; i++)
+		a->hosts[i].node = -1;
+	return CRUX_OK;
+}
+
+/* ---- the view, as the planner's jobs ----------------------------------- */
+
+/* Take a (merged) job view: every job's figures are recomputed from its sums. */
+crux_status_t ag_plan_take_view(struct cruxd_agent *a, const struct cruxd_view *v, uint64_t now)
+{
+	for (size_t k = 0; k < a->njobs; k++) {
+		struct job *j = a->jobs[k];
+		j->present = false;
+		j->nranks = j->ncompute = j->nhosts = j->nflows = 0;
+		j->iter = j->compute = j->comm = j->overlap = j->stall = j->work = j->bytes = 0;
+		j->clamped = false;
+	}
+	a->nhosts = 0;
+	for (size_t i = 0; i < v->nhosts; i++)
+		if (!host_get(a, &v->hosts[i].addr, v->hosts[i].name))
+			return CRUX_ERR_NOMEM;
+	for (size_t i = 0; i < v->njobs; i++) {
+		const struct cruxd_view_job *vj = &v->jobs[i];
+		struct job *j = ag_job_find(a, vj->key);
+
+		if (!j) {
+			j = ag_job_add(a, vj->key);
+			if (!j)
+				return CRUX_ERR_NOMEM;
+			j->state = CRUX_JOB_PROFILING;
+			j->since_ns = now;
+			memcpy(j->id, vj->id, sizeof(j->id));
+			j->id[sizeof(j->id) - 1] = '\0';
+			crux_info("job %s (0x%016llx) arrived: %u rank(s); profiling for %.1f s",
+				  j->id, (unsigned long long)j->key, vj->nranks,
+				  (double)a->cfg.profile_window_ns / NS);
+		}
+		j->present = true;
+		j->nranks = vj->nranks;
+		j->ncompute = vj->ncompute;
+		j->clamped = vj->clamped;
+		j->work = vj->compute_sum;
+		if (vj->ncompute) {
+			j->iter = vj->iter_sum / vj->ncompute;
+			j->compute = vj->compute_sum / vj->ncompute;
+			j->comm = vj->comm_sum / vj->ncompute;
+			j->overlap = vj->overlap_sum / vj->ncompute;
+			j->stall = vj->stall_sum / vj->ncompute;
+		}
+		j->nhosts = vj->nhosts < MAX_JOB_HOSTS ? vj->nhosts : MAX_JOB_HOSTS;
+		memcpy(j->hosts, vj->hosts, j->nhosts * sizeof(j->hosts[0]));
+		for (uint32_t f = 0; f < vj->nflows; f++) {
+			const struct cruxd_view_flow *fl = &vj->flows[f];
+			if (!host_get(a, &fl->src, NULL) || !host_get(a, &fl->dst, NULL) ||
+			    job_add_flow(j, &fl->src, &fl->dst, fl->bytes) != CRUX_OK)
+				return CRUX_ERR_NOMEM;
+			j->bytes += fl->bytes;
+		}
+	}
+	return CRUX_OK;
+}
+
+bool ag_overridden(const struct cruxd_agent *a, uint64_t key)
+{
+	return cruxd_overrides_find(a->ovr, key) >= 0;
+}
+
+/* Departures, end of profiling, significant changes. Sets a->resched_pending. */
+static void life_cycle(struct cruxd_agent *a, uint64_t now)
+{
+	bool changed = false;
+	size_t k = 0;
+
+	while (k < a->njobs) {
+		struct job *j = a->jobs[k];
+		if (j->present) {
+			k++;
+			continue;
+		}
+		crux_info("job %s (0x%016llx) departed", j->id, (unsigned long long)j->key);
+		if (j->state == CRUX_JOB_SCHEDULED)
+			a->resched_pending = true;
+		ag_job_free(j);
+		memmove(&a->jobs[k], &a->jobs[k + 1], (a->njobs - k - 1) * sizeof(*a->jobs));
+		a->njobs--;
+	}
+	for (k = 0; k < a->njobs; k++) {
+		struct job *j = a->jobs[k];
+		uint64_t el = now - j->since_ns;
+
+		if (j->state == CRUX_JOB_PROFILING) {
+			bool measured = j->ncompute == j->nranks;
+			if (el >= a->cfg.profile_window_ns && (measured || el >= 2 * a->cfg.profile_window_ns)) {
+				j->state = CRUX_JOB_SCHEDULED;
+				j->prof_iter = j->iter;
+				a->resched_pending = true;
+				crux_info("job %s profiled: W %.4g GPU-s/iteration, %.4g bytes/iteration "
+					  "across hosts, iteration %.4g s%s",
+					  j->id, j->work, j->bytes, j->iter,
+					  measured ? "" : " (not every rank published timing)");
+			}
+			continue;
+		}
+		if (!j->has_base) {
+			j->has_base = true;
+			j->base_work = j->work;
+			j->base_bytes = j->bytes;
+			j->base_iter = j->iter;
+			continue;
+		}
+		if (rel_change(j->work, j->base_work) > a->cfg.change_threshold ||
+		    rel_change(j->bytes, j->base_bytes) > a->cfg.change_threshold ||
+		    rel_change(j->iter, j->base_iter) > a->cfg.change_threshold) {
+			if (!changed)
+				crux_debug("job %s changed: W %.4g -> %.4g, bytes %.4g -> %.4g", j->id,
+					   j->base_work, j->work, j->base_bytes, j->bytes);
+			changed = true;
+		}
+	}
+	if (changed && now - a->last_resched_ns >= a->cfg.hold_ns)
+		a->resched_pending = true;
+}
+
+/* ---- scheduling ----------------------------------------------------------- */
+
+/* The fairness guard's settings for the planner (bound, level weights). */
+static void guard_params(const struct cruxd_agent *a, struct crux_sched_params *p)
+{
+	bool weighted = false;
+
+	p->max_slowdown = a->cfg.guard.bound;
+	for (uint32_t l = 0; l < a->cfg.settings.nlevels && l < CRUX_SCHED_MAX_LEVELS; l++) {
+		p->weight[l] = a->cfg.settings.levels[l].weight;
+		weighted |= p->weight[l] > 0;
+	}
+	p->n_weights = weighted ? (int)a->cfg.settings.nlevels : 0;
+}
+
+/* The scheduler's level plus the guard's lift, within 0..K-1. */
+static uint8_t guard_level(const struct cruxd_agent *a, uint64_t key, int level)
+{
+	int64_t l = (int64_t)level + cruxd_guard_lift(a->guard, key);
+	uint32_t k = a->cfg.settings.nlevels;
+
+	return (uint8_t)(l < 0 ? 0 : l >= (int64_t)k ? k - 1 : l);
+}
+
+/* Feed every scheduled job's measured slowdown to the guard; a lift change
+ * reschedules (the guard bounds how often). */
+static void guard_pass(struct cruxd_agent *a, uint64_t now)
+{
+	if (!(a->cfg.guard.bound > 0))
+		return;
+	for (size_t k = 0; k < a->njobs; k++) {
+		const struct job *j = a->jobs[k];
+
+		if (j->state != CRUX_JOB_SCHEDULED || !j->decided || ag_overridden(a, j->key) ||
+		    !(j->iso > 0) || !(j->iter > 0))
+			continue;
+		if (cruxd_guard_observe(a->guard, j->key, j->iter / j->iso, now,
+					a->cfg.settings.nlevels)) {
+			crux_info("fairness guard: job %s measured %.2fx its isolated iteration time "
+				  "(bound %.2fx): lift now %u level(s)",
+				  j->id, j->iter / j->iso, a->cfg.guard.bound,
+				  cruxd_guard_lift(a->guard, j->key));
+			a->resched_pending = true;
+		}
+	}
+	/* Departed jobs: forgotten after a minute without samples. */
+	cruxd_guard_prune(a->guard, now, 60 * (uint64_t)NS);
+}
+
+/*
+ * Run the scheduler over the scheduled, not overridden jobs. With
+ * 'keep_adopted' (first pass after a restart with nothing new), jobs taken
+ * over from the table keep their level and routes; only their figures
+ * (t, I, k, P) are refreshed.
+ */
+static crux_status_t reschedule(struct cruxd_agent *a, uint64_t now, bool keep_adopted)
+{
+	struct crux_sched_jobs js;
+	struct crux_sched_schedule *s = NULL;
+	struct crux_sched_params p;
+	struct crux_sched_topo *t;
+	struct job **map = NULL;
+	int *hosts = NULL;
+	struct crux_sched_flow *flows = NULL;
+	size_t cap_flows = 0;
+	crux_status_t st = CRUX_OK;
+
+	crux_sched_jobs_init(&js);
+	for (size_t k = 0; k < a->njobs; k++)
+		if (a->jobs[k]->state == CRUX_JOB_SCHEDULED && !ag_overridden(a, a->jobs[k]->key))
+			cap_flows = 1;
+	if (!cap_flows) {
+		a->last_resched_ns = now;
+		return CRUX_OK; /* nothing to schedule */
+	}
+	cap_flows = 0;
+	if (!a->topo && a->nhosts) {
+		st = build_star(a);
+		if (st != CRUX_OK)
+			return st;
+	}
+	t = topo_now(a);
+	map = calloc(a->njobs + 1, sizeof(*map));
+	hosts = calloc(MAX_JOB_HOSTS, sizeof(*hosts));
+	if (!map || !hosts) {
+		st = CRUX_ERR_NOMEM;
+		goto out;
+	}
+	for (size_t k = 0; k < a->njobs; k++) {
+		struct job *j = a->jobs[k];
+		struct crux_sched_job sj;
+		int nh = 0, nf = 0;
+
+		if (j->state != CRUX_JOB_SCHEDULED || ag_overridden(a, j->key))
+			continue;
+		for (uint32_t h = 0; h < j->nhosts; h++) {
+			int n = ag_node_of(a, &j->hosts[h]);
+			bool dup = false;
+			for (int q = 0; q < nh; q++)
+				dup |= hosts[q] == n;
+			if (n >= 0 && !dup)
+				hosts[nh++] = n;
+		}
+		if (cap_flows < j->nflows) {
+			struct crux_sched_flow *nfl = realloc(flows, j->nflows * sizeof(*nfl));
+			if (!nfl) {
+				st = CRUX_ERR_NOMEM;
+				goto out;
+			}
+			flows = nfl;
+			cap_flows = j->nflows;
+		}
+		for (uint32_t f = 0; f < j->nflows; f++) {
+			struct flow *fl = &j->flows[f];
+			fl->src_node = ag_node_of(a, &fl->src);
+			fl->dst_node = ag_node_of(a, &fl->dst);
+			fl->path = -1;
+			if (fl->src_node < 0 || fl->dst_node < 0 || fl->src_node == fl->dst_node)
+				continue;
+			flows[nf++] = (struct crux_sched_flow){
+				.src = fl->src_node, .dst = fl->dst_node, .bytes = fl->bytes};
+		}
+		if (nh == 0) {
+			/* None of its hosts is in the topology: nothing to place it on. */
+			if (keep_adopted && j->adopted)
+				continue;
+			j->adopted = false;
+			j->decided = true;
+			j->level = (uint8_t)a->cfg.settings.default_level;
+			j->t = j->intensity = j->k = j->priority = 0;
+			j->ndflows = 0;
+			continue;
+		}
+		memset(&sj, 0, sizeof(sj));
+		sj.id = j->key;
+		sj.gpus = (int)j->nranks;
+		sj.n_hosts = nh;
+		sj.hosts = hosts;
+		sj.work = j->work;
+		sj.compute = j->compute;
+		sj.overlap = crux_sched_overlap_from_times(j->compute, j->comm, j->iter);
+		if (!isfinite(sj.overlap) || sj.overlap < 0)
+			sj.overlap = 0;
+		if (sj.overlap > 1)
+			sj.overlap = 1;
+		sj.iter_time = j->iter;
+		sj.n_flows = nf;
+		sj.flows = flows;
+		st = crux_sched_jobs_add(&js, &sj);
+		if (st != CRUX_OK) {
+			crux_err("scheduler refused job %s: %s", j->id, crux_status_str(st));
+			goto out;
+		}
+		map[js.n - 1] = j;
+	}
+	if (js.n) {
+		crux_sched_params_default(&p);
+		p.levels = (int)a->cfg.settings.nlevels;
+		p.seed = a->cfg.seed;
+		guard_params(a, &p);
+		st = crux_sched_schedule_new(js.v, js.n, p.levels, &s);
+		if (st != CRUX_OK)
+			goto out;
+		st = crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s);
+		if (st != CRUX_OK) {
+			crux_err("scheduling failed: %s", crux_status_str(st));
+			goto out;
+		}
+		if (s->guard_lifts || s->guard_violators)
+			crux_info("fairness guard: the planner lifted %d level(s) to keep predicted "
+				  "slowdowns within %.2fx; %d job(s) still predicted above it",
+				  s->guard_lifts, p.max_slowdown, s->guard_violators);
+	}
+	for (size_t i = 0; i < js.n; i++) {
+		struct job *j = map[i];
+		const struct crux_sched_decision *d = &s->d[i];
+		uint32_t nf = 0;
+
+		j->t = d->comm_time;
+		j->intensity = d->intensity;
+		j->k = d->k;
+		j->priority = d->priority;
+		/* The guard's reference: the model's isolated time, or what the job
+		 * achieved while profiled on the top level when that is longer (the
+		 * model knows link rates, not protocol and host overheads). */
+		j->iso = fmax(crux_sched_isolated_iter(&js.v[i], d->comm_time), j->prof_iter);
+		if (!(keep_adopted && j->adopted)) {
+			j->level = guard_level(a, j->key, d->level);
+			j->adopted = false;
+		}
+		j->decided = true;
+		free(j->dflows);
+		j->ndflows = 0;
+		j->dflows = j->nflows ? malloc(j->nflows * sizeof(*j->dflows)) : NULL;
+		for (uint32_t f = 0; f < j->nflows && j->dflows; f++) {
+			struct flow fl = j->flows[f];
+			if (fl.src_node < 0 || fl.dst_node < 0 || fl.src_node == fl.dst_node)
+				continue;
+			fl.path = d->path && (int)nf < js.v[i].n_flows ? d->path[nf] : -1;
+			nf++;
+			j->dflows[j->ndflows++] = fl;
+		}
+	}
+	for (size_t k = 0; k < a->njobs; k++) {
+		struct job *j = a->jobs[k];
+		if (j->state == CRUX_JOB_SCHEDULED) {
+			j->has_base = true;
+			j->base_work = j->work;
+			j->base_bytes = j->bytes;
+			j->base_iter = j->iter;
+		}
+	}
+	a->last_resched_ns = now;
+	a->reschedules++;
+	crux_info("rescheduled %zu job(s) (%s)", js.n,
+		  a->topo ? a->cfg.topology : "single-host view");
+out:
+	crux_sched_schedule_free(s);
+	crux_sched_jobs_free(&js);
+	free(flows);
+	free(hosts);
+	free(map);
+	return st;
+}
+
+
+/* Life cycle, the fairness guard, and a reschedule when one is due. */
+crux_status_t ag_plan(struct cruxd_agent *a, uint64_t now)
+{
+	crux_status_t st = CRUX_OK;
+
+	life_cycle(a, now);
+	guard_pass(a, now);
+	if (a->first_pass || a->resched_pending) {
+		/* After a restart with nothing new: figures only, decisions stay. */
+		st = reschedule(a, now, !a->resched_pending);
+		if (st == CRUX_OK)
+			a->resched_pending = false;
+		a->first_pass = false;
+	}
+	return st;
+}

@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Stage 5, report: what the pass computed -> the status record for cruxctl. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent_int.h"
+
+/* ---- status for cruxctl ------------------------------------------------- */
+
+void ag_report(struct cruxd_agent *a, uint64_t pass_ns)
+{
+	struct cruxd_status_body *b = a->status;
+	struct cruxd_probe_entry *pe = NULL;
+	uint32_t nj = 0;
+
+	b->agent_pid = (uint32_t)getpid();
+	b->nlevels = a->cfg.settings.nlevels;
+	b->overrides_seq = a->ovr->seq;
+	b->passes = a->passes;
+	b->reschedules = a->reschedules;
+	b->last_pass_ns = pass_ns;
+	b->interval_ns = a->cfg.interval_ns;
+	b->profile_window_ns = a->cfg.profile_window_ns;
+	b->table_generation = 0;
+	b->records_valid = a->scan.valid;
+	b->records_invalid = a->scan.invalid;
+	b->records_busy = a->scan.busy;
+	b->records_reaped = a->scan.reaped;
+	b->nhosts_topology = a->topo ? (uint32_t)crux_sched_topo_n_hosts(a->topo) : 0;
+	b->max_slowdown = a->cfg.guard.bound;
+	b->guard_changes = cruxd_guard_changes(a->guard);
+	snprintf(b->topology, sizeof(b->topology), "%s", a->topo ? a->cfg.topology : "");
+	snprintf(b->overrides_error, sizeof(b->overrides_error), "%s", a->ovr_error);
+	for (size_t k = 0; k < a->njobs && nj < CRUXD_STATUS_MAX_JOBS; k++) {
+		const struct job *j = a->jobs[k];
+		struct cruxd_status_job *sj = &b->jobs[nj++];
+		int oi = cruxd_overrides_find(a->ovr, j->key);
+
+		memset(sj, 0, sizeof(*sj));
+		sj->job_key = j->key;
+		memcpy(sj->job_id, j->id, sizeof(sj->job_id));
+		sj->nranks = j->nranks;
+		sj->nhosts = j->nhosts;
+		for (uint32_t h = 0; h < j->nhosts && h < CRUXD_STATUS_JOB_HOSTS; h++)
+			sj->hosts[h] = j->hosts[h];
+		sj->iter_time_s = j->iter;
+		sj->compute_s = j->compute;
+		sj->comm_s = j->comm;
+		sj->overlap_s = j->overlap;
+		sj->stall_s = j->stall;
+		sj->work = j->work;
+		sj->bytes_per_iter = j->bytes;
+		sj->comm_time_s = j->t;
+		sj->intensity = j->intensity;
+		sj->k = j->k;
+		sj->priority = j->priority;
+		sj->clamped = j->clamped;
+		sj->iso_iter_s = j->iso;
+		sj->slowdown = cruxd_guard_slowdown(a->guard, j->key);
+		if (!(sj->slowdown > 0) && j->iso > 0 && j->iter > 0)
+			sj->slowdown = j->iter / j->iso;
+		sj->lift = (uint8_t)cruxd_guard_lift(a->guard, j->key);
+		if (oi >= 0) {
+			uint32_t lv = a->ovr->o[oi].level;
+			sj->state = CRUX_JOB_OVERRIDDEN;
+			sj->level = (uint8_t)(lv >= b->nlevels ? b->nlevels - 1 : lv);
+		} else if (j->state == CRUX_JOB_PROFILING || !j->decided) {
+			uint64_t el = a->now - j->since_ns;
+			sj->state = CRUX_JOB_PROFILING;
+			sj->level = (uint8_t)(b->nlevels - 1);
+			sj->profiling_left_ms = el < a->cfg.profile_window_ns
+							? (a->cfg.profile_window_ns - el) / 1000000
+							: 0;
+		} else {
+			sj->state = CRUX_JOB_SCHEDULED;
+			sj->level = j->level;
+		}
+		for (uint32_t f = 0; f < j->ndflows && sj->npaths < CRUXD_STATUS_JOB_PATHS; f++) {
+			struct cruxd_status_path *sp = &sj->paths[sj->npaths];
+			struct crux_dt_route rt;
+			const struct flow *fl = &j->dflows[f];
+
+			if (fl->path < 0)
+				continue;
+			sp->src = fl->src;
+			sp->dst = fl->dst;
+			sp->path_id = (uint16_t)fl->path;
+			sp->bytes_per_iter = fl->bytes;
+			memset(&rt, 0, sizeof(rt));
+			if (ag_route_ports(a, fl->src_node, &fl->dst, fl->dst_node, fl->path, &rt))
+				sp->nports = rt.nports;
+			sj->npaths++;
+		}
+	}
+	b->njobs = nj;
+	b->npeers = 0;
+	if (a->probe && (pe = malloc(CRUXD_STATUS_MAX_PEERS * sizeof(*pe)))) {
+		uint32_t n = cruxd_probe_cache_list(a->probe, pe, CRUXD_STATUS_MAX_PEERS);
+		uint64_t now = crux_now_ns();
+		for (uint32_t i = 0; i < n; i++) {
+			struct cruxd_status_peer *sp = &b->peers[i];
+			memset(sp, 0, sizeof(*sp));
+			sp->peer = pe[i].peer;
+			sp->state = pe[i].state;
+			sp->failures = pe[i].failures;
+			sp->age_ms = pe[i].probed_ns ? (now - pe[i].probed_ns) / 1000000 : UINT64_MAX;
+			sp->npaths = (uint8_t)pe[i].result.npaths;
+			for (uint32_t p = 0; p < pe[i].result.npaths && p < CRUXD_STATUS_PEER_PATHS; p++) {
+				sp->paths[p].hop = pe[i].result.paths[p].hop;
+				sp->paths[p].nports = pe[i].result.paths[p].nports;
+				memcpy(sp->paths[p].ports, pe[i].result.paths[p].ports,
+				       sizeof(sp->paths[p].ports));
+			}
+		}
+		b->npeers = n;
+		free(pe);
+	}
+}
+
