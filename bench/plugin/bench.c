@@ -6,11 +6,17 @@
  *   stream-send DIR SIZE SECONDS INFLIGHT throughput, prints "gbps X"
  *   pp-server DIR                         plugin ping-pong echo side
  *   pp-client DIR ITERS SIZE...           prints "rtt SIZE USEC" per size
+ *                                         and "polls_per_rtt SIZE N"
  *   tcp-server PORT                       blocking TCP ping-pong echo side
  *   tcp-client HOST PORT ITERS SIZE...    prints "rtt SIZE USEC" per size
  *
  * Processes meet through files in DIR (listener handles), so the two sides
- * can run in different network namespaces.
+ * can run in different network namespaces. The ping-pong buffers are
+ * registered with regMr on both communicators, as NCCL registers its own.
+ * CRUXN_BENCH_IDLE_US=N makes the ping-pong sleep N us after a poll that
+ * found nothing (for instruction counts under callgrind, where a spinning
+ * poll would run until valgrind switches threads and count the wait, not
+ * the work); 0, the default, spins as NCCL's proxy thread does.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -195,57 +201,132 @@ static int stream_send(const char *dir, size_t size, double seconds, int infligh
 	return 0;
 }
 
+/* ---- ping-pong over the plugin, registered buffers ---- */
+
+static long pp_idle_us; /* CRUXN_BENCH_IDLE_US */
+static uint64_t pp_polls; /* isend/irecv/test calls that found nothing */
+
+static void pp_idle(uint64_t t0)
+{
+	pp_polls++;
+	if (netdrv_now_ns() - t0 > 60000000000ull)
+		die("ping-pong timed out");
+	if (pp_idle_us > 0)
+		usleep((useconds_t)pp_idle_us);
+}
+
+static void pp_wait(void *req, int *size)
+{
+	uint64_t t0 = netdrv_now_ns();
+	int done = 0;
+	for (;;) {
+		if (net->test(req, &done, size) != CRUXN_SUCCESS)
+			die("test failed");
+		if (done)
+			return;
+		pp_idle(t0);
+	}
+}
+
+static void pp_send(void *s, void *b, size_t n, void *mh)
+{
+	void *req = NULL;
+	uint64_t t0 = netdrv_now_ns();
+	for (;;) {
+		if (net->isend(s, b, n, 0, mh, NULL, &req) != CRUXN_SUCCESS)
+			die("isend failed");
+		if (req)
+			break;
+		pp_idle(t0);
+	}
+	pp_wait(req, NULL);
+}
+
+static size_t pp_recv(void *r, void *b, size_t cap, void *mh)
+{
+	void *req = NULL, *data[1] = {b}, *mhs[1] = {mh};
+	int tag = 0, sz = -1;
+	uint64_t t0 = netdrv_now_ns();
+	for (;;) {
+		if (net->irecv(r, 1, data, &cap, &tag, mhs, NULL, &req) != CRUXN_SUCCESS)
+			die("irecv failed");
+		if (req)
+			break;
+		pp_idle(t0);
+	}
+	pp_wait(req, &sz);
+	return (size_t)sz;
+}
+
+/* One buffer, registered on both communicators (each comm has its own). */
+static void pp_reg(void *s, void *r, void *b, size_t cap, void **smh, void **rmh)
+{
+	const char *y = getenv("CRUXN_BENCH_IDLE_US");
+	pp_idle_us = y ? strtol(y, NULL, 10) : 0;
+	if (net->regMr(s, b, cap, CRUXN_PTR_HOST, smh) != CRUXN_SUCCESS ||
+	    net->regMr(r, b, cap, CRUXN_PTR_HOST, rmh) != CRUXN_SUCCESS)
+		die("regMr failed");
+}
+
+static void pp_close(void *ctx, void *s, void *r, void *smh, void *rmh)
+{
+	net->deregMr(s, smh);
+	net->deregMr(r, rmh);
+	net->closeSend(s);
+	net->closeRecv(r);
+	net->finalize(ctx);
+}
+
 static int pp_server(const char *dir)
 {
-	void *ctx = init_ctx(), *s, *r;
-	size_t cap = 1 << 20, got = 0;
+	void *ctx = init_ctx(), *s, *r, *smh, *rmh;
+	size_t cap = 1 << 20, got;
 	char *b = malloc(cap);
 	if (!b)
 		die("malloc");
 	pair_up(dir, "srv", "cli", ctx, &s, &r);
+	pp_reg(s, r, b, cap, &smh, &rmh);
 	for (;;) {
-		if (netdrv_recv(net, r, b, cap, 0, &got, 60000) != 0)
-			die("recv");
+		got = pp_recv(r, b, cap, rmh);
 		if (got == 1 && b[0] == 'Q')
 			break;
-		if (netdrv_send(net, s, b, got, 0, 60000) != 0)
-			die("send");
+		pp_send(s, b, got, smh);
 	}
-	net->closeSend(s);
-	net->closeRecv(r);
-	net->finalize(ctx);
+	pp_close(ctx, s, r, smh, rmh);
 	free(b);
 	return 0;
 }
 
 static int pp_client(const char *dir, int iters, int nsizes, char **sizes)
 {
-	void *ctx = init_ctx(), *s, *r;
-	size_t cap = 1 << 20, got;
+	void *ctx = init_ctx(), *s, *r, *smh, *rmh;
+	size_t cap = 1 << 20;
 	char *b = calloc(1, cap);
 	if (!b)
 		die("malloc");
 	pair_up(dir, "cli", "srv", ctx, &s, &r);
+	pp_reg(s, r, b, cap, &smh, &rmh);
 	for (int i = 0; i < nsizes; i++) {
 		size_t sz = strtoull(sizes[i], NULL, 0);
-		uint64_t t0 = 0;
+		uint64_t t0 = 0, p0 = 0;
 		for (int k = -iters / 10; k < iters; k++) {
-			if (k == 0)
+			if (k == 0) {
 				t0 = netdrv_now_ns();
+				p0 = pp_polls;
+			}
 			b[0] = 'D';
-			if (netdrv_send(net, s, b, sz, 0, 60000) != 0 ||
-			    netdrv_recv(net, r, b, cap, 0, &got, 60000) != 0 || got != sz)
-				die("ping-pong failed");
+			pp_send(s, b, sz, smh);
+			if (pp_recv(r, b, cap, rmh) != sz)
+				die("ping-pong: wrong size back");
 		}
 		printf("rtt %zu %.3f\n", sz, (double)(netdrv_now_ns() - t0) / iters / 1e3);
+		/* calls that found nothing, per round trip */
+		printf("polls_per_rtt %zu %.2f\n", sz, (double)(pp_polls - p0) / iters);
 	}
 	b[0] = 'Q';
-	if (netdrv_send(net, s, b, 1, 0, 60000) != 0)
-		die("stop");
+	pp_send(s, b, 1, smh);
 	usleep(100000);
-	net->closeSend(s);
-	net->closeRecv(r);
-	net->finalize(ctx);
+	pp_close(ctx, s, r, smh, rmh);
 	free(b);
 	return 0;
 }

@@ -92,7 +92,7 @@ for round in 1 2 3 4 5; do
 	wait $sp
 done
 # per size, the best (lowest) mean round trip of the rounds: load only adds
-bestrtt() { awk '{ if (!($2 in m) || $3 < m[$2]) m[$2] = $3 } END { for (k in m) print k, m[k] }' "$1" | sort -n; }
+bestrtt() { awk '$1 == "rtt" { if (!($2 in m) || $3 < m[$2]) m[$2] = $3 } END { for (k in m) print k, m[k] }' "$1" | sort -n; }
 bestrtt "$W/pp.txt" > "$W/pp.best"; bestrtt "$W/tcp.txt" > "$W/tcp.best"
 SMALL=$(paste "$W/pp.best" "$W/tcp.best" | awk '{ printf "%s{\"size\": %d, \"crux_us\": %.3f, \"tcp_us\": %.3f, \"ratio\": %.3f}", sep, $1, $2, $4, $2 / $4; sep = ", " }')
 paste "$W/pp.best" "$W/tcp.best" | awk '{ printf "%6d B: crux %.2f us, tcp %.2f us, ratio %.3f\n", $1, $2, $4, $2 / $4 }'
