@@ -464,6 +464,75 @@ static void test_flow_label_ports(void **state)
 
 /* ---- opening devices ----------------------------------------------------- */
 
+/* NCCL's split of a message over the QPs: 128-byte aligned chunks, no empty part. */
+static void test_split(void **state)
+{
+	static const size_t sizes[] = {0, 1, 127, 128, 129, 511, 512, 513, 1000, 4096, 65539,
+				       1u << 20, (1u << 20) + 1, 0x7fffffff};
+	(void)state;
+
+	for (int q = 1; q <= CRUXN_VX_MAX_QPS; q++) {
+		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+			size_t chunk, size = sizes[i], covered = 0;
+			int n;
+			cruxn_vx_split(size, q, &chunk, &n);
+			assert_true(n >= 1 && n <= q);
+			if (size == 0 || q == 1) {
+				assert_int_equal(n, 1);
+				assert_int_equal(chunk, size);
+				continue;
+			}
+			assert_int_equal(chunk % CRUXN_VX_SPLIT_ALIGN, 0);
+			/* every part but the last is a full chunk; the last is not empty */
+			for (int p = 0; p < n; p++) {
+				size_t len = size - covered < chunk ? size - covered : chunk;
+				assert_true(len > 0);
+				covered += len;
+			}
+			assert_int_equal(covered, size);
+		}
+	}
+	{
+		size_t chunk;
+		int n;
+		cruxn_vx_split(1 << 20, 4, &chunk, &n); /* an even split */
+		assert_int_equal(chunk, 1 << 18);
+		assert_int_equal(n, 4);
+		cruxn_vx_split(300, 4, &chunk, &n); /* 75 -> 128-byte chunks: 3 parts */
+		assert_int_equal(chunk, 128);
+		assert_int_equal(n, 3);
+	}
+}
+
+/* CRUX_IB_QPS_PER_CONNECTION over NCCL's; a bad value falls back to 1 with a reason. */
+static void test_nqps_env(void **state)
+{
+	char err[256];
+	int n = -1;
+	(void)state;
+
+	unsetenv("CRUX_IB_QPS_PER_CONNECTION");
+	unsetenv("NCCL_IB_QPS_PER_CONNECTION");
+	assert_int_equal(cruxn_vx_nqps_load(&n, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(n, 1);
+	setenv("NCCL_IB_QPS_PER_CONNECTION", "2", 1);
+	assert_int_equal(cruxn_vx_nqps_load(&n, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(n, 2);
+	setenv("CRUX_IB_QPS_PER_CONNECTION", "4", 1);
+	assert_int_equal(cruxn_vx_nqps_load(&n, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(n, 4);
+	setenv("CRUX_IB_QPS_PER_CONNECTION", "9", 1);
+	assert_int_equal(cruxn_vx_nqps_load(&n, err, sizeof(err)), CRUX_ERR_INVAL);
+	assert_int_equal(n, 1);
+	assert_non_null(strstr(err, "CRUX_IB_QPS_PER_CONNECTION"));
+	unsetenv("CRUX_IB_QPS_PER_CONNECTION");
+	setenv("NCCL_IB_QPS_PER_CONNECTION", "lots", 1);
+	assert_int_equal(cruxn_vx_nqps_load(&n, err, sizeof(err)), CRUX_ERR_INVAL);
+	assert_int_equal(n, 1);
+	assert_non_null(strstr(err, "NCCL_IB_QPS_PER_CONNECTION"));
+	unsetenv("NCCL_IB_QPS_PER_CONNECTION");
+}
+
 static void test_open_devices(void **state)
 {
 	struct cruxn_ibv v;
@@ -547,6 +616,8 @@ int main(void)
 		cmocka_unit_test(test_qp_connect),
 		cmocka_unit_test(test_qp_connect_refused_rtr),
 		cmocka_unit_test(test_flow_label_ports),
+		cmocka_unit_test(test_split),
+		cmocka_unit_test(test_nqps_env),
 		cmocka_unit_test(test_open_devices),
 		cmocka_unit_test(test_port_speed),
 	};

@@ -200,7 +200,7 @@ static void test_lane_switch(void **state)
 	static unsigned char sb[65536], rb[65536];
 	struct vx_comm *s = sc, *r = rc;
 	void *smr, *rmr;
-	uint32_t old_qpn = s->cur->qp->qp_num;
+	uint32_t old_qpn = s->cur->qps[0]->qp_num;
 	(void)state;
 
 	assert_int_equal(cruxn_reg_mr(sc, sb, sizeof(sb), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
@@ -218,15 +218,70 @@ static void test_lane_switch(void **state)
 	for (unsigned i = 2; i < 40; i++)
 		send_one(sb, rb, 1000 + i * 1500, i);
 	assert_int_equal(s->cur->id, 1);
-	assert_int_equal(vxd_qp_tc(s->cur->qp->qp_num), 46 << 2);
-	assert_int_equal(cruxn_vx_sport_of_flow_label(vxd_qp_flow_label(s->cur->qp->qp_num)), 50000);
+	assert_int_equal(vxd_qp_tc(s->cur->qps[0]->qp_num), 46 << 2);
+	assert_int_equal(cruxn_vx_sport_of_flow_label(vxd_qp_flow_label(s->cur->qps[0]->qp_num)), 50000);
 	/* the receiver's CTS queue pair took the same class */
 	assert_int_equal(r->cur->id, 1);
-	assert_int_equal(vxd_qp_tc(r->cur->qp->qp_num), 46 << 2);
+	assert_int_equal(vxd_qp_tc(r->cur->qps[0]->qp_num), 46 << 2);
 	/* the old lane is gone at both ends */
 	assert_null(cruxn_vx_lane_find(s, 0));
 	assert_null(cruxn_vx_lane_find(r, 0));
 	assert_int_equal(s->b.marked.tos, 46 << 2);
+	cruxn_dereg_mr(sc, smr);
+	cruxn_dereg_mr(rc, rmr);
+}
+
+static int setup4(void **state)
+{
+	cruxn_vx_qpcfg.nqps = 4;
+	return setup(state);
+}
+
+static int teardown4(void **state)
+{
+	cruxn_vx_qpcfg.nqps = 1;
+	return teardown(state);
+}
+
+/*
+ * Four QPs per connection: each message is split over them (the receive
+ * completes when every part arrived), every byte checked; after a route of
+ * four ports, QP i of the new lane takes port i at both ends and carries data.
+ */
+static void test_four_qps(void **state)
+{
+	static unsigned char sb[BUF], rb[BUF];
+	static const size_t sizes[] = {0, 1, 127, 128, 129, 300, 513, 4096, 65539, BUF};
+	struct vx_comm *s = sc, *r = rc;
+	void *smr, *rmr;
+	unsigned seed = 1;
+	(void)state;
+
+	assert_int_equal(s->nqps, 4);
+	assert_int_equal(r->nqps, 4);
+	assert_int_equal(s->cur->nqps, 4);
+	assert_int_equal(r->cur->nqps, 4);
+	assert_int_equal(cruxn_reg_mr(sc, sb, sizeof(sb), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_reg_mr(rc, rb, sizeof(rb), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
+	for (int k = 0; k < 3; k++)
+		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+			send_one(sb, rb, sizes[i], seed++);
+
+	s->b.tag.route.path_id = 3;
+	s->b.tag.route.nports = 4;
+	for (int i = 0; i < 4; i++)
+		s->b.tag.route.ports[i] = (uint16_t)(50000 + i);
+	s->b.ops->boundary(&s->b, false, true);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		send_one(sb, rb, sizes[i], seed++);
+	assert_int_equal(s->cur->id, 1);
+	assert_int_equal(r->cur->id, 1);
+	for (int i = 0; i < 4; i++) {
+		uint32_t sq = s->cur->qps[i]->qp_num, rq = r->cur->qps[i]->qp_num;
+		assert_int_equal(cruxn_vx_sport_of_flow_label(vxd_qp_flow_label(sq)), 50000 + i);
+		assert_int_equal(cruxn_vx_sport_of_flow_label(vxd_qp_flow_label(rq)), 50000 + i);
+		assert_true(vxd_qp_bytes(sq) >= BUF / 4); /* the big message's part at least */
+	}
 	cruxn_dereg_mr(sc, smr);
 	cruxn_dereg_mr(rc, rmr);
 }
@@ -296,6 +351,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pingpong_grouped, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_32_in_flight, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_switch, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_four_qps, setup4, teardown4),
 		cmocka_unit_test_setup_teardown(test_bad_rkey, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_peer_closed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_garbage_handle, setup, teardown),

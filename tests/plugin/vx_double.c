@@ -217,6 +217,7 @@ struct vxd_qp {
 	struct ibv_qp_attr rtr; /* attributes programmed at RTR */
 	uint64_t rq[VXD_RQ_MAX];
 	int rq_head, rq_count;
+	uint64_t bytes; /* moved by this QP's RDMA WRITEs */
 	struct vxd_qp *next;
 };
 
@@ -326,6 +327,7 @@ static int post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_
 				off += wr->sg_list[i].length;
 			}
 			vxd.bytes += len;
+			me->bytes += len;
 			if (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
 				struct ibv_wc rc;
 				memset(&rc, 0, sizeof(rc));
@@ -459,6 +461,12 @@ uint32_t vxd_qp_flow_label(uint32_t qpn)
 {
 	struct vxd_qp *q = qp_by_num(qpn);
 	return q ? q->rtr.ah_attr.grh.flow_label : 0;
+}
+
+uint64_t vxd_qp_bytes(uint32_t qpn)
+{
+	struct vxd_qp *q = qp_by_num(qpn);
+	return q ? q->bytes : 0;
 }
 
 void vxd_enable_rc(struct cruxn_ibv *v)

@@ -59,5 +59,7 @@ void vxd_enable_rc(struct cruxn_ibv *v);
 /* What a QP was given at RTR. */
 uint8_t vxd_qp_tc(uint32_t qpn);
 uint32_t vxd_qp_flow_label(uint32_t qpn);
+/* Bytes the QP moved by RDMA WRITE. */
+uint64_t vxd_qp_bytes(uint32_t qpn);
 
 #endif /* VX_DOUBLE_H */

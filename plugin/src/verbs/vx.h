@@ -135,12 +135,33 @@ struct cruxn_vx_ep {
 	int gid_index;
 };
 
-/* NCCL_IB_TIMEOUT / RETRY_CNT / PKEY, with NCCL's defaults. */
+#define CRUXN_VX_MAX_QPS 8
+
+/* NCCL_IB_TIMEOUT / RETRY_CNT / PKEY / QPS_PER_CONNECTION, with NCCL's defaults. */
 struct cruxn_vx_qp_cfg {
 	int timeout;   /* 20: 4.096 us * 2^20 = 4.3 s per retry */
 	int retry_cnt; /* 7 */
 	int pkey;      /* 0 */
+	int nqps;      /* 1: queue pairs per connection (per lane) */
 };
+
+/*
+ * CRUX_IB_QPS_PER_CONNECTION, else NCCL_IB_QPS_PER_CONNECTION: 1..8. A bad
+ * value is not fatal: *nqps = 1 and 'err' says what was wrong (the caller
+ * logs it once).
+ */
+crux_status_t cruxn_vx_nqps_load(int *nqps, char *err, size_t errlen);
+
+/* Split granularity: NCCL's IB transport aligns the per-QP chunks to 128 bytes. */
+#define CRUXN_VX_SPLIT_ALIGN 128
+
+/*
+ * How a message of 'size' bytes spreads over 'nqps' queue pairs, as NCCL
+ * splits data on QPs: chunks of *chunk bytes (a multiple of the alignment),
+ * part i carries [i * chunk, min(size, (i + 1) * chunk)); *nparts >= 1 (an
+ * empty message is one empty part). Parts beyond the data are not sent.
+ */
+void cruxn_vx_split(size_t size, int nqps, size_t *chunk, int *nparts);
 
 void cruxn_vx_qp_cfg_default(struct cruxn_vx_qp_cfg *q);
 
@@ -190,6 +211,7 @@ struct cruxn_vx_dev {
 	char *pci_path; /* realpath of the device's sysfs node, NULL for a virtual one */
 	int max_qp_wr;
 	int max_cqe;
+	bool live_sport; /* mlx5dv_modify_qp_udp_sport works here (probed at init) */
 };
 
 struct cruxn_vx {

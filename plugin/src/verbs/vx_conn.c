@@ -18,7 +18,7 @@
 #include "vx_transport.h"
 
 struct cruxn_vx cruxn_vx_state;
-struct cruxn_vx_qp_cfg cruxn_vx_qpcfg = {20, 7, 0};
+struct cruxn_vx_qp_cfg cruxn_vx_qpcfg = {20, 7, 0, 1};
 
 /* ---- failure ---------------------------------------------------------------- */
 
@@ -62,37 +62,44 @@ static struct ibv_qp *qp_create(struct vx_comm *c)
 
 void cruxn_vx_lane_free(struct vx_lane *l)
 {
-	if (l->qp)
-		cruxn_vx_state.ibv.destroy_qp(l->qp);
+	for (int i = 0; i < l->nqps; i++)
+		if (l->qps[i])
+			cruxn_vx_state.ibv.destroy_qp(l->qps[i]);
 	free(l);
 }
 
 /*
- * A lane whose queue pair carries 'cls' and, through the flow label (or
- * libmlx5 where it works), the route's first source port.
+ * A lane of c->nqps queue pairs carrying 'cls'; QP i takes the route's
+ * port i (mod the route's ports) through its flow label, and through
+ * libmlx5 as well where the device supports that, so one job's messages
+ * spread over the route's paths.
  */
 struct vx_lane *cruxn_vx_lane_new(struct vx_comm *c, uint32_t id, const struct cruxn_class *cls,
-				const struct cruxn_route *route)
+				  const struct cruxn_route *route)
 {
 	struct vx_lane *l = calloc(1, sizeof(*l));
-	bool exact = true;
 
 	if (!l)
 		return NULL;
 	l->id = id;
 	l->cls = *cls;
 	l->route = *route;
-	l->sport = cruxn_route_port(route, 0);
-	l->flow_label = cruxn_vx_flow_label_for_sport(l->sport, &exact);
-	if (!exact)
-		crux_log_once(&cruxn_ctx.once_port_fail, CRUX_LOG_WARN,
-			      "route port %u is below 49152: a RoCE flow label can only pick "
-			      "49152-65535, the device uses %u instead",
-			      l->sport, cruxn_vx_sport_of_flow_label(l->flow_label));
-	l->qp = qp_create(c);
-	if (!l->qp) {
-		free(l);
-		return NULL;
+	l->since_ns = crux_now_ns();
+	for (int i = 0; i < c->nqps; i++) {
+		bool exact = true;
+		l->sport[i] = cruxn_route_port(route, i);
+		l->flow_label[i] = cruxn_vx_flow_label_for_sport(l->sport[i], &exact);
+		if (!exact)
+			crux_log_once(&cruxn_ctx.once_port_fail, CRUX_LOG_WARN,
+				      "route port %u is below 49152: a RoCE flow label can only pick "
+				      "49152-65535, the device uses %u instead",
+				      l->sport[i], cruxn_vx_sport_of_flow_label(l->flow_label[i]));
+		l->qps[i] = qp_create(c);
+		if (!l->qps[i]) {
+			cruxn_vx_lane_free(l);
+			return NULL;
+		}
+		l->nqps = i + 1;
 	}
 	l->state = VX_LANE_BUILDING;
 	return l;
@@ -106,8 +113,11 @@ void cruxn_vx_ep_to_msg(const struct vx_comm *c, const struct vx_lane *l, struct
 	m->kind = (uint16_t)kind;
 	m->nonce = c->nonce;
 	m->lane = l->id;
-	m->qpn = l->qp->qp_num;
-	m->psn = l->qp->qp_num & 0xffffff; /* any 24-bit start; this one is unique per QP */
+	m->nqps = (uint8_t)l->nqps;
+	for (int i = 0; i < l->nqps; i++) {
+		m->qpn[i] = l->qps[i]->qp_num;
+		m->flow_label[i] = l->flow_label[i];
+	}
 	memcpy(m->gid, c->dev->ep.gid.raw, 16);
 	m->lid = c->dev->ep.lid;
 	m->port = c->dev->ep.port;
@@ -116,35 +126,50 @@ void cruxn_vx_ep_to_msg(const struct vx_comm *c, const struct vx_lane *l, struct
 	m->tos = (uint8_t)l->cls.tos;
 	m->sl = (uint8_t)l->cls.sl;
 	m->level = (uint8_t)l->cls.level;
-	m->flow_label = l->flow_label;
 }
 
-/* Move the lane's QP to RTS towards the peer's end described by m. */
+/* Any 24-bit start; the QP number's low bits are unique per QP. */
+static uint32_t start_psn(uint32_t qpn)
+{
+	return qpn & 0xffffff;
+}
+
+/* Move the lane's QPs to RTS towards the peer's ends described by m. */
 crux_status_t cruxn_vx_lane_connect(struct vx_comm *c, struct vx_lane *l, const struct vx_msg *m)
 {
 	struct cruxn_vx_ep local = c->dev->ep, remote;
 	char err[320];
 	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 
-	local.qpn = l->qp->qp_num;
-	local.psn = l->qp->qp_num & 0xffffff;
+	if (m->nqps != l->nqps) {
+		char d[96];
+		snprintf(d, sizeof(d), "%d queue pairs here, %d at the peer", l->nqps, m->nqps);
+		cruxn_vx_fail(c, "queue pair set-up", d, "peer out of step (not a Crux peer?)");
+		return CRUX_ERR_REMOTE;
+	}
 	memset(&remote, 0, sizeof(remote));
-	remote.qpn = m->qpn;
-	remote.psn = m->psn;
 	memcpy(remote.gid.raw, m->gid, 16);
 	remote.lid = m->lid;
 	remote.port = m->port;
 	remote.link_layer = m->link_layer;
 	remote.mtu = m->mtu;
 	c->remote = remote;
-	if (cruxn_vx_qp_connect(&cruxn_vx_state.ibv, l->qp, &local, &remote, &cruxn_vx_qpcfg, access,
-				&l->cls, l->flow_label, err, sizeof(err)) != CRUX_OK) {
-		cruxn_vx_fail(c, "queue pair set-up", err, "check the GID and the class settings");
-		return CRUX_ERR_IO;
+	for (int i = 0; i < l->nqps; i++) {
+		local.qpn = l->qps[i]->qp_num;
+		local.psn = start_psn(local.qpn);
+		remote.qpn = m->qpn[i];
+		remote.psn = start_psn(m->qpn[i]);
+		if (cruxn_vx_qp_connect(&cruxn_vx_state.ibv, l->qps[i], &local, &remote,
+					&cruxn_vx_qpcfg, access, &l->cls, l->flow_label[i], err,
+					sizeof(err)) != CRUX_OK) {
+			cruxn_vx_fail(c, "queue pair set-up", err,
+				      "check the GID and the class settings");
+			return CRUX_ERR_IO;
+		}
+		/* The live way to the route's port, where the device supports it. */
+		if (l->sport[i] && c->dev->live_sport)
+			(void)cruxn_vx_state.ibv.mlx5_udp_sport(l->qps[i], l->sport[i]);
 	}
-	/* The live way to the route's port, where the device supports it. */
-	if (l->sport && cruxn_vx_state.ibv.mlx5_udp_sport)
-		(void)cruxn_vx_state.ibv.mlx5_udp_sport(l->qp, l->sport);
 	l->state = VX_LANE_UP;
 	return CRUX_OK;
 }
@@ -166,8 +191,12 @@ struct vx_lane *cruxn_vx_lane_find(struct vx_comm *c, uint32_t id)
 static bool lane_matches(const struct vx_lane *l, const struct cruxn_class *cls,
 			 const struct cruxn_route *route)
 {
-	return l->cls.tos == cls->tos && l->cls.sl == cls->sl &&
-	       cruxn_route_port(&l->route, 0) == cruxn_route_port(route, 0);
+	if (l->cls.tos != cls->tos || l->cls.sl != cls->sl)
+		return false;
+	for (int i = 0; i < l->nqps; i++)
+		if (cruxn_route_port(&l->route, i) != cruxn_route_port(route, i))
+			return false;
+	return true;
 }
 
 void cruxn_vx_lane_want(struct vx_comm *c)
@@ -217,9 +246,9 @@ void cruxn_vx_lanes_progress(struct vx_comm *c)
 		m.addr = newest->id; /* the lane the sender moved to */
 		cruxn_vx_ctrl_send(c, &m);
 		crux_info("verbs connection to %s moved to lane %u (traffic class %d, SL %d, "
-			  "UDP source port %u)",
+			  "%d queue pair(s), first UDP source port %u)",
 			  cruxn_sa_str(&c->b.peer.sa, peer, sizeof(peer)), newest->id,
-			  newest->cls.tos, newest->cls.sl, newest->sport);
+			  newest->cls.tos, newest->cls.sl, newest->nqps, newest->sport[0]);
 	}
 }
 
@@ -271,7 +300,8 @@ static void recv_ctrl(struct vx_comm *c, const struct vx_msg *m)
 			cruxn_vx_fail(c, "new lane", "cannot create a queue pair", "device out of resources?");
 			return;
 		}
-		l->flow_label = m->flow_label; /* the CTS writes take the sender's path too */
+		for (int i = 0; i < l->nqps; i++)
+			l->flow_label[i] = m->flow_label[i]; /* the sender's paths, both ways */
 		cruxn_vx_lane_link(c, l);
 		if (cruxn_vx_lane_connect(c, l, m) != CRUX_OK ||
 		    cruxn_vx_post_recvs(c, l, VX_RECV_DEPTH) != CRUX_OK)

@@ -18,6 +18,17 @@
 #define WR_CTS	    (1ull << 63)
 #define WR_RECV	    (1ull << 62)
 #define WR_LANE(x)  (((x) >> 8) & 0xffffffffull)
+#define WR_QP(x)    ((int)((x) & 0xff)) /* receives: which of the lane's QPs */
+
+/*
+ * The immediate of a data write: the receiver's request index and slot, and
+ * how many parts (one per queue pair) the message was split into; the
+ * receive completes when all parts' immediates arrived.
+ */
+#define IMM(nparts, req, slot) ((((uint32_t)(nparts) - 1) << 8) | ((uint32_t)(req) << 3) | (slot))
+#define IMM_SLOT(imm)	       ((int)((imm) & 7))
+#define IMM_REQ(imm)	       ((int)(((imm) >> 3) & (CRUXN_NET_MAX_REQUESTS - 1)))
+#define IMM_PARTS(imm)	       ((int)(((imm) >> 8) & (VX_MAX_QPS - 1)) + 1)
 
 struct vx_mr {
 	uint32_t magic;
@@ -169,18 +180,26 @@ static void vx_req_release(struct cruxn_base *b, struct cruxn_req *r)
 	r->tp.vx.ntmp = 0;
 }
 
-crux_status_t cruxn_vx_post_recvs(struct vx_comm *c, struct vx_lane *l, int n)
+static crux_status_t post_recvs_qp(struct vx_comm *c, struct vx_lane *l, int q, int n)
 {
 	for (int i = 0; i < n; i++) {
 		struct ibv_recv_wr wr, *bad = NULL;
 		memset(&wr, 0, sizeof(wr));
-		wr.wr_id = WR_RECV | ((uint64_t)l->id << 8);
-		if (cruxn_ibv_post_recv(l->qp, &wr, &bad) != 0) {
+		wr.wr_id = WR_RECV | ((uint64_t)l->id << 8) | (uint64_t)q;
+		if (cruxn_ibv_post_recv(l->qps[q], &wr, &bad) != 0) {
 			cruxn_vx_fail(c, "posting receives", strerror(errno),
 				      "queue pair out of receive entries");
 			return CRUX_ERR_IO;
 		}
 	}
+	return CRUX_OK;
+}
+
+crux_status_t cruxn_vx_post_recvs(struct vx_comm *c, struct vx_lane *l, int n)
+{
+	for (int q = 0; q < l->nqps; q++)
+		if (post_recvs_qp(c, l, q, n) != CRUX_OK)
+			return CRUX_ERR_IO;
 	return CRUX_OK;
 }
 
@@ -219,20 +238,24 @@ static void on_wc(struct vx_comm *c, const struct ibv_wc *wc)
 	}
 	if (wc->wr_id & WR_RECV) {
 		uint32_t imm = ntohl(wc->imm_data);
-		int idx = (int)(imm >> 3), slot = (int)(imm & 7);
-		struct cruxn_req *r = &c->b.reqs[idx % CRUXN_NET_MAX_REQUESTS];
+		int idx = IMM_REQ(imm), slot = IMM_SLOT(imm), q = WR_QP(wc->wr_id);
+		struct cruxn_req *r = &c->b.reqs[idx];
 
-		if (!r->used || slot >= r->n || r->matched[slot]) {
+		if (!r->used || r->is_send || slot >= r->n || r->matched[slot] ||
+		    IMM_PARTS(imm) > c->nqps) {
 			cruxn_vx_fail(c, "data for no posted receive", "bad immediate",
 				      "peer out of step (not a Crux peer?)");
 			return;
 		}
+		if (l && l->state != VX_LANE_CLOSING && q < l->nqps)
+			(void)post_recvs_qp(c, l, q, 1);
+		if (++r->tp.vx.parts[slot] < IMM_PARTS(imm))
+			return; /* more parts on the lane's other QPs */
+		/* the size was written before the first part's data on the same QP */
 		r->got[slot] = c->sizes[idx][slot];
 		r->matched[slot] = true;
 		r->nmatched++;
 		cruxn_count_rx(&c->b, l ? l->cls.level : 0, r->got[slot]);
-		if (l && l->state != VX_LANE_CLOSING)
-			(void)cruxn_vx_post_recvs(c, l, 1);
 		return;
 	}
 	if (l)
@@ -285,7 +308,8 @@ static crux_status_t vx_post_send(struct cruxn_base *b, struct cruxn_req *r)
 	struct ibv_sge sg[2];
 	struct ibv_send_wr wr[2], *bad = NULL;
 	uint32_t lkey, rkey;
-	size_t size = r->cap[0];
+	size_t size = r->cap[0], chunk;
+	int nparts;
 
 	vx_progress(b);
 	if (atomic_load(&c->b.error))
@@ -321,36 +345,51 @@ static crux_status_t vx_post_send(struct cruxn_base *b, struct cruxn_req *r)
 	}
 	if (!keys_of(c, r, r->data[0], size, &lkey, &rkey))
 		return CRUX_ERR_INVAL;
-	/* the size first, then the data whose immediate completes the receive */
+	cruxn_vx_split(size, c->cur->nqps, &chunk, &nparts);
+	/* the size first, then the data; the parts' immediates complete the receive */
 	c->sizes_out[row][k] = size;
-	memset(wr, 0, sizeof(wr));
-	sg[0].addr = (uint64_t)(uintptr_t)&c->sizes_out[row][k];
-	sg[0].length = sizeof(uint64_t);
-	sg[0].lkey = c->sizes_out_mr->lkey;
-	wr[0].opcode = IBV_WR_RDMA_WRITE;
-	wr[0].sg_list = &sg[0];
-	wr[0].num_sge = 1;
-	wr[0].wr.rdma.remote_addr = c->rsizes + ((uint64_t)e[k].req * VX_SLOTS + e[k].slot) * 8;
-	wr[0].wr.rdma.rkey = c->rsizes_rkey;
-	wr[0].wr_id = WR_CTS | ((uint64_t)c->cur->id << 8); /* unsignaled: never completes */
-	wr[0].next = &wr[1];
-	sg[1].addr = (uint64_t)(uintptr_t)r->data[0];
-	sg[1].length = (uint32_t)size;
-	sg[1].lkey = lkey;
-	wr[1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-	wr[1].sg_list = size ? &sg[1] : NULL;
-	wr[1].num_sge = size ? 1 : 0;
-	wr[1].imm_data = htonl(((uint32_t)e[k].req << 3) | e[k].slot);
-	wr[1].send_flags = IBV_SEND_SIGNALED;
-	wr[1].wr.rdma.remote_addr = e[k].addr;
-	wr[1].wr.rdma.rkey = e[k].rkey;
-	wr[1].wr_id = ((uint64_t)c->cur->id << 8) | (uint64_t)(r - c->b.reqs);
-	if (cruxn_ibv_post_send(c->cur->qp, wr, &bad) != 0) {
-		cruxn_vx_fail(c, "posting a send", strerror(errno), "send queue full?");
-		return CRUX_ERR_REMOTE;
+	for (int p = 0; p < nparts; p++) {
+		struct vx_lane *l = c->cur;
+		struct ibv_qp *qp = l->qps[(c->qrr + (uint32_t)p) % (uint32_t)l->nqps];
+		size_t off = (size_t)p * chunk, len = size - off < chunk ? size - off : chunk;
+		struct ibv_send_wr *w = &wr[1];
+
+		memset(wr, 0, sizeof(wr));
+		if (p == 0) {
+			sg[0].addr = (uint64_t)(uintptr_t)&c->sizes_out[row][k];
+			sg[0].length = sizeof(uint64_t);
+			sg[0].lkey = c->sizes_out_mr->lkey;
+			wr[0].opcode = IBV_WR_RDMA_WRITE;
+			wr[0].sg_list = &sg[0];
+			wr[0].num_sge = 1;
+			wr[0].wr.rdma.remote_addr =
+				c->rsizes + ((uint64_t)e[k].req * VX_SLOTS + e[k].slot) * 8;
+			wr[0].wr.rdma.rkey = c->rsizes_rkey;
+			/* unsignaled: never completes */
+			wr[0].wr_id = WR_CTS | ((uint64_t)l->id << 8);
+			wr[0].next = &wr[1];
+			w = &wr[0];
+		}
+		sg[1].addr = (uint64_t)(uintptr_t)r->data[0] + off;
+		sg[1].length = (uint32_t)len;
+		sg[1].lkey = lkey;
+		wr[1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+		wr[1].sg_list = len ? &sg[1] : NULL;
+		wr[1].num_sge = len ? 1 : 0;
+		wr[1].imm_data = htonl(IMM(nparts, e[k].req, e[k].slot));
+		wr[1].send_flags = IBV_SEND_SIGNALED;
+		wr[1].wr.rdma.remote_addr = e[k].addr + off;
+		wr[1].wr.rdma.rkey = e[k].rkey;
+		wr[1].wr_id = ((uint64_t)l->id << 8) | (uint64_t)(r - c->b.reqs);
+		if (cruxn_ibv_post_send(qp, w, &bad) != 0) {
+			/* parts already posted would complete into a freed request */
+			cruxn_vx_fail(c, "posting a send", strerror(errno), "send queue full?");
+			return CRUX_ERR_REMOTE;
+		}
+		l->outstanding++;
+		r->tp.vx.pending++;
 	}
-	c->cur->outstanding++;
-	r->tp.vx.pending = 1;
+	c->qrr = (c->qrr + (uint32_t)nparts) % (uint32_t)c->cur->nqps;
 	r->level = c->cur->cls.level;
 	c->row_used |= (uint8_t)(1u << k);
 	if (__builtin_popcount(c->row_used) == n) {
@@ -396,7 +435,7 @@ static crux_status_t vx_post_recv(struct cruxn_base *b, struct cruxn_req *r)
 	wr.wr.rdma.remote_addr = c->rfifo + (uint64_t)row * VX_SLOTS * sizeof(struct vx_cts);
 	wr.wr.rdma.rkey = c->rfifo_rkey;
 	wr.wr_id = WR_CTS | ((uint64_t)c->cur->id << 8) | (uint64_t)row;
-	if (cruxn_ibv_post_send(c->cur->qp, &wr, &bad) != 0) {
+	if (cruxn_ibv_post_send(c->cur->qps[0], &wr, &bad) != 0) {
 		cruxn_vx_fail(c, "posting a clear-to-send", strerror(errno), "send queue full?");
 		return CRUX_ERR_REMOTE;
 	}

@@ -36,6 +36,8 @@ static bool dmabuf_works(const struct cruxn_vx_dev *d)
 	return errno != EOPNOTSUPP && errno != EPROTONOSUPPORT;
 }
 
+static int once_nqps;
+
 static crux_status_t qp_cfg_load(struct cruxn_vx_qp_cfg *q, char *err, size_t errlen)
 {
 	long long v;
@@ -50,6 +52,26 @@ static crux_status_t qp_cfg_load(struct cruxn_vx_qp_cfg *q, char *err, size_t er
 	if (crux_env_int(NULL, NULL, "NCCL_IB_PKEY", 0, 0, 65535, &v, err, errlen) != CRUX_OK)
 		return CRUX_ERR_INVAL;
 	q->pkey = (int)v;
+	/* not fatal: a job runs on one QP per connection rather than not at all */
+	if (cruxn_vx_nqps_load(&q->nqps, err, errlen) != CRUX_OK) {
+		crux_log_once(&once_nqps, CRUX_LOG_WARN, "%s; using 1 queue pair per connection",
+			      err);
+		err[0] = '\0';
+	}
+	return CRUX_OK;
+}
+
+crux_status_t cruxn_vx_nqps_load(int *nqps, char *err, size_t errlen)
+{
+	const char *name = "CRUX_IB_QPS_PER_CONNECTION";
+	long long v;
+
+	*nqps = 1;
+	if (!crux_env_get(NULL, NULL, name) && crux_env_get(NULL, NULL, "NCCL_IB_QPS_PER_CONNECTION"))
+		name = "NCCL_IB_QPS_PER_CONNECTION";
+	if (crux_env_int(NULL, NULL, name, 1, 1, CRUXN_VX_MAX_QPS, &v, err, errlen) != CRUX_OK)
+		return CRUX_ERR_INVAL;
+	*nqps = (int)v;
 	return CRUX_OK;
 }
 
@@ -72,6 +94,8 @@ crux_status_t cruxn_vx_start(const struct cruxn_config *cfg, char *err, size_t e
 		cruxn_ibv_unload(&v);
 		return st;
 	}
+	for (int i = 0; i < cruxn_vx_state.ndevs; i++)
+		cruxn_vx_state.devs[i].live_sport = v.mlx5_udp_sport != NULL;
 	crux_info("verbs transport: %d device port(s), first %s port %u GID index %d; UDP source "
 		  "port by %s",
 		  cruxn_vx_state.ndevs, cruxn_vx_state.devs[0].name,

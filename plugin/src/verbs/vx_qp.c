@@ -16,6 +16,22 @@ void cruxn_vx_qp_cfg_default(struct cruxn_vx_qp_cfg *q)
 	q->timeout = 20;
 	q->retry_cnt = 7;
 	q->pkey = 0;
+	q->nqps = 1;
+}
+
+void cruxn_vx_split(size_t size, int nqps, size_t *chunk, int *nparts)
+{
+	size_t c;
+
+	if (nqps <= 1 || size == 0) {
+		*chunk = size;
+		*nparts = 1;
+		return;
+	}
+	c = (size + (size_t)nqps - 1) / (size_t)nqps;
+	c = (c + CRUXN_VX_SPLIT_ALIGN - 1) / CRUXN_VX_SPLIT_ALIGN * CRUXN_VX_SPLIT_ALIGN;
+	*chunk = c;
+	*nparts = (int)((size + c - 1) / c);
 }
 
 void cruxn_vx_attr_init(const struct cruxn_vx_ep *local, const struct cruxn_vx_qp_cfg *q,

@@ -5,6 +5,7 @@
 
 struct cruxn_vx_req {
 	int pending; /* signaled work requests not yet completed (send) */
+	unsigned char parts[8]; /* receive: parts of each slot's message arrived (one per QP used) */
 	int ntmp;
 	void *tmp[8]; /* registrations made for this request only (buffers NCCL did not register) */
 };

@@ -82,7 +82,7 @@ void cruxn_vx_destroy(struct cruxn_base *b)
 	comm_free(vx_of(b));
 }
 
-static struct vx_comm *comm_new(bool is_send, int dev, int family)
+static struct vx_comm *comm_new(bool is_send, int dev, int family, int nqps)
 {
 	const struct cruxn_ibv *v = &cruxn_vx_state.ibv;
 	struct vx_comm *c = calloc(1, sizeof(*c));
@@ -93,7 +93,8 @@ static struct vx_comm *comm_new(bool is_send, int dev, int family)
 	cruxn_base_init(&c->b, is_send, &cruxn_verbs_ops, dev, family);
 	c->fd = -1;
 	c->dev = &cruxn_vx_state.devs[dev];
-	c->cq = v->create_cq(c->dev->ctx, VX_CQ_DEPTH, NULL, NULL, 0);
+	c->nqps = nqps;
+	c->cq = v->create_cq(c->dev->ctx, VX_CQ_DEPTH(nqps), NULL, NULL, 0);
 	if (!c->cq)
 		goto fail;
 	if (is_send) {
@@ -208,7 +209,7 @@ static crux_status_t connect_start(int dev, int traffic_class, struct vx_handle 
 		free(st);
 		return CRUX_ERR_INVAL;
 	}
-	c = comm_new(true, dev, h->family);
+	c = comm_new(true, dev, h->family, cruxn_vx_qpcfg.nqps);
 	if (!c) {
 		free(st);
 		return CRUX_ERR_IO;
@@ -336,7 +337,8 @@ crux_status_t cruxn_vx_connect(int dev, int traffic_class, void *handle, struct 
 static bool hello_ok(const struct vx_msg *m, uint64_t nonce)
 {
 	return m->magic == VX_MAGIC && m->version == VX_VERSION && m->kind == VX_HELLO &&
-	       m->nonce == nonce && m->lane == 0 && m->addr != 0;
+	       m->nonce == nonce && m->lane == 0 && m->addr != 0 && m->nqps >= 1 &&
+	       m->nqps <= VX_MAX_QPS;
 }
 
 /* HELLO read: build our end of lane 0 and queue ACCEPT. */
@@ -350,7 +352,8 @@ static crux_status_t accept_build(struct vx_listen *l)
 
 	memset(&none, 0, sizeof(none));
 	none.path_id = CRUX_PATH_NONE;
-	c = comm_new(false, l->dev, cruxn_ctx.devs[0].addr.sa.sa_family);
+	/* the sender's number of queue pairs per lane rules both ends */
+	c = comm_new(false, l->dev, cruxn_ctx.devs[0].addr.sa.sa_family, l->in.nqps);
 	if (!c)
 		return CRUX_ERR_IO;
 	c->fd = l->afd;
@@ -368,7 +371,8 @@ static crux_status_t accept_build(struct vx_listen *l)
 	lane = cruxn_vx_lane_new(c, 0, &cls, &none);
 	if (!lane)
 		return CRUX_ERR_IO;
-	lane->flow_label = l->in.flow_label; /* CTS writes take the sender's path */
+	for (int i = 0; i < lane->nqps; i++)
+		lane->flow_label[i] = l->in.flow_label[i]; /* the sender's paths, both ways */
 	cruxn_vx_lane_link(c, lane);
 	c->cur = lane;
 	c->b.marked = cls;

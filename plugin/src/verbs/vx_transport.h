@@ -18,13 +18,15 @@
 #include "vx.h"
 
 #define VX_MAGIC      0x42565843u /* "CXVB" */
-#define VX_VERSION    1
+#define VX_VERSION    2
 #define VX_FIFO       CRUXN_NET_MAX_REQUESTS
 #define VX_SLOTS      CRUXN_NET_MAX_RECVS
-#define VX_RECV_DEPTH (VX_FIFO * VX_SLOTS) /* one receive per message that can be in flight */
+#define VX_RECV_DEPTH (VX_FIFO * VX_SLOTS) /* per QP: one receive per message in flight */
 #define VX_SEND_DEPTH (2 * VX_FIFO * VX_SLOTS)
 #define VX_MAX_LANES  4
-#define VX_CQ_DEPTH   (VX_MAX_LANES * (VX_RECV_DEPTH + VX_SEND_DEPTH))
+#define VX_MAX_QPS    CRUXN_VX_MAX_QPS
+/* every lane's QPs, and the flush QP's one READ per request */
+#define VX_CQ_DEPTH(nqps) (VX_MAX_LANES * (nqps) * (VX_RECV_DEPTH + VX_SEND_DEPTH) + VX_FIFO)
 #define VX_MAX_MSG    0x7fffffffull /* NCCL's IB transport: int sizes */
 
 /* What the listener publishes (<= 128 bytes): the bootstrap socket. */
@@ -62,23 +64,29 @@ enum vx_msg_kind {
 	VX_LANE_GONE, /* receiver -> sender: closed */
 };
 
+/*
+ * A lane's end: its queue pairs (QP i pairs with the peer's QP i; the start
+ * PSN is the QP number's low 24 bits) and, from the sender, the flow label
+ * of each, which the receiver's QP i takes too.
+ */
 struct vx_msg {
 	uint32_t magic;
 	uint16_t kind;
 	uint16_t version;
 	uint64_t nonce;
 	uint32_t lane;
-	uint32_t qpn;
-	uint32_t psn;
-	uint8_t gid[16];
-	uint16_t lid;
+	uint8_t nqps;
 	uint8_t port;
 	uint8_t link_layer;
 	uint8_t mtu;
+	uint8_t gid[16];
+	uint16_t lid;
 	uint8_t tos;
 	uint8_t sl;
 	uint8_t level;
-	uint32_t flow_label;
+	uint8_t pad[3];
+	uint32_t qpn[VX_MAX_QPS];
+	uint32_t flow_label[VX_MAX_QPS];
 	uint64_t addr; /* HELLO: FIFO; ACCEPT: size table */
 	uint32_t rkey;
 	uint32_t pad2;
@@ -86,15 +94,18 @@ struct vx_msg {
 
 enum vx_lane_state { VX_LANE_BUILDING = 1, VX_LANE_UP, VX_LANE_CLOSING };
 
+/* A lane: nqps RC queue pairs of one class; QP i takes the route's port i. */
 struct vx_lane {
 	uint32_t id;
 	int state;
-	struct ibv_qp *qp;
+	int nqps;
+	struct ibv_qp *qps[VX_MAX_QPS];
 	struct cruxn_class cls;
 	struct cruxn_route route;
-	uint16_t sport;      /* UDP source port asked for (0: device's hash) */
-	uint32_t flow_label; /* what realises it */
-	int outstanding;     /* signaled work requests not yet completed */
+	uint16_t sport[VX_MAX_QPS];      /* UDP source port asked for (0: device's hash) */
+	uint32_t flow_label[VX_MAX_QPS]; /* what realises it */
+	int outstanding;                 /* signaled work requests not yet completed */
+	uint64_t since_ns;               /* when the sender asked for it (bounds the build) */
 	struct vx_lane *next;
 };
 
@@ -109,6 +120,8 @@ struct vx_comm {
 	struct vx_lane *cur;   /* lane new messages (sender) / CTS writes (receiver) use */
 	struct vx_lane *lanes; /* every lane, newest first */
 	uint32_t next_lane;
+	int nqps;     /* queue pairs per lane (the sender's CRUX_IB_QPS_PER_CONNECTION) */
+	uint32_t qrr; /* sender: the QP the next message starts on (round robin) */
 	struct cruxn_vx_ep remote; /* the peer's device (GID, LID, MTU) */
 	bool ready;                /* set-up finished (HELLO, ACCEPT, READY) */
 
