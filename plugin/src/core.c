@@ -83,7 +83,7 @@ void cruxn_comm_fail(struct cruxn_base *c, int err, const char *what)
 		c->ops->wake(c);
 }
 
-static struct cruxn_req *req_alloc(struct cruxn_base *c)
+struct cruxn_req *cruxn_req_get(struct cruxn_base *c)
 {
 	if (c->fifo_count >= CRUXN_NET_MAX_REQUESTS)
 		return NULL;
@@ -256,7 +256,7 @@ cruxn_result_t cruxn_isend(void *send_comm, void *data, size_t size, int tag, vo
 		pthread_mutex_unlock(&c->lock);
 		return CRUXN_REMOTE_ERROR;
 	}
-	r = req_alloc(c);
+	r = cruxn_req_get(c);
 	if (!r) {
 		*request = NULL; /* 32 in flight: NCCL retries later */
 		pthread_mutex_unlock(&c->lock);
@@ -308,7 +308,7 @@ cruxn_result_t cruxn_irecv(void *recv_comm, int n, void **data, const size_t *si
 		pthread_mutex_unlock(&c->lock);
 		return CRUXN_REMOTE_ERROR;
 	}
-	r = req_alloc(c);
+	r = cruxn_req_get(c);
 	if (!r) {
 		*request = NULL;
 		pthread_mutex_unlock(&c->lock);

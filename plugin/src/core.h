@@ -105,7 +105,7 @@ struct cruxn_transport_ops {
 	 */
 	crux_status_t (*post_send)(struct cruxn_base *c, struct cruxn_req *r);
 	crux_status_t (*post_recv)(struct cruxn_base *c, struct cruxn_req *r);
-	/* NULL: nothing to flush (host memory), NCCL gets a NULL request. */
+	/* NULL op, or *out NULL: nothing to flush (host memory), NCCL gets a NULL request. */
 	crux_status_t (*flush)(struct cruxn_base *c, int n, void **data, int *sizes,
 			       void **mhandles, struct cruxn_req **out);
 	void (*progress)(struct cruxn_base *c);
@@ -138,6 +138,9 @@ void cruxn_base_fini(struct cruxn_base *c);
 
 /* Mark the comm failed with errno 'err' (first cause wins, logged once). */
 void cruxn_comm_fail(struct cruxn_base *c, int err, const char *what);
+
+/* A free request of c's pool, cleared (NULL: 32 in flight). */
+struct cruxn_req *cruxn_req_get(struct cruxn_base *c);
 
 void cruxn_fifo_push(struct cruxn_base *c, struct cruxn_req *r);
 void cruxn_fifo_pop(struct cruxn_base *c);

@@ -13,6 +13,9 @@
  *                         mid-transfer (both sides), close with requests in
  *                         flight, bad CRUX_ value
  *   conformance ring N    ring all-reduce over N processes
+ *   conformance flush     (verbs) iflush of a receive into memory registered as
+ *                         GPU memory: a request that completes (1-byte READ);
+ *                         host memory: a NULL request
  *   conformance churn     several connections in threads of one process
  *                         while the decision table flips levels and routes
  *                         (path moves) underneath; every byte verified
@@ -970,6 +973,62 @@ static int cmd_churn(void)
 	return 0;
 }
 
+/* ---- flush (verbs) ---- */
+
+static int cmd_flush(void)
+{
+	void *ctx = init_ctx(), *s, *r, *smh, *hmh, *gmh;
+	static char sb[1 << 20], hb[1 << 20], gb[1 << 20];
+	void *data[1], *mh[1], *sr = NULL, *rr = NULL, *fr;
+	size_t cap = sizeof(gb);
+	int tags[1] = {5}, sizes[1], ds = 0, dr = 0;
+
+	self_connect(ctx, &s, &r);
+	CHECK(net->regMr(s, sb, sizeof(sb), CRUXN_PTR_HOST, &smh) == CRUXN_SUCCESS, "regMr send");
+	CHECK(net->regMr(r, hb, sizeof(hb), CRUXN_PTR_HOST, &hmh) == CRUXN_SUCCESS, "regMr host");
+	/* host memory standing in for GPU memory: the device cannot tell */
+	CHECK(net->regMr(r, gb, sizeof(gb), CRUXN_PTR_CUDA, &gmh) == CRUXN_SUCCESS, "regMr cuda");
+	for (int k = 0; k < 20; k++) {
+		netdrv_fill(sb, sizeof(sb), (uint32_t)k);
+		data[0] = gb;
+		sr = rr = NULL;
+		ds = dr = 0;
+		CHECK(net->irecv(r, 1, data, &cap, tags, &gmh, NULL, &rr) == CRUXN_SUCCESS && rr,
+		      "irecv");
+		for (uint64_t t0 = netdrv_now_ns(); !sr && netdrv_now_ns() - t0 < 5000000000ull;)
+			CHECK(net->isend(s, sb, sizeof(sb), 5, smh, NULL, &sr) == CRUXN_SUCCESS,
+			      "isend");
+		CHECK(sr, "isend accepted");
+		while (!ds || !dr) {
+			if (!ds)
+				CHECK(net->test(sr, &ds, NULL) == CRUXN_SUCCESS, "test send");
+			if (!dr)
+				CHECK(net->test(rr, &dr, sizes) == CRUXN_SUCCESS, "test recv");
+		}
+		sizes[0] = (int)sizeof(sb);
+		mh[0] = gmh;
+		fr = NULL;
+		CHECK(net->iflush(r, 1, data, sizes, mh, &fr) == CRUXN_SUCCESS && fr,
+		      "iflush of GPU memory must give a request");
+		CHECK(netdrv_wait(net, fr, NULL, 5000) == 0, "flush did not complete");
+		CHECK(netdrv_check(gb, sizeof(sb), (uint32_t)k) == 0, "data after flush");
+	}
+	data[0] = hb;
+	mh[0] = hmh;
+	fr = (void *)1;
+	CHECK(net->iflush(r, 1, data, sizes, mh, &fr) == CRUXN_SUCCESS && fr == NULL,
+	      "iflush of host memory must return a NULL request");
+	net->deregMr(s, smh);
+	net->deregMr(r, hmh);
+	net->deregMr(r, gmh);
+	net->closeSend(s);
+	net->closeRecv(r);
+	net->finalize(ctx);
+	printf("flush: ok (20 receives into GPU-registered memory flushed by a 1-byte READ; host "
+	       "memory: NULL request)\n");
+	return 0;
+}
+
 int cruxn_conf_xfer(int argc, char **argv, const cruxn_net_v11_t *n);
 int cruxn_conf_probe(int argc, char **argv);
 
@@ -993,6 +1052,8 @@ int main(int argc, char **argv)
 		return cmd_faults();
 	if (strcmp(argv[1], "churn") == 0)
 		return cmd_churn();
+	if (strcmp(argv[1], "flush") == 0)
+		return cmd_flush();
 	if (strcmp(argv[1], "ring") == 0)
 		return cmd_ring(argc > 2 ? atoi(argv[2]) : 4);
 	if (strncmp(argv[1], "xfer-", 5) == 0)

@@ -286,6 +286,73 @@ static void test_four_qps(void **state)
 	cruxn_dereg_mr(rc, rmr);
 }
 
+static void wait_flush(void *req)
+{
+	int done = 0;
+	for (int i = 0; !done && i < 1000; i++)
+		assert_int_equal(cruxn_test(req, &done, NULL), CRUXN_SUCCESS);
+	assert_true(done);
+}
+
+/*
+ * iflush: a receive into GPU memory (registered as CUDA) is flushed by a
+ * 1-byte RDMA READ of the last non-empty buffer through a loopback QP;
+ * host memory and empty receives need none (NULL request).
+ */
+static void test_flush(void **state)
+{
+	static unsigned char sb[8192], rb[2][8192];
+	struct vx_comm *r = rc;
+	void *smr, *hmr, *gmr, *freq = (void *)1, *data[2] = {rb[0], rb[1]}, *mh[2];
+	int sizes[2] = {100, 4000};
+	int reads;
+	(void)state;
+
+	assert_int_equal(cruxn_reg_mr(sc, sb, sizeof(sb), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_reg_mr(rc, rb[0], sizeof(rb[0]), CRUXN_PTR_HOST, &hmr),
+			 CRUXN_SUCCESS);
+	assert_int_equal(cruxn_reg_mr(rc, rb[1], sizeof(rb[1]), CRUXN_PTR_CUDA, &gmr),
+			 CRUXN_SUCCESS);
+	send_one(sb, rb[1], 4000, 9);
+
+	/* host memory: nothing to flush, no loopback QP */
+	mh[0] = mh[1] = hmr;
+	assert_int_equal(cruxn_iflush(rc, 1, data, sizes, mh, &freq), CRUXN_SUCCESS);
+	assert_null(freq);
+	assert_null(r->flush_qp);
+	freq = (void *)1;
+	assert_int_equal(cruxn_iflush(rc, 1, data, sizes, NULL, &freq), CRUXN_SUCCESS);
+	assert_null(freq);
+
+	/* GPU memory: one READ of 1 byte from the last non-empty buffer */
+	reads = vxd.reads;
+	mh[0] = hmr;
+	mh[1] = gmr;
+	assert_int_equal(cruxn_iflush(rc, 2, data, sizes, mh, &freq), CRUXN_SUCCESS);
+	assert_non_null(freq);
+	wait_flush(freq);
+	assert_int_equal(vxd.reads, reads + 1);
+	assert_int_equal(vxd.last_read_addr, (uint64_t)(uintptr_t)rb[1]);
+	assert_non_null(r->flush_qp);
+	/* connected to itself, with the receiver's class */
+	assert_int_equal(r->flush_qp->state, IBV_QPS_RTS);
+	assert_int_equal(vxd_qp_tc(r->flush_qp->qp_num), r->b.marked.tos & 0xfc);
+	/* the loopback QP is reused; an empty last buffer is skipped */
+	sizes[1] = 0;
+	mh[0] = gmr;
+	data[0] = rb[1];
+	assert_int_equal(cruxn_iflush(rc, 2, data, sizes, mh, &freq), CRUXN_SUCCESS);
+	assert_non_null(freq);
+	wait_flush(freq);
+	assert_int_equal(vxd.reads, reads + 2);
+	sizes[0] = 0;
+	assert_int_equal(cruxn_iflush(rc, 2, data, sizes, mh, &freq), CRUXN_SUCCESS);
+	assert_null(freq);
+	cruxn_dereg_mr(sc, smr);
+	cruxn_dereg_mr(rc, hmr);
+	cruxn_dereg_mr(rc, gmr);
+}
+
 static void test_bad_rkey(void **state)
 {
 	static unsigned char sb[4096], rb[4096];
@@ -352,6 +419,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_32_in_flight, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_switch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_four_qps, setup4, teardown4),
+		cmocka_unit_test_setup_teardown(test_flush, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_rkey, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_peer_closed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_garbage_handle, setup, teardown),

@@ -218,6 +218,7 @@ struct vxd_qp {
 	uint64_t rq[VXD_RQ_MAX];
 	int rq_head, rq_count;
 	uint64_t bytes; /* moved by this QP's RDMA WRITEs */
+	unsigned access; /* what the remote may do (INIT) */
 	struct vxd_qp *next;
 };
 
@@ -312,6 +313,24 @@ static int post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_
 		wc.opcode = IBV_WC_RDMA_WRITE;
 		if (!peer || peer->qp.state < IBV_QPS_RTR) {
 			wc.status = IBV_WC_RETRY_EXC_ERR; /* nobody answers */
+		} else if (wr->opcode == IBV_WR_RDMA_READ) {
+			wc.opcode = IBV_WC_RDMA_READ;
+			if (!m || !(m->access & IBV_ACCESS_REMOTE_READ) ||
+			    !(peer->access & IBV_ACCESS_REMOTE_READ) ||
+			    wr->wr.rdma.remote_addr < (uintptr_t)m->mr.addr ||
+			    wr->wr.rdma.remote_addr + len > (uintptr_t)m->mr.addr + m->mr.length) {
+				wc.status = IBV_WC_REM_ACCESS_ERR;
+			} else {
+				size_t off = 0;
+				for (int i = 0; i < wr->num_sge; i++) {
+					memcpy((void *)(uintptr_t)wr->sg_list[i].addr,
+					       (char *)(uintptr_t)wr->wr.rdma.remote_addr + off,
+					       wr->sg_list[i].length);
+					off += wr->sg_list[i].length;
+				}
+				vxd.reads++;
+				vxd.last_read_addr = wr->wr.rdma.remote_addr;
+			}
 		} else if (len > 0 && (!m || !(m->access & IBV_ACCESS_REMOTE_WRITE) ||
 				       wr->wr.rdma.remote_addr < (uintptr_t)m->mr.addr ||
 				       wr->wr.rdma.remote_addr + len >
@@ -402,6 +421,8 @@ static int modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 		return EINVAL;
 	if (a->qp_state == IBV_QPS_RTR)
 		q->rtr = *a;
+	if (a->qp_state == IBV_QPS_INIT && (mask & IBV_QP_ACCESS_FLAGS))
+		q->access = a->qp_access_flags;
 	qp->state = a->qp_state;
 	return 0;
 }

@@ -40,6 +40,8 @@ struct vxd {
 	bool no_query_gid_ex;
 	int cqs, qps, mrs;  /* live objects */
 	uint64_t bytes;     /* bytes moved by RDMA WRITE */
+	int reads;          /* RDMA READs executed */
+	uint64_t last_read_addr;
 };
 
 extern struct vxd vxd;

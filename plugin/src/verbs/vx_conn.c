@@ -174,6 +174,47 @@ crux_status_t cruxn_vx_lane_connect(struct vx_comm *c, struct vx_lane *l, const 
 	return CRUX_OK;
 }
 
+/*
+ * NCCL's GPUDirect flush: an RDMA READ of 1 byte from the received buffer
+ * on a QP connected to itself completes only after the NIC's earlier writes
+ * into that memory are visible to the GPU. The QP takes the comm's class.
+ */
+crux_status_t cruxn_vx_flush_qp(struct vx_comm *c)
+{
+	const struct cruxn_ibv *v = &cruxn_vx_state.ibv;
+	struct cruxn_vx_ep self = c->dev->ep;
+	char err[320];
+
+	if (c->flush_qp)
+		return CRUX_OK;
+	if (!c->flush_mr) {
+		c->flush_mr = v->reg_mr(c->dev->pd, &c->flush_buf, sizeof(c->flush_buf),
+					IBV_ACCESS_LOCAL_WRITE);
+		if (!c->flush_mr) {
+			cruxn_vx_fail(c, "flush", "cannot register the flush buffer",
+				      "check the locked-memory limit (ulimit -l)");
+			return CRUX_ERR_IO;
+		}
+	}
+	c->flush_qp = qp_create(c);
+	if (!c->flush_qp) {
+		cruxn_vx_fail(c, "flush", "cannot create the loopback queue pair",
+			      "device out of resources?");
+		return CRUX_ERR_IO;
+	}
+	self.qpn = c->flush_qp->qp_num;
+	self.psn = start_psn(self.qpn);
+	if (cruxn_vx_qp_connect(v, c->flush_qp, &self, &self, &cruxn_vx_qpcfg,
+				IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, &c->b.marked, 0, err,
+				sizeof(err)) != CRUX_OK) {
+		v->destroy_qp(c->flush_qp);
+		c->flush_qp = NULL;
+		cruxn_vx_fail(c, "flush queue pair set-up", err, "check the GID");
+		return CRUX_ERR_IO;
+	}
+	return CRUX_OK;
+}
+
 void cruxn_vx_lane_link(struct vx_comm *c, struct vx_lane *l)
 {
 	l->next = c->lanes;

@@ -17,6 +17,7 @@
 #define VX_MR_MAGIC 0x4d565843u
 #define WR_CTS	    (1ull << 63)
 #define WR_RECV	    (1ull << 62)
+#define WR_FLUSH    (1ull << 61)
 #define WR_LANE(x)  (((x) >> 8) & 0xffffffffull)
 #define WR_QP(x)    ((int)((x) & 0xff)) /* receives: which of the lane's QPs */
 
@@ -33,6 +34,7 @@
 struct vx_mr {
 	uint32_t magic;
 	int dev;
+	int type; /* CRUXN_PTR_HOST / _CUDA (_DMABUF registrations are GPU memory too) */
 	uintptr_t addr;
 	size_t len;
 	struct ibv_mr *mr;
@@ -93,6 +95,7 @@ static crux_status_t vx_reg_mr(struct cruxn_base *b, void *data, size_t size, in
 	}
 	m->magic = VX_MR_MAGIC;
 	m->dev = b->dev;
+	m->type = fd >= 0 ? CRUXN_PTR_CUDA : type;
 	m->addr = (uintptr_t)data;
 	m->len = size;
 	m->refs = 1;
@@ -223,7 +226,25 @@ static const char *wc_hint(enum ibv_wc_status s)
 
 static void on_wc(struct vx_comm *c, const struct ibv_wc *wc)
 {
-	struct vx_lane *l = cruxn_vx_lane_find(c, (uint32_t)WR_LANE(wc->wr_id));
+	struct vx_lane *l;
+
+	if (wc->wr_id & WR_FLUSH) {
+		struct cruxn_req *r = &c->b.reqs[wc->wr_id & (CRUXN_NET_MAX_REQUESTS - 1)];
+		if (wc->status != IBV_WC_SUCCESS) {
+			char d[128];
+			snprintf(d, sizeof(d), "%s (status %d) on the loopback queue pair %u",
+				 cruxn_vx_state.ibv.wc_status_str(wc->status), (int)wc->status,
+				 wc->qp_num);
+			cruxn_vx_fail(c, "flush (1-byte RDMA READ)", d, wc_hint(wc->status));
+			return;
+		}
+		if (r->used && r->tp.vx.flush) {
+			r->matched[0] = true;
+			r->nmatched = 1;
+		}
+		return;
+	}
+	l = cruxn_vx_lane_find(c, (uint32_t)WR_LANE(wc->wr_id));
 
 	/* a closed lane's queue pair flushes what it still held: expected, not a failure */
 	if (wc->status == IBV_WC_WR_FLUSH_ERR && (!l || l->state == VX_LANE_CLOSING))
@@ -444,6 +465,71 @@ static crux_status_t vx_post_recv(struct cruxn_base *b, struct cruxn_req *r)
 	return CRUX_OK;
 }
 
+/* ---- flush ------------------------------------------------------------------- */
+
+/*
+ * NCCL asks for a flush after a receive into GPU memory (GPUDirect): as its
+ * IB transport does, READ 1 byte of the last non-empty buffer through a QP
+ * connected to itself; the READ completes after the earlier writes landed.
+ * Host memory needs nothing: a NULL request.
+ */
+static crux_status_t vx_flush(struct cruxn_base *b, int n, void **data, int *sizes,
+			      void **mhandles, struct cruxn_req **out)
+{
+	struct vx_comm *c = vx_of(b);
+	struct vx_mr *m = NULL;
+	struct cruxn_req *r;
+	struct ibv_sge sg;
+	struct ibv_send_wr wr, *bad = NULL;
+	int last = -1;
+
+	*out = NULL;
+	if (!mhandles || !sizes || !data || n < 1 || n > CRUXN_NET_MAX_RECVS)
+		return CRUX_OK;
+	for (int i = 0; i < n; i++)
+		if (sizes[i] > 0 && data[i] && mhandles[i])
+			last = i;
+	if (last < 0)
+		return CRUX_OK;
+	m = mhandles[last];
+	if (m->magic != VX_MR_MAGIC) {
+		crux_err("iflush: the memory handle is not one of this plugin's registrations");
+		return CRUX_ERR_INVAL;
+	}
+	if (m->type != CRUXN_PTR_CUDA)
+		return CRUX_OK;
+	if (atomic_load(&c->b.error))
+		return CRUX_ERR_REMOTE;
+	if (cruxn_vx_flush_qp(c) != CRUX_OK)
+		return CRUX_ERR_REMOTE;
+	r = cruxn_req_get(&c->b);
+	if (!r) {
+		crux_err("iflush: more than %d requests in flight on one receive connection",
+			 CRUXN_NET_MAX_REQUESTS);
+		return CRUX_ERR_RANGE;
+	}
+	r->n = 1;
+	r->tp.vx.flush = true;
+	memset(&wr, 0, sizeof(wr));
+	sg.addr = (uint64_t)(uintptr_t)&c->flush_buf;
+	sg.length = 1;
+	sg.lkey = c->flush_mr->lkey;
+	wr.opcode = IBV_WR_RDMA_READ;
+	wr.sg_list = &sg;
+	wr.num_sge = 1;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = (uint64_t)(uintptr_t)data[last];
+	wr.wr.rdma.rkey = m->mr->rkey;
+	wr.wr_id = WR_FLUSH | (uint64_t)(r - c->b.reqs);
+	if (cruxn_ibv_post_send(c->flush_qp, &wr, &bad) != 0) {
+		r->used = false;
+		cruxn_vx_fail(c, "posting a flush", strerror(errno), "send queue full?");
+		return CRUX_ERR_REMOTE;
+	}
+	*out = r;
+	return CRUX_OK;
+}
+
 static bool vx_req_done(const struct cruxn_req *r)
 {
 	if (r->is_send)
@@ -467,7 +553,7 @@ const struct cruxn_transport_ops cruxn_verbs_ops = {
 	.boundary = vx_boundary,
 	.post_send = vx_post_send,
 	.post_recv = vx_post_recv,
-	.flush = NULL, /* host memory: in place when the receive completes */
+	.flush = vx_flush,
 	.progress = vx_progress,
 	.req_done = vx_req_done,
 	.req_orphaned = vx_req_orphaned,

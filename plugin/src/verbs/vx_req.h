@@ -3,9 +3,12 @@
 #ifndef CRUXN_VX_REQ_H
 #define CRUXN_VX_REQ_H
 
+#include <stdbool.h>
+
 struct cruxn_vx_req {
 	int pending; /* signaled work requests not yet completed (send) */
 	unsigned char parts[8]; /* receive: parts of each slot's message arrived (one per QP used) */
+	bool flush; /* a flush's READ (receive side) */
 	int ntmp;
 	void *tmp[8]; /* registrations made for this request only (buffers NCCL did not register) */
 };

@@ -58,6 +58,10 @@ static void comm_free(struct vx_comm *c)
 		cruxn_vx_lane_free(l);
 	}
 	c->lanes = NULL;
+	if (c->flush_qp)
+		v->destroy_qp(c->flush_qp);
+	if (c->flush_mr)
+		v->dereg_mr(c->flush_mr);
 	for (int i = 0; i < CRUXN_NET_MAX_REQUESTS; i++)
 		if (c->b.reqs[i].used)
 			c->b.ops->req_release(&c->b, &c->b.reqs[i]);

@@ -150,6 +150,10 @@ struct vx_comm {
 	uint64_t rfifo; /* sender's FIFO */
 	uint32_t rfifo_rkey;
 	uint32_t rrow; /* FIFO row the next receive fills */
+	/* GPUDirect flush: a QP connected to itself READs 1 byte of the received buffer */
+	struct ibv_qp *flush_qp;
+	struct ibv_mr *flush_mr;
+	uint64_t flush_buf;
 };
 
 static inline struct vx_comm *vx_of(struct cruxn_base *b)
@@ -184,6 +188,8 @@ void cruxn_vx_ep_to_msg(const struct vx_comm *c, const struct vx_lane *l, struct
 			int kind);
 /* Move the lane's queue pair to RTS towards the peer's end in m. */
 crux_status_t cruxn_vx_lane_connect(struct vx_comm *c, struct vx_lane *l, const struct vx_msg *m);
+/* Receiver: the loopback QP the flush READs go through (created on first use). */
+crux_status_t cruxn_vx_flush_qp(struct vx_comm *c);
 /* Error CQE or refused post: fail the comm with the device, GIDs and a hint. */
 void cruxn_vx_fail(struct vx_comm *c, const char *what, const char *detail, const char *hint);
 
