@@ -533,6 +533,70 @@ static void test_nqps_env(void **state)
 	unsetenv("NCCL_IB_QPS_PER_CONNECTION");
 }
 
+static int sport_calls, sport_rc;
+static enum ibv_qp_state sport_state;
+static uint16_t sport_port;
+
+static int fake_udp_sport(struct ibv_qp *qp, uint16_t port)
+{
+	sport_calls++;
+	sport_state = qp->state;
+	sport_port = port;
+	return sport_rc;
+}
+
+/* The live source-port change is probed once per device and the way chosen is said. */
+static void test_sport_probe(void **state)
+{
+	struct cruxn_ibv v;
+	struct cruxn_gid_rules r;
+	struct cruxn_vx vx;
+	struct cruxn_vx_qp_cfg q;
+	char err[512] = "", line[1024];
+	(void)state;
+
+	vxd_reset(&v);
+	vxd_enable_rc(&v);
+	rules_default(&r);
+	cruxn_vx_qp_cfg_default(&q);
+	vxd_add_roce("srxe_eth0", 10, 0, 0, 1);
+	vxd_add_roce("srxe_eth1", 10, 0, 1, 1);
+	assert_int_equal(cruxn_vx_open(&v, "", &r, &vx, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(vx.ndevs, 2);
+
+	/* no libmlx5: the flow label only */
+	cruxn_vx_sport_probe_all(&vx, &q, line, sizeof(line));
+	assert_false(vx.devs[0].live_sport);
+	assert_false(vx.devs[1].live_sport);
+	assert_non_null(strstr(line, "srxe_eth0 port 1 by grh.flow_label at RTR only (libmlx5 not "
+				     "loaded (CRUX_MLX5_LIB))"));
+	assert_non_null(strstr(line, "srxe_eth1 port 1 by grh.flow_label"));
+
+	/* libmlx5 whose call works: asked once per device, on an RTS QP; nothing leaks */
+	vx.ibv.mlx5_udp_sport = fake_udp_sport;
+	sport_calls = 0;
+	sport_rc = 0;
+	cruxn_vx_sport_probe_all(&vx, &q, line, sizeof(line));
+	assert_int_equal(sport_calls, 2);
+	assert_int_equal(sport_state, IBV_QPS_RTS);
+	assert_int_equal(sport_port, 0xC000);
+	assert_true(vx.devs[0].live_sport);
+	assert_true(vx.devs[1].live_sport);
+	assert_non_null(strstr(line, "srxe_eth0 port 1 by mlx5dv_modify_qp_udp_sport"));
+	assert_int_equal(vxd.qps, 0);
+	assert_int_equal(vxd.cqs, 0);
+
+	/* the device refuses (no firmware capability): the flow label, with the reason */
+	sport_rc = EOPNOTSUPP;
+	cruxn_vx_sport_probe_all(&vx, &q, line, sizeof(line));
+	assert_false(vx.devs[0].live_sport);
+	assert_non_null(strstr(line, "flow_label at RTR only (mlx5dv_modify_qp_udp_sport refused: "
+				     "Operation not supported)"));
+	assert_int_equal(vxd.qps, 0);
+	vx.ibv.mlx5_udp_sport = NULL;
+	cruxn_vx_close(&vx);
+}
+
 static void test_open_devices(void **state)
 {
 	struct cruxn_ibv v;
@@ -617,6 +681,7 @@ int main(void)
 		cmocka_unit_test(test_qp_connect_refused_rtr),
 		cmocka_unit_test(test_flow_label_ports),
 		cmocka_unit_test(test_split),
+		cmocka_unit_test(test_sport_probe),
 		cmocka_unit_test(test_nqps_env),
 		cmocka_unit_test(test_open_devices),
 		cmocka_unit_test(test_port_speed),

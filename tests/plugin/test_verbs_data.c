@@ -231,6 +231,14 @@ static void test_lane_switch(void **state)
 	cruxn_dereg_mr(rc, rmr);
 }
 
+static uint16_t sport_of[1 << 12];
+
+static int fake_udp_sport(struct ibv_qp *qp, uint16_t port)
+{
+	sport_of[qp->qp_num % (1 << 12)] = port;
+	return 0;
+}
+
 static int setup4(void **state)
 {
 	cruxn_vx_qpcfg.nqps = 4;
@@ -267,6 +275,9 @@ static void test_four_qps(void **state)
 		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
 			send_one(sb, rb, sizes[i], seed++);
 
+	/* where the probe found the live change, each QP gets its exact port too */
+	cruxn_vx_state.ibv.mlx5_udp_sport = fake_udp_sport;
+	cruxn_vx_state.devs[0].live_sport = true;
 	s->b.tag.route.path_id = 3;
 	s->b.tag.route.nports = 4;
 	for (int i = 0; i < 4; i++)
@@ -281,7 +292,10 @@ static void test_four_qps(void **state)
 		assert_int_equal(cruxn_vx_sport_of_flow_label(vxd_qp_flow_label(sq)), 50000 + i);
 		assert_int_equal(cruxn_vx_sport_of_flow_label(vxd_qp_flow_label(rq)), 50000 + i);
 		assert_true(vxd_qp_bytes(sq) >= BUF / 4); /* the big message's part at least */
+		assert_int_equal(sport_of[sq % (1 << 12)], 50000 + i);
 	}
+	cruxn_vx_state.ibv.mlx5_udp_sport = NULL;
+	cruxn_vx_state.devs[0].live_sport = false;
 	cruxn_dereg_mr(sc, smr);
 	cruxn_dereg_mr(rc, rmr);
 }

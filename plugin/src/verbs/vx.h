@@ -225,6 +225,17 @@ struct cruxn_vx {
  * with its GID chosen by 'rules'. No usable port: CRUX_ERR_NOENT, 'err' says
  * what was found and why it was left out.
  */
+/*
+ * Probe once whether the live RoCEv2 UDP source-port change works on d:
+ * mlx5dv_modify_qp_udp_sport on an RTS QP connected to itself. False: the
+ * flow label at RTR is the only way; 'why' says why.
+ */
+bool cruxn_vx_sport_probe(const struct cruxn_ibv *v, const struct cruxn_vx_dev *d,
+			  const struct cruxn_vx_qp_cfg *q, char *why, size_t len);
+/* Probe every device (sets live_sport) and compose the one line init logs. */
+void cruxn_vx_sport_probe_all(struct cruxn_vx *vx, const struct cruxn_vx_qp_cfg *q, char *line,
+			      size_t len);
+
 crux_status_t cruxn_vx_open(const struct cruxn_ibv *ibv, const char *hca,
 			    const struct cruxn_gid_rules *rules, struct cruxn_vx *out, char *err,
 			    size_t errlen);

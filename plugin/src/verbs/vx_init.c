@@ -80,6 +80,7 @@ crux_status_t cruxn_vx_start(const struct cruxn_config *cfg, char *err, size_t e
 	struct cruxn_ibv v;
 	struct cruxn_gid_rules rules;
 	crux_status_t st;
+	char line[1024];
 
 	if (cruxn_gid_rules_load(&rules, err, errlen) != CRUX_OK ||
 	    qp_cfg_load(&cruxn_vx_qpcfg, err, errlen) != CRUX_OK)
@@ -94,14 +95,12 @@ crux_status_t cruxn_vx_start(const struct cruxn_config *cfg, char *err, size_t e
 		cruxn_ibv_unload(&v);
 		return st;
 	}
-	for (int i = 0; i < cruxn_vx_state.ndevs; i++)
-		cruxn_vx_state.devs[i].live_sport = v.mlx5_udp_sport != NULL;
-	crux_info("verbs transport: %d device port(s), first %s port %u GID index %d; UDP source "
-		  "port by %s",
+	crux_info("verbs transport: %d device port(s), first %s port %u GID index %d",
 		  cruxn_vx_state.ndevs, cruxn_vx_state.devs[0].name,
-		  cruxn_vx_state.devs[0].ep.port, cruxn_vx_state.devs[0].ep.gid_index,
-		  v.mlx5_udp_sport ? "flow label and mlx5dv_modify_qp_udp_sport"
-				   : "flow label (no libmlx5 port control)");
+		  cruxn_vx_state.devs[0].ep.port, cruxn_vx_state.devs[0].ep.gid_index);
+	/* once: which way the route's source ports reach the wire */
+	cruxn_vx_sport_probe_all(&cruxn_vx_state, &cruxn_vx_qpcfg, line, sizeof(line));
+	crux_info("%s", line);
 	return CRUX_OK;
 }
 

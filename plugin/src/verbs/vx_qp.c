@@ -150,3 +150,79 @@ uint32_t cruxn_vx_flow_label_for_sport(uint16_t sport, bool *exact)
 		return (1u << 14) | 1u;
 	return low;
 }
+
+bool cruxn_vx_sport_probe(const struct cruxn_ibv *v, const struct cruxn_vx_dev *d,
+			  const struct cruxn_vx_qp_cfg *q, char *why, size_t len)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct cruxn_vx_ep self = d->ep;
+	struct cruxn_class cls = {0, 0, 0, 0};
+	char err[320];
+	int rc;
+
+	if (!v->mlx5_udp_sport) {
+		snprintf(why, len, "%s", v->mlx5 ? "libmlx5 lacks mlx5dv_modify_qp_udp_sport"
+						 : "libmlx5 not loaded (CRUX_MLX5_LIB)");
+		return false;
+	}
+	cq = v->create_cq(d->ctx, 4, NULL, NULL, 0);
+	if (!cq) {
+		snprintf(why, len, "probe: cannot create a completion queue (%s)", strerror(errno));
+		return false;
+	}
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = cq;
+	ia.recv_cq = cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = 1;
+	ia.cap.max_recv_wr = 1;
+	ia.cap.max_send_sge = 1;
+	ia.cap.max_recv_sge = 1;
+	qp = v->create_qp(d->pd, &ia);
+	if (!qp) {
+		snprintf(why, len, "probe: cannot create a queue pair (%s)", strerror(errno));
+		v->destroy_cq(cq);
+		return false;
+	}
+	/* connected to itself, as a flush QP: the call is made on an RTS RC QP */
+	self.qpn = qp->qp_num;
+	self.psn = qp->qp_num & 0xffffff;
+	if (cruxn_vx_qp_connect(v, qp, &self, &self, q, IBV_ACCESS_LOCAL_WRITE, &cls, 0, err,
+				sizeof(err)) != CRUX_OK) {
+		snprintf(why, len, "probe: %s", err);
+		rc = -1;
+	} else {
+		rc = v->mlx5_udp_sport(qp, 0xC000);
+		if (rc != 0)
+			snprintf(why, len, "mlx5dv_modify_qp_udp_sport refused: %s",
+				 strerror(rc > 0 ? rc : errno ? errno : EOPNOTSUPP));
+	}
+	v->destroy_qp(qp);
+	v->destroy_cq(cq);
+	return rc == 0;
+}
+
+void cruxn_vx_sport_probe_all(struct cruxn_vx *vx, const struct cruxn_vx_qp_cfg *q, char *line,
+			      size_t len)
+{
+	size_t n = 0;
+
+	n += (size_t)snprintf(line, len, "verbs transport: the route's UDP source ports are set");
+	for (int i = 0; i < vx->ndevs && n < len; i++) {
+		struct cruxn_vx_dev *d = &vx->devs[i];
+		char why[400];
+
+		d->live_sport = cruxn_vx_sport_probe(&vx->ibv, d, q, why, sizeof(why));
+		if (d->live_sport)
+			n += (size_t)snprintf(line + n, len - n,
+					      "%s on %s port %u by mlx5dv_modify_qp_udp_sport (live, "
+					      "exact port) and grh.flow_label at RTR",
+					      i ? ";" : "", d->name, d->ep.port);
+		else
+			n += (size_t)snprintf(line + n, len - n,
+					      "%s on %s port %u by grh.flow_label at RTR only (%s)",
+					      i ? ";" : "", d->name, d->ep.port, why);
+	}
+}
