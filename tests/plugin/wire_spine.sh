@@ -3,9 +3,15 @@
 # in the decision table (path id + source ports found by probing) decides the
 # spine. The traffic must cross the chosen spine, move to the other one when
 # the route changes mid-run, and arrive intact.
-# usage: wire_spine.sh CONFORMANCE DTSET PLUGIN_DIR
+# usage: wire_spine.sh CONFORMANCE DTSET PLUGIN_DIR [SOFTRDMA_LIB CRUXCTL]
+# With SOFTRDMA_LIB the plugin runs its verbs transport on the software RDMA
+# device (tests/softrdma): a route's port becomes the QP's flow label, whose
+# RoCEv2 UDP source port the device binds as the TCP source port of the QP's
+# connection. The fabric hashes the protocol, so the paths are learnt by the
+# agent's prober (cruxctl probe) with TCP, the protocol the bytes take here,
+# from ports a flow label can reach (49152 and up).
 set -u
-CONF=$1 DTSET=$2 PLUGDIR=$3
+CONF=$1 DTSET=$2 PLUGDIR=$3 SRLIB=${4:-} CRUXCTL=${5:-}
 if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root for network namespaces"; exit 77; fi
 P=cxpl$$
 A=${P}a B=${P}b R1=${P}r S1=${P}s S2=${P}t R2=${P}u
@@ -47,15 +53,40 @@ ip -n "$S2" route add 198.18.20.0/24 via 198.18.14.2
 set +e
 
 # Which source ports take which spine: TTL 2 expires at the spine.
-ip netns exec "$A" "$CONF" probe 198.18.10.2 198.18.20.2 9 47000 48 2 > "$W/probe.txt"
+if [ -n "$SRLIB" ]; then
+	ip netns exec "$A" env CRUX_PROBE_PROTO=tcp "$CRUXCTL" --shm-dir "$W/shm" probe 198.18.20.2 \
+		--hops 2 --ports 50000-50063 --per-path 2 --expect 2 > "$W/cruxctl-probe.txt" 2>&1
+	cat "$W/cruxctl-probe.txt"
+	# "  path I via HOP ports P,Q" -> "P HOP" lines, as the driver's probe prints them
+	awk '$1 == "path" { n = split($6, p, ","); for (i = 1; i <= n; i++) print p[i], $4 }' \
+		"$W/cruxctl-probe.txt" > "$W/probe.txt"
+else
+	ip netns exec "$A" "$CONF" probe 198.18.10.2 198.18.20.2 9 47000 48 2 > "$W/probe.txt"
+fi
 S1P=$(awk '$2 == "198.18.11.2" { print $1 }' "$W/probe.txt" | head -n 2 | tr '\n' ' ')
 S2P=$(awk '$2 == "198.18.12.2" { print $1 }' "$W/probe.txt" | head -n 2 | tr '\n' ' ')
 echo "spine 1 ports: $S1P; spine 2 ports: $S2P"
 [ "$(echo $S1P | wc -w)" = 2 ] && [ "$(echo $S2P | wc -w)" = 2 ] ||
 	{ echo "FAIL: probing found no two ports per spine"; cat "$W/probe.txt"; exit 1; }
+if [ -n "$SRLIB" ]; then
+	# For the record: the fabric hashes the protocol, so UDP (RoCEv2) probes
+	# from the same source ports learn other paths than the TCP bytes take.
+	differ=0
+	for p in $(seq 50000 50015); do
+		t=$(ip netns exec "$A" "$CRUXCTL" probe 198.18.20.2 --proto tcp --hops 2 --port "$p")
+		u=$(ip netns exec "$A" "$CRUXCTL" probe 198.18.20.2 --proto udp --hops 2 --port "$p")
+		[ "$t" = "$u" ] || differ=$((differ + 1))
+	done
+	echo "TCP and UDP probes from ports 50000-50015 reach different spines from $differ of 16"
+fi
 
 export CRUX_SHM_DIR="$W/shm" CRUX_JOB_ID="$P" NCCL_NET_PLUGIN=crux LD_LIBRARY_PATH="$PLUGDIR" \
 	CRUX_SOCKET_IFNAME="$P" CRUX_TIMEOUT=10s CRUX_SOCKET_NTHREADS=2 CRUX_NSOCKS_PERTHREAD=1
+if [ -n "$SRLIB" ]; then
+	# one device per namespace: the host's fabric interface
+	export CRUX_TRANSPORT=verbs CRUX_IBVERBS_LIB="$SRLIB" CRUX_MLX5_LIB="$SRLIB"
+	echo "transport: verbs on the software RDMA device"
+fi
 # shellcheck disable=SC2086
 "$DTSET" "$W/shm" "$P" 2 198.18.20.2 1 $S1P || exit 1
 

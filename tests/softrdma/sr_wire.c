@@ -387,6 +387,11 @@ static int on_frame(struct sr_ctx *c, struct sr_conn *cn)
 			cn->hello_seen = true;
 			cn->qp = qp;
 			cn->src_qpn = h->seq;
+			/* ACKs and read responses leave with the responder QP's class */
+			if (qp->ib.state == IBV_QPS_RTR || qp->ib.state == IBV_QPS_RTS) {
+				int tos = qp->a.ah_attr.grh.traffic_class;
+				setsockopt(cn->fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos);
+			}
 			return 0;
 		}
 		if (h->type != SR_F_REQ || !cn->qp)
