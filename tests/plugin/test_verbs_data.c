@@ -187,8 +187,14 @@ static void send_one(unsigned char *sb, unsigned char *rb, size_t len, unsigned 
 	fill(sb, len, seed);
 	memset(rb, 0, len);
 	assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, &rreq), CRUXN_SUCCESS);
-	for (int k = 0; !sreq && k < 10000; k++)
+	for (int k = 0; !sreq && k < 10000; k++) {
+		int done = 0;
 		assert_int_equal(cruxn_isend(sc, sb, len, 0, &sreq), CRUXN_SUCCESS);
+		/* the receiver's proxy tests its receive meanwhile (and answers a LANE) */
+		if (!sreq)
+			assert_int_equal(cruxn_test(rreq, &done, NULL), CRUXN_SUCCESS);
+		assert_false(done);
+	}
 	assert_non_null(sreq);
 	wait_done(sreq, NULL);
 	wait_done(rreq, NULL);
@@ -215,7 +221,11 @@ static void test_lane_switch(void **state)
 	s->b.tag.route.nports = 1;
 	s->b.tag.route.ports[0] = 50000;
 	s->b.ops->boundary(&s->b, true, true);
-	for (unsigned i = 2; i < 40; i++)
+	/* the very next message leaves on the new lane: held until it is up, none slips */
+	send_one(sb, rb, 4000, 2);
+	assert_int_equal(s->cur->id, 1);
+	assert_int_equal(vxd_qp_bytes(s->cur->qps[0]->qp_num), 4000 + sizeof(uint64_t));
+	for (unsigned i = 3; i < 40; i++)
 		send_one(sb, rb, 1000 + i * 1500, i);
 	assert_int_equal(s->cur->id, 1);
 	assert_int_equal(vxd_qp_tc(s->cur->qps[0]->qp_num), 46 << 2);
@@ -367,6 +377,34 @@ static void test_flush(void **state)
 	cruxn_dereg_mr(rc, gmr);
 }
 
+/*
+ * A decision that flips A -> B -> A before B's lane is up: the next message
+ * stays on A (no hold), and B's lane, unused, is closed at both ends.
+ */
+static void test_lane_flip_back(void **state)
+{
+	static unsigned char sb[8192], rb[8192];
+	struct vx_comm *s = sc, *r = rc;
+	struct cruxn_class a = s->b.tag.cls;
+	void *smr, *rmr;
+	(void)state;
+
+	assert_int_equal(cruxn_reg_mr(sc, sb, sizeof(sb), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_reg_mr(rc, rb, sizeof(rb), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
+	s->b.tag.cls.tos = 26 << 2;
+	s->b.ops->boundary(&s->b, true, false);
+	assert_non_null(cruxn_vx_lane_find(s, 1)); /* being built */
+	s->b.tag.cls = a;
+	for (unsigned i = 0; i < 20; i++)
+		send_one(sb, rb, 100 + i * 300, i);
+	assert_int_equal(s->cur->id, 0);
+	assert_int_equal(r->cur->id, 0);
+	assert_null(cruxn_vx_lane_find(s, 1));
+	assert_null(cruxn_vx_lane_find(r, 1));
+	cruxn_dereg_mr(sc, smr);
+	cruxn_dereg_mr(rc, rmr);
+}
+
 static void test_bad_rkey(void **state)
 {
 	static unsigned char sb[4096], rb[4096];
@@ -432,6 +470,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pingpong_grouped, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_32_in_flight, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_switch, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lane_flip_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_four_qps, setup4, teardown4),
 		cmocka_unit_test_setup_teardown(test_flush, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_rkey, setup, teardown),

@@ -240,57 +240,84 @@ static bool lane_matches(const struct vx_lane *l, const struct cruxn_class *cls,
 	return true;
 }
 
-void cruxn_vx_lane_want(struct vx_comm *c)
+/* The live lane that realises the current decision (none: build one). */
+static struct vx_lane *lane_matching(struct vx_comm *c, int *nlanes)
+{
+	struct vx_lane *hit = NULL;
+	int n = 0;
+
+	for (struct vx_lane *l = c->lanes; l; l = l->next) {
+		if (!hit && l->state != VX_LANE_CLOSING &&
+		    lane_matches(l, &c->b.tag.cls, &c->b.tag.route))
+			hit = l;
+		n++;
+	}
+	if (nlanes)
+		*nlanes = n;
+	return hit;
+}
+
+struct vx_lane *cruxn_vx_lane_want(struct vx_comm *c)
 {
 	struct vx_lane *l;
 	struct vx_msg m;
-	int n = 0;
+	int n;
 
-	for (l = c->lanes; l; l = l->next) {
-		if (l->state != VX_LANE_CLOSING && lane_matches(l, &c->b.tag.cls, &c->b.tag.route))
-			return; /* built or being built */
-		n++;
-	}
+	l = lane_matching(c, &n);
+	if (l)
+		return l; /* the current lane, or one built or being built */
 	if (n >= VX_MAX_LANES)
-		return; /* old lanes still draining: ask again on a later message */
+		return NULL; /* old lanes still closing: ask again on the next call */
 	l = cruxn_vx_lane_new(c, c->next_lane, &c->b.tag.cls, &c->b.tag.route);
-	if (!l)
-		return;
+	if (!l) {
+		cruxn_vx_fail(c, "new lane", "cannot create its queue pairs", "device out of resources?");
+		return NULL;
+	}
 	c->next_lane++;
 	cruxn_vx_lane_link(c, l);
 	cruxn_vx_ep_to_msg(c, l, &m, VX_LANE);
+	cruxn_vx_ctrl_send(c, &m);
+	return l;
+}
+
+/* Sender: tell the receiver lane l is closing and which lane the sender is on. */
+static void lane_close(struct vx_comm *c, struct vx_lane *l)
+{
+	struct vx_msg m;
+
+	l->state = VX_LANE_CLOSING;
+	memset(&m, 0, sizeof(m));
+	m.magic = VX_MAGIC;
+	m.version = VX_VERSION;
+	m.kind = VX_LANE_CLOSE;
+	m.nonce = c->nonce;
+	m.lane = l->id;
+	m.addr = c->cur->id; /* the lane the sender is on */
 	cruxn_vx_ctrl_send(c, &m);
 }
 
 void cruxn_vx_lanes_progress(struct vx_comm *c)
 {
-	struct vx_lane *newest = NULL;
+	struct vx_lane *want = lane_matching(c, NULL);
 
-	for (struct vx_lane *l = c->lanes; l; l = l->next)
-		if (l->state == VX_LANE_UP && (!newest || l->id > newest->id))
-			newest = l;
-	if (newest && newest != c->cur && c->cur->outstanding == 0) {
-		struct vx_msg m;
+	/* the decision's lane is up and the current one drained: the next message moves */
+	if (want && want != c->cur && want->state == VX_LANE_UP && c->cur->outstanding == 0) {
 		struct vx_lane *old = c->cur;
 		char peer[80];
 
-		c->cur = newest;
-		c->b.marked = newest->cls;
-		c->b.route_now = newest->route;
-		old->state = VX_LANE_CLOSING;
-		memset(&m, 0, sizeof(m));
-		m.magic = VX_MAGIC;
-		m.version = VX_VERSION;
-		m.kind = VX_LANE_CLOSE;
-		m.nonce = c->nonce;
-		m.lane = old->id;
-		m.addr = newest->id; /* the lane the sender moved to */
-		cruxn_vx_ctrl_send(c, &m);
+		c->cur = want;
+		c->b.marked = want->cls;
+		c->b.route_now = want->route;
+		lane_close(c, old);
 		crux_info("verbs connection to %s moved to lane %u (traffic class %d, SL %d, "
 			  "%d queue pair(s), first UDP source port %u)",
-			  cruxn_sa_str(&c->b.peer.sa, peer, sizeof(peer)), newest->id,
-			  newest->cls.tos, newest->cls.sl, newest->nqps, newest->sport[0]);
+			  cruxn_sa_str(&c->b.peer.sa, peer, sizeof(peer)), want->id, want->cls.tos,
+			  want->cls.sl, want->nqps, want->sport[0]);
 	}
+	/* lanes built for a decision that changed again before they were used */
+	for (struct vx_lane *l = c->lanes; l; l = l->next)
+		if (l->state == VX_LANE_UP && l != c->cur && l != want)
+			lane_close(c, l);
 }
 
 static void lane_unlink_free(struct vx_comm *c, uint32_t id)

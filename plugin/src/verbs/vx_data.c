@@ -310,14 +310,34 @@ static void vx_boundary(struct cruxn_base *b, bool class_changed, bool route_cha
 {
 	(void)class_changed;
 	(void)route_changed;
-	cruxn_vx_lane_want(vx_of(b));
+	(void)cruxn_vx_lane_want(vx_of(b)); /* start building at once */
 }
 
-static bool lane_newer_up(const struct vx_comm *c)
+/*
+ * The message boundary's lane decision: the next message goes on the lane
+ * of the current decision. When that is not the current lane, messages are
+ * held (NULL requests) until it is up and the current lane's work drained,
+ * so no message leaves at the old class after the decision changed. The
+ * hold is bounded by CRUX_TIMEOUT (a peer that never answers the LANE).
+ */
+static bool lane_ready(struct vx_comm *c)
 {
-	for (const struct vx_lane *l = c->lanes; l; l = l->next)
-		if (l->state == VX_LANE_UP && l->id > c->cur->id)
-			return true;
+	struct vx_lane *want = cruxn_vx_lane_want(c);
+	uint64_t now;
+
+	if (want != c->cur)
+		cruxn_vx_lanes_progress(c);
+	if (want && want == c->cur) {
+		c->hold_ns = 0;
+		return true;
+	}
+	now = crux_now_ns();
+	if (!c->hold_ns) {
+		c->hold_ns = now;
+	} else if (now - c->hold_ns > cruxn_ctx.cfg.timeout_ms * 1000000ull) {
+		cruxn_vx_fail(c, "lane change", "the new lane was not up within CRUX_TIMEOUT",
+			      "the peer does not answer on the control socket");
+	}
 	return false;
 }
 
@@ -335,9 +355,9 @@ static crux_status_t vx_post_send(struct cruxn_base *b, struct cruxn_req *r)
 	vx_progress(b);
 	if (atomic_load(&c->b.error))
 		return CRUX_ERR_REMOTE;
-	/* drain-then-move: hold new messages while the old lane empties */
-	if (lane_newer_up(c))
-		return CRUX_ERR_BUSY;
+	/* drain-then-move: hold new messages until the decision's lane is current */
+	if (!lane_ready(c))
+		return atomic_load(&c->b.error) ? CRUX_ERR_REMOTE : CRUX_ERR_BUSY;
 	if (e[0].stamp != c->row + 1)
 		return CRUX_ERR_BUSY; /* the receiver has not posted yet */
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);

@@ -122,6 +122,7 @@ struct vx_comm {
 	uint32_t next_lane;
 	int nqps;     /* queue pairs per lane (the sender's CRUX_IB_QPS_PER_CONNECTION) */
 	uint32_t qrr; /* sender: the QP the next message starts on (round robin) */
+	uint64_t hold_ns; /* sender: since when messages wait for a lane move (0: none) */
 	struct cruxn_vx_ep remote; /* the peer's device (GID, LID, MTU) */
 	bool ready;                /* set-up finished (HELLO, ACCEPT, READY) */
 
@@ -174,9 +175,15 @@ void cruxn_vx_destroy(struct cruxn_base *b);
 /* Control socket: queue a message; move bytes; handle what arrived. */
 void cruxn_vx_ctrl_send(struct vx_comm *c, const struct vx_msg *m);
 void cruxn_vx_ctrl_progress(struct vx_comm *c);
-/* Sender: build the lane for the current decision (nothing when one exists). */
-void cruxn_vx_lane_want(struct vx_comm *c);
-/* Sender: move to the newest lane once the current one drained; close drained old ones. */
+/*
+ * Sender: the lane of the current decision, built (LANE over the control
+ * socket) when none exists; NULL while VX_MAX_LANES lanes still live.
+ */
+struct vx_lane *cruxn_vx_lane_want(struct vx_comm *c);
+/*
+ * Sender: move to the decision's lane once it is up and the current one
+ * drained; close lanes the decision left before they were used.
+ */
 void cruxn_vx_lanes_progress(struct vx_comm *c);
 struct vx_lane *cruxn_vx_lane_find(struct vx_comm *c, uint32_t id);
 struct vx_lane *cruxn_vx_lane_new(struct vx_comm *c, uint32_t id, const struct cruxn_class *cls,
