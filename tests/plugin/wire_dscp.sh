@@ -32,14 +32,14 @@ ip -n "$A" link set "${P}x" up; ip -n "$B" link set "${P}y" up
 set +e
 export CRUX_SHM_DIR="$W/shm" CRUX_JOB_ID="$P" NCCL_NET_PLUGIN=crux LD_LIBRARY_PATH="$PLUGDIR" \
 	CRUX_SOCKET_IFNAME="$P" CRUX_TIMEOUT=10s
-# Messages of phase 2 that may still leave at the old class: sockets re-mark
-# in place (none); verbs builds a lane (QPs at the new class) on the change
-# and keeps sending on the old one until it is up (LANE/ACK, one round trip).
+# Messages of phase 2 that may still leave at the old class: none. Sockets
+# re-mark in place; verbs builds a lane (QPs at the new class) on the change
+# and holds the next message until that lane is up and the old one drained.
 SLACK=0
 if [ -n "$SRLIB" ]; then
 	# one device per namespace: the veth, the only interface with an address there
 	export CRUX_TRANSPORT=verbs CRUX_IBVERBS_LIB="$SRLIB" CRUX_MLX5_LIB="$SRLIB"
-	SLACK=${CRUX_WIRE_LANE_SLACK:-4}
+	SLACK=${CRUX_WIRE_LANE_SLACK:-0}
 	echo "transport: verbs on the software RDMA device (up to $SLACK messages on the old lane)"
 fi
 MIN2=$(((16 - SLACK) * 1048576))
