@@ -74,16 +74,24 @@ ssize_t crux_sock_recv(int sock, void *buf, size_t len, int *fd, int *nfds)
 	return n;
 }
 
-/* The lowest descriptor of this process named CRUX_PROF_MEMFD_PREFIX<pid>; -1 if none. */
+/*
+ * This process's record memfd: among the descriptors named
+ * CRUX_PROF_MEMFD_PREFIX<pid> with a whole header, the one created first
+ * (lowest creation stamp, then lowest descriptor). Every creator stamps its
+ * memfd before it looks, so a later creator always sees an earlier one and
+ * two racing components settle on the same record. -1 if none.
+ */
 static int find_prof_fd(void)
 {
 	char want[64], link[128], path[64];
 	int best = -1;
+	uint64_t best_stamp = 0;
 	DIR *d = opendir("/proc/self/fd");
 	if (!d)
 		return -1;
 	snprintf(want, sizeof(want), "/memfd:%s%d ", CRUX_PROF_MEMFD_PREFIX, (int)getpid());
 	for (struct dirent *e; (e = readdir(d));) {
+		struct crux_shm_header h;
 		char *end;
 		long fd = strtol(e->d_name, &end, 10);
 		if (*end || fd < 0 || fd == dirfd(d))
@@ -94,8 +102,15 @@ static int find_prof_fd(void)
 			continue;
 		link[n] = ' '; /* "(deleted)" follows the name after a space */
 		link[n + 1] = '\0';
-		if (strncmp(link, want, strlen(want)) == 0 && (best < 0 || fd < best))
+		if (strncmp(link, want, strlen(want)) != 0 ||
+		    pread((int)fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
+		    h.magic != CRUX_PROF_MAGIC || h.reserved[0] == 0)
+			continue; /* not ours, or still being initialised */
+		if (best < 0 || h.reserved[0] < best_stamp ||
+		    (h.reserved[0] == best_stamp && fd < best)) {
 			best = (int)fd;
+			best_stamp = h.reserved[0];
+		}
 	}
 	closedir(d);
 	return best;
@@ -112,7 +127,7 @@ crux_status_t crux_prof_open_shared_ex(const struct crux_prof_identity *id,
 	st = crux_prof_create_fd_ex(id, &mine, err, errlen);
 	if (st != CRUX_OK)
 		return st;
-	/* A racing component may have created one too: both keep the lowest. */
+	/* A racing component may have created one too: both keep the first created. */
 	fd = find_prof_fd();
 	if (fd >= 0 && fd != crux_prof_handle_fd(mine) &&
 	    crux_prof_adopt_fd_ex(fd, &other, NULL, 0) == CRUX_OK) {

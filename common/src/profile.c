@@ -22,6 +22,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sched.h>
+#include <sys/syscall.h>
+
+#include "crux/attach.h"
 #include "crux/log.h"
 #include "crux/profile.h"
 #include "crux/shm.h"
@@ -55,9 +59,26 @@ _Static_assert(offsetof(struct prof_file, id) == 64, "identity follows the heade
 #define PROF_READ_RETRIES 4096
 
 struct crux_prof_handle {
-	struct crux_shm_map map;
+	struct crux_shm_map map; /* this process's sealed memfd: the record itself */
 	struct prof_file *f;
+	/*
+	 * Contract v1 (no agent socket): the record is mirrored into
+	 * mirror_dir/mirror_name with pwrite, never mapped, so nothing done
+	 * to that file can fault this process.
+	 */
+	int mirror_fd;
+	char mirror_dir[CRUX_PATH_MAX];
+	char mirror_name[96];
+	int mirror_said;
 };
+
+static struct crux_prof_handle *handle_new(void)
+{
+	struct crux_prof_handle *h = calloc(1, sizeof(*h));
+	if (h)
+		h->mirror_fd = -1;
+	return h;
+}
 
 size_t crux_prof_file_size(void)
 {
@@ -130,12 +151,211 @@ static void prof_init(void *base, void *arg)
 	f->id.local_rank = id->local_rank;
 }
 
+/* ---- contract v1 mirror: the record's file, written with pwrite only ---- */
+
+/* A consistent copy of one section of our own memfd (the other component may be writing it). */
+static bool section_snapshot(const void *sec, void *dst, size_t len)
+{
+	const crux_seq_t *seq = sec;
+	for (unsigned t = 0; t < PROF_READ_RETRIES; t++) {
+		uint64_t s = crux_seq_read_begin(seq);
+		if (s & 1u) {
+			cpu_relax();
+			continue;
+		}
+		memcpy(dst, sec, len);
+		/* The copy's counter is the one the body was read under. */
+		__atomic_store_n((uint64_t *)dst, s, __ATOMIC_RELAXED);
+		if (crux_seq_read_ok(seq, s))
+			return true;
+	}
+	return false;
+}
+
+static bool put(int fd, const void *p, size_t len, size_t off)
+{
+	return pwrite(fd, p, len, (off_t)off) == (ssize_t)len;
+}
+
+/* Is the mirror descriptor still the file named mirror_dir/mirror_name, whole? */
+static bool mirror_in_place(const struct crux_prof_handle *h)
+{
+	char path[CRUX_PATH_MAX + 96];
+	struct stat a, b;
+	snprintf(path, sizeof(path), "%s/%s", h->mirror_dir, h->mirror_name);
+	return h->mirror_fd >= 0 && fstat(h->mirror_fd, &a) == 0 && lstat(path, &b) == 0 &&
+	       a.st_dev == b.st_dev && a.st_ino == b.st_ino &&
+	       (size_t)a.st_size == sizeof(struct prof_file) && S_ISREG(b.st_mode);
+}
+
+/*
+ * Write a whole consistent image of the record under a private name and
+ * rename it over whatever carries the record's name now (a truncated, grown,
+ * scribbled or foreign file). Readers see the old file or the new one.
+ */
+static crux_status_t mirror_recreate(struct crux_prof_handle *h, char *err, size_t errlen)
+{
+	char tmp[160];
+	int dfd = -1, fd = -1;
+	crux_status_t st = crux_shm_open_dir(h->mirror_dir, false, &dfd, err, errlen);
+	if (st != CRUX_OK)
+		return st;
+	void *bm = NULL;
+	struct prof_file *img = posix_memalign(&bm, 64, sizeof(*img)) == 0 ? bm : NULL;
+	if (!img) {
+		close(dfd);
+		return CRUX_ERR_NOMEM;
+	}
+	memset(img, 0, sizeof(*img));
+	memcpy(&img->hdr, &h->f->hdr, sizeof(img->hdr));
+	img->id = h->f->id;
+	if (!section_snapshot(&h->f->compute, &img->compute, sizeof(img->compute)) ||
+	    !section_snapshot(&h->f->net, &img->net, sizeof(img->net))) {
+		crux_set_err(err, errlen, "the record was kept busy by its writer");
+		st = CRUX_ERR_BUSY;
+		goto out;
+	}
+	for (unsigned i = 0; i < 64; i++) {
+		snprintf(tmp, sizeof(tmp), ".tmp-%d-%ld-%u-%s", (int)getpid(),
+			 (long)syscall(SYS_gettid), i, h->mirror_name);
+		fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (fd >= 0 || errno != EEXIST)
+			break;
+	}
+	if (fd < 0) {
+		int e = errno;
+		if (e == EACCES || e == EPERM || e == EROFS)
+			crux_set_err(err, errlen,
+				     "cannot create a file in %s: %s; fix: run this process as the "
+				     "user that owns %s (the agent's), or give the directory to "
+				     "this user (chown %u %s)",
+				     h->mirror_dir, strerror(e), h->mirror_dir, (unsigned)geteuid(),
+				     h->mirror_dir);
+		else
+			crux_set_err(err, errlen, "cannot create a file in %s: %s", h->mirror_dir,
+				     strerror(e));
+		st = (e == EACCES || e == EPERM || e == EROFS) ? CRUX_ERR_PERM : CRUX_ERR_IO;
+		goto out;
+	}
+	/* The umask must not decide who may read the record. */
+	if (fchmod(fd, 0644) != 0 || !put(fd, img, sizeof(*img), 0) ||
+	    renameat(dfd, tmp, dfd, h->mirror_name) != 0) {
+		crux_set_err(err, errlen, "cannot write %s/%s: %s", h->mirror_dir, h->mirror_name,
+			     strerror(errno));
+		unlinkat(dfd, tmp, 0);
+		close(fd);
+		st = CRUX_ERR_IO;
+		goto out;
+	}
+	if (h->mirror_fd >= 0)
+		close(h->mirror_fd);
+	h->mirror_fd = fd;
+	st = CRUX_OK;
+out:
+	free(img);
+	close(dfd);
+	return st;
+}
+
+/*
+ * The preload and the plugin (separate copies of this library) both mirror
+ * the record: a lock word in the shared memfd (header reserved[1]) keeps
+ * their writes of the file from interleaving. Held for a few pwrites; a
+ * holder that never lets go (impossible short of memory corruption) is
+ * overruled after ~1 ms of yielding.
+ */
+static void mirror_lock(struct prof_file *f)
+{
+	for (int t = 0; t < 1000; t++) {
+		uint64_t zero = 0;
+		if (__atomic_compare_exchange_n(&f->hdr.reserved[1], &zero, 1, false,
+						__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			return;
+		sched_yield();
+	}
+}
+
+static void mirror_unlock(struct prof_file *f)
+{
+	__atomic_store_n(&f->hdr.reserved[1], 0, __ATOMIC_RELEASE);
+}
+
+/*
+ * Copy the record into the file: identity, then each section under the
+ * seqlock protocol (odd counter, body, even counter), then the header, so a
+ * pread reader that checks the counters never takes a torn copy, and
+ * anything scribbled over the file is repaired at the next publish. A
+ * missing, replaced or resized file costs this one write: it is written anew.
+ */
+static void mirror_sync(struct crux_prof_handle *h)
+{
+	char err[512];
+	if (!h->mirror_dir[0])
+		return;
+	mirror_lock(h->f);
+	if (!mirror_in_place(h)) {
+		if (mirror_recreate(h, err, sizeof(err)) != CRUX_OK)
+			crux_log_once(&h->mirror_said, CRUX_LOG_WARN,
+				      "cannot rewrite the profile record: %s", err);
+		mirror_unlock(h->f);
+		return;
+	}
+	struct prof_file *img = malloc(sizeof(*img));
+	if (!img) {
+		mirror_unlock(h->f);
+		return;
+	}
+	img->id = h->f->id;
+	bool ok = put(h->mirror_fd, &img->id, sizeof(img->id), offsetof(struct prof_file, id));
+	for (unsigned k = 0; k < 2 && ok; k++) {
+		const void *sec = k == 0 ? (const void *)&h->f->compute : (const void *)&h->f->net;
+		void *dst = k == 0 ? (void *)&img->compute : (void *)&img->net;
+		size_t len = k == 0 ? sizeof(img->compute) : sizeof(img->net);
+		size_t off = k == 0 ? offsetof(struct prof_file, compute)
+				    : offsetof(struct prof_file, net);
+		if (!section_snapshot(sec, dst, len))
+			continue; /* its writer is busy: the next publish copies it */
+		uint64_t q = *(uint64_t *)dst;
+		uint64_t odd = q - 1;
+		ok = put(h->mirror_fd, &odd, sizeof(odd), off) &&
+		     put(h->mirror_fd, (char *)dst + sizeof(q), len - sizeof(q), off + sizeof(q)) &&
+		     put(h->mirror_fd, &q, sizeof(q), off);
+	}
+	memcpy(&img->hdr, &h->f->hdr, sizeof(img->hdr));
+	ok = ok && put(h->mirror_fd, &img->hdr, sizeof(img->hdr), 0);
+	mirror_unlock(h->f);
+	if (!ok)
+		crux_log_once(&h->mirror_said, CRUX_LOG_WARN, "cannot write %s/%s: %s",
+			      h->mirror_dir, h->mirror_name, strerror(errno));
+	free(img);
+}
+
+/* Adopt an existing mirror file of this process (the other component made it), if whole. */
+static bool mirror_adopt(struct crux_prof_handle *h)
+{
+	int dfd;
+	struct stat sb;
+	if (crux_shm_open_dir(h->mirror_dir, false, &dfd, NULL, 0) != CRUX_OK)
+		return false;
+	int fd = openat(dfd, h->mirror_name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	close(dfd);
+	if (fd < 0)
+		return false;
+	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid() ||
+	    (sb.st_mode & (S_IWGRP | S_IWOTH)) || (size_t)sb.st_size != sizeof(struct prof_file)) {
+		close(fd);
+		return false;
+	}
+	h->mirror_fd = fd;
+	return true;
+}
+
 crux_status_t crux_prof_open_self_ex(const char *dir, const struct crux_prof_identity *id,
 				     struct crux_prof_handle **out, char *err, size_t errlen)
 {
 	crux_status_t st;
-	char name[96];
 	uint64_t start;
+	struct crux_prof_handle *h = NULL;
 	pid_t pid = getpid();
 
 	st = crux_proc_start_time(pid, &start);
@@ -147,32 +367,23 @@ crux_status_t crux_prof_open_self_ex(const char *dir, const struct crux_prof_ide
 	st = crux_shm_dir_check_ex(dir, false, err, errlen);
 	if (st != CRUX_OK)
 		return st;
-	crux_prof_name(pid, start, name, sizeof(name));
-	struct crux_prof_handle *h = calloc(1, sizeof(*h));
-	if (!h)
-		return CRUX_ERR_NOMEM;
-	/* The preload and the plugin may race here: one creates, the other opens. */
-	for (int attempt = 0; attempt < 4; attempt++) {
-		st = crux_shm_open_ex(dir, name, CRUX_PROF_MAGIC, CRUX_PROF_VERSION,
-				      sizeof(struct prof_file), true, &h->map, err, errlen);
-		if (st != CRUX_ERR_NOENT)
-			break;
-		st = crux_shm_create_ex(dir, name, CRUX_PROF_MAGIC, CRUX_PROF_VERSION,
-					sizeof(struct prof_file), 0644, true, prof_init, (void *)id,
-					&h->map, err, errlen);
-		if (st != CRUX_ERR_EXIST)
-			break;
+	if (strlen(dir) >= sizeof(h->mirror_dir)) {
+		crux_set_err(err, errlen, "directory name %s is too long", dir);
+		return CRUX_ERR_INVAL;
 	}
-	if (st != CRUX_OK) {
-		free(h);
+	/* The record itself: this process's sealed memfd, shared with the other component. */
+	st = crux_prof_open_shared_ex(id, &h, err, errlen);
+	if (st != CRUX_OK)
 		return st;
-	}
-	h->f = h->map.base;
-	if (h->f->hdr.writer_pid != (uint32_t)pid || h->f->hdr.writer_start_time != start) {
-		crux_set_err(err, errlen, "%s names another process than its header", h->map.path);
-		crux_shm_unmap(&h->map);
-		free(h);
-		return CRUX_ERR_CORRUPT;
+	snprintf(h->mirror_dir, sizeof(h->mirror_dir), "%s", dir);
+	crux_prof_name(pid, start, h->mirror_name, sizeof(h->mirror_name));
+	mirror_lock(h->f);
+	if (!mirror_adopt(h))
+		st = mirror_recreate(h, err, errlen);
+	mirror_unlock(h->f);
+	if (st != CRUX_OK) {
+		crux_prof_close(h);
+		return st;
 	}
 	*out = h;
 	return CRUX_OK;
@@ -192,17 +403,25 @@ crux_status_t crux_prof_open_self(const char *dir, const struct crux_prof_identi
 
 /* ---- contract v2: the record is a sealed memfd shared with cruxd ---- */
 
+/* The memfd's creation stamp (header reserved[0]): the first created is the process's record. */
+static void prof_init_fd(void *base, void *arg)
+{
+	struct prof_file *f = base;
+	prof_init(base, arg);
+	__atomic_store_n(&f->hdr.reserved[0], crux_now_ns() | 1u, __ATOMIC_RELEASE);
+}
+
 crux_status_t crux_prof_create_fd_ex(const struct crux_prof_identity *id,
 				     struct crux_prof_handle **out, char *err, size_t errlen)
 {
 	char name[64];
 	crux_status_t st;
-	struct crux_prof_handle *h = calloc(1, sizeof(*h));
+	struct crux_prof_handle *h = handle_new();
 	if (!h)
 		return CRUX_ERR_NOMEM;
 	snprintf(name, sizeof(name), "%s%d", CRUX_PROF_MEMFD_PREFIX, (int)getpid());
 	st = crux_memfd_create(name, CRUX_PROF_MAGIC, CRUX_PROF_VERSION, sizeof(struct prof_file),
-			       CRUX_SEALS_PROFILE, prof_init, (void *)id, &h->map, err, errlen);
+			       CRUX_SEALS_PROFILE, prof_init_fd, (void *)id, &h->map, err, errlen);
 	if (st != CRUX_OK) {
 		free(h);
 		return st;
@@ -217,7 +436,7 @@ crux_status_t crux_prof_adopt_fd_ex(int fd, struct crux_prof_handle **out, char 
 {
 	uint64_t start = 0;
 	crux_status_t st;
-	struct crux_prof_handle *h = calloc(1, sizeof(*h));
+	struct crux_prof_handle *h = handle_new();
 	if (!h)
 		return CRUX_ERR_NOMEM;
 	st = crux_memfd_map(fd, CRUX_PROF_MAGIC, CRUX_PROF_VERSION, sizeof(struct prof_file),
@@ -268,6 +487,7 @@ void crux_prof_publish_compute(struct crux_prof_handle *h, const struct crux_pro
 	s->count++;
 	crux_seq_write_end(&s->seq);
 	touch(h->f);
+	mirror_sync(h);
 }
 
 void crux_prof_publish_net(struct crux_prof_handle *h, const struct crux_prof_net *n)
@@ -283,12 +503,15 @@ void crux_prof_publish_net(struct crux_prof_handle *h, const struct crux_prof_ne
 	s->count++;
 	crux_seq_write_end(&s->seq);
 	touch(h->f);
+	mirror_sync(h);
 }
 
 void crux_prof_close(struct crux_prof_handle *h)
 {
 	if (!h)
 		return;
+	if (h->mirror_fd >= 0)
+		close(h->mirror_fd);
 	crux_shm_unmap(&h->map);
 	free(h);
 }

@@ -163,8 +163,13 @@ struct cruxn_context {
 	int once_prio_fail; /* crux_log_once flags (plain ints for __atomic) */
 	int once_port_fail;
 	int once_prof_fail;
-	ino_t dt_ino; /* file the current reader maps (0: the agent's memfd) */
-	dev_t dt_dev;
+	/*
+	 * Contract v1 (no agent socket): private copies of decision.tbl read
+	 * with pread, refreshed at most every 100 ms from the data path;
+	 * dt_copy_next_ns is 0 while no copy is in use.
+	 */
+	struct crux_dt_mirror *dt_mirror;
+	_Atomic uint64_t dt_copy_next_ns;
 	/* Contract v2: the connection to cruxd and this process's shared record. */
 	struct crux_agent_conn *conn;
 	bool conn_welcomed;

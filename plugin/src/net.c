@@ -202,17 +202,18 @@ cruxn_result_t cruxn_finalize(void)
 	cruxn_tagging_stop();
 	pthread_mutex_lock(&c->lock);
 	r = atomic_exchange(&c->dt, NULL);
-	if (r)
+	if (r && !crux_dt_mirror_owns(c->dt_mirror, r))
 		crux_dt_reader_close(r);
 	for (int i = 0; i < c->ndt_retired; i++)
 		crux_dt_reader_close(c->dt_retired[i]);
 	c->ndt_retired = 0;
+	atomic_store(&c->dt_copy_next_ns, 0);
+	crux_dt_mirror_close(c->dt_mirror);
+	c->dt_mirror = NULL;
 	/* The agent hands its table once per connection: a new init attaches again. */
 	crux_agent_conn_close(c->conn);
 	c->conn = NULL;
 	c->conn_welcomed = false;
-	c->dt_ino = 0;
-	c->dt_dev = 0;
 	atomic_store(&c->dt_state, 0);
 	stop_transport(c);
 	cruxn_devices_free(c->devs, c->ndevs);

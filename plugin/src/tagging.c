@@ -22,6 +22,7 @@
 enum dt_cond { DT_UNKNOWN = 0, DT_OK, DT_MISSING, DT_STALE, DT_CORRUPT };
 
 #define DT_RETRY_NS 1000000000ull
+#define DT_COPY_REFRESH_NS 100000000ull /* v1: the copy of decision.tbl is re-read this often */
 
 /* One log line per change of the table's condition, process-wide. */
 static void note_cond(int cond, const char *why)
@@ -82,15 +83,20 @@ static bool agent_socket_present(void)
 
 static void profile_identity(struct crux_prof_identity *id);
 
-/* Make 'r' the reader in use; the old one stays mapped (threads may hold it). */
+/*
+ * Make 'r' the reader in use; the old one stays mapped (threads may hold it).
+ * The v1 copies' readers belong to the mirror, which keeps them until finalize.
+ */
 static struct crux_dt_reader *install_locked(struct crux_dt_reader *cur, struct crux_dt_reader *r)
 {
 	struct cruxn_context *c = &cruxn_ctx;
-	if (cur && c->ndt_retired >= (int)(sizeof(c->dt_retired) / sizeof(c->dt_retired[0]))) {
-		crux_dt_reader_close(r);
+	bool keep = cur && cur != r && !crux_dt_mirror_owns(c->dt_mirror, cur);
+	if (keep && c->ndt_retired >= (int)(sizeof(c->dt_retired) / sizeof(c->dt_retired[0]))) {
+		if (!crux_dt_mirror_owns(c->dt_mirror, r))
+			crux_dt_reader_close(r);
 		return cur;
 	}
-	if (cur)
+	if (keep)
 		c->dt_retired[c->ndt_retired++] = cur;
 	atomic_store_explicit(&c->dt, r, memory_order_release);
 	return r;
@@ -161,37 +167,48 @@ static struct crux_dt_reader *dt_open_locked_at(bool at_init)
 
 	r = attach_locked(at_init, &served);
 	if (r) {
-		c->dt_ino = 0;
-		c->dt_dev = 0;
+		atomic_store(&c->dt_copy_next_ns, 0); /* the agent's table: no copies */
 		return install_locked(cur, r);
 	}
 	if (served)
 		return cur;
 
-	char path[CRUX_PATH_MAX + 32];
-	char err[512];
-	struct stat sb;
-	snprintf(path, sizeof(path), "%.255s/%s", c->shm_dir, CRUX_DT_FILE);
-	if (stat(path, &sb) != 0)
-		memset(&sb, 0, sizeof(sb));
-	if (cur && sb.st_ino == c->dt_ino && sb.st_dev == c->dt_dev)
-		return cur; /* same file, still stale: the agent is gone, nothing new to map */
-	/* The _ex variant logs nothing: a bad table retried every second says so once. */
-	err[0] = '\0';
-	st = crux_dt_reader_open_ex(c->shm_dir, &r, err, sizeof(err));
-	if (st == CRUX_OK) {
-		struct crux_dt_reader *now = install_locked(cur, r);
-		if (now == r) {
-			c->dt_ino = sb.st_ino;
-			c->dt_dev = sb.st_dev;
-		}
-		cur = now;
-	} else if (!cur && st == CRUX_ERR_NOENT) {
+	/*
+	 * Contract v1: a private copy of the file, re-read with pread (never
+	 * mapped, so a file truncated under us costs a stale copy, not a SIGBUS).
+	 * The _ex-like mirror calls log nothing: a bad table retried says so once.
+	 */
+	char err[512] = "";
+	if (!c->dt_mirror)
+		st = crux_dt_mirror_open(c->shm_dir, &c->dt_mirror, &r, err, sizeof(err));
+	else
+		st = crux_dt_mirror_refresh(c->dt_mirror, &r, err, sizeof(err));
+	/* Without a first copy the stale path retries, once a second. */
+	if (c->dt_mirror)
+		atomic_store(&c->dt_copy_next_ns, crux_now_ns() + DT_COPY_REFRESH_NS);
+	if (st == CRUX_OK)
+		cur = r == cur ? cur : install_locked(cur, r);
+	else if (!cur && st == CRUX_ERR_NOENT)
 		note_cond(DT_MISSING, "does not exist");
-	} else if (!cur) {
+	else if (!cur)
 		note_cond(DT_CORRUPT, err[0] ? err : crux_status_str(st));
-	}
 	return cur;
+}
+
+/* v1 copies: re-read the file at most every DT_COPY_REFRESH_NS, whoever comes first. */
+static void dt_copy_refresh(uint64_t now)
+{
+	struct cruxn_context *c = &cruxn_ctx;
+	uint64_t next = atomic_load_explicit(&c->dt_copy_next_ns, memory_order_relaxed);
+
+	if (!next || now < next)
+		return;
+	if (!atomic_compare_exchange_strong(&c->dt_copy_next_ns, &next, now + DT_COPY_REFRESH_NS))
+		return; /* another thread is at it */
+	if (pthread_mutex_trylock(&c->lock) != 0)
+		return;
+	(void)dt_open_locked();
+	pthread_mutex_unlock(&c->lock);
 }
 
 void cruxn_tag_init(struct cruxn_tag_state *ts, const struct crux_addr *peer, int nccl_tc)
@@ -236,8 +253,12 @@ bool cruxn_tag_refresh(struct cruxn_tag_state *ts)
 	uint64_t gen = 0;
 
 	if (cfg->tagging) {
-		r = atomic_load_explicit(&cruxn_ctx.dt, memory_order_acquire);
 		uint64_t now = crux_now_ns();
+		/* v1 copy due for a re-read (one load and compare otherwise). */
+		if (atomic_load_explicit(&cruxn_ctx.dt_copy_next_ns, memory_order_relaxed) - 1 <
+		    now)
+			dt_copy_refresh(now);
+		r = atomic_load_explicit(&cruxn_ctx.dt, memory_order_acquire);
 		stale = r ? crux_dt_is_stale(r, now) : true;
 		if (stale) {
 			/* Rare path: missing or stale table, re-try at most once a second. */

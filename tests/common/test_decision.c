@@ -696,6 +696,101 @@ static void test_writer_died_mid_publish(void **state)
 	crux_dt_reader_close(r);
 }
 
+
+/*
+ * Contract v1 readers: a mirror of private pread copies. Truncating, growing,
+ * scribbling on, replacing or removing the file never reaches the copy in
+ * use; a heartbeat is taken without a new copy; a new generation is.
+ */
+static void test_mirror_survives_the_file(void **state)
+{
+	struct tu_dirs *d = *state;
+	struct crux_dt_settings s;
+	struct crux_dt_writer *w = NULL;
+	struct crux_dt_mirror *m = NULL;
+	struct crux_dt_reader *r = NULL, *r2 = NULL;
+	struct crux_decision dec;
+	char err[512], path[300];
+	crux_dt_settings_default(4, &s);
+	assert_int_equal(crux_dt_writer_open(d->shm, &s, &w, NULL), CRUX_OK);
+	struct crux_dt_job j = job("env:mirror", 2, CRUX_JOB_SCHEDULED);
+	assert_int_equal(crux_dt_publish(w, &j, 1, NULL, 0), CRUX_OK);
+	crux_dt_heartbeat(w);
+	assert_int_equal(crux_dt_mirror_open(d->shm, &m, &r, err, sizeof(err)), CRUX_OK);
+	assert_true(crux_dt_mirror_owns(m, r));
+	assert_int_equal(crux_dt_lookup(r, j.job_key, NULL, &dec), CRUX_OK);
+	assert_int_equal(dec.level, 2);
+	uint64_t age = crux_dt_heartbeat_age(r, crux_now_ns());
+	usleep(20000);
+	crux_dt_heartbeat(w);
+	assert_int_equal(crux_dt_mirror_refresh(m, &r2, err, sizeof(err)), CRUX_OK);
+	assert_ptr_equal(r2, r); /* only the heartbeat moved */
+	assert_true(crux_dt_heartbeat_age(r, crux_now_ns()) < age + 20000000ull);
+	j.level = 3;
+	assert_int_equal(crux_dt_publish(w, &j, 1, NULL, 0), CRUX_OK);
+	assert_int_equal(crux_dt_mirror_refresh(m, &r2, err, sizeof(err)), CRUX_OK);
+	assert_ptr_not_equal(r2, r);
+	assert_int_equal(crux_dt_lookup(r2, j.job_key, NULL, &dec), CRUX_OK);
+	assert_int_equal(dec.level, 3);
+	crux_dt_writer_close(w);
+
+	snprintf(path, sizeof(path), "%s/%s", d->shm, CRUX_DT_FILE);
+	char junk[4096];
+	memset(junk, 0x5a, sizeof(junk));
+	for (int k = 0; k < 5; k++) {
+		if (k == 0)
+			assert_int_equal(truncate(path, 0), 0);
+		else if (k == 1)
+			assert_int_equal(truncate(path, 4 << 20), 0);
+		else if (k == 2)
+			tu_write_file(path, junk, sizeof(junk), 0644);
+		else if (k == 3)
+			assert_int_equal(unlink(path), 0);
+		else
+			assert_int_equal(symlink("/etc/passwd", path), 0);
+		err[0] = '\0';
+		assert_int_not_equal(crux_dt_mirror_refresh(m, &r, err, sizeof(err)), CRUX_OK);
+		assert_non_null(strstr(err, CRUX_DT_FILE));
+		/* the copy in use is untouched */
+		assert_int_equal(crux_dt_lookup(r2, j.job_key, NULL, &dec), CRUX_OK);
+		assert_int_equal(dec.level, 3);
+		if (k == 0 || k == 1) /* restore a whole file for the next step */
+			assert_int_equal(truncate(path, (off_t)crux_dt_file_size()), 0);
+	}
+	unlink(path);
+	/* a good table again: taken at the next refresh */
+	assert_int_equal(crux_dt_writer_open(d->shm, &s, &w, NULL), CRUX_OK);
+	j.level = 1;
+	assert_int_equal(crux_dt_publish(w, &j, 1, NULL, 0), CRUX_OK);
+	assert_int_equal(crux_dt_mirror_refresh(m, &r, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(crux_dt_lookup(r, j.job_key, NULL, &dec), CRUX_OK);
+	assert_int_equal(dec.level, 1);
+	crux_dt_writer_close(w);
+	crux_dt_mirror_close(m);
+}
+
+/* A copy reader names the real cause: another layout version, not "cannot open". */
+static void test_copy_names_version(void **state)
+{
+	struct tu_dirs *d = *state;
+	struct crux_dt_reader *r = NULL;
+	struct crux_shm_header h;
+	char err[512], path[300];
+	size_t size = crux_dt_file_size();
+	char *img = calloc(1, size);
+	memset(&h, 0, sizeof(h));
+	h.magic = CRUX_DT_MAGIC;
+	h.layout_version = CRUX_DT_VERSION - 1;
+	h.header_size = sizeof(h);
+	h.total_size = size - 64; /* the old layout had another size */
+	memcpy(img, &h, sizeof(h));
+	snprintf(path, sizeof(path), "%s/%s", d->shm, CRUX_DT_FILE);
+	tu_write_file(path, img, size - 64, 0644);
+	assert_int_equal(crux_dt_reader_open_copy(d->shm, &r, err, sizeof(err)), CRUX_ERR_VERSION);
+	assert_non_null(strstr(err, "layout version"));
+	free(img);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -706,6 +801,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_heartbeat, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_flock_and_restart, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_corrupt_table, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_mirror_survives_the_file, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_copy_names_version, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_buffer_reader, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lookup_bounds, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_writer_died_mid_publish, setup, teardown),

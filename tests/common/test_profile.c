@@ -250,13 +250,50 @@ static void test_open_self_errors(void **state)
 	chmod(d->shm, 0777);
 	assert_int_equal(crux_prof_open_self_ex(d->shm, &id, &h, err, sizeof(err)), CRUX_ERR_PERM);
 	chmod(d->shm, 0755);
-	/* a foreign file under our name */
+	/* a foreign file under our name is replaced by the record (written, never mapped) */
 	char name[96], path[300];
 	self_name(name, sizeof(name));
 	snprintf(path, sizeof(path), "%s/%s", d->shm, name);
 	tu_write_file(path, "garbage", 7, 0644);
-	assert_int_equal(crux_prof_open_self_ex(d->shm, &id, &h, err, sizeof(err)),
-			 CRUX_ERR_CORRUPT);
+	assert_int_equal(crux_prof_open_self_ex(d->shm, &id, &h, err, sizeof(err)), CRUX_OK);
+	struct crux_prof_snapshot *snap = calloc(1, sizeof(*snap));
+	assert_int_equal(crux_prof_read(d->shm, name, snap), CRUX_OK);
+	assert_string_equal(snap->id.job_id, "env:x");
+	/* truncated, then removed: each costs one mirror write */
+	struct crux_prof_compute c;
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(truncate(path, 100), 0);
+	c.windows = 7;
+	crux_prof_publish_compute(h, &c);
+	assert_int_equal(crux_prof_read(d->shm, name, snap), CRUX_OK);
+	assert_true(snap->compute.windows == 7);
+	assert_int_equal(unlink(path), 0);
+	c.windows = 8;
+	crux_prof_publish_compute(h, &c);
+	assert_int_equal(crux_prof_read(d->shm, name, snap), CRUX_OK);
+	assert_true(snap->compute.windows == 8);
+	/* grown: rewritten whole at the next publish */
+	assert_int_equal(truncate(path, 1 << 20), 0);
+	c.windows = 9;
+	crux_prof_publish_compute(h, &c);
+	assert_int_equal(crux_prof_read(d->shm, name, snap), CRUX_OK);
+	assert_true(snap->compute.windows == 9);
+	/* scribbled in place (identity and the other section): repaired by the next publish */
+	char junk[2048];
+	memset(junk, 0xa5, sizeof(junk));
+	int fd = open(path, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, junk, sizeof(junk), 64), (ssize_t)sizeof(junk));
+	assert_int_equal(pwrite(fd, junk, sizeof(junk), 6000), (ssize_t)sizeof(junk));
+	close(fd);
+	assert_int_not_equal(crux_prof_read(d->shm, name, snap), CRUX_OK);
+	c.windows = 10;
+	crux_prof_publish_compute(h, &c);
+	assert_int_equal(crux_prof_read(d->shm, name, snap), CRUX_OK);
+	assert_true(snap->compute.windows == 10);
+	assert_string_equal(snap->id.job_id, "env:x");
+	free(snap);
+	crux_prof_close(h);
 	unlink(path);
 }
 

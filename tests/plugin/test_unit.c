@@ -118,6 +118,28 @@ static void test_class_precedence_without_table(void **state)
 	cruxn_ctx.cfg.class_level = -1;
 }
 
+static void tagging_teardown(void)
+{
+	cruxn_tagging_stop();
+	struct crux_dt_reader *r = atomic_exchange(&cruxn_ctx.dt, NULL);
+	if (r && !crux_dt_mirror_owns(cruxn_ctx.dt_mirror, r))
+		crux_dt_reader_close(r);
+	for (int i = 0; i < cruxn_ctx.ndt_retired; i++)
+		crux_dt_reader_close(cruxn_ctx.dt_retired[i]);
+	cruxn_ctx.ndt_retired = 0;
+	atomic_store(&cruxn_ctx.dt_copy_next_ns, 0);
+	crux_dt_mirror_close(cruxn_ctx.dt_mirror);
+	cruxn_ctx.dt_mirror = NULL;
+	atomic_store(&cruxn_ctx.dt_state, 0);
+}
+
+/* As if 100 ms had passed: the next refresh re-reads the v1 table copy. */
+static void copy_due(void)
+{
+	if (atomic_load(&cruxn_ctx.dt_copy_next_ns))
+		atomic_store(&cruxn_ctx.dt_copy_next_ns, 1);
+}
+
 /*
  * With a table: the table beats CRUX_CLASS while its heartbeat is fresh; a
  * stale heartbeat falls back (CRUX_CLASS here) with no route; a new
@@ -176,23 +198,34 @@ static void test_table_precedence_and_staleness(void **state)
 	assert_int_equal(ts.route.path_id, CRUX_PATH_NONE);
 
 	crux_dt_heartbeat(w);
+	/* the v1 copy is not re-read before its time: still the fallback */
+	assert_false(cruxn_tag_refresh(&ts));
+	assert_int_equal(ts.cls.tos, 8 << 2);
+	copy_due();
 	assert_true(cruxn_tag_refresh(&ts));
 	assert_int_equal(ts.cls.tos, 24 << 2);
 	assert_int_equal(ts.route.path_id, 7);
 
-	/* a level change is seen on the next call */
+	/* a level change is seen at the next re-read of the copy */
 	job.level = 0;
 	assert_int_equal(crux_dt_publish(w, &job, 1, &route, 1), CRUX_OK);
+	copy_due();
 	assert_true(cruxn_tag_refresh(&ts));
 	assert_int_equal(ts.cls.tos, 0);
 	assert_false(cruxn_tag_refresh(&ts));
 
-	cruxn_tagging_stop();
+	/* the file truncated under the reader: no fault, the copy stays in use */
+	char path[128];
+	snprintf(path, sizeof(path), "%s/%s", dir, CRUX_DT_FILE);
+	assert_int_equal(truncate(path, 0), 0);
+	copy_due();
+	(void)cruxn_tag_refresh(&ts);
+	assert_int_equal(ts.cls.tos, 0);
+	assert_int_equal(ts.route.path_id, 7);
+
 	cruxn_ctx.cfg.class_level = -1;
 	crux_dt_writer_close(w);
-	struct crux_dt_reader *r = atomic_exchange(&cruxn_ctx.dt, NULL);
-	if (r)
-		crux_dt_reader_close(r);
+	tagging_teardown();
 	char cmd[64];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	assert_int_equal(system(cmd), 0);
@@ -218,20 +251,6 @@ static void rm_dir(const char *dir)
 	char cmd[96];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	assert_int_equal(system(cmd), 0);
-}
-
-static void tagging_teardown(void)
-{
-	cruxn_tagging_stop();
-	struct crux_dt_reader *r = atomic_exchange(&cruxn_ctx.dt, NULL);
-	if (r)
-		crux_dt_reader_close(r);
-	for (int i = 0; i < cruxn_ctx.ndt_retired; i++)
-		crux_dt_reader_close(cruxn_ctx.dt_retired[i]);
-	cruxn_ctx.ndt_retired = 0;
-	cruxn_ctx.dt_ino = 0;
-	cruxn_ctx.dt_dev = 0;
-	atomic_store(&cruxn_ctx.dt_state, 0);
 }
 
 /*

@@ -103,6 +103,8 @@ while [ ! -e "$W/phase1.done" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); d
 b1=$(c1); b2=$(c2)
 # shellcheck disable=SC2086
 "$DTSET" "$W/shm" "$P" 2 198.18.20.2 2 $S2P || exit 1
+# Without an agent the ranks re-read their copy of the table every 100 ms.
+sleep 0.3
 touch "$W/phase2.go"
 wait $SP; S=$?
 wait $RP; R=$?

@@ -261,6 +261,30 @@ crux_status_t crux_dt_writer_open_shadow(const char *dir, const struct crux_dt_s
  */
 crux_status_t crux_dt_reader_open_copy(const char *dir, struct crux_dt_reader **out, char *err,
 				       size_t errlen);
+/*
+ * Contract v1 readers (no agent socket: the plugin with cruxctl set or
+ * crux-tb-decide alone). The file is never mapped: a mirror keeps private
+ * copies read with pread (checked like a seqlock read) and hands out a
+ * reader over the newest one, so nothing done to the file can fault the
+ * caller. crux_dt_mirror_refresh re-reads the header only (two preads) when
+ * the writer and generation are unchanged and then just copies the heartbeat
+ * into the copy in use; otherwise it takes a whole new copy into another of
+ * three buffers. The readers belong to the mirror (never crux_dt_reader_close
+ * them) and stay valid until crux_dt_mirror_close; a reader handed out stays
+ * unchanged until two more full copies were taken, so callers rate-limit
+ * refreshes (the plugin: at most one per 100 ms). On an error the copy in
+ * use is left alone (its heartbeat then ages into staleness). Refresh is not
+ * thread-safe: one caller at a time.
+ */
+struct crux_dt_mirror;
+crux_status_t crux_dt_mirror_open(const char *dir, struct crux_dt_mirror **out,
+				  struct crux_dt_reader **reader, char *err, size_t errlen);
+crux_status_t crux_dt_mirror_refresh(struct crux_dt_mirror *m, struct crux_dt_reader **reader,
+				     char *err, size_t errlen);
+void crux_dt_mirror_close(struct crux_dt_mirror *m);
+/* True when 'r' is one of the mirror's readers (which the caller must not close). */
+bool crux_dt_mirror_owns(const struct crux_dt_mirror *m, const struct crux_dt_reader *r);
+
 /* The writer's descriptor (to pass by SCM_RIGHTS); still owned by the writer. */
 int crux_dt_writer_fd(const struct crux_dt_writer *w);
 /* A reader over a received table memfd: seals and size checked before mapping. */

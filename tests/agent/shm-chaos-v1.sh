@@ -1,0 +1,106 @@
+#!/bin/sh
+# Contract v1 (no agent, no cruxd.sock) under attack: the decision table
+# file written by a tool (cruxn-dtset, as cruxctl set would) and both ranks'
+# profile record files are truncated, grown, scribbled on, replaced and
+# removed while a job's two plugin processes move a verified two-phase
+# transfer between two network namespaces. Nobody maps those files, so
+# nobody may die: the transfer completes with every byte verified, and the
+# ranks' records come back whole with their final byte counters.
+# usage: shm-chaos-v1.sh CONFORMANCE DTSET PLUGIN_DIR
+set -u
+CONF=$1 DTSET=$2 PLUGDIR=$3
+if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root for network namespaces"; exit 77; fi
+P=cxcv$$
+A=${P}a B=${P}b
+W=$(mktemp -d /tmp/cxcv-XXXXXX)
+SP="" RP=""
+cleanup() {
+	for p in $SP $RP; do kill -KILL "$p" 2>/dev/null; done
+	ip netns del "$A" 2>/dev/null
+	ip netns del "$B" 2>/dev/null
+	[ -n "${KEEP:-}" ] || rm -rf "$W"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; tail -n 30 "$W"/*.log 2>/dev/null; exit 1; }
+chmod 755 "$W"
+S="$W/shm"
+mkdir -m 755 "$S"
+set -e
+ip netns add "$A"; ip netns add "$B"
+ip link add "${P}x" netns "$A" type veth peer name "${P}y" netns "$B"
+ip -n "$A" addr add 198.18.1.1/24 dev "${P}x"
+ip -n "$B" addr add 198.18.1.2/24 dev "${P}y"
+for n in "$A" "$B"; do ip -n "$n" link set lo up; done
+ip -n "$A" link set "${P}x" up; ip -n "$B" link set "${P}y" up
+set +e
+export CRUX_SHM_DIR="$S" CRUX_JOB_ID="$P" NCCL_NET_PLUGIN=crux LD_LIBRARY_PATH="$PLUGDIR" \
+	CRUX_SOCKET_IFNAME="$P" CRUX_TIMEOUT=30s CRUX_PUBLISH_INTERVAL=20ms CRUX_LOG_LEVEL=info
+
+"$DTSET" "$S" "$P" 2 >/dev/null || fail "cannot write the decision table"
+ip netns exec "$B" "$CONF" xfer-recv "$W" >"$W/recv.log" 2>&1 &
+RP=$!
+# Phase 1 is long enough to outlast several rounds of the attack (counted below).
+SIZE=262144 N1=${CHAOS_MSGS:-12000} N2=400
+ip netns exec "$A" "$CONF" xfer-send "$W" $SIZE $N1 $N2 >"$W/send.log" 2>&1 &
+SP=$!
+
+# Both ranks publish their records (v1 files) before the attack starts.
+i=0
+until [ "$(ls "$S" | grep -c '^prof-.*\.rec$')" -ge 2 ] || [ $i -ge 100 ]; do
+	sleep 0.1; i=$((i + 1))
+done
+[ "$(ls "$S" | grep -c '^prof-.*\.rec$')" -ge 2 ] || fail "the ranks wrote no profile records"
+RECS=$(ls "$S" | grep '^prof-.*\.rec$')
+[ -e "$S/cruxd.sock" ] && fail "an agent socket exists: this test is about contract v1"
+
+junk() { head -c "$1" /dev/urandom; }
+round=0 busy=0
+while [ $round -lt 6 ]; do
+	for f in decision.tbl $RECS; do
+		[ -e "$S/$f" ] && truncate -s 0 "$S/$f" 2>/dev/null
+		sleep 0.02
+		[ -e "$S/$f" ] && truncate -s 4M "$S/$f" 2>/dev/null
+		sleep 0.02
+		if [ -f "$S/$f" ]; then
+			junk 4096 | dd of="$S/$f" conv=notrunc bs=64 seek=1 2>/dev/null
+			junk 4096 | dd of="$S/$f" conv=notrunc bs=4096 seek=1 2>/dev/null
+		fi
+		sleep 0.02
+		junk 1000 >"$S/.x" && chmod 644 "$S/.x" && mv -f "$S/.x" "$S/$f"
+		sleep 0.02
+		rm -f "$S/$f"
+		sleep 0.02
+	done
+	# A good table again: the ranks take it at their next re-read.
+	"$DTSET" "$S" "$P" $((round % 4)) >/dev/null || fail "cannot rewrite the decision table"
+	sleep 0.1
+	round=$((round + 1))
+	[ -e "$W/phase1.done" ] || busy=$((busy + 1))
+done
+echo "the transfer ran through $busy of $round rounds"
+[ $busy -ge 2 ] || fail "the transfer ended before the attack did (raise CHAOS_MSGS)"
+for p in $SP $RP; do kill -0 "$p" 2>/dev/null || fail "a rank died during the attack"; done
+i=0
+while [ ! -e "$W/phase1.done" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+[ -e "$W/phase1.done" ] || fail "phase 1 did not finish"
+touch "$W/phase2.go"
+wait $SP; SR=$?; SP=""
+wait $RP; RR=$?; RP=""
+cat "$W/send.log" "$W/recv.log"
+[ $SR = 0 ] && [ $RR = 0 ] || fail "transfer failed (send $SR, recv $RR)"
+grep -q "bytes verified" "$W/recv.log" || fail "the receiver verified nothing"
+# The table written after the attack was in use (level 1 = round 5 % 4).
+grep -q "decision table $S/decision.tbl in use" "$W/send.log" ||
+	fail "the sender never used the decision table"
+# Both records are whole again and hold the final counters: every byte sent
+# and received, whatever level it went at.
+for f in $RECS; do [ -f "$S/$f" ] || fail "$f was not written again"; done
+"$DTSET" prof "$S" >"$W/prof.txt" || fail "a profile record is not valid after the attack"
+cat "$W/prof.txt"
+TOTAL=$((SIZE * (N1 + N2)))
+awk -v total=$TOTAL '
+	$4 == "198.18.1.2" { tx += $8 }
+	$4 == "198.18.1.1" { rx += $10 }
+	END { printf "counted: tx %.0f rx %.0f of %.0f\n", tx, rx, total; exit (tx >= total && rx >= total) ? 0 : 1 }
+' "$W/prof.txt" || fail "the records lack the final byte counters"
+echo "PASS: transfer verified, both ranks survived $round rounds on their v1 files and rewrote them"
