@@ -453,6 +453,66 @@ static void test_peer_closed(void **state)
 	cruxn_dereg_mr(rc, rmr);
 }
 
+/*
+ * The receiver closes right after a message arrived and the sender's
+ * acknowledgement is lost with its queue pair (an error completion): the
+ * receiver's BYE says the message arrived, so the send completes; later
+ * sends fail; nothing hangs.
+ */
+static void test_close_after_arrival(void **state)
+{
+	static unsigned char sb[4096], rb[4096];
+	void *smr, *rmr, *sreq = NULL, *rreq, *d = rb;
+	size_t cap = sizeof(rb);
+	int done = 0;
+	(void)state;
+
+	assert_int_equal(cruxn_reg_mr(sc, sb, sizeof(sb), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_reg_mr(rc, rb, sizeof(rb), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
+	fill(sb, sizeof(sb), 77);
+	assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, &rreq), CRUXN_SUCCESS);
+	vxd.lose_ack = true;
+	for (int k = 0; !sreq && k < 1000; k++)
+		assert_int_equal(cruxn_isend(sc, sb, sizeof(sb), 0, &sreq), CRUXN_SUCCESS);
+	assert_non_null(sreq);
+	wait_done(rreq, NULL);
+	check(rb, sizeof(rb), 77);
+	/* the error completion alone decides nothing yet */
+	assert_int_equal(cruxn_test(sreq, &done, NULL), CRUXN_SUCCESS);
+	assert_false(done);
+	cruxn_dereg_mr(rc, rmr);
+	cruxn_close_recv(rc);
+	rc = NULL;
+	for (int i = 0; !done && i < 1000; i++)
+		assert_int_equal(cruxn_test(sreq, &done, NULL), CRUXN_SUCCESS);
+	assert_true(done);
+	assert_int_equal(cruxn_isend(sc, sb, 10, 0, &sreq), CRUXN_REMOTE_ERROR);
+	cruxn_dereg_mr(sc, smr);
+}
+
+/* A lost acknowledgement while the receiver stays silent: an error, bounded. */
+static void test_lost_ack_silent_peer(void **state)
+{
+	static unsigned char sb[4096], rb[4096];
+	void *sreq = NULL, *rreq, *d = rb;
+	size_t cap = sizeof(rb);
+	int done = 0;
+	cruxn_result_t res = CRUXN_SUCCESS;
+	(void)state;
+
+	assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, &rreq), CRUXN_SUCCESS);
+	vxd.lose_ack = true;
+	for (int k = 0; !sreq && k < 1000; k++)
+		assert_int_equal(cruxn_isend(sc, sb, sizeof(sb), 0, &sreq), CRUXN_SUCCESS);
+	assert_non_null(sreq);
+	for (int i = 0; i < 4000 && res == CRUXN_SUCCESS; i++) {
+		res = cruxn_test(sreq, &done, NULL);
+		usleep(1000);
+	}
+	assert_int_equal(res, CRUXN_REMOTE_ERROR);
+	assert_false(done);
+}
+
 static void test_garbage_handle(void **state)
 {
 	char handle[CRUXN_NET_HANDLE_MAXSIZE];
@@ -475,6 +535,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_flush, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_rkey, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_peer_closed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_close_after_arrival, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lost_ack_silent_peer, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_garbage_handle, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -362,6 +362,11 @@ static int post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_
 				cq_push(peer->qp.recv_cq, &rc);
 			}
 		}
+		/* the data landed but the acknowledgement is lost (the responder closed) */
+		if (wc.status == IBV_WC_SUCCESS && vxd.lose_ack && (wr->send_flags & IBV_SEND_SIGNALED)) {
+			vxd.lose_ack = false;
+			wc.status = IBV_WC_RETRY_EXC_ERR;
+		}
 		if (wc.status != IBV_WC_SUCCESS || (wr->send_flags & IBV_SEND_SIGNALED))
 			cq_push(qp->send_cq, &wc);
 		if (wc.status != IBV_WC_SUCCESS)

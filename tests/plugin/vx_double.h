@@ -41,6 +41,7 @@ struct vxd {
 	int cqs, qps, mrs;  /* live objects */
 	uint64_t bytes;     /* bytes moved by RDMA WRITE */
 	int reads;          /* RDMA READs executed */
+	bool lose_ack;      /* the next signaled WRITE lands but completes RETRY_EXC_ERR */
 	uint64_t last_read_addr;
 };
 

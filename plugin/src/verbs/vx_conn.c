@@ -7,6 +7,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -332,6 +333,59 @@ static void lane_unlink_free(struct vx_comm *c, uint32_t id)
 	}
 }
 
+/* ---- close -------------------------------------------------------------------- */
+
+void cruxn_vx_note_arrival(struct vx_comm *c, const struct cruxn_req *r, int slot)
+{
+	/* only the row last posted at that index is reported */
+	if (c->rrow - r->tp.vx.row <= VX_FIFO)
+		c->row_done[r->tp.vx.row % VX_FIFO] |= (uint8_t)(1u << slot);
+}
+
+bool cruxn_vx_delivered(const struct vx_comm *c, const struct cruxn_req *r)
+{
+	uint32_t d = c->bye_rrow - r->tp.vx.row;
+
+	return c->bye && d >= 1 && d <= VX_FIFO &&
+	       (c->bye_done[r->tp.vx.row % VX_FIFO] & (1u << r->tp.vx.slot));
+}
+
+void cruxn_vx_bye(struct vx_comm *c)
+{
+	struct vx_msg m;
+	uint64_t end = crux_now_ns() + 100000000ull;
+
+	if (c->fd < 0 || !c->ready || c->b.peer_closed || atomic_load(&c->b.error))
+		return;
+	memset(&m, 0, sizeof(m));
+	m.magic = VX_MAGIC;
+	m.version = VX_VERSION;
+	m.kind = VX_BYE;
+	m.nonce = c->nonce;
+	if (!c->b.is_send) {
+		m.addr = c->rrow;
+		memcpy(m.done, c->row_done, sizeof(m.done));
+	}
+	cruxn_vx_ctrl_send(c, &m);
+	/* a small message into a socket that is normally empty: bounded at 100 ms */
+	while (c->out_count > 0 && !atomic_load(&c->b.error) && crux_now_ns() < end) {
+		struct pollfd p = {.fd = c->fd, .events = POLLOUT};
+		cruxn_vx_ctrl_progress(c);
+		if (c->out_count > 0)
+			(void)poll(&p, 1, 10);
+	}
+}
+
+static void on_bye(struct vx_comm *c, const struct vx_msg *m)
+{
+	c->bye = true;
+	if (c->b.is_send) {
+		c->bye_rrow = (uint32_t)m->addr;
+		memcpy(c->bye_done, m->done, sizeof(c->bye_done));
+	}
+	c->b.peer_closed = true;
+}
+
 /* ---- control socket --------------------------------------------------------- */
 
 void cruxn_vx_ctrl_send(struct vx_comm *c, const struct vx_msg *m)
@@ -447,7 +501,9 @@ void cruxn_vx_ctrl_progress(struct vx_comm *c)
 			cruxn_vx_fail(c, "control socket", "malformed message", "not a Crux peer?");
 			return;
 		}
-		if (c->b.is_send)
+		if (c->in.kind == VX_BYE)
+			on_bye(c, &c->in);
+		else if (c->b.is_send)
 			send_ctrl(c, &c->in);
 		else
 			recv_ctrl(c, &c->in);

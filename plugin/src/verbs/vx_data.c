@@ -224,6 +224,13 @@ static const char *wc_hint(enum ibv_wc_status s)
 	}
 }
 
+/* What a peer that closed or died causes (as opposed to a refused key or a bug). */
+static bool peer_gone_status(enum ibv_wc_status s)
+{
+	return s == IBV_WC_RETRY_EXC_ERR || s == IBV_WC_RNR_RETRY_EXC_ERR ||
+	       s == IBV_WC_WR_FLUSH_ERR || s == IBV_WC_REM_ABORT_ERR;
+}
+
 static void on_wc(struct vx_comm *c, const struct ibv_wc *wc)
 {
 	struct vx_lane *l;
@@ -254,6 +261,19 @@ static void on_wc(struct vx_comm *c, const struct ibv_wc *wc)
 		snprintf(d, sizeof(d), "%s (status %d, vendor error 0x%x) on queue pair %u",
 			 cruxn_vx_state.ibv.wc_status_str(wc->status), (int)wc->status,
 			 wc->vendor_err, wc->qp_num);
+		if (peer_gone_status(wc->status)) {
+			/*
+			 * A peer that closed: its BYE settles our requests. Without one
+			 * yet, wait (bounded) for the BYE or the socket's end.
+			 */
+			if (c->bye || c->b.peer_closed)
+				return;
+			if (!c->gone_ns) {
+				c->gone_ns = crux_now_ns();
+				snprintf(c->gone_detail, sizeof(c->gone_detail), "%s", d);
+			}
+			return;
+		}
 		cruxn_vx_fail(c, "work completion error", d, wc_hint(wc->status));
 		return;
 	}
@@ -276,6 +296,7 @@ static void on_wc(struct vx_comm *c, const struct ibv_wc *wc)
 		r->got[slot] = c->sizes[idx][slot];
 		r->matched[slot] = true;
 		r->nmatched++;
+		cruxn_vx_note_arrival(c, r, slot);
 		cruxn_count_rx(&c->b, l ? l->cls.level : 0, r->got[slot]);
 		return;
 	}
@@ -300,7 +321,11 @@ static void vx_progress(struct cruxn_base *b)
 		cruxn_vx_fail(c, "polling the completion queue", strerror(errno),
 			      "the device failed");
 	cruxn_vx_ctrl_progress(c);
-	if (c->b.is_send)
+	/* an error completion from a peer that went: its BYE, its socket's end, or the bound decides */
+	if (c->gone_ns && !c->bye && !atomic_load(&c->b.error) &&
+	    (c->b.peer_closed || crux_now_ns() - c->gone_ns > VX_GONE_WAIT_NS))
+		cruxn_vx_fail(c, "work completion error", c->gone_detail, wc_hint(IBV_WC_RETRY_EXC_ERR));
+	if (c->b.is_send && !c->b.peer_closed && !atomic_load(&c->b.error))
 		cruxn_vx_lanes_progress(c);
 }
 
@@ -432,6 +457,8 @@ static crux_status_t vx_post_send(struct cruxn_base *b, struct cruxn_req *r)
 	}
 	c->qrr = (c->qrr + (uint32_t)nparts) % (uint32_t)c->cur->nqps;
 	r->level = c->cur->cls.level;
+	r->tp.vx.row = c->row;
+	r->tp.vx.slot = k;
 	c->row_used |= (uint8_t)(1u << k);
 	if (__builtin_popcount(c->row_used) == n) {
 		c->row_used = 0;
@@ -481,6 +508,8 @@ static crux_status_t vx_post_recv(struct cruxn_base *b, struct cruxn_req *r)
 		return CRUX_ERR_REMOTE;
 	}
 	c->cur->outstanding++;
+	r->tp.vx.row = c->rrow;
+	c->row_done[row] = 0;
 	c->rrow++;
 	return CRUX_OK;
 }
@@ -550,13 +579,15 @@ static crux_status_t vx_flush(struct cruxn_base *b, int n, void **data, int *siz
 	return CRUX_OK;
 }
 
+/* A send is done when its writes completed, or when the closing receiver said it arrived. */
 static bool vx_req_done(const struct cruxn_req *r)
 {
 	if (r->is_send)
-		return r->tp.vx.pending == 0;
+		return r->tp.vx.pending == 0 || cruxn_vx_delivered(vx_of(r->comm), r);
 	return r->nmatched == r->n;
 }
 
+/* After the peer closed: nothing more can arrive or be acknowledged. */
 static bool vx_req_orphaned(const struct cruxn_req *r)
 {
 	return !vx_req_done(r);

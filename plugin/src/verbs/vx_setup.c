@@ -83,7 +83,13 @@ static void comm_free(struct vx_comm *c)
 
 void cruxn_vx_destroy(struct cruxn_base *b)
 {
-	comm_free(vx_of(b));
+	struct vx_comm *c = vx_of(b);
+
+	/* what arrived (completions not yet polled included), then BYE, then the QPs go */
+	if (c->ready && !atomic_load(&c->b.error))
+		c->b.ops->progress(&c->b);
+	cruxn_vx_bye(c);
+	comm_free(c);
 }
 
 static struct vx_comm *comm_new(bool is_send, int dev, int family, int nqps)

@@ -28,6 +28,8 @@
 /* every lane's QPs, and the flush QP's one READ per request */
 #define VX_CQ_DEPTH(nqps) (VX_MAX_LANES * (nqps) * (VX_RECV_DEPTH + VX_SEND_DEPTH) + VX_FIFO)
 #define VX_MAX_MSG    0x7fffffffull /* NCCL's IB transport: int sizes */
+/* how long an error completion waits for a closing peer's BYE */
+#define VX_GONE_WAIT_NS 1000000000ull
 
 /* What the listener publishes (<= 128 bytes): the bootstrap socket. */
 struct vx_handle {
@@ -62,6 +64,7 @@ enum vx_msg_kind {
 	VX_LANE_ACK,  /* receiver -> sender: its end of 'lane' */
 	VX_LANE_CLOSE, /* sender -> receiver: drained, close 'lane' */
 	VX_LANE_GONE, /* receiver -> sender: closed */
+	VX_BYE,       /* either way, on close: receiver's 'done' says which sends arrived */
 };
 
 /*
@@ -85,9 +88,15 @@ struct vx_msg {
 	uint8_t sl;
 	uint8_t level;
 	uint8_t pad[3];
-	uint32_t qpn[VX_MAX_QPS];
-	uint32_t flow_label[VX_MAX_QPS];
-	uint64_t addr; /* HELLO: FIFO; ACCEPT: size table */
+	union {
+		struct {
+			uint32_t qpn[VX_MAX_QPS];
+			uint32_t flow_label[VX_MAX_QPS];
+		};
+		/* BYE from the receiver: per FIFO row, the slots whose message arrived */
+		uint8_t done[VX_FIFO];
+	};
+	uint64_t addr; /* HELLO: FIFO; ACCEPT: size table; BYE: the receiver's next row */
 	uint32_t rkey;
 	uint32_t pad2;
 };
@@ -123,6 +132,19 @@ struct vx_comm {
 	int nqps;     /* queue pairs per lane (the sender's CRUX_IB_QPS_PER_CONNECTION) */
 	uint32_t qrr; /* sender: the QP the next message starts on (round robin) */
 	uint64_t hold_ns; /* sender: since when messages wait for a lane move (0: none) */
+
+	/*
+	 * Close: the peer's BYE (before its queue pairs go) says which sends
+	 * arrived, so a send whose data landed completes even when the peer's
+	 * close cost its acknowledgement; error completions that a closing peer
+	 * causes wait (bounded) for the BYE or the socket's end to say which.
+	 */
+	bool bye;
+	uint32_t bye_rrow;
+	uint8_t bye_done[VX_FIFO];
+	uint64_t gone_ns;
+	char gone_detail[160];
+	uint8_t row_done[VX_FIFO]; /* receiver: slots arrived in the row last posted there */
 	struct cruxn_vx_ep remote; /* the peer's device (GID, LID, MTU) */
 	bool ready;                /* set-up finished (HELLO, ACCEPT, READY) */
 
@@ -195,6 +217,13 @@ void cruxn_vx_ep_to_msg(const struct vx_comm *c, const struct vx_lane *l, struct
 			int kind);
 /* Move the lane's queue pair to RTS towards the peer's end in m. */
 crux_status_t cruxn_vx_lane_connect(struct vx_comm *c, struct vx_lane *l, const struct vx_msg *m);
+/* Tell the peer we close (with the receiver's arrived messages), bounded. */
+void cruxn_vx_bye(struct vx_comm *c);
+/* Sender: did the receiver's BYE report r's message as arrived? */
+bool cruxn_vx_delivered(const struct vx_comm *c, const struct cruxn_req *r);
+/* Receiver: the arrival of slot 'slot' of r, for the BYE. */
+void cruxn_vx_note_arrival(struct vx_comm *c, const struct cruxn_req *r, int slot);
+
 /* Receiver: the loopback QP the flush READs go through (created on first use). */
 crux_status_t cruxn_vx_flush_qp(struct vx_comm *c);
 /* Error CQE or refused post: fail the comm with the device, GIDs and a hint. */
