@@ -343,6 +343,17 @@ void view_text(const struct view *v, FILE *f, bool compact)
 		if (v->agent->overrides_error[0])
 			fprintf(f, "                overrides file refused: %s\n",
 				v->agent->overrides_error);
+		if (v->agent->cluster[0])
+			fprintf(f,
+				"cluster         %s  host %s  leader %s%s  schedule revision %lld "
+				"(from %lld)%s\n",
+				v->agent->cluster, v->agent->host,
+				v->agent->leader[0] ? v->agent->leader : "none",
+				v->agent->term > 0 ? " (this host)" : "",
+				(long long)v->agent->schedule_revision,
+				(long long)v->agent->schedule_input,
+				v->agent->cluster_stale ? "  STALE: etcd unreachable, last schedule kept"
+							: "");
 		if (v->agent->max_slowdown > 0)
 			fprintf(f,
 				"fairness guard  max slowdown %.2fx (CRUX_MAX_SLOWDOWN)  level "
@@ -602,6 +613,27 @@ void view_json(const struct view *v, struct json *j)
 		json_str(j, v->agent->overrides_error);
 		json_key(j, "topology");
 		json_str(j, v->agent->topology);
+		json_key(j, "cluster");
+		if (v->agent->cluster[0]) {
+			json_obj(j);
+			json_key(j, "name");
+			json_str(j, v->agent->cluster);
+			json_key(j, "host");
+			json_str(j, v->agent->host);
+			json_key(j, "leader");
+			json_str(j, v->agent->leader);
+			json_key(j, "leading");
+			json_bool(j, v->agent->term > 0);
+			json_key(j, "schedule_revision");
+			json_u64(j, (uint64_t)v->agent->schedule_revision);
+			json_key(j, "schedule_input_revision");
+			json_u64(j, (uint64_t)v->agent->schedule_input);
+			json_key(j, "stale");
+			json_bool(j, v->agent->cluster_stale);
+			json_end_obj(j);
+		} else {
+			json_null(j);
+		}
 		json_key(j, "peers");
 		json_arr(j);
 		for (uint32_t i = 0; i < v->agent->npeers; i++) {

@@ -98,6 +98,12 @@ static void usage(FILE *f)
 		"                     environment, under the options; re-read on SIGHUP\n"
 		"  --metrics [ADDR:]PORT  serve Prometheus metrics at /metrics (CRUX_METRICS;\n"
 		"                     off by default; PORT alone binds 127.0.0.1)\n"
+		"  --etcd URL[,URL...]  cluster mode: coordinate with the other hosts' agents\n"
+		"                     through etcd (CRUX_ETCD; none: single-host mode)\n"
+		"  --cluster NAME     cluster name, the etcd prefix /crux/NAME/ (CRUX_CLUSTER)\n"
+		"  --host NAME        this host's name in the cluster (CRUX_HOST; hostname)\n"
+		"  --etcd-ca FILE, --etcd-cert FILE, --etcd-key FILE  TLS to etcd (CRUX_ETCD_CA,\n"
+		"                     CRUX_ETCD_CERT, CRUX_ETCD_KEY)\n"
 		"  --version, --help\n"
 		"Signals: SIGHUP re-reads --config and reloads topology and levels;\n"
 		"SIGTERM/SIGINT stop cleanly.\n",
@@ -134,6 +140,12 @@ int main(int argc, char **argv)
 		{"log-level", required_argument, NULL, 'l'},
 		{"metrics", required_argument, NULL, 'm'},
 		{"config", required_argument, NULL, 'c'},
+		{"etcd", required_argument, NULL, 'E'},
+		{"cluster", required_argument, NULL, 'C'},
+		{"host", required_argument, NULL, 'H'},
+		{"etcd-ca", required_argument, NULL, 'A'},
+		{"etcd-cert", required_argument, NULL, 'T'},
+		{"etcd-key", required_argument, NULL, 'K'},
 		{"version", no_argument, NULL, 'V'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -163,6 +175,12 @@ int main(int argc, char **argv)
 		case 'l': overlay_set(&ov, "CRUX_LOG_LEVEL", optarg); break;
 		case 'm': overlay_set(&ov, "CRUX_METRICS", optarg); break;
 		case 'c': conf_path = optarg; break;
+		case 'E': overlay_set(&ov, "CRUX_ETCD", optarg); break;
+		case 'C': overlay_set(&ov, "CRUX_CLUSTER", optarg); break;
+		case 'H': overlay_set(&ov, "CRUX_HOST", optarg); break;
+		case 'A': overlay_set(&ov, "CRUX_ETCD_CA", optarg); break;
+		case 'T': overlay_set(&ov, "CRUX_ETCD_CERT", optarg); break;
+		case 'K': overlay_set(&ov, "CRUX_ETCD_KEY", optarg); break;
 		case 'n':
 			if (crux_parse_int("--passes", optarg, 0, 1000000000, &passes, err,
 					   sizeof(err)) != CRUX_OK) {
@@ -227,6 +245,14 @@ int main(int argc, char **argv)
 		crux_err("cruxd not started on %s: %s", cfg.shm_dir, crux_status_str(st));
 		return 1;
 	}
+	if (cruxd_agent_join(agent, err, sizeof(err)) != CRUX_OK) {
+		crux_err("cannot join cluster %s through %s: %s", cfg.cluster, cfg.etcd, err);
+		rc = 2;
+		goto out;
+	}
+	if (cfg.etcd[0])
+		crux_info("cluster mode: cluster %s, host %s, etcd %s, lease %.0f s", cfg.cluster,
+			  cfg.host, cfg.etcd, (double)cfg.cluster_ttl_ns / 1e9);
 	metrics_spec = overlay_get(&ov, "CRUX_METRICS");
 	if (metrics_spec && *metrics_spec &&
 	    cruxd_metrics_start(metrics_spec, crux_now_ns(), &metrics, err, sizeof(err)) != CRUX_OK) {

@@ -65,8 +65,11 @@ static int node_of(const struct crux_addr *a)
 	return i % n_topo_hosts;
 }
 
-static crux_status_t plan(void *arg, const struct crux_cv_host *m, struct crux_cv_schedule *out)
+static crux_status_t plan(void *arg, const struct crux_cv_host *m, const char *ovr, size_t ovr_len,
+			  struct crux_cv_schedule *out)
 {
+	(void)ovr;
+	(void)ovr_len;
 	(void)arg;
 	struct crux_sched_job *jobs = calloc(m->njobs ? m->njobs : 1, sizeof(*jobs));
 	int *hostbuf = calloc((size_t)m->njobs * CRUX_CV_MAX_JOB_HOSTS + 1, sizeof(int));

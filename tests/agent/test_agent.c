@@ -602,6 +602,39 @@ static void test_guard_promotes(void **state)
 	cruxd_agent_close(a);
 }
 
+/* Cluster settings: CRUX_ETCD switches cluster mode on; names are checked. */
+static void test_config_cluster(void **state)
+{
+	struct t *t = *state;
+	struct cruxd_config c;
+	char err[256];
+
+	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_OK);
+	assert_string_equal(c.etcd, "");
+	tset(t, "CRUX_CLUSTER", "c1");
+	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_ERR_INVAL);
+	assert_non_null(strstr(err, "CRUX_ETCD"));
+	tset(t, "CRUX_ETCD", "http://127.0.0.1:2379");
+	tset(t, "CRUX_HOST", "h1");
+	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_OK);
+	assert_string_equal(c.cluster, "c1");
+	assert_string_equal(c.host, "h1");
+	assert_int_equal(c.cluster_ttl_ns, 10 * SEC);
+	t->env.kv[t->env.n - 1].v = "bad host";
+	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_ERR_INVAL);
+	assert_non_null(strstr(err, "CRUX_HOST"));
+	t->env.kv[t->env.n - 1].v = "h1";
+	tset(t, "CRUX_CLUSTER_TTL", "1s");
+	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_ERR_INVAL);
+	t->env.kv[t->env.n - 1].v = "3s";
+	tset(t, "CRUX_ETCD_CERT", "/etc/crux/client.pem");
+	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_ERR_INVAL);
+	assert_non_null(strstr(err, "CRUX_ETCD_KEY"));
+	tset(t, "CRUX_ETCD_KEY", "/etc/crux/client.key");
+	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(c.cluster_ttl_ns, 3 * SEC);
+}
+
 static void test_config_strict(void **state)
 {
 	struct t *t = *state;
@@ -662,6 +695,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unsafe_dir, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_one_writer_and_stale, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_strict, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_cluster, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guard_promotes, setup, teardown),
 	};
 	crux_log_init("test-agent");

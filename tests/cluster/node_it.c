@@ -46,8 +46,11 @@ static double now_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static crux_status_t plan(void *arg, const struct crux_cv_host *m, struct crux_cv_schedule *out)
+static crux_status_t plan(void *arg, const struct crux_cv_host *m, const char *ovr, size_t ovr_len,
+			  struct crux_cv_schedule *out)
 {
+	(void)ovr;
+	(void)ovr_len;
 	(void)arg;
 	out->levels = 4;
 	out->njobs = m->njobs;

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -184,6 +185,49 @@ static void test_schedule(void **state)
 		assert_int_not_equal(crux_cv_schedule_decode(bad[i], strlen(bad[i]), &out), CRUX_OK);
 }
 
+/* Job state, id and routes for every host (an override) survive a round trip. */
+static void test_schedule_state(void **state)
+{
+	(void)state;
+	struct crux_cv_route r = {.dst = A("10.0.0.2"), .path_id = 1, .nports = 1, .ports = {40000}};
+	struct crux_cv_decision d[3] = {
+		{.key = 1, .state = CRUX_JOB_OVERRIDDEN, .level = 0, .nroutes = 1, .routes = &r},
+		{.key = 2, .state = CRUX_JOB_PROFILING, .level = 3},
+		{.key = 3, .state = CRUX_JOB_SCHEDULED, .level = 2}};
+	struct crux_cv_schedule s = {.input_revision = 5, .term = 2, .levels = 4, .njobs = 3, .jobs = d},
+				out;
+	char *txt;
+	size_t len;
+
+	snprintf(d[0].id, sizeof(d[0].id), "job-a");
+	assert_int_equal(crux_cv_schedule_encode(&s, &txt, &len), CRUX_OK);
+	assert_int_equal(crux_cv_schedule_decode(txt, len, &out), CRUX_OK);
+	assert_string_equal(out.jobs[0].id, "job-a");
+	assert_int_equal(out.jobs[0].state, CRUX_JOB_OVERRIDDEN);
+	assert_int_equal(out.jobs[0].routes[0].src.family, 0);
+	assert_memory_equal(&out.jobs[0].routes[0], &r, sizeof(r));
+	assert_int_equal(out.jobs[1].state, CRUX_JOB_PROFILING);
+	assert_int_equal(out.jobs[2].state, CRUX_JOB_SCHEDULED);
+	assert_string_equal(out.jobs[2].id, "");
+	crux_cv_schedule_free(&out);
+	free(txt);
+
+	const char *bad[] = {
+		"{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\",\"level\":0,"
+		"\"state\":\"paused\",\"routes\":[]}]}",
+		"{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\",\"level\":0,"
+		"\"state\":1,\"routes\":[]}]}",
+		"{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\",\"level\":0,"
+		"\"id\":\"a b\",\"routes\":[]}]}",
+		"{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\",\"level\":0,"
+		"\"id\":\"\",\"routes\":[]}]}",
+		"{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\",\"level\":0,"
+		"\"routes\":[[\"--\",\"10.0.0.2\",1,[]]]}]}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_not_equal(crux_cv_schedule_decode(bad[i], strlen(bad[i]), &out), CRUX_OK);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -191,6 +235,7 @@ int main(void)
 		cmocka_unit_test(test_host_hostile),
 		cmocka_unit_test(test_merge),
 		cmocka_unit_test(test_schedule),
+		cmocka_unit_test(test_schedule_state),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

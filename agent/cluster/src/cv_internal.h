@@ -21,5 +21,7 @@ crux_status_t cv_num(json_object *m, double *out);
 crux_status_t cv_addr(json_object *m, struct crux_addr *out);
 /* "key": 16 lower-case hex digits, not 0. */
 crux_status_t cv_key(json_object *o, uint64_t *out);
+/* A printable string of 1..cap-1 bytes. */
+crux_status_t cv_text(json_object *o, const char *name, char *buf, size_t cap);
 
 #endif

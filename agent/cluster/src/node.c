@@ -14,7 +14,7 @@
 struct crux_cluster_node {
 	struct crux_cluster_cfg cfg;
 	char cluster[CRUX_CLUSTER_NAME_MAX], host[CRUX_CLUSTER_NAME_MAX];
-	char k_hosts[96], k_me[160], k_ctl[96], k_leader[112], k_sched[112];
+	char k_hosts[96], k_me[160], k_ctl[96], k_leader[112], k_sched[112], k_ovr[112];
 	struct crux_etcd *e;  /* step's handle */
 	struct crux_etcd *we; /* the watcher's handle */
 	int64_t lease, term;
@@ -22,6 +22,11 @@ struct crux_cluster_node {
 	char *view_text; /* to publish */
 	size_t view_len;
 	bool view_dirty;
+	char *ovr_text; /* to write */
+	size_t ovr_len;
+	bool ovr_dirty, replan;
+	char *last_plan; /* the last schedule written, with rev and term 0 */
+	size_t last_plan_len;
 	uint64_t planned_sig; /* inputs of the last schedule written */
 	int64_t planned_term;
 	bool etcd_ok, said_stale;
@@ -89,10 +94,12 @@ static bool on_watch(void *arg, const struct crux_etcd_watch_msg *m)
 	size_t ls = strlen(n->k_sched);
 	for (size_t i = 0; i < m->n; i++) {
 		const struct crux_etcd_kv *kv = &m->events[i].kv;
+		size_t ll = strlen(n->k_leader);
 		bool sched = kv->key_len == ls && memcmp(kv->key, n->k_sched, ls) == 0;
+		bool leader = kv->key_len == ll && memcmp(kv->key, n->k_leader, ll) == 0;
 		if (sched && m->events[i].type == CRUX_ETCD_EV_PUT)
 			take_schedule(n, kv);
-		else if (!sched && m->events[i].type == CRUX_ETCD_EV_DELETE)
+		else if (leader && m->events[i].type == CRUX_ETCD_EV_DELETE)
 			atomic_store(&n->leader_gone, true); /* campaign now, not at the next timer */
 	}
 	return !atomic_load(&n->stop);
@@ -182,6 +189,7 @@ crux_status_t crux_cluster_open(const struct crux_cluster_cfg *cfg, struct crux_
 	snprintf(n->k_ctl, sizeof(n->k_ctl), "/crux/%s/ctl/", n->cluster);
 	snprintf(n->k_leader, sizeof(n->k_leader), "%sleader", n->k_ctl);
 	snprintf(n->k_sched, sizeof(n->k_sched), "%sschedule", n->k_ctl);
+	snprintf(n->k_ovr, sizeof(n->k_ovr), "%soverrides", n->k_ctl);
 	pthread_mutex_init(&n->mu, NULL);
 	crux_status_t st = crux_etcd_open(&cfg->etcd, &n->e, err, errlen);
 	if (st == CRUX_OK)
@@ -212,6 +220,8 @@ static void teardown(struct crux_cluster_node *n)
 	crux_cv_schedule_free(&n->latest);
 	pthread_mutex_destroy(&n->mu);
 	free(n->view_text);
+	free(n->ovr_text);
+	free(n->last_plan);
 	free(n);
 }
 
@@ -254,6 +264,26 @@ crux_status_t crux_cluster_set_view(struct crux_cluster_node *n, const struct cr
 	n->view_len = len;
 	n->view_dirty = true;
 	return CRUX_OK;
+}
+
+crux_status_t crux_cluster_set_overrides(struct crux_cluster_node *n, const char *text,
+					 size_t len)
+{
+	char *t = malloc(len + 1);
+	if (!t)
+		return CRUX_ERR_NOMEM;
+	memcpy(t, text, len);
+	t[len] = '\0';
+	free(n->ovr_text);
+	n->ovr_text = t;
+	n->ovr_len = len;
+	n->ovr_dirty = true;
+	return CRUX_OK;
+}
+
+void crux_cluster_replan(struct crux_cluster_node *n)
+{
+	n->replan = true;
 }
 
 /* ---- step ---- */
@@ -320,17 +350,26 @@ static crux_status_t lead(struct crux_cluster_node *n)
 	crux_status_t st = crux_etcd_get(n->e, n->k_hosts, strlen(n->k_hosts), true, &r);
 	if (st != CRUX_OK)
 		return st;
-	uint64_t sig = inputs_sig(&r);
-	if (sig == n->planned_sig && n->planned_term == n->term) {
+	struct crux_etcd_range ro;
+	st = crux_etcd_get(n->e, n->k_ovr, strlen(n->k_ovr), false, &ro);
+	if (st != CRUX_OK) {
 		crux_etcd_range_free(&r);
+		return st;
+	}
+	uint64_t sig = inputs_sig(&r) ^ (ro.n ? (uint64_t)ro.kvs[0].mod_revision * 0x9e3779b97f4a7c15ull
+					      : 0);
+	if (sig == n->planned_sig && n->planned_term == n->term && !n->replan) {
+		crux_etcd_range_free(&r);
+		crux_etcd_range_free(&ro);
 		return CRUX_OK;
 	}
+	n->replan = false;
 	struct crux_cv_host *views = r.n ? calloc(r.n, sizeof(*views)) : NULL;
 	size_t nv = 0;
 	struct crux_cv_host merged = {0};
 	struct crux_cv_schedule s = {0};
-	char *txt = NULL;
-	size_t len = 0;
+	char *txt = NULL, *cmp = NULL;
+	size_t len = 0, cmp_len = 0;
 	if (r.n && !views) {
 		st = CRUX_ERR_NOMEM;
 		goto out;
@@ -346,7 +385,15 @@ static crux_status_t lead(struct crux_cluster_node *n)
 	}
 	crux_status_t pst = crux_cv_merge(views, nv, &merged);
 	if (pst == CRUX_OK)
-		pst = n->cfg.plan(n->cfg.arg, &merged, &s);
+		pst = n->cfg.plan(n->cfg.arg, &merged, ro.n ? (const char *)ro.kvs[0].value : NULL,
+				  ro.n ? ro.kvs[0].value_len : 0, &s);
+	if (pst == CRUX_OK)
+		pst = crux_cv_schedule_encode(&s, &cmp, &cmp_len);
+	if (pst == CRUX_OK && n->last_plan && n->planned_term == n->term &&
+	    cmp_len == n->last_plan_len && !memcmp(cmp, n->last_plan, cmp_len)) {
+		n->planned_sig = sig; /* the same decisions: nothing to write */
+		goto out;
+	}
 	s.input_revision = r.revision;
 	s.term = n->term;
 	if (pst == CRUX_OK)
@@ -366,6 +413,10 @@ static crux_status_t lead(struct crux_cluster_node *n)
 	if (st == CRUX_OK) {
 		n->planned_sig = sig;
 		n->planned_term = n->term;
+		free(n->last_plan);
+		n->last_plan = cmp;
+		n->last_plan_len = cmp_len;
+		cmp = NULL;
 		n->schedules_written++;
 		n->bytes_written += len + strlen(n->k_sched);
 	} else if (st == CRUX_ERR_PERM) {
@@ -375,6 +426,8 @@ static crux_status_t lead(struct crux_cluster_node *n)
 	}
 out:
 	free(txt);
+	free(cmp);
+	crux_etcd_range_free(&ro);
 	crux_cv_schedule_free(&s);
 	crux_cv_host_free(&merged);
 	for (size_t i = 0; i < nv; i++)
@@ -406,6 +459,14 @@ crux_status_t crux_cluster_step(struct crux_cluster_node *n)
 		if (st == CRUX_OK) {
 			n->view_dirty = false;
 			n->bytes_written += n->view_len + strlen(n->k_me);
+		}
+	}
+	if (st == CRUX_OK && n->ovr_dirty) {
+		st = crux_etcd_put(n->e, n->k_ovr, strlen(n->k_ovr), n->ovr_text, n->ovr_len, 0,
+				   NULL);
+		if (st == CRUX_OK) {
+			n->ovr_dirty = false;
+			n->bytes_written += n->ovr_len + strlen(n->k_ovr);
 		}
 	}
 	/* Campaign when the watcher saw the leader key go, and once per TTL in

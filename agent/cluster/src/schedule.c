@@ -2,7 +2,9 @@
 /*
  * The schedule record the leader writes and every agent applies:
  * {"v":1,"rev":N,"term":N,"levels":K,"jobs":[{"key":"<16 hex>","level":L,
+ *  "id":"job-a","state":"profiling"|"overridden",
  *  "routes":[["src","dst",path_id,[port,...]],...]}]}
+ * "id" and "state" are optional (absent: no id, scheduled); src "-": every host.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -67,6 +69,13 @@ crux_status_t crux_cv_schedule_encode(const struct crux_cv_schedule *s, char **o
 		snprintf(key, sizeof(key), "%016" PRIx64, d->key);
 		json_object_object_add(j, "key", json_object_new_string(key));
 		json_object_object_add(j, "level", json_object_new_int(d->level));
+		if (d->id[0])
+			json_object_object_add(j, "id", json_object_new_string(d->id));
+		if (d->state == CRUX_JOB_PROFILING || d->state == CRUX_JOB_OVERRIDDEN)
+			json_object_object_add(j, "state",
+					       json_object_new_string(d->state == CRUX_JOB_PROFILING
+									 ? "profiling"
+									 : "overridden"));
 		json_object_object_add(j, "routes", routes);
 		for (uint32_t r = 0; r < d->nroutes; r++) {
 			json_object *ro = route_json(&d->routes[r]);
@@ -111,12 +120,25 @@ static crux_status_t route_from_json(json_object *o, struct crux_cv_route *r)
 static crux_status_t decision_from_json(json_object *o, uint32_t levels, uint32_t *nroutes,
 					struct crux_cv_decision *d)
 {
-	json_object *routes;
+	json_object *routes, *st;
 	uint64_t v;
 	if (!json_object_is_type(o, json_type_object) || cv_key(o, &d->key) ||
 	    cv_uint(o, "level", levels - 1, &v) || cv_get(o, "routes", json_type_array, &routes))
 		return CRUX_ERR_CORRUPT;
 	d->level = (uint8_t)v;
+	d->state = CRUX_JOB_SCHEDULED;
+	if (json_object_object_get_ex(o, "id", NULL) && cv_text(o, "id", d->id, sizeof(d->id)))
+		return CRUX_ERR_CORRUPT;
+	if (json_object_object_get_ex(o, "state", &st)) {
+		const char *t = json_object_is_type(st, json_type_string) ? json_object_get_string(st)
+									 : "";
+		if (!strcmp(t, "profiling"))
+			d->state = CRUX_JOB_PROFILING;
+		else if (!strcmp(t, "overridden"))
+			d->state = CRUX_JOB_OVERRIDDEN;
+		else
+			return CRUX_ERR_CORRUPT;
+	}
 	size_t n = json_object_array_length(routes);
 	if (n > CRUX_CV_MAX_ROUTES - *nroutes)
 		return CRUX_ERR_CORRUPT;

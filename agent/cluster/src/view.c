@@ -184,6 +184,11 @@ crux_status_t cv_addr(json_object *m, struct crux_addr *out)
 	if (!m || !json_object_is_type(m, json_type_string) ||
 	    json_object_get_string_len(m) >= CRUX_ADDR_STRLEN)
 		return CRUX_ERR_CORRUPT;
+	if (!strcmp(json_object_get_string(m), "-")) {
+		/* No address (crux_addr_format's "-"): a host known by name only. */
+		memset(out, 0, sizeof(*out));
+		return CRUX_OK;
+	}
 	return crux_addr_parse(json_object_get_string(m), out) == CRUX_OK ? CRUX_OK : CRUX_ERR_CORRUPT;
 }
 
@@ -208,7 +213,7 @@ crux_status_t cv_key(json_object *o, uint64_t *out)
 }
 
 /* Copy a printable string member (no spaces) into buf. */
-static crux_status_t cv_text(json_object *o, const char *name, char *buf, size_t cap)
+crux_status_t cv_text(json_object *o, const char *name, char *buf, size_t cap)
 {
 	json_object *m;
 	if (cv_get(o, name, json_type_string, &m) != CRUX_OK)

@@ -26,12 +26,15 @@ static void check_overrides(struct cruxd_agent *a)
 
 	snprintf(path, sizeof(path), "%s/%s", a->cfg.shm_dir, CRUXD_OVERRIDES_FILE);
 	if (lstat(path, &sb) != 0) {
-		if (a->ovr_present && a->ovr->n) {
+		bool cleared = a->ovr_present && a->ovr->n;
+		if (cleared) {
 			crux_info("overrides file removed: %u override(s) cleared", a->ovr->n);
 			a->resched_pending = true;
 		}
 		if (a->ovr_present)
 			memset(a->ovr, 0, sizeof(*a->ovr));
+		if (cleared)
+			ag_cluster_overrides_changed(a);
 		a->ovr_present = false;
 		a->ovr_error[0] = '\0';
 		return;
@@ -66,6 +69,8 @@ static void check_overrides(struct cruxd_agent *a)
 	a->ovr_error[0] = '\0';
 	a->resched_pending = true;
 	free(n);
+	/* Cluster mode: the leader merges them into the schedule for every host. */
+	ag_cluster_overrides_changed(a);
 }
 
 /* ---- open / pass / close -------------------------------------------------- */
@@ -191,6 +196,7 @@ crux_status_t cruxd_agent_open(const struct cruxd_config *cfg, struct cruxd_agen
 	a->cfg = *cfg;
 	a->first_pass = true;
 	a->ovr = calloc(1, sizeof(*a->ovr));
+	a->povr = a->ovr;
 	a->tjobs = calloc(CRUX_DT_MAX_JOBS, sizeof(*a->tjobs));
 	a->pub_jobs = calloc(CRUX_DT_MAX_JOBS, sizeof(*a->pub_jobs));
 	a->troutes = calloc(CRUX_DT_MAX_ROUTES, sizeof(*a->troutes));
@@ -262,6 +268,13 @@ crux_status_t cruxd_agent_start_probing(struct cruxd_agent *a)
 	return a->probe ? cruxd_probe_cache_start(a->probe) : CRUX_OK;
 }
 
+crux_status_t cruxd_agent_join(struct cruxd_agent *a, char *err, size_t errlen)
+{
+	if (!a->cfg.etcd[0] || a->cl)
+		return CRUX_OK;
+	return ag_cluster_open(a, err, errlen);
+}
+
 void cruxd_agent_heartbeat(struct cruxd_agent *a)
 {
 	crux_dt_heartbeat(a->dt);
@@ -283,10 +296,16 @@ crux_status_t cruxd_agent_pass(struct cruxd_agent *a, uint64_t now_ns)
 	st = ag_view_build(a->ranks, a->nranks, &a->view);
 	if (st != CRUX_OK)
 		return st;
-	st = ag_plan_take_view(a, &a->view, now_ns);
-	if (st != CRUX_OK)
-		return st;
-	(void)ag_plan(a, now_ns);
+	if (a->cl) {
+		/* etcd may be slow: the table's heartbeat must not wait for it. */
+		cruxd_agent_heartbeat(a);
+		ag_cluster_pass(a, now_ns);
+	} else {
+		st = ag_plan_take_view(a, &a->view, now_ns);
+		if (st != CRUX_OK)
+			return st;
+		(void)ag_plan(a, now_ns);
+	}
 	st = ag_realise(a, now_ns);
 	cruxd_agent_heartbeat(a);
 	a->passes++;
@@ -346,6 +365,7 @@ void cruxd_agent_close(struct cruxd_agent *a)
 {
 	if (!a)
 		return;
+	ag_cluster_close(a);
 	if (a->probe)
 		cruxd_probe_cache_destroy(a->probe);
 	if (a->sw)

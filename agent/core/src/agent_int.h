@@ -173,6 +173,7 @@ struct cruxd_agent {
 	struct crux_prof_scan_stats scan;
 	struct cruxd_view view; /* this host's, rebuilt every pass */
 	struct ag_cluster *cl;   /* cluster mode; NULL: embedded single-host mode */
+	struct cruxd_overrides *povr; /* the planner's overrides: ovr, or the cluster's */
 
 	struct crux_dt_job *tjobs, *pub_jobs;
 	struct crux_dt_route *troutes, *pub_routes;
@@ -225,6 +226,17 @@ crux_status_t ag_plan(struct cruxd_agent *a, uint64_t now);
 bool ag_route_ports(struct cruxd_agent *a, int src_node, const struct crux_addr *dst,
 		    int dst_node, int idx, struct crux_dt_route *rt);
 crux_status_t ag_realise(struct cruxd_agent *a, uint64_t now);
+
+/* cluster.c (cluster_none.c when built without libcurl/json-c) */
+crux_status_t ag_cluster_open(struct cruxd_agent *a, char *err, size_t errlen);
+void ag_cluster_close(struct cruxd_agent *a);
+/* Publish this host's view; one round of the cluster node (the leader plans). */
+void ag_cluster_pass(struct cruxd_agent *a, uint64_t now);
+/* The applied schedule as this host's table; false: no schedule yet. */
+bool ag_cluster_table(struct cruxd_agent *a, uint32_t *njobs, uint32_t *nroutes);
+void ag_cluster_report(struct cruxd_agent *a, struct cruxd_status_body *b);
+/* The local overrides file changed: hand it to the cluster. */
+void ag_cluster_overrides_changed(struct cruxd_agent *a);
 
 /* report.c */
 void ag_report(struct cruxd_agent *a, uint64_t pass_ns);

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cruxd configuration from CRUX_ variables, parsed strictly. */
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "crux/agent.h"
 #include "crux/sched.h"
@@ -95,6 +97,86 @@ static crux_status_t guard_env(crux_getenv_fn fn, void *arg, struct cruxd_config
 		return st;
 	for (uint32_t l = 0; l < c->settings.nlevels; l++)
 		c->settings.levels[l].weight = given ? (uint16_t)w[l] : 0;
+	return CRUX_OK;
+}
+
+/* A name for etcd keys: 1..63 bytes of A-Z a-z 0-9 . _ - */
+static bool key_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > 63)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)s[i]) && s[i] != '.' && s[i] != '_' && s[i] != '-')
+			return false;
+	return true;
+}
+
+static crux_status_t env_text(crux_getenv_fn fn, void *arg, const char *name, char *buf,
+			      size_t cap, char *err, size_t errlen)
+{
+	const char *v = crux_env_get(fn, arg, name);
+	if (!v)
+		return CRUX_OK;
+	if (strlen(v) >= cap) {
+		if (err && errlen)
+			snprintf(err, errlen, "%s is longer than %zu bytes: shorten it", name,
+				 cap - 1);
+		return CRUX_ERR_INVAL;
+	}
+	snprintf(buf, cap, "%s", v);
+	return CRUX_OK;
+}
+
+/* CRUX_ETCD, CRUX_CLUSTER, CRUX_HOST, CRUX_ETCD_CA/CERT/KEY, CRUX_CLUSTER_TTL. */
+static crux_status_t cluster_env(crux_getenv_fn fn, void *arg, struct cruxd_config *c, char *err,
+				 size_t errlen)
+{
+	crux_status_t st = env_text(fn, arg, "CRUX_ETCD", c->etcd, sizeof(c->etcd), err, errlen);
+	if (st == CRUX_OK)
+		st = env_text(fn, arg, "CRUX_CLUSTER", c->cluster, sizeof(c->cluster), err, errlen);
+	if (st == CRUX_OK)
+		st = env_text(fn, arg, "CRUX_HOST", c->host, sizeof(c->host), err, errlen);
+	if (st == CRUX_OK)
+		st = env_text(fn, arg, "CRUX_ETCD_CA", c->etcd_ca, sizeof(c->etcd_ca), err, errlen);
+	if (st == CRUX_OK)
+		st = env_text(fn, arg, "CRUX_ETCD_CERT", c->etcd_cert, sizeof(c->etcd_cert), err,
+			      errlen);
+	if (st == CRUX_OK)
+		st = env_text(fn, arg, "CRUX_ETCD_KEY", c->etcd_key, sizeof(c->etcd_key), err,
+			      errlen);
+	if (st == CRUX_OK)
+		st = crux_env_duration_ns(fn, arg, "CRUX_CLUSTER_TTL", 10 * SEC, 2 * SEC,
+					  3600 * SEC, SEC, &c->cluster_ttl_ns, err, errlen);
+	if (st != CRUX_OK)
+		return st;
+	if (!c->etcd[0]) {
+		if (c->cluster[0] && err && errlen)
+			snprintf(err, errlen, "CRUX_CLUSTER is set but CRUX_ETCD is not: set both "
+					      "(cluster mode) or neither (single-host mode)");
+		return c->cluster[0] ? CRUX_ERR_INVAL : CRUX_OK;
+	}
+	if (!c->cluster[0])
+		snprintf(c->cluster, sizeof(c->cluster), "default");
+	if (!c->host[0] && (gethostname(c->host, sizeof(c->host) - 1) != 0 || !c->host[0])) {
+		if (err && errlen)
+			snprintf(err, errlen, "cannot read the host name: set CRUX_HOST (--host)");
+		return CRUX_ERR_INVAL;
+	}
+	if (!key_name_ok(c->cluster) || !key_name_ok(c->host)) {
+		if (err && errlen)
+			snprintf(err, errlen,
+				 "cluster name '%s' or host name '%s' is not 1..63 characters of "
+				 "A-Z a-z 0-9 . _ -: set CRUX_CLUSTER (--cluster) / CRUX_HOST (--host)",
+				 c->cluster, c->host);
+		return CRUX_ERR_INVAL;
+	}
+	if (!c->etcd_cert[0] != !c->etcd_key[0]) {
+		if (err && errlen)
+			snprintf(err, errlen, "CRUX_ETCD_CERT and CRUX_ETCD_KEY go together: set both "
+					      "or neither");
+		return CRUX_ERR_INVAL;
+	}
 	return CRUX_OK;
 }
 
@@ -211,6 +293,9 @@ crux_status_t cruxd_config_env(crux_getenv_fn fn, void *arg, struct cruxd_config
 	if (st != CRUX_OK)
 		return st;
 	st = guard_env(fn, arg, &c, err, errlen);
+	if (st != CRUX_OK)
+		return st;
+	st = cluster_env(fn, arg, &c, err, errlen);
 	if (st != CRUX_OK)
 		return st;
 	*out = c;

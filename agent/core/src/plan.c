@@ -259,7 +259,7 @@ crux_status_t ag_plan_take_view(struct cruxd_agent *a, const struct cruxd_view *
 
 bool ag_overridden(const struct cruxd_agent *a, uint64_t key)
 {
-	return cruxd_overrides_find(a->ovr, key) >= 0;
+	return cruxd_overrides_find(a->povr, key) >= 0;
 }
 
 /* Departures, end of profiling, significant changes. Sets a->resched_pending. */

@@ -200,7 +200,10 @@ static crux_status_t publish_table(struct cruxd_agent *a, uint64_t now)
 	uint32_t nj, nr;
 	crux_status_t st;
 
-	build_table(a, now, &nj, &nr);
+	if (!a->cl)
+		build_table(a, now, &nj, &nr);
+	else if (!ag_cluster_table(a, &nj, &nr))
+		return CRUX_OK; /* no schedule yet: the table found at start-up stays */
 	if (a->published && nj == a->pub_njobs && nr == a->pub_nroutes &&
 	    !memcmp(a->tjobs, a->pub_jobs, nj * sizeof(*a->tjobs)) &&
 	    !memcmp(a->troutes, a->pub_routes, nr * sizeof(*a->troutes)))
@@ -221,14 +224,15 @@ static crux_status_t publish_table(struct cruxd_agent *a, uint64_t now)
 
 /* ---- probing wishes --------------------------------------------------------- */
 
+/* The peers this host's jobs send to (the prober keeps its own clock). */
 static void want_probes(struct cruxd_agent *a)
 {
 	if (!a->probe)
 		return;
-	for (size_t k = 0; k < a->njobs; k++) {
-		struct job *j = a->jobs[k];
+	for (size_t k = 0; k < a->view.njobs; k++) {
+		const struct cruxd_view_job *j = &a->view.jobs[k];
 		for (uint32_t f = 0; f < j->nflows; f++) {
-			const struct flow *fl = &j->flows[f];
+			const struct cruxd_view_flow *fl = &j->flows[f];
 			if (!ag_is_local(a, &fl->src) || fl->dst.family == 0 || ag_is_local(a, &fl->dst))
 				continue;
 			cruxd_probe_cache_want(a->probe, &fl->dst,

@@ -9,6 +9,69 @@
 
 /* ---- status for cruxctl ------------------------------------------------- */
 
+/*
+ * Cluster mode: every job of the table this host applies, with this host's
+ * share of its profile (its local ranks) and, on the leader, the planner's
+ * figures.
+ */
+static uint32_t cluster_jobs(struct cruxd_agent *a, struct cruxd_status_body *b)
+{
+	uint32_t nj = 0;
+
+	for (uint32_t i = 0; a->published && i < a->pub_njobs && nj < CRUXD_STATUS_MAX_JOBS; i++) {
+		const struct crux_dt_job *tj = &a->pub_jobs[i];
+		struct cruxd_status_job *sj = &b->jobs[nj++];
+		const struct job *pj = b->term > 0 ? ag_job_find(a, tj->job_key) : NULL;
+
+		memset(sj, 0, sizeof(*sj));
+		sj->job_key = tj->job_key;
+		memcpy(sj->job_id, tj->job_id, sizeof(sj->job_id));
+		sj->level = tj->level;
+		sj->state = tj->state;
+		for (size_t v = 0; v < a->view.njobs; v++) {
+			const struct cruxd_view_job *lj = &a->view.jobs[v];
+			double nc = lj->ncompute ? lj->ncompute : 1;
+
+			if (lj->key != tj->job_key)
+				continue;
+			sj->nranks = lj->nranks;
+			sj->nhosts = lj->nhosts;
+			for (uint32_t h = 0; h < lj->nhosts && h < CRUXD_STATUS_JOB_HOSTS; h++)
+				sj->hosts[h] = lj->hosts[h];
+			sj->iter_time_s = lj->iter_sum / nc;
+			sj->compute_s = lj->compute_sum / nc;
+			sj->comm_s = lj->comm_sum / nc;
+			sj->overlap_s = lj->overlap_sum / nc;
+			sj->stall_s = lj->stall_sum / nc;
+			sj->work = lj->compute_sum;
+			sj->clamped = lj->clamped;
+			for (uint32_t f = 0; f < lj->nflows; f++)
+				sj->bytes_per_iter += lj->flows[f].bytes;
+			for (uint32_t r = 0; r < a->pub_nroutes && sj->npaths < CRUXD_STATUS_JOB_PATHS;
+			     r++) {
+				const struct crux_dt_route *rt = &a->pub_routes[r];
+				struct cruxd_status_path *sp = &sj->paths[sj->npaths];
+				if (rt->job_key != tj->job_key)
+					continue;
+				memset(sp, 0, sizeof(*sp));
+				sp->src = lj->nhosts ? lj->hosts[0] : sp->src;
+				sp->dst = rt->peer;
+				sp->path_id = rt->path_id;
+				sp->nports = rt->nports;
+				sj->npaths++;
+			}
+		}
+		if (pj) {
+			sj->comm_time_s = pj->t;
+			sj->intensity = pj->intensity;
+			sj->k = pj->k;
+			sj->priority = pj->priority;
+			sj->iso_iter_s = pj->iso;
+		}
+	}
+	return nj;
+}
+
 void ag_report(struct cruxd_agent *a, uint64_t pass_ns)
 {
 	struct cruxd_status_body *b = a->status;
@@ -33,7 +96,8 @@ void ag_report(struct cruxd_agent *a, uint64_t pass_ns)
 	b->guard_changes = cruxd_guard_changes(a->guard);
 	snprintf(b->topology, sizeof(b->topology), "%s", a->topo ? a->cfg.topology : "");
 	snprintf(b->overrides_error, sizeof(b->overrides_error), "%s", a->ovr_error);
-	for (size_t k = 0; k < a->njobs && nj < CRUXD_STATUS_MAX_JOBS; k++) {
+	ag_cluster_report(a, b);
+	for (size_t k = 0; !a->cl && k < a->njobs && nj < CRUXD_STATUS_MAX_JOBS; k++) {
 		const struct job *j = a->jobs[k];
 		struct cruxd_status_job *sj = &b->jobs[nj++];
 		int oi = cruxd_overrides_find(a->ovr, j->key);
@@ -94,6 +158,8 @@ void ag_report(struct cruxd_agent *a, uint64_t pass_ns)
 			sj->npaths++;
 		}
 	}
+	if (a->cl)
+		nj = cluster_jobs(a, b);
 	b->njobs = nj;
 	b->npeers = 0;
 	if (a->probe && (pe = malloc(CRUXD_STATUS_MAX_PEERS * sizeof(*pe)))) {

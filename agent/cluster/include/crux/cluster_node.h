@@ -7,6 +7,8 @@
  *                                  written only when it changes
  *   /crux/<cluster>/ctl/leader     the leader key (crux/elect.h)
  *   /crux/<cluster>/ctl/schedule   the schedule record, written fenced
+ *   /crux/<cluster>/ctl/overrides  the operator's overrides (cruxctl set on any
+ *                                  host), text the plan callback interprets
  *
  * crux_cluster_step, called from the agent's loop, renews the lease,
  * campaigns, and — on the leader — reads every host view at one revision,
@@ -29,9 +31,11 @@ extern "C" {
 
 #define CRUX_CLUSTER_NAME_MAX 64
 
-/* The leader's planner: merged view -> schedule (levels, jobs). The node
- * fills input_revision and term. */
+/* The leader's planner: merged view (+ the overrides record, NULL when
+ * there is none) -> schedule (levels, jobs). The node fills input_revision
+ * and term; a schedule equal to the last one written is not written again. */
 typedef crux_status_t (*crux_cluster_plan_fn)(void *arg, const struct crux_cv_host *merged,
+					      const char *overrides, size_t overrides_len,
 					      struct crux_cv_schedule *out);
 /* Every host: a newer schedule to write into the local decision table.
  * revision: the schedule key's mod revision. */
@@ -73,6 +77,13 @@ void crux_cluster_abandon(struct crux_cluster_node *n);
 
 /* Set this host's view (published by the next step if it changed). */
 crux_status_t crux_cluster_set_view(struct crux_cluster_node *n, const struct crux_cv_host *view);
+/* Write the cluster's overrides record (by the next step; plain put, no lease:
+ * it outlives this host). */
+crux_status_t crux_cluster_set_overrides(struct crux_cluster_node *n, const char *text,
+					 size_t len);
+/* Have the leader call the plan callback at the next step even when no
+ * input changed (time-driven decisions: profiling windows, hold times). */
+void crux_cluster_replan(struct crux_cluster_node *n);
 /* One round; never blocks longer than the etcd timeout per call. */
 crux_status_t crux_cluster_step(struct crux_cluster_node *n);
 void crux_cluster_get_status(struct crux_cluster_node *n, struct crux_cluster_status *out);

@@ -79,7 +79,9 @@ crux_status_t crux_cv_host_decode(const char *text, size_t len, struct crux_cv_h
 crux_status_t crux_cv_merge(const struct crux_cv_host *hosts, size_t n, struct crux_cv_host *out);
 
 struct crux_cv_route {
-	struct crux_addr src, dst; /* routes are applied by the source host */
+	/* Routes are applied by the source host; src family 0 ("-" in JSON):
+	 * by every host (an operator's override). */
+	struct crux_addr src, dst;
 	uint16_t path_id;
 	uint8_t nports;
 	uint16_t ports[CRUX_ROUTE_MAX_PORTS];
@@ -87,6 +89,8 @@ struct crux_cv_route {
 
 struct crux_cv_decision {
 	uint64_t key;
+	char id[CRUX_JOB_ID_LEN]; /* may be empty */
+	uint8_t state;		  /* enum crux_job_state; JSON "state", absent: scheduled */
 	uint8_t level;
 	uint32_t nroutes;
 	struct crux_cv_route *routes;

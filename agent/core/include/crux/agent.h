@@ -44,6 +44,12 @@ struct cruxd_config {
 	bool probe;
 	struct cruxd_probe_cache_config probe_cfg;
 	struct cruxd_guard_config guard; /* CRUX_MAX_SLOWDOWN, CRUX_GUARD_AGE, CRUX_GUARD_HOLD */
+	/* Cluster mode (CRUX_ETCD set): "" = embedded single-host mode. */
+	char etcd[1024];      /* CRUX_ETCD: endpoints "http(s)://h:p[,...]" */
+	char cluster[64];     /* CRUX_CLUSTER (default "default") */
+	char host[64];        /* CRUX_HOST (default: the host name) */
+	char etcd_ca[CRUX_PATH_MAX], etcd_cert[CRUX_PATH_MAX], etcd_key[CRUX_PATH_MAX];
+	uint64_t cluster_ttl_ns; /* CRUX_CLUSTER_TTL: this host's lease in etcd */
 };
 
 /* Defaults, then CRUX_ variables through fn (NULL = getenv). */
@@ -70,6 +76,13 @@ crux_status_t cruxd_agent_open(const struct cruxd_config *cfg, struct cruxd_agen
 
 /* One pass at time now_ns (CLOCK_MONOTONIC; tests pass their own). */
 crux_status_t cruxd_agent_pass(struct cruxd_agent *a, uint64_t now_ns);
+
+/*
+ * Cluster mode: join the cluster named in cfg (publish this host's job view,
+ * campaign, apply the schedule). Called once after open, before the first
+ * pass; CRUX_ERR_UNSUPPORTED when built without libcurl/json-c.
+ */
+crux_status_t cruxd_agent_join(struct cruxd_agent *a, char *err, size_t errlen);
 
 /* Heartbeat only (between passes). */
 void cruxd_agent_heartbeat(struct cruxd_agent *a);

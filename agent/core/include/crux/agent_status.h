@@ -25,7 +25,7 @@ extern "C" {
 
 #define CRUXD_STATUS_FILE "agent.status"
 #define CRUXD_STATUS_MAGIC 0x41585243u /* "CRXA" little-endian */
-#define CRUXD_STATUS_VERSION 2
+#define CRUXD_STATUS_VERSION 3
 #define CRUXD_STATUS_MAX_JOBS CRUX_DT_MAX_JOBS
 #define CRUXD_STATUS_JOB_HOSTS 8
 #define CRUXD_STATUS_JOB_PATHS 8
@@ -109,6 +109,16 @@ struct cruxd_status_body {
 	uint64_t guard_changes; /* level lifts and returns made by the fairness guard */
 	char topology[CRUX_PATH_MAX];
 	char overrides_error[256]; /* why the last overrides file was refused; empty if fine */
+	/* Cluster mode (cluster[0] == 0: embedded single-host mode). */
+	char cluster[64];
+	char host[64];		   /* this host's name in the cluster */
+	char leader[64];	   /* the leader's host name; empty: none known */
+	int64_t term;		   /* > 0: this host leads (its leader key's create revision) */
+	int64_t schedule_revision; /* etcd revision of the schedule applied; 0: none yet */
+	int64_t schedule_input;	   /* etcd revision of the host views it was computed from */
+	uint64_t schedules_written; /* by this host as leader */
+	uint8_t cluster_stale;	   /* etcd unreachable: the last schedule stays in force */
+	uint8_t reserved2[7];
 	struct cruxd_status_job jobs[CRUXD_STATUS_MAX_JOBS];
 	struct cruxd_status_peer peers[CRUXD_STATUS_MAX_PEERS];
 };

@@ -1,0 +1,549 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Cluster mode (cruxd --etcd URL --cluster NAME): the stage between this
+ * host's job view and the plan. Every pass publishes the host view through
+ * the cluster node (crux/cluster_node.h); the leader's node merges every
+ * host's view at one etcd revision and calls plan_cb, which runs the same
+ * planner as single-host mode on the merged view and exports its decisions
+ * as the schedule; every host applies the schedule it watches to its own
+ * table (levels; routes whose source is one of this host's addresses).
+ *
+ * A new leader starts its planner from the schedule in force (as a restarted
+ * agent starts from its table): scheduled jobs keep their level and routes
+ * until a real event, so a failover does not reshuffle the cluster.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent_int.h"
+#include "crux/cluster_node.h"
+#include "crux/log.h"
+
+struct ag_cluster {
+	struct crux_cluster_node *node;
+	struct crux_cv_schedule sched; /* the schedule applied */
+	int64_t sched_rev;
+	bool have_sched;
+	int64_t plan_term;	      /* the term the planner's jobs belong to */
+	struct cruxd_overrides *ovr;  /* the cluster's overrides (leader) */
+	char *ovr_text;		      /* the record they were parsed from */
+	size_t ovr_len;
+	struct cruxd_view mview;      /* the merged view, as the planner takes it */
+	uint64_t now;
+};
+
+/* ---- schedules ----------------------------------------------------------- */
+
+static crux_status_t sched_copy(const struct crux_cv_schedule *s, struct crux_cv_schedule *out)
+{
+	struct crux_cv_schedule c = *s;
+
+	c.jobs = s->njobs ? calloc(s->njobs, sizeof(*c.jobs)) : NULL;
+	if (s->njobs && !c.jobs)
+		return CRUX_ERR_NOMEM;
+	c.njobs = 0;
+	for (uint32_t i = 0; i < s->njobs; i++) {
+		struct crux_cv_decision *d = &c.jobs[c.njobs++];
+		*d = s->jobs[i];
+		d->routes = NULL;
+		if (!s->jobs[i].nroutes)
+			continue;
+		d->routes = malloc(s->jobs[i].nroutes * sizeof(*d->routes));
+		if (!d->routes) {
+			d->nroutes = 0;
+			crux_cv_schedule_free(&c);
+			return CRUX_ERR_NOMEM;
+		}
+		memcpy(d->routes, s->jobs[i].routes, s->jobs[i].nroutes * sizeof(*d->routes));
+	}
+	*out = c;
+	return CRUX_OK;
+}
+
+static const struct crux_cv_decision *sched_find(const struct crux_cv_schedule *s, uint64_t key)
+{
+	for (uint32_t i = 0; i < s->njobs; i++)
+		if (s->jobs[i].key == key)
+			return &s->jobs[i];
+	return NULL;
+}
+
+static int decision_cmp(const void *x, const void *y)
+{
+	const struct crux_cv_decision *a = x, *b = y;
+	return (a->key > b->key) - (a->key < b->key);
+}
+
+/* ---- views ---------------------------------------------------------------- */
+
+/* This host's view as the record it publishes (the same counts and sums). */
+static crux_status_t host_record(const struct cruxd_agent *a, struct crux_cv_host *h)
+{
+	crux_status_t st = CRUX_OK;
+
+	memset(h, 0, sizeof(*h));
+	snprintf(h->name, sizeof(h->name), "%s", a->cfg.host);
+	for (size_t i = 0; i < a->view.njobs && st == CRUX_OK; i++) {
+		const struct cruxd_view_job *vj = &a->view.jobs[i];
+		struct crux_cv_job j;
+
+		memset(&j, 0, sizeof(j));
+		j.key = vj->key;
+		memcpy(j.id, vj->id, sizeof(j.id));
+		j.nranks = vj->nranks;
+		j.ncompute = vj->ncompute;
+		j.clamped = vj->clamped;
+		j.iter_sum = vj->iter_sum;
+		j.compute_sum = vj->compute_sum;
+		j.comm_sum = vj->comm_sum;
+		j.overlap_sum = vj->overlap_sum;
+		j.stall_sum = vj->stall_sum;
+		j.nhosts = vj->nhosts;
+		memcpy(j.hosts, vj->hosts, vj->nhosts * sizeof(j.hosts[0]));
+		j.nflows = vj->nflows;
+		j.flows = (struct crux_cv_flow *)vj->flows; /* same layout, copied by add_job */
+		if (!h->addr.family && vj->nhosts)
+			h->addr = vj->hosts[vj->nhosts - 1];
+		st = crux_cv_host_add_job(h, &j);
+	}
+	if (st != CRUX_OK)
+		crux_cv_host_free(h);
+	return st;
+}
+
+_Static_assert(sizeof(struct cruxd_view_flow) == sizeof(struct crux_cv_flow),
+	       "the view's flows are crux_cv_flow");
+
+/* The merged record as the planner's view; hosts known by address only. */
+static crux_status_t merged_view(const struct crux_cv_host *m, struct cruxd_view *v)
+{
+	crux_status_t st = CRUX_OK;
+
+	ag_view_clear(v);
+	for (uint32_t i = 0; i < m->njobs && st == CRUX_OK; i++) {
+		const struct crux_cv_job *cj = &m->jobs[i];
+		struct cruxd_view_job j;
+
+		memset(&j, 0, sizeof(j));
+		j.key = cj->key;
+		memcpy(j.id, cj->id, sizeof(j.id));
+		j.nranks = cj->nranks;
+		j.ncompute = cj->ncompute;
+		j.clamped = cj->clamped;
+		j.iter_sum = cj->iter_sum;
+		j.compute_sum = cj->compute_sum;
+		j.comm_sum = cj->comm_sum;
+		j.overlap_sum = cj->overlap_sum;
+		j.stall_sum = cj->stall_sum;
+		j.nhosts = cj->nhosts < MAX_JOB_HOSTS ? cj->nhosts : MAX_JOB_HOSTS;
+		memcpy(j.hosts, cj->hosts, j.nhosts * sizeof(j.hosts[0]));
+		j.nflows = cj->nflows;
+		j.flows = (struct cruxd_view_flow *)cj->flows;
+		st = ag_view_add_job(v, &j);
+		for (uint32_t h = 0; h < j.nhosts && st == CRUX_OK; h++)
+			st = ag_view_add_host(v, &j.hosts[h], NULL);
+		for (uint32_t f = 0; f < cj->nflows && st == CRUX_OK; f++) {
+			st = ag_view_add_host(v, &cj->flows[f].src, NULL);
+			if (st == CRUX_OK)
+				st = ag_view_add_host(v, &cj->flows[f].dst, NULL);
+		}
+	}
+	if (st == CRUX_OK)
+		ag_view_sort(v);
+	return st;
+}
+
+/* ---- the leader's plan ---------------------------------------------------- */
+
+/* A new term: the planner starts from the schedule in force. */
+static crux_status_t planner_from_schedule(struct cruxd_agent *a, uint64_t now)
+{
+	struct ag_cluster *cl = a->cl;
+	uint32_t top = a->cfg.settings.nlevels - 1;
+
+	for (size_t k = 0; k < a->njobs; k++)
+		ag_job_free(a->jobs[k]);
+	a->njobs = 0;
+	a->first_pass = true;
+	a->resched_pending = false;
+	for (uint32_t i = 0; cl->have_sched && i < cl->sched.njobs; i++) {
+		const struct crux_cv_decision *d = &cl->sched.jobs[i];
+		struct job *j;
+
+		if (d->state == CRUX_JOB_OVERRIDDEN)
+			continue;
+		j = ag_job_add(a, d->key);
+		if (!j)
+			return CRUX_ERR_NOMEM;
+		snprintf(j->id, sizeof(j->id), "%s", d->id);
+		j->since_ns = now;
+		j->state = d->state == CRUX_JOB_SCHEDULED ? CRUX_JOB_SCHEDULED : CRUX_JOB_PROFILING;
+		if (j->state == CRUX_JOB_SCHEDULED) {
+			j->adopted = true;
+			j->decided = true;
+			j->level = (uint8_t)(d->level > top ? top : d->level);
+		}
+	}
+	if (cl->have_sched)
+		crux_info("cluster %s: leading from schedule revision %lld (%u job(s))",
+			  a->cfg.cluster, (long long)cl->sched_rev, cl->sched.njobs);
+	return CRUX_OK;
+}
+
+static void take_overrides(struct cruxd_agent *a, const char *text, size_t len)
+{
+	struct ag_cluster *cl = a->cl;
+	struct cruxd_overrides *n;
+	char err[256], *t;
+
+	if (len == cl->ovr_len && (!len || (cl->ovr_text && !memcmp(text, cl->ovr_text, len))))
+		return;
+	n = calloc(1, sizeof(*n));
+	t = malloc(len + 1);
+	if (!n || !t) {
+		free(n);
+		free(t);
+		return;
+	}
+	if (len && cruxd_overrides_parse(text, len, n, err, sizeof(err)) != CRUX_OK) {
+		crux_err("cluster %s: the overrides record is refused, keeping the previous "
+			 "overrides: %s; fix: run 'cruxctl set' or 'cruxctl clear' on any host",
+			 a->cfg.cluster, err);
+		free(n);
+		len = 0;
+		n = NULL;
+	}
+	if (len)
+		memcpy(t, text, len);
+	t[len] = '\0';
+	free(cl->ovr_text);
+	cl->ovr_text = t;
+	cl->ovr_len = len;
+	if (!n)
+		return;
+	memcpy(cl->ovr, n, sizeof(*n));
+	free(n);
+	crux_info("cluster %s: overrides (seq %llu): %u job(s)", a->cfg.cluster,
+		  (unsigned long long)cl->ovr->seq, cl->ovr->n);
+	a->resched_pending = true;
+}
+
+/* The planner's decisions and the cluster's overrides as a schedule. */
+static crux_status_t export_schedule(struct cruxd_agent *a, struct crux_cv_schedule *out)
+{
+	struct ag_cluster *cl = a->cl;
+	uint32_t top = a->cfg.settings.nlevels - 1, n = 0;
+	struct crux_cv_schedule s = {0};
+
+	s.levels = a->cfg.settings.nlevels;
+	s.jobs = calloc(a->njobs + cl->ovr->n + 1, sizeof(*s.jobs));
+	if (!s.jobs)
+		return CRUX_ERR_NOMEM;
+	for (uint32_t i = 0; i < cl->ovr->n && n < CRUX_CV_MAX_JOBS; i++) {
+		const struct cruxd_override *o = &cl->ovr->o[i];
+		struct crux_cv_decision *d = &s.jobs[n++];
+		struct job *j = ag_job_find(a, o->job_key);
+
+		s.njobs = n;
+		d->key = o->job_key;
+		snprintf(d->id, sizeof(d->id), "%s", o->job_id[0] ? o->job_id : j ? j->id : "");
+		d->state = CRUX_JOB_OVERRIDDEN;
+		d->level = (uint8_t)(o->level > top ? top : o->level);
+		d->routes = o->nroutes ? calloc(o->nroutes, sizeof(*d->routes)) : NULL;
+		if (o->nroutes && !d->routes)
+			goto nomem;
+		for (uint8_t r = 0; r < o->nroutes; r++) {
+			struct crux_cv_route *rt = &d->routes[d->nroutes++];
+			rt->dst = o->routes[r].peer; /* src "any": every host applies it */
+			rt->path_id = o->routes[r].path_id;
+			rt->nports = o->routes[r].nports;
+			memcpy(rt->ports, o->routes[r].ports, sizeof(rt->ports));
+		}
+	}
+	for (size_t k = 0; k < a->njobs && n < CRUX_CV_MAX_JOBS; k++) {
+		const struct job *j = a->jobs[k];
+		struct crux_cv_decision *d;
+		const struct crux_cv_decision *old;
+
+		if (ag_overridden(a, j->key))
+			continue;
+		d = &s.jobs[n++];
+		s.njobs = n;
+		d->key = j->key;
+		memcpy(d->id, j->id, sizeof(d->id));
+		if (j->state == CRUX_JOB_PROFILING || !j->decided) {
+			d->state = CRUX_JOB_PROFILING;
+			d->level = (uint8_t)top;
+			continue;
+		}
+		d->state = CRUX_JOB_SCHEDULED;
+		d->level = j->level;
+		old = j->adopted && cl->have_sched ? sched_find(&cl->sched, j->key) : NULL;
+		if (j->adopted) {
+			/* Taken over from the schedule in force: its routes stay. */
+			if (old && old->nroutes) {
+				d->routes = malloc(old->nroutes * sizeof(*d->routes));
+				if (!d->routes)
+					goto nomem;
+				memcpy(d->routes, old->routes, old->nroutes * sizeof(*d->routes));
+				d->nroutes = old->nroutes;
+			}
+			continue;
+		}
+		d->routes = j->ndflows ? calloc(j->ndflows, sizeof(*d->routes)) : NULL;
+		if (j->ndflows && !d->routes)
+			goto nomem;
+		for (uint32_t f = 0; f < j->ndflows; f++) {
+			const struct flow *fl = &j->dflows[f];
+			struct crux_cv_route *rt;
+
+			if (fl->path < 0)
+				continue;
+			rt = &d->routes[d->nroutes++];
+			rt->src = fl->src;
+			rt->dst = fl->dst;
+			rt->path_id = (uint16_t)fl->path;
+		}
+	}
+	if (s.njobs > 1)
+		qsort(s.jobs, s.njobs, sizeof(*s.jobs), decision_cmp);
+	*out = s;
+	return CRUX_OK;
+nomem:
+	crux_cv_schedule_free(&s);
+	return CRUX_ERR_NOMEM;
+}
+
+static crux_status_t plan_cb(void *arg, const struct crux_cv_host *merged, const char *ovr,
+			     size_t ovr_len, struct crux_cv_schedule *out)
+{
+	struct cruxd_agent *a = arg;
+	struct ag_cluster *cl = a->cl;
+	struct crux_cluster_status cs;
+	crux_status_t st;
+
+	crux_cluster_get_status(cl->node, &cs);
+	if (cs.term != cl->plan_term) {
+		st = planner_from_schedule(a, cl->now);
+		if (st != CRUX_OK)
+			return st;
+		cl->plan_term = cs.term;
+	}
+	take_overrides(a, ovr ? ovr : "", ovr ? ovr_len : 0);
+	st = merged_view(merged, &cl->mview);
+	if (st == CRUX_OK)
+		st = ag_plan_take_view(a, &cl->mview, cl->now);
+	if (st == CRUX_OK)
+		st = ag_plan(a, cl->now);
+	if (st == CRUX_OK)
+		st = export_schedule(a, out);
+	return st;
+}
+
+/* ---- every host: apply ----------------------------------------------------- */
+
+static void apply_cb(void *arg, const struct crux_cv_schedule *s, int64_t revision)
+{
+	struct cruxd_agent *a = arg;
+	struct ag_cluster *cl = a->cl;
+	struct crux_cv_schedule c;
+
+	if (sched_copy(s, &c) != CRUX_OK) {
+		crux_err("cluster %s: out of memory applying schedule revision %lld: keeping the "
+			 "last one",
+			 a->cfg.cluster, (long long)revision);
+		return;
+	}
+	crux_cv_schedule_free(&cl->sched);
+	cl->sched = c;
+	cl->sched_rev = revision;
+	cl->have_sched = true;
+	crux_info("cluster %s: applying schedule revision %lld (from revision %lld, term %lld): "
+		  "%u job(s)",
+		  a->cfg.cluster, (long long)revision, (long long)s->input_revision,
+		  (long long)s->term, s->njobs);
+}
+
+/* A source address of this host: one its ranks run on. */
+static bool own_source(const struct cruxd_agent *a, const struct crux_addr *src)
+{
+	if (!src->family)
+		return true; /* an override: every host */
+	for (size_t i = 0; i < a->view.njobs; i++)
+		for (uint32_t h = 0; h < a->view.jobs[i].nhosts; h++)
+			if (crux_addr_equal(&a->view.jobs[i].hosts[h], src))
+				return true;
+	return false;
+}
+
+static const struct cruxd_view_job *local_job(const struct cruxd_agent *a, uint64_t key)
+{
+	for (size_t i = 0; i < a->view.njobs; i++)
+		if (a->view.jobs[i].key == key)
+			return &a->view.jobs[i];
+	return NULL;
+}
+
+bool ag_cluster_table(struct cruxd_agent *a, uint32_t *njobs, uint32_t *nroutes)
+{
+	struct ag_cluster *cl = a->cl;
+	uint32_t nj = 0, nr = 0, top = a->cfg.settings.nlevels - 1;
+
+	if (!cl->have_sched)
+		return false;
+	for (uint32_t i = 0; i < cl->sched.njobs && nj < CRUX_DT_MAX_JOBS; i++) {
+		const struct crux_cv_decision *d = &cl->sched.jobs[i];
+		const struct cruxd_view_job *lj = local_job(a, d->key);
+		struct crux_dt_job *tj = &a->tjobs[nj++];
+
+		memset(tj, 0, sizeof(*tj));
+		tj->job_key = d->key;
+		snprintf(tj->job_id, sizeof(tj->job_id), "%s", d->id[0] ? d->id : lj ? lj->id : "");
+		tj->level = (uint8_t)(d->level > top ? top : d->level);
+		tj->state = d->state;
+		for (uint32_t r = 0; r < d->nroutes && nr < CRUX_DT_MAX_ROUTES; r++) {
+			const struct crux_cv_route *cr = &d->routes[r];
+			struct crux_dt_route *rt = &a->troutes[nr];
+			bool dup = false;
+
+			if (!own_source(a, &cr->src))
+				continue;
+			for (uint32_t q = 0; q < nr; q++)
+				dup |= a->troutes[q].job_key == d->key &&
+				       crux_addr_equal(&a->troutes[q].peer, &cr->dst);
+			if (dup)
+				continue;
+			memset(rt, 0, sizeof(*rt));
+			rt->job_key = d->key;
+			rt->peer = cr->dst;
+			rt->path_id = cr->path_id;
+			if (cr->nports) {
+				rt->nports = cr->nports;
+				memcpy(rt->ports, cr->ports, sizeof(rt->ports));
+			} else if (!ag_route_ports(a, ag_node_of(a, &cr->src), &cr->dst,
+						   ag_node_of(a, &cr->dst), cr->path_id, rt)) {
+				if (a->probe)
+					cruxd_probe_cache_want(a->probe, &cr->dst, 0, crux_now_ns());
+				continue; /* no ports known for that path yet */
+			}
+			nr++;
+		}
+	}
+	*njobs = nj;
+	*nroutes = nr;
+	return true;
+}
+
+/* ---- the pass ------------------------------------------------------------- */
+
+void ag_cluster_pass(struct cruxd_agent *a, uint64_t now)
+{
+	struct ag_cluster *cl = a->cl;
+	struct crux_cluster_status cs;
+	struct crux_cv_host h;
+
+	cl->now = now;
+	if (host_record(a, &h) == CRUX_OK) {
+		crux_status_t st = crux_cluster_set_view(cl->node, &h);
+		if (st != CRUX_OK && crux_log_once_key(0xc1057e3ull ^ (uint64_t)st))
+			crux_err("cluster %s: this host's view cannot be published: %s",
+				 a->cfg.cluster, crux_status_str(st));
+		crux_cv_host_free(&h);
+	}
+	/* The leader plans every pass: profiling windows and hold times end with time. */
+	crux_cluster_get_status(cl->node, &cs);
+	if (cs.leader)
+		crux_cluster_replan(cl->node);
+	(void)crux_cluster_step(cl->node);
+}
+
+void ag_cluster_overrides_changed(struct cruxd_agent *a)
+{
+	size_t len = 0;
+	char *buf;
+
+	if (!a->cl)
+		return;
+	buf = malloc(CRUXD_OVERRIDES_MAX_BYTES);
+	if (!buf)
+		return;
+	if (cruxd_overrides_format(a->ovr, buf, CRUXD_OVERRIDES_MAX_BYTES, &len) == CRUX_OK &&
+	    crux_cluster_set_overrides(a->cl->node, buf, len) == CRUX_OK)
+		crux_info("cluster %s: overrides (seq %llu, %u job(s)) go to every host through "
+			  "etcd",
+			  a->cfg.cluster, (unsigned long long)a->ovr->seq, a->ovr->n);
+	free(buf);
+}
+
+void ag_cluster_report(struct cruxd_agent *a, struct cruxd_status_body *b)
+{
+	struct ag_cluster *cl = a->cl;
+	struct crux_cluster_status cs;
+
+	if (!cl)
+		return;
+	crux_cluster_get_status(cl->node, &cs);
+	snprintf(b->cluster, sizeof(b->cluster), "%s", a->cfg.cluster);
+	snprintf(b->host, sizeof(b->host), "%s", a->cfg.host);
+	snprintf(b->leader, sizeof(b->leader), "%s", cs.leader_name);
+	b->term = cs.term;
+	b->schedule_revision = cs.applied_revision;
+	b->schedule_input = cs.applied_input;
+	b->schedules_written = cs.schedules_written;
+	b->cluster_stale = cs.stale;
+}
+
+/* ---- open / close ----------------------------------------------------------- */
+
+crux_status_t ag_cluster_open(struct cruxd_agent *a, char *err, size_t errlen)
+{
+	struct ag_cluster *cl = calloc(1, sizeof(*cl));
+	struct crux_cluster_cfg cc;
+	crux_status_t st;
+
+	if (!cl || !(cl->ovr = calloc(1, sizeof(*cl->ovr)))) {
+		free(cl);
+		snprintf(err, errlen, "out of memory");
+		return CRUX_ERR_NOMEM;
+	}
+	memset(&cc, 0, sizeof(cc));
+	cc.etcd.endpoints = a->cfg.etcd;
+	cc.etcd.ca_file = a->cfg.etcd_ca[0] ? a->cfg.etcd_ca : NULL;
+	cc.etcd.cert_file = a->cfg.etcd_cert[0] ? a->cfg.etcd_cert : NULL;
+	cc.etcd.key_file = a->cfg.etcd_key[0] ? a->cfg.etcd_key : NULL;
+	/* A pass must not wait long on etcd: the table's heartbeat depends on it. */
+	cc.etcd.timeout_ms = 1000;
+	cc.cluster = a->cfg.cluster;
+	cc.host = a->cfg.host;
+	cc.ttl_s = (int64_t)(a->cfg.cluster_ttl_ns / 1000000000ull);
+	cc.plan = plan_cb;
+	cc.apply = apply_cb;
+	cc.arg = a;
+	a->cl = cl;
+	st = crux_cluster_open(&cc, &cl->node, err, errlen);
+	if (st != CRUX_OK) {
+		a->cl = NULL;
+		free(cl->ovr);
+		free(cl);
+		return st;
+	}
+	a->povr = cl->ovr;
+	return CRUX_OK;
+}
+
+void ag_cluster_close(struct cruxd_agent *a)
+{
+	struct ag_cluster *cl = a->cl;
+
+	if (!cl)
+		return;
+	crux_cluster_close(cl->node);
+	crux_cv_schedule_free(&cl->sched);
+	ag_view_free(&cl->mview);
+	free(cl->ovr_text);
+	free(cl->ovr);
+	free(cl);
+	a->cl = NULL;
+	a->povr = a->ovr;
+}
