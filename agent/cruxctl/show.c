@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "crux/log.h"
 #include "show.h"
@@ -34,24 +35,35 @@ static const char *backend_name(unsigned b)
 	return b < 4 ? n[b] : "?";
 }
 
+static int add_rec(struct crux_prof_snapshot **recs, size_t *n, size_t *cap,
+		   const struct crux_prof_snapshot *s)
+{
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 16;
+		struct crux_prof_snapshot *m = realloc(*recs, nc * sizeof(*m));
+		if (!m)
+			return 1;
+		*recs = m;
+		*cap = nc;
+	}
+	(*recs)[*n] = *s;
+	/* As cruxd does: a record the preload created names its host in the net section. */
+	if (!s->id.host_addr.family && s->has_net)
+		(*recs)[*n].id.host_addr = s->net.local_addr;
+	(*n)++;
+	return 0;
+}
+
 static int scan_cb(void *arg, const struct crux_prof_snapshot *s)
 {
 	struct view *v = arg;
+	return add_rec(&v->recs, &v->nrecs, &v->caprecs, s);
+}
 
-	if (v->nrecs == v->caprecs) {
-		size_t nc = v->caprecs ? v->caprecs * 2 : 16;
-		struct crux_prof_snapshot *n = realloc(v->recs, nc * sizeof(*n));
-		if (!n)
-			return 1;
-		v->recs = n;
-		v->caprecs = nc;
-	}
-	v->recs[v->nrecs] = *s;
-	/* As cruxd does: a record the preload created names its host in the net section. */
-	if (!s->id.host_addr.family && s->has_net)
-		v->recs[v->nrecs].id.host_addr = s->net.local_addr;
-	v->nrecs++;
-	return 0;
+static int attached_cb(void *arg, const struct crux_prof_snapshot *s)
+{
+	struct view *v = arg;
+	return add_rec(&v->arecs, &v->narecs, &v->caparecs, s);
 }
 
 crux_status_t view_load(struct view *v, const char *dir)
@@ -86,6 +98,12 @@ crux_status_t view_load(struct view *v, const char *dir)
 				 kill((pid_t)v->agent->agent_pid, 0) == 0;
 	}
 	v->scan_st = crux_prof_scan(dir, 0, scan_cb, v, &v->scan);
+	/* Attached processes: what a live cruxd copied for us (a dead one's copies are old). */
+	char adir[CRUX_PATH_MAX + 16];
+	struct stat sb;
+	snprintf(adir, sizeof(adir), "%s/%s", dir, CRUX_PROF_ATTACHED_DIR);
+	if (v->agent_alive && lstat(adir, &sb) == 0)
+		(void)crux_prof_scan(adir, CRUX_PROF_SCAN_AGENT_COPIES, attached_cb, v, NULL);
 	return CRUX_OK;
 }
 
@@ -94,6 +112,7 @@ void view_free(struct view *v)
 	free(v->table);
 	free(v->agent);
 	free(v->recs);
+	free(v->arecs);
 	memset(v, 0, sizeof(*v));
 }
 
@@ -301,6 +320,35 @@ static void job_paths(const struct view *v, const struct row *r, char *buf, size
 		snprintf(buf, len, "-");
 }
 
+/* Which components published: the compute section's source, the plugin's net section. */
+static void source_of(const struct crux_prof_snapshot *s, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s%s%s",
+		 s->has_compute ? ((s->compute.flags & CRUX_PROF_F_SRC_PROFILER) ? "profiler" : "preload")
+				: "",
+		 s->has_compute && s->has_net ? "+" : "", s->has_net ? "plugin" : "");
+	if (!buf[0])
+		snprintf(buf, len, "-");
+}
+
+static void print_peers(FILE *f, const struct crux_prof_snapshot *s)
+{
+	if (!s->has_net)
+		return;
+	for (uint32_t p = 0; p < s->net.npeers && p < CRUX_PROF_MAX_PEERS; p++) {
+		const struct crux_prof_peer *pp = &s->net.peers[p];
+		char d[CRUX_ADDR_STRLEN];
+		crux_addr_format(&pp->peer, d, sizeof(d));
+		fprintf(f, "    peer %-16s tx by level", d);
+		for (int l = 0; l < CRUX_MAX_LEVELS; l++)
+			fprintf(f, " %llu", (unsigned long long)pp->tx_bytes[l]);
+		fprintf(f, "  rx by level");
+		for (int l = 0; l < CRUX_MAX_LEVELS; l++)
+			fprintf(f, " %llu", (unsigned long long)pp->rx_bytes[l]);
+		fprintf(f, "\n");
+	}
+}
+
 void view_text(const struct view *v, FILE *f, bool compact)
 {
 	struct row *rows = NULL;
@@ -459,20 +507,23 @@ void view_text(const struct view *v, FILE *f, bool compact)
 				base ? base + 1 : s->file, (int)s->pid, s->id.job_id, rank,
 				s->id.host_addr.family ? host : s->id.hostname, "-", "-", "-", "-", "-",
 				"0", "-");
-		if (!s->has_net)
-			continue;
-		for (uint32_t p = 0; p < s->net.npeers && p < CRUX_PROF_MAX_PEERS; p++) {
-			const struct crux_prof_peer *pp = &s->net.peers[p];
-			char d[CRUX_ADDR_STRLEN];
-			crux_addr_format(&pp->peer, d, sizeof(d));
-			fprintf(f, "    peer %-16s tx by level", d);
-			for (int l = 0; l < CRUX_MAX_LEVELS; l++)
-				fprintf(f, " %llu", (unsigned long long)pp->tx_bytes[l]);
-			fprintf(f, "  rx by level");
-			for (int l = 0; l < CRUX_MAX_LEVELS; l++)
-				fprintf(f, " %llu", (unsigned long long)pp->rx_bytes[l]);
-			fprintf(f, "\n");
-		}
+		print_peers(f, s);
+	}
+	if (!v->agent_alive)
+		return;
+	fprintf(f, "\nattached processes (copied by cruxd)\n%7s %6s %-22s %9s %-16s %-16s\n", "PID",
+		"UID", "JOB", "RANK", "HOST", "SOURCE");
+	if (!v->narecs)
+		fprintf(f, "  none\n");
+	for (size_t i = 0; i < v->narecs; i++) {
+		const struct crux_prof_snapshot *s = &v->arecs[i];
+		char host[CRUX_ADDR_STRLEN], rank[24], src[40];
+		crux_addr_format(&s->id.host_addr, host, sizeof(host));
+		snprintf(rank, sizeof(rank), "%d/%d", s->id.rank, s->id.world_size);
+		source_of(s, src, sizeof(src));
+		fprintf(f, "%7d %6lld %-22.22s %9s %-16.16s %-16s\n", (int)s->pid, (long long)s->uid,
+			s->id.job_id, rank, s->id.host_addr.family ? host : s->id.hostname, src);
+		print_peers(f, s);
 	}
 }
 
@@ -492,6 +543,88 @@ static void json_keyhex(struct json *j, uint64_t key)
 	char b[24];
 	snprintf(b, sizeof(b), "0x%016llx", (unsigned long long)key);
 	json_str(j, b);
+}
+
+/* One record: a v1 file's, or an attached process's as cruxd copied it. */
+static void json_record(struct json *j, const struct crux_prof_snapshot *s)
+{
+	json_obj(j);
+	if (!s->attached) {
+		json_key(j, "file");
+		json_str(j, s->file);
+	}
+	json_key(j, "pid");
+	json_i64(j, s->pid);
+	json_key(j, "uid");
+	json_i64(j, s->uid);
+	json_key(j, "job_key");
+	json_keyhex(j, s->id.job_key);
+	json_key(j, "job_id");
+	json_str(j, s->id.job_id);
+	json_key(j, "hostname");
+	json_str(j, s->id.hostname);
+	json_key(j, "host_addr");
+	json_addr(j, &s->id.host_addr);
+	json_key(j, "rank");
+	json_i64(j, s->id.rank);
+	json_key(j, "world_size");
+	json_i64(j, s->id.world_size);
+	json_key(j, "compute");
+	if (s->has_compute) {
+		const struct crux_prof_compute *c = &s->compute;
+		json_obj(j);
+		json_key(j, "windows");
+		json_u64(j, c->windows);
+		json_key(j, "iterations");
+		json_u64(j, c->total_iterations);
+		json_key(j, "iter_time_s");
+		json_num(j, c->iter_time_s);
+		json_key(j, "compute_s");
+		json_num(j, c->compute_s);
+		json_key(j, "comm_s");
+		json_num(j, c->comm_s);
+		json_key(j, "overlap_s");
+		json_num(j, c->overlap_s);
+		json_key(j, "stall_s");
+		json_num(j, c->stall_s);
+		json_key(j, "timing");
+		json_str(j, backend_name(c->timing_backend));
+		/* Which component measured it: the preload or the NCCL profiler plugin. */
+		json_key(j, "source");
+		json_str(j, (c->flags & CRUX_PROF_F_SRC_PROFILER) ? "profiler" : "preload");
+		json_key(j, "flags");
+		json_u64(j, c->flags);
+		json_end_obj(j);
+	} else {
+		json_null(j);
+	}
+	if (s->attached) {
+		char src[40];
+		source_of(s, src, sizeof(src));
+		json_key(j, "source");
+		json_str(j, src);
+	}
+	json_key(j, "peers");
+	json_arr(j);
+	for (uint32_t p = 0; s->has_net && p < s->net.npeers && p < CRUX_PROF_MAX_PEERS; p++) {
+		const struct crux_prof_peer *pp = &s->net.peers[p];
+		json_obj(j);
+		json_key(j, "peer");
+		json_addr(j, &pp->peer);
+		json_key(j, "tx_bytes");
+		json_arr(j);
+		for (int l = 0; l < CRUX_MAX_LEVELS; l++)
+			json_u64(j, pp->tx_bytes[l]);
+		json_end_arr(j);
+		json_key(j, "rx_bytes");
+		json_arr(j);
+		for (int l = 0; l < CRUX_MAX_LEVELS; l++)
+			json_u64(j, pp->rx_bytes[l]);
+		json_end_arr(j);
+		json_end_obj(j);
+	}
+	json_end_arr(j);
+	json_end_obj(j);
 }
 
 void view_json(const struct view *v, struct json *j)
@@ -767,77 +900,19 @@ void view_json(const struct view *v, struct json *j)
 	json_u64(j, v->scan.busy);
 	json_key(j, "list");
 	json_arr(j);
-	for (size_t i = 0; i < v->nrecs; i++) {
-		const struct crux_prof_snapshot *s = &v->recs[i];
-		json_obj(j);
-		json_key(j, "file");
-		json_str(j, s->file);
-		json_key(j, "pid");
-		json_i64(j, s->pid);
-		json_key(j, "job_key");
-		json_keyhex(j, s->id.job_key);
-		json_key(j, "job_id");
-		json_str(j, s->id.job_id);
-		json_key(j, "hostname");
-		json_str(j, s->id.hostname);
-		json_key(j, "host_addr");
-		json_addr(j, &s->id.host_addr);
-		json_key(j, "rank");
-		json_i64(j, s->id.rank);
-		json_key(j, "world_size");
-		json_i64(j, s->id.world_size);
-		json_key(j, "compute");
-		if (s->has_compute) {
-			const struct crux_prof_compute *c = &s->compute;
-			json_obj(j);
-			json_key(j, "windows");
-			json_u64(j, c->windows);
-			json_key(j, "iterations");
-			json_u64(j, c->total_iterations);
-			json_key(j, "iter_time_s");
-			json_num(j, c->iter_time_s);
-			json_key(j, "compute_s");
-			json_num(j, c->compute_s);
-			json_key(j, "comm_s");
-			json_num(j, c->comm_s);
-			json_key(j, "overlap_s");
-			json_num(j, c->overlap_s);
-			json_key(j, "stall_s");
-			json_num(j, c->stall_s);
-			json_key(j, "timing");
-			json_str(j, backend_name(c->timing_backend));
-			/* Which component measured it: the preload or the NCCL profiler plugin. */
-			json_key(j, "source");
-			json_str(j, (c->flags & CRUX_PROF_F_SRC_PROFILER) ? "profiler" : "preload");
-			json_key(j, "flags");
-			json_u64(j, c->flags);
-			json_end_obj(j);
-		} else {
-			json_null(j);
-		}
-		json_key(j, "peers");
-		json_arr(j);
-		for (uint32_t p = 0; s->has_net && p < s->net.npeers && p < CRUX_PROF_MAX_PEERS; p++) {
-			const struct crux_prof_peer *pp = &s->net.peers[p];
-			json_obj(j);
-			json_key(j, "peer");
-			json_addr(j, &pp->peer);
-			json_key(j, "tx_bytes");
-			json_arr(j);
-			for (int l = 0; l < CRUX_MAX_LEVELS; l++)
-				json_u64(j, pp->tx_bytes[l]);
-			json_end_arr(j);
-			json_key(j, "rx_bytes");
-			json_arr(j);
-			for (int l = 0; l < CRUX_MAX_LEVELS; l++)
-				json_u64(j, pp->rx_bytes[l]);
-			json_end_arr(j);
-			json_end_obj(j);
-		}
-		json_end_arr(j);
-		json_end_obj(j);
-	}
+	for (size_t i = 0; i < v->nrecs; i++)
+		json_record(j, &v->recs[i]);
 	json_end_arr(j);
 	json_end_obj(j);
+	/* Processes attached to a running cruxd (null: no agent runs). */
+	json_key(j, "attached");
+	if (v->agent_alive) {
+		json_arr(j);
+		for (size_t i = 0; i < v->narecs; i++)
+			json_record(j, &v->arecs[i]);
+		json_end_arr(j);
+	} else {
+		json_null(j);
+	}
 	json_end_obj(j);
 }

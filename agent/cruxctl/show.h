@@ -27,6 +27,9 @@ struct view {
 	struct crux_prof_snapshot *recs;
 	size_t nrecs, caprecs;
 	struct crux_prof_scan_stats scan;
+	/* The processes attached to a running cruxd (its copies in CRUX_SHM_DIR/attached). */
+	struct crux_prof_snapshot *arecs;
+	size_t narecs, caparecs;
 };
 
 crux_status_t view_load(struct view *v, const char *dir);

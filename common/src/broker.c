@@ -558,6 +558,8 @@ crux_status_t crux_broker_scan(struct crux_broker *b, crux_prof_scan_fn fn, void
 		/* The kernel's identity, never the record's. */
 		snap->pid = p->who.pid;
 		snap->start_time = p->who.start_time;
+		snap->uid = (int64_t)p->who.uid;
+		snap->attached = true;
 		snprintf(snap->file, sizeof(snap->file), "pid %d (uid %u, attached)",
 			 (int)p->who.pid, (unsigned)p->who.uid);
 		s.valid++;

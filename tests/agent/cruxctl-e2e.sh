@@ -1,13 +1,18 @@
 #!/bin/sh
 # cruxctl set / clear / status / top end to end, without and with a running
-# cruxd, in a private CRUX_SHM_DIR. Usage: cruxctl-e2e.sh CRUXCTL CRUXD
+# cruxd, in a private CRUX_SHM_DIR; status lists the processes attached to
+# cruxd. Usage: cruxctl-e2e.sh CRUXCTL CRUXD FAKE_RANK
 set -eu
 CTL=$1
 AGENT=$2
+RANK=$3
 tmp=$(mktemp -d /tmp/cxag-e2e.XXXXXX)
 chmod 755 "$tmp"
 agent_pid=
+rank_pid=
 cleanup() {
+	[ -n "$rank_pid" ] && kill -KILL "$rank_pid" 2>/dev/null
+	[ -n "$rank_pid" ] && wait "$rank_pid" 2>/dev/null
 	if [ -n "$agent_pid" ]; then
 		kill -CONT "$agent_pid" 2>/dev/null || true
 		kill -KILL "$agent_pid" 2>/dev/null || true
@@ -74,6 +79,34 @@ grep -q "env:bar" "$tmp/top" || fail "top shows no job"
 grep -q "applied by the agent" "$tmp/out" || fail "clear through agent"
 "$CTL" --json status | grep -q 'env:bar' && fail "bar still there after clear"
 "$CTL" --json status | grep -q 'env:keep' && fail "keep still there after clear"
+
+# A process attached over cruxd.sock (its record is a memfd cruxd holds) is listed by status
+# with the kernel's pid and uid, its job, its source and its byte counters per peer and level.
+FAKE_RANK_ATTACH=1 "$RANK" "$CRUX_SHM_DIR" env:att 198.18.7.1 198.18.7.2 1000 0.1 0.05 0.02 \
+	2>"$tmp/rank.err" &
+rank_pid=$!
+i=0
+until "$CTL" --json status 2>/dev/null | grep -q "\"attached\":\[{\"pid\":$rank_pid,"; do
+	i=$((i + 1)); [ $i -lt 50 ] || fail "attached rank not listed: $(cat "$tmp/rank.err"; "$CTL" --json status)"
+	sleep 0.1
+done
+"$CTL" --json status >"$tmp/st.json"
+grep -q "\"attached\":\[{\"pid\":$rank_pid,\"uid\":$(id -u),\"job_key\":\"0x[0-9a-f]*\",\"job_id\":\"env:att\"" \
+	"$tmp/st.json" || fail "attached entry lacks pid, uid or job: $(cat "$tmp/st.json")"
+grep -q '"source":"preload+plugin","peers":\[{"peer":"198.18.7.2","tx_bytes":\[[1-9]' "$tmp/st.json" ||
+	fail "attached entry lacks source or byte counters: $(cat "$tmp/st.json")"
+ls "$CRUX_SHM_DIR" | grep -q '^prof-' && fail "an attached rank left a v1 record file"
+"$CTL" status >"$tmp/st.txt"
+grep -A2 "attached processes" "$tmp/st.txt" | grep -q "^ *$rank_pid  *$(id -u) env:att .*preload+plugin" ||
+	fail "text status lacks the attached rank: $(cat "$tmp/st.txt")"
+grep -q "peer 198.18.7.2 *tx by level [1-9]" "$tmp/st.txt" || fail "text status lacks the counters"
+kill -KILL "$rank_pid"; wait "$rank_pid" 2>/dev/null || true; rank_pid=
+# Gone from the list once its connection closed (the next pass).
+i=0
+while "$CTL" --json status | grep -q '"job_id":"env:att"'; do
+	i=$((i + 1)); [ $i -lt 30 ] || fail "the dead rank is still listed"
+	sleep 0.1
+done
 
 # A corrupt overrides file under a running agent: refused with the way out, and clear recovers.
 echo "garbage here" >"$CRUX_SHM_DIR/overrides.conf"

@@ -4,6 +4,8 @@
  * a stand-in training process for integration tests. It writes its profile
  * record through common's API (compute section as the preload would, net
  * section as the plugin would, advancing every 100 ms) until killed.
+ * With FAKE_RANK_ATTACH=1 it attaches to cruxd over its socket (contract v2,
+ * record in a sealed memfd) instead of writing a v1 record file.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -12,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "crux/attach.h"
 #include "crux/jobid.h"
 #include "crux/profile.h"
 #include "crux/shm.h"
@@ -42,8 +45,21 @@ int main(int argc, char **argv)
 	id.rank = 0;
 	id.world_size = 1;
 	id.local_rank = 0;
-	if (crux_prof_open_self(argv[1], &id, &h) != CRUX_OK)
+	const char *att = getenv("FAKE_RANK_ATTACH");
+	if (att && !strcmp(att, "1")) {
+		struct crux_agent_conn *conn = NULL;
+		struct crux_dt_reader *table = NULL;
+		char err[512];
+		if (crux_prof_open_shared_ex(&id, &h, err, sizeof(err)) != CRUX_OK ||
+		    crux_agent_conn_open(argv[1], h, &conn, err, sizeof(err)) != CRUX_OK ||
+		    crux_agent_conn_wait(conn, 5000, &table, err, sizeof(err)) != CRUX_OK) {
+			fprintf(stderr, "fake-rank: cannot attach: %s\n", err);
+			return 1;
+		}
+		/* The connection stays open (the record lives as long as it) until killed. */
+	} else if (crux_prof_open_self(argv[1], &id, &h) != CRUX_OK) {
 		return 1;
+	}
 	bpi = atof(argv[5]);
 	iter = atof(argv[6]);
 	memset(&c, 0, sizeof(c));

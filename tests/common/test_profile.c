@@ -601,6 +601,67 @@ static void test_other_user(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+
+static int copies_cb(void *arg, const struct crux_prof_snapshot *s)
+{
+	struct crux_prof_snapshot *out = arg;
+	*out = *s;
+	return 0;
+}
+
+/*
+ * cruxd's copies of attached records: written with the kernel's pid, start
+ * time and uid, rewritten when damaged, removed when the process is gone.
+ */
+static void test_agent_copies(void **state)
+{
+	struct tu_dirs *d = *state;
+	struct crux_prof_copies *c = NULL;
+	struct crux_prof_snapshot *s = calloc(1, sizeof(*s)), *got = calloc(1, sizeof(*got));
+	struct crux_prof_scan_stats st;
+	char err[512], adir[300], path[400];
+	assert_int_equal(crux_prof_copies_open(d->shm, &c, err, sizeof(err)), CRUX_OK);
+	snprintf(adir, sizeof(adir), "%s/%s", d->shm, CRUX_PROF_ATTACHED_DIR);
+	make_identity(&s->id, "env:copied", 3);
+	s->pid = 4242;
+	s->start_time = 77;
+	s->uid = 1234;
+	s->has_net = true;
+	s->net.npeers = 1;
+	s->net.peers[0].peer.family = 4;
+	s->net.peers[0].tx_bytes[2] = 999;
+	for (int pass = 0; pass < 3; pass++) {
+		crux_prof_copies_begin(c);
+		crux_prof_copies_put(c, s);
+		crux_prof_copies_end(c);
+		memset(got, 0, sizeof(*got));
+		assert_int_equal(crux_prof_scan(adir, CRUX_PROF_SCAN_AGENT_COPIES, copies_cb, got, &st),
+				 CRUX_OK);
+		assert_int_equal(st.valid, 1);
+		assert_int_equal(got->pid, 4242);
+		assert_true(got->uid == 1234 && got->attached);
+		assert_string_equal(got->id.job_id, "env:copied");
+		assert_true(got->net.peers[0].tx_bytes[2] == 999);
+		/* damage between passes: truncated, then scribbled over */
+		snprintf(path, sizeof(path), "%s/prof-4242-77.rec", adir);
+		if (pass == 0)
+			assert_int_equal(truncate(path, 10), 0);
+		else if (pass == 1)
+			tu_write_file(path, "junk", 4, 0644);
+	}
+	/* the process detached: its copy goes at the end of the next pass */
+	crux_prof_copies_begin(c);
+	crux_prof_copies_end(c);
+	assert_int_equal(crux_prof_scan(adir, CRUX_PROF_SCAN_AGENT_COPIES, copies_cb, got, &st),
+			 CRUX_OK);
+	assert_int_equal(st.valid + st.invalid, 0);
+	crux_prof_copies_close(c, true);
+	struct stat sb;
+	assert_int_equal(stat(adir, &sb), -1);
+	free(s);
+	free(got);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -612,6 +673,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_scan_invalid, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_scan_dir_errors, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_other_user, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_agent_copies, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

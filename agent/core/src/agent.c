@@ -176,9 +176,16 @@ static crux_status_t attach_open(struct cruxd_agent *a)
 	if (st == CRUX_OK)
 		st = crux_broker_open(a->cfg.shm_dir, &pol, crux_dt_writer_fd(a->dt), &a->broker,
 				      err, sizeof(err));
-	if (st != CRUX_OK)
+	if (st != CRUX_OK) {
 		crux_err("cannot serve training processes: %s", err);
-	else if (pol.nusers || pol.ngroups)
+		return st;
+	}
+	/* Without the copies cruxctl lists no attached process; the agent works on. */
+	if (crux_prof_copies_open(a->cfg.shm_dir, &a->copies, err, sizeof(err)) != CRUX_OK) {
+		a->copies = NULL;
+		crux_warn("cruxctl will not list attached processes: %s", err);
+	}
+	if (pol.nusers || pol.ngroups)
 		crux_info("attach socket open to root and %u user(s), %u group(s)",
 			  (unsigned)pol.nusers, (unsigned)pol.ngroups);
 	return st;
@@ -371,6 +378,7 @@ void cruxd_agent_close(struct cruxd_agent *a)
 	if (a->sw)
 		cruxd_status_writer_close(a->sw, true);
 	crux_broker_close(a->broker);
+	crux_prof_copies_close(a->copies, true);
 	if (a->dt) {
 		/* A last heartbeat so readers keep the decisions for a full timeout. */
 		crux_dt_heartbeat(a->dt);

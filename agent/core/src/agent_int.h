@@ -142,6 +142,7 @@ struct cruxd_agent {
 	struct cruxd_config cfg;
 	struct crux_dt_writer *dt;  /* a sealed memfd (handed out) with a written file copy */
 	struct crux_broker *broker; /* the attach socket (crux/attach.h) */
+	struct crux_prof_copies *copies; /* attached records copied for cruxctl (crux/profile.h) */
 	struct cruxd_status_writer *sw;
 	struct cruxd_probe_cache *probe;
 	struct crux_sched_topo *topo; /* from the file; NULL = single-host view */

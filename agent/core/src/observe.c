@@ -216,6 +216,14 @@ static int scan_cb(void *arg, const struct crux_prof_snapshot *s)
 	return 0;
 }
 
+/* An attached record: copied for cruxctl, then taken like any other. */
+static int attached_cb(void *arg, const struct crux_prof_snapshot *s)
+{
+	struct cruxd_agent *a = arg;
+	crux_prof_copies_put(a->copies, s);
+	return scan_cb(arg, s);
+}
+
 /* Scan the records into a->ranks, sorted by (pid, start time). */
 crux_status_t ag_observe(struct cruxd_agent *a, uint64_t now)
 {
@@ -228,7 +236,10 @@ crux_status_t ag_observe(struct cruxd_agent *a, uint64_t now)
 	a->nnext = 0;
 	memset(&a->scan, 0, sizeof(a->scan));
 	/* Attached processes first (identity from the kernel), then v1 record files. */
-	st = crux_broker_scan(a->broker, scan_cb, a, &att);
+	crux_prof_copies_begin(a->copies);
+	st = crux_broker_scan(a->broker, attached_cb, a, &att);
+	if (st == CRUX_OK)
+		crux_prof_copies_end(a->copies);
 	if (st == CRUX_OK)
 		st = crux_prof_scan(a->cfg.shm_dir, CRUX_PROF_SCAN_REAP, scan_cb, a, &a->scan);
 	a->scan.valid += att.valid;

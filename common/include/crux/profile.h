@@ -68,7 +68,11 @@ struct crux_prof_identity {
 	int32_t rank;       /* -1 when unknown */
 	int32_t world_size; /* -1 when unknown */
 	int32_t local_rank; /* -1 when unknown */
-	int32_t reserved;
+	/*
+	 * Only in cruxd's copies of attached records (CRUX_PROF_ATTACHED_DIR):
+	 * the process's uid as the kernel named it. Ignored everywhere else.
+	 */
+	uint32_t agent_uid;
 };
 
 /* Written by the preload once per profile window (CRUX_PROFILE_WINDOW). */
@@ -118,6 +122,8 @@ struct crux_prof_net {
 struct crux_prof_snapshot {
 	pid_t pid;
 	uint64_t start_time;
+	int64_t uid;   /* the kernel's: peer credentials, or the v1 file's owner; -1 unknown */
+	bool attached; /* attached to cruxd (v2), not a v1 file */
 	char file[CRUX_PATH_MAX];
 	struct crux_prof_identity id;
 	bool has_compute; /* the preload published at least once */
@@ -149,6 +155,11 @@ void crux_prof_close(struct crux_prof_handle *h);
 
 enum crux_prof_scan_flags {
 	CRUX_PROF_SCAN_REAP = 0x1, /* remove records of processes that no longer exist */
+	/*
+	 * The directory holds cruxd's copies of attached records: snapshots say
+	 * attached, with the uid cruxd wrote (the file owner is cruxd).
+	 */
+	CRUX_PROF_SCAN_AGENT_COPIES = 0x2,
 };
 
 struct crux_prof_scan_stats {
@@ -207,6 +218,27 @@ size_t crux_prof_file_size(void);
 crux_status_t crux_prof_validate_buffer(const void *base, size_t size, pid_t expect_pid,
 					uint64_t expect_start, struct crux_prof_snapshot *out,
 					char *err, size_t errlen);
+
+/*
+ * cruxd's copies of the attached records, for cruxctl: one record file per
+ * attached process in CRUX_SHM_DIR/attached/ (a directory cruxd owns, mode
+ * 0755), named and headed with the kernel's pid and start time, the
+ * identity carrying the kernel's uid (agent_uid). Written with pwrite under
+ * the seqlock protocol, never mapped; a damaged or removed copy is written
+ * anew at the next pass; copies of processes gone are removed at the end of
+ * a pass. No descriptor of a process's record ever leaves cruxd.
+ */
+#define CRUX_PROF_ATTACHED_DIR "attached"
+struct crux_prof_copies;
+crux_status_t crux_prof_copies_open(const char *shm_dir, struct crux_prof_copies **out, char *err,
+				    size_t errlen);
+void crux_prof_copies_begin(struct crux_prof_copies *c);
+/* Write the copy of one attached record (s->pid, s->start_time, s->uid are the kernel's). */
+void crux_prof_copies_put(struct crux_prof_copies *c, const struct crux_prof_snapshot *s);
+/* Remove the copies of processes not put since crux_prof_copies_begin. */
+void crux_prof_copies_end(struct crux_prof_copies *c);
+/* With 'remove', delete every copy and the directory (clean shutdown). */
+void crux_prof_copies_close(struct crux_prof_copies *c, bool remove);
 
 /* ---- Contract v2: the record as a sealed memfd (see crux/attach.h) ---- */
 
