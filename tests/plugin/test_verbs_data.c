@@ -405,6 +405,55 @@ static void test_lane_flip_back(void **state)
 	cruxn_dereg_mr(rc, rmr);
 }
 
+/*
+ * The hold's bounds, with a receiver that never serves its control socket:
+ * messages wait for the new lane, then (the decision's lane not up after
+ * the hold's bound) go on the current lane rather than starve; the lane the
+ * peer never answered fails the connection after CRUX_TIMEOUT.
+ */
+static void test_lane_hold_bounds(void **state)
+{
+	static unsigned char sb[4096], rb[4096];
+	struct vx_comm *s = sc;
+	void *smr, *rmr, *sreq = NULL, *rreq, *d = rb;
+	size_t cap = sizeof(rb);
+	uint64_t saved = cruxn_ctx.cfg.timeout_ms;
+	cruxn_result_t res = CRUXN_SUCCESS;
+	int first_null;
+	(void)state;
+
+	assert_int_equal(cruxn_reg_mr(sc, sb, sizeof(sb), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_reg_mr(rc, rb, sizeof(rb), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
+	fill(sb, sizeof(sb), 5);
+	assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, &rreq), CRUXN_SUCCESS);
+	s->b.tag.cls.tos = 34 << 2;
+	s->b.ops->boundary(&s->b, true, false);
+	assert_int_equal(cruxn_isend(sc, sb, sizeof(sb), 0, &sreq), CRUXN_SUCCESS);
+	first_null = sreq == NULL;
+	assert_true(first_null); /* held: the new lane is not up */
+	for (int i = 0; !sreq && i < 5000; i++) {
+		assert_int_equal(cruxn_isend(sc, sb, sizeof(sb), 0, &sreq), CRUXN_SUCCESS);
+		usleep(1000);
+	}
+	assert_non_null(sreq); /* the valve: on the current lane */
+	assert_int_equal(s->cur->id, 0);
+	wait_done(sreq, NULL);
+	wait_done(rreq, NULL);
+	check(rb, sizeof(rb), 5);
+
+	cruxn_ctx.cfg.timeout_ms = 1500;
+	for (int i = 0; i < 5000 && res == CRUXN_SUCCESS; i++) {
+		sreq = NULL;
+		res = cruxn_isend(sc, sb, 10, 0, &sreq);
+		assert_null(sreq); /* no receive posted */
+		usleep(1000);
+	}
+	cruxn_ctx.cfg.timeout_ms = saved;
+	assert_int_equal(res, CRUXN_REMOTE_ERROR);
+	cruxn_dereg_mr(sc, smr);
+	cruxn_dereg_mr(rc, rmr);
+}
+
 static void test_bad_rkey(void **state)
 {
 	static unsigned char sb[4096], rb[4096];
@@ -531,6 +580,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_32_in_flight, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_switch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_flip_back, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lane_hold_bounds, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_four_qps, setup4, teardown4),
 		cmocka_unit_test_setup_teardown(test_flush, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_rkey, setup, teardown),

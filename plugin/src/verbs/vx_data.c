@@ -338,12 +338,17 @@ static void vx_boundary(struct cruxn_base *b, bool class_changed, bool route_cha
 	(void)cruxn_vx_lane_want(vx_of(b)); /* start building at once */
 }
 
+static int once_valve;
+
 /*
  * The message boundary's lane decision: the next message goes on the lane
  * of the current decision. When that is not the current lane, messages are
  * held (NULL requests) until it is up and the current lane's work drained,
- * so no message leaves at the old class after the decision changed. The
- * hold is bounded by CRUX_TIMEOUT (a peer that never answers the LANE).
+ * so no message leaves at the old class after the decision changed.
+ * Bounds: a lane the peer does not answer within CRUX_TIMEOUT fails the
+ * connection; a decision that keeps changing faster than lanes are built
+ * (no lane up for it after VX_HOLD_MAX_NS) lets messages go on the current
+ * lane rather than starve them.
  */
 static bool lane_ready(struct vx_comm *c)
 {
@@ -357,11 +362,20 @@ static bool lane_ready(struct vx_comm *c)
 		return true;
 	}
 	now = crux_now_ns();
-	if (!c->hold_ns) {
+	if (!c->hold_ns)
 		c->hold_ns = now;
-	} else if (now - c->hold_ns > cruxn_ctx.cfg.timeout_ms * 1000000ull) {
-		cruxn_vx_fail(c, "lane change", "the new lane was not up within CRUX_TIMEOUT",
-			      "the peer does not answer on the control socket");
+	if (want && want->state == VX_LANE_BUILDING &&
+	    now - want->since_ns > cruxn_ctx.cfg.timeout_ms * 1000000ull) {
+		cruxn_vx_fail(c, "lane change", "the peer did not answer a new lane within CRUX_TIMEOUT",
+			      "the peer does not serve its control socket");
+		return false;
+	}
+	if ((!want || want->state == VX_LANE_BUILDING) && now - c->hold_ns > VX_HOLD_MAX_NS) {
+		crux_log_once(&once_valve, CRUX_LOG_WARN,
+			      "the decision changes faster than new lanes are built (held %llu ms): "
+			      "messages go on the current lane until one is up",
+			      (unsigned long long)((now - c->hold_ns) / 1000000u));
+		return true;
 	}
 	return false;
 }

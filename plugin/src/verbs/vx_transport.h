@@ -28,6 +28,8 @@
 /* every lane's QPs, and the flush QP's one READ per request */
 #define VX_CQ_DEPTH(nqps) (VX_MAX_LANES * (nqps) * (VX_RECV_DEPTH + VX_SEND_DEPTH) + VX_FIFO)
 #define VX_MAX_MSG    0x7fffffffull /* NCCL's IB transport: int sizes */
+/* the longest a message waits for a decision's lane that is not up yet */
+#define VX_HOLD_MAX_NS 1000000000ull
 /* how long an error completion waits for a closing peer's BYE */
 #define VX_GONE_WAIT_NS 1000000000ull
 
