@@ -5,6 +5,8 @@
 # replaced and removed, and the attach socket gets garbage. Nobody may die:
 # the transfer completes with every byte verified, cruxd survives, recreates
 # its socket and files, and the job's ranks are still attached at the end.
+# The sender runs as a real unprivileged user (a system account this test
+# creates with useradd and removes at the end) and is profiled by the root agent.
 # usage: shm-chaos.sh CRUXD CONFORMANCE PLUGIN_DIR
 set -u
 AGENT=$1 CONF=$2 PLUGDIR=$3
@@ -13,10 +15,14 @@ P=cxch$$
 A=${P}a B=${P}b
 W=$(mktemp -d /tmp/cxch-XXXXXX)
 AP="" SP="" RP=""
+# The unprivileged rank's account: ours if it carries this comment (a run that was
+# killed left it: reused, then removed); another account of that name is used, never removed.
+RU=crux-test RU_TAG="Crux test account (tests/agent/shm-chaos.sh)" RU_OURS=""
 cleanup() {
 	for p in $AP $SP $RP; do kill -KILL "$p" 2>/dev/null; done
 	ip netns del "$A" 2>/dev/null
 	ip netns del "$B" 2>/dev/null
+	[ -n "$RU_OURS" ] && userdel "$RU" 2>/dev/null
 	[ -n "${KEEP:-}" ] || rm -rf "$W"
 }
 trap cleanup EXIT
@@ -44,11 +50,21 @@ while [ ! -S "$S/cruxd.sock" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); do
 ip netns exec "$B" "$CONF" xfer-recv "$W" >"$W/recv.log" 2>&1 &
 RP=$!
 # The sender runs as an unprivileged user (root agent, root receiver): any user attaches.
-AS=""
-if command -v setpriv >/dev/null 2>&1; then
-	chmod 1777 "$W"
-	AS="setpriv --reuid=65534 --regid=65534 --clear-groups"
+if ! getent passwd "$RU" >/dev/null; then
+	command -v useradd >/dev/null 2>&1 || fail "useradd is missing: cannot create the unprivileged user"
+	useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
+		--comment "$RU_TAG" "$RU" || fail "useradd $RU failed"
 fi
+[ "$(getent passwd "$RU" | cut -d: -f5)" = "$RU_TAG" ] && RU_OURS=1
+RUID=$(id -u "$RU") RGID=$(id -g "$RU")
+[ "$RUID" != 0 ] || fail "user $RU is root"
+chmod 1777 "$W"
+if command -v setpriv >/dev/null 2>&1; then
+	AS="setpriv --reuid=$RUID --regid=$RGID --init-groups"
+else
+	AS="runuser -u $RU --"
+fi
+echo "the sender runs as $RU (uid $RUID): $AS"
 ip netns exec "$A" $AS "$CONF" xfer-send "$W" 262144 400 400 >"$W/send.log" 2>&1 &
 SP=$!
 
@@ -56,14 +72,12 @@ SP=$!
 i=0
 until grep -q "job env:$P .*arrived" "$W/agent.log" || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
 grep -q "job env:$P .*arrived" "$W/agent.log" || fail "the job never reached cruxd"
-if [ -n "$AS" ]; then
-	i=0
-	until grep -q "(uid 65534) attached: job env:$P" "$W/agent.log" || [ $i -ge 100 ]; do
-		sleep 0.1; i=$((i + 1))
-	done
-	grep -q "(uid 65534) attached: job env:$P" "$W/agent.log" ||
-		fail "the unprivileged rank was not profiled by the root agent"
-fi
+i=0
+until grep -q "(uid $RUID) attached: job env:$P" "$W/agent.log" || [ $i -ge 100 ]; do
+	sleep 0.1; i=$((i + 1))
+done
+grep -q "(uid $RUID) attached: job env:$P" "$W/agent.log" ||
+	fail "the unprivileged rank ($RU, uid $RUID) was not profiled by the root agent"
 
 junk() { head -c "$1" /dev/urandom; }
 garbage_to_socket() {
