@@ -4,6 +4,8 @@
 # over the three hosts, and one job per host (J1..J3). Checks:
 #   - every agent applies the same schedule revision and gives JA one level;
 #   - cruxctl set on one host applies on every host (through etcd), clear too;
+#   - the leader frozen (SIGSTOP) past its lease: another leads; resumed, the
+#     old leader finds its lease gone and follows the new leader's schedule;
 #   - the leader cruxd SIGKILLed: another leads within the lease TTL and the
 #     schedule continues (JA stays scheduled at its level, never re-profiled);
 #   - a non-leader SIGKILLed: its host record expires, its job leaves the
@@ -116,6 +118,25 @@ CRUX_SHM_DIR=$T/h2 "$CTL" clear >/dev/null || fail "cruxctl clear in cluster mod
 MINREV=$REV
 wait_agree "1 2 3" JA scheduled 10 "clearing the override did not reach every host"
 echo "override: set and cleared on every host (revision $REV)"
+
+# ---- the leader freezes past its lease, then resumes ----
+F=${LEADER#h}
+eval "kill -STOP \$A$F"
+others=""
+for h in 1 2 3; do [ $h = "$F" ] || others="$others $h"; done
+MINREV=$REV
+i=0
+until agree "$others" JA scheduled && [ "$LEADER" != "h$F" ]; do
+	i=$((i + 1))
+	[ $i -le $(((TTL + 5) * 10)) ] || { eval "kill -CONT \$A$F"; fail "no new leader while h$F was frozen"; }
+	sleep 0.1
+done
+eval "kill -CONT \$A$F"
+newlead=$LEADER
+MINREV=$((REV - 1))
+wait_agree "1 2 3" JA scheduled 10 "the resumed h$F did not follow the new leader $newlead"
+[ "$LEADER" = "$newlead" ] || fail "leader $LEADER after h$F resumed, not $newlead"
+echo "leader h$F frozen: $newlead leads; h$F resumed and follows revision $REV"
 
 # ---- the leader dies ----
 L=${LEADER#h}

@@ -192,8 +192,9 @@ static void test_schedule_state(void **state)
 	struct crux_cv_route r = {.dst = A("10.0.0.2"), .path_id = 1, .nports = 1, .ports = {40000}};
 	struct crux_cv_decision d[3] = {
 		{.key = 1, .state = CRUX_JOB_OVERRIDDEN, .level = 0, .nroutes = 1, .routes = &r},
-		{.key = 2, .state = CRUX_JOB_PROFILING, .level = 3},
-		{.key = 3, .state = CRUX_JOB_SCHEDULED, .level = 2}};
+		{.key = 2, .state = CRUX_JOB_PROFILING, .level = 3, .since_ms = 1795000000123ull},
+		{.key = 3, .state = CRUX_JOB_SCHEDULED, .level = 2, .has_base = true,
+		 .base = {1.5, 2e9, 0.1}}};
 	struct crux_cv_schedule s = {.input_revision = 5, .term = 2, .levels = 4, .njobs = 3, .jobs = d},
 				out;
 	char *txt;
@@ -209,6 +210,10 @@ static void test_schedule_state(void **state)
 	assert_int_equal(out.jobs[1].state, CRUX_JOB_PROFILING);
 	assert_int_equal(out.jobs[2].state, CRUX_JOB_SCHEDULED);
 	assert_string_equal(out.jobs[2].id, "");
+	assert_int_equal(out.jobs[1].since_ms, 1795000000123ull);
+	assert_false(out.jobs[1].has_base);
+	assert_true(out.jobs[2].has_base);
+	assert_memory_equal(out.jobs[2].base, d[2].base, sizeof(d[2].base)); /* bit for bit */
 	crux_cv_schedule_free(&out);
 	free(txt);
 
@@ -223,6 +228,12 @@ static void test_schedule_state(void **state)
 		"\"id\":\"\",\"routes\":[]}]}",
 		"{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\",\"level\":0,"
 		"\"routes\":[[\"--\",\"10.0.0.2\",1,[]]]}]}",
+		"{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\",\"level\":0,"
+		"\"base\":[1,2],\"routes\":[]}]}",
+		"{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\",\"level\":0,"
+		"\"base\":[1,-2,3],\"routes\":[]}]}",
+		"{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\",\"level\":0,"
+		"\"since\":-5,\"routes\":[]}]}",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		assert_int_not_equal(crux_cv_schedule_decode(bad[i], strlen(bad[i]), &out), CRUX_OK);

@@ -4,7 +4,9 @@
  * {"v":1,"rev":N,"term":N,"levels":K,"jobs":[{"key":"<16 hex>","level":L,
  *  "id":"job-a","state":"profiling"|"overridden",
  *  "routes":[["src","dst",path_id,[port,...]],...]}]}
- * "id" and "state" are optional (absent: no id, scheduled); src "-": every host.
+ *  "since":unix_ms,"base":[W,bytes,iter],
+ * "id", "state", "since" and "base" are optional (absent: no id, scheduled,
+ * unknown); src "-": every host.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -76,6 +78,16 @@ crux_status_t crux_cv_schedule_encode(const struct crux_cv_schedule *s, char **o
 					       json_object_new_string(d->state == CRUX_JOB_PROFILING
 									 ? "profiling"
 									 : "overridden"));
+		if (d->since_ms)
+			json_object_object_add(j, "since", json_object_new_int64((int64_t)d->since_ms));
+		if (d->has_base) {
+			json_object *b = json_object_new_array();
+			if (!b)
+				goto out;
+			json_object_object_add(j, "base", b);
+			for (int k = 0; k < 3; k++)
+				json_object_array_add(b, json_object_new_double(d->base[k]));
+		}
 		json_object_object_add(j, "routes", routes);
 		for (uint32_t r = 0; r < d->nroutes; r++) {
 			json_object *ro = route_json(&d->routes[r]);
@@ -138,6 +150,19 @@ static crux_status_t decision_from_json(json_object *o, uint32_t levels, uint32_
 			d->state = CRUX_JOB_OVERRIDDEN;
 		else
 			return CRUX_ERR_CORRUPT;
+	}
+	if (json_object_object_get_ex(o, "since", NULL)) {
+		if (cv_uint(o, "since", INT64_MAX, &v))
+			return CRUX_ERR_CORRUPT;
+		d->since_ms = v;
+	}
+	if (json_object_object_get_ex(o, "base", &st)) {
+		if (!json_object_is_type(st, json_type_array) || json_object_array_length(st) != 3)
+			return CRUX_ERR_CORRUPT;
+		for (size_t k = 0; k < 3; k++)
+			if (cv_num(json_object_array_get_idx(st, k), &d->base[k]))
+				return CRUX_ERR_CORRUPT;
+		d->has_base = true;
 	}
 	size_t n = json_object_array_length(routes);
 	if (n > CRUX_CV_MAX_ROUTES - *nroutes)

@@ -84,6 +84,7 @@ struct job {
 	/* profile the current decision was made for (hysteresis) */
 	bool has_base;
 	double base_work, base_bytes, base_iter;
+	uint64_t since_wall_ms; /* cluster mode: since_ns as Unix time, for the next leader */
 	/* decision */
 	bool decided;
 	uint8_t level;	  /* published: scheduled level + guard lift */

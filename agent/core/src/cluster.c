@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "agent_int.h"
 #include "crux/cluster_node.h"
@@ -34,6 +35,15 @@ struct ag_cluster {
 };
 
 /* ---- schedules ----------------------------------------------------------- */
+
+/* Unix time in ms: how a profiling window's start travels between leaders
+ * (their monotonic clocks differ; their wall clocks are synchronised). */
+static uint64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
 
 static crux_status_t sched_copy(const struct crux_cv_schedule *s, struct crux_cv_schedule *out)
 {
@@ -162,6 +172,8 @@ static crux_status_t planner_from_schedule(struct cruxd_agent *a, uint64_t now)
 	struct ag_cluster *cl = a->cl;
 	uint32_t top = a->cfg.settings.nlevels - 1;
 
+	uint64_t wall = wall_ms();
+
 	for (size_t k = 0; k < a->njobs; k++)
 		ag_job_free(a->jobs[k]);
 	a->njobs = 0;
@@ -178,11 +190,24 @@ static crux_status_t planner_from_schedule(struct cruxd_agent *a, uint64_t now)
 			return CRUX_ERR_NOMEM;
 		snprintf(j->id, sizeof(j->id), "%s", d->id);
 		j->since_ns = now;
+		if (d->since_ms && d->since_ms <= wall) {
+			/* The profiling window goes on from where it began. */
+			uint64_t el = (wall - d->since_ms) * 1000000u;
+			j->since_ns = el < now ? now - el : 0;
+			j->since_wall_ms = d->since_ms;
+		}
 		j->state = d->state == CRUX_JOB_SCHEDULED ? CRUX_JOB_SCHEDULED : CRUX_JOB_PROFILING;
 		if (j->state == CRUX_JOB_SCHEDULED) {
 			j->adopted = true;
 			j->decided = true;
 			j->level = (uint8_t)(d->level > top ? top : d->level);
+		}
+		if (d->has_base) {
+			/* The hysteresis baseline of the decision in force. */
+			j->has_base = true;
+			j->base_work = d->base[0];
+			j->base_bytes = d->base[1];
+			j->base_iter = d->base[2];
 		}
 	}
 	if (cl->have_sched)
@@ -272,11 +297,17 @@ static crux_status_t export_schedule(struct cruxd_agent *a, struct crux_cv_sched
 		s.njobs = n;
 		d->key = j->key;
 		memcpy(d->id, j->id, sizeof(d->id));
+		d->since_ms = j->since_wall_ms;
 		if (j->state == CRUX_JOB_PROFILING || !j->decided) {
 			d->state = CRUX_JOB_PROFILING;
 			d->level = (uint8_t)top;
 			continue;
 		}
+		d->since_ms = 0; /* scheduled: the window no longer matters */
+		d->has_base = j->has_base;
+		d->base[0] = j->base_work;
+		d->base[1] = j->base_bytes;
+		d->base[2] = j->base_iter;
 		d->state = CRUX_JOB_SCHEDULED;
 		d->level = j->level;
 		old = j->adopted && cl->have_sched ? sched_find(&cl->sched, j->key) : NULL;
@@ -334,6 +365,12 @@ static crux_status_t plan_cb(void *arg, const struct crux_cv_host *merged, const
 	st = merged_view(merged, &cl->mview);
 	if (st == CRUX_OK)
 		st = ag_plan_take_view(a, &cl->mview, cl->now);
+	for (size_t k = 0; st == CRUX_OK && k < a->njobs; k++) {
+		struct job *j = a->jobs[k];
+		uint64_t el = cl->now - j->since_ns;
+		if (!j->since_wall_ms)
+			j->since_wall_ms = wall_ms() - el / 1000000u;
+	}
 	if (st == CRUX_OK)
 		st = ag_plan(a, cl->now);
 	if (st == CRUX_OK)

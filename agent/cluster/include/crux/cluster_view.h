@@ -92,6 +92,13 @@ struct crux_cv_decision {
 	char id[CRUX_JOB_ID_LEN]; /* may be empty */
 	uint8_t state;		  /* enum crux_job_state; JSON "state", absent: scheduled */
 	uint8_t level;
+	/* What a new leader needs to go on where the last one stopped (both
+	 * optional): when a profiling job's window began (Unix ms, "since"), and
+	 * the profile a scheduled job's decision was made for (W, bytes and
+	 * iteration time, "base": the hysteresis baseline). */
+	uint64_t since_ms;
+	bool has_base;
+	double base[3];
 	uint32_t nroutes;
 	struct crux_cv_route *routes;
 };
