@@ -6,6 +6,7 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
+TRANSPORT  ?= socket
 MESON      ?= meson
 CRUX_FUZZ_SECONDS ?= 20
 export CRUX_FUZZ_SECONDS
@@ -59,8 +60,9 @@ test-fuzz: deps
 
 # The end-to-end testbed: emulated leaf-spine fabric in network namespaces,
 # emulated training jobs, no scheduling vs Crux (root).
+# TRANSPORT=verbs: the plugin's verbs transport on the software RDMA device.
 demo: build
-	sh bench/testbed/demo.sh $(BUILD)
+	sh bench/testbed/demo.sh $(BUILD) $(TRANSPORT)
 
 bench: build
 	$(MESON) compile -C $(BUILD)

@@ -1,14 +1,22 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
 #
-# demo.sh [BUILD]: the README's demo (make demo). Runs the default testbed
-# scenario: an emulated leaf-spine fabric in network namespaces, a GPT-like
-# job contending with BERT- and ResNet-like jobs, no scheduling vs Crux
-# (cruxd + preload + plugin), 3 repetitions each (about 4 minutes). Prints the
-# comparison table; writes bench/results/testbed.json and testbed.png.
+# demo.sh [BUILD [socket|verbs]]: the README's demo (make demo). Runs the
+# default testbed scenario: an emulated leaf-spine fabric in network
+# namespaces, a GPT-like job contending with BERT- and ResNet-like jobs, no
+# scheduling vs Crux (cruxd + preload + plugin), 3 repetitions each (about 4
+# minutes). Prints the comparison table; writes bench/results/testbed.json and
+# testbed.png. With verbs (make demo TRANSPORT=verbs) the plugin runs its RDMA
+# transport on the software RDMA device (tests/softrdma, a test double) and the
+# results go to the run's own fresh directory, never over committed files.
 set -eu
 
 BUILD="${1:-build}"
+TRANSPORT="${2:-socket}"
+case "$TRANSPORT" in
+socket | verbs) ;;
+*) echo "make demo: TRANSPORT='$TRANSPORT': expected socket or verbs" >&2; exit 1 ;;
+esac
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 
@@ -41,9 +49,15 @@ esac
 
 mkdir -p "$ROOT/bench/results"
 OUT="$(mktemp -d /tmp/crux-demo.XXXXXX)"
-echo "make demo: Crux testbed, default scenario (about 4 minutes; Ctrl-C tears everything down)"
 rc=0
-bash "$HERE/run.sh" --build "$BUILD" --scenario default --reps 3 --out "$OUT" \
-	--json "$ROOT/bench/results/testbed.json" --plot "$ROOT/bench/results/testbed.png" || rc=$?
+if [ "$TRANSPORT" = verbs ]; then
+	echo "make demo: Crux testbed, default scenario, plugin over verbs on the software RDMA device (about 5 minutes; Ctrl-C tears everything down)"
+	bash "$HERE/run.sh" --build "$BUILD" --scenario default --reps 3 --out "$OUT" \
+		--transport verbs --json "$OUT/testbed-verbs.json" --plot "$OUT/testbed-verbs.png" || rc=$?
+else
+	echo "make demo: Crux testbed, default scenario (about 4 minutes; Ctrl-C tears everything down)"
+	bash "$HERE/run.sh" --build "$BUILD" --scenario default --reps 3 --out "$OUT" \
+		--json "$ROOT/bench/results/testbed.json" --plot "$ROOT/bench/results/testbed.png" || rc=$?
+fi
 echo "per-run logs: $OUT"
 exit $rc

@@ -12,11 +12,15 @@
 #   run.sh [--build DIR] [--scenario default|short] [--reps N] [--arms "none crux"]
 #          [--out DIR] [--json FILE] [--plot FILE] [--tag T] [--check] [--keep]
 #          [--decider agent|static] [--max-slowdown X] [--weights "W0 W1"]
+#          [--transport socket|verbs]
 # --decider static replaces cruxd by crux-tb-decide, a fixed table giving the
 # jobs the levels of their models' intensity order (gpt > bert > resnet).
 # --max-slowdown: cruxd's fairness guard (CRUX_MAX_SLOWDOWN, default 4; 0 off);
 # --weights: guaranteed share per level, lowest first, given to cruxd
 # (CRUX_LEVEL_WEIGHTS) and to the fabric's HTB classes alike (default "1 3").
+# --transport verbs: the plugin's RDMA transport on the software RDMA device
+# (BUILD/tests/softrdma/libsoftrdma.so, a test double carrying RC over TCP,
+# each QP marked with its traffic class) instead of its socket transport.
 set -uo pipefail
 
 PROG=run.sh
@@ -37,6 +41,7 @@ RUN_TIMEOUT=240
 LEVELS=2
 MAX_SLOWDOWN=4
 WEIGHTS="1 3"
+TRANSPORT=socket
 
 die() {
 	echo "$PROG: $*" >&2
@@ -44,7 +49,7 @@ die() {
 }
 
 usage() {
-	sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '3,23p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 while [ $# -gt 0 ]; do
@@ -61,6 +66,7 @@ while [ $# -gt 0 ]; do
 	--levels) LEVELS="${2-}"; shift 2 ;;
 	--max-slowdown) MAX_SLOWDOWN="${2-}"; shift 2 ;;
 	--weights) WEIGHTS="${2-}"; shift 2 ;;
+	--transport) TRANSPORT="${2-}"; shift 2 ;;
 	--check) CHECK=1; shift ;;
 	--keep) KEEP=1; shift ;;
 	-h | --help) usage; exit 0 ;;
@@ -145,6 +151,20 @@ case " $ARMS " in
 	;;
 esac
 PLUGIN_DIR="$(dirname "$PLUGIN")"
+# The transport the ranks' plugin uses: extra environment for every rank.
+TRANSPORT_ENV=(CRUX_TRANSPORT=socket)
+case "$TRANSPORT" in
+socket) ;;
+verbs)
+	SOFTRDMA="$BUILD/tests/softrdma/libsoftrdma.so"
+	[ -f "$SOFTRDMA" ] || die "--transport verbs needs the software RDMA device $SOFTRDMA: build the tests (meson compile -C $BUILD)"
+	# one device per host: its fabric NIC, the only non-loopback interface with an address;
+	# NCCL_DEBUG=INFO: the plugin names its transport and each lane move in the ranks' logs
+	TRANSPORT_ENV=(CRUX_TRANSPORT=verbs CRUX_IBVERBS_LIB="$SOFTRDMA" CRUX_MLX5_LIB="$SOFTRDMA"
+		NCCL_DEBUG=INFO)
+	;;
+*) die "--transport '$TRANSPORT' is not valid: expected socket or verbs" ;;
+esac
 
 [ -n "$OUT" ] || OUT="$(mktemp -d /tmp/crux-testbed.XXXXXX)"
 mkdir -p "$OUT" || die "cannot create $OUT"
@@ -285,7 +305,7 @@ run_one() {
 			# address as host name (the agent maps profiles to hosts by it).
 			ip netns exec "$ns" unshare --uts sh -c 'hostname "$0"; exec "$@"' "$addr" \
 				env LD_LIBRARY_PATH="$EMU_DIR:$PLUGIN_DIR" LD_PRELOAD="$pre" \
-				NCCL_NET_PLUGIN=crux NCCL_SOCKET_IFNAME==eth0 \
+				NCCL_NET_PLUGIN=crux NCCL_SOCKET_IFNAME==eth0 "${TRANSPORT_ENV[@]}" \
 				CRUX_SHM_DIR="$shm" CRUX_JOB_ID="$name" CRUX_TIMING=host \
 				CRUX_PROFILE_WINDOW=2s CRUX_PUBLISH_INTERVAL=10ms \
 				CRUX_TB_PROGRESS="$dir/logs/$name-r$r.prog" CRUX_TB_CHUNK_BYTES=65536 \
@@ -349,6 +369,18 @@ run_one() {
 		grep -H . "$dir"/logs/*.err 2>/dev/null | tail -n 20 >&2
 		return 1
 	fi
+	if [ "$TRANSPORT" = verbs ]; then
+		# every rank must have carried its bytes over the verbs transport
+		local e nv=0 nr=0 moves
+		for e in "$dir"/logs/*.err; do
+			nr=$((nr + 1))
+			grep -q 'verbs transport: [1-9]' "$e" && nv=$((nv + 1))
+		done
+		moves=$(cat "$dir"/logs/*.err | grep -c 'moved to lane')
+		echo "  $label: $nv of $nr ranks on the verbs transport, $moves lane moves (class/path changes)" |
+			tee "$dir/transport.txt"
+		[ "$nv" -eq "$nr" ] || { echo "$PROG: $label: not every rank used the verbs transport" >&2; return 1; }
+	fi
 	"$FABRIC" status --tag "$TAG" >"$dir/fabric-counters.txt" 2>&1 || true
 	local tcp1
 	tcp1="$(tcp_counters)"
@@ -359,6 +391,7 @@ run_one() {
 }
 
 echo "crux testbed: scenario '$SCENARIO': $SCEN_DESC"
+echo "  transport: $TRANSPORT$([ "$TRANSPORT" = verbs ] && echo " (plugin's verbs transport on the software RDMA device, a TCP-backed test double)")"
 echo "  arms: $ARMS, $REPS repetitions each; results in $OUT"
 RUNS=()
 total=$((REPS * $(echo $ARMS | wc -w)))
@@ -375,7 +408,9 @@ done
 mkdir -p "$OUT/plot"
 check_arg=()
 [ "$CHECK" -eq 1 ] && check_arg=(--check)
-"$ANALYZE" --json "$JSON" --plot-dir "$OUT/plot" --scenario "$SCEN_DESC" \
+SCEN_TEXT="$SCEN_DESC"
+[ "$TRANSPORT" = verbs ] && SCEN_TEXT="$SCEN_DESC; transport: the plugin's verbs transport on the software RDMA device (test double, RC over TCP)"
+"$ANALYZE" --json "$JSON" --plot-dir "$OUT/plot" --scenario "$SCEN_TEXT" \
 	--fabric "$FABRIC_TEXT" "${check_arg[@]}" "${RUNS[@]}"
 arc=$?
 if command -v gnuplot >/dev/null 2>&1; then
