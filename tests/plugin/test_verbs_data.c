@@ -399,8 +399,15 @@ static void test_lane_flip_back(void **state)
 		send_one(sb, rb, 100 + i * 300, i);
 	assert_int_equal(s->cur->id, 0);
 	assert_int_equal(r->cur->id, 0);
+	/* idle ends read their control sockets at least every millisecond */
+	for (int i = 0; i < 2000 && (cruxn_vx_lane_find(s, 1) || cruxn_vx_lane_find(r, 1)); i++) {
+		s->b.ops->progress(&s->b);
+		r->b.ops->progress(&r->b);
+		usleep(100);
+	}
 	assert_null(cruxn_vx_lane_find(s, 1));
 	assert_null(cruxn_vx_lane_find(r, 1));
+	assert_int_equal(s->cur->id, 0);
 	cruxn_dereg_mr(sc, smr);
 	cruxn_dereg_mr(rc, rmr);
 }

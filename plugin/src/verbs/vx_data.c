@@ -308,6 +308,16 @@ static void on_wc(struct vx_comm *c, const struct ibv_wc *wc)
 	}
 }
 
+static bool ctrl_busy(const struct vx_comm *c)
+{
+	if (!c->ready || c->out_count > 0 || c->in_off > 0 || c->gone_ns)
+		return true;
+	for (const struct vx_lane *l = c->lanes; l; l = l->next)
+		if (l != c->cur || l->state != VX_LANE_UP)
+			return true;
+	return false;
+}
+
 static void vx_progress(struct cruxn_base *b)
 {
 	struct vx_comm *c = vx_of(b);
@@ -320,7 +330,17 @@ static void vx_progress(struct cruxn_base *b)
 	if (n < 0)
 		cruxn_vx_fail(c, "polling the completion queue", strerror(errno),
 			      "the device failed");
-	cruxn_vx_ctrl_progress(c);
+	/*
+	 * The control socket costs a system call: read it on every call only
+	 * while something is under way there (set-up, a lane change or close,
+	 * queued messages, an error completion waiting for the peer's BYE),
+	 * else at most every VX_CTRL_POLL_NS (a LANE, BYE or the socket's end
+	 * is seen that much later).
+	 */
+	if (ctrl_busy(c) || crux_now_ns() - c->ctrl_ns >= VX_CTRL_POLL_NS) {
+		cruxn_vx_ctrl_progress(c);
+		c->ctrl_ns = crux_now_ns();
+	}
 	/* an error completion from a peer that went: its BYE, its socket's end, or the bound decides */
 	if (c->gone_ns && !c->bye && !atomic_load(&c->b.error) &&
 	    (c->b.peer_closed || crux_now_ns() - c->gone_ns > VX_GONE_WAIT_NS))

@@ -28,6 +28,8 @@
 /* every lane's QPs, and the flush QP's one READ per request */
 #define VX_CQ_DEPTH(nqps) (VX_MAX_LANES * (nqps) * (VX_RECV_DEPTH + VX_SEND_DEPTH) + VX_FIFO)
 #define VX_MAX_MSG    0x7fffffffull /* NCCL's IB transport: int sizes */
+/* the control socket is read at least this often when nothing is under way there */
+#define VX_CTRL_POLL_NS 1000000ull
 /* the longest a message waits for a decision's lane that is not up yet */
 #define VX_HOLD_MAX_NS 1000000000ull
 /* how long an error completion waits for a closing peer's BYE */
@@ -141,6 +143,7 @@ struct vx_comm {
 	 * close cost its acknowledgement; error completions that a closing peer
 	 * causes wait (bounded) for the BYE or the socket's end to say which.
 	 */
+	uint64_t ctrl_ns; /* when the control socket was last read */
 	bool bye;
 	uint32_t bye_rrow;
 	uint8_t bye_done[VX_FIFO];
