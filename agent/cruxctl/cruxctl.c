@@ -91,15 +91,27 @@ static int fail(const struct ctx *c, const char *fmt, ...)
 static int cmd_status(const struct ctx *c)
 {
 	struct view v;
+	char derr[512];
+	/* An unsafe directory is said once, by itself, before anything in it is read. */
+	if (crux_shm_dir_check_ex(c->dir, false, derr, sizeof(derr)) == CRUX_ERR_PERM)
+		return fail(c, "%s", derr);
 	crux_status_t st = view_load(&v, c->dir);
 
 	if (st != CRUX_OK) {
 		view_free(&v);
 		return fail(c, "cannot read %s: %s", c->dir, crux_status_str(st));
 	}
-	if (v.table_st == CRUX_ERR_PERM || v.scan_st == CRUX_ERR_PERM) {
+	/* The reason itself, never "see above": a table problem is not the directory's. */
+	if (v.scan_st == CRUX_ERR_PERM) {
+		char err[512];
+		(void)crux_shm_dir_check_ex(c->dir, false, err, sizeof(err));
 		view_free(&v);
-		return fail(c, "%s is unsafe (see the message above): fix it first", c->dir);
+		return fail(c, "%s", err);
+	}
+	if (v.table_st == CRUX_ERR_PERM) {
+		int rc = fail(c, "%s", v.table_err);
+		view_free(&v);
+		return rc;
 	}
 	if (c->json) {
 		struct json j;
@@ -392,9 +404,11 @@ static int change_table(const struct ctx *c, struct crux_dt_writer *w, const str
 	if (!ch->set && !ch->all && !found)
 		rc = fail(c, "job 0x%016llx has no override", (unsigned long long)ch->key);
 	if (rc == 0) {
-		st = crux_dt_publish(w, t->jobs, nj, t->routes, nr);
+		char err[512] = "";
+		st = crux_dt_publish_ex(w, t->jobs, nj, t->routes, nr, err, sizeof(err));
 		if (st != CRUX_OK)
-			rc = fail(c, "cannot write the decision table: %s", crux_status_str(st));
+			rc = fail(c, "cannot write the decision table: %s",
+				  err[0] ? err : crux_status_str(st));
 		else
 			crux_dt_heartbeat(w);
 	}
@@ -590,15 +604,16 @@ static int cmd_change(const struct ctx *c, bool set, int argc, char **argv)
 	ch.all = !set && !jobref;
 	ch.level = (int)lv;
 
-	st = crux_shm_dir_check(c->dir, set);
+	st = crux_shm_dir_check_ex(c->dir, set, err, sizeof(err));
 	if (st != CRUX_OK)
-		return fail(c, "%s cannot be used (%s): see the message above", c->dir,
-			    crux_status_str(st));
+		return fail(c, "%s", err);
 	st = view_load(&v, c->dir);
 	if (st != CRUX_OK) {
 		view_free(&v);
 		return fail(c, "cannot read %s: %s", c->dir, crux_status_str(st));
 	}
+	if (v.table_st != CRUX_OK && v.table_st != CRUX_ERR_NOENT)
+		fprintf(stderr, "cruxctl: warning: %s\n", v.table_err);
 	if (jobref && (rc = resolve_job(c, &v, jobref, &ch.key, ch.id, sizeof(ch.id))) != 0)
 		goto out;
 	if (set) {
@@ -631,7 +646,8 @@ static int cmd_change(const struct ctx *c, bool set, int argc, char **argv)
 
 	/* "Held by another writer" is the normal case with an agent: not an error here. */
 	crux_log_set_sink(quiet_sink, NULL);
-	st = crux_dt_writer_open(c->dir, &settings, &w, &holder);
+	err[0] = '\0';
+	st = crux_dt_writer_open_ex(c->dir, &settings, &w, &holder, err, sizeof(err));
 	crux_log_set_sink(NULL, NULL);
 	if (st == CRUX_ERR_BUSY) {
 		rc = through_agent(c, &ch, holder,
@@ -640,8 +656,10 @@ static int cmd_change(const struct ctx *c, bool set, int argc, char **argv)
 		goto out;
 	}
 	if (st != CRUX_OK) {
-		rc = fail(c, "cannot open the decision table in %s for writing: %s", c->dir,
-			  crux_status_str(st));
+		/* The writer's own message names the file, the problem and the fix. */
+		rc = err[0] ? fail(c, "cannot write the decision table: %s", err)
+			    : fail(c, "cannot open the decision table in %s for writing: %s", c->dir,
+				   crux_status_str(st));
 		goto out;
 	}
 	for (int k = 0; k < ch.nroutes; k++)

@@ -77,13 +77,13 @@ crux_status_t view_load(struct view *v, const char *dir)
 	if (!v->table || !v->agent)
 		return CRUX_ERR_NOMEM;
 	/* A pread copy: nothing done to the file can fault cruxctl. */
-	char err[512];
-	v->table_st = crux_dt_reader_open_copy(dir, &r, err, sizeof(err));
-	if (v->table_st != CRUX_OK && v->table_st != CRUX_ERR_NOENT)
-		crux_warn("%s", err);
+	v->table_st = crux_dt_reader_open_copy(dir, &r, v->table_err, sizeof(v->table_err));
 	v->now_ns = crux_now_ns();
 	if (v->table_st == CRUX_OK) {
 		v->table_st = crux_dt_read_all(r, v->table);
+		if (v->table_st != CRUX_OK)
+			snprintf(v->table_err, sizeof(v->table_err), "%s/%s: %s", dir, CRUX_DT_FILE,
+				 crux_status_str(v->table_st));
 		v->table_hb_age_ns = crux_dt_heartbeat_age(r, v->now_ns);
 		v->table_stale = crux_dt_is_stale(r, v->now_ns);
 		crux_dt_reader_close(r);
@@ -374,9 +374,11 @@ void view_text(const struct view *v, FILE *f, bool compact)
 		}
 		fprintf(f, "\n");
 	} else {
-		fprintf(f, "decision table  %s/%s  %s\n", v->dir, CRUX_DT_FILE,
-			v->table_st == CRUX_ERR_NOENT ? "absent (plugins use defaults)"
-						      : crux_status_str(v->table_st));
+		if (v->table_st == CRUX_ERR_NOENT)
+			fprintf(f, "decision table  %s/%s  absent (plugins use defaults)\n", v->dir,
+				CRUX_DT_FILE);
+		else /* the reader's message: the file, the problem and the fix */
+			fprintf(f, "decision table  unusable: %s\n", v->table_err);
 	}
 	if (v->agent_st == CRUX_OK) {
 		fmt_age(v->agent_hb_age_ns, age, sizeof(age));
@@ -713,6 +715,8 @@ void view_json(const struct view *v, struct json *j)
 		json_obj(j);
 		json_key(j, "error");
 		json_str(j, v->table_st == CRUX_ERR_NOENT ? "absent" : crux_status_str(v->table_st));
+		json_key(j, "message");
+		json_str(j, v->table_st == CRUX_ERR_NOENT ? "" : v->table_err);
 		json_end_obj(j);
 	}
 	json_key(j, "agent");

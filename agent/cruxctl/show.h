@@ -23,6 +23,7 @@ struct view {
 	struct cruxd_status_body *agent;
 	uint64_t agent_hb_age_ns;
 	bool agent_alive;
+	char table_err[512]; /* why the table could not be read (names the file and the fix) */
 	crux_status_t scan_st;
 	struct crux_prof_snapshot *recs;
 	size_t nrecs, caprecs;

@@ -241,8 +241,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (st != CRUX_OK) {
-		/* The cause is logged where it was found; this line says what it stopped. */
-		crux_err("cruxd not started on %s: %s", cfg.shm_dir, crux_status_str(st));
+		/*
+		 * The cause is logged where it was found; this line says what it stopped
+		 * and names no generic cause that could hide the real one.
+		 */
+		crux_err("cruxd not started on %s (because of the error above)", cfg.shm_dir);
 		return 1;
 	}
 	if (cruxd_agent_join(agent, err, sizeof(err)) != CRUX_OK) {

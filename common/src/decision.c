@@ -460,9 +460,9 @@ static crux_status_t copy_refusal(int fd, long long size, const char *dir, char 
 		snprintf(why, sizeof(why),
 			 "%lld bytes, this layout needs %zu (truncated, resized or not a table)",
 			 size, sizeof(struct dt_file));
-	crux_set_err(err, errlen, "%s/%s is not a usable decision table: %s; fix: restart cruxd "
-		     "(it rewrites the table)",
-		     dir, CRUX_DT_FILE, why);
+	/* The version message carries its own fix. */
+	crux_set_err(err, errlen, "%s/%s is not a usable decision table: %s%s", dir, CRUX_DT_FILE,
+		     why, st == CRUX_ERR_VERSION ? "" : "; fix: restart cruxd (it rewrites the table)");
 	return st == CRUX_ERR_VERSION ? CRUX_ERR_VERSION : CRUX_ERR_CORRUPT;
 }
 
@@ -509,11 +509,11 @@ static crux_status_t open_table_file(const char *dir, int *fd_out, char *err, si
 	if (fd < 0) {
 		if (e == ENOENT)
 			crux_set_err(err, errlen, "%s/%s does not exist", dir, CRUX_DT_FILE);
-		else if (e == ELOOP)
+		else if (e == ELOOP) /* cruxd refuses it too: the link must go */
 			crux_set_err(err, errlen,
-				     "%s/%s is a symbolic link; refusing to follow it; fix: restart "
-				     "cruxd (it rewrites the table)",
-				     dir, CRUX_DT_FILE);
+				     "%s/%s is a symbolic link; refusing to follow it; fix: rm %s/%s "
+				     "(the link only; cruxd writes a new table)",
+				     dir, CRUX_DT_FILE, dir, CRUX_DT_FILE);
 		else
 			crux_set_err(err, errlen, "cannot open %s/%s: %s", dir, CRUX_DT_FILE,
 				     strerror(e));

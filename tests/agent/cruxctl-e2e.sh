@@ -28,6 +28,35 @@ export CRUX_AGENT_INTERVAL=100ms
 fail() { echo "FAIL: $*" >&2; exit 1; }
 expect_fail() { if "$@" >"$tmp/out" 2>"$tmp/err"; then fail "should have failed: $*"; fi; }
 
+# ---- errors name their real cause, once (no generic follow-up) ----
+bad="$tmp/bad"
+mkdir -m 755 "$bad"
+ln -s /etc/passwd "$bad/decision.tbl"
+expect_fail env CRUX_SHM_DIR="$bad" "$CTL" status
+grep -q "decision.tbl is a symbolic link; refusing to follow it; fix: rm $bad/decision.tbl" "$tmp/err" ||
+	fail "status on a symlinked table: $(cat "$tmp/err")"
+grep -q "unsafe" "$tmp/err" && fail "status blames the directory for the table: $(cat "$tmp/err")"
+expect_fail env CRUX_SHM_DIR="$bad" "$CTL" set --job foo --level 1
+grep -q "cannot write the decision table: .*symbolic link" "$tmp/err" ||
+	fail "set on a symlinked table: $(cat "$tmp/err")"
+grep -q "for writing: unsafe permissions" "$tmp/err" && fail "set names a generic cause: $(cat "$tmp/err")"
+rm "$bad/decision.tbl"
+printf 'CRXD\001\000' >"$bad/decision.tbl"; chmod 644 "$bad/decision.tbl"
+truncate -s 598400 "$bad/decision.tbl"
+CRUX_SHM_DIR="$bad" "$CTL" status >"$tmp/out" 2>&1 || fail "status on an old table: $(cat "$tmp/out")"
+grep -q "layout version 1, but this build reads version 2" "$tmp/out" ||
+	fail "status on an old table does not name the version: $(cat "$tmp/out")"
+rm "$bad/decision.tbl"
+chmod 777 "$bad"
+expect_fail env CRUX_SHM_DIR="$bad" "$CTL" status
+[ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "fix: chmod 755 $bad" "$tmp/err" ||
+	fail "status on an unsafe directory: $(cat "$tmp/err")"
+chmod 755 "$bad"
+mkdir "$bad/agent.status"
+expect_fail env CRUX_SHM_DIR="$bad" "$AGENT" --no-probe
+grep -q "agent.status: Is a directory" "$tmp/err" || fail "cruxd hides why it stopped: $(cat "$tmp/err")"
+grep -q "input/output error" "$tmp/err" && fail "cruxd names a generic cause: $(cat "$tmp/err")"
+
 # ---- no agent: the table is written directly ----
 "$CTL" set --job foo --level 2 --route 198.18.0.2=1:40001,40002 --timeout 1h >"$tmp/out" 2>"$tmp/warn"
 grep -q "table written directly" "$tmp/out" || fail "set without agent: $(cat "$tmp/out")"

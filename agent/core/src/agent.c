@@ -252,11 +252,8 @@ crux_status_t cruxd_agent_open(const struct cruxd_config *cfg, struct cruxd_agen
 	if (st != CRUX_OK)
 		goto fail;
 	st = cruxd_status_writer_open(cfg->shm_dir, &a->sw);
-	if (st != CRUX_OK) {
-		crux_err("cannot create the agent status record in %s: %s", cfg->shm_dir,
-			 crux_status_str(st));
-		goto fail;
-	}
+	if (st != CRUX_OK)
+		goto fail; /* the creation's own error names the file and why */
 	if (cfg->probe) {
 		st = cruxd_probe_cache_create(&cfg->probe_cfg, &a->probe);
 		if (st != CRUX_OK)
@@ -331,7 +328,7 @@ crux_status_t cruxd_agent_reload(struct cruxd_agent *a, const struct cruxd_confi
 		return st;
 	st = crux_dt_set_settings(a->dt, &cfg->settings);
 	if (st != CRUX_OK) {
-		crux_err("new level settings refused: %s", crux_status_str(st));
+		crux_err("new level settings refused (the reason is above): keeping the old ones");
 		crux_sched_topo_free(t);
 		return st;
 	}

@@ -208,9 +208,10 @@ static crux_status_t publish_table(struct cruxd_agent *a, uint64_t now)
 	    !memcmp(a->tjobs, a->pub_jobs, nj * sizeof(*a->tjobs)) &&
 	    !memcmp(a->troutes, a->pub_routes, nr * sizeof(*a->troutes)))
 		return CRUX_OK;
-	st = crux_dt_publish(a->dt, a->tjobs, nj, a->troutes, nr);
+	char err[256];
+	st = crux_dt_publish_ex(a->dt, a->tjobs, nj, a->troutes, nr, err, sizeof(err));
 	if (st != CRUX_OK) {
-		crux_err("cannot publish the decision table: %s", crux_status_str(st));
+		crux_err("cannot publish the decision table: %s", err);
 		return st;
 	}
 	memcpy(a->pub_jobs, a->tjobs, nj * sizeof(*a->tjobs));
