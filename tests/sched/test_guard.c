@@ -203,6 +203,148 @@ static void test_planner_bound(void **state)
 	}
 }
 
+static void add_job_o(struct crux_sched_jobs *js, uint64_t id, int src, int dst, double bytes,
+		      double work, double compute, double overlap)
+{
+	int hosts[2] = {src, dst};
+	struct crux_sched_flow fl = {src, dst, bytes};
+	struct crux_sched_job j = {.id = id, .gpus = 2, .n_hosts = 2, .hosts = hosts,
+				   .work = work, .compute = compute, .overlap = overlap,
+				   .n_flows = 1, .flows = &fl};
+
+	assert_int_equal(crux_sched_jobs_add(js, &j), CRUX_OK);
+}
+
+/* Jobs above bound x their isolated time (one flow over two 1 GB/s links). */
+static int over(const struct crux_sched_jobs *js, const double *T, double bound)
+{
+	int c = 0;
+
+	for (size_t i = 0; i < js->n; i++) {
+		double iso = crux_sched_isolated_iter(&js->v[i], js->v[i].flows[0].bytes / 1e9);
+
+		c += T[i] > bound * iso * (1 + 1e-9);
+	}
+	return c;
+}
+
+static double worst(const struct crux_sched_jobs *js, const double *T)
+{
+	double m = 0;
+
+	for (size_t i = 0; i < js->n; i++)
+		m = fmax(m, T[i] / crux_sched_isolated_iter(&js->v[i],
+							      js->v[i].flows[0].bytes / 1e9));
+	return m;
+}
+
+static void plan_eval(struct crux_sched_topo *t, const struct crux_sched_jobs *js, int levels,
+		      double bound, struct crux_sched_schedule **out, double *T, double *util)
+{
+	struct crux_sched_params p;
+	struct crux_sched_schedule *s;
+	struct crux_sched_eval *ev;
+
+	crux_sched_params_default(&p);
+	p.levels = levels;
+	p.max_slowdown = bound;
+	assert_int_equal(crux_sched_schedule_new(js->v, js->n, p.levels, &s), CRUX_OK);
+	assert_int_equal(crux_sched_run(t, js->v, js->n, &p, CRUX_SCHED_CRUX_FULL, s), CRUX_OK);
+	assert_int_equal(crux_sched_eval_new(&ev), CRUX_OK);
+	assert_int_equal(crux_sched_evaluate(ev, t, js->v, js->n, s, T, util), CRUX_OK);
+	crux_sched_eval_free(ev);
+	*out = s;
+}
+
+/*
+ * Two levels, four jobs leaving h0/h1. Unbounded, jobs 1 and 4 (h0 -> h1)
+ * miss 2x; lifting them onto the top level leaves all four sharing it and
+ * two of them at 2.04x. With the top level reserved, the others are
+ * compressed into level 0 and jobs 1 and 4 alone get strict priority above
+ * them: everyone within 2x.
+ */
+static void test_reserved_level(void **state)
+{
+	struct crux_sched_topo *t = topo();
+	struct crux_sched_jobs js;
+	struct crux_sched_schedule *s;
+	double T[4], util, util0;
+
+	(void)state;
+	crux_sched_jobs_init(&js);
+	add_job_o(&js, 1, 0, 1, 1.3e9, 6, 1.6, 0.25);
+	add_job_o(&js, 2, 0, 3, 0.6e9, 7, 1.9, 0.25);
+	add_job_o(&js, 3, 1, 3, 1.1e9, 7, 1.1, 0.75);
+	add_job_o(&js, 4, 0, 1, 0.7e9, 6, 0.9, 0.25);
+	plan_eval(t, &js, 2, 0, &s, T, &util0);
+	assert_true(over(&js, T, 2) > 0);
+	crux_sched_schedule_free(s);
+	plan_eval(t, &js, 2, 2, &s, T, &util);
+	assert_int_equal(s->guard_violators, 0);
+	assert_int_equal(over(&js, T, 2), 0);
+	assert_int_equal(s->d[0].level, 1);
+	assert_int_equal(s->d[3].level, 1);
+	assert_int_equal(s->d[1].level, 0);
+	assert_int_equal(s->d[2].level, 0);
+	assert_true(s->guard_lifts >= 2);
+	crux_sched_schedule_free(s);
+	crux_sched_jobs_free(&js);
+	crux_sched_topo_free(t);
+}
+
+/*
+ * Random job sets on the star: the bound's answer is reproducible (the same
+ * input gives the same levels: no flip-flop between plans of an unchanged
+ * set), every job is within the bound unless the guard reports violators,
+ * the count it reports is the evaluator's, and it never makes the worst
+ * predicted slowdown worse than the unguarded compression's.
+ */
+static void test_bound_random(void **state)
+{
+	struct crux_sched_topo *t = topo();
+	unsigned seed = 12345;
+	int met = 0, fixed = 0;
+
+	(void)state;
+	for (int it = 0; it < 400; it++) {
+		struct crux_sched_jobs js;
+		struct crux_sched_schedule *s0, *s1, *s2;
+		double T0[6], T1[6], T2[6], u0, u1, u2;
+		int n = 2 + (int)(rand_r(&seed) % 5), K = 2 + (int)(rand_r(&seed) % 3);
+		double bound = it % 2 ? 2 : 4;
+
+		crux_sched_jobs_init(&js);
+		for (int i = 0; i < n; i++) {
+			int src = (int)(rand_r(&seed) % 2), dst = 2 + (int)(rand_r(&seed) % 2);
+
+			add_job_o(&js, (uint64_t)i + 1, src, dst,
+				  (double)(1 + rand_r(&seed) % 20) * 1e8,
+				  (double)(1 + rand_r(&seed) % 9),
+				  (double)(1 + rand_r(&seed) % 19) / 10,
+				  (double)(rand_r(&seed) % 4) / 4);
+		}
+		plan_eval(t, &js, K, 0, &s0, T0, &u0);
+		plan_eval(t, &js, K, bound, &s1, T1, &u1);
+		plan_eval(t, &js, K, bound, &s2, T2, &u2);
+		for (int i = 0; i < n; i++) {
+			assert_int_equal(s1->d[i].level, s2->d[i].level);
+			assert_int_equal(s1->d[i].path[0], s2->d[i].path[0]);
+		}
+		assert_int_equal(over(&js, T1, bound), s1->guard_violators);
+		assert_true(worst(&js, T1) <= worst(&js, T0) * (1 + 1e-9));
+		met += s1->guard_violators == 0;
+		fixed += s1->guard_violators == 0 && over(&js, T0, bound) > 0;
+		crux_sched_schedule_free(s0);
+		crux_sched_schedule_free(s1);
+		crux_sched_schedule_free(s2);
+		crux_sched_jobs_free(&js);
+	}
+	/* The cases are not all trivial: the guard repaired some. */
+	assert_true(fixed > 20);
+	assert_true(met > fixed);
+	crux_sched_topo_free(t);
+}
+
 /* Equal weights alone keep the light job far from starvation. */
 static void test_shares_in_run(void **state)
 {
@@ -265,6 +407,8 @@ int main(void)
 	    cmocka_unit_test(test_parse),
 	    cmocka_unit_test(test_eval_shares),
 	    cmocka_unit_test(test_planner_bound),
+	    cmocka_unit_test(test_reserved_level),
+	    cmocka_unit_test(test_bound_random),
 	    cmocka_unit_test(test_shares_in_run),
 	    cmocka_unit_test(test_plan_options),
 	};

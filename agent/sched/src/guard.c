@@ -270,22 +270,41 @@ static void push_peers(struct guard_ws *w, const struct crux_sched_schedule *s, 
 	}
 }
 
+/* What one attempt left: jobs above the bound, the worst predicted
+ * slowdown, utilisation; and the same count and worst before its moves. */
+struct guard_res {
+	int left, left0;
+	double worst, worst0, util;
+};
+
+static double guard_worst(const struct guard_ws *w, size_t n)
+{
+	double m = 0;
+
+	for (size_t i = 0; i < n; i++)
+		m = fmax(m, w->T[i] / w->iso[i]);
+	return m;
+}
+
 /* Lift and push rounds on the current paths; *left gets the violators after. */
 static crux_status_t guard_levels(struct guard_ws *w, struct crux_sched_topo *t,
 				  const struct crux_sched_job *jobs, size_t n, double bound,
-				  struct crux_sched_schedule *s, int *lifts, int *left)
+				  struct crux_sched_schedule *s, int *lifts, int *left,
+				  double *util, struct guard_res *r)
 {
-	double util;
-
 	for (int round = 0;; round++) {
 		size_t nl = 0;
-		crux_status_t st = crux_sched_evaluate(w->ev, t, jobs, n, s, w->T, &util);
+		crux_status_t st = crux_sched_evaluate(w->ev, t, jobs, n, s, w->T, util);
 
 		if (st)
 			return st;
 		*left = 0;
 		for (size_t i = 0; i < n; i++)
 			*left += over_bound(w, i, bound);
+		if (round == 0) {
+			r->left0 = *left;
+			r->worst0 = guard_worst(w, n);
+		}
 		if (*left == 0 || round == GUARD_ROUNDS_PER_LEVEL * s->levels)
 			return CRUX_OK;
 		/* Decide every move on this evaluation, then apply them together. */
@@ -359,54 +378,147 @@ out:
 	return st;
 }
 
+static crux_status_t guard_reroute(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+				   size_t n, double bound, struct crux_sched_schedule *s)
+{
+	struct guard_ws w;
+	double util;
+	crux_status_t st = guard_ws_init(&w, t, jobs, n, s);
+
+	if (!st)
+		st = crux_sched_evaluate(w.ev, t, jobs, n, s, w.T, &util);
+	if (!st)
+		st = reroute(&w, t, jobs, n, bound, s);
+	guard_ws_free(&w);
+	return st;
+}
+
+/* a better than b: within the bound beats above it; both within it, the
+ * higher utilisation; both above it, fewer violators. */
+static int guard_better(const struct guard_res *a, const struct guard_res *b)
+{
+	if ((a->left == 0) != (b->left == 0))
+		return a->left == 0;
+	if (a->left == 0)
+		return a->util > b->util * (1 + GUARD_EPS);
+	return a->left < b->left;
+}
+
+/* One attempt on s (paths and levels as given): lift/push rounds from scratch. */
+static crux_status_t guard_attempt(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+				   size_t n, double bound, struct crux_sched_schedule *s, int *lifts,
+				   struct guard_res *r)
+{
+	struct guard_ws w;
+	double util = 0;
+	int left = 0;
+	crux_status_t st = guard_ws_init(&w, t, jobs, n, s);
+
+	if (!st)
+		st = guard_levels(&w, t, jobs, n, bound, s, lifts, &left, &util, r);
+	if (!st) {
+		r->left = left;
+		r->util = util;
+		r->worst = guard_worst(&w, n);
+	}
+	guard_ws_free(&w);
+	return st;
+}
+
+/*
+ * The reserved level: every job compressed again into the K-1 levels below
+ * the top one, which is left to the jobs the bound lifts. A violator on the
+ * highest ordinary level then gains strict priority over all of them instead
+ * of sharing that level fairly with hundreds of peers.
+ */
+static crux_status_t guard_reserved(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+				    size_t n, const struct crux_sched_params *p,
+				    struct crux_sched_schedule *s)
+{
+	struct crux_sched_params q = *p;
+	crux_status_t st;
+
+	q.levels = p->levels - 1;
+	q.n_weights = 0;
+	st = crux_sched_compress(t, jobs, n, &q, s);
+	s->levels = p->levels;
+	return st;
+}
+
 crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 			       size_t n, const struct crux_sched_params *p,
 			       struct crux_sched_schedule *s)
 {
-	struct guard_ws w;
-	struct crux_sched_schedule *keep = NULL;
+	struct crux_sched_schedule *orig = NULL, *best = NULL;
+	struct guard_res r, rb, r0;
 	crux_status_t st;
 	double bound = p->max_slowdown;
-	int lifts = 0, left = 0;
+	int lifts = 0, lifts_b;
 
 	if (!(bound > 0) || n == 0)
 		return CRUX_OK;
 	if (!(bound >= 1) || s->n_jobs != n)
 		return CRUX_ERR_INVAL;
-	st = guard_ws_init(&w, t, jobs, n, s);
+	st = crux_sched_schedule_new(jobs, n, s->levels, &orig);
 	if (!st)
-		st = guard_levels(&w, t, jobs, n, bound, s, &lifts, &left);
-	if (st || left == 0)
+		st = crux_sched_schedule_new(jobs, n, s->levels, &best);
+	if (!st)
+		st = crux_sched_schedule_copy(orig, s);
+	/* 1. Lifts and pushes on the compression as it is. */
+	if (!st)
+		st = guard_attempt(t, jobs, n, bound, s, &lifts, &rb);
+	if (st || (rb.left == 0 && lifts == 0))
 		goto out;
-	/* Some jobs are still above the bound: try their paths too, and keep
-	 * the result only if fewer jobs remain above it. */
-	int lifts2 = lifts, left2 = 0;
-
-	st = crux_sched_schedule_new(jobs, n, s->levels, &keep);
-	if (!st)
-		st = crux_sched_schedule_copy(keep, s);
-	if (!st)
-		st = reroute(&w, t, jobs, n, bound, s);
-	if (st)
-		goto out;
-	guard_ws_free(&w);
-	st = guard_ws_init(&w, t, jobs, n, s);
-	if (!st)
-		st = guard_levels(&w, t, jobs, n, bound, s, &lifts2, &left2);
-	if (st)
-		goto out;
-	if (left2 < left) {
-		lifts = lifts2;
-		left = left2;
-	} else {
-		st = crux_sched_schedule_copy(s, keep);
+	r0 = rb;
+	st = crux_sched_schedule_copy(best, s);
+	lifts_b = lifts;
+	/* 2. The top level reserved for the jobs the bound lifts. */
+	if (!st && p->levels > 1) {
+		st = crux_sched_schedule_copy(s, orig);
+		lifts = 0;
+		if (!st)
+			st = guard_reserved(t, jobs, n, p, s);
+		if (!st)
+			st = guard_attempt(t, jobs, n, bound, s, &lifts, &r);
+		/* Kept when it does better, and only whole: a partial repair
+		 * crowds the reserved level and helps less than attempt 1 + 3. */
+		if (!st && r.left == 0 && guard_better(&r, &rb)) {
+			rb = r;
+			lifts_b = lifts;
+			st = crux_sched_schedule_copy(best, s);
+		}
 	}
+	/* 3. Jobs still above the bound: path selection again with them first,
+	 * on the levels of attempt 1, kept if fewer remain above it. */
+	if (!st && rb.left > 0) {
+		st = crux_sched_schedule_copy(s, best);
+		if (!st)
+			st = guard_reroute(t, jobs, n, bound, s);
+		lifts = lifts_b;
+		if (!st)
+			st = guard_attempt(t, jobs, n, bound, s, &lifts, &r);
+		if (!st && guard_better(&r, &rb)) {
+			rb = r;
+			lifts_b = lifts;
+			st = crux_sched_schedule_copy(best, s);
+		}
+	}
+	/* Never worse than no guard: if the moves raised the worst predicted
+	 * slowdown and still miss the bound, the compression stays as it was. */
+	if (!st && rb.left > 0 && r0.worst0 < rb.worst) {
+		st = crux_sched_schedule_copy(best, orig);
+		rb.left = r0.left0;
+		lifts_b = 0;
+	}
+	if (!st)
+		st = crux_sched_schedule_copy(s, best);
+	lifts = lifts_b;
 out:
 	if (!st) {
 		s->guard_lifts = lifts;
-		s->guard_violators = left;
+		s->guard_violators = rb.left;
 	}
-	crux_sched_schedule_free(keep);
-	guard_ws_free(&w);
+	crux_sched_schedule_free(orig);
+	crux_sched_schedule_free(best);
 	return st;
 }

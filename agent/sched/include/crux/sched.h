@@ -307,10 +307,14 @@ double crux_sched_isolated_iter(const struct crux_sched_job *job, double comm);
  * The planner's bound: evaluates s and, while some job's predicted
  * iteration time exceeds max_slowdown x its isolated time (on its paths),
  * lifts it to the level of its nearest higher-level contender (so they share
- * instead of it waiting), re-evaluating after each round. Never lowers a
- * level. Sets s->guard_lifts and s->guard_violators (jobs the bound still
- * names: their contention is inside one level). No-op when max_slowdown is 0.
- * crux_sched_run calls it for the Crux policies.
+ * instead of it waiting), or pushes top-level peers with slack one level
+ * down, re-evaluating after each round. Then tries the top level reserved
+ * for the jobs it lifts (the others compressed into K-1 levels), kept when
+ * every job is within the bound and the predicted utilisation is higher
+ * (or attempt 1 left jobs above it); if jobs remain above the bound, path
+ * selection again with them first. Sets s->guard_lifts and
+ * s->guard_violators (jobs still above it). No-op when max_slowdown is 0
+ * or no job is above the bound. crux_sched_run calls it for the Crux policies.
  */
 crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 			       size_t n, const struct crux_sched_params *p,
