@@ -11,10 +11,14 @@
 #
 #   run.sh [--build DIR] [--scenario default|short] [--reps N] [--arms "none crux"]
 #          [--out DIR] [--json FILE] [--plot FILE] [--tag T] [--check] [--keep]
-#          [--decider agent|static] [--max-slowdown X] [--weights "W0 W1"]
+#          [--decider agent|cluster|static] [--max-slowdown X] [--weights "W0 W1"]
 #          [--transport socket|verbs]
 # --decider static replaces cruxd by crux-tb-decide, a fixed table giving the
 # jobs the levels of their models' intensity order (gpt > bert > resnet).
+# --decider cluster runs the testbed as a cluster: one cruxd per emulated host
+# in its namespace with its own CRUX_SHM_DIR, coordinated through an etcd on a
+# management network of its own (10.254.0.0/24, not the data fabric); the
+# default (agent) is one cruxd reading every host's records.
 # --max-slowdown: cruxd's fairness guard (CRUX_MAX_SLOWDOWN, default 4; 0 off);
 # --weights: guaranteed share per level, lowest first, given to cruxd
 # (CRUX_LEVEL_WEIGHTS) and to the fabric's HTB classes alike (default "1 3").
@@ -49,7 +53,7 @@ die() {
 }
 
 usage() {
-	sed -n '3,23p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '3,27p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 while [ $# -gt 0 ]; do
@@ -75,7 +79,7 @@ while [ $# -gt 0 ]; do
 done
 case "$REPS" in '' | *[!0-9]*) die "--reps '$REPS' is not valid: expected an integer in [1, 20]" ;; esac
 [ "$REPS" -ge 1 ] && [ "$REPS" -le 20 ] || die "--reps '$REPS' is not valid: expected an integer in [1, 20]"
-case "$DECIDER" in agent | static) ;; *) die "--decider '$DECIDER' is not valid: expected agent or static" ;; esac
+case "$DECIDER" in agent | cluster | static) ;; *) die "--decider '$DECIDER' is not valid: expected agent, cluster or static" ;; esac
 case "$MAX_SLOWDOWN" in
 '' | *[!0-9.]* | *.*.*) die "--max-slowdown '$MAX_SLOWDOWN' is not valid: expected a number >= 1, or 0 (off)" ;;
 esac
@@ -143,8 +147,12 @@ CRUXCTL="$(find_one cruxctl)"
 case " $ARMS " in
 *" crux "*)
 	[ -n "$PRELOAD" ] || die "libcrux-preload.so not found under $BUILD: build the preload first"
-	if [ "$DECIDER" = agent ]; then
+	if [ "$DECIDER" != static ]; then
 		[ -n "$CRUXD" ] || die "cruxd not found under $BUILD: build the agent first (or use --decider static)"
+		if [ "$DECIDER" = cluster ]; then
+			ETCD_BIN="$(command -v etcd || true)"
+			[ -n "$ETCD_BIN" ] || die "--decider cluster needs etcd: install Debian etcd-server (make deps)"
+		fi
 	else
 		[ -x "$DECIDE" ] || die "$DECIDE is missing: build first"
 	fi
@@ -177,6 +185,62 @@ PFX="cxtb${TAG}"
 STATE="/run/crux-testbed${TAG}"
 PIDS=()
 AGENT_PID=""
+AGENT_PIDS=()
+MGMT_NS="${PFX}-mgmt"
+ETCD_PID=""
+ETCD_URL="http://10.254.0.1:2379"
+
+stop_agents() {
+	local p
+	for p in "${AGENT_PIDS[@]}"; do
+		kill -TERM "$p" 2>/dev/null || true
+	done
+	for p in "${AGENT_PIDS[@]}"; do
+		wait "$p" 2>/dev/null || true
+	done
+	AGENT_PIDS=()
+}
+
+# The management network of --decider cluster: a bridge in its own namespace,
+# one veth (mgmt0, 10.254.0.N/24) into every host's namespace, etcd on the bridge.
+mgmt_up() {
+	local h ns n=$((LEAVES * HOSTS_PER_LEAF)) t
+	ip netns add "$MGMT_NS" || return 1
+	ip -n "$MGMT_NS" link set lo up
+	ip -n "$MGMT_NS" link add br0 type bridge || return 1
+	ip -n "$MGMT_NS" addr add 10.254.0.1/24 dev br0
+	ip -n "$MGMT_NS" link set br0 up
+	for ((h = 0; h < n; h++)); do
+		ns="$(host_ns "h$h")"
+		ip -n "$ns" link add mgmt0 type veth peer name "m$h" netns "$MGMT_NS" || return 1
+		ip -n "$MGMT_NS" link set "m$h" master br0 up
+		ip -n "$ns" addr add "10.254.0.$((h + 2))/24" dev mgmt0
+		ip -n "$ns" link set mgmt0 up
+	done
+	mkdir -p "$OUT/etcd"
+	ip netns exec "$MGMT_NS" "$ETCD_BIN" --name tb --data-dir "$OUT/etcd/data" \
+		--listen-client-urls "$ETCD_URL" --advertise-client-urls "$ETCD_URL" \
+		--listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+		--initial-cluster tb=http://127.0.0.1:2380 >"$OUT/etcd/etcd.log" 2>&1 &
+	ETCD_PID=$!
+	for ((t = 0; t < 100; t++)); do
+		ip netns exec "$MGMT_NS" curl -fsS -m 1 "$ETCD_URL/health" 2>/dev/null | grep -q '"health":"true"' &&
+			return 0
+		kill -0 "$ETCD_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	echo "$PROG: etcd did not start on the management network:" >&2
+	tail -n 5 "$OUT/etcd/etcd.log" >&2
+	return 1
+}
+mgmt_down() {
+	if [ -n "$ETCD_PID" ]; then
+		kill -TERM "$ETCD_PID" 2>/dev/null || true
+		wait "$ETCD_PID" 2>/dev/null || true
+		ETCD_PID=""
+	fi
+	ip netns del "$MGMT_NS" 2>/dev/null || true
+}
 
 cleanup() {
 	local p
@@ -188,10 +252,12 @@ cleanup() {
 		wait "$AGENT_PID" 2>/dev/null || true
 		AGENT_PID=""
 	fi
+	stop_agents
 	for p in "${PIDS[@]}"; do
 		wait "$p" 2>/dev/null || true
 	done
 	PIDS=()
+	mgmt_down
 	"$FABRIC" down --tag "$TAG" >/dev/null 2>&1 || true
 }
 on_exit() {
@@ -235,6 +301,9 @@ write_topology() {
 }
 TOPO="$OUT/topology.txt"
 write_topology "$TOPO"
+if [ "$DECIDER" = cluster ] && [[ " $ARMS " == *" crux "* ]]; then
+	mgmt_up || die "could not build the management network for --decider cluster"
+fi
 
 # TCP retransmitted segments and retransmission timeouts summed over the
 # hosts' namespaces (per-namespace MIBs): a starved class that loses packets
@@ -250,6 +319,32 @@ tcp_counters() {
 		to=$((to + ${v:-0}))
 	done
 	echo "$rs $to"
+}
+
+# --decider cluster: h0's view of the cluster table (every job), then one line
+# per host: leader, applied schedule revision, stale.
+cluster_status() {
+	local shm="$1" h
+	"$CRUXCTL" --shm-dir "$shm/h0" status 2>&1 || true
+	for ((h = 0; h < LEAVES * HOSTS_PER_LEAF; h++)); do
+		echo "h$h: $("$CRUXCTL" --shm-dir "$shm/h$h" status 2>/dev/null | grep '^cluster' || echo 'no agent')"
+	done
+}
+# Did every host apply the same schedule revision (the last one)?
+cluster_summary() {
+	local dir="$1" shm="$2" h revs="" r lead="" l js n=$((LEAVES * HOSTS_PER_LEAF))
+	for ((h = 0; h < n; h++)); do
+		js="$("$CRUXCTL" --shm-dir "$shm/h$h" --json status 2>/dev/null)"
+		r="$(echo "$js" | grep -o '"schedule_revision":[0-9]*' | head -n 1 | cut -d: -f2)"
+		l="$(echo "$js" | grep -o '"leader":"[^"]*"' | head -n 1 | cut -d'"' -f4)"
+		revs="$revs ${r:-none}"
+		[ -n "$l" ] && lead="$l"
+	done
+	if [ "$(echo $revs | tr ' ' '\n' | sort -u | wc -l)" -eq 1 ]; then
+		echo "  cluster: $n cruxd on etcd, leader $lead, every host applied schedule revision $(echo $revs | cut -d' ' -f1), $(cat "$dir"/cruxd-h*.log | grep -c rescheduled) reschedule(s)"
+	else
+		echo "  cluster: $n cruxd on etcd, leader $lead, hosts' schedule revisions:$revs (not all equal at the end of the run)"
+	fi
 }
 
 # ---- One run --------------------------------------------------------------------
@@ -274,6 +369,29 @@ run_one() {
 			${WEIGHTS_CSV:+CRUX_LEVEL_WEIGHTS="$WEIGHTS_CSV"} \
 			CRUX_LOG_LEVEL=info "$CRUXD" >"$dir/cruxd.log" 2>&1 &
 		AGENT_PID=$!
+	elif [ "$arm" = crux ] && [ "$DECIDER" = cluster ]; then
+		# One agent per emulated host, in its namespace, on its host's records only;
+		# a cluster name per run, so no run starts from another's schedule.
+		for ((h = 0; h < LEAVES * HOSTS_PER_LEAF; h++)); do
+			mkdir -p "$shm/h$h"
+			chmod 0755 "$shm/h$h"
+			ip netns exec "$(host_ns "h$h")" env CRUX_SHM_DIR="$shm/h$h" CRUX_TOPOLOGY="$TOPO" \
+				CRUX_PROFILE_WINDOW="$AGENT_WINDOW" CRUX_LEVELS="$LEVELS" \
+				CRUX_AGENT_INTERVAL=250ms CRUX_AGENT_HOLD=2s CRUX_PROBE=0 \
+				CRUX_MAX_SLOWDOWN="$MAX_SLOWDOWN" CRUX_GUARD_AGE=2s CRUX_GUARD_HOLD=10s \
+				${WEIGHTS_CSV:+CRUX_LEVEL_WEIGHTS="$WEIGHTS_CSV"} \
+				CRUX_ETCD="$ETCD_URL" CRUX_CLUSTER="tb-$arm-$rep-$$" CRUX_HOST="h$h" \
+				CRUX_CLUSTER_TTL=5s CRUX_LOG_LEVEL=info "$CRUXD" >"$dir/cruxd-h$h.log" 2>&1 &
+			AGENT_PIDS+=($!)
+		done
+		sleep 0.3
+		for p in "${AGENT_PIDS[@]}"; do
+			kill -0 "$p" 2>/dev/null || {
+				echo "$PROG: a cruxd exited at start:" >&2
+				tail -n 5 "$dir"/cruxd-h*.log >&2
+				return 1
+			}
+		done
 	elif [ "$arm" = crux ]; then
 		local levels=() jl
 		for jl in "${JOBS[@]}"; do
@@ -299,14 +417,15 @@ run_one() {
 			ns="$(host_ns "$h")"
 			addr="$(host_addr "$h")"
 			[ -n "$ns" ] || die "scenario names host $h, which the fabric does not have"
-			local pre=""
+			local pre="" rshm="$shm"
 			[ "$arm" = crux ] && pre="$PRELOAD"
+			[ "$DECIDER" = cluster ] && rshm="$shm/$h"
 			# Each rank runs inside its host's namespace, with the host's
 			# address as host name (the agent maps profiles to hosts by it).
 			ip netns exec "$ns" unshare --uts sh -c 'hostname "$0"; exec "$@"' "$addr" \
 				env LD_LIBRARY_PATH="$EMU_DIR:$PLUGIN_DIR" LD_PRELOAD="$pre" \
 				NCCL_NET_PLUGIN=crux NCCL_SOCKET_IFNAME==eth0 "${TRANSPORT_ENV[@]}" \
-				CRUX_SHM_DIR="$shm" CRUX_JOB_ID="$name" CRUX_TIMING=host \
+				CRUX_SHM_DIR="$rshm" CRUX_JOB_ID="$name" CRUX_TIMING=host \
 				CRUX_PROFILE_WINDOW=2s CRUX_PUBLISH_INTERVAL=10ms \
 				CRUX_TB_PROGRESS="$dir/logs/$name-r$r.prog" CRUX_TB_CHUNK_BYTES=65536 \
 				RANK="$r" WORLD_SIZE="$n" LOCAL_RANK=0 \
@@ -340,7 +459,11 @@ run_one() {
 		fi
 		# The agent's view, every 5 s (jobs, intensities, levels): kept with the run.
 		if [ "$arm" = crux ] && [ -n "$CRUXCTL" ] && [ $((el % 5)) -eq 4 ]; then
-			"$CRUXCTL" --shm-dir "$shm" status >"$dir/status-$(printf %03d "$el").txt" 2>&1 || true
+			if [ "$DECIDER" = cluster ]; then
+				cluster_status "$shm" >"$dir/status-$(printf %03d "$el").txt" 2>&1
+			else
+				"$CRUXCTL" --shm-dir "$shm" status >"$dir/status-$(printf %03d "$el").txt" 2>&1 || true
+			fi
 		fi
 		[ "$alive" -eq 0 ] && break
 		if [ "$el" -ge "$RUN_TIMEOUT" ]; then
@@ -363,6 +486,10 @@ run_one() {
 		kill -TERM "$AGENT_PID" 2>/dev/null || true
 		wait "$AGENT_PID" 2>/dev/null || true
 		AGENT_PID=""
+	fi
+	if [ ${#AGENT_PIDS[@]} -gt 0 ]; then
+		cluster_summary "$dir" "$shm" | tee "$dir/cluster.txt"
+		stop_agents
 	fi
 	if [ "$fail" -ne 0 ]; then
 		echo "$PROG: $label failed; the ranks' errors:" >&2
