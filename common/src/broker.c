@@ -41,6 +41,8 @@ struct peer {
 	struct crux_shm_map prof;
 };
 
+#define BROKER_GONE_MAX 256
+
 struct crux_broker {
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int lsock;
@@ -54,6 +56,14 @@ struct crux_broker {
 	struct peer *peers;
 	uint32_t npeers;
 	uint32_t closed; /* since the last scan */
+	/*
+	 * Records whose last connection closed since the last scan, still
+	 * mapped: the next scan delivers them once more, so what a process
+	 * published before it closed (the plugin's final counters at finalize)
+	 * reaches the agent even when it closes right after.
+	 */
+	struct peer gone[BROKER_GONE_MAX];
+	uint32_t ngone;
 	uint64_t refused;
 	uint64_t last_check_ns;
 	int sock_err_logged, full_logged;
@@ -258,12 +268,38 @@ static void check_sock(struct crux_broker *b)
 static void peer_drop(struct crux_broker *b, uint32_t i)
 {
 	struct peer *p = &b->peers[i];
-	if (p->has_prof && !p->dup)
-		b->closed++;
+	bool keep = false;
+	if (p->has_prof && !p->dup) {
+		/* The process's other connection (preload and plugin) now carries the record. */
+		for (uint32_t k = 0; k < b->npeers && !keep; k++) {
+			struct peer *o = &b->peers[k];
+			if (k != i && o->has_prof && o->dup && o->who.pid == p->who.pid &&
+			    o->who.start_time == p->who.start_time) {
+				o->dup = false;
+				keep = true;
+			}
+		}
+		if (!keep) {
+			b->closed++;
+			/* Its last connection: one more look at the record at the next scan. */
+			if (b->ngone < BROKER_GONE_MAX) {
+				b->gone[b->ngone] = *p;
+				b->gone[b->ngone++].sock = -1;
+				keep = true;
+			}
+		}
+	}
 	close(p->sock);
-	if (p->has_prof)
+	if (p->has_prof && !keep)
 		crux_shm_unmap(&p->prof);
 	b->peers[i] = b->peers[--b->npeers];
+}
+
+static void gone_release(struct crux_broker *b)
+{
+	for (uint32_t i = 0; i < b->ngone; i++)
+		crux_shm_unmap(&b->gone[i].prof);
+	b->ngone = 0;
 }
 
 static void reply(struct crux_broker *b, struct peer *p, crux_status_t st, const char *reason)
@@ -536,8 +572,9 @@ crux_status_t crux_broker_scan(struct crux_broker *b, crux_prof_scan_fn fn, void
 	pthread_mutex_lock(&b->mu);
 	s.reaped = b->closed;
 	b->closed = 0;
-	for (uint32_t i = 0; i < b->npeers; i++) {
-		struct peer *p = &b->peers[i];
+	/* The attached ones, then (once) those whose connection closed since the last scan. */
+	for (uint32_t i = 0; i < b->npeers + b->ngone; i++) {
+		struct peer *p = i < b->npeers ? &b->peers[i] : &b->gone[i - b->npeers];
 		if (!p->has_prof || p->dup)
 			continue;
 		memset(snap, 0, sizeof(*snap));
@@ -560,12 +597,13 @@ crux_status_t crux_broker_scan(struct crux_broker *b, crux_prof_scan_fn fn, void
 		snap->start_time = p->who.start_time;
 		snap->uid = (int64_t)p->who.uid;
 		snap->attached = true;
-		snprintf(snap->file, sizeof(snap->file), "pid %d (uid %u, attached)",
-			 (int)p->who.pid, (unsigned)p->who.uid);
+		snprintf(snap->file, sizeof(snap->file), "pid %d (uid %u, %s)", (int)p->who.pid,
+			 (unsigned)p->who.uid, i < b->npeers ? "attached" : "detached");
 		s.valid++;
 		if (fn && fn(arg, snap) != 0)
 			break;
 	}
+	gone_release(b);
 	pthread_mutex_unlock(&b->mu);
 	free(snap);
 	if (stats)
@@ -593,6 +631,7 @@ void crux_broker_close(struct crux_broker *b)
 	pthread_join(b->thread, NULL);
 	while (b->npeers)
 		peer_drop(b, b->npeers - 1);
+	gone_release(b);
 	/* Remove the socket only if it is still ours. */
 	if (lstat(b->path, &sb) == 0 && sb.st_dev == b->sock_dev && sb.st_ino == b->sock_ino)
 		unlink(b->path);

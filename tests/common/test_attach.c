@@ -164,6 +164,92 @@ static void test_attach_profile_lifecycle(void **state)
 	crux_prof_close(h);
 }
 
+
+struct final_seen {
+	int n;
+	uint64_t tx;
+};
+
+static int final_cb(void *arg, const struct crux_prof_snapshot *s)
+{
+	struct final_seen *fs = arg;
+	fs->n++;
+	fs->tx = s->has_net ? s->net.peers[0].tx_bytes[1] : 0;
+	return 0;
+}
+
+static void wait_attached(struct fx *f, uint32_t want)
+{
+	uint32_t n = 99;
+	uint64_t refused;
+	for (int i = 0; i < 100 && n != want; i++) {
+		crux_broker_counts(f->b, &n, &refused);
+		if (n != want)
+			sleep_ms(20);
+	}
+	assert_int_equal(n, want);
+}
+
+/*
+ * What a process published just before it closed its connection (the
+ * plugin's final counters at finalize) reaches the agent: the next scan
+ * delivers the record once more, the one after that no longer. With two
+ * connections to one record, closing the first keeps the record attached.
+ */
+static void test_final_counters_after_close(void **state)
+{
+	struct fx *f = *state;
+	struct crux_prof_identity id;
+	struct crux_prof_handle *h, *h2;
+	struct crux_agent_conn *c, *c2;
+	struct crux_dt_reader *r = NULL, *r2 = NULL;
+	struct crux_prof_scan_stats st;
+	struct crux_prof_net *net = calloc(1, sizeof(*net));
+	struct final_seen fs;
+	char err[512];
+
+	ident(&id, "env:final");
+	assert_int_equal(crux_prof_open_shared_ex(&id, &h, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(crux_prof_open_shared_ex(&id, &h2, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(crux_agent_conn_open(f->d.shm, h, &c, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(crux_agent_conn_wait(c, 5000, &r, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(crux_agent_conn_open(f->d.shm, h2, &c2, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(crux_agent_conn_wait(c2, 5000, &r2, err, sizeof(err)), CRUX_OK);
+	net->npeers = 1;
+	assert_int_equal(crux_addr_parse("198.18.0.2", &net->peers[0].peer), CRUX_OK);
+	net->peers[0].tx_bytes[1] = 100;
+	crux_prof_publish_net(h2, net);
+
+	/* The first connection goes: the second carries the record on. */
+	crux_agent_conn_close(c);
+	wait_attached(f, 1);
+	for (int k = 0; k < 2; k++) {
+		memset(&fs, 0, sizeof(fs));
+		assert_int_equal(crux_broker_scan(f->b, final_cb, &fs, &st), CRUX_OK);
+		assert_int_equal(fs.n, 1);
+		assert_true(fs.tx == 100);
+	}
+
+	/* Final counters, then the last connection closes at once. */
+	net->peers[0].tx_bytes[1] = 777;
+	crux_prof_publish_net(h2, net);
+	crux_agent_conn_close(c2);
+	crux_prof_close(h2);
+	crux_prof_close(h);
+	wait_attached(f, 0);
+	memset(&fs, 0, sizeof(fs));
+	assert_int_equal(crux_broker_scan(f->b, final_cb, &fs, &st), CRUX_OK);
+	assert_int_equal(fs.n, 1);
+	assert_true(fs.tx == 777);
+	assert_int_equal(st.reaped, 1);
+	memset(&fs, 0, sizeof(fs));
+	assert_int_equal(crux_broker_scan(f->b, final_cb, &fs, &st), CRUX_OK);
+	assert_int_equal(fs.n, 0);
+	crux_dt_reader_close(r);
+	crux_dt_reader_close(r2);
+	free(net);
+}
+
 static void test_observer_and_no_agent(void **state)
 {
 	struct fx *f = *state;
@@ -501,6 +587,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_table_memfd_sealed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_attach_profile_lifecycle, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_final_counters_after_close, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_observer_and_no_agent, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_forgery_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_socket_recreated, setup, teardown),
