@@ -146,10 +146,10 @@ static void *watcher_main(void *arg)
 		/* One watch covers the schedule and the leader key (both under ctl/). */
 		crux_status_t st = crux_etcd_watch(n->we, n->k_ctl, strlen(n->k_ctl), true, from,
 						   on_watch, watch_stop, n);
-		if (st != CRUX_OK && !atomic_load(&n->stop)) {
-			set_watch_ok(n, false);
-			nap(n, 0.5);
-		}
+		/* A broken stream (its member died) is not staleness yet: re-list at
+		 * once through the next endpoint; only a failed list marks it. */
+		if (st != CRUX_OK && !atomic_load(&n->stop))
+			nap(n, 0.1);
 	}
 	return NULL;
 }
