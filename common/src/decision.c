@@ -483,9 +483,11 @@ static crux_status_t copy_from_fd(int fd, const char *dir, struct dt_file *buf, 
 		    pread(fd, buf, sizeof(*buf), 0) != (ssize_t)sizeof(*buf))
 			return copy_refusal(fd, (long long)sb.st_size, dir, err, errlen);
 		char why[256];
-		st = crux_dt_validate_mapped(buf, sizeof(*buf), why, sizeof(why));
-		if (st == CRUX_OK && !copy_still_current(fd, buf))
+		/* The closing check right after the copy: the window is the pread alone. */
+		if (!copy_still_current(fd, buf))
 			st = CRUX_ERR_BUSY; /* the writer moved while we copied */
+		else
+			st = crux_dt_validate_mapped(buf, sizeof(*buf), why, sizeof(why));
 		if (st == CRUX_ERR_BUSY && t + 1 < tries)
 			usleep(1000);
 		else if (st != CRUX_OK && st != CRUX_ERR_BUSY)
@@ -647,6 +649,8 @@ crux_status_t crux_dt_mirror_open(const char *dir, struct crux_dt_mirror **out,
 		m->rd[i].f = bm;
 	}
 	st = crux_dt_mirror_refresh(m, reader, err, errlen);
+	for (int t = 0; st == CRUX_ERR_BUSY && t < 10; t++) /* the first copy: worth a few ms */
+		st = crux_dt_mirror_refresh(m, reader, err, errlen);
 	if (st != CRUX_OK) {
 		crux_dt_mirror_close(m);
 		return st;
