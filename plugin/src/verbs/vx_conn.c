@@ -417,6 +417,15 @@ static void recv_ctrl(struct vx_comm *c, const struct vx_msg *m)
 	if (m->kind == VX_READY) {
 		c->ready = true;
 	} else if (m->kind == VX_LANE) {
+		int n = 0;
+		for (l = c->lanes; l; l = l->next)
+			n++;
+		/* the sender keeps at most VX_MAX_LANES, and ours go first */
+		if (n >= VX_MAX_LANES || cruxn_vx_lane_find(c, m->lane) || m->nqps != c->nqps) {
+			cruxn_vx_fail(c, "new lane", "too many lanes, a lane number reused or another "
+				      "number of queue pairs", "peer out of step (not a Crux peer?)");
+			return;
+		}
 		l = cruxn_vx_lane_new(c, m->lane, &cls, &none);
 		if (!l) {
 			cruxn_vx_fail(c, "new lane", "cannot create a queue pair", "device out of resources?");

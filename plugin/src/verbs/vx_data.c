@@ -183,14 +183,21 @@ static void vx_req_release(struct cruxn_base *b, struct cruxn_req *r)
 	r->tp.vx.ntmp = 0;
 }
 
+/* rdma-core's post calls return the error; old providers -1 with errno. */
+static const char *post_err(int rc)
+{
+	return strerror(rc > 0 ? rc : errno);
+}
+
 static crux_status_t post_recvs_qp(struct vx_comm *c, struct vx_lane *l, int q, int n)
 {
 	for (int i = 0; i < n; i++) {
 		struct ibv_recv_wr wr, *bad = NULL;
+		int prc;
 		memset(&wr, 0, sizeof(wr));
 		wr.wr_id = WR_RECV | ((uint64_t)l->id << 8) | (uint64_t)q;
-		if (cruxn_ibv_post_recv(l->qps[q], &wr, &bad) != 0) {
-			cruxn_vx_fail(c, "posting receives", strerror(errno),
+		if ((prc = cruxn_ibv_post_recv(l->qps[q], &wr, &bad)) != 0) {
+			cruxn_vx_fail(c, "posting receives", post_err(prc),
 				      "queue pair out of receive entries");
 			return CRUX_ERR_IO;
 		}
@@ -409,7 +416,7 @@ static crux_status_t vx_post_send(struct cruxn_base *b, struct cruxn_req *r)
 	struct ibv_send_wr wr[2], *bad = NULL;
 	uint32_t lkey, rkey;
 	size_t size = r->cap[0], chunk;
-	int nparts;
+	int nparts, prc;
 
 	vx_progress(b);
 	if (atomic_load(&c->b.error))
@@ -481,9 +488,9 @@ static crux_status_t vx_post_send(struct cruxn_base *b, struct cruxn_req *r)
 		wr[1].wr.rdma.remote_addr = e[k].addr + off;
 		wr[1].wr.rdma.rkey = e[k].rkey;
 		wr[1].wr_id = ((uint64_t)l->id << 8) | (uint64_t)(r - c->b.reqs);
-		if (cruxn_ibv_post_send(qp, w, &bad) != 0) {
+		if ((prc = cruxn_ibv_post_send(qp, w, &bad)) != 0) {
 			/* parts already posted would complete into a freed request */
-			cruxn_vx_fail(c, "posting a send", strerror(errno), "send queue full?");
+			cruxn_vx_fail(c, "posting a send", post_err(prc), "send queue full?");
 			return CRUX_ERR_REMOTE;
 		}
 		l->outstanding++;
@@ -506,7 +513,7 @@ static crux_status_t vx_post_send(struct cruxn_base *b, struct cruxn_req *r)
 static crux_status_t vx_post_recv(struct cruxn_base *b, struct cruxn_req *r)
 {
 	struct vx_comm *c = vx_of(b);
-	int row = (int)(c->rrow % VX_FIFO), idx = (int)(r - c->b.reqs);
+	int row = (int)(c->rrow % VX_FIFO), idx = (int)(r - c->b.reqs), prc;
 	struct ibv_sge sg;
 	struct ibv_send_wr wr, *bad = NULL;
 
@@ -537,8 +544,8 @@ static crux_status_t vx_post_recv(struct cruxn_base *b, struct cruxn_req *r)
 	wr.wr.rdma.remote_addr = c->rfifo + (uint64_t)row * VX_SLOTS * sizeof(struct vx_cts);
 	wr.wr.rdma.rkey = c->rfifo_rkey;
 	wr.wr_id = WR_CTS | ((uint64_t)c->cur->id << 8) | (uint64_t)row;
-	if (cruxn_ibv_post_send(c->cur->qps[0], &wr, &bad) != 0) {
-		cruxn_vx_fail(c, "posting a clear-to-send", strerror(errno), "send queue full?");
+	if ((prc = cruxn_ibv_post_send(c->cur->qps[0], &wr, &bad)) != 0) {
+		cruxn_vx_fail(c, "posting a clear-to-send", post_err(prc), "send queue full?");
 		return CRUX_ERR_REMOTE;
 	}
 	c->cur->outstanding++;
@@ -564,7 +571,7 @@ static crux_status_t vx_flush(struct cruxn_base *b, int n, void **data, int *siz
 	struct cruxn_req *r;
 	struct ibv_sge sg;
 	struct ibv_send_wr wr, *bad = NULL;
-	int last = -1;
+	int last = -1, prc;
 
 	*out = NULL;
 	if (!mhandles || !sizes || !data || n < 1 || n > CRUXN_NET_MAX_RECVS)
@@ -604,9 +611,9 @@ static crux_status_t vx_flush(struct cruxn_base *b, int n, void **data, int *siz
 	wr.wr.rdma.remote_addr = (uint64_t)(uintptr_t)data[last];
 	wr.wr.rdma.rkey = m->mr->rkey;
 	wr.wr_id = WR_FLUSH | (uint64_t)(r - c->b.reqs);
-	if (cruxn_ibv_post_send(c->flush_qp, &wr, &bad) != 0) {
+	if ((prc = cruxn_ibv_post_send(c->flush_qp, &wr, &bad)) != 0) {
 		r->used = false;
-		cruxn_vx_fail(c, "posting a flush", strerror(errno), "send queue full?");
+		cruxn_vx_fail(c, "posting a flush", post_err(prc), "send queue full?");
 		return CRUX_ERR_REMOTE;
 	}
 	*out = r;
