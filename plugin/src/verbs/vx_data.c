@@ -300,6 +300,11 @@ static void on_wc(struct vx_comm *c, const struct ibv_wc *wc)
 		if (++r->tp.vx.parts[slot] < IMM_PARTS(imm))
 			return; /* more parts on the lane's other QPs */
 		/* the size was written before the first part's data on the same QP */
+		if (c->sizes[idx][slot] > r->cap[slot]) {
+			cruxn_vx_fail(c, "data for a posted receive", "a size larger than its buffer",
+				      "peer out of step (not a Crux peer?)");
+			return;
+		}
 		r->got[slot] = c->sizes[idx][slot];
 		r->matched[slot] = true;
 		r->nmatched++;
