@@ -462,6 +462,16 @@ static void tb_json_stat(FILE *f, const char *key, struct tb_stat s, const doubl
 	fprintf(f, "]}");
 }
 
+/* An arm's name in the plot's data. */
+static const char *arm_label(const char *arm)
+{
+	if (!strcmp(arm, "none"))
+		return "no scheduling";
+	if (!strcmp(arm, "crux"))
+		return "Crux";
+	return !strcmp(arm, "paths") ? "Crux + paths" : arm;
+}
+
 /* Per arm and job: values over repetitions. */
 struct tb_agg {
 	double util[TB_MAX_RUNS];
@@ -695,8 +705,7 @@ static int tb_report(void)
 		for (int a = 0; a < tb.narms; a++) {
 			struct tb_stat s = tb_stats(tb_aggs[a].util, tb_aggs[a].nutil);
 			fprintf(f, "\"%s\" %.4f %.4f\n",
-				!strcmp(tb.arms[a], "none") ? "no scheduling"
-				: !strcmp(tb.arms[a], "crux") ? "Crux" : tb.arms[a],
+				arm_label(tb.arms[a]),
 				s.mean * 100, s.sd * 100);
 		}
 		fclose(f);

@@ -19,6 +19,9 @@
 # in its namespace with its own CRUX_SHM_DIR, coordinated through an etcd on a
 # management network of its own (10.254.0.0/24, not the data fabric); the
 # default (agent) is one cruxd reading every host's records.
+# Arm paths (--arms "none crux paths"): Crux priorities + paths: the cluster
+# decider with probing: every host's cruxd probes its peers' ECMP paths
+# through the fabric, the leader chooses paths, the plugins bind their ports.
 # --max-slowdown: cruxd's fairness guard (CRUX_MAX_SLOWDOWN, default 4; 0 off);
 # --weights: guaranteed share per level, lowest first, given to cruxd
 # (CRUX_LEVEL_WEIGHTS) and to the fabric's HTB classes alike (default "1 3").
@@ -53,7 +56,7 @@ die() {
 }
 
 usage() {
-	sed -n '3,27p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '3,31p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 while [ $# -gt 0 ]; do
@@ -87,7 +90,7 @@ esac
 	die "--weights '$WEIGHTS' is not valid: expected $LEVELS weights (one per level, lowest first), or \"\""
 WEIGHTS_CSV="$(echo $WEIGHTS | tr ' ' ',')"
 for a in $ARMS; do
-	case "$a" in none | crux) ;; *) die "--arms: unknown arm '$a' (none, crux)" ;; esac
+	case "$a" in none | crux | paths) ;; *) die "--arms: unknown arm '$a' (none, crux, paths)" ;; esac
 done
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -144,14 +147,18 @@ CRUXCTL="$(find_one cruxctl)"
 [ -x "$ANALYZE" ] || die "$ANALYZE is missing: build first (meson compile -C $BUILD)"
 [ -e "$EMU_DIR/libnccl.so.2" ] || die "$EMU_DIR/libnccl.so.2 is missing: build first"
 [ -n "$PLUGIN" ] || die "libnccl-net-crux.so not found under $BUILD: build the plugin first"
+# Where cruxd runs once per host (in cluster mode): the paths arm, and the crux arm with --decider cluster.
+per_host() { [ "$1" = paths ] || { [ "$1" = crux ] && [ "$DECIDER" = cluster ]; }; }
+PER_HOST=0
+for a in $ARMS; do per_host "$a" && PER_HOST=1; done
 case " $ARMS " in
-*" crux "*)
+*" crux "* | *" paths "*)
 	[ -n "$PRELOAD" ] || die "libcrux-preload.so not found under $BUILD: build the preload first"
-	if [ "$DECIDER" != static ]; then
+	if [ "$DECIDER" != static ] || [ "$PER_HOST" -eq 1 ]; then
 		[ -n "$CRUXD" ] || die "cruxd not found under $BUILD: build the agent first (or use --decider static)"
-		if [ "$DECIDER" = cluster ]; then
+		if [ "$PER_HOST" -eq 1 ]; then
 			ETCD_BIN="$(command -v etcd || true)"
-			[ -n "$ETCD_BIN" ] || die "--decider cluster needs etcd: install Debian etcd-server (make deps)"
+			[ -n "$ETCD_BIN" ] || die "--decider cluster and the paths arm need etcd: install Debian etcd-server (make deps)"
 		fi
 	else
 		[ -x "$DECIDE" ] || die "$DECIDE is missing: build first"
@@ -301,8 +308,8 @@ write_topology() {
 }
 TOPO="$OUT/topology.txt"
 write_topology "$TOPO"
-if [ "$DECIDER" = cluster ] && [[ " $ARMS " == *" crux "* ]]; then
-	mgmt_up || die "could not build the management network for --decider cluster"
+if [ "$PER_HOST" -eq 1 ]; then
+	mgmt_up || die "could not build the management network for the per-host agents"
 fi
 
 # TCP retransmitted segments and retransmission timeouts summed over the
@@ -321,13 +328,16 @@ tcp_counters() {
 	echo "$rs $to"
 }
 
-# --decider cluster: h0's view of the cluster table (every job), then one line
-# per host: leader, applied schedule revision, stale.
+# Per-host agents: h0's view of the cluster table (every job), then one line
+# per host: leader, applied schedule revision, stale, and its routes with
+# probed source ports (the paths this host's traffic is put on).
 cluster_status() {
-	local shm="$1" h
+	local shm="$1" h nr
 	"$CRUXCTL" --shm-dir "$shm/h0" status 2>&1 || true
 	for ((h = 0; h < LEAVES * HOSTS_PER_LEAF; h++)); do
-		echo "h$h: $("$CRUXCTL" --shm-dir "$shm/h$h" status 2>/dev/null | grep '^cluster' || echo 'no agent')"
+		nr="$("$CRUXCTL" --shm-dir "$shm/h$h" --json status 2>/dev/null |
+			grep -o '"path":[0-9]*,"ports":\[[0-9]' | wc -l)"
+		echo "h$h: $("$CRUXCTL" --shm-dir "$shm/h$h" status 2>/dev/null | grep '^cluster' || echo 'no agent') | routes with ports: $nr"
 	done
 }
 # Did every host apply the same schedule revision (the last one)?
@@ -340,8 +350,13 @@ cluster_summary() {
 		revs="$revs ${r:-none}"
 		[ -n "$l" ] && lead="$l"
 	done
+	# the most routes with ports the hosts held at once (summed over hosts, per snapshot)
+	local routes
+	routes="$(for f in "$dir"/status-*.txt; do
+		[ -f "$f" ] && sed -n 's/.*routes with ports: \([0-9]*\)$/\1/p' "$f" | awk '{s += $1} END {print s + 0}'
+	done | sort -n | tail -n 1)"
 	if [ "$(echo $revs | tr ' ' '\n' | sort -u | wc -l)" -eq 1 ]; then
-		echo "  cluster: $n cruxd on etcd, leader $lead, every host applied schedule revision $(echo $revs | cut -d' ' -f1), $(cat "$dir"/cruxd-h*.log | grep -c rescheduled) reschedule(s)"
+		echo "  cluster: $n cruxd on etcd, leader $lead, every host applied schedule revision $(echo $revs | cut -d' ' -f1), $(cat "$dir"/cruxd-h*.log | grep -c rescheduled) reschedule(s), at most ${routes:-0} route(s) with probed ports"
 	else
 		echo "  cluster: $n cruxd on etcd, leader $lead, hosts' schedule revisions:$revs (not all equal at the end of the run)"
 	fi
@@ -369,7 +384,9 @@ run_one() {
 			${WEIGHTS_CSV:+CRUX_LEVEL_WEIGHTS="$WEIGHTS_CSV"} \
 			CRUX_LOG_LEVEL=info "$CRUXD" >"$dir/cruxd.log" 2>&1 &
 		AGENT_PID=$!
-	elif [ "$arm" = crux ] && [ "$DECIDER" = cluster ]; then
+	elif per_host "$arm"; then
+		local probe=0
+		[ "$arm" = paths ] && probe=1
 		# One agent per emulated host, in its namespace, on its host's records only;
 		# a cluster name per run, so no run starts from another's schedule.
 		for ((h = 0; h < LEAVES * HOSTS_PER_LEAF; h++)); do
@@ -377,7 +394,8 @@ run_one() {
 			chmod 0755 "$shm/h$h"
 			ip netns exec "$(host_ns "h$h")" env CRUX_SHM_DIR="$shm/h$h" CRUX_TOPOLOGY="$TOPO" \
 				CRUX_PROFILE_WINDOW="$AGENT_WINDOW" CRUX_LEVELS="$LEVELS" \
-				CRUX_AGENT_INTERVAL=250ms CRUX_AGENT_HOLD=2s CRUX_PROBE=0 \
+				CRUX_AGENT_INTERVAL=250ms CRUX_AGENT_HOLD=2s CRUX_PROBE="$probe" \
+				CRUX_PROBE_PORTS_PER_PATH=4 \
 				CRUX_MAX_SLOWDOWN="$MAX_SLOWDOWN" CRUX_GUARD_AGE=2s CRUX_GUARD_HOLD=10s \
 				${WEIGHTS_CSV:+CRUX_LEVEL_WEIGHTS="$WEIGHTS_CSV"} \
 				CRUX_ETCD="$ETCD_URL" CRUX_CLUSTER="tb-$arm-$rep-$$" CRUX_HOST="h$h" \
@@ -418,8 +436,8 @@ run_one() {
 			addr="$(host_addr "$h")"
 			[ -n "$ns" ] || die "scenario names host $h, which the fabric does not have"
 			local pre="" rshm="$shm"
-			[ "$arm" = crux ] && pre="$PRELOAD"
-			[ "$DECIDER" = cluster ] && rshm="$shm/$h"
+			[ "$arm" != none ] && pre="$PRELOAD"
+			per_host "$arm" && rshm="$shm/$h"
 			# Each rank runs inside its host's namespace, with the host's
 			# address as host name (the agent maps profiles to hosts by it).
 			ip netns exec "$ns" unshare --uts sh -c 'hostname "$0"; exec "$@"' "$addr" \
@@ -458,8 +476,8 @@ run_one() {
 			printf '  %-14s %3ds %s\n' "$label" "$el" "$line"
 		fi
 		# The agent's view, every 5 s (jobs, intensities, levels): kept with the run.
-		if [ "$arm" = crux ] && [ -n "$CRUXCTL" ] && [ $((el % 5)) -eq 4 ]; then
-			if [ "$DECIDER" = cluster ]; then
+		if [ "$arm" != none ] && [ -n "$CRUXCTL" ] && [ $((el % 5)) -eq 4 ]; then
+			if per_host "$arm"; then
 				cluster_status "$shm" >"$dir/status-$(printf %03d "$el").txt" 2>&1
 			else
 				"$CRUXCTL" --shm-dir "$shm" status >"$dir/status-$(printf %03d "$el").txt" 2>&1 || true
@@ -543,7 +561,9 @@ arc=$?
 if command -v gnuplot >/dev/null 2>&1; then
 	narms=$(echo $ARMS | wc -w)
 	arm1=$(echo $ARMS | cut -d' ' -f1)
-	if gnuplot -e "datadir='$OUT/plot'; outfile='$PLOT'; scen='$SCENARIO'; narms=$narms; arm1='$arm1'" \
+	arm2=$(echo $ARMS | cut -d' ' -f2)
+	arm3=$(echo $ARMS | cut -d' ' -f3)
+	if gnuplot -e "datadir='$OUT/plot'; outfile='$PLOT'; scen='$SCENARIO'; narms=$narms; arm1='$arm1'; arm2='$arm2'; arm3='$arm3'" \
 		"$HERE/plot.gp" 2>"$OUT/plot/gnuplot.err"; then
 		echo "plot: $PLOT"
 	else
