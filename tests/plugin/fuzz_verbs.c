@@ -59,9 +59,7 @@ static void remove_dir(void)
 
 static int setup(void)
 {
-	struct cruxn_ibv v;
-	struct cruxn_gid_rules r;
-	char err[256];
+	const struct cruxn_ibv *v;
 
 	if (ready)
 		return ready > 0 ? 0 : -1;
@@ -79,20 +77,13 @@ static int setup(void)
 	setenv("CRUX_TRANSPORT", "socket", 1); /* no real libibverbs: the double below */
 	if (cruxn_init(NULL) != CRUXN_SUCCESS)
 		return -1;
-	vxd_reset(&v);
-	vxd_enable_rc(&v);
-	vxd_add_roce("srxe_lo", 127, 0, 0, 1);
-	memset(&r, 0, sizeof(r));
-	r.index = -1;
-	r.family = CRUXN_GID_V4;
-	r.range_bits = -1;
-	r.roce_version = 2;
-	if (cruxn_vx_open(&v, "", &r, &cruxn_vx_state, err, sizeof(err)) != CRUX_OK)
+	if (vxd_open_lo(&cruxn_vx_state) != 0)
 		return -1;
 	cruxn_ctx.ops = &cruxn_verbs_ops;
-	hcq = v.create_cq(cruxn_vx_state.devs[0].ctx, 4096, NULL, NULL, 0);
-	hmr = v.reg_mr(cruxn_vx_state.devs[0].pd, hbuf, sizeof(hbuf),
-		       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+	v = &cruxn_vx_state.ibv;
+	hcq = v->create_cq(cruxn_vx_state.devs[0].ctx, 4096, NULL, NULL, 0);
+	hmr = v->reg_mr(cruxn_vx_state.devs[0].pd, hbuf, sizeof(hbuf),
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
 	if (!hcq || !hmr)
 		return -1;
 	ready = 1;

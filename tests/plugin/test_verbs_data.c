@@ -25,9 +25,6 @@ static void *lc, *sc, *rc;
 
 static int setup(void **state)
 {
-	struct cruxn_ibv v;
-	struct cruxn_gid_rules r;
-	char err[256];
 	char handle[CRUXN_NET_HANDLE_MAXSIZE];
 	(void)state;
 
@@ -35,15 +32,7 @@ static int setup(void **state)
 	setenv("CRUX_TRANSPORT", "socket", 1); /* init must not touch a real libibverbs */
 	if (cruxn_init(NULL) != CRUXN_SUCCESS)
 		return -1;
-	vxd_reset(&v);
-	vxd_enable_rc(&v);
-	vxd_add_roce("srxe_lo", 127, 0, 0, 1);
-	memset(&r, 0, sizeof(r));
-	r.index = -1;
-	r.family = CRUXN_GID_V4;
-	r.range_bits = -1;
-	r.roce_version = 2;
-	if (cruxn_vx_open(&v, "", &r, &cruxn_vx_state, err, sizeof(err)) != CRUX_OK)
+	if (vxd_open_lo(&cruxn_vx_state) != 0)
 		return -1;
 	cruxn_ctx.ops = &cruxn_verbs_ops;
 	if (cruxn_listen(0, handle, &lc) != CRUXN_SUCCESS)

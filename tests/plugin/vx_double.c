@@ -505,3 +505,20 @@ void vxd_enable_rc(struct cruxn_ibv *v)
 	v->reg_mr = reg_mr;
 	v->dereg_mr = dereg_mr;
 }
+
+int vxd_open_lo(struct cruxn_vx *out)
+{
+	struct cruxn_ibv v;
+	struct cruxn_gid_rules r;
+	char err[256];
+
+	vxd_reset(&v);
+	vxd_enable_rc(&v);
+	vxd_add_roce("srxe_lo", 127, 0, 0, 1);
+	memset(&r, 0, sizeof(r));
+	r.index = -1;
+	r.family = CRUXN_GID_V4;
+	r.range_bits = -1;
+	r.roce_version = 2;
+	return cruxn_vx_open(&v, "", &r, out, err, sizeof(err)) == CRUX_OK ? 0 : -1;
+}

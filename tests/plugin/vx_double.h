@@ -59,6 +59,11 @@ struct vxd_dev *vxd_add_roce(const char *name, uint8_t a, uint8_t b, uint8_t c, 
  * refusing what the kernel refuses.
  */
 void vxd_enable_rc(struct cruxn_ibv *v);
+/*
+ * The double with RC semantics and one RoCE device srxe_lo (127.0.0.1),
+ * opened into 'out' with NCCL's default GID rules. 0 = ok.
+ */
+int vxd_open_lo(struct cruxn_vx *out);
 /* What a QP was given at RTR. */
 uint8_t vxd_qp_tc(uint32_t qpn);
 uint32_t vxd_qp_flow_label(uint32_t qpn);

@@ -106,14 +106,20 @@ struct vx_lane *cruxn_vx_lane_new(struct vx_comm *c, uint32_t id, const struct c
 	return l;
 }
 
-void cruxn_vx_ep_to_msg(const struct vx_comm *c, const struct vx_lane *l, struct vx_msg *m, int kind)
+/* A control message of 'kind' about lane 'lane', the rest zero. */
+static void msg_init(const struct vx_comm *c, struct vx_msg *m, int kind, uint32_t lane)
 {
 	memset(m, 0, sizeof(*m));
 	m->magic = VX_MAGIC;
 	m->version = VX_VERSION;
 	m->kind = (uint16_t)kind;
 	m->nonce = c->nonce;
-	m->lane = l->id;
+	m->lane = lane;
+}
+
+void cruxn_vx_ep_to_msg(const struct vx_comm *c, const struct vx_lane *l, struct vx_msg *m, int kind)
+{
+	msg_init(c, m, kind, l->id);
 	m->nqps = (uint8_t)l->nqps;
 	for (int i = 0; i < l->nqps; i++) {
 		m->qpn[i] = l->qps[i]->qp_num;
@@ -287,12 +293,7 @@ static void lane_close(struct vx_comm *c, struct vx_lane *l)
 	struct vx_msg m;
 
 	l->state = VX_LANE_CLOSING;
-	memset(&m, 0, sizeof(m));
-	m.magic = VX_MAGIC;
-	m.version = VX_VERSION;
-	m.kind = VX_LANE_CLOSE;
-	m.nonce = c->nonce;
-	m.lane = l->id;
+	msg_init(c, &m, VX_LANE_CLOSE, l->id);
 	m.addr = c->cur->id; /* the lane the sender is on */
 	cruxn_vx_ctrl_send(c, &m);
 }
@@ -357,11 +358,7 @@ void cruxn_vx_bye(struct vx_comm *c)
 
 	if (c->fd < 0 || !c->ready || c->b.peer_closed || atomic_load(&c->b.error))
 		return;
-	memset(&m, 0, sizeof(m));
-	m.magic = VX_MAGIC;
-	m.version = VX_VERSION;
-	m.kind = VX_BYE;
-	m.nonce = c->nonce;
+	msg_init(c, &m, VX_BYE, 0);
 	if (!c->b.is_send) {
 		m.addr = c->rrow;
 		memcpy(m.done, c->row_done, sizeof(m.done));
@@ -465,11 +462,7 @@ static void send_ctrl(struct vx_comm *c, const struct vx_msg *m)
 		c->rsizes_rkey = m->rkey;
 		if (cruxn_vx_lane_connect(c, l, m) != CRUX_OK)
 			return;
-		memset(&r, 0, sizeof(r));
-		r.magic = VX_MAGIC;
-		r.version = VX_VERSION;
-		r.kind = VX_READY;
-		r.nonce = c->nonce;
+		msg_init(c, &r, VX_READY, 0);
 		cruxn_vx_ctrl_send(c, &r);
 		c->ready = true;
 	} else if (m->kind == VX_LANE_ACK && l && l->state == VX_LANE_BUILDING)
@@ -522,12 +515,7 @@ void cruxn_vx_ctrl_progress(struct vx_comm *c)
 		for (struct vx_lane *l = c->lanes; l; l = l->next) {
 			if (l->state == VX_LANE_CLOSING && l->outstanding == 0) {
 				struct vx_msg g;
-				memset(&g, 0, sizeof(g));
-				g.magic = VX_MAGIC;
-				g.version = VX_VERSION;
-				g.kind = VX_LANE_GONE;
-				g.nonce = c->nonce;
-				g.lane = l->id;
+				msg_init(c, &g, VX_LANE_GONE, l->id);
 				lane_unlink_free(c, l->id);
 				cruxn_vx_ctrl_send(c, &g);
 				break; /* the list changed */
