@@ -236,6 +236,19 @@ crux_status_t cruxd_prom_render(const struct cruxd_prom_snapshot *snap, uint64_t
 	plain(f, "crux_agent_table_generation", "gauge",
 	      "Generation of the published decision table.", (double)b->table_generation);
 	plain(f, "crux_agent_jobs", "gauge", "Jobs the agent sees.", b->njobs);
+	if (b->cluster[0]) {
+		/* Cluster mode only (cruxd --etcd). */
+		plain(f, "crux_cluster_leader", "gauge", "1 while this host leads its cluster.",
+		      b->term > 0);
+		plain(f, "crux_cluster_schedule_revision", "gauge",
+		      "etcd revision of the schedule this host applied (0: none yet).",
+		      (double)b->schedule_revision);
+		plain(f, "crux_cluster_stale", "gauge",
+		      "1 while etcd is unreachable (the last schedule stays in force).",
+		      b->cluster_stale);
+		plain(f, "crux_cluster_schedules_written_total", "counter",
+		      "Schedules this host wrote as leader.", (double)b->schedules_written);
+	}
 	plain(f, "crux_agent_overrides_error", "gauge",
 	      "1 when the last overrides file was refused (cruxctl status says why).",
 	      b->overrides_error[0] != 0);

@@ -77,7 +77,20 @@ static void test_render(void **state)
 	assert_non_null(strstr(text, "crux_agent_heartbeat_age_seconds 2\n"));
 	assert_non_null(strstr(text, "crux_agent_passes_total 7\n"));
 	assert_non_null(strstr(text, "# TYPE crux_agent_passes_total counter\n"));
+	assert_null(strstr(text, "crux_cluster_")); /* single-host mode */
 	free(text);
+	/* Cluster mode: leader, applied revision, stale. */
+	strcpy(s->body.cluster, "c1");
+	s->body.term = 12;
+	s->body.schedule_revision = 40;
+	s->body.cluster_stale = 1;
+	assert_int_equal(cruxd_prom_render(s, 5000000000ull, &text, &len), CRUX_OK);
+	assert_non_null(strstr(text, "crux_cluster_leader 1\n"));
+	assert_non_null(strstr(text, "crux_cluster_schedule_revision 40\n"));
+	assert_non_null(strstr(text, "crux_cluster_stale 1\n"));
+	assert_non_null(strstr(text, "# TYPE crux_cluster_schedules_written_total counter\n"));
+	free(text);
+	s->body.cluster[0] = '\0';
 	/* Never published: ages are -1, not garbage. */
 	s->published_ns = s->schedule_ns = 0;
 	assert_int_equal(cruxd_prom_render(s, 5000000000ull, &text, &len), CRUX_OK);
