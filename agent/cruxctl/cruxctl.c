@@ -647,7 +647,7 @@ static int cmd_change(const struct ctx *c, bool set, int argc, char **argv)
 	/* "Held by another writer" is the normal case with an agent: not an error here. */
 	crux_log_set_sink(quiet_sink, NULL);
 	err[0] = '\0';
-	st = crux_dt_writer_open_ex(c->dir, &settings, &w, &holder, err, sizeof(err));
+	st = crux_dt_writer_open_shadow(c->dir, &settings, &w, &holder, err, sizeof(err));
 	crux_log_set_sink(NULL, NULL);
 	if (st == CRUX_ERR_BUSY) {
 		rc = through_agent(c, &ch, holder,

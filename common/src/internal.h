@@ -23,6 +23,14 @@ void crux_set_err(char *err, size_t errlen, const char *fmt, ...)
 crux_status_t crux_shm_open_dir(const char *dir, bool create, int *dfd_out, char *err,
 				size_t errlen);
 
+/*
+ * Open 'dir'/'name' (never following a link, never blocking on a FIFO) and
+ * check it is a regular file, not writable by group or others, owned by root
+ * or us: what crux_shm_open_ex checks before it maps. Nothing is mapped.
+ */
+crux_status_t crux_shm_open_checked(const char *dir, const char *name, bool writable, int *fd_out,
+				   char *path_out, size_t pathlen, char *err, size_t errlen);
+
 /* 64-bit mixer (splitmix64 finaliser): the hash of the decision table index. */
 static inline uint64_t crux_mix64(uint64_t x)
 {

@@ -377,17 +377,15 @@ crux_status_t crux_shm_create(const char *dir, const char *name, uint32_t magic,
 	return st;
 }
 
-crux_status_t crux_shm_open_ex(const char *dir, const char *name, uint32_t magic,
-			       uint16_t layout_version, size_t size, bool writable,
-			       struct crux_shm_map *out, char *err, size_t errlen)
+crux_status_t crux_shm_open_checked(const char *dir, const char *name, bool writable, int *fd_out,
+				   char *path_out, size_t pathlen, char *err, size_t errlen)
 {
 	crux_status_t st;
 	int dfd = -1, fd = -1;
-	void *base = NULL;
-	char path[CRUX_PATH_MAX], why[256];
+	char path[CRUX_PATH_MAX];
 	struct stat sb;
 
-	if (!name_ok(name) || !out) {
+	if (!name_ok(name)) {
 		crux_set_err(err, errlen, "bad record name");
 		return CRUX_ERR_INVAL;
 	}
@@ -395,6 +393,8 @@ crux_status_t crux_shm_open_ex(const char *dir, const char *name, uint32_t magic
 		crux_set_err(err, errlen, "path %s/%s is too long", dir, name);
 		return CRUX_ERR_INVAL;
 	}
+	if (path_out)
+		snprintf(path_out, pathlen, "%s", path);
 	st = crux_shm_open_dir(dir, false, &dfd, err, errlen);
 	if (st != CRUX_OK)
 		return st;
@@ -448,6 +448,39 @@ crux_status_t crux_shm_open_ex(const char *dir, const char *name, uint32_t magic
 		st = CRUX_ERR_PERM;
 		goto out_close;
 	}
+	close(dfd);
+	*fd_out = fd;
+	return CRUX_OK;
+
+out_close:
+	if (fd >= 0)
+		close(fd);
+	close(dfd);
+	return st;
+}
+
+crux_status_t crux_shm_open_ex(const char *dir, const char *name, uint32_t magic,
+			       uint16_t layout_version, size_t size, bool writable,
+			       struct crux_shm_map *out, char *err, size_t errlen)
+{
+	crux_status_t st;
+	int fd = -1;
+	void *base = NULL;
+	char path[CRUX_PATH_MAX], why[256];
+	struct stat sb;
+
+	if (!out) {
+		crux_set_err(err, errlen, "bad record name");
+		return CRUX_ERR_INVAL;
+	}
+	st = crux_shm_open_checked(dir, name, writable, &fd, path, sizeof(path), err, errlen);
+	if (st != CRUX_OK)
+		return st;
+	if (fstat(fd, &sb) != 0) {
+		crux_set_err(err, errlen, "cannot inspect %s: %s", path, strerror(errno));
+		st = CRUX_ERR_IO;
+		goto out_close;
+	}
 	/* Header first (a version mismatch explains a size mismatch), then the size. */
 	struct crux_shm_header h;
 	ssize_t got = pread(fd, &h, sizeof(h), 0);
@@ -487,7 +520,6 @@ crux_status_t crux_shm_open_ex(const char *dir, const char *name, uint32_t magic
 		munmap(base, size);
 		goto out_close;
 	}
-	close(dfd);
 	out->base = base;
 	out->size = size;
 	out->fd = fd;
@@ -498,7 +530,6 @@ crux_status_t crux_shm_open_ex(const char *dir, const char *name, uint32_t magic
 out_close:
 	if (fd >= 0)
 		close(fd);
-	close(dfd);
 	return st;
 }
 

@@ -527,6 +527,78 @@ static void test_shadow_file_repaired(void **state)
 	crux_dt_writer_close(w);
 }
 
+
+/*
+ * The shadow writer never maps the file: it adopts the entries of a whole
+ * table by pread (restart), takes the lock (a second writer is refused and
+ * named), replaces a table of another layout or a junk file with an empty
+ * one, and refuses a symbolic link.
+ */
+static void test_shadow_open_without_mapping(void **state)
+{
+	struct fx *f = *state;
+	struct crux_dt_settings s;
+	struct crux_dt_writer *w, *w2;
+	struct crux_dt_reader *r;
+	struct crux_decision dec;
+	char path[256], err[512];
+	pid_t holder = 0;
+	crux_dt_settings_default(4, &s);
+	snprintf(path, sizeof(path), "%s/%s", f->d.shm, CRUX_DT_FILE);
+	assert_int_equal(crux_dt_writer_open_shadow(f->d.shm, &s, &w, NULL, err, sizeof(err)),
+			 CRUX_OK);
+	struct crux_dt_job j = {.job_key = 11, .level = 2};
+	snprintf(j.job_id, sizeof(j.job_id), "env:restart");
+	assert_int_equal(crux_dt_publish(w, &j, 1, NULL, 0), CRUX_OK);
+	assert_int_equal(crux_dt_writer_open_shadow(f->d.shm, &s, &w2, &holder, err, sizeof(err)),
+			 CRUX_ERR_BUSY);
+	assert_int_equal(holder, getpid());
+	assert_non_null(strstr(err, "held by another writer"));
+	crux_dt_writer_close(w);
+
+	/* Restart: the entries are adopted, and served from the new memfd. */
+	assert_int_equal(crux_dt_writer_open_shadow(f->d.shm, &s, &w, NULL, err, sizeof(err)),
+			 CRUX_OK);
+	assert_int_equal(crux_dt_reader_open_fd(crux_dt_writer_fd(w), &r, err, sizeof(err)),
+			 CRUX_OK);
+	assert_int_equal(crux_dt_lookup(r, 11, NULL, &dec), CRUX_OK);
+	assert_true(dec.job_found);
+	assert_int_equal(dec.level, 2);
+	crux_dt_reader_close(r);
+	crux_dt_writer_close(w);
+
+	/* Another layout version, then junk: replaced by an empty table. */
+	struct crux_shm_header h;
+	memset(&h, 0, sizeof(h));
+	h.magic = CRUX_DT_MAGIC;
+	h.layout_version = CRUX_DT_VERSION + 1;
+	h.header_size = sizeof(h);
+	h.total_size = crux_dt_file_size();
+	char *img = calloc(1, crux_dt_file_size());
+	memcpy(img, &h, sizeof(h));
+	for (int k = 0; k < 2; k++) {
+		if (k == 0)
+			tu_write_file(path, img, crux_dt_file_size(), 0644);
+		else
+			tu_write_file(path, "junk", 4, 0644);
+		assert_int_equal(
+		    crux_dt_writer_open_shadow(f->d.shm, &s, &w, NULL, err, sizeof(err)), CRUX_OK);
+		assert_int_equal(crux_dt_reader_open_copy(f->d.shm, &r, err, sizeof(err)), CRUX_OK);
+		assert_int_equal(crux_dt_lookup(r, 11, NULL, &dec), CRUX_OK);
+		assert_false(dec.job_found);
+		crux_dt_reader_close(r);
+		crux_dt_writer_close(w);
+	}
+	free(img);
+	/* A symbolic link is refused with the fix. */
+	unlink(path);
+	assert_int_equal(symlink("/etc/passwd", path), 0);
+	assert_int_equal(crux_dt_writer_open_shadow(f->d.shm, &s, &w, NULL, err, sizeof(err)),
+			 CRUX_ERR_PERM);
+	assert_non_null(strstr(err, "symbolic link"));
+	unlink(path);
+}
+
 static void test_policy_env(void **state)
 {
 	(void)state;
@@ -593,6 +665,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_socket_recreated, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_users_and_job_ownership, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_shadow_file_repaired, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_shadow_open_without_mapping, setup, teardown),
 	    cmocka_unit_test(test_policy_env),
 	    cmocka_unit_test(test_wire_decoders),
 	};

@@ -244,11 +244,13 @@ crux_status_t crux_dt_reader_open_buffer(const void *base, size_t size,
 crux_status_t crux_dt_writer_open_memfd(const struct crux_dt_settings *settings,
 					struct crux_dt_writer **out, char *err, size_t errlen);
 /*
- * cruxd's writer: opens (locks, adopts) 'dir'/decision.tbl like
- * crux_dt_writer_open_ex, then moves the table into a sealed memfd and keeps
- * the file only as a written (pwrite, never mapped) copy for cruxctl and
- * v1 readers, so nothing done to the file can fault the agent. A removed,
- * replaced or resized file is rewritten whole on the next publish or heartbeat.
+ * cruxd's (and cruxctl's) writer: the table lives in a sealed memfd; the
+ * file 'dir'/decision.tbl is opened, locked (flock, as crux_dt_writer_open_ex)
+ * and read with pread to adopt its entries, then only written (pwrite),
+ * never mapped, so nothing done to the file can fault the writer. A missing
+ * or unusable file is replaced by a whole new one, locked before it is
+ * published. A removed, replaced or resized file is rewritten whole on the
+ * next publish or heartbeat.
  */
 crux_status_t crux_dt_writer_open_shadow(const char *dir, const struct crux_dt_settings *settings,
 					 struct crux_dt_writer **out, pid_t *holder_pid, char *err,
