@@ -7,9 +7,11 @@
 # its socket and files, and the job's ranks are still attached at the end.
 # The sender runs as a real unprivileged user (a system account this test
 # creates with useradd and removes at the end) and is profiled by the root agent.
-# usage: shm-chaos.sh CRUXD CONFORMANCE PLUGIN_DIR
+# cruxctl status runs through the attack too (never killed by what it reads)
+# and lists the attached ranks with the kernel's uid.
+# usage: shm-chaos.sh CRUXD CONFORMANCE PLUGIN_DIR CRUXCTL
 set -u
-AGENT=$1 CONF=$2 PLUGDIR=$3
+AGENT=$1 CONF=$2 PLUGDIR=$3 CTL=$4
 if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root for network namespaces"; exit 77; fi
 P=cxch$$
 A=${P}a B=${P}b
@@ -65,7 +67,8 @@ else
 	AS="runuser -u $RU --"
 fi
 echo "the sender runs as $RU (uid $RUID): $AS"
-ip netns exec "$A" $AS "$CONF" xfer-send "$W" 262144 400 400 >"$W/send.log" 2>&1 &
+# Phase 1 is long enough to run through several rounds of the attack (counted below).
+ip netns exec "$A" $AS "$CONF" xfer-send "$W" 262144 "${CHAOS_MSGS:-16000}" 400 >"$W/send.log" 2>&1 &
 SP=$!
 
 # Wait until both ranks are attached (the agent names the job).
@@ -92,9 +95,18 @@ for n in (0, 3, 256, 257, 4096):
     s.close()
 PY
 }
-round=0
+ctl_ok() {
+	for a in "--json status" status; do
+		# shellcheck disable=SC2086
+		"$CTL" $a >/dev/null 2>&1
+		r=$?
+		[ $r -lt 128 ] || fail "cruxctl $a died (rc $r)"
+	done
+}
+round=0 busy=0
 while [ $round -lt 6 ]; do
-	for f in decision.tbl agent.status cruxd.sock; do
+	COPIES=$(cd "$S" 2>/dev/null && ls attached/prof-*.rec 2>/dev/null)
+	for f in decision.tbl agent.status cruxd.sock $COPIES; do
 		[ -e "$S/$f" ] && truncate -s 0 "$S/$f" 2>/dev/null
 		sleep 0.05
 		[ -e "$S/$f" ] && truncate -s 4M "$S/$f" 2>/dev/null
@@ -104,6 +116,7 @@ while [ $round -lt 6 ]; do
 		junk 1000 >"$S/.x" && mv -f "$S/.x" "$S/$f"
 		sleep 0.05
 		rm -f "$S/$f"
+		ctl_ok
 		sleep 0.1
 	done
 	junk 10304 >"$S/prof-1-1.rec"; chmod 644 "$S/prof-1-1.rec"
@@ -113,11 +126,25 @@ while [ $round -lt 6 ]; do
 	while [ ! -S "$S/cruxd.sock" ] && [ $i -lt 30 ]; do sleep 0.1; i=$((i + 1)); done
 	garbage_to_socket
 	round=$((round + 1))
+	[ -e "$W/phase1.done" ] || busy=$((busy + 1))
 done
+echo "the transfer ran through $busy of $round rounds"
+[ $busy -ge 2 ] || fail "the transfer ended before the attack did (raise CHAOS_MSGS)"
 rm -f "$S/prof-1-1.rec" "$S/prof-2-2.rec"
 i=0
 while [ ! -e "$W/phase1.done" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
 [ -e "$W/phase1.done" ] || fail "phase 1 did not finish"
+# Both ranks still attached: cruxctl lists them, the sender with its user's uid.
+i=0
+until "$CTL" --json status 2>/dev/null | grep -q "\"uid\":$RUID,\"job_key\":\"0x[0-9a-f]*\",\"job_id\":\"env:$P\"" ||
+	[ $i -ge 30 ]; do
+	sleep 0.1; i=$((i + 1))
+done
+"$CTL" --json status >"$W/status.json" 2>&1
+grep -q "\"uid\":$RUID,\"job_key\":\"0x[0-9a-f]*\",\"job_id\":\"env:$P\"" "$W/status.json" ||
+	fail "cruxctl does not list the unprivileged rank: $(cat "$W/status.json")"
+[ "$(grep -o "\"job_id\":\"env:$P\"" "$W/status.json" | wc -l)" -ge 2 ] ||
+	fail "cruxctl does not list both ranks: $(cat "$W/status.json")"
 touch "$W/phase2.go"
 wait $SP; SR=$?; SP=""
 wait $RP; RR=$?; RP=""
