@@ -10,8 +10,8 @@
 #     schedule continues (JA stays scheduled at its level, never re-profiled);
 #   - a non-leader SIGKILLed: its host record expires, its job leaves the
 #     schedule of the others;
-#   - etcd stopped: the tables stay, status says stale; etcd back: not stale,
-#     the schedule goes on.
+#   - etcd stopped: the tables stay, status says stale, cruxctl set is not
+#     acknowledged (withdrawn); etcd back: not stale, a new override goes through.
 # Usage: cruxd-cluster.sh CRUXD CRUXCTL FAKE_RANK
 set -eu
 CRUXD=$1
@@ -117,7 +117,14 @@ st "$M" >"$T/stale.json"
 grep -q '"running":true' "$T/stale.json" || fail "the agent stopped refreshing its table without etcd"
 [ "$(job_of "$T/stale.json" JA)" = "$before" ] || fail "the table changed without etcd"
 grep -q "etcd unreachable" "$T/a$M.log" || fail "no log line says etcd is unreachable"
-echo "etcd stopped: h$M keeps JA ($before), status stale"
+# An override cannot reach the cluster now: not acknowledged, withdrawn.
+if CRUX_SHM_DIR=$T/h$M "$CTL" set --job JA --level 0 >"$T/set.out" 2>&1; then
+	fail "cruxctl set was acknowledged with etcd stopped: $(cat "$T/set.out")"
+fi
+grep -q withdrawn "$T/set.out" || fail "cruxctl set with etcd stopped: $(cat "$T/set.out")"
+[ "$(job_of "$(st "$M" >"$T/stale2.json"; echo "$T/stale2.json")" JA)" = "$before" ] ||
+	fail "the table changed without etcd"
+echo "etcd stopped: h$M keeps JA ($before), status stale, cruxctl set withdrawn"
 # Same member, same data and ports: the leases and keys come back.
 "$ETCD_BIN" --name m1 --data-dir "$T/etcd/m1" \
 	--listen-client-urls "http://127.0.0.1:$ETCD_BASE" --advertise-client-urls "http://127.0.0.1:$ETCD_BASE" \

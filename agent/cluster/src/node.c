@@ -494,6 +494,7 @@ void crux_cluster_get_status(struct crux_cluster_node *n, struct crux_cluster_st
 	out->term = n->term;
 	out->schedules_written = n->schedules_written;
 	out->bytes_written = n->bytes_written;
+	out->overrides_pending = n->ovr_dirty;
 	snprintf(out->leader_name, sizeof(out->leader_name), "%s", n->term > 0 ? n->host : n->leader_name);
 	pthread_mutex_lock(&n->mu);
 	out->applied_revision = n->applied_rev;

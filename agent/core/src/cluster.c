@@ -31,6 +31,7 @@ struct ag_cluster {
 	char *ovr_text;		      /* the record they were parsed from */
 	size_t ovr_len;
 	struct cruxd_view mview;      /* the merged view, as the planner takes it */
+	uint64_t ovr_pushed, ovr_acked; /* local overrides seq handed to / written to etcd */
 	uint64_t now;
 };
 
@@ -506,10 +507,12 @@ void ag_cluster_overrides_changed(struct cruxd_agent *a)
 	if (!buf)
 		return;
 	if (cruxd_overrides_format(a->ovr, buf, CRUXD_OVERRIDES_MAX_BYTES, &len) == CRUX_OK &&
-	    crux_cluster_set_overrides(a->cl->node, buf, len) == CRUX_OK)
+	    crux_cluster_set_overrides(a->cl->node, buf, len) == CRUX_OK) {
+		a->cl->ovr_pushed = a->ovr->seq;
 		crux_info("cluster %s: overrides (seq %llu, %u job(s)) go to every host through "
 			  "etcd",
 			  a->cfg.cluster, (unsigned long long)a->ovr->seq, a->ovr->n);
+	}
 	free(buf);
 }
 
@@ -529,6 +532,10 @@ void ag_cluster_report(struct cruxd_agent *a, struct cruxd_status_body *b)
 	b->schedule_input = cs.applied_input;
 	b->schedules_written = cs.schedules_written;
 	b->cluster_stale = cs.stale;
+	/* cruxctl set waits for this: in cluster mode, until etcd holds the overrides. */
+	if (!cs.overrides_pending)
+		cl->ovr_acked = cl->ovr_pushed;
+	b->overrides_seq = cl->ovr_acked;
 }
 
 /* ---- open / close ----------------------------------------------------------- */
@@ -566,6 +573,7 @@ crux_status_t ag_cluster_open(struct cruxd_agent *a, char *err, size_t errlen)
 		return st;
 	}
 	a->povr = cl->ovr;
+	cl->ovr_pushed = cl->ovr_acked = a->ovr->seq;
 	return CRUX_OK;
 }
 

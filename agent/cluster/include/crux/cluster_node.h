@@ -58,6 +58,7 @@ struct crux_cluster_status {
 	int64_t applied_revision; /* schedule key revision last applied, 0 none */
 	int64_t applied_input;	  /* the input revision that schedule was computed from */
 	bool stale;		  /* etcd unreachable: last schedule kept */
+	bool overrides_pending;	  /* set_overrides not yet written to etcd */
 	uint64_t schedules_written;
 	uint64_t bytes_written; /* keys + values this node put */
 	char leader_name[CRUX_CLUSTER_NAME_MAX];
