@@ -169,6 +169,7 @@ struct cruxd_agent {
 
 	bool first_pass;
 	bool resched_pending;
+	bool held; /* a profile change waits for the hold time */
 	uint64_t last_resched_ns;
 	uint64_t reschedules, passes;
 	uint64_t probe_version;
@@ -223,6 +224,7 @@ int ag_node_of(struct cruxd_agent *a, const struct crux_addr *addr);
 bool ag_overridden(const struct cruxd_agent *a, uint64_t key);
 crux_status_t ag_plan_take_view(struct cruxd_agent *a, const struct cruxd_view *v, uint64_t now);
 crux_status_t ag_plan(struct cruxd_agent *a, uint64_t now);
+bool ag_plan_due(const struct cruxd_agent *a);
 
 /* realise.c */
 bool ag_route_ports(struct cruxd_agent *a, int src_node, const struct crux_addr *dst,

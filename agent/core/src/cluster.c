@@ -489,9 +489,11 @@ void ag_cluster_pass(struct cruxd_agent *a, uint64_t now)
 				 a->cfg.cluster, crux_status_str(st));
 		crux_cv_host_free(&h);
 	}
-	/* The leader plans every pass: profiling windows and hold times end with time. */
+	/* Besides new inputs, the leader plans when time alone decides something
+	 * (a profiling window or a hold time ends, the guard ages a job), and on
+	 * the first step of a term. */
 	crux_cluster_get_status(cl->node, &cs);
-	if (cs.leader)
+	if (cs.leader && (cs.term != cl->plan_term || ag_plan_due(a)))
 		crux_cluster_replan(cl->node);
 	(void)crux_cluster_step(cl->node);
 }

@@ -316,6 +316,7 @@ static void life_cycle(struct cruxd_agent *a, uint64_t now)
 	}
 	if (changed && now - a->last_resched_ns >= a->cfg.hold_ns)
 		a->resched_pending = true;
+	a->held = changed && !a->resched_pending;
 }
 
 /* ---- scheduling ----------------------------------------------------------- */
@@ -559,4 +560,21 @@ crux_status_t ag_plan(struct cruxd_agent *a, uint64_t now)
 		a->first_pass = false;
 	}
 	return st;
+}
+
+/*
+ * Would a later plan decide something even if the view stayed the same? Yes
+ * while a job is profiling (its window ends), a change waits for the hold
+ * time, a reschedule is pending, or the fairness guard watches scheduled jobs.
+ */
+bool ag_plan_due(const struct cruxd_agent *a)
+{
+	bool guarded = a->cfg.guard.bound > 0;
+
+	if (a->resched_pending || a->held)
+		return true;
+	for (size_t k = 0; k < a->njobs; k++)
+		if (a->jobs[k]->state == CRUX_JOB_PROFILING || (guarded && a->jobs[k]->decided))
+			return true;
+	return false;
 }
