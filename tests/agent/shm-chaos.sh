@@ -37,6 +37,10 @@ ip -n "$A" addr add 198.18.1.1/24 dev "${P}x"
 ip -n "$B" addr add 198.18.1.2/24 dev "${P}y"
 for n in "$A" "$B"; do ip -n "$n" link set lo up; done
 ip -n "$A" link set "${P}x" up; ip -n "$B" link set "${P}y" up
+# The sender's link at 1 Gbit/s: phase 1 then lasts seconds on any machine, long
+# enough for the attack to run through it (checked below).
+tc -n "$A" qdisc add dev "${P}x" root tbf rate 1gbit burst 256kb latency 100ms ||
+	echo "note: no tc/tbf here: phase 1 runs at veth speed"
 set +e
 S="$W/shm"
 export CRUX_SHM_DIR="$S" CRUX_JOB_ID="$P" NCCL_NET_PLUGIN=crux LD_LIBRARY_PATH="$PLUGDIR" \
@@ -68,7 +72,7 @@ else
 fi
 echo "the sender runs as $RU (uid $RUID): $AS"
 # Phase 1 is long enough to run through several rounds of the attack (counted below).
-ip netns exec "$A" $AS "$CONF" xfer-send "$W" 262144 "${CHAOS_MSGS:-16000}" 400 >"$W/send.log" 2>&1 &
+ip netns exec "$A" $AS "$CONF" xfer-send "$W" 262144 "${CHAOS_MSGS:-5000}" 400 >"$W/send.log" 2>&1 &
 SP=$!
 
 # Wait until both ranks are attached (the agent names the job).
@@ -129,7 +133,7 @@ while [ $round -lt 6 ]; do
 	[ -e "$W/phase1.done" ] || busy=$((busy + 1))
 done
 echo "the transfer ran through $busy of $round rounds"
-[ $busy -ge 2 ] || fail "the transfer ended before the attack did (raise CHAOS_MSGS)"
+[ $busy -ge 3 ] || fail "the transfer ended before the attack did (raise CHAOS_MSGS)"
 rm -f "$S/prof-1-1.rec" "$S/prof-2-2.rec"
 i=0
 while [ ! -e "$W/phase1.done" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
