@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "agent_int.h"
+#include "cluster_int.h"
 #include "crux/cluster_node.h"
 #include "crux/log.h"
 
@@ -88,15 +89,15 @@ static int decision_cmp(const void *x, const void *y)
 
 /* ---- views ---------------------------------------------------------------- */
 
-/* This host's view as the record it publishes (the same counts and sums). */
-static crux_status_t host_record(const struct cruxd_agent *a, struct crux_cv_host *h)
+/* A host's view as the record it publishes (the same counts and sums). */
+crux_status_t ag_view_to_cv(const struct cruxd_view *v, const char *name, struct crux_cv_host *h)
 {
 	crux_status_t st = CRUX_OK;
 
 	memset(h, 0, sizeof(*h));
-	snprintf(h->name, sizeof(h->name), "%s", a->cfg.host);
-	for (size_t i = 0; i < a->view.njobs && st == CRUX_OK; i++) {
-		const struct cruxd_view_job *vj = &a->view.jobs[i];
+	snprintf(h->name, sizeof(h->name), "%s", name);
+	for (size_t i = 0; i < v->njobs && st == CRUX_OK; i++) {
+		const struct cruxd_view_job *vj = &v->jobs[i];
 		struct crux_cv_job j;
 
 		memset(&j, 0, sizeof(j));
@@ -127,7 +128,7 @@ _Static_assert(sizeof(struct cruxd_view_flow) == sizeof(struct crux_cv_flow),
 	       "the view's flows are crux_cv_flow");
 
 /* The merged record as the planner's view; hosts known by address only. */
-static crux_status_t merged_view(const struct crux_cv_host *m, struct cruxd_view *v)
+crux_status_t ag_view_from_cv(const struct crux_cv_host *m, struct cruxd_view *v)
 {
 	crux_status_t st = CRUX_OK;
 
@@ -363,7 +364,7 @@ static crux_status_t plan_cb(void *arg, const struct crux_cv_host *merged, const
 		cl->plan_term = cs.term;
 	}
 	take_overrides(a, ovr ? ovr : "", ovr ? ovr_len : 0);
-	st = merged_view(merged, &cl->mview);
+	st = ag_view_from_cv(merged, &cl->mview);
 	if (st == CRUX_OK)
 		st = ag_plan_take_view(a, &cl->mview, cl->now);
 	for (size_t k = 0; st == CRUX_OK && k < a->njobs; k++) {
@@ -482,7 +483,7 @@ void ag_cluster_pass(struct cruxd_agent *a, uint64_t now)
 	struct crux_cv_host h;
 
 	cl->now = now;
-	if (host_record(a, &h) == CRUX_OK) {
+	if (ag_view_to_cv(&a->view, a->cfg.host, &h) == CRUX_OK) {
 		crux_status_t st = crux_cluster_set_view(cl->node, &h);
 		if (st != CRUX_OK && crux_log_once_key(0xc1057e3ull ^ (uint64_t)st))
 			crux_err("cluster %s: this host's view cannot be published: %s",
