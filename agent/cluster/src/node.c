@@ -19,6 +19,9 @@ struct crux_cluster_node {
 	struct crux_etcd *we; /* the watcher's handle */
 	int64_t lease, term;
 	double next_keepalive, next_campaign;
+	uint64_t rng;	     /* spreads renewals: hosts started together drift apart */
+	int64_t seen_rev;    /* store revision of the leader's last full read of the views */
+	uint64_t renewals;
 	char *view_text; /* to publish */
 	size_t view_len;
 	bool view_dirty;
@@ -40,6 +43,7 @@ struct crux_cluster_node {
 	pthread_mutex_t mu; /* guards the fields below */
 	struct crux_cv_schedule latest;
 	int64_t latest_rev, applied_rev, applied_input;
+	double latest_at; /* when the watcher took it (monotonic) */
 	bool watch_ok;
 };
 
@@ -82,6 +86,7 @@ static void take_schedule(struct crux_cluster_node *n, const struct crux_etcd_kv
 		crux_cv_schedule_free(&n->latest);
 		n->latest = s;
 		n->latest_rev = kv->mod_revision;
+		n->latest_at = mono_s();
 	} else {
 		crux_cv_schedule_free(&s);
 	}
@@ -180,6 +185,12 @@ crux_status_t crux_cluster_open(const struct crux_cluster_cfg *cfg, struct crux_
 		return CRUX_ERR_NOMEM;
 	}
 	n->cfg = *cfg;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	n->rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)ts.tv_nsec ^ (uint64_t)(uintptr_t)n;
+	for (const char *c = cfg->host; *c; c++)
+		n->rng = (n->rng ^ (uint8_t)*c) * 0x100000001b3ull;
+	n->rng |= 1;
 	if (!n->cfg.ttl_s)
 		n->cfg.ttl_s = 10;
 	snprintf(n->cluster, sizeof(n->cluster), "%s", cfg->cluster);
@@ -308,6 +319,17 @@ static void etcd_state(struct crux_cluster_node *n, crux_status_t st)
 	n->etcd_ok = ok;
 }
 
+/* The next renewal in 0.25..0.33 TTL: hosts whose leases were granted in
+ * the same moment (a cluster started together, etcd back after an outage)
+ * would otherwise renew in one burst every TTL/3 forever. */
+static double renew_in(struct crux_cluster_node *n)
+{
+	n->rng ^= n->rng << 13;
+	n->rng ^= n->rng >> 7;
+	n->rng ^= n->rng << 17;
+	return (double)n->cfg.ttl_s * (0.25 + (double)(n->rng >> 11) / 0x1p53 / 12);
+}
+
 /* Keep the lease; a lost lease (expired while we were away) starts over. */
 static crux_status_t keep_lease(struct crux_cluster_node *n, double now)
 {
@@ -322,13 +344,14 @@ static crux_status_t keep_lease(struct crux_cluster_node *n, double now)
 			n->view_dirty = true;
 			st = CRUX_OK;
 		} else if (st == CRUX_OK) {
-			n->next_keepalive = now + (double)n->cfg.ttl_s / 3;
+			n->next_keepalive = now + renew_in(n);
+			n->renewals++;
 		}
 	}
 	if (st == CRUX_OK && !n->lease) {
 		st = crux_etcd_lease_grant(n->e, n->cfg.ttl_s, &n->lease, NULL);
 		if (st == CRUX_OK) {
-			n->next_keepalive = now + (double)n->cfg.ttl_s / 3;
+			n->next_keepalive = now + renew_in(n);
 			n->view_dirty = true;
 		}
 	}
@@ -347,9 +370,21 @@ static uint64_t inputs_sig(const struct crux_etcd_range *r)
 static crux_status_t lead(struct crux_cluster_node *n)
 {
 	struct crux_etcd_range r;
-	crux_status_t st = crux_etcd_get(n->e, n->k_hosts, strlen(n->k_hosts), true, &r);
-	if (st != CRUX_OK)
+	crux_status_t st;
+	/* Nothing written anywhere since the last full read (a one-key read
+	 * tells the store's revision): the views are unchanged, so skip reading
+	 * all N of them again. */
+	if (n->seen_rev && n->planned_term == n->term && !n->replan) {
+		if ((st = crux_etcd_get(n->e, n->k_leader, strlen(n->k_leader), false, &r)) != CRUX_OK)
+			return st;
+		bool same = r.revision == n->seen_rev;
+		crux_etcd_range_free(&r);
+		if (same)
+			return CRUX_OK;
+	}
+	if ((st = crux_etcd_get(n->e, n->k_hosts, strlen(n->k_hosts), true, &r)) != CRUX_OK)
 		return st;
+	n->seen_rev = 0; /* set again once this read is fully handled */
 	struct crux_etcd_range ro;
 	st = crux_etcd_get(n->e, n->k_ovr, strlen(n->k_ovr), false, &ro);
 	if (st != CRUX_OK) {
@@ -359,6 +394,7 @@ static crux_status_t lead(struct crux_cluster_node *n)
 	uint64_t sig = inputs_sig(&r) ^ (ro.n ? (uint64_t)ro.kvs[0].mod_revision * 0x9e3779b97f4a7c15ull
 					      : 0);
 	if (sig == n->planned_sig && n->planned_term == n->term && !n->replan) {
+		n->seen_rev = r.revision;
 		crux_etcd_range_free(&r);
 		crux_etcd_range_free(&ro);
 		return CRUX_OK;
@@ -409,8 +445,13 @@ static crux_status_t lead(struct crux_cluster_node *n)
 		n->planned_term = n->term;
 		goto out;
 	}
-	st = crux_elect_fenced_put(n->e, n->k_leader, n->term, n->k_sched, txt, len, NULL);
+	int64_t wrev = 0;
+	st = crux_elect_fenced_put(n->e, n->k_leader, n->term, n->k_sched, txt, len, &wrev);
 	if (st == CRUX_OK) {
+		/* Our write took the next revision: nothing else was written in
+		 * between, so the next probe need not read the views again. */
+		if (wrev == r.revision + 1)
+			r.revision = wrev;
 		n->planned_sig = sig;
 		n->planned_term = n->term;
 		free(n->last_plan);
@@ -425,6 +466,8 @@ static crux_status_t lead(struct crux_cluster_node *n)
 		n->term = 0;
 	}
 out:
+	if (st == CRUX_OK && n->planned_sig == sig && n->planned_term == n->term)
+		n->seen_rev = r.revision; /* handled: the next probe compares with it */
 	free(txt);
 	free(cmp);
 	crux_etcd_range_free(&ro);
@@ -495,10 +538,13 @@ void crux_cluster_get_status(struct crux_cluster_node *n, struct crux_cluster_st
 	out->schedules_written = n->schedules_written;
 	out->bytes_written = n->bytes_written;
 	out->overrides_pending = n->ovr_dirty;
+	out->renewals = n->renewals;
 	snprintf(out->leader_name, sizeof(out->leader_name), "%s", n->term > 0 ? n->host : n->leader_name);
 	pthread_mutex_lock(&n->mu);
 	out->applied_revision = n->applied_rev;
 	out->applied_input = n->applied_input;
+	out->received_revision = n->latest_rev;
+	out->received_at = n->latest_at;
 	out->stale = !n->etcd_ok || !n->watch_ok;
 	pthread_mutex_unlock(&n->mu);
 }

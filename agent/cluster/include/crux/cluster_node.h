@@ -10,8 +10,9 @@
  *   /crux/<cluster>/ctl/overrides  the operator's overrides (cruxctl set on any
  *                                  host), text the plan callback interprets
  *
- * crux_cluster_step, called from the agent's loop, renews the lease,
- * campaigns, and — on the leader — reads every host view at one revision,
+ * crux_cluster_step, called from the agent's loop, renews the lease (every
+ * 0.25..0.33 TTL, spread at random), campaigns, and — on the leader, when
+ * anything was written since its last read — reads every host view at one revision,
  * merges them, asks the plan callback for a schedule and writes it fenced
  * by its term. A watcher thread follows ctl/ by list-then-watch (a deleted
  * leader key makes the next step campaign);
@@ -57,10 +58,13 @@ struct crux_cluster_status {
 	int64_t term;		  /* > 0 while leader */
 	int64_t applied_revision; /* schedule key revision last applied, 0 none */
 	int64_t applied_input;	  /* the input revision that schedule was computed from */
+	int64_t received_revision; /* newest schedule the watcher took (applied at the next step) */
+	double received_at;	   /* when, CLOCK_MONOTONIC seconds */
 	bool stale;		  /* etcd unreachable: last schedule kept */
 	bool overrides_pending;	  /* set_overrides not yet written to etcd */
 	uint64_t schedules_written;
 	uint64_t bytes_written; /* keys + values this node put */
+	uint64_t renewals;	/* lease keep-alives sent */
 	char leader_name[CRUX_CLUSTER_NAME_MAX];
 };
 
