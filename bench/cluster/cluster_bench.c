@@ -1,21 +1,29 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * cluster-bench ENDPOINTS N TTL STEADY_S LINGJUN_CSV OUT_JSON
+ * cluster-bench ENDPOINTS N TTL STEADY_S LINGJUN_CSV OUT_JSON [ARRIVALS [THREADS]]
  *
  * N emulated agents (one crux_cluster_node each: the real client, lease,
  * election, watcher) publish synthetic host views for hosts of the Lingjun
  * topology (jobs of 8 hosts, 8 ranks per host, a ring of traffic); the
  * leader merges them and runs the Crux scheduler library (CRUX_SCHED_CRUX_FULL)
  * on the topology. Measured: time from a job appearing in one host's view to
- * every host applying a schedule with it (median, p99 over arrivals); etcd
- * WAL bytes written per host per minute with nothing changing (from etcd's
- * etcd_disk_wal_write_bytes_total, summed over members); leader failover
- * (leader dropped without revoking: until every host applies a schedule of
- * a new term). The agents' loops run round-robin in one thread, so latencies
- * include stepping all N agents.
+ * every host applying a schedule with it (median, p99 over ARRIVALS arrivals,
+ * default 100, at random moments), split into phases (the host publishes,
+ * the leader's plan sees it, the schedule is written, the first / median /
+ * last host applies it); etcd WAL bytes written per host per minute with
+ * nothing changing (etcd_disk_wal_write_bytes_total, summed over members) and
+ * how the lease renewals spread over time; leader failover (leader dropped
+ * without revoking: until every host applies a schedule of a new term).
+ *
+ * The agents' loops are stepped by THREADS threads (default 16; host i by
+ * thread i mod THREADS, each sweeping its hosts then napping 2 ms), so a
+ * host's apply does not wait for every other agent's step; THREADS=1 is the
+ * old single loop. A real host steps in its own process.
  */
 #include <curl/curl.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,26 +34,63 @@
 
 #define RANKS_PER_HOST 8
 #define JOB_HOSTS 8
-#define ARRIVALS 12
 
 struct host {
+	pthread_mutex_t mu; /* one step or view change at a time; guards n, view, alive */
 	struct crux_cluster_node *n;
 	struct crux_cv_host view;
-	int64_t rev, term;
-	bool has_target;
 	bool alive;
+	atomic_int_fast64_t term;
+	atomic_bool has_target;
+	atomic_int_fast64_t t_apply;	  /* ns: applied a schedule with the target */
+	atomic_bool planned_target; /* its plan callback saw the target */
+	atomic_bool pub_pending;	  /* the target job waits for this host's step */
+	uint64_t renewals;		  /* under mu */
+};
+
+struct stepper {
+	pthread_t th;
+	int id;
+	int64_t *slow; /* times of lease renewals */
+	size_t nslow, cap;
 };
 
 static struct host *H;
-static int N, n_topo_hosts;
+static struct stepper *S;
+static int N, T, n_topo_hosts;
 static struct crux_sched_topo *topo;
-static uint64_t target_key;
+static atomic_uint_fast64_t target_key;
+/* Phases of the current arrival (ns, 0: not yet). */
+static atomic_int_fast64_t t_pub, t_plan0, t_plan1, t_written;
+static atomic_int_fast64_t max_sweep, max_lead; /* ns, since the arrival */
+static atomic_int_fast64_t max_sweep_nl;	      /* sweeps without the leader's step */
+static atomic_size_t sched_bytes;		      /* the last schedule's encoded size */
+static atomic_bool running = true, rec_slow;
+static atomic_int step_errors; /* since the arrival */
 
-static double now_s(void)
+static int64_t now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static double now_s(void)
+{
+	return (double)now_ns() / 1e9;
+}
+
+static void set_once(atomic_int_fast64_t *t, int64_t v)
+{
+	int_fast64_t zero = 0;
+	atomic_compare_exchange_strong(t, &zero, v);
+}
+
+static void raise_max(atomic_int_fast64_t *m, int64_t v)
+{
+	int_fast64_t cur = atomic_load(m);
+	while (v > cur && !atomic_compare_exchange_weak(m, &cur, v))
+		;
 }
 
 static struct crux_addr host_addr(int i)
@@ -70,7 +115,13 @@ static crux_status_t plan(void *arg, const struct crux_cv_host *m, const char *o
 {
 	(void)ovr;
 	(void)ovr_len;
-	(void)arg;
+	struct host *me = arg;
+	uint64_t key = atomic_load(&target_key);
+	bool saw = false;
+	for (uint32_t i = 0; i < m->njobs && key; i++)
+		saw |= m->jobs[i].key == key;
+	if (saw)
+		set_once(&t_plan0, now_ns());
 	struct crux_sched_job *jobs = calloc(m->njobs ? m->njobs : 1, sizeof(*jobs));
 	int *hostbuf = calloc((size_t)m->njobs * CRUX_CV_MAX_JOB_HOSTS + 1, sizeof(int));
 	size_t nflows = 0;
@@ -123,6 +174,10 @@ static crux_status_t plan(void *arg, const struct crux_cv_host *m, const char *o
 		out->jobs[i].level = (uint8_t)s->d[i].level;
 	}
 out:
+	if (saw && st == CRUX_OK) {
+		set_once(&t_plan1, now_ns());
+		atomic_store(&me->planned_target, true);
+	}
 	crux_sched_schedule_free(s);
 	free(jobs);
 	free(hostbuf);
@@ -132,14 +187,28 @@ out:
 
 static void apply(void *arg, const struct crux_cv_schedule *s, int64_t rev)
 {
+	(void)rev;
 	struct host *h = arg;
-	h->rev = rev;
-	h->term = s->term;
-	h->has_target = false;
-	for (uint32_t i = 0; i < s->njobs && target_key; i++)
-		h->has_target |= s->jobs[i].key == target_key;
+	uint64_t key = atomic_load(&target_key);
+	bool has = false;
+	for (uint32_t i = 0; i < s->njobs && key; i++)
+		has |= s->jobs[i].key == key;
+	atomic_store(&h->term, s->term);
+	if (h == &H[0]) {
+		char *txt;
+		size_t len;
+		if (crux_cv_schedule_encode(s, &txt, &len) == CRUX_OK) {
+			atomic_store(&sched_bytes, len);
+			free(txt);
+		}
+	}
+	if (!has)
+		atomic_store(&h->has_target, false);
+	else if (!atomic_exchange(&h->has_target, true))
+		atomic_store(&h->t_apply, now_ns());
 }
 
+/* Called with H[host].mu held. */
 static void add_job(int host, const char *id, int first, int nhosts)
 {
 	struct crux_cv_job j = {.nranks = RANKS_PER_HOST, .ncompute = RANKS_PER_HOST,
@@ -161,32 +230,70 @@ static void add_job(int host, const char *id, int first, int nhosts)
 	}
 }
 
-static void step_all(void)
+static void *stepper_main(void *arg)
 {
-	for (int i = 0; i < N; i++)
-		if (H[i].alive)
-			(void)crux_cluster_step(H[i].n);
-	struct timespec ts = {0, 2000000};
-	nanosleep(&ts, NULL);
+	struct stepper *s = arg;
+	while (atomic_load(&running)) {
+		int64_t s0 = now_ns();
+		bool led = false;
+		for (int i = s->id; i < N; i += T) {
+			struct host *h = &H[i];
+			pthread_mutex_lock(&h->mu);
+			if (!h->alive) {
+				pthread_mutex_unlock(&h->mu);
+				continue;
+			}
+			int64_t a = now_ns();
+			crux_status_t st = crux_cluster_step(h->n);
+			int64_t b = now_ns();
+			struct crux_cluster_status cs;
+			crux_cluster_get_status(h->n, &cs);
+			if (st == CRUX_OK && atomic_exchange(&h->pub_pending, false))
+				set_once(&t_pub, b);
+			if (st == CRUX_OK && atomic_exchange(&h->planned_target, false))
+				set_once(&t_written, b);
+			if (cs.leader) {
+				raise_max(&max_lead, b - a);
+				led = true;
+			}
+			if (cs.renewals != h->renewals && atomic_load(&rec_slow) && s->nslow < s->cap)
+				s->slow[s->nslow++] = a;
+			h->renewals = cs.renewals;
+			if (st != CRUX_OK)
+				atomic_fetch_add(&step_errors, 1);
+			pthread_mutex_unlock(&h->mu);
+		}
+		raise_max(&max_sweep, now_ns() - s0);
+		if (!led)
+			raise_max(&max_sweep_nl, now_ns() - s0);
+		struct timespec ts = {0, 2000000};
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
 }
 
-static bool all_have(bool (*pred)(const struct host *, void *), void *arg)
+static bool all_have_target(void)
 {
 	for (int i = 0; i < N; i++)
-		if (H[i].alive && !pred(&H[i], arg))
+		if (H[i].alive && !atomic_load(&H[i].has_target))
 			return false;
 	return true;
 }
 
-static bool has_target(const struct host *h, void *arg)
+static bool all_new_term(int64_t old)
 {
-	(void)arg;
-	return h->has_target;
+	for (int i = 0; i < N; i++) {
+		int64_t t = atomic_load(&H[i].term);
+		if (H[i].alive && (t == old || t == 0))
+			return false;
+	}
+	return true;
 }
 
-static bool new_term(const struct host *h, void *arg)
+static void nap_ms(long ms)
 {
-	return h->term != *(int64_t *)arg && h->term != 0;
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+	nanosleep(&ts, NULL);
 }
 
 struct mbuf {
@@ -219,12 +326,14 @@ static double wal_bytes(const char *endpoints)
 		curl_easy_setopt(c, CURLOPT_URL, url);
 		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, mwrite);
 		curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-		curl_easy_setopt(c, CURLOPT_TIMEOUT, 5L);
-		if (curl_easy_perform(c) == CURLE_OK && b.p) {
-			char *l = strstr(b.p, "\netcd_disk_wal_write_bytes_total ");
-			if (l)
-				total += strtod(l + 33, NULL);
-		}
+		curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+		char *l = NULL;
+		if (curl_easy_perform(c) == CURLE_OK && b.p)
+			l = strstr(b.p, "\netcd_disk_wal_write_bytes_total ");
+		if (l)
+			total += strtod(l + 33, NULL);
+		else
+			total = NAN; /* a member did not answer: no figure rather than a wrong one */
 		curl_easy_cleanup(c);
 		free(b.p);
 	}
@@ -238,16 +347,67 @@ static int dcmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Nearest rank on a sorted copy. */
 static double pct(const double *v, int n, double q)
 {
+	if (n <= 0)
+		return NAN;
+	double *c = malloc((size_t)n * sizeof(*c));
+	memcpy(c, v, (size_t)n * sizeof(*c));
+	qsort(c, (size_t)n, sizeof(*c), dcmp);
 	int i = (int)ceil(q * n) - 1;
-	return v[i < 0 ? 0 : i >= n ? n - 1 : i];
+	double r = c[i < 0 ? 0 : i >= n ? n - 1 : i];
+	free(c);
+	return r;
+}
+
+static void stats_json(FILE *f, const char *name, const double *v, int n, const char *sep)
+{
+	fprintf(f, "\"%s\": {\"median\": %.4f, \"p99\": %.4f, \"max\": %.4f}%s", name, pct(v, n, 0.5),
+		pct(v, n, 0.99), pct(v, n, 1.0), sep);
+}
+
+static double loadavg1(void)
+{
+	double l[1] = {-1};
+	return getloadavg(l, 1) == 1 ? l[0] : -1;
+}
+
+static int cmp64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Renewals over the steady window: mean per second and the busiest second. */
+static void renewal_spread(double *mean, double *busiest, double secs)
+{
+	size_t total = 0;
+	for (int t = 0; t < T; t++)
+		total += S[t].nslow;
+	int64_t *all = malloc((total + 1) * sizeof(*all));
+	size_t k = 0;
+	for (int t = 0; t < T; t++)
+		for (size_t i = 0; i < S[t].nslow; i++)
+			all[k++] = S[t].slow[i];
+	qsort(all, total, sizeof(*all), cmp64);
+	size_t best = 0, lo = 0;
+	for (size_t hi = 0; hi < total; hi++) {
+		while (all[hi] - all[lo] >= 1000000000)
+			lo++;
+		if (hi - lo + 1 > best)
+			best = hi - lo + 1;
+	}
+	free(all);
+	*mean = secs > 0 ? (double)total / secs : 0;
+	*busiest = (double)best;
 }
 
 int main(int argc, char **argv)
 {
-	if (argc != 7) {
-		fprintf(stderr, "usage: %s ENDPOINTS N TTL STEADY_S LINGJUN_CSV OUT_JSON\n", argv[0]);
+	if (argc < 7 || argc > 9) {
+		fprintf(stderr, "usage: %s ENDPOINTS N TTL STEADY_S LINGJUN_CSV OUT_JSON [ARRIVALS "
+			"[THREADS]]\n", argv[0]);
 		return 2;
 	}
 	const char *eps = argv[1];
@@ -255,15 +415,23 @@ int main(int argc, char **argv)
 	N = atoi(argv[2]);
 	int ttl = atoi(argv[3]);
 	double steady = atof(argv[4]);
+	int arrivals = argc > 7 ? atoi(argv[7]) : 100;
+	T = argc > 8 ? atoi(argv[8]) : 16;
 	struct crux_sched_lingjun_params lp;
 	struct crux_sched_err serr;
 	crux_sched_lingjun_defaults(&lp);
-	if (N < JOB_HOSTS || crux_sched_topo_lingjun(argv[5], &lp, &topo, &serr) != CRUX_OK) {
-		fprintf(stderr, "cluster-bench: N >= %d and a Lingjun CSV are needed\n", JOB_HOSTS);
+	if (N < JOB_HOSTS || arrivals < 1 || T < 1 ||
+	    crux_sched_topo_lingjun(argv[5], &lp, &topo, &serr) != CRUX_OK) {
+		fprintf(stderr, "cluster-bench: N >= %d, ARRIVALS >= 1, THREADS >= 1 and a Lingjun "
+			"CSV are needed\n", JOB_HOSTS);
 		return 2;
 	}
+	if (T > N)
+		T = N;
+	double load0 = loadavg1();
 	n_topo_hosts = crux_sched_topo_n_hosts(topo);
 	H = calloc((size_t)N, sizeof(*H));
+	S = calloc((size_t)T, sizeof(*S));
 	/* Each agent starts on another endpoint, as hosts would be spread. */
 	char *ep[8];
 	int nep = 0;
@@ -281,6 +449,7 @@ int main(int argc, char **argv)
 		struct crux_cluster_cfg c = {.etcd = {.endpoints = rot, .timeout_ms = 5000},
 					     .cluster = "bench", .host = name, .ttl_s = ttl,
 					     .plan = plan, .apply = apply, .arg = &H[i]};
+		pthread_mutex_init(&H[i].mu, NULL);
 		if (crux_cluster_open(&c, &H[i].n, err, sizeof(err)) != CRUX_OK) {
 			fprintf(stderr, "cluster-bench: %s\n", err);
 			return 1;
@@ -296,93 +465,192 @@ int main(int argc, char **argv)
 		for (int k = 0; k < JOB_HOSTS; k++)
 			add_job(first + k, id, first, JOB_HOSTS);
 	}
-	target_key = crux_job_key_of(id);
+	atomic_store(&target_key, crux_job_key_of(id));
 	double t0 = now_s();
-	while (!all_have(has_target, NULL)) {
+	for (int t = 0; t < T; t++) {
+		S[t].id = t;
+		S[t].cap = (size_t)(N * (steady + 10) / ((double)ttl / 4)) + 1024;
+		S[t].slow = calloc(S[t].cap, sizeof(int64_t));
+		if (!S[t].slow || pthread_create(&S[t].th, NULL, stepper_main, &S[t]) != 0) {
+			fprintf(stderr, "cluster-bench: cannot start stepper threads\n");
+			return 1;
+		}
+	}
+	while (!all_have_target()) {
 		if (now_s() - t0 > 300) {
 			fprintf(stderr, "cluster-bench: no common schedule after 300 s\n");
 			return 1;
 		}
-		step_all();
+		nap_ms(5);
 	}
 	double warm = now_s() - t0;
-	printf("N=%d: %d agents up, first schedule applied everywhere after %.2f s (open %.2f s)\n", N,
-	       N, warm, t0 - t_open);
+	printf("N=%d: %d agents up (%d stepper threads), first schedule applied everywhere after "
+	       "%.2f s (open %.2f s)\n", N, N, T, warm, t0 - t_open);
 
 	/* Steady state: nothing changes; leases are renewed. */
 	double w0 = wal_bytes(eps), s0 = now_s();
+	atomic_store(&rec_slow, true);
 	while (now_s() - s0 < steady)
-		step_all();
+		nap_ms(50);
+	atomic_store(&rec_slow, false);
 	double w1 = wal_bytes(eps), secs = now_s() - s0;
 	double per_host_min = (w1 - w0) / nep / N / (secs / 60); /* each member writes its own WAL */
 	double link_fraction = per_host_min / 60 * 8 / 100e9;
-	printf("N=%d: steady state %.0f s: etcd WAL %.0f bytes per host per minute (%.2e of 100 Gbit/s)\n",
-	       N, secs, per_host_min, link_fraction);
+	double ren_mean, ren_max;
+	renewal_spread(&ren_mean, &ren_max, secs);
+	printf("N=%d: steady state %.0f s: etcd WAL %.0f bytes per host per minute (%.2e of 100 "
+	       "Gbit/s); lease renewals %.0f/s on average, %.0f in the busiest second\n",
+	       N, secs, per_host_min, link_fraction, ren_mean, ren_max);
 
-	/* Job arrivals on random hosts. */
-	double lat[ARRIVALS];
+	/* Job arrivals on random hosts at random moments. */
+	double *lat = calloc((size_t)arrivals, sizeof(double));
+	double *ph[10];
+	for (int k = 0; k < 10; k++)
+		ph[k] = calloc((size_t)arrivals, sizeof(double));
+	double *per_host = calloc((size_t)arrivals * (size_t)N, sizeof(double));
+	double *hl = calloc((size_t)N, sizeof(double));
+	double *hr = calloc((size_t)N, sizeof(double)), *hw = calloc((size_t)N, sizeof(double));
+	size_t nper = 0;
 	srand(1);
-	for (int a = 0; a < ARRIVALS; a++) {
+	for (int a = 0; a < arrivals; a++) {
+		nap_ms(rand() % 300);
 		int h = rand() % N;
 		snprintf(id, sizeof(id), "arrival-%d", a);
-		target_key = crux_job_key_of(id);
-		for (int i = 0; i < N; i++)
-			H[i].has_target = false;
-		double ta = now_s();
+		atomic_store(&target_key, crux_job_key_of(id));
+		for (int i = 0; i < N; i++) {
+			atomic_store(&H[i].has_target, false);
+			atomic_store(&H[i].t_apply, 0);
+		}
+		atomic_store(&t_pub, 0);
+		atomic_store(&t_plan0, 0);
+		atomic_store(&t_plan1, 0);
+		atomic_store(&t_written, 0);
+		atomic_store(&max_sweep, 0);
+		atomic_store(&max_lead, 0);
+		atomic_store(&max_sweep_nl, 0);
+		atomic_store(&step_errors, 0);
+		pthread_mutex_lock(&H[h].mu);
+		int64_t ta = now_ns();
 		add_job(h, id, h, 1);
-		while (!all_have(has_target, NULL)) {
-			if (now_s() - ta > 120) {
+		atomic_store(&H[h].pub_pending, true);
+		pthread_mutex_unlock(&H[h].mu);
+		while (!all_have_target()) {
+			if ((double)(now_ns() - ta) / 1e9 > 120) {
 				fprintf(stderr, "cluster-bench: arrival %d not applied after 120 s\n", a);
 				return 1;
 			}
-			step_all();
+			nap_ms(1);
 		}
-		lat[a] = now_s() - ta;
+		int nh = 0, nr = 0;
+		for (int i = 0; i < N; i++) {
+			struct crux_cluster_status cs;
+			pthread_mutex_lock(&H[i].mu);
+			bool alive = H[i].alive;
+			if (alive)
+				crux_cluster_get_status(H[i].n, &cs);
+			pthread_mutex_unlock(&H[i].mu);
+			if (!alive)
+				continue;
+			double ap = (double)(atomic_load(&H[i].t_apply) - ta) / 1e9;
+			hl[nh++] = ap;
+			/* The watcher's delivery, when the schedule it holds is the one applied. */
+			if (cs.received_revision == cs.applied_revision) {
+				hr[nr] = cs.received_at - (double)ta / 1e9;
+				hw[nr] = ap - hr[nr];
+				nr++;
+			}
+		}
+		memcpy(per_host + nper, hl, (size_t)nh * sizeof(double));
+		nper += (size_t)nh;
+		lat[a] = pct(hl, nh, 1.0);
+		ph[0][a] = (double)(atomic_load(&t_pub) - ta) / 1e9;
+		ph[1][a] = (double)(atomic_load(&t_plan0) - ta) / 1e9;
+		ph[2][a] = (double)(atomic_load(&t_plan1) - atomic_load(&t_plan0)) / 1e9;
+		ph[3][a] = (double)(atomic_load(&t_written) - ta) / 1e9;
+		ph[4][a] = lat[a] - ph[3][a];
+		ph[5][a] = (double)atomic_load(&max_sweep) / 1e9;
+		ph[6][a] = (double)atomic_load(&max_lead) / 1e9;
+		ph[7][a] = pct(hr, nr, 1.0);
+		ph[8][a] = pct(hw, nr, 0.99);
+		ph[9][a] = (double)atomic_load(&max_sweep_nl) / 1e9;
+		printf("arrival %d on host %d: published %.3f, plan sees it %.3f (plan %.4f s), written "
+		       "%.3f, applied first %.3f median %.3f last %.3f; longest sweep %.3f, leader step "
+		       "%.3f (others %.3f), failed steps %d; received by the watchers: first %.3f median %.3f last %.3f "
+		       "(%d/%d), received -> applied p99 %.3f; schedule %zu B\n", a, h, ph[0][a], ph[1][a],
+		       ph[2][a], ph[3][a], pct(hl, nh, 0), pct(hl, nh, 0.5), lat[a], ph[5][a], ph[6][a],
+		       ph[9][a], atomic_load(&step_errors), pct(hr, nr, 0), pct(hr, nr, 0.5), ph[7][a], nr, nh,
+		       ph[8][a], atomic_load(&sched_bytes));
 	}
-	qsort(lat, ARRIVALS, sizeof(double), dcmp);
-	double med = pct(lat, ARRIVALS, 0.5), p99 = pct(lat, ARRIVALS, 0.99);
-	printf("N=%d: job arrival -> applied on all hosts: median %.3f s, p99 %.3f s (%d arrivals, "
-	       "min %.3f)\n", N, med, p99, ARRIVALS, lat[0]);
+	double med = pct(lat, arrivals, 0.5), p99 = pct(lat, arrivals, 0.99);
+	printf("N=%d: job arrival -> applied on all hosts: median %.3f s, p99 %.3f s, max %.3f (%d "
+	       "arrivals, min %.3f); per host: median %.3f, p99 %.3f\n", N, med, p99,
+	       pct(lat, arrivals, 1.0), arrivals, pct(lat, arrivals, 0), pct(per_host, (int)nper, 0.5),
+	       pct(per_host, (int)nper, 0.99));
 
 	/* Failover: the leader vanishes without revoking its lease. */
 	int l = -1;
-	for (int i = 0; i < N; i++) {
-		struct crux_cluster_status st;
-		crux_cluster_get_status(H[i].n, &st);
-		if (st.leader)
-			l = i;
-	}
 	double fo = -1;
-	if (l >= 0) {
-		int64_t old = H[l].term;
-		crux_cluster_abandon(H[l].n);
-		H[l].alive = false;
-		double tf = now_s();
-		while (!all_have(new_term, &old)) {
-			if (now_s() - tf > 4.0 * ttl + 30) {
-				fprintf(stderr, "cluster-bench: no failover\n");
-				return 1;
+	for (int i = 0; i < N && l < 0; i++) {
+		struct crux_cluster_status st;
+		pthread_mutex_lock(&H[i].mu);
+		crux_cluster_get_status(H[i].n, &st);
+		if (st.leader) {
+			l = i;
+			int64_t old = atomic_load(&H[i].term);
+			H[i].alive = false;
+			crux_cluster_abandon(H[i].n);
+			pthread_mutex_unlock(&H[i].mu);
+			double tf = now_s();
+			while (!all_new_term(old)) {
+				if (now_s() - tf > 4.0 * ttl + 30) {
+					fprintf(stderr, "cluster-bench: no failover\n");
+					return 1;
+				}
+				nap_ms(5);
 			}
-			step_all();
+			fo = now_s() - tf;
+			printf("N=%d: leader failover (lease TTL %d s): every host on the new term after "
+			       "%.2f s\n", N, ttl, fo);
+		} else {
+			pthread_mutex_unlock(&H[i].mu);
 		}
-		fo = now_s() - tf;
-		printf("N=%d: leader failover (lease TTL %d s): every host on the new term after %.2f s\n",
-		       N, ttl, fo);
 	}
+	double load1 = loadavg1();
 	FILE *f = fopen(argv[6], "w");
 	if (!f)
 		return 1;
-	fprintf(f, "{\"hosts\": %d, \"lease_ttl_s\": %d, \"etcd_members\": %d, \"first_schedule_s\": %.3f,\n"
-		   " \"arrival_to_all_applied_s\": {\"median\": %.4f, \"p99\": %.4f, \"min\": %.4f, "
-		   "\"max\": %.4f, \"n\": %d},\n"
-		   " \"steady_wal_bytes_per_host_per_min\": %.1f, \"steady_fraction_of_100gbps\": %.3e, "
-		   "\"steady_window_s\": %.1f,\n"
-		   " \"leader_failover_s\": %.3f, \"goal_arrival_p99_le_2s\": %s, "
-		   "\"goal_bytes_below_1e-4_of_link\": %s}\n",
-		N, ttl, nep, warm, med, p99, lat[0], lat[ARRIVALS - 1], ARRIVALS, per_host_min,
-		link_fraction, secs, fo, p99 <= 2 ? "true" : "false",
-		link_fraction < 1e-4 ? "true" : "false");
+	fprintf(f, "{\"hosts\": %d, \"lease_ttl_s\": %d, \"etcd_members\": %d, \"stepper_threads\": %d, "
+		   "\"first_schedule_s\": %.3f,\n \"arrival_to_all_applied_s\": {\"median\": %.4f, "
+		   "\"p99\": %.4f, \"min\": %.4f, \"max\": %.4f, \"n\": %d},\n ",
+		N, ttl, nep, T, warm, med, p99, pct(lat, arrivals, 0), pct(lat, arrivals, 1.0), arrivals);
+	stats_json(f, "arrival_to_each_host_applied_s", per_host, (int)nper, ",\n \"phases_s\": {");
+	stats_json(f, "published", ph[0], arrivals, ", ");
+	stats_json(f, "plan_sees_it", ph[1], arrivals, ", ");
+	stats_json(f, "plan", ph[2], arrivals, ",\n  ");
+	stats_json(f, "written", ph[3], arrivals, ", ");
+	stats_json(f, "written_to_all_applied", ph[4], arrivals, ", ");
+	stats_json(f, "longest_sweep", ph[5], arrivals, ",\n  ");
+	stats_json(f, "leader_step", ph[6], arrivals, ",\n  ");
+	stats_json(f, "longest_sweep_without_leader", ph[9], arrivals, ", ");
+	stats_json(f, "last_watcher_received", ph[7], arrivals, ", ");
+	stats_json(f, "received_to_applied_p99", ph[8], arrivals, "},\n");
+	fprintf(f, " \"schedule_bytes_last\": %zu,\n", atomic_load(&sched_bytes));
+	char wal[32] = "null", frac[32] = "null";
+	if (!isnan(per_host_min)) {
+		snprintf(wal, sizeof(wal), "%.1f", per_host_min);
+		snprintf(frac, sizeof(frac), "%.3e", link_fraction);
+	}
+	fprintf(f, " \"steady_wal_bytes_per_host_per_min\": %s, \"steady_fraction_of_100gbps\": %s, "
+		   "\"steady_window_s\": %.1f, \"steady_renewals_per_s\": {\"mean\": %.1f, "
+		   "\"busiest_second\": %.0f},\n"
+		   " \"leader_failover_s\": %.3f, \"load_avg_1min\": [%.2f, %.2f], "
+		   "\"goal_arrival_p99_le_2s\": %s, \"goal_bytes_below_1e-4_of_link\": %s}\n",
+		wal, frac, secs, ren_mean, ren_max, fo, load0, load1,
+		p99 <= 2 ? "true" : "false", link_fraction < 1e-4 ? "true" : "false");
 	fclose(f);
+	atomic_store(&running, false);
+	for (int t = 0; t < T; t++)
+		pthread_join(S[t].th, NULL);
 	double tc = now_s();
 	for (int i = 0; i < N; i++)
 		if (H[i].alive)

@@ -42,7 +42,8 @@ etcd_pick_base() {
 
 # etcd_start DIR N: N members m1..mN, client port BASE+2i, peer BASE+2i+1.
 # TLS: ETCD_SCHEME=https, ETCD_EXTRA_ARGS (etcd's certificate flags) and
-# ETCD_CURL_ARGS (the health check's).
+# ETCD_CURL_ARGS (the health check's). ETCD_TIMING: raft heartbeat and
+# election flags (tests: 50 ms / 500 ms, so failovers are quick).
 # Sets ETCD_ENDPOINTS (comma list) and ETCD_PIDS. Up to 3 attempts.
 etcd_start() {
 	for attempt in 1 2 3; do
@@ -82,7 +83,7 @@ etcd_start_once() {
 			--advertise-client-urls "${ETCD_SCHEME:-http}://127.0.0.1:$c" ${ETCD_EXTRA_ARGS:-} \
 			--listen-peer-urls "http://127.0.0.1:$p" --initial-advertise-peer-urls "http://127.0.0.1:$p" \
 			--initial-cluster "$cluster" --initial-cluster-token "crux-test-$$" \
-			--heartbeat-interval 50 --election-timeout 500 \
+			${ETCD_TIMING:---heartbeat-interval 50 --election-timeout 500} \
 			>"$dir/m$i.log" 2>&1 &
 		ETCD_PIDS="$ETCD_PIDS $!"
 		ETCD_ENDPOINTS="${ETCD_ENDPOINTS:+$ETCD_ENDPOINTS,}${ETCD_SCHEME:-http}://127.0.0.1:$c"
