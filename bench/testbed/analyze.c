@@ -499,6 +499,41 @@ static double tb_pct(double a, double b)
 	return b > 0 ? (a / b - 1.0) * 100.0 : 0;
 }
 
+/* One arm against the baseline (arm 0): the figures the goals are judged on. */
+struct tb_cmp {
+	double ugain;  /* cluster utilization change, % */
+	double hi_jct; /* the best (lowest) JCT change of a high-intensity job, % (0: none) */
+	bool hi_all_faster;
+	bool starved;
+};
+
+static struct tb_cmp tb_compare(int a)
+{
+	const struct tb_run *ref = &tb.runs[0];
+	struct tb_stat u0 = tb_stats(tb_aggs[0].util, tb_aggs[0].nutil);
+	struct tb_stat u1 = tb_stats(tb_aggs[a].util, tb_aggs[a].nutil);
+	struct tb_cmp c = {.ugain = tb_pct(u1.mean, u0.mean), .hi_all_faster = true};
+
+	for (int j = 0; j < ref->njobs; j++) {
+		struct tb_stat j0 = tb_stats(tb_aggs[0].jct[j], tb_aggs[0].nj[j]);
+		struct tb_stat j1 = tb_stats(tb_aggs[a].jct[j], tb_aggs[a].nj[j]);
+		double d = tb_pct(j1.mean, j0.mean);
+		if (!strcmp(ref->jobs[j].role, "high")) {
+			if (d < c.hi_jct || c.hi_jct == 0)
+				c.hi_jct = d;
+			if (d >= 0)
+				c.hi_all_faster = false;
+		}
+		c.starved |= tb_aggs[a].starved[j] > 0;
+	}
+	return c;
+}
+
+static const char *tb_met(bool m)
+{
+	return m ? "met" : "not met";
+}
+
 static int tb_report(void)
 {
 	const struct tb_run *ref = &tb.runs[0];
@@ -602,6 +637,27 @@ static int tb_report(void)
 		if (ugain <= 0)
 			ok = false;
 	}
+	/* Every scheduled arm against the baseline, with the goals (as in the JSON). */
+	for (int a = 1; a < tb.narms; a++) {
+		struct tb_cmp c = tb_compare(a);
+		if (a > 1) {
+			struct tb_stat u0 = tb_stats(tb_aggs[0].util, tb_aggs[0].nutil);
+			struct tb_stat u1 = tb_stats(tb_aggs[a].util, tb_aggs[a].nutil);
+			printf("\n%s vs %s: cluster GPU utilization %+.1f%% (%.3f / %.3f = %.3fx)\n",
+			       tb.arms[a], tb.arms[0], c.ugain, u1.mean, u0.mean,
+			       u0.mean > 0 ? u1.mean / u0.mean : 0);
+			for (int j = 0; j < ref->njobs; j++) {
+				struct tb_stat j0 = tb_stats(tb_aggs[0].jct[j], tb_aggs[0].nj[j]);
+				struct tb_stat j1 = tb_stats(tb_aggs[a].jct[j], tb_aggs[a].nj[j]);
+				printf("  %-10s (%s-intensity) JCT %+.1f%% (%.3fx)\n",
+				       ref->jobs[j].name, ref->jobs[j].role, tb_pct(j1.mean, j0.mean),
+				       j0.mean > 0 ? j1.mean / j0.mean : 0);
+			}
+		}
+		printf("  goals %s: utilization gain >= 10%%: %s; high-intensity JCT <= -20%%: %s; "
+		       "every job progressed every second: %s\n",
+		       tb.arms[a], tb_met(c.ugain >= 10), tb_met(c.hi_jct <= -20), tb_met(!c.starved));
+	}
 	/*
 	 * Starvation is judged on the scheduled arms (the baseline's own stalls
 	 * are reported, not held against the scheduler); with one arm, on it.
@@ -672,6 +728,21 @@ static int tb_report(void)
 				   "    \"every_job_progressed_every_second_with_%s\": %s\n  }",
 				ugain >= 10 ? "true" : "false", hi_jct <= -20 ? "true" : "false",
 				tb.arms[1], starved ? "false" : "true");
+			/* Every scheduled arm against the baseline (the console's goal lines). */
+			fprintf(f, ",\n  \"vs_baseline\": {\n");
+			for (int a = 1; a < tb.narms; a++) {
+				struct tb_cmp c = tb_compare(a);
+				fprintf(f,
+					"    \"%s\": {\"utilization_gain_pct\": %.2f, "
+					"\"best_high_intensity_jct_change_pct\": %.2f, \"goals\": "
+					"{\"utilization_gain_ge_10pct\": %s, "
+					"\"high_intensity_jct_le_minus_20pct\": %s, "
+					"\"every_job_progressed_every_second\": %s}}%s\n",
+					tb.arms[a], c.ugain, c.hi_jct, c.ugain >= 10 ? "true" : "false",
+					c.hi_jct <= -20 ? "true" : "false", c.starved ? "false" : "true",
+					a + 1 < tb.narms ? "," : "");
+			}
+			fprintf(f, "  }");
 		}
 		fprintf(f, "\n}\n");
 		if (fclose(f) != 0)
