@@ -20,16 +20,16 @@
 #include "agent_int.h"
 #include "cluster_int.h"
 
-static struct crux_addr A(const char *s)
-{
+static struct crux_addr A(const char *s) {
 	struct crux_addr a;
 	assert_int_equal(crux_addr_parse(s, &a), CRUX_OK);
 	return a;
 }
 
 /* A rank of job 'id' on 'host' sending 'bytes' per iteration to 'peer'. */
-static struct rank mk(int pid, const char *id, const char *host, const char *peer, double bytes,
-		      double iter, double compute)
+static struct rank
+mk(int pid, const char *id, const char *host, const char *peer, double bytes, double iter,
+   double compute)
 {
 	struct rank r;
 
@@ -149,8 +149,8 @@ static void test_merge_exact(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_order),
-		cmocka_unit_test(test_merge_exact),
+	    cmocka_unit_test(test_order),
+	    cmocka_unit_test(test_merge_exact),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,11 +27,11 @@ struct ag_cluster {
 	struct crux_cv_schedule sched; /* the schedule applied */
 	int64_t sched_rev;
 	bool have_sched;
-	int64_t plan_term;	      /* the term the planner's jobs belong to */
-	struct cruxd_overrides *ovr;  /* the cluster's overrides (leader) */
-	char *ovr_text;		      /* the record they were parsed from */
+	int64_t plan_term;	     /* the term the planner's jobs belong to */
+	struct cruxd_overrides *ovr; /* the cluster's overrides (leader) */
+	char *ovr_text;		     /* the record they were parsed from */
 	size_t ovr_len;
-	struct cruxd_view mview;      /* the merged view, as the planner takes it */
+	struct cruxd_view mview;	/* the merged view, as the planner takes it */
 	uint64_t ovr_pushed, ovr_acked; /* local overrides seq handed to / written to etcd */
 	uint64_t now;
 };
@@ -463,7 +463,8 @@ bool ag_cluster_table(struct cruxd_agent *a, uint32_t *njobs, uint32_t *nroutes)
 			} else if (!ag_route_ports(a, ag_node_of(a, &cr->src), &cr->dst,
 						   ag_node_of(a, &cr->dst), cr->path_id, rt)) {
 				if (a->probe)
-					cruxd_probe_cache_want(a->probe, &cr->dst, 0, crux_now_ns());
+					cruxd_probe_cache_want(a->probe, &cr->dst, 0,
+							       crux_now_ns());
 				continue; /* no ports known for that path yet */
 			}
 			nr++;

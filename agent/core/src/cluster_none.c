@@ -7,9 +7,10 @@
 crux_status_t ag_cluster_open(struct cruxd_agent *a, char *err, size_t errlen)
 {
 	(void)a;
-	snprintf(err, errlen, "cluster mode (CRUX_ETCD, --etcd) needs cruxd built with libcurl "
-			      "and json-c (libcurl4-openssl-dev, libjson-c-dev): install them and "
-			      "rebuild, or run without CRUX_ETCD");
+	snprintf(err, errlen,
+		 "cluster mode (CRUX_ETCD, --etcd) needs cruxd built with libcurl "
+		 "and json-c (libcurl4-openssl-dev, libjson-c-dev): install them and "
+		 "rebuild, or run without CRUX_ETCD");
 	return CRUX_ERR_UNSUPPORTED;
 }
 

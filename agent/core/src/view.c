@@ -97,7 +97,8 @@ static crux_status_t job_flow(struct cruxd_view_job *j, const struct crux_addr *
 			      const struct crux_addr *dst, double bytes)
 {
 	for (uint32_t i = 0; i < j->nflows; i++)
-		if (crux_addr_equal(&j->flows[i].src, src) && crux_addr_equal(&j->flows[i].dst, dst)) {
+		if (crux_addr_equal(&j->flows[i].src, src) &&
+		    crux_addr_equal(&j->flows[i].dst, dst)) {
 			j->flows[i].bytes += bytes;
 			return CRUX_OK;
 		}
@@ -113,8 +114,7 @@ static crux_status_t job_flow(struct cruxd_view_job *j, const struct crux_addr *
 	return CRUX_OK;
 }
 
-crux_status_t ag_view_add_host(struct cruxd_view *v, const struct crux_addr *addr,
-			       const char *name)
+crux_status_t ag_view_add_host(struct cruxd_view *v, const struct crux_addr *addr, const char *name)
 {
 	struct cruxd_view_host *h;
 
