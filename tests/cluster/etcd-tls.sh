@@ -2,7 +2,10 @@
 # Integration: the etcd client over TLS with client certificates. A CA, a
 # server certificate for 127.0.0.1 and a client certificate are made here
 # with openssl; etcd requires client certificates (--client-cert-auth).
-# Usage: etcd-tls.sh TLS_TEST
+# With CRUXD CRUXCTL FAKE_RANK: cruxd in cluster mode over the same TLS
+# (--etcd-ca, --etcd-cert, --etcd-key) applies a schedule; without its client
+# certificate it is refused and says stale.
+# Usage: etcd-tls.sh TLS_TEST [CRUXD CRUXCTL FAKE_RANK]
 set -eu
 . "$(dirname "$0")/etcd-lib.sh"
 etcd_need
@@ -10,7 +13,8 @@ for t in curl openssl; do
 	command -v $t >/dev/null || { echo "FAIL: $t is needed (Debian $t)" >&2; exit 1; }
 done
 tmp=$(mktemp -d /tmp/crux-etcd-tls.XXXXXX)
-trap 'etcd_stop; rm -rf "$tmp"' EXIT INT TERM
+apid= rpid=
+trap 'for p in $apid $rpid; do kill -KILL $p 2>/dev/null || true; wait $p 2>/dev/null || true; done; etcd_stop; rm -rf "$tmp"' EXIT INT TERM
 cd "$tmp"
 q() { "$@" >/dev/null 2>&1; }
 q openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=crux-test-ca -keyout ca.key -out ca.pem
@@ -29,3 +33,43 @@ ETCD_EXTRA_ARGS="--cert-file $tmp/server.pem --key-file $tmp/server.key --client
 ETCD_CURL_ARGS="--cacert $tmp/ca.pem --cert $tmp/client.pem --key $tmp/client.key"
 etcd_start "$tmp" 1
 "$1" "$ETCD_ENDPOINTS" "$tmp/ca.pem" "$tmp/client.pem" "$tmp/client.key"
+[ $# -ge 4 ] || exit 0
+
+# ---- cruxd over TLS ----
+CRUXD=$2 CTL=$3 FAKE=$4
+fail() { echo "FAIL: $*" >&2; tail -n 20 "$tmp/cruxd.log" >&2 || true; exit 1; }
+mkdir -m 755 "$tmp/shm"
+export CRUX_SHM_DIR="$tmp/shm" CRUX_PROBE=0 CRUX_AGENT_INTERVAL=200ms CRUX_PROFILE_WINDOW=1s
+"$FAKE" "$tmp/shm" JT 10.78.0.1 10.78.0.2 1000 0.1 0.05 0.05 &
+rpid=$!
+# cluster_state: "REVISION STALE" from cruxctl --json status
+cluster_state() {
+	"$CTL" --json status 2>/dev/null | grep -o '"schedule_revision":[0-9]*,"schedule_input_revision":[0-9]*,"stale":[a-z]*' |
+		sed 's/"schedule_revision":\([0-9]*\),.*"stale":\([a-z]*\)/\1 \2/'
+}
+"$CRUXD" --etcd "$ETCD_ENDPOINTS" --cluster tls --host t1 --etcd-ca "$tmp/ca.pem" \
+	--etcd-cert "$tmp/client.pem" --etcd-key "$tmp/client.key" --log-level info >"$tmp/cruxd.log" 2>&1 &
+apid=$!
+i=0
+until "$CTL" --json status 2>/dev/null | grep -q '"id":"JT","level":[0-9]*,"state":"scheduled"' &&
+	[ "$(cluster_state | cut -d' ' -f2)" = false ]; do
+	i=$((i + 1))
+	[ $i -le 100 ] || fail "cruxd over TLS did not apply a schedule with JT scheduled"
+	sleep 0.1
+done
+echo "cruxd over TLS: schedule revision $(cluster_state | cut -d' ' -f1) applied, JT scheduled"
+kill -TERM $apid
+wait $apid 2>/dev/null || true
+# Without its client certificate etcd refuses it: stale from the start.
+"$CRUXD" --etcd "$ETCD_ENDPOINTS" --cluster tls --host t2 --etcd-ca "$tmp/ca.pem" \
+	--log-level info >"$tmp/cruxd.log" 2>&1 &
+apid=$!
+i=0
+until [ "$(cluster_state | cut -d' ' -f2)" = true ]; do
+	i=$((i + 1))
+	[ $i -le 100 ] || fail "cruxd without a client certificate does not say stale"
+	sleep 0.1
+done
+grep -q "etcd unreachable" "$tmp/cruxd.log" || fail "no log line names the refused etcd"
+echo "cruxd without its client certificate: refused, status stale"
+echo "etcd-tls cruxd: ok"

@@ -302,7 +302,8 @@ void crux_cluster_replan(struct crux_cluster_node *n)
 static void etcd_state(struct crux_cluster_node *n, crux_status_t st)
 {
 	bool ok = st == CRUX_OK || st == CRUX_ERR_PERM || st == CRUX_ERR_NOENT;
-	if (!ok && n->etcd_ok) {
+	/* Said once per outage, also when etcd was never reached since start. */
+	if (!ok && !n->said_stale) {
 		int64_t rev;
 		pthread_mutex_lock(&n->mu);
 		rev = n->applied_rev;
@@ -311,7 +312,7 @@ static void etcd_state(struct crux_cluster_node *n, crux_status_t st)
 			  "(revision %lld) until it returns", n->cluster, n->host,
 			  crux_etcd_last_error(n->e), (long long)rev);
 		n->said_stale = true;
-	} else if (ok && !n->etcd_ok && n->said_stale) {
+	} else if (ok && n->said_stale) {
 		crux_info("cluster %s: host %s: etcd reachable again at %s", n->cluster, n->host,
 			  crux_etcd_endpoint(n->e));
 		n->said_stale = false;
