@@ -99,31 +99,25 @@ static struct hostent *host_find(struct cruxd_agent *a, const struct crux_addr *
 	return NULL;
 }
 
-static struct hostent *host_get(struct cruxd_agent *a, const struct crux_addr *addr,
-				const char *name)
+/* The planner's hosts: the view's (unique, sorted; every flow's ends among them). */
+static crux_status_t take_hosts(struct cruxd_agent *a, const struct cruxd_view *v)
 {
-	struct hostent *h = host_find(a, addr, name);
-
-	if (h) {
-		if (!h->name[0] && name)
-			snprintf(h->name, sizeof(h->name), "%s", name);
-		return h;
-	}
-	if (a->nhosts == a->caphosts) {
-		size_t nc = a->caphosts ? a->caphosts * 2 : 32;
-		struct hostent *nh = realloc(a->hosts, nc * sizeof(*nh));
+	if (v->nhosts > a->caphosts) {
+		struct hostent *nh = realloc(a->hosts, v->nhosts * sizeof(*nh));
 		if (!nh)
-			return NULL;
+			return CRUX_ERR_NOMEM;
 		a->hosts = nh;
-		a->caphosts = nc;
+		a->caphosts = v->nhosts;
 	}
-	h = &a->hosts[a->nhosts++];
-	memset(h, 0, sizeof(*h));
-	h->addr = *addr;
-	if (name)
-		snprintf(h->name, sizeof(h->name), "%s", name);
-	h->node = -1;
-	return h;
+	for (size_t i = 0; i < v->nhosts; i++) {
+		struct hostent *h = &a->hosts[i];
+		memset(h, 0, sizeof(*h));
+		h->addr = v->hosts[i].addr;
+		memcpy(h->name, v->hosts[i].name, sizeof(h->name));
+		h->node = -1;
+	}
+	a->nhosts = v->nhosts;
+	return CRUX_OK;
 }
 
 static struct crux_sched_topo *topo_now(const struct cruxd_agent *a)
@@ -212,10 +206,8 @@ crux_status_t ag_plan_take_view(struct cruxd_agent *a, const struct cruxd_view *
 		j->iter = j->compute = j->comm = j->overlap = j->stall = j->work = j->bytes = 0;
 		j->clamped = false;
 	}
-	a->nhosts = 0;
-	for (size_t i = 0; i < v->nhosts; i++)
-		if (!host_get(a, &v->hosts[i].addr, v->hosts[i].name))
-			return CRUX_ERR_NOMEM;
+	if (take_hosts(a, v) != CRUX_OK)
+		return CRUX_ERR_NOMEM;
 	for (size_t i = 0; i < v->njobs; i++) {
 		const struct cruxd_view_job *vj = &v->jobs[i];
 		struct job *j = ag_job_find(a, vj->key);
@@ -248,8 +240,7 @@ crux_status_t ag_plan_take_view(struct cruxd_agent *a, const struct cruxd_view *
 		memcpy(j->hosts, vj->hosts, j->nhosts * sizeof(j->hosts[0]));
 		for (uint32_t f = 0; f < vj->nflows; f++) {
 			const struct cruxd_view_flow *fl = &vj->flows[f];
-			if (!host_get(a, &fl->src, NULL) || !host_get(a, &fl->dst, NULL) ||
-			    job_add_flow(j, &fl->src, &fl->dst, fl->bytes) != CRUX_OK)
+			if (job_add_flow(j, &fl->src, &fl->dst, fl->bytes) != CRUX_OK)
 				return CRUX_ERR_NOMEM;
 			j->bytes += fl->bytes;
 		}
