@@ -493,14 +493,42 @@ static void apply_latest(struct crux_cluster_node *n)
 	pthread_mutex_unlock(&n->mu);
 }
 
+/*
+ * Write this host's view only to a key that is ours (on our lease) or free:
+ * two agents given one host name must not overwrite each other's views.
+ * *mine: written. A key held by another live lease is said once and retried
+ * at the next step (it frees itself when that lease ends).
+ */
+static crux_status_t publish_view(struct crux_cluster_node *n, bool *mine)
+{
+	size_t kl = strlen(n->k_me);
+	struct crux_etcd_op put = {.kind = CRUX_ETCD_OP_PUT, .key = n->k_me, .klen = kl,
+				   .value = n->view_text, .vlen = n->view_len, .lease = n->lease};
+	struct crux_etcd_cmp ours = {.target = CRUX_ETCD_CMP_LEASE, .result = CRUX_ETCD_EQUAL,
+				     .key = n->k_me, .klen = kl, .number = n->lease};
+	struct crux_etcd_cmp absent = {.target = CRUX_ETCD_CMP_VERSION, .result = CRUX_ETCD_EQUAL,
+				       .key = n->k_me, .klen = kl, .number = 0};
+	crux_status_t st = crux_etcd_txn(n->e, &ours, 1, &put, 1, NULL, 0, mine, NULL);
+
+	if (st == CRUX_OK && !*mine)
+		st = crux_etcd_txn(n->e, &absent, 1, &put, 1, NULL, 0, mine, NULL);
+	if (st == CRUX_OK && !*mine && crux_log_once_key(0x4057d0ull ^ (uint64_t)n->lease))
+		crux_err("cluster %s: host name %s is held by another agent's lease (another "
+			 "agent with this name, or this host's previous run until its lease ends): "
+			 "this host's jobs are left out until it is free; fix: give every host its "
+			 "own name (--host, CRUX_HOST)",
+			 n->cluster, n->host);
+	return st;
+}
+
 crux_status_t crux_cluster_step(struct crux_cluster_node *n)
 {
 	double now = mono_s();
 	crux_status_t st = keep_lease(n, now);
 	if (st == CRUX_OK && n->view_dirty && n->view_text) {
-		st = crux_etcd_put(n->e, n->k_me, strlen(n->k_me), n->view_text, n->view_len, n->lease,
-				   NULL);
-		if (st == CRUX_OK) {
+		bool mine = false;
+		st = publish_view(n, &mine);
+		if (st == CRUX_OK && mine) {
 			n->view_dirty = false;
 			n->bytes_written += n->view_len + strlen(n->k_me);
 		}
