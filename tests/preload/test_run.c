@@ -6,8 +6,9 @@
  * the profile record and checks it against the script.
  *
  * Tolerances: per-iteration times within 5% + 0.3 ms of what the program
- * itself measured over the same window (FW_TRUTH), and within -5%/+100% of
- * the script (sleeps overshoot on a busy machine, never undershoot); bytes
+ * itself measured over the same window (FW_TRUTH; the period also one
+ * iteration's share, for the window's edges), and within -5%/+700% of the
+ * script (sleeps overshoot on a busy machine, never undershoot); bytes
  * exact; iterations in the window within 20% + 2 of window/period.
  */
 #include <fcntl.h>
@@ -192,16 +193,31 @@ static struct truth truth_of(const struct run *r, const struct crux_prof_compute
 	return t;
 }
 
-static void near(double got, double truth, double script, const char *what)
+static void near_tol(double got, double truth, double script, const char *what, double tol)
 {
-	double tol = 0.05 * truth + 0.0003;
 
 	if (fabs(got - truth) > tol)
 		fail_msg("%s: measured %.6f s, the program saw %.6f s (tolerance %.6f s)", what,
 			 got, truth, tol);
-	if (got < 0.95 * script - 0.0003 || got > 2 * script + 0.0003)
-		fail_msg("%s: measured %.6f s, the script says %.6f s (-5%%/+100%%)", what, got,
+	/* The program's own clock is the truth; the script only bounds it from
+	 * below (a sleep never ends early). Above, a loaded machine stretches
+	 * sleeps by several times, so only a gross error is caught here. */
+	if (got < 0.95 * script - 0.0003 || got > 8 * script + 0.0003)
+		fail_msg("%s: measured %.6f s, the script says %.6f s (-5%%/+700%%)", what, got,
 			 script);
+}
+
+static void near(double got, double truth, double script, const char *what)
+{
+	near_tol(got, truth, script, what, 0.05 * truth + 0.0003);
+}
+
+/* The period comes from the whole window while the truth averages the
+ * iterations that start in it: one iteration more or less at an edge moves
+ * it by up to 1/n, which a loaded machine's uneven iterations make real. */
+static void near_iter(double got, const struct truth *t, double script)
+{
+	near_tol(got, t->iter, script, "iteration time", 0.05 * t->iter + 0.0003 + t->iter / t->n);
 }
 
 static void check_iterations(const struct crux_prof_compute *c)
@@ -236,7 +252,7 @@ static void ddp_common(const char *fw, const char *const *env, uint32_t backend,
 	assert_true(c->flags & CRUX_PROF_F_ITER_DETECTED);
 	assert_false(c->flags & CRUX_PROF_F_STATIC_NCCL);
 	assert_string_equal(c->device, "cpu");
-	near(c->iter_time_s, t.iter, 0.019, "iteration time");
+	near_iter(c->iter_time_s, &t, 0.019);
 	near(c->comm_s, t.comm, 0.009, "communication");
 	/* Without kernel records, compute is whatever is not communication. */
 	near(c->compute_s, backend == CRUX_TIMING_CUPTI ? t.compute : t.iter - t.comm,
@@ -329,7 +345,7 @@ static void pipeline_common(const char *const *env, uint32_t backend)
 	assert_int_equal(c->timing_backend, backend);
 	assert_true(c->flags & CRUX_PROF_F_ITER_DETECTED);
 	/* recv 2 ms + (send+recv) 4 ms + send 2 ms of communication, 8 ms compute */
-	near(c->iter_time_s, t.iter, 0.016, "iteration time");
+	near_iter(c->iter_time_s, &t, 0.016);
 	near(c->comm_s, t.comm, 0.008, "communication");
 	near(c->compute_s, t.iter - t.comm, 0.008, "compute");
 	assert_int_equal(c->bytes_per_iter[CRUX_COLL_SENDRECV], 4u * (1u << 20) * 2);
@@ -386,7 +402,7 @@ static void test_marks(void **state)
 	t = truth_of(&r, c);
 	assert_true(c->flags & CRUX_PROF_F_ITER_MARKED);
 	/* 1, 2 or 3 all-reduces of 1 ms: 2 ms on average */
-	near(c->iter_time_s, t.iter, 0.007, "iteration time");
+	near_iter(c->iter_time_s, &t, 0.007);
 	near(c->comm_s, t.comm, 0.002, "communication");
 	check_iterations(c);
 	assert_true(c->total_iterations >= 100);
@@ -405,7 +421,7 @@ static void test_loss_noise(void **state)
 	run_trainer(&r, need("CRUXP_TEST_FW"), "ddp-loss", 80, 10, env);
 	c = only(&r);
 	t = truth_of(&r, c);
-	near(c->iter_time_s, t.iter, 0.0193, "iteration time");
+	near_iter(c->iter_time_s, &t, 0.0193);
 	check_iterations(c);
 	cleanup(&r);
 }
