@@ -293,6 +293,39 @@ static void test_reserved_level(void **state)
 }
 
 /*
+ * Three levels, four jobs. Lifts gather all four on the top level, where the
+ * light job 3 (0.1 GB, 0.1 s of compute) shares h0's link fairly with
+ * jobs 2 and 4 and runs 2.33x slower than alone; the reserved level does no
+ * better. The level search moves the worst job to the level where the worst
+ * slowdown is lowest: job 3 alone on the bottom level, behind the others'
+ * average load, and everyone is within 2x.
+ */
+static void test_level_search(void **state)
+{
+	struct crux_sched_topo *t = topo();
+	struct crux_sched_jobs js;
+	struct crux_sched_schedule *s;
+	double T[4], util;
+
+	(void)state;
+	crux_sched_jobs_init(&js);
+	add_job_o(&js, 1, 1, 3, 0.6e9, 4, 0.9, 0.25);
+	add_job_o(&js, 2, 0, 2, 0.2e9, 5, 0.8, 0.25);
+	add_job_o(&js, 3, 0, 1, 0.1e9, 5, 0.1, 0.5);
+	add_job_o(&js, 4, 0, 1, 0.6e9, 9, 1.8, 0.25);
+	plan_eval(t, &js, 3, 2, &s, T, &util);
+	assert_int_equal(s->guard_violators, 0);
+	assert_int_equal(over(&js, T, 2), 0);
+	assert_int_equal(s->d[2].level, 0);
+	assert_int_equal(s->d[0].level, 2);
+	assert_int_equal(s->d[1].level, 2);
+	assert_int_equal(s->d[3].level, 2);
+	crux_sched_schedule_free(s);
+	crux_sched_jobs_free(&js);
+	crux_sched_topo_free(t);
+}
+
+/*
  * Random job sets on the star: the bound's answer is reproducible (the same
  * input gives the same levels: no flip-flop between plans of an unchanged
  * set), every job is within the bound unless the guard reports violators,
@@ -408,6 +441,7 @@ int main(void)
 	    cmocka_unit_test(test_eval_shares),
 	    cmocka_unit_test(test_planner_bound),
 	    cmocka_unit_test(test_reserved_level),
+	    cmocka_unit_test(test_level_search),
 	    cmocka_unit_test(test_bound_random),
 	    cmocka_unit_test(test_shares_in_run),
 	    cmocka_unit_test(test_plan_options),

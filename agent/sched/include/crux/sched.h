@@ -312,7 +312,8 @@ double crux_sched_isolated_iter(const struct crux_sched_job *job, double comm);
  * for the jobs it lifts (the others compressed into K-1 levels), kept when
  * every job is within the bound and the predicted utilisation is higher
  * (or attempt 1 left jobs above it); if jobs remain above the bound, path
- * selection again with them first. Sets s->guard_lifts and
+ * selection again with them first, then a search that moves the worst jobs
+ * (8 at most) each to its best level. Sets s->guard_lifts (level moves) and
  * s->guard_violators (jobs still above it). No-op when max_slowdown is 0
  * or no job is above the bound. crux_sched_run calls it for the Crux policies.
  */
