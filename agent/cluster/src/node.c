@@ -20,6 +20,7 @@ struct crux_cluster_node {
 	int64_t lease, term;
 	double next_keepalive, next_campaign;
 	uint64_t rng;	     /* spreads renewals: hosts started together drift apart */
+	uint64_t wrng;	     /* the watcher's: spreads its retries */
 	int64_t seen_rev;    /* store revision of the leader's last full read of the views */
 	uint64_t renewals;
 	char *view_text; /* to publish */
@@ -132,6 +133,16 @@ static void nap(struct crux_cluster_node *n, double s)
 	}
 }
 
+static double xorshift01(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return (double)(*x >> 11) / 0x1p53;
+}
+
+/* Retries are spread at random: when etcd loses its leader every host's
+ * stream breaks at once, and lockstep re-lists would hit it together again. */
 static void *watcher_main(void *arg)
 {
 	struct crux_cluster_node *n = arg;
@@ -140,7 +151,7 @@ static void *watcher_main(void *arg)
 		struct crux_etcd_range r;
 		if (crux_etcd_get(n->we, n->k_sched, klen, false, &r) != CRUX_OK) {
 			set_watch_ok(n, false);
-			nap(n, 0.5);
+			nap(n, 0.5 + 0.5 * xorshift01(&n->wrng));
 			continue;
 		}
 		if (r.n == 1)
@@ -154,7 +165,7 @@ static void *watcher_main(void *arg)
 		/* A broken stream (its member died) is not staleness yet: re-list at
 		 * once through the next endpoint; only a failed list marks it. */
 		if (st != CRUX_OK && !atomic_load(&n->stop))
-			nap(n, 0.1);
+			nap(n, 0.1 + 0.4 * xorshift01(&n->wrng));
 	}
 	return NULL;
 }
@@ -191,6 +202,7 @@ crux_status_t crux_cluster_open(const struct crux_cluster_cfg *cfg, struct crux_
 	for (const char *c = cfg->host; *c; c++)
 		n->rng = (n->rng ^ (uint8_t)*c) * 0x100000001b3ull;
 	n->rng |= 1;
+	n->wrng = n->rng * 0x9e3779b97f4a7c15ull | 1;
 	if (!n->cfg.ttl_s)
 		n->cfg.ttl_s = 10;
 	snprintf(n->cluster, sizeof(n->cluster), "%s", cfg->cluster);
@@ -325,10 +337,7 @@ static void etcd_state(struct crux_cluster_node *n, crux_status_t st)
  * would otherwise renew in one burst every TTL/3 forever. */
 static double renew_in(struct crux_cluster_node *n)
 {
-	n->rng ^= n->rng << 13;
-	n->rng ^= n->rng >> 7;
-	n->rng ^= n->rng << 17;
-	return (double)n->cfg.ttl_s * (0.25 + (double)(n->rng >> 11) / 0x1p53 / 12);
+	return (double)n->cfg.ttl_s * (0.25 + xorshift01(&n->rng) / 12);
 }
 
 /* Keep the lease; a lost lease (expired while we were away) starts over. */
