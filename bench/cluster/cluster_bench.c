@@ -36,10 +36,10 @@
 #define JOB_HOSTS 8
 
 struct host {
-	pthread_mutex_t mu; /* one step or view change at a time; guards n, view, alive */
+	pthread_mutex_t mu; /* one step or view change at a time; guards n, view, alive changes */
 	struct crux_cluster_node *n;
 	struct crux_cv_host view;
-	bool alive;
+	atomic_bool alive; /* read without mu by the main thread */
 	atomic_int_fast64_t term;
 	atomic_bool has_target;
 	atomic_int_fast64_t t_apply;	  /* ns: applied a schedule with the target */
