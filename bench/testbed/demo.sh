@@ -6,10 +6,12 @@
 # namespaces, a GPT-like job contending with BERT- and ResNet-like jobs, under
 # three arms interleaved, 3 repetitions each (about 7 minutes):
 #   none   no scheduling (default class, ECMP paths)
-#   crux   Crux priorities (cruxd + preload + plugin), ECMP paths
-#   paths  Crux priorities + paths: one cruxd per emulated host in cluster
-#          mode (etcd on a management network), probing the fabric; the
+#   crux   Crux priorities, ECMP paths
+#   paths  Crux priorities + paths: each host's cruxd probes the fabric; the
 #          leader chooses paths and the plugins bind the probed ports
+# Both Crux arms run the testbed as a cluster: one cruxd per emulated host in
+# its namespace with its own CRUX_SHM_DIR, coordinated through an etcd on a
+# management network of its own (--decider cluster), + preload + plugin.
 # Prints the comparison table with a verdict per goal; writes testbed.json and
 # testbed.png into the run's own fresh directory (printed at the end), never
 # over the committed bench/results files. With verbs (make demo
@@ -64,7 +66,7 @@ else
 	echo "make demo: Crux testbed, default scenario, arms $ARMS (about 7 minutes; Ctrl-C tears everything down)"
 	NAME=testbed
 fi
-bash "$HERE/run.sh" --build "$BUILD" --scenario default --reps 3 --arms "$ARMS" --out "$OUT" \
+bash "$HERE/run.sh" --build "$BUILD" --scenario default --reps 3 --arms "$ARMS" --decider cluster --out "$OUT" \
 	--transport "$TRANSPORT" --json "$OUT/$NAME.json" --plot "$OUT/$NAME.png" || rc=$?
 echo "make demo: results in $OUT/$NAME.json and $OUT/$NAME.png, per-run logs in $OUT"
 echo "make demo: the committed figures (bench/results/$NAME.json) are such a run, copied there by hand"
