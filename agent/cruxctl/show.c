@@ -93,7 +93,8 @@ crux_status_t view_load(struct view *v, const char *dir)
 		uint64_t timeout = v->table_st == CRUX_OK ? v->table->settings.heartbeat_timeout_ns
 							  : CRUX_DT_DEFAULT_HEARTBEAT_TIMEOUT_NS;
 		uint64_t hb = v->agent_hb_age_ns;
-		v->agent_hb_age_ns = hb && hb <= v->now_ns ? v->now_ns - hb : UINT64_MAX;
+		/* A beat after our clock read (cruxd beats while we read) is age 0, not "never". */
+		v->agent_hb_age_ns = !hb ? UINT64_MAX : hb <= v->now_ns ? v->now_ns - hb : 0;
 		v->agent_alive = v->agent_hb_age_ns < timeout &&
 				 kill((pid_t)v->agent->agent_pid, 0) == 0;
 	}
