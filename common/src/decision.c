@@ -1192,6 +1192,33 @@ static bool still_named(const struct crux_shm_map *m)
 	       a.st_ino == b.st_ino;
 }
 
+/* A writer with its staging buffers and no file yet (NULL: out of memory). */
+static struct crux_dt_writer *writer_new(void)
+{
+	struct crux_dt_writer *w = calloc(1, sizeof(*w));
+	if (!w)
+		return NULL;
+	w->map.fd = -1;
+	w->shadow_fd = -1;
+	w->stage = calloc(1, sizeof(*w->stage));
+	w->scratch = calloc(1, sizeof(*w->scratch));
+	if (!w->stage || !w->scratch) {
+		free(w->scratch);
+		free(w->stage);
+		free(w);
+		return NULL;
+	}
+	return w;
+}
+
+/* The inverse of writer_new (files, mappings and descriptors are the caller's). */
+static void writer_free_bare(struct crux_dt_writer *w)
+{
+	free(w->scratch);
+	free(w->stage);
+	free(w);
+}
+
 crux_status_t crux_dt_writer_open_ex(const char *dir, const struct crux_dt_settings *settings,
 				     struct crux_dt_writer **out, pid_t *holder_pid, char *err,
 				     size_t errlen)
@@ -1199,17 +1226,9 @@ crux_status_t crux_dt_writer_open_ex(const char *dir, const struct crux_dt_setti
 	crux_status_t st;
 	char why[512];
 	struct crux_dt_settings s = *settings;
-	struct crux_dt_writer *w = calloc(1, sizeof(*w));
+	struct crux_dt_writer *w = writer_new();
 	if (!w)
 		return CRUX_ERR_NOMEM;
-	w->map.fd = -1;
-	w->shadow_fd = -1;
-	w->stage = calloc(1, sizeof(*w->stage));
-	w->scratch = calloc(1, sizeof(*w->scratch));
-	if (!w->stage || !w->scratch) {
-		st = CRUX_ERR_NOMEM;
-		goto out_free;
-	}
 	st = crux_dt_settings_validate(&s, why, sizeof(why));
 	if (st != CRUX_OK) {
 		crux_set_err(err, errlen, "decision table settings: %s", why);
@@ -1281,9 +1300,7 @@ crux_status_t crux_dt_writer_open_ex(const char *dir, const struct crux_dt_setti
 out_unmap:
 	crux_shm_unmap(&w->map);
 out_free:
-	free(w->scratch);
-	free(w->stage);
-	free(w);
+	writer_free_bare(w);
 	return st;
 }
 
@@ -1341,17 +1358,9 @@ crux_status_t crux_dt_writer_open_memfd(const struct crux_dt_settings *settings,
 	crux_status_t st;
 	char why[512];
 	struct crux_dt_settings s = *settings;
-	struct crux_dt_writer *w = calloc(1, sizeof(*w));
+	struct crux_dt_writer *w = writer_new();
 	if (!w)
 		return CRUX_ERR_NOMEM;
-	w->map.fd = -1;
-	w->shadow_fd = -1;
-	w->stage = calloc(1, sizeof(*w->stage));
-	w->scratch = calloc(1, sizeof(*w->scratch));
-	if (!w->stage || !w->scratch) {
-		st = CRUX_ERR_NOMEM;
-		goto out_free;
-	}
 	st = crux_dt_settings_validate(&s, why, sizeof(why));
 	if (st != CRUX_OK) {
 		crux_set_err(err, errlen, "decision table settings: %s", why);
@@ -1368,9 +1377,7 @@ crux_status_t crux_dt_writer_open_memfd(const struct crux_dt_settings *settings,
 	return CRUX_OK;
 
 out_free:
-	free(w->scratch);
-	free(w->stage);
-	free(w);
+	writer_free_bare(w);
 	return st;
 }
 
@@ -1558,17 +1565,9 @@ static crux_status_t open_shadow(const char *dir, const struct crux_dt_settings 
 	char why[512];
 	int dfd = -1;
 	struct crux_dt_settings s = *settings;
-	struct crux_dt_writer *w = calloc(1, sizeof(*w));
+	struct crux_dt_writer *w = writer_new();
 	if (!w)
 		return CRUX_ERR_NOMEM;
-	w->map.fd = -1;
-	w->shadow_fd = -1;
-	w->stage = calloc(1, sizeof(*w->stage));
-	w->scratch = calloc(1, sizeof(*w->scratch));
-	if (!w->stage || !w->scratch) {
-		st = CRUX_ERR_NOMEM;
-		goto out_free;
-	}
 	st = crux_dt_settings_validate(&s, why, sizeof(why));
 	if (st != CRUX_OK) {
 		crux_set_err(err, errlen, "decision table settings: %s", why);
@@ -1690,9 +1689,7 @@ out_free:
 		close(w->shadow_fd);
 	if (w->map.base)
 		crux_shm_unmap(&w->map);
-	free(w->scratch);
-	free(w->stage);
-	free(w);
+	writer_free_bare(w);
 	return st;
 }
 
@@ -1711,7 +1708,5 @@ void crux_dt_writer_close(struct crux_dt_writer *w)
 	crux_shm_unmap(&w->map);
 	if (w->shadow_fd >= 0)
 		close(w->shadow_fd);
-	free(w->scratch);
-	free(w->stage);
-	free(w);
+	writer_free_bare(w);
 }
