@@ -1192,12 +1192,23 @@ static bool still_named(const struct crux_shm_map *m)
 	       a.st_ino == b.st_ino;
 }
 
-/* A writer with its staging buffers and no file yet (NULL: out of memory). */
-static struct crux_dt_writer *writer_new(void)
+/* A writer with its staging buffers and validated settings '*s', no file yet. */
+static crux_status_t writer_new(const struct crux_dt_settings *settings, struct crux_dt_settings *s,
+				struct crux_dt_writer **out, char *err, size_t errlen)
 {
-	struct crux_dt_writer *w = calloc(1, sizeof(*w));
+	char why[512];
+	crux_status_t st;
+	struct crux_dt_writer *w;
+
+	*s = *settings;
+	st = crux_dt_settings_validate(s, why, sizeof(why));
+	if (st != CRUX_OK) {
+		crux_set_err(err, errlen, "decision table settings: %s", why);
+		return st;
+	}
+	w = calloc(1, sizeof(*w));
 	if (!w)
-		return NULL;
+		return CRUX_ERR_NOMEM;
 	w->map.fd = -1;
 	w->shadow_fd = -1;
 	w->stage = calloc(1, sizeof(*w->stage));
@@ -1206,9 +1217,10 @@ static struct crux_dt_writer *writer_new(void)
 		free(w->scratch);
 		free(w->stage);
 		free(w);
-		return NULL;
+		return CRUX_ERR_NOMEM;
 	}
-	return w;
+	*out = w;
+	return CRUX_OK;
 }
 
 /* The inverse of writer_new (files, mappings and descriptors are the caller's). */
@@ -1225,15 +1237,11 @@ crux_status_t crux_dt_writer_open_ex(const char *dir, const struct crux_dt_setti
 {
 	crux_status_t st;
 	char why[512];
-	struct crux_dt_settings s = *settings;
-	struct crux_dt_writer *w = writer_new();
-	if (!w)
-		return CRUX_ERR_NOMEM;
-	st = crux_dt_settings_validate(&s, why, sizeof(why));
-	if (st != CRUX_OK) {
-		crux_set_err(err, errlen, "decision table settings: %s", why);
-		goto out_free;
-	}
+	struct crux_dt_settings s;
+	struct crux_dt_writer *w;
+	st = writer_new(settings, &s, &w, err, errlen);
+	if (st != CRUX_OK)
+		return st;
 	st = crux_shm_dir_check_ex(dir, true, err, errlen);
 	if (st != CRUX_OK)
 		goto out_free;
@@ -1356,16 +1364,11 @@ crux_status_t crux_dt_writer_open_memfd(const struct crux_dt_settings *settings,
 					struct crux_dt_writer **out, char *err, size_t errlen)
 {
 	crux_status_t st;
-	char why[512];
-	struct crux_dt_settings s = *settings;
-	struct crux_dt_writer *w = writer_new();
-	if (!w)
-		return CRUX_ERR_NOMEM;
-	st = crux_dt_settings_validate(&s, why, sizeof(why));
-	if (st != CRUX_OK) {
-		crux_set_err(err, errlen, "decision table settings: %s", why);
-		goto out_free;
-	}
+	struct crux_dt_settings s;
+	struct crux_dt_writer *w;
+	st = writer_new(settings, &s, &w, err, errlen);
+	if (st != CRUX_OK)
+		return st;
 	st = crux_memfd_create("crux-decision", CRUX_DT_MAGIC, CRUX_DT_VERSION,
 			       sizeof(struct dt_file), CRUX_SEALS_TABLE, dt_init_file, &s,
 			       &w->map, err, errlen);
@@ -1564,15 +1567,11 @@ static crux_status_t open_shadow(const char *dir, const struct crux_dt_settings 
 	crux_status_t st;
 	char why[512];
 	int dfd = -1;
-	struct crux_dt_settings s = *settings;
-	struct crux_dt_writer *w = writer_new();
-	if (!w)
-		return CRUX_ERR_NOMEM;
-	st = crux_dt_settings_validate(&s, why, sizeof(why));
-	if (st != CRUX_OK) {
-		crux_set_err(err, errlen, "decision table settings: %s", why);
-		goto out_free;
-	}
+	struct crux_dt_settings s;
+	struct crux_dt_writer *w;
+	st = writer_new(settings, &s, &w, err, errlen);
+	if (st != CRUX_OK)
+		return st;
 	if ((size_t)snprintf(w->shadow_path, sizeof(w->shadow_path), "%s/%s", dir,
 			     CRUX_DT_FILE) >= sizeof(w->shadow_path)) {
 		crux_set_err(err, errlen, "directory name %s is too long", dir);
