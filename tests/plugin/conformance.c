@@ -895,6 +895,9 @@ static int cmd_ring(int nranks)
 #define CHURN_MSGS 150
 
 static volatile int churn_running;
+/* Table changes so far: the pairs keep sending until more than 10 happened,
+ * so a fast machine cannot finish the transfer between two changes. */
+static int churn_flips;
 
 static void *churn_pair(void *arg)
 {
@@ -903,7 +906,8 @@ static void *churn_pair(void *arg)
 	char *sb = malloc(cap), *rb = malloc(cap);
 	CHECK(sb && rb, "malloc");
 	self_connect(ctx, &s, &r);
-	for (uint32_t k = 0; k < CHURN_MSGS; k++) {
+	for (uint32_t k = 0; k < CHURN_MSGS || __atomic_load_n(&churn_flips, __ATOMIC_RELAXED) <= 10;
+	     k++) {
 		/* inline and striped sizes, unaligned */
 		size_t sz = (size_t)((k * 7919u) % 5 == 0 ? (k * 104729u) % cap : (k * 131u) % 70000);
 		uint32_t seed = (uint32_t)(uintptr_t)&s ^ k;
@@ -974,6 +978,7 @@ static int cmd_churn(void)
 			      "publish");
 			crux_dt_heartbeat(w);
 			flips++;
+			__atomic_store_n(&churn_flips, flips, __ATOMIC_RELAXED);
 			usleep(3000);
 		}
 	}
