@@ -151,6 +151,130 @@ static void run_pair(double bound, double weights, struct crux_sched_schedule **
 	*out = s;
 }
 
+/*
+ * The pair of run_pair with per-job settings for the light job (job 2): its
+ * own looser bound, or urgent.
+ */
+static void run_pair_job(double bound, double light_bound, int light_urgent,
+			 struct crux_sched_schedule **out, double *T)
+{
+	struct crux_sched_topo *t = topo();
+	struct crux_sched_jobs js;
+	struct crux_sched_params p;
+	struct crux_sched_eval *ev;
+	double util;
+
+	crux_sched_jobs_init(&js);
+	add_job(&js, 1, 0, 1, 1.8e9, 10, 0.2);
+	add_job(&js, 2, 0, 1, 0.9e9, 0.1, 0.1);
+	js.v[1].slowdown_bound = light_bound;
+	js.v[1].urgent = light_urgent;
+	crux_sched_params_default(&p);
+	p.max_slowdown = bound;
+	assert_int_equal(crux_sched_schedule_new(js.v, js.n, p.levels, out), CRUX_OK);
+	assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, *out), CRUX_OK);
+	assert_int_equal(crux_sched_eval_new(&ev), CRUX_OK);
+	assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, *out, T, &util), CRUX_OK);
+	crux_sched_eval_free(ev);
+	crux_sched_jobs_free(&js);
+	crux_sched_topo_free(t);
+}
+
+/* Per-job settings from the slowdown account reach the planner. */
+static void test_job_bound_urgent(void **state)
+{
+	struct crux_sched_schedule *s;
+	double T[2];
+
+	(void)state;
+	/* A free job's looser bound (10x) lets the compression starve it (9.1x). */
+	run_pair_job(2, 10, 0, &s, T);
+	assert_true(s->d[0].level > s->d[1].level);
+	assert_int_equal(s->guard_lifts, 0);
+	assert_true(fabs(T[1] - 9.1) < 1e-6);
+	crux_sched_schedule_free(s);
+	/* A looser bound below the prediction (4x): still lifted, shared at 1.9x. */
+	run_pair_job(2, 4, 0, &s, T);
+	assert_int_equal(s->d[0].level, s->d[1].level);
+	assert_true(fabs(T[1] - 1.9) < 1e-6);
+	crux_sched_schedule_free(s);
+	/* A bound below the params' does not tighten it: 1.9x is within 2. */
+	run_pair_job(2, 1.2, 0, &s, T);
+	assert_int_equal(s->guard_violators, 0);
+	crux_sched_schedule_free(s);
+	/* Urgent: the top level is the light job's, alone: its isolated 1 s. */
+	run_pair_job(2, 0, 1, &s, T);
+	assert_int_equal(s->d[1].level, s->levels - 1);
+	assert_true(s->d[0].level < s->d[1].level);
+	assert_true(fabs(T[1] - 1.0) < 1e-6);
+	/* The heavy job now pays (its own account would make it urgent in turn). */
+	assert_int_equal(s->guard_violators, 1);
+	assert_true(T[0] > 2 * 2.0);
+	assert_true(s->guard_lifts >= 1);
+	crux_sched_schedule_free(s);
+	/* Guard off: urgent means nothing. */
+	run_pair_job(0, 0, 1, &s, T);
+	assert_true(s->d[0].level > s->d[1].level);
+	crux_sched_schedule_free(s);
+}
+
+/* The account's states, thresholds and crossing times (bound 2). */
+static void test_account(void **state)
+{
+	struct crux_sched_account a;
+	const double B = 2;
+	double t, m;
+
+	(void)state;
+	crux_sched_account_init(&a);
+	assert_int_equal(a.state, CRUX_SCHED_ACCOUNT_FREE);
+	assert_true(crux_sched_account_bound(&a, B) == CRUX_SCHED_ACCOUNT_CAP * B);
+	assert_int_equal(crux_sched_account_urgent(&a), 0);
+	assert_true(crux_sched_account_mean(&a) == 0);
+	/* Nothing accounted: the mean will be the first slowdown itself. */
+	assert_true(crux_sched_account_next(&a, B, 3) == 0);
+	assert_true(isinf(crux_sched_account_next(&a, B, 1)));
+	/* Bad samples are ignored. */
+	crux_sched_account_add(&a, NAN, 1);
+	crux_sched_account_add(&a, 1, 0);
+	crux_sched_account_add(&a, -1, 1);
+	assert_true(a.run_s == 0 && a.alone_s == 0);
+	/* 10 s at its isolated speed, then 4x: urgent when the mean reaches 0.98 B. */
+	crux_sched_account_add(&a, 10, 1);
+	assert_int_equal(crux_sched_account_update(&a, B), 0);
+	assert_true(isinf(crux_sched_account_next(&a, B, 1.5)));
+	t = crux_sched_account_next(&a, B, 4);
+	m = CRUX_SCHED_ACCOUNT_URGENT_AT * B;
+	assert_true(fabs(t - (m * 10 - 10) / (1 - m / 4)) < 1e-9);
+	crux_sched_account_add(&a, t * 0.99, 4);
+	assert_int_equal(crux_sched_account_update(&a, B), 0);
+	crux_sched_account_add(&a, t * 0.02, 4);
+	assert_int_equal(crux_sched_account_update(&a, B), 1);
+	assert_int_equal(a.state, CRUX_SCHED_ACCOUNT_URGENT);
+	assert_int_equal(crux_sched_account_urgent(&a), 1);
+	assert_true(crux_sched_account_bound(&a, B) == B);
+	/* Back at its isolated speed: protected first, then free below 0.9 B. */
+	t = crux_sched_account_next(&a, B, 1);
+	assert_true(t > 0 && isfinite(t));
+	crux_sched_account_add(&a, t * 1.01, 1);
+	assert_int_equal(crux_sched_account_update(&a, B), 1);
+	assert_int_equal(a.state, CRUX_SCHED_ACCOUNT_PROTECTED);
+	assert_true(crux_sched_account_bound(&a, B) == B);
+	assert_int_equal(crux_sched_account_urgent(&a), 0);
+	t = crux_sched_account_next(&a, B, 1);
+	assert_true(t > 0 && isfinite(t));
+	crux_sched_account_add(&a, t * 1.01, 1);
+	assert_int_equal(crux_sched_account_update(&a, B), 1);
+	assert_int_equal(a.state, CRUX_SCHED_ACCOUNT_FREE);
+	assert_true(crux_sched_account_mean(&a) < CRUX_SCHED_ACCOUNT_RELEASE_AT * B);
+	/* A free job between the thresholds stays free (the hysteresis). */
+	t = crux_sched_account_next(&a, B, 1.9);
+	assert_true(isinf(t));
+	/* Guard off: nothing moves. */
+	assert_int_equal(crux_sched_account_update(&a, 0), 0);
+	assert_true(isinf(crux_sched_account_next(&a, 0, 4)));
+}
+
 static void test_planner_bound(void **state)
 {
 	struct crux_sched_schedule *s;
@@ -440,6 +564,8 @@ int main(void)
 	    cmocka_unit_test(test_parse),
 	    cmocka_unit_test(test_eval_shares),
 	    cmocka_unit_test(test_planner_bound),
+	    cmocka_unit_test(test_job_bound_urgent),
+	    cmocka_unit_test(test_account),
 	    cmocka_unit_test(test_reserved_level),
 	    cmocka_unit_test(test_level_search),
 	    cmocka_unit_test(test_bound_random),

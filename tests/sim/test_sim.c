@@ -194,6 +194,57 @@ static void test_guard_bound(void **state)
 	crux_sim_trace_free(t);
 }
 
+/*
+ * The bound on each job's mean (the slowdown account) against the bound on
+ * every plan: a heavy job (1.4e9 B, compute 0.6 s: 2 s alone) over a light
+ * one (0.9e9 B, compute 0.05 s: 0.95 s alone). Strict priority leaves the
+ * light one 0.3 GB/s: 3.2x, within the free cap (2 x 2) but above 2. Per plan
+ * (/p) they share from the start; with the account the light job runs at
+ * 3.2x until its mean nears 2, turns urgent and catches up, and so on: both
+ * means end within 2, and the cluster computes more than per plan.
+ */
+static void test_guard_account(void **state)
+{
+	struct crux_sim_config c;
+	struct crux_sim_result *r, *rp;
+	struct crux_sim_trace *t;
+	char err[512];
+	uint32_t h1[2] = {0, 2}, h2[2] = {1, 3};
+	struct crux_sim_trace_job j = {.id = 1, .model = "heavy", .gpus = 2, .iterations = 100000,
+				       .compute_s = 0.6, .comm_bytes = 1.4e9, .n_hosts = 2,
+				       .hosts = h1};
+
+	assert_int_equal(crux_sim_trace_new(&t), CRUX_OK);
+	assert_int_equal(crux_sim_trace_add(t, &j), CRUX_OK);
+	j.id = 2;
+	j.compute_s = 0.05;
+	j.comm_bytes = 0.9e9;
+	j.hosts = h2;
+	assert_int_equal(crux_sim_trace_add(t, &j), CRUX_OK);
+	small_config(*state, &c, CRUX_SIM_CRUX_FULL);
+	assert_int_equal(crux_sim_run(t, &c, &r, err, sizeof(err)), CRUX_OK);
+	assert_near(r->jobs[1].slowdown, 3.05 / 0.95, 1e-6);
+	crux_sim_result_free(r);
+	c.max_slowdown = 2;
+	c.per_plan = 1;
+	assert_int_equal(crux_sim_run(t, &c, &rp, err, sizeof(err)), CRUX_OK);
+	assert_string_equal(rp->label, "crux-full@2/p");
+	assert_true(rp->jobs[0].slowdown <= 2 + 1e-9 && rp->jobs[1].slowdown <= 2 + 1e-9);
+	c.per_plan = 0;
+	assert_int_equal(crux_sim_run(t, &c, &r, err, sizeof(err)), CRUX_OK);
+	assert_string_equal(r->label, "crux-full@2");
+	print_message("account: %.4f %.4f util %.4f; per plan: %.4f %.4f util %.4f; evals %zu\n",
+		      r->jobs[0].slowdown, r->jobs[1].slowdown, r->mean_util, rp->jobs[0].slowdown,
+		      rp->jobs[1].slowdown, rp->mean_util, r->evaluations);
+	assert_true(r->jobs[0].slowdown <= 2 + 1e-6 && r->jobs[1].slowdown <= 2 + 1e-6);
+	assert_true(r->jobs[1].slowdown > 1.5);
+	assert_true(r->evaluations > 2); /* the account's own events replanned */
+	assert_true(r->mean_util > rp->mean_util);
+	crux_sim_result_free(r);
+	crux_sim_result_free(rp);
+	crux_sim_trace_free(t);
+}
+
 /* CASSINI: equal periods (2 s), phases of 1 s shifted apart: no contention left. */
 static void test_cassini_turns(void **state)
 {
@@ -483,6 +534,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fair_share, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_priority, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guard_bound, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_guard_account, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cassini_turns, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_overlapped, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trace_vs_topology, setup, teardown),

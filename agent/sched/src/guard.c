@@ -151,6 +151,9 @@ struct guard_ws {
 	size_t *loff;
 	int *ljob;
 	double *iso, *T;
+	double *bnd; /* each job's bound: the params' or its own looser one */
+	const struct crux_sched_job *jobs;
+	int cap; /* highest level of a job not urgent (the top is the urgent jobs') */
 	int *lift, *lift_to;
 	unsigned char *moved; /* 1 lifted, 2 pushed down by the guard */
 	struct crux_sched_eval *ev;
@@ -163,6 +166,7 @@ static void guard_ws_free(struct guard_ws *w)
 	free(w->ljob);
 	free(w->iso);
 	free(w->T);
+	free(w->bnd);
 	free(w->lift);
 	free(w->lift_to);
 	free(w->moved);
@@ -170,13 +174,18 @@ static void guard_ws_free(struct guard_ws *w)
 }
 
 static crux_status_t guard_ws_init(struct guard_ws *w, struct crux_sched_topo *t,
-				   const struct crux_sched_job *jobs, size_t n,
+				   const struct crux_sched_job *jobs, size_t n, double bound,
 				   const struct crux_sched_schedule *s)
 {
 	size_t L = (size_t)t->n_links, inc;
 	crux_status_t st;
 
 	memset(w, 0, sizeof(*w));
+	w->jobs = jobs;
+	w->cap = s->levels - 1;
+	for (size_t i = 0; i < n && s->levels > 1; i++)
+		if (jobs[i].urgent)
+			w->cap = s->levels - 2;
 	st = sched_job_links_build(t, jobs, n, s, &w->jl);
 	if (st)
 		return st;
@@ -185,10 +194,11 @@ static crux_status_t guard_ws_init(struct guard_ws *w, struct crux_sched_topo *t
 	w->ljob = malloc((inc ? inc : 1) * sizeof(int));
 	w->iso = malloc((n ? n : 1) * sizeof(double));
 	w->T = malloc((n ? n : 1) * sizeof(double));
+	w->bnd = malloc((n ? n : 1) * sizeof(double));
 	w->lift = malloc((n ? n : 1) * sizeof(int));
 	w->lift_to = malloc((n ? n : 1) * sizeof(int));
 	w->moved = calloc(n ? n : 1, 1);
-	if (!w->loff || !w->ljob || !w->iso || !w->T || !w->lift || !w->lift_to || !w->moved)
+	if (!w->loff || !w->ljob || !w->iso || !w->T || !w->bnd || !w->lift || !w->lift_to || !w->moved)
 		return CRUX_ERR_NOMEM;
 	st = crux_sched_eval_new(&w->ev);
 	if (st)
@@ -202,7 +212,9 @@ static crux_status_t guard_ws_init(struct guard_ws *w, struct crux_sched_topo *t
 			w->ljob[w->loff[w->jl.link[k] + 1]++] = (int)i;
 	/* Isolated: the caller's figure, else alone on its paths at full link rates. */
 	for (size_t i = 0; i < n; i++) {
-		double tau = 0;
+		double tau = 0, b = jobs[i].slowdown_bound;
+
+		w->bnd[i] = isfinite(b) && b > bound ? b : bound;
 
 		if (jobs[i].iso_time > 0 && isfinite(jobs[i].iso_time)) {
 			w->iso[i] = jobs[i].iso_time;
@@ -215,9 +227,15 @@ static crux_status_t guard_ws_init(struct guard_ws *w, struct crux_sched_topo *t
 	return CRUX_OK;
 }
 
-static int over_bound(const struct guard_ws *w, size_t i, double bound)
+static int over_bound(const struct guard_ws *w, size_t i)
 {
-	return w->T[i] > bound * w->iso[i] * (1 + GUARD_EPS);
+	return w->T[i] > w->bnd[i] * w->iso[i] * (1 + GUARD_EPS);
+}
+
+/* Predicted slowdown over the job's own bound (1 = at it). */
+static double bound_ratio(const struct guard_ws *w, size_t i)
+{
+	return w->T[i] / (w->iso[i] * w->bnd[i]);
 }
 
 /*
@@ -243,6 +261,10 @@ static int lift_target(const struct guard_ws *w, const struct crux_sched_schedul
 	}
 	if (best < 0 && peers && mine + 1 < s->levels)
 		best = mine + 1;
+	if (w->jobs[i].urgent)
+		return -1; /* on the top level already */
+	if (best > w->cap)
+		best = w->cap > mine ? w->cap : -1;
 	return best;
 }
 
@@ -252,7 +274,7 @@ static int lift_target(const struct guard_ws *w, const struct crux_sched_schedul
  * level down. Returns how many were queued in w->lift / lift_to from *nl.
  */
 static void push_peers(struct guard_ws *w, const struct crux_sched_schedule *s, size_t i,
-		       double bound, size_t *nl)
+		       size_t *nl)
 {
 	int mine = s->d[i].level;
 
@@ -264,8 +286,8 @@ static void push_peers(struct guard_ws *w, const struct crux_sched_schedule *s, 
 		for (size_t q = w->loff[l]; q < w->loff[l + 1]; q++) {
 			int u = w->ljob[q];
 
-			if ((size_t)u == i || s->d[u].level != mine || w->moved[u] ||
-			    w->T[u] > PUSH_SLACK * bound * w->iso[u])
+			if ((size_t)u == i || s->d[u].level != mine || w->moved[u] || w->jobs[u].urgent ||
+			    w->T[u] > PUSH_SLACK * w->bnd[u] * w->iso[u])
 				continue;
 			w->moved[u] = 2;
 			w->lift[*nl] = u;
@@ -274,8 +296,9 @@ static void push_peers(struct guard_ws *w, const struct crux_sched_schedule *s, 
 	}
 }
 
-/* What one attempt left: jobs above the bound, the worst predicted
- * slowdown, utilisation; and the same count and worst before its moves. */
+/* What one attempt left: jobs above their bound, the worst predicted
+ * slowdown over the job's bound, utilisation; and the same count and worst
+ * before its moves. */
 struct guard_res {
 	int left, left0;
 	double worst, worst0, util;
@@ -286,13 +309,13 @@ static double guard_worst(const struct guard_ws *w, size_t n)
 	double m = 0;
 
 	for (size_t i = 0; i < n; i++)
-		m = fmax(m, w->T[i] / w->iso[i]);
+		m = fmax(m, bound_ratio(w, i));
 	return m;
 }
 
 /* Lift and push rounds on the current paths; *left gets the violators after. */
 static crux_status_t guard_levels(struct guard_ws *w, struct crux_sched_topo *t,
-				  const struct crux_sched_job *jobs, size_t n, double bound,
+				  const struct crux_sched_job *jobs, size_t n,
 				  struct crux_sched_schedule *s, int *lifts, int *left,
 				  double *util, struct guard_res *r)
 {
@@ -304,7 +327,7 @@ static crux_status_t guard_levels(struct guard_ws *w, struct crux_sched_topo *t,
 			return st;
 		*left = 0;
 		for (size_t i = 0; i < n; i++)
-			*left += over_bound(w, i, bound);
+			*left += over_bound(w, i);
 		if (round == 0) {
 			r->left0 = *left;
 			r->worst0 = guard_worst(w, n);
@@ -313,12 +336,12 @@ static crux_status_t guard_levels(struct guard_ws *w, struct crux_sched_topo *t,
 			return CRUX_OK;
 		/* Decide every move on this evaluation, then apply them together. */
 		for (size_t i = 0; i < n; i++) {
-			if (!over_bound(w, i, bound))
+			if (!over_bound(w, i))
 				continue;
 			int lv = lift_target(w, s, i);
 
 			if (lv < 0) {
-				push_peers(w, s, i, bound, &nl);
+				push_peers(w, s, i, &nl);
 				continue;
 			}
 			w->moved[i] = 1;
@@ -356,7 +379,7 @@ static int cmp_slow(const void *x, const void *y)
  * onto shared links gets the least loaded paths. Levels stay.
  */
 static crux_status_t reroute(const struct guard_ws *w, struct crux_sched_topo *t,
-			     const struct crux_sched_job *jobs, size_t n, double bound,
+			     const struct crux_sched_job *jobs, size_t n,
 			     struct crux_sched_schedule *s)
 {
 	struct slow_idx *o = malloc(n * sizeof(*o));
@@ -367,8 +390,8 @@ static crux_status_t reroute(const struct guard_ws *w, struct crux_sched_topo *t
 		goto out;
 	for (size_t i = 0; i < n; i++) {
 		o[i].i = i;
-		o[i].viol = over_bound(w, i, bound);
-		o[i].key = o[i].viol ? w->T[i] / w->iso[i] : s->d[i].intensity;
+		o[i].viol = over_bound(w, i);
+		o[i].key = o[i].viol ? bound_ratio(w, i) : s->d[i].intensity;
 	}
 	qsort(o, n, sizeof(*o), cmp_slow);
 	for (size_t i = 0; i < n; i++)
@@ -387,12 +410,12 @@ static crux_status_t guard_reroute(struct crux_sched_topo *t, const struct crux_
 {
 	struct guard_ws w;
 	double util;
-	crux_status_t st = guard_ws_init(&w, t, jobs, n, s);
+	crux_status_t st = guard_ws_init(&w, t, jobs, n, bound, s);
 
 	if (!st)
 		st = crux_sched_evaluate(w.ev, t, jobs, n, s, w.T, &util);
 	if (!st)
-		st = reroute(&w, t, jobs, n, bound, s);
+		st = reroute(&w, t, jobs, n, s);
 	guard_ws_free(&w);
 	return st;
 }
@@ -416,10 +439,10 @@ static crux_status_t guard_attempt(struct crux_sched_topo *t, const struct crux_
 	struct guard_ws w;
 	double util = 0;
 	int left = 0;
-	crux_status_t st = guard_ws_init(&w, t, jobs, n, s);
+	crux_status_t st = guard_ws_init(&w, t, jobs, n, bound, s);
 
 	if (!st)
-		st = guard_levels(&w, t, jobs, n, bound, s, lifts, &left, &util, r);
+		st = guard_levels(&w, t, jobs, n, s, lifts, &left, &util, r);
 	if (!st) {
 		r->left = left;
 		r->util = util;
@@ -449,18 +472,18 @@ static crux_status_t guard_reserved(struct crux_sched_topo *t, const struct crux
 	return st;
 }
 
-/* What the level search minimises: the worst predicted slowdown, plus a
- * little of every job's excess over the bound (so fixing one of two
- * violators counts). */
-static double search_obj(const struct guard_ws *w, size_t n, double bound)
+/* What the level search minimises: the worst predicted slowdown (over each
+ * job's bound), plus a little of every job's excess over its bound (so
+ * fixing one of two violators counts). */
+static double search_obj(const struct guard_ws *w, size_t n)
 {
 	double worst = 0, excess = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		double sd = w->T[i] / w->iso[i];
+		double r = bound_ratio(w, i);
 
-		worst = fmax(worst, sd);
-		excess += fmax(sd - bound, 0);
+		worst = fmax(worst, r);
+		excess += fmax(r - 1, 0);
 	}
 	return worst + SEARCH_EXCESS * excess;
 }
@@ -480,21 +503,22 @@ static crux_status_t guard_search(struct crux_sched_topo *t, const struct crux_s
 {
 	struct guard_ws w;
 	double util = 0, f;
-	crux_status_t st = guard_ws_init(&w, t, jobs, n, s);
+	crux_status_t st = guard_ws_init(&w, t, jobs, n, bound, s);
 
 	if (!st)
 		st = crux_sched_evaluate(w.ev, t, jobs, n, s, w.T, &util);
 	if (st)
 		goto out;
-	f = search_obj(&w, n, bound);
+	f = search_obj(&w, n);
 	for (int step = 0; step < SEARCH_JOBS; step++) {
 		size_t wi = n;
 		double wsd = 0;
 
 		/* w.moved marks the jobs already tried. */
 		for (size_t i = 0; i < n; i++)
-			if (!w.moved[i] && over_bound(&w, i, bound) && w.T[i] / w.iso[i] > wsd) {
-				wsd = w.T[i] / w.iso[i];
+			if (!w.moved[i] && !jobs[i].urgent && over_bound(&w, i) &&
+			    bound_ratio(&w, i) > wsd) {
+				wsd = bound_ratio(&w, i);
 				wi = i;
 			}
 		if (wi == n)
@@ -503,14 +527,14 @@ static crux_status_t guard_search(struct crux_sched_topo *t, const struct crux_s
 		int cur = s->d[wi].level, best = cur;
 		double bf = f;
 
-		for (int l = 0; l < s->levels; l++) {
+		for (int l = 0; l <= w.cap; l++) {
 			if (l == cur)
 				continue;
 			s->d[wi].level = l;
 			st = crux_sched_evaluate(w.ev, t, jobs, n, s, w.T, &util);
 			if (st)
 				goto out;
-			double g = search_obj(&w, n, bound);
+			double g = search_obj(&w, n);
 
 			if (g < bf * (1 - 1e-6)) {
 				bf = g;
@@ -526,7 +550,7 @@ static crux_status_t guard_search(struct crux_sched_topo *t, const struct crux_s
 	}
 	r->left = 0;
 	for (size_t i = 0; i < n; i++)
-		r->left += over_bound(&w, i, bound);
+		r->left += over_bound(&w, i);
 	r->util = util;
 	r->worst = guard_worst(&w, n);
 out:
@@ -542,7 +566,7 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
 	struct guard_res r, rb, r0;
 	crux_status_t st;
 	double bound = p->max_slowdown;
-	int lifts = 0, lifts_b;
+	int lifts = 0, lifts_b, urgent = 0;
 
 	if (!(bound > 0) || n == 0)
 		return CRUX_OK;
@@ -551,6 +575,15 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
 	st = crux_sched_schedule_new(jobs, n, s->levels, &orig);
 	if (!st)
 		st = crux_sched_schedule_new(jobs, n, s->levels, &best);
+	for (size_t i = 0; i < n && s->levels > 1; i++)
+		urgent += jobs[i].urgent != 0;
+	/* 0. Jobs whose mean slowdown is at the bound: the top level is theirs,
+	 * every other job compressed again into the K-1 levels below. */
+	if (!st && urgent)
+		st = guard_reserved(t, jobs, n, p, s);
+	for (size_t i = 0; !st && urgent && i < n; i++)
+		if (jobs[i].urgent)
+			s->d[i].level = s->levels - 1;
 	if (!st)
 		st = crux_sched_schedule_copy(orig, s);
 	/* 1. Lifts and pushes on the compression as it is. */
@@ -562,7 +595,7 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
 	st = crux_sched_schedule_copy(best, s);
 	lifts_b = lifts;
 	/* 2. The top level reserved for the jobs the bound lifts. */
-	if (!st && p->levels > 1) {
+	if (!st && p->levels > 1 && !urgent) {
 		st = crux_sched_schedule_copy(s, orig);
 		lifts = 0;
 		if (!st)
@@ -619,10 +652,100 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
 	lifts = lifts_b;
 out:
 	if (!st) {
-		s->guard_lifts = lifts;
+		s->guard_lifts = lifts + urgent;
 		s->guard_violators = rb.left;
 	}
 	crux_sched_schedule_free(orig);
 	crux_sched_schedule_free(best);
 	return st;
+}
+
+/* ---- Slowdown account --------------------------------------------------- */
+
+void crux_sched_account_init(struct crux_sched_account *a)
+{
+	a->run_s = 0;
+	a->alone_s = 0;
+	a->state = CRUX_SCHED_ACCOUNT_FREE;
+}
+
+void crux_sched_account_add(struct crux_sched_account *a, double dt, double slowdown)
+{
+	if (!(dt > 0) || !isfinite(dt) || !(slowdown > 0) || !isfinite(slowdown))
+		return;
+	a->run_s += dt;
+	a->alone_s += dt / slowdown;
+}
+
+double crux_sched_account_mean(const struct crux_sched_account *a)
+{
+	return a->alone_s > 0 ? a->run_s / a->alone_s : 0;
+}
+
+/* The state a mean m calls for, from state 'from' (the hysteresis). */
+static enum crux_sched_account_state account_state(enum crux_sched_account_state from, double m,
+						   double bound)
+{
+	if (m >= CRUX_SCHED_ACCOUNT_URGENT_AT * bound * (1 - GUARD_EPS))
+		return CRUX_SCHED_ACCOUNT_URGENT;
+	if (m < CRUX_SCHED_ACCOUNT_RELEASE_AT * bound * (1 + GUARD_EPS))
+		return CRUX_SCHED_ACCOUNT_FREE;
+	/* Between the two: an urgent job stays protected, a free one free. */
+	return from == CRUX_SCHED_ACCOUNT_FREE ? from : CRUX_SCHED_ACCOUNT_PROTECTED;
+}
+
+int crux_sched_account_update(struct crux_sched_account *a, double bound)
+{
+	double m = crux_sched_account_mean(a);
+	enum crux_sched_account_state to;
+
+	if (!(bound > 0) || !(m > 0))
+		return 0;
+	to = account_state(a->state, m, bound);
+	if (to == a->state)
+		return 0;
+	a->state = to;
+	return 1;
+}
+
+double crux_sched_account_bound(const struct crux_sched_account *a, double bound)
+{
+	return a->state == CRUX_SCHED_ACCOUNT_FREE ? CRUX_SCHED_ACCOUNT_CAP * bound : bound;
+}
+
+int crux_sched_account_urgent(const struct crux_sched_account *a)
+{
+	return a->state == CRUX_SCHED_ACCOUNT_URGENT;
+}
+
+/*
+ * Running at slowdown s from (E, A) for t seconds the mean is
+ * (E + t) / (A + t / s); it reaches m* at t = (m* A - E) / (1 - m* / s),
+ * when that is positive. The next threshold: the one above the mean when
+ * running slower than it, below when faster.
+ */
+double crux_sched_account_next(const struct crux_sched_account *a, double bound, double s)
+{
+	static const double at[] = {CRUX_SCHED_ACCOUNT_RELEASE_AT, CRUX_SCHED_ACCOUNT_URGENT_AT};
+	double m = crux_sched_account_mean(a), best = INFINITY;
+
+	if (!(bound > 0) || !(s > 0) || !isfinite(s))
+		return INFINITY;
+	if (!(m > 0)) /* nothing accounted yet: the mean will be s itself */
+		return account_state(a->state, s, bound) == a->state ? INFINITY : 0;
+	for (size_t k = 0; k < sizeof(at) / sizeof(at[0]); k++) {
+		double target = at[k] * bound, t;
+
+		/* Only a crossing that changes the state counts. */
+		if (!(s > target && m < target) && !(s < target && m > target))
+			continue;
+		t = (target * a->alone_s - a->run_s) / (1 - target / s);
+		if (!(t >= 0))
+			continue;
+		if (account_state(a->state, target * (s > target ? 1 + 1e-6 : 1 - 1e-6), bound) ==
+		    a->state)
+			continue;
+		best = fmin(best, t);
+	}
+	return best;
 }

@@ -362,6 +362,8 @@ static crux_status_t build_jobs(struct sim_engine *e, const struct sim_active *a
 			.overlap = a[i].overlap,
 			.iter_time = 0,
 			.iso_time = a[i].iso_s,
+			.slowdown_bound = a[i].bound,
+			.urgent = a[i].urgent,
 			.n_flows = (int)f,
 			.flows = e->flows,
 		};

@@ -28,6 +28,7 @@ struct run_spec {
 	double max_slowdown; /* 0 = no bound */
 	int weighted;	     /* use --level-weights */
 	double promote;	     /* promotion by measurement at this bound; 0 = off */
+	int per_plan;	     /* "/p": the bound on every plan, not each job's mean */
 };
 
 struct cli {
@@ -141,12 +142,20 @@ static int parse_spec(const char *tok, struct run_spec *out)
 {
 	char name[64], *at, *w, *tl;
 	enum crux_sim_policy p;
-	struct run_spec r = {0, 0, 0, 0};
+	struct run_spec r = {0, 0, 0, 0, 0};
 
 	snprintf(name, sizeof(name), "%s", tok);
-	w = strstr(name, "/w");
-	if (w && !w[2]) {
-		r.weighted = 1;
+	/* Suffixes /w and /p, in either order. */
+	for (int k = 0; k < 2; k++) {
+		size_t len = strlen(name);
+
+		w = len > 2 ? name + len - 2 : NULL;
+		if (w && !strcmp(w, "/w"))
+			r.weighted = 1;
+		else if (w && !strcmp(w, "/p"))
+			r.per_plan = 1;
+		else
+			break;
 		*w = 0;
 	}
 	tl = strchr(name, '~');
@@ -193,7 +202,7 @@ static int parse_policies(struct cli *c, const char *v)
 			for (int p = 0; p < CRUX_SIM_N_POLICIES; p++) {
 				if (c->n_policies == MAX_RUNS)
 					break;
-				c->specs[c->n_policies++] = (struct run_spec){p, 0, 0, 0};
+				c->specs[c->n_policies++] = (struct run_spec){p, 0, 0, 0, 0};
 			}
 			continue;
 		}
@@ -504,6 +513,7 @@ static int cmd_run(struct cli *c)
 		     rs->policy == CRUX_SIM_CRUX_FULL))
 			cfg.max_slowdown = c->env_bound;
 		cfg.promote_bound = rs->promote;
+		cfg.per_plan = rs->per_plan;
 		if (rs->weighted) {
 			cfg.n_weights = c->n_weights ? c->n_weights : cfg.levels;
 			for (uint32_t l = 0; l < cfg.n_weights; l++)
@@ -680,7 +690,7 @@ int main(int argc, char **argv)
 	memset(&c, 0, sizeof(c));
 	crux_sim_workload_defaults(&c.wp);
 	crux_sim_config_defaults(&c.cfg);
-	c.specs[0] = (struct run_spec){CRUX_SIM_CRUX_FULL, 0, 0, 0};
+	c.specs[0] = (struct run_spec){CRUX_SIM_CRUX_FULL, 0, 0, 0, 0};
 	c.n_policies = 1;
 	c.progress = -1;
 	c.slice_s = 21600;

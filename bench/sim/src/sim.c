@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "crux/sched.h"
 #include "crux/sim.h"
 #include "sim_engine.h"
 
@@ -61,6 +62,8 @@ void crux_sim_label(const struct crux_sim_config *c, char *buf, size_t len)
 		n += snprintf(buf + n, len - (size_t)n, "@%g", c->max_slowdown);
 	if (n >= 0 && (size_t)n < len && c->promote_bound > 0)
 		n += snprintf(buf + n, len - (size_t)n, "~%g", c->promote_bound);
+	if (n >= 0 && (size_t)n < len && c->max_slowdown > 0 && c->per_plan)
+		n += snprintf(buf + n, len - (size_t)n, "/p");
 	if (n >= 0 && (size_t)n < len && c->n_weights > 0)
 		snprintf(buf + n, len - (size_t)n, "/w");
 }
@@ -76,6 +79,7 @@ struct sim_job {
 	double remaining;
 	double iso_s; /* iteration time alone, from placement on */
 	struct sim_eval_out ev;
+	struct crux_sched_account acct; /* the guard's slowdown account */
 };
 
 /* Everything one run owns: the one context of the simulator. */
@@ -252,13 +256,70 @@ static void fill_active(const struct sim_job *j, struct sim_active *a)
 	a->comm_bytes = j->tj->comm_bytes;
 	a->overlap = j->tj->overlap;
 	a->iso_s = j->iso_s;
+	a->bound = 0;
+	a->urgent = 0;
+}
+
+/* The guard bounds each job's mean slowdown through its account. */
+static int uses_account(const struct sim_run *s)
+{
+	return s->cfg->max_slowdown > 0 && !s->cfg->per_plan;
+}
+
+/* Running jobs' accounts: dt more at their current rates. */
+static void account_advance(struct sim_run *s, double dt)
+{
+	for (size_t i = 0; uses_account(s) && i < s->n_running; i++) {
+		struct sim_job *j = &s->jobs[s->running[i]];
+
+		if (j->iso_s > 0)
+			crux_sched_account_add(&j->acct, dt, j->ev.iter_s / j->iso_s);
+	}
+}
+
+/* Moves between protected and free; 1 if some job moved (a new plan is due). */
+static int account_update(struct sim_run *s)
+{
+	int moved = 0;
+
+	for (size_t i = 0; uses_account(s) && i < s->n_running; i++)
+		moved |= crux_sched_account_update(&s->jobs[s->running[i]].acct,
+						   s->cfg->max_slowdown);
+	return moved;
+}
+
+/* When the next account would move at current rates (at least 1 s away:
+ * cruxd replans once per pass, not continuously). */
+static double account_next(const struct sim_run *s, double now)
+{
+	double tn = INFINITY;
+
+	for (size_t i = 0; uses_account(s) && i < s->n_running; i++) {
+		const struct sim_job *j = &s->jobs[s->running[i]];
+		double dt;
+
+		if (!(j->iso_s > 0))
+			continue;
+		dt = crux_sched_account_next(&j->acct, s->cfg->max_slowdown,
+					     j->ev.iter_s / j->iso_s);
+		if (isfinite(dt))
+			tn = fmin(tn, now + fmax(dt, 1.0));
+	}
+	return tn;
 }
 
 static crux_status_t evaluate(struct sim_run *s)
 {
 	double max_load = 0;
-	for (size_t i = 0; i < s->n_running; i++)
-		fill_active(&s->jobs[s->running[i]], &s->act[i]);
+	for (size_t i = 0; i < s->n_running; i++) {
+		struct sim_job *j = &s->jobs[s->running[i]];
+
+		fill_active(j, &s->act[i]);
+		if (uses_account(s)) {
+			s->act[i].bound = crux_sched_account_bound(&j->acct, s->cfg->max_slowdown);
+			s->act[i].urgent = crux_sched_account_urgent(&j->acct);
+		}
+	}
 	crux_status_t st = sim_engine_eval(s->eng, s->act, s->n_running, s->evo, &s->link_rate_sum,
 					   &max_load, s->err, s->errlen);
 	if (st != CRUX_OK)
@@ -576,6 +637,7 @@ static crux_status_t schedule_queue(struct sim_run *s, double now, int *changed)
 			if (st != CRUX_OK)
 				return st;
 			j->iso_s = jr->iso_iter_s;
+			crux_sched_account_init(&j->acct);
 			s->running[s->n_running++] = idx;
 			*changed = 1;
 			continue;
@@ -620,6 +682,7 @@ crux_status_t crux_sim_run(const struct crux_sim_trace *trace, const struct crux
 				t_fin = f;
 		}
 		double tn = t_arr < t_fin ? t_arr : t_fin;
+		tn = fmin(tn, account_next(&s, t));
 		if (!isfinite(tn))
 			break;
 		int stop = 0;
@@ -631,6 +694,7 @@ crux_status_t crux_sim_run(const struct crux_sim_trace *trace, const struct crux
 			step_advance(&s, t, tn);
 		else
 			advance(&s, t, tn);
+		account_advance(&s, tn - t);
 		t = tn;
 		if (stop)
 			break;
@@ -661,6 +725,7 @@ crux_status_t crux_sim_run(const struct crux_sim_trace *trace, const struct crux
 		}
 		if ((st = schedule_queue(&s, t, &changed)) != CRUX_OK)
 			goto done;
+		changed |= account_update(&s);
 		if (changed && (st = evaluate(&s)) != CRUX_OK)
 			goto done;
 		if (cfg->progress)

@@ -24,6 +24,9 @@ struct sim_active {
 	double comm_bytes;
 	double overlap;
 	double iso_s; /* iteration time alone (0 = not known yet) */
+	double bound; /* the guard's bound on this job's predicted slowdown in this
+		       * plan (its slowdown account); 0 = the configured bound */
+	int urgent;   /* its account is at the bound: the guard's top level */
 };
 
 struct sim_eval_out {

@@ -130,6 +130,11 @@ struct crux_sched_job {
 	double iter_time; /* measured iteration time, s; 0 = unknown (informational) */
 	double iso_time;  /* iteration time alone on the fabric, s, when the caller knows
 			   * it (the slowdown bound's reference); 0 = estimate on its paths */
+	double slowdown_bound; /* this plan's bound on its predicted slowdown when the
+				* guard is on: 0 = the params' max_slowdown; a larger
+				* value (the job's slowdown account allows it) loosens it */
+	int urgent; /* guard on: the job's mean slowdown is at the bound; it gets
+		     * the top level, above every job not urgent */
 	int n_flows;
 	struct crux_sched_flow *flows; /* one per ordered host pair, src != dst */
 };
@@ -320,6 +325,48 @@ double crux_sched_isolated_iter(const struct crux_sched_job *job, double comm);
 crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 			       size_t n, const struct crux_sched_params *p,
 			       struct crux_sched_schedule *s);
+
+/*
+ * Slowdown account: the bound B (CRUX_MAX_SLOWDOWN) is on each job's mean
+ * slowdown over its life (run time / the time its progress would have taken
+ * alone). A job starts free: plans may predict it up to CAP x B. When its
+ * mean reaches URGENT_AT x B it is urgent: the top level, above every job not
+ * urgent, every other job compressed into the levels below, so it runs near
+ * its isolated speed and its mean falls. Below URGENT_AT x B it is protected
+ * (every plan keeps its predicted slowdown within B) until its mean is below
+ * RELEASE_AT x B, then free again. The margins below B absorb what happens
+ * before the next plan sees a change; the band between them keeps a job
+ * from flipping at every plan.
+ */
+#define CRUX_SCHED_ACCOUNT_RELEASE_AT 0.9
+#define CRUX_SCHED_ACCOUNT_URGENT_AT  0.98
+#define CRUX_SCHED_ACCOUNT_CAP	      2.0
+
+enum crux_sched_account_state {
+	CRUX_SCHED_ACCOUNT_FREE,
+	CRUX_SCHED_ACCOUNT_PROTECTED,
+	CRUX_SCHED_ACCOUNT_URGENT,
+};
+
+struct crux_sched_account {
+	double run_s;	/* seconds the job ran (accounted) */
+	double alone_s; /* seconds the same progress takes alone */
+	enum crux_sched_account_state state;
+};
+void crux_sched_account_init(struct crux_sched_account *a);
+/* dt seconds at the given slowdown (iteration time / isolated time, > 0). */
+void crux_sched_account_add(struct crux_sched_account *a, double dt, double slowdown);
+/* Mean slowdown so far (0 before any time is accounted). */
+double crux_sched_account_mean(const struct crux_sched_account *a);
+/* Moves the job between free, protected and urgent for bound B; returns 1
+ * when it moved. */
+int crux_sched_account_update(struct crux_sched_account *a, double bound);
+/* The job's crux_sched_job.slowdown_bound for the next plan: B or CAP x B. */
+double crux_sched_account_bound(const struct crux_sched_account *a, double bound);
+/* The job's crux_sched_job.urgent for the next plan. */
+int crux_sched_account_urgent(const struct crux_sched_account *a);
+/* Seconds until running at this slowdown would move the job (INFINITY: never). */
+double crux_sched_account_next(const struct crux_sched_account *a, double bound, double slowdown);
 
 /* ---- Fluid evaluator ---------------------------------------------------- */
 

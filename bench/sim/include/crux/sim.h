@@ -94,6 +94,10 @@ struct crux_sim_config {
 	 * per-level weights, lowest level first (n_weights 0 = strict priority;
 	 * else it must equal levels). */
 	double max_slowdown;
+	/* 0: the bound is on each job's mean slowdown over its life (the
+	 * scheduler's slowdown account, what CRUX_MAX_SLOWDOWN means); 1: on
+	 * every plan's predicted slowdown ("/p"). */
+	int per_plan;
 	uint32_t n_weights;
 	double weight[CRUX_SIM_MAX_WEIGHTS];
 	/* cruxd's promotion by measurement replayed per event (bound; 0 = off). */
