@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "crux/log.h"
+#include "crux/sched.h"
 #include "show.h"
 
 static const char *state_name(unsigned s)
@@ -277,7 +278,15 @@ static void fmt_num(double v, bool have, char *buf, size_t len)
 		snprintf(buf, len, "%.3f", v);
 }
 
-/* "1.35x/2x" (measured slowdown against the bound; "+N" when lifted), "-" unknown. */
+static const char *guard_state_name(uint8_t st)
+{
+	return st == CRUX_SCHED_ACCOUNT_URGENT	   ? "urgent"
+	       : st == CRUX_SCHED_ACCOUNT_PROTECTED ? "protected"
+						    : "free";
+}
+
+/* "1.35x/2x" (measured slowdown against the bound; "+N" when lifted; with
+ * the guard on, "~1.20x!" / "~1.20x*": its mean, urgent / protected), "-" unknown. */
 static void fmt_slowdown(const struct view *v, const struct row *r, char *buf, size_t len)
 {
 	const struct cruxd_status_job *aj = r->aj;
@@ -291,7 +300,12 @@ static void fmt_slowdown(const struct view *v, const struct row *r, char *buf, s
 	if (n > 0 && (size_t)n < len && v->agent->max_slowdown > 0)
 		n += snprintf(buf + n, len - (size_t)n, "/%gx", v->agent->max_slowdown);
 	if (n > 0 && (size_t)n < len && aj->lift)
-		snprintf(buf + n, len - (size_t)n, "+%u", aj->lift);
+		n += snprintf(buf + n, len - (size_t)n, "+%u", aj->lift);
+	if (n > 0 && (size_t)n < len && v->agent->max_slowdown > 0 && aj->mean_slowdown > 0)
+		snprintf(buf + n, len - (size_t)n, " ~%.2fx%s", aj->mean_slowdown,
+			 aj->guard_state == CRUX_SCHED_ACCOUNT_URGENT	   ? "!"
+			 : aj->guard_state == CRUX_SCHED_ACCOUNT_PROTECTED ? "*"
+									   : "");
 }
 
 static void job_paths(const struct view *v, const struct row *r, char *buf, size_t len)
@@ -871,6 +885,16 @@ void view_json(const struct view *v, struct json *j)
 			json_null(j);
 		json_key(j, "guard_lift");
 		json_u64(j, r->aj ? r->aj->lift : 0);
+		json_key(j, "mean_slowdown");
+		if (r->aj && r->aj->mean_slowdown > 0)
+			json_num(j, r->aj->mean_slowdown);
+		else
+			json_null(j);
+		json_key(j, "guard_state");
+		if (r->aj && v->agent->max_slowdown > 0)
+			json_str(j, guard_state_name(r->aj->guard_state));
+		else
+			json_null(j);
 		json_key(j, "profiling_left_s");
 		json_num(j, r->aj ? (double)r->aj->profiling_left_ms / 1e3 : 0);
 		json_key(j, "paths");

@@ -22,6 +22,7 @@
 #include "crux/jobid.h"
 #include "crux/log.h"
 #include "crux/overrides.h"
+#include "crux/sched.h"
 #include "fixture.h"
 
 #define SEC 1000000000ull
@@ -602,6 +603,78 @@ static void test_guard_promotes(void **state)
 	cruxd_agent_close(a);
 }
 
+/*
+ * The bound on each job's mean slowdown: B runs at 5x its isolated time until
+ * its mean reaches 0.98 x the bound; then it is urgent (the top level, above
+ * A, whatever the scheduler's order) and shown so; back near its isolated
+ * speed it is protected, then free again, on its scheduled level. Promotion
+ * by the smoothed measurement is kept out of the way (a long aging time).
+ */
+static void test_guard_account(void **state)
+{
+	struct t *t = *state;
+	struct cruxd_agent *a;
+	const struct cruxd_status_job *A, *B;
+	struct crux_dt_job tj;
+	uint64_t now = 13 * SEC;
+	uint32_t top;
+	int base, i;
+
+	tset(t, "CRUX_MAX_SLOWDOWN", "2");
+	tset(t, "CRUX_GUARD_AGE", "600s");
+	load_cfg(t);
+	top = t->cfg.settings.nlevels - 1;
+	rank(t, "env:A", "198.18.0.1", 0.5, 0.4, 0.1, "198.18.0.2", 1000000);
+	rank(t, "env:A", "198.18.0.1", 0.5, 0.4, 0.1, "198.18.0.2", 1000000);
+	rank(t, "env:A", "198.18.0.2", 0.5, 0.4, 0.1, "198.18.0.1", 1000000);
+	rank(t, "env:B", "198.18.0.1", 0.1, 0.05, 0.06, "198.18.0.2", 400000000);
+	a = open_agent(t);
+	schedule_both(t, a);
+	B = sjob(a, "env:B");
+	A = sjob(a, "env:A");
+	base = B->level;
+	assert_true(A->level > B->level); /* the compression puts B below A */
+	assert_int_equal(B->guard_state, CRUX_SCHED_ACCOUNT_FREE);
+	/* B at 5x: its mean climbs past 1.96 within a few passes. */
+	for (i = 0; i < 12 && sjob(a, "env:B")->guard_state != CRUX_SCHED_ACCOUNT_URGENT;
+	     i++, now += SEC / 2) {
+		advance(t, 3, 0.5, 0.05, 0.4, 200 + (uint64_t)i);
+		assert_int_equal(cruxd_agent_pass(a, now), CRUX_OK);
+	}
+	B = sjob(a, "env:B");
+	assert_int_equal(B->guard_state, CRUX_SCHED_ACCOUNT_URGENT);
+	assert_true(B->mean_slowdown >= 0.98 * 2);
+	/* Applied at the next reschedule. */
+	for (int k = 0; k < 4 && sjob(a, "env:B")->level != top; k++, now += SEC / 2) {
+		advance(t, 3, 0.5, 0.05, 0.4, 300 + (uint64_t)k);
+		assert_int_equal(cruxd_agent_pass(a, now), CRUX_OK);
+	}
+	B = sjob(a, "env:B");
+	A = sjob(a, "env:A");
+	assert_int_equal(B->level, top);
+	assert_true(A->level < B->level);
+	assert_int_equal(B->lift, 0); /* the planner's level, not a promotion */
+	assert_true(table_job(t->shm, "env:B", &tj));
+	assert_int_equal(tj.level, top);
+	/* B near its isolated speed: protected, then free, back below A. */
+	for (i = 0; i < 200 && sjob(a, "env:B")->guard_state != CRUX_SCHED_ACCOUNT_FREE;
+	     i++, now += SEC / 2) {
+		advance(t, 3, 0.1, 0.05, 0.04, 400 + (uint64_t)i);
+		assert_int_equal(cruxd_agent_pass(a, now), CRUX_OK);
+		if (sjob(a, "env:B")->guard_state == CRUX_SCHED_ACCOUNT_PROTECTED)
+			assert_true(sjob(a, "env:B")->mean_slowdown < 0.98 * 2);
+	}
+	B = sjob(a, "env:B");
+	assert_int_equal(B->guard_state, CRUX_SCHED_ACCOUNT_FREE);
+	assert_true(B->mean_slowdown < 0.9 * 2);
+	for (int k = 0; k < 4 && sjob(a, "env:B")->level != base; k++, now += SEC / 2) {
+		advance(t, 3, 0.1, 0.05, 0.04, 700 + (uint64_t)k);
+		assert_int_equal(cruxd_agent_pass(a, now), CRUX_OK);
+	}
+	assert_int_equal(sjob(a, "env:B")->level, base);
+	cruxd_agent_close(a);
+}
+
 /* Cluster settings: CRUX_ETCD switches cluster mode on; names are checked. */
 static void test_config_cluster(void **state)
 {
@@ -697,6 +770,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_config_strict, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_cluster, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guard_promotes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_guard_account, setup, teardown),
 	};
 	crux_log_init("test-agent");
 	return cmocka_run_group_tests(tests, NULL, NULL);

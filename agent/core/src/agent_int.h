@@ -90,6 +90,10 @@ struct job {
 	uint8_t level;	  /* published: scheduled level + guard lift */
 	double iso;	  /* isolated iteration estimate on its paths, s (fairness guard) */
 	double prof_iter; /* iteration time measured at the end of profiling (top level) */
+	/* The bound on its mean slowdown (CRUX_MAX_SLOWDOWN): measured
+	 * slowdowns, pass by pass, since it was first scheduled. */
+	struct crux_sched_account acct;
+	uint64_t acct_ns; /* last pass accounted; 0 = none yet (calloc: a free account) */
 	double t, intensity, k, priority;
 	uint32_t ndflows;
 	struct flow *dflows;

@@ -334,6 +334,29 @@ static uint8_t guard_level(const struct cruxd_agent *a, uint64_t key, int level)
 	return (uint8_t)(l < 0 ? 0 : l >= (int64_t)k ? k - 1 : l);
 }
 
+/* Longest gap between two passes a job's account credits (a stopped agent
+ * or a suspended job is not evidence of its speed). */
+#define ACCOUNT_MAX_GAP_NS (10 * (uint64_t)NS)
+
+/* The job's slowdown account: the time since the last pass at its measured
+ * slowdown; a change of state (free / protected / urgent) reschedules. */
+static void account_pass(struct cruxd_agent *a, struct job *j, uint64_t now)
+{
+	double bound = a->cfg.guard.bound;
+
+	if (j->acct_ns && now > j->acct_ns && now - j->acct_ns <= ACCOUNT_MAX_GAP_NS)
+		crux_sched_account_add(&j->acct, (double)(now - j->acct_ns) / NS, j->iter / j->iso);
+	j->acct_ns = now;
+	if (crux_sched_account_update(&j->acct, bound)) {
+		crux_info("fairness guard: job %s mean slowdown %.2fx (bound %.2fx): %s", j->id,
+			  crux_sched_account_mean(&j->acct), bound,
+			  j->acct.state == CRUX_SCHED_ACCOUNT_URGENT	 ? "urgent, top level"
+			  : j->acct.state == CRUX_SCHED_ACCOUNT_PROTECTED ? "protected"
+									  : "free");
+		a->resched_pending = true;
+	}
+}
+
 /* Feed every scheduled job's measured slowdown to the guard; a lift change
  * reschedules (the guard bounds how often). */
 static void guard_pass(struct cruxd_agent *a, uint64_t now)
@@ -346,6 +369,7 @@ static void guard_pass(struct cruxd_agent *a, uint64_t now)
 		if (j->state != CRUX_JOB_SCHEDULED || !j->decided || ag_overridden(a, j->key) ||
 		    !(j->iso > 0) || !(j->iter > 0))
 			continue;
+		account_pass(a, a->jobs[k], now);
 		if (cruxd_guard_observe(a->guard, j->key, j->iter / j->iso, now,
 					a->cfg.settings.nlevels)) {
 			crux_info("fairness guard: job %s measured %.2fx its isolated iteration time "
@@ -456,6 +480,10 @@ static crux_status_t reschedule(struct cruxd_agent *a, uint64_t now, bool keep_a
 		if (sj.overlap > 1)
 			sj.overlap = 1;
 		sj.iter_time = j->iter;
+		if (a->cfg.guard.bound > 0) {
+			sj.slowdown_bound = crux_sched_account_bound(&j->acct, a->cfg.guard.bound);
+			sj.urgent = crux_sched_account_urgent(&j->acct);
+		}
 		sj.n_flows = nf;
 		sj.flows = flows;
 		st = crux_sched_jobs_add(&js, &sj);

@@ -126,6 +126,10 @@ void ag_report(struct cruxd_agent *a, uint64_t pass_ns)
 		if (!(sj->slowdown > 0) && j->iso > 0 && j->iter > 0)
 			sj->slowdown = j->iter / j->iso;
 		sj->lift = (uint8_t)cruxd_guard_lift(a->guard, j->key);
+		if (a->cfg.guard.bound > 0) {
+			sj->mean_slowdown = crux_sched_account_mean(&j->acct);
+			sj->guard_state = (uint8_t)j->acct.state;
+		}
 		if (oi >= 0) {
 			uint32_t lv = a->ovr->o[oi].level;
 			sj->state = CRUX_JOB_OVERRIDDEN;

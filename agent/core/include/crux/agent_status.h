@@ -25,7 +25,7 @@ extern "C" {
 
 #define CRUXD_STATUS_FILE "agent.status"
 #define CRUXD_STATUS_MAGIC 0x41585243u /* "CRXA" little-endian */
-#define CRUXD_STATUS_VERSION 3
+#define CRUXD_STATUS_VERSION 4
 #define CRUXD_STATUS_MAX_JOBS CRUX_DT_MAX_JOBS
 #define CRUXD_STATUS_JOB_HOSTS 8
 #define CRUXD_STATUS_JOB_PATHS 8
@@ -64,10 +64,12 @@ struct cruxd_status_job {
 	uint8_t clamped; /* some rank's record had absurd values */
 	uint8_t npaths;
 	uint8_t lift; /* levels the fairness guard added to the scheduled level */
-	uint8_t reserved[3];
+	uint8_t guard_state; /* enum crux_sched_account_state: free, protected, urgent */
+	uint8_t reserved[2];
 	struct cruxd_status_path paths[CRUXD_STATUS_JOB_PATHS];
 	double iso_iter_s; /* isolated iteration estimate on its paths; 0 = none yet */
 	double slowdown;   /* measured: iter_time_s / iso_iter_s (smoothed when guarded) */
+	double mean_slowdown; /* guarded: mean of the measured slowdown since scheduled */
 };
 
 struct cruxd_status_peer_path {
