@@ -22,6 +22,10 @@
  * weight of the summed excess over the bound next to the worst slowdown. */
 #define SEARCH_JOBS   8
 #define SEARCH_EXCESS 0.2
+/* An urgent job is first held to this x the bound by the usual steps (its
+ * mean falls while it runs below it); where they cannot, it gets the top
+ * level alone. */
+#define GUARD_URGENT_TARGET 0.8
 
 crux_status_t crux_sched_slowdown_parse(const char *text, double *out, struct crux_sched_err *err)
 {
@@ -214,7 +218,7 @@ static crux_status_t guard_ws_init(struct guard_ws *w, struct crux_sched_topo *t
 	for (size_t i = 0; i < n; i++) {
 		double tau = 0, b = jobs[i].slowdown_bound;
 
-		w->bnd[i] = isfinite(b) && b > bound ? b : bound;
+		w->bnd[i] = isfinite(b) && b >= 1 ? b : bound;
 
 		if (jobs[i].iso_time > 0 && isfinite(jobs[i].iso_time)) {
 			w->iso[i] = jobs[i].iso_time;
@@ -558,7 +562,7 @@ out:
 	return st;
 }
 
-crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+static crux_status_t guard_run(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 			       size_t n, const struct crux_sched_params *p,
 			       struct crux_sched_schedule *s)
 {
@@ -657,6 +661,92 @@ out:
 	}
 	crux_sched_schedule_free(orig);
 	crux_sched_schedule_free(best);
+	return st;
+}
+
+/*
+ * After the first try: every urgent job (of the original jobs) goes up to
+ * the highest level among the jobs sharing a link with it, so that none has
+ * strict priority over it (its urgency comes from measurement, which the
+ * model may not see); then whether each is predicted within its bound in
+ * tmp (the jobs as the first try saw them). Recounts the violators.
+ */
+static crux_status_t urgent_met(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+				const struct crux_sched_job *tmp, size_t n, double bound,
+				struct crux_sched_schedule *s, int *met)
+{
+	struct guard_ws w;
+	double util;
+	int left = 0;
+	crux_status_t st = guard_ws_init(&w, t, tmp, n, bound, s);
+
+	for (size_t i = 0; !st && i < n; i++) {
+		if (!jobs[i].urgent)
+			continue;
+		for (size_t k = w.jl.off[i]; k < w.jl.off[i + 1]; k++) {
+			int l = w.jl.link[k];
+
+			for (size_t q = w.loff[l]; q < w.loff[l + 1]; q++)
+				if (s->d[w.ljob[q]].level > s->d[i].level)
+					s->d[i].level = s->d[w.ljob[q]].level;
+		}
+	}
+	if (!st)
+		st = crux_sched_evaluate(w.ev, t, tmp, n, s, w.T, &util);
+	*met = 1;
+	for (size_t i = 0; !st && i < n; i++) {
+		left += over_bound(&w, i);
+		if (jobs[i].urgent && over_bound(&w, i))
+			*met = 0;
+	}
+	if (!st)
+		s->guard_violators = left;
+	guard_ws_free(&w);
+	return st;
+}
+
+crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+			       size_t n, const struct crux_sched_params *p,
+			       struct crux_sched_schedule *s)
+{
+	struct crux_sched_job *tmp = NULL;
+	struct crux_sched_schedule *save = NULL;
+	crux_status_t st;
+	int urgent = 0, met = 0;
+
+	for (size_t i = 0; i < n && p->max_slowdown > 0 && s->levels > 1; i++)
+		urgent += jobs[i].urgent != 0;
+	if (!urgent)
+		return guard_run(t, jobs, n, p, s);
+	/*
+	 * Urgent jobs first as protected ones with a tighter bound, by the usual
+	 * steps: sharing a level with its blockers costs the others less than
+	 * strict priority over all of them. Only where that leaves an urgent job
+	 * above it, the top level is the urgent jobs' alone.
+	 */
+	tmp = malloc(n * sizeof(*tmp));
+	st = tmp ? crux_sched_schedule_new(jobs, n, s->levels, &save) : CRUX_ERR_NOMEM;
+	if (!st)
+		st = crux_sched_schedule_copy(save, s);
+	if (st)
+		goto out;
+	memcpy(tmp, jobs, n * sizeof(*tmp));
+	for (size_t i = 0; i < n; i++) {
+		tmp[i].urgent = 0;
+		if (jobs[i].urgent)
+			tmp[i].slowdown_bound = GUARD_URGENT_TARGET * p->max_slowdown;
+	}
+	st = guard_run(t, tmp, n, p, s);
+	if (!st)
+		st = urgent_met(t, jobs, tmp, n, p->max_slowdown, s, &met);
+	if (!st && !met) {
+		st = crux_sched_schedule_copy(s, save);
+		if (!st)
+			st = guard_run(t, jobs, n, p, s);
+	}
+out:
+	free(tmp);
+	crux_sched_schedule_free(save);
 	return st;
 }
 

@@ -131,8 +131,8 @@ struct crux_sched_job {
 	double iso_time;  /* iteration time alone on the fabric, s, when the caller knows
 			   * it (the slowdown bound's reference); 0 = estimate on its paths */
 	double slowdown_bound; /* this plan's bound on its predicted slowdown when the
-				* guard is on: 0 = the params' max_slowdown; a larger
-				* value (the job's slowdown account allows it) loosens it */
+				* guard is on (>= 1; the job's slowdown account gives
+				* it): 0 = the params' max_slowdown */
 	int urgent; /* guard on: the job's mean slowdown is at the bound; it gets
 		     * the top level, above every job not urgent */
 	int n_flows;
