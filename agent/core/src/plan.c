@@ -334,8 +334,9 @@ static uint8_t guard_level(const struct cruxd_agent *a, uint64_t key, int level)
 	return (uint8_t)(l < 0 ? 0 : l >= (int64_t)k ? k - 1 : l);
 }
 
-/* Longest gap between two passes a job's account credits (a stopped agent
- * or a suspended job is not evidence of its speed). */
+/* Longest gap between two passes a job's account credits, or 3 pass periods
+ * when longer (a stopped agent or a suspended job is not evidence of its
+ * speed). */
 #define ACCOUNT_MAX_GAP_NS (10 * (uint64_t)NS)
 
 /* The job's slowdown account: the time since the last pass at its measured
@@ -343,8 +344,10 @@ static uint8_t guard_level(const struct cruxd_agent *a, uint64_t key, int level)
 static void account_pass(struct cruxd_agent *a, struct job *j, uint64_t now)
 {
 	double bound = a->cfg.guard.bound;
+	uint64_t gap = 3 * a->cfg.interval_ns > ACCOUNT_MAX_GAP_NS ? 3 * a->cfg.interval_ns
+								    : ACCOUNT_MAX_GAP_NS;
 
-	if (j->acct_ns && now > j->acct_ns && now - j->acct_ns <= ACCOUNT_MAX_GAP_NS)
+	if (j->acct_ns && now > j->acct_ns && now - j->acct_ns <= gap)
 		crux_sched_account_add(&j->acct, (double)(now - j->acct_ns) / NS, j->iter / j->iso);
 	j->acct_ns = now;
 	if (crux_sched_account_update(&j->acct, bound)) {

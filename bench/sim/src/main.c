@@ -69,9 +69,10 @@ static void usage(FILE *f)
 		"policies:\n"
 		"  --policy LIST   comma-separated: ecmp,sincronia,taccl,cassini,crux-pa,\n"
 		"                  crux-ps-pa,crux-full, or 'all' (default crux-full); a Crux\n"
-		"                  policy takes the fairness guard as NAME@BOUND (max slowdown,\n"
-		"                  e.g. crux-full@2), NAME~BOUND (cruxd's promotion by measured\n"
-		"                  slowdown, per event) and /w for --level-weights (crux-full@2/w)\n"
+		"                  policy takes the fairness guard as NAME@BOUND (max mean slowdown\n"
+		"                  of each job, e.g. crux-full@2; /p: on every plan instead),\n"
+		"                  NAME~BOUND (cruxd's promotion by measured slowdown, per event)\n"
+		"                  and /w for --level-weights (crux-full@2/w)\n"
 		"  --level-weights W,W,...  one weight per level, lowest first (guaranteed\n"
 		"                  share weight/sum; default CRUX_LEVEL_WEIGHTS, else 1 per level)\n"
 		"                  CRUX_MAX_SLOWDOWN, when set, bounds the Crux policies named\n"
@@ -137,7 +138,7 @@ static int inum(const char *opt, const char *v, long long min, long long max, ui
 	return 0;
 }
 
-/* NAME[@BOUND][~BOUND][/w]: a policy with the fairness guard's settings. */
+/* NAME[@BOUND][~BOUND][/w][/p]: a policy with the fairness guard's settings. */
 static int parse_spec(const char *tok, struct run_spec *out)
 {
 	char name[64], *at, *w, *tl;
@@ -173,14 +174,20 @@ static int parse_spec(const char *tok, struct run_spec *out)
 	if (crux_sim_policy_parse(name, &p) != CRUX_OK) {
 		fprintf(stderr, "crux-sim: --policy: unknown policy '%s' (ecmp, sincronia, "
 				"taccl, cassini, crux-pa, crux-ps-pa, crux-full, all; a Crux policy "
-				"may end in @BOUND and /w, e.g. crux-full@2/w)\n",
+				"may end in @BOUND, /w and /p, e.g. crux-full@2/w)\n",
 			tok);
 		return -1;
 	}
 	if ((r.max_slowdown > 0 || r.weighted || r.promote > 0) && p != CRUX_SIM_CRUX_PA &&
 	    p != CRUX_SIM_CRUX_PS_PA && p != CRUX_SIM_CRUX_FULL) {
 		fprintf(stderr, "crux-sim: --policy: '%s': only the Crux policies take a "
-				"fairness guard (@BOUND, ~BOUND, /w)\n",
+				"fairness guard (@BOUND, ~BOUND, /w, /p)\n",
+			tok);
+		return -1;
+	}
+	if (r.per_plan && !(r.max_slowdown > 0)) {
+		fprintf(stderr, "crux-sim: --policy: '%s': /p bounds every plan's prediction and "
+				"needs a bound, e.g. crux-full@2/p\n",
 			tok);
 		return -1;
 	}
