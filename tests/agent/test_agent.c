@@ -550,6 +550,15 @@ static void test_one_writer_and_stale(void **state)
 	crux_dt_reader_close(r);
 }
 
+/* As two_jobs, but B runs at 0.1 s while profiled on the top level. */
+static void guard_jobs(struct t *t)
+{
+	rank(t, "env:A", "198.18.0.1", 0.5, 0.4, 0.1, "198.18.0.2", 1000000);
+	rank(t, "env:A", "198.18.0.1", 0.5, 0.4, 0.1, "198.18.0.2", 1000000);
+	rank(t, "env:A", "198.18.0.2", 0.5, 0.4, 0.1, "198.18.0.1", 1000000);
+	rank(t, "env:B", "198.18.0.1", 0.1, 0.05, 0.06, "198.18.0.2", 400000000);
+}
+
 /* The fairness guard: a job measured far above the bound is lifted one level
  * after CRUX_GUARD_AGE and returned once it runs well within the bound. */
 static void test_guard_promotes(void **state)
@@ -567,11 +576,7 @@ static void test_guard_promotes(void **state)
 	tset(t, "CRUX_LEVEL_WEIGHTS", "1,1,2,4");
 	load_cfg(t);
 	assert_int_equal(t->cfg.settings.levels[3].weight, 4);
-	/* As two_jobs, but B runs at 0.1 s while profiled on the top level. */
-	rank(t, "env:A", "198.18.0.1", 0.5, 0.4, 0.1, "198.18.0.2", 1000000);
-	rank(t, "env:A", "198.18.0.1", 0.5, 0.4, 0.1, "198.18.0.2", 1000000);
-	rank(t, "env:A", "198.18.0.2", 0.5, 0.4, 0.1, "198.18.0.1", 1000000);
-	rank(t, "env:B", "198.18.0.1", 0.1, 0.05, 0.06, "198.18.0.2", 400000000);
+	guard_jobs(t);
 	a = open_agent(t);
 	schedule_both(t, a);
 	B = sjob(a, "env:B");
@@ -624,10 +629,7 @@ static void test_guard_account(void **state)
 	tset(t, "CRUX_GUARD_AGE", "600s");
 	load_cfg(t);
 	top = t->cfg.settings.nlevels - 1;
-	rank(t, "env:A", "198.18.0.1", 0.5, 0.4, 0.1, "198.18.0.2", 1000000);
-	rank(t, "env:A", "198.18.0.1", 0.5, 0.4, 0.1, "198.18.0.2", 1000000);
-	rank(t, "env:A", "198.18.0.2", 0.5, 0.4, 0.1, "198.18.0.1", 1000000);
-	rank(t, "env:B", "198.18.0.1", 0.1, 0.05, 0.06, "198.18.0.2", 400000000);
+	guard_jobs(t);
 	a = open_agent(t);
 	schedule_both(t, a);
 	B = sjob(a, "env:B");

@@ -150,6 +150,26 @@ static void test_priority(void **state)
 	crux_sim_trace_free(t);
 }
 
+/* A heavy job (id 1, hosts 0/2) and a light one (id 2, hosts 1/3) sharing the cable. */
+static struct crux_sim_trace *heavy_light(double heavy_compute, double heavy_bytes,
+					  double light_compute, double light_bytes)
+{
+	struct crux_sim_trace *t;
+	uint32_t h1[2] = {0, 2}, h2[2] = {1, 3};
+	struct crux_sim_trace_job j = {.id = 1, .model = "heavy", .gpus = 2, .iterations = 100000,
+				       .compute_s = heavy_compute, .comm_bytes = heavy_bytes,
+				       .n_hosts = 2, .hosts = h1};
+
+	assert_int_equal(crux_sim_trace_new(&t), CRUX_OK);
+	assert_int_equal(crux_sim_trace_add(t, &j), CRUX_OK);
+	j.id = 2;
+	j.compute_s = light_compute;
+	j.comm_bytes = light_bytes;
+	j.hosts = h2;
+	assert_int_equal(crux_sim_trace_add(t, &j), CRUX_OK);
+	return t;
+}
+
 /*
  * The fairness guard: a heavy job (1.8e9 B per hop, compute 0.2 s: 2 s alone)
  * over a light one (0.9e9 B, compute 0.05 s: 0.95 s alone) on the cable.
@@ -160,20 +180,9 @@ static void test_guard_bound(void **state)
 {
 	struct crux_sim_config c;
 	struct crux_sim_result *r;
-	struct crux_sim_trace *t;
+	struct crux_sim_trace *t = heavy_light(0.2, 1.8e9, 0.05, 0.9e9);
 	char err[512];
-	uint32_t h1[2] = {0, 2}, h2[2] = {1, 3};
-	struct crux_sim_trace_job j = {.id = 1, .model = "heavy", .gpus = 2, .iterations = 100000,
-				       .compute_s = 0.2, .comm_bytes = 1.8e9, .n_hosts = 2,
-				       .hosts = h1};
 
-	assert_int_equal(crux_sim_trace_new(&t), CRUX_OK);
-	assert_int_equal(crux_sim_trace_add(t, &j), CRUX_OK);
-	j.id = 2;
-	j.compute_s = 0.05;
-	j.comm_bytes = 0.9e9;
-	j.hosts = h2;
-	assert_int_equal(crux_sim_trace_add(t, &j), CRUX_OK);
 	small_config(*state, &c, CRUX_SIM_CRUX_FULL);
 	assert_int_equal(crux_sim_run(t, &c, &r, err, sizeof(err)), CRUX_OK);
 	assert_string_equal(r->label, "crux-full");
@@ -207,20 +216,9 @@ static void test_guard_account(void **state)
 {
 	struct crux_sim_config c;
 	struct crux_sim_result *r, *rp;
-	struct crux_sim_trace *t;
+	struct crux_sim_trace *t = heavy_light(0.6, 1.4e9, 0.05, 0.9e9);
 	char err[512];
-	uint32_t h1[2] = {0, 2}, h2[2] = {1, 3};
-	struct crux_sim_trace_job j = {.id = 1, .model = "heavy", .gpus = 2, .iterations = 100000,
-				       .compute_s = 0.6, .comm_bytes = 1.4e9, .n_hosts = 2,
-				       .hosts = h1};
 
-	assert_int_equal(crux_sim_trace_new(&t), CRUX_OK);
-	assert_int_equal(crux_sim_trace_add(t, &j), CRUX_OK);
-	j.id = 2;
-	j.compute_s = 0.05;
-	j.comm_bytes = 0.9e9;
-	j.hosts = h2;
-	assert_int_equal(crux_sim_trace_add(t, &j), CRUX_OK);
 	small_config(*state, &c, CRUX_SIM_CRUX_FULL);
 	assert_int_equal(crux_sim_run(t, &c, &r, err, sizeof(err)), CRUX_OK);
 	assert_near(r->jobs[1].slowdown, 3.05 / 0.95, 1e-6);
