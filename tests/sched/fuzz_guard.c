@@ -2,7 +2,9 @@
 /*
  * Fuzz target: the fairness guard's knobs (CRUX_MAX_SLOWDOWN, then
  * CRUX_LEVEL_WEIGHTS, one per line) and a jobs file after them, scheduled
- * with the bound and the weights on a fixed small Clos.
+ * with the bound and the weights on a fixed small Clos. The job's id picks
+ * its slowdown account's state (id mod 3: 0 protected, 1 urgent, 2 free),
+ * so every input also runs the urgent and per-job bound paths.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -58,7 +60,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		goto out;
 	if (crux_sched_jobs_parse(p, (size_t)(end - p), "fuzz.jobs", t, &js, &err) == CRUX_OK &&
 	    js.n <= 32 && crux_sched_schedule_new(js.v, js.n, prm.levels, &s) == CRUX_OK) {
-		crux_status_t st = crux_sched_run(t, js.v, js.n, &prm, CRUX_SCHED_CRUX_FULL, s);
+		static const enum crux_sched_account_state by_id[3] = {
+			CRUX_SCHED_ACCOUNT_PROTECTED, CRUX_SCHED_ACCOUNT_URGENT, CRUX_SCHED_ACCOUNT_FREE};
+		crux_status_t st;
+
+		for (size_t i = 0; i < js.n; i++) {
+			struct crux_sched_account a;
+
+			crux_sched_account_init(&a);
+			a.state = by_id[js.v[i].id % 3];
+			js.v[i].slowdown_bound = crux_sched_account_bound(&a, prm.max_slowdown);
+			js.v[i].urgent = crux_sched_account_urgent(&a);
+		}
+		st = crux_sched_run(t, js.v, js.n, &prm, CRUX_SCHED_CRUX_FULL, s);
 
 		/* Weights that do not match the levels are refused, never used. */
 		if (prm.n_weights && prm.n_weights != prm.levels && st == CRUX_OK)
