@@ -157,7 +157,7 @@ struct guard_ws {
 	size_t *loff;
 	int *ljob;
 	double *iso, *T;
-	double *bnd; /* each job's bound: the params' or its own looser one */
+	double *bnd; /* each job's bound: its own slowdown_bound, else the params' */
 	const struct crux_sched_job *jobs;
 	int cap; /* highest level of a job not urgent (the top is the urgent jobs') */
 	int *lift, *lift_to;

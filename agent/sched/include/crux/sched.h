@@ -318,9 +318,15 @@ double crux_sched_isolated_iter(const struct crux_sched_job *job, double comm);
  * every job is within the bound and the predicted utilisation is higher
  * (or attempt 1 left jobs above it); if jobs remain above the bound, path
  * selection again with them first, then a search that moves the worst jobs
- * (8 at most) each to its best level. Sets s->guard_lifts (level moves) and
- * s->guard_violators (jobs still above it). No-op when max_slowdown is 0
- * or no job is above the bound. crux_sched_run calls it for the Crux policies.
+ * (8 at most) each to its best level. Each job's bound is its own
+ * slowdown_bound when set, else max_slowdown. Urgent jobs are first held to
+ * 0.8 x max_slowdown by the same steps (one measured far slower than its
+ * prediction first goes up to its highest contender's level); where that
+ * fails, the top level is theirs alone and every other job is compressed
+ * into the levels below. Sets s->guard_lifts (level moves) and
+ * s->guard_violators (jobs still above their bound). No-op when max_slowdown
+ * is 0 or no job is above its bound and none is urgent. crux_sched_run calls
+ * it for the Crux policies.
  */
 crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 			       size_t n, const struct crux_sched_params *p,
