@@ -278,13 +278,6 @@ static void fmt_num(double v, bool have, char *buf, size_t len)
 		snprintf(buf, len, "%.3f", v);
 }
 
-static const char *guard_state_name(uint8_t st)
-{
-	return st == CRUX_SCHED_ACCOUNT_URGENT	   ? "urgent"
-	       : st == CRUX_SCHED_ACCOUNT_PROTECTED ? "protected"
-						    : "free";
-}
-
 /* "1.35x/2x" (measured slowdown against the bound; "+N" when lifted; with
  * the guard on, "~1.20x!" / "~1.20x*": its mean, urgent / protected), "-" unknown. */
 static void fmt_slowdown(const struct view *v, const struct row *r, char *buf, size_t len)
@@ -892,7 +885,7 @@ void view_json(const struct view *v, struct json *j)
 			json_null(j);
 		json_key(j, "guard_state");
 		if (r->aj && v->agent->max_slowdown > 0)
-			json_str(j, guard_state_name(r->aj->guard_state));
+			json_str(j, crux_sched_account_state_name(r->aj->guard_state));
 		else
 			json_null(j);
 		json_key(j, "profiling_left_s");

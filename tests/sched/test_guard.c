@@ -305,6 +305,8 @@ static void test_account(void **state)
 	/* A free job between the thresholds stays free (the hysteresis). */
 	t = crux_sched_account_next(&a, B, 1.9);
 	assert_true(isinf(t));
+	assert_string_equal(crux_sched_account_state_name(CRUX_SCHED_ACCOUNT_URGENT), "urgent");
+	assert_string_equal(crux_sched_account_state_name(200), "unknown");
 	/* Guard off: nothing moves. */
 	assert_int_equal(crux_sched_account_update(&a, 0), 0);
 	assert_true(isinf(crux_sched_account_next(&a, 0, 4)));

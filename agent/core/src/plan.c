@@ -353,9 +353,7 @@ static void account_pass(struct cruxd_agent *a, struct job *j, uint64_t now)
 	if (crux_sched_account_update(&j->acct, bound)) {
 		crux_info("fairness guard: job %s mean slowdown %.2fx (bound %.2fx): %s", j->id,
 			  crux_sched_account_mean(&j->acct), bound,
-			  j->acct.state == CRUX_SCHED_ACCOUNT_URGENT	 ? "urgent, top level"
-			  : j->acct.state == CRUX_SCHED_ACCOUNT_PROTECTED ? "protected"
-									  : "free");
+			  crux_sched_account_state_name(j->acct.state));
 		a->resched_pending = true;
 	}
 }

@@ -815,6 +815,19 @@ int crux_sched_account_urgent(const struct crux_sched_account *a)
 	return a->state == CRUX_SCHED_ACCOUNT_URGENT;
 }
 
+const char *crux_sched_account_state_name(unsigned state)
+{
+	switch (state) {
+	case CRUX_SCHED_ACCOUNT_FREE:
+		return "free";
+	case CRUX_SCHED_ACCOUNT_PROTECTED:
+		return "protected";
+	case CRUX_SCHED_ACCOUNT_URGENT:
+		return "urgent";
+	}
+	return "unknown";
+}
+
 /*
  * Running at slowdown s from (E, A) for t seconds the mean is
  * (E + t) / (A + t / s); it reaches m* at t = (m* A - E) / (1 - m* / s),

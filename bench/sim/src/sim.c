@@ -277,7 +277,7 @@ static void account_advance(struct sim_run *s, double dt)
 	}
 }
 
-/* Moves between protected and free; 1 if some job moved (a new plan is due). */
+/* Moves between free, protected and urgent; 1 if some job moved (a new plan is due). */
 static int account_update(struct sim_run *s)
 {
 	int moved = 0;

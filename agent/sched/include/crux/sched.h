@@ -133,8 +133,8 @@ struct crux_sched_job {
 	double slowdown_bound; /* this plan's bound on its predicted slowdown when the
 				* guard is on (>= 1; the job's slowdown account gives
 				* it): 0 = the params' max_slowdown */
-	int urgent; /* guard on: the job's mean slowdown is at the bound; it gets
-		     * the top level, above every job not urgent */
+	int urgent; /* guard on: the job's mean slowdown is at the bound; the
+		     * guard holds it well below (crux_sched_guard) */
 	int n_flows;
 	struct crux_sched_flow *flows; /* one per ordered host pair, src != dst */
 };
@@ -336,9 +336,9 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
  * Slowdown account: the bound B (CRUX_MAX_SLOWDOWN) is on each job's mean
  * slowdown over its life (run time / the time its progress would have taken
  * alone). A job starts free: plans may predict it up to CAP x B. When its
- * mean reaches URGENT_AT x B it is urgent: the top level, above every job not
- * urgent, every other job compressed into the levels below, so it runs near
- * its isolated speed and its mean falls. Below URGENT_AT x B it is protected
+ * mean reaches URGENT_AT x B it is urgent: the guard holds it well below B
+ * (or gives it the top level alone, see crux_sched_guard), so its mean
+ * falls. Below URGENT_AT x B it is protected
  * (every plan keeps its predicted slowdown within B) until its mean is below
  * RELEASE_AT x B, then free again. The margins below B absorb what happens
  * before the next plan sees a change; the band between them keeps a job
@@ -371,6 +371,8 @@ int crux_sched_account_update(struct crux_sched_account *a, double bound);
 double crux_sched_account_bound(const struct crux_sched_account *a, double bound);
 /* The job's crux_sched_job.urgent for the next plan. */
 int crux_sched_account_urgent(const struct crux_sched_account *a);
+/* "free", "protected", "urgent"; "unknown" for any other value (read from a file). */
+const char *crux_sched_account_state_name(unsigned state);
 /* Seconds until running at this slowdown would move the job (INFINITY: never). */
 double crux_sched_account_next(const struct crux_sched_account *a, double bound, double slowdown);
 
