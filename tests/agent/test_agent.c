@@ -610,7 +610,8 @@ static void test_guard_promotes(void **state)
 
 /*
  * The bound on each job's mean slowdown: B runs at 5x its isolated time until
- * its mean reaches 0.98 x the bound; then it is urgent (no longer below A,
+ * its mean reaches 0.98 x the bound; then it is protected, and as it still
+ * runs above the bound, urgent (no longer below A,
  * whatever the scheduler's order) and shown so; back near its isolated
  * speed it is protected, then free again, on its scheduled level. Promotion
  * by the smoothed measurement is kept out of the way (a long aging time).

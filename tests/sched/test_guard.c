@@ -274,20 +274,35 @@ static void test_account(void **state)
 	crux_sched_account_add(&a, 1, 0);
 	crux_sched_account_add(&a, -1, 1);
 	assert_true(a.run_s == 0 && a.alone_s == 0);
-	/* 10 s at its isolated speed, then 4x: urgent when the mean reaches 0.98 B. */
+	/* 10 s at its isolated speed, then 4x: protected when the mean reaches
+	 * 0.98 B, never urgent straight from free. */
 	crux_sched_account_add(&a, 10, 1);
 	assert_int_equal(crux_sched_account_update(&a, B), 0);
 	assert_true(isinf(crux_sched_account_next(&a, B, 1.5)));
 	t = crux_sched_account_next(&a, B, 4);
-	m = CRUX_SCHED_ACCOUNT_URGENT_AT * B;
+	m = CRUX_SCHED_ACCOUNT_PROTECT_AT * B;
 	assert_true(fabs(t - (m * 10 - 10) / (1 - m / 4)) < 1e-9);
 	crux_sched_account_add(&a, t * 0.99, 4);
 	assert_int_equal(crux_sched_account_update(&a, B), 0);
 	crux_sched_account_add(&a, t * 0.02, 4);
+	assert_true(a.last == 4);
+	assert_int_equal(crux_sched_account_update(&a, B), 1);
+	assert_int_equal(a.state, CRUX_SCHED_ACCOUNT_PROTECTED);
+	assert_int_equal(crux_sched_account_urgent(&a), 0);
+	assert_true(crux_sched_account_bound(&a, B) == B);
+	/* Held within B it stays protected; above B at its threshold it is urgent now. */
+	assert_true(isinf(crux_sched_account_next(&a, B, 1.9)));
+	assert_true(crux_sched_account_next(&a, B, 2.5) == 0);
+	crux_sched_account_add(&a, 0.5, 1.9);
+	assert_int_equal(crux_sched_account_update(&a, B), 0);
+	crux_sched_account_add(&a, 0.5, 2.5);
 	assert_int_equal(crux_sched_account_update(&a, B), 1);
 	assert_int_equal(a.state, CRUX_SCHED_ACCOUNT_URGENT);
 	assert_int_equal(crux_sched_account_urgent(&a), 1);
 	assert_true(crux_sched_account_bound(&a, B) == B);
+	/* Urgent until the mean is below 0.98 B, whatever it runs at. */
+	crux_sched_account_add(&a, 0.1, 1.9);
+	assert_int_equal(crux_sched_account_update(&a, B), 0);
 	/* Back at its isolated speed: protected first, then free below 0.9 B. */
 	t = crux_sched_account_next(&a, B, 1);
 	assert_true(t > 0 && isfinite(t));
@@ -307,6 +322,16 @@ static void test_account(void **state)
 	assert_true(isinf(t));
 	assert_string_equal(crux_sched_account_state_name(CRUX_SCHED_ACCOUNT_URGENT), "urgent");
 	assert_string_equal(crux_sched_account_state_name(200), "unknown");
+	/* A mean already at B (e.g. a first second at 4x) is urgent once
+	 * protected, even while the plans hold the job within B. */
+	crux_sched_account_init(&a);
+	crux_sched_account_add(&a, 1, 4);
+	assert_int_equal(crux_sched_account_update(&a, B), 1);
+	assert_int_equal(a.state, CRUX_SCHED_ACCOUNT_PROTECTED);
+	crux_sched_account_add(&a, 1, 2);
+	assert_true(crux_sched_account_mean(&a) > B);
+	assert_int_equal(crux_sched_account_update(&a, B), 1);
+	assert_int_equal(a.state, CRUX_SCHED_ACCOUNT_URGENT);
 	/* Guard off: nothing moves. */
 	assert_int_equal(crux_sched_account_update(&a, 0), 0);
 	assert_true(isinf(crux_sched_account_next(&a, 0, 4)));

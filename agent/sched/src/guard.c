@@ -763,6 +763,7 @@ void crux_sched_account_init(struct crux_sched_account *a)
 {
 	a->run_s = 0;
 	a->alone_s = 0;
+	a->last = 0;
 	a->state = CRUX_SCHED_ACCOUNT_FREE;
 }
 
@@ -772,6 +773,7 @@ void crux_sched_account_add(struct crux_sched_account *a, double dt, double slow
 		return;
 	a->run_s += dt;
 	a->alone_s += dt / slowdown;
+	a->last = slowdown;
 }
 
 double crux_sched_account_mean(const struct crux_sched_account *a)
@@ -779,15 +781,23 @@ double crux_sched_account_mean(const struct crux_sched_account *a)
 	return a->alone_s > 0 ? a->run_s / a->alone_s : 0;
 }
 
-/* The state a mean m calls for, from state 'from' (the hysteresis). */
+/* The state a mean m calls for, from state 'from' (the hysteresis), when the
+ * job ran at slowdown 'last' since the previous update. */
 static enum crux_sched_account_state account_state(enum crux_sched_account_state from, double m,
-						   double bound)
+						   double last, double bound)
 {
-	if (m >= CRUX_SCHED_ACCOUNT_URGENT_AT * bound * (1 - GUARD_EPS))
-		return CRUX_SCHED_ACCOUNT_URGENT;
+	if (m >= CRUX_SCHED_ACCOUNT_PROTECT_AT * bound * (1 - GUARD_EPS)) {
+		/* Urgent only where protection did not hold the job. */
+		if (from == CRUX_SCHED_ACCOUNT_URGENT)
+			return from;
+		if (from == CRUX_SCHED_ACCOUNT_PROTECTED &&
+		    (last > bound * (1 + GUARD_EPS) || m >= bound * (1 - GUARD_EPS)))
+			return CRUX_SCHED_ACCOUNT_URGENT;
+		return CRUX_SCHED_ACCOUNT_PROTECTED;
+	}
 	if (m < CRUX_SCHED_ACCOUNT_RELEASE_AT * bound * (1 + GUARD_EPS))
 		return CRUX_SCHED_ACCOUNT_FREE;
-	/* Between the two: an urgent job stays protected, a free one free. */
+	/* Between the two: a free job stays free, the others are protected. */
 	return from == CRUX_SCHED_ACCOUNT_FREE ? from : CRUX_SCHED_ACCOUNT_PROTECTED;
 }
 
@@ -798,7 +808,7 @@ int crux_sched_account_update(struct crux_sched_account *a, double bound)
 
 	if (!(bound > 0) || !(m > 0))
 		return 0;
-	to = account_state(a->state, m, bound);
+	to = account_state(a->state, m, a->last, bound);
 	if (to == a->state)
 		return 0;
 	a->state = to;
@@ -836,13 +846,16 @@ const char *crux_sched_account_state_name(unsigned state)
  */
 double crux_sched_account_next(const struct crux_sched_account *a, double bound, double s)
 {
-	static const double at[] = {CRUX_SCHED_ACCOUNT_RELEASE_AT, CRUX_SCHED_ACCOUNT_URGENT_AT};
+	static const double at[] = {CRUX_SCHED_ACCOUNT_RELEASE_AT, CRUX_SCHED_ACCOUNT_PROTECT_AT};
 	double m = crux_sched_account_mean(a), best = INFINITY;
 
 	if (!(bound > 0) || !(s > 0) || !isfinite(s))
 		return INFINITY;
 	if (!(m > 0)) /* nothing accounted yet: the mean will be s itself */
-		return account_state(a->state, s, bound) == a->state ? INFINITY : 0;
+		return account_state(a->state, s, s, bound) == a->state ? INFINITY : 0;
+	/* Running at s moves it now (a protected job above B at its threshold). */
+	if (account_state(a->state, m, s, bound) != a->state)
+		return 0;
 	for (size_t k = 0; k < sizeof(at) / sizeof(at[0]); k++) {
 		double target = at[k] * bound, t;
 
@@ -852,8 +865,8 @@ double crux_sched_account_next(const struct crux_sched_account *a, double bound,
 		t = (target * a->alone_s - a->run_s) / (1 - target / s);
 		if (!(t >= 0))
 			continue;
-		if (account_state(a->state, target * (s > target ? 1 + 1e-6 : 1 - 1e-6), bound) ==
-		    a->state)
+		if (account_state(a->state, target * (s > target ? 1 + 1e-6 : 1 - 1e-6), s,
+				  bound) == a->state)
 			continue;
 		best = fmin(best, t);
 	}

@@ -336,16 +336,18 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
  * Slowdown account: the bound B (CRUX_MAX_SLOWDOWN) is on each job's mean
  * slowdown over its life (run time / the time its progress would have taken
  * alone). A job starts free: plans may predict it up to CAP x B. When its
- * mean reaches URGENT_AT x B it is urgent: the guard holds it well below B
- * (or gives it the top level alone, see crux_sched_guard), so its mean
- * falls. Below URGENT_AT x B it is protected
- * (every plan keeps its predicted slowdown within B) until its mean is below
- * RELEASE_AT x B, then free again. The margins below B absorb what happens
- * before the next plan sees a change; the band between them keeps a job
- * from flipping at every plan.
+ * mean reaches PROTECT_AT x B it is protected: every plan keeps its predicted
+ * slowdown within B, so its mean cannot climb further while the plans hold.
+ * A protected job is urgent when they did not: its mean is at PROTECT_AT x B
+ * and it ran above B since the last update (the guard could not meet the
+ * bound, or the measurement shows what the model missed), or its mean is at
+ * B itself. The guard then holds it well below B (or gives it the top level
+ * alone, see crux_sched_guard) until its mean is below PROTECT_AT x B again.
+ * Below RELEASE_AT x B a job is free again. Urgency is the costly step (it
+ * slows the others most), so it is kept for the jobs that need it.
  */
 #define CRUX_SCHED_ACCOUNT_RELEASE_AT 0.9
-#define CRUX_SCHED_ACCOUNT_URGENT_AT  0.98
+#define CRUX_SCHED_ACCOUNT_PROTECT_AT 0.98
 #define CRUX_SCHED_ACCOUNT_CAP	      2.0
 
 enum crux_sched_account_state {
@@ -357,6 +359,7 @@ enum crux_sched_account_state {
 struct crux_sched_account {
 	double run_s;	/* seconds the job ran (accounted) */
 	double alone_s; /* seconds the same progress takes alone */
+	double last;	/* slowdown of the latest accounted interval (0: none) */
 	enum crux_sched_account_state state;
 };
 void crux_sched_account_init(struct crux_sched_account *a);
