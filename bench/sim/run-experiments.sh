@@ -16,9 +16,10 @@ SEED=${CRUX_SIM_SEED:-1}
 # also bound the plain Crux policies.
 unset CRUX_MAX_SLOWDOWN CRUX_LEVEL_WEIGHTS
 # Every policy, then Crux-full with the fairness guard: equal level weights
-# alone (/w), the slowdown bound at 4 and 2, the bound 2 with weights, and
-# promotion by measured slowdown (~) at 4 and 2.
-POLICIES=${CRUX_SIM_POLICIES:-all,crux-full/w,crux-full@4,crux-full@2,crux-full@2/w,crux-full~4,crux-full~2}
+# alone (/w), the bound at 4 and 2 on each job's mean slowdown, and the same
+# bounds on every plan's prediction (/p, the previous guard). Promotion by
+# measured slowdown alone: CRUX_SIM_POLICIES=crux-full~4,crux-full~2.
+POLICIES=${CRUX_SIM_POLICIES:-all,crux-full/w,crux-full@4,crux-full@2,crux-full@4/p,crux-full@2/p}
 
 if [ ! -x "$SIM" ]; then
 	echo "run-experiments: $SIM not found; build first (meson compile -C $BUILD)" >&2

@@ -322,16 +322,17 @@ static void test_account(void **state)
 	assert_true(isinf(t));
 	assert_string_equal(crux_sched_account_state_name(CRUX_SCHED_ACCOUNT_URGENT), "urgent");
 	assert_string_equal(crux_sched_account_state_name(200), "unknown");
-	/* A mean already at B (e.g. a first second at 4x) is urgent once
-	 * protected, even while the plans hold the job within B. */
+	/* A mean above B (a first second at 4x) held within B by the plans stays
+	 * protected: urgency is for jobs that protection does not hold. */
 	crux_sched_account_init(&a);
 	crux_sched_account_add(&a, 1, 4);
 	assert_int_equal(crux_sched_account_update(&a, B), 1);
 	assert_int_equal(a.state, CRUX_SCHED_ACCOUNT_PROTECTED);
 	crux_sched_account_add(&a, 1, 2);
 	assert_true(crux_sched_account_mean(&a) > B);
-	assert_int_equal(crux_sched_account_update(&a, B), 1);
-	assert_int_equal(a.state, CRUX_SCHED_ACCOUNT_URGENT);
+	assert_int_equal(crux_sched_account_update(&a, B), 0);
+	assert_true(isinf(crux_sched_account_next(&a, B, 2)));
+	assert_true(crux_sched_account_next(&a, B, 2.1) == 0);
 	/* Guard off: nothing moves. */
 	assert_int_equal(crux_sched_account_update(&a, 0), 0);
 	assert_true(isinf(crux_sched_account_next(&a, 0, 4)));

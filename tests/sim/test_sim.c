@@ -209,8 +209,9 @@ static void test_guard_bound(void **state)
  * one (0.9e9 B, compute 0.05 s: 0.95 s alone). Strict priority leaves the
  * light one 0.3 GB/s: 3.2x, within the free cap (2 x 2) but above 2. Per plan
  * (/p) they share from the start; with the account the light job runs at
- * 3.2x until its mean nears 2, turns urgent and catches up, and so on: both
- * means end within 2, and the cluster computes more than per plan.
+ * 3.2x until its mean nears 2, then is protected (every plan within 2, which
+ * holds it): both means end within 2, the light one close to it, and the
+ * cluster computes more than per plan.
  */
 static void test_guard_account(void **state)
 {
@@ -235,8 +236,8 @@ static void test_guard_account(void **state)
 		      r->jobs[0].slowdown, r->jobs[1].slowdown, r->mean_util, rp->jobs[0].slowdown,
 		      rp->jobs[1].slowdown, rp->mean_util, r->evaluations);
 	assert_true(r->jobs[0].slowdown <= 2 + 1e-6 && r->jobs[1].slowdown <= 2 + 1e-6);
-	assert_true(r->jobs[1].slowdown > 1.5);
-	assert_true(r->evaluations > 2); /* the account's own events replanned */
+	assert_true(r->jobs[1].slowdown > 1.9);
+	assert_true(r->evaluations >= 2); /* the account's own event replanned */
 	assert_true(r->mean_util > rp->mean_util);
 	crux_sim_result_free(r);
 	crux_sim_result_free(rp);

@@ -790,8 +790,7 @@ static enum crux_sched_account_state account_state(enum crux_sched_account_state
 		/* Urgent only where protection did not hold the job. */
 		if (from == CRUX_SCHED_ACCOUNT_URGENT)
 			return from;
-		if (from == CRUX_SCHED_ACCOUNT_PROTECTED &&
-		    (last > bound * (1 + GUARD_EPS) || m >= bound * (1 - GUARD_EPS)))
+		if (from == CRUX_SCHED_ACCOUNT_PROTECTED && last > bound * (1 + GUARD_EPS))
 			return CRUX_SCHED_ACCOUNT_URGENT;
 		return CRUX_SCHED_ACCOUNT_PROTECTED;
 	}

@@ -340,8 +340,7 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
  * slowdown within B, so its mean cannot climb further while the plans hold.
  * A protected job is urgent when they did not: its mean is at PROTECT_AT x B
  * and it ran above B since the last update (the guard could not meet the
- * bound, or the measurement shows what the model missed), or its mean is at
- * B itself. The guard then holds it well below B (or gives it the top level
+ * bound, or the measurement shows what the model missed). The guard then holds it well below B (or gives it the top level
  * alone, see crux_sched_guard) until its mean is below PROTECT_AT x B again.
  * Below RELEASE_AT x B a job is free again. Urgency is the costly step (it
  * slows the others most), so it is kept for the jobs that need it.
