@@ -300,7 +300,7 @@ static void test_account(void **state)
 	assert_int_equal(a.state, CRUX_SCHED_ACCOUNT_URGENT);
 	assert_int_equal(crux_sched_account_urgent(&a), 1);
 	assert_true(crux_sched_account_bound(&a, B) == B);
-	/* Urgent until the mean is below 0.98 B, whatever it runs at. */
+	/* Urgent until the mean is below 0.95 B, whatever it runs at. */
 	crux_sched_account_add(&a, 0.1, 1.9);
 	assert_int_equal(crux_sched_account_update(&a, B), 0);
 	/* Back at its isolated speed: protected first, then free below 0.9 B. */

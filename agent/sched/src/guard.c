@@ -786,10 +786,12 @@ double crux_sched_account_mean(const struct crux_sched_account *a)
 static enum crux_sched_account_state account_state(enum crux_sched_account_state from, double m,
 						   double last, double bound)
 {
+	/* Urgent until well below the threshold: no flip at every plan. */
+	if (from == CRUX_SCHED_ACCOUNT_URGENT &&
+	    m >= CRUX_SCHED_ACCOUNT_URGENT_EXIT * bound * (1 - GUARD_EPS))
+		return from;
 	if (m >= CRUX_SCHED_ACCOUNT_PROTECT_AT * bound * (1 - GUARD_EPS)) {
 		/* Urgent only where protection did not hold the job. */
-		if (from == CRUX_SCHED_ACCOUNT_URGENT)
-			return from;
 		if (from == CRUX_SCHED_ACCOUNT_PROTECTED && last > bound * (1 + GUARD_EPS))
 			return CRUX_SCHED_ACCOUNT_URGENT;
 		return CRUX_SCHED_ACCOUNT_PROTECTED;
@@ -845,7 +847,8 @@ const char *crux_sched_account_state_name(unsigned state)
  */
 double crux_sched_account_next(const struct crux_sched_account *a, double bound, double s)
 {
-	static const double at[] = {CRUX_SCHED_ACCOUNT_RELEASE_AT, CRUX_SCHED_ACCOUNT_PROTECT_AT};
+	static const double at[] = {CRUX_SCHED_ACCOUNT_RELEASE_AT, CRUX_SCHED_ACCOUNT_URGENT_EXIT,
+				    CRUX_SCHED_ACCOUNT_PROTECT_AT};
 	double m = crux_sched_account_mean(a), best = INFINITY;
 
 	if (!(bound > 0) || !(s > 0) || !isfinite(s))

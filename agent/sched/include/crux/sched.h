@@ -340,13 +340,16 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
  * slowdown within B, so its mean cannot climb further while the plans hold.
  * A protected job is urgent when they did not: its mean is at PROTECT_AT x B
  * and it ran above B since the last update (the guard could not meet the
- * bound, or the measurement shows what the model missed). The guard then holds it well below B (or gives it the top level
- * alone, see crux_sched_guard) until its mean is below PROTECT_AT x B again.
- * Below RELEASE_AT x B a job is free again. Urgency is the costly step (it
- * slows the others most), so it is kept for the jobs that need it.
+ * bound, or the measurement shows what the model missed). The guard then
+ * holds it well below B (or gives it the top level alone, see
+ * crux_sched_guard) until its mean is below URGENT_EXIT x B: a job the plans
+ * cannot hold would otherwise flip between protected and urgent at every
+ * plan. Below RELEASE_AT x B a job is free again. Urgency is the costly step
+ * (it slows the others most), so it is kept for the jobs that need it.
  */
 #define CRUX_SCHED_ACCOUNT_RELEASE_AT 0.9
 #define CRUX_SCHED_ACCOUNT_PROTECT_AT 0.98
+#define CRUX_SCHED_ACCOUNT_URGENT_EXIT 0.95
 #define CRUX_SCHED_ACCOUNT_CAP	      2.0
 
 enum crux_sched_account_state {
