@@ -133,7 +133,8 @@ struct crux_sched_job {
 	double slowdown_bound; /* this plan's bound on its predicted slowdown when the
 				* guard is on (>= 1; the job's slowdown account gives
 				* it): 0 = the params' max_slowdown */
-	int urgent; /* guard on: the job's mean slowdown is at the bound; the
+	int urgent; /* guard on: the job's mean slowdown is at the bound and the
+		     * plans did not hold it there (its slowdown account); the
 		     * guard holds it well below (crux_sched_guard) */
 	int n_flows;
 	struct crux_sched_flow *flows; /* one per ordered host pair, src != dst */
