@@ -11,6 +11,19 @@
 #include "crux/elect.h"
 #include "crux/log.h"
 
+/*
+ * While etcd's members elect a new leader (about one election timeout) the
+ * survivors answer errors; a failure is staleness only once it has lasted
+ * STALE_AFTER_S, or at once when the failed call waited out its whole
+ * timeout (a frozen or cut-off etcd). Before the first success: stale.
+ */
+#define STALE_AFTER_S 2.0
+
+struct link_health {
+	double bad_since; /* start of the first failed call of this streak; < 0: healthy */
+	bool waited;	  /* a call of the streak ran into its timeout */
+};
+
 struct crux_cluster_node {
 	struct crux_cluster_cfg cfg;
 	char cluster[CRUX_CLUSTER_NAME_MAX], host[CRUX_CLUSTER_NAME_MAX];
@@ -33,7 +46,8 @@ struct crux_cluster_node {
 	size_t last_plan_len;
 	uint64_t planned_sig; /* inputs of the last schedule written */
 	int64_t planned_term;
-	bool etcd_ok, said_stale;
+	struct link_health etcd; /* the step's calls */
+	bool said_stale;
 	uint64_t schedules_written, bytes_written;
 	char leader_name[CRUX_CLUSTER_NAME_MAX];
 
@@ -45,7 +59,7 @@ struct crux_cluster_node {
 	struct crux_cv_schedule latest;
 	int64_t latest_rev, applied_rev, applied_input;
 	double latest_at; /* when the watcher took it (monotonic) */
-	bool watch_ok;
+	struct link_health watch; /* the watcher's list */
 };
 
 static double mono_s(void)
@@ -117,10 +131,28 @@ static bool watch_stop(void *arg)
 	return atomic_load(&n->stop);
 }
 
-static void set_watch_ok(struct crux_cluster_node *n, bool ok)
+static void health_note(struct link_health *h, crux_status_t st, bool ok, double started)
+{
+	if (ok) {
+		h->bad_since = -1;
+		h->waited = false;
+		return;
+	}
+	if (h->bad_since < 0)
+		h->bad_since = started;
+	if (st == CRUX_ERR_TIMEOUT)
+		h->waited = true;
+}
+
+static bool health_stale(const struct link_health *h, double now)
+{
+	return h->bad_since >= 0 && (h->waited || now - h->bad_since >= STALE_AFTER_S);
+}
+
+static void set_watch_ok(struct crux_cluster_node *n, crux_status_t st, double started)
 {
 	pthread_mutex_lock(&n->mu);
-	n->watch_ok = ok;
+	health_note(&n->watch, st, st == CRUX_OK, started);
 	pthread_mutex_unlock(&n->mu);
 }
 
@@ -149,8 +181,10 @@ static void *watcher_main(void *arg)
 	size_t klen = strlen(n->k_sched);
 	while (!atomic_load(&n->stop)) {
 		struct crux_etcd_range r;
-		if (crux_etcd_get(n->we, n->k_sched, klen, false, &r) != CRUX_OK) {
-			set_watch_ok(n, false);
+		double started = mono_s();
+		crux_status_t gst = crux_etcd_get(n->we, n->k_sched, klen, false, &r);
+		if (gst != CRUX_OK) {
+			set_watch_ok(n, gst, started);
 			nap(n, 0.5 + 0.5 * xorshift01(&n->wrng));
 			continue;
 		}
@@ -158,7 +192,7 @@ static void *watcher_main(void *arg)
 			take_schedule(n, &r.kvs[0]);
 		int64_t from = r.revision + 1;
 		crux_etcd_range_free(&r);
-		set_watch_ok(n, true);
+		set_watch_ok(n, CRUX_OK, started);
 		/* One watch covers the schedule and the leader key (both under ctl/). */
 		crux_status_t st = crux_etcd_watch(n->we, n->k_ctl, strlen(n->k_ctl), true, from,
 						   on_watch, watch_stop, n);
@@ -213,6 +247,9 @@ crux_status_t crux_cluster_open(const struct crux_cluster_cfg *cfg, struct crux_
 	snprintf(n->k_leader, sizeof(n->k_leader), "%sleader", n->k_ctl);
 	snprintf(n->k_sched, sizeof(n->k_sched), "%sschedule", n->k_ctl);
 	snprintf(n->k_ovr, sizeof(n->k_ovr), "%soverrides", n->k_ctl);
+	/* Stale until etcd first answers. */
+	n->etcd = (struct link_health){.bad_since = mono_s(), .waited = true};
+	n->watch = n->etcd;
 	pthread_mutex_init(&n->mu, NULL);
 	crux_status_t st = crux_etcd_open(&cfg->etcd, &n->e, err, errlen);
 	if (st == CRUX_OK)
@@ -311,15 +348,16 @@ void crux_cluster_replan(struct crux_cluster_node *n)
 
 /* ---- step ---- */
 
-static void etcd_state(struct crux_cluster_node *n, crux_status_t st)
+static void etcd_state(struct crux_cluster_node *n, crux_status_t st, double started)
 {
 	bool ok = st == CRUX_OK || st == CRUX_ERR_PERM || st == CRUX_ERR_NOENT;
+	pthread_mutex_lock(&n->mu);
+	health_note(&n->etcd, st, ok, started);
+	bool stale = health_stale(&n->etcd, mono_s());
+	int64_t rev = n->applied_rev;
+	pthread_mutex_unlock(&n->mu);
 	/* Said once per outage, also when etcd was never reached since start. */
-	if (!ok && !n->said_stale) {
-		int64_t rev;
-		pthread_mutex_lock(&n->mu);
-		rev = n->applied_rev;
-		pthread_mutex_unlock(&n->mu);
+	if (stale && !n->said_stale) {
 		crux_warn("cluster %s: host %s: etcd unreachable (%s): keeping the last schedule "
 			  "(revision %lld) until it returns", n->cluster, n->host,
 			  crux_etcd_last_error(n->e), (long long)rev);
@@ -329,7 +367,6 @@ static void etcd_state(struct crux_cluster_node *n, crux_status_t st)
 			  crux_etcd_endpoint(n->e));
 		n->said_stale = false;
 	}
-	n->etcd_ok = ok;
 }
 
 /* The next renewal in 0.25..0.33 TTL: hosts whose leases were granted in
@@ -563,7 +600,7 @@ crux_status_t crux_cluster_step(struct crux_cluster_node *n)
 	}
 	if (st == CRUX_OK && n->term > 0)
 		st = lead(n);
-	etcd_state(n, st);
+	etcd_state(n, st, now);
 	apply_latest(n);
 	return st;
 }
@@ -583,6 +620,7 @@ void crux_cluster_get_status(struct crux_cluster_node *n, struct crux_cluster_st
 	out->applied_input = n->applied_input;
 	out->received_revision = n->latest_rev;
 	out->received_at = n->latest_at;
-	out->stale = !n->etcd_ok || !n->watch_ok;
+	double now = mono_s();
+	out->stale = health_stale(&n->etcd, now) || health_stale(&n->watch, now);
 	pthread_mutex_unlock(&n->mu);
 }

@@ -18,7 +18,9 @@
  * leader key makes the next step campaign);
  * step hands each new schedule to the apply callback in the caller's thread.
  * When etcd cannot be reached the last applied schedule stays in force
- * (stale-but-usable), said once in the log and in crux_cluster_status.
+ * (stale-but-usable), said once in the log and in crux_cluster_status:
+ * after 2 s of failures (a leader election answers errors that long), or at
+ * once when a call waited out its whole timeout.
  */
 #ifndef CRUX_CLUSTER_NODE_H
 #define CRUX_CLUSTER_NODE_H
