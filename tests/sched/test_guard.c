@@ -253,6 +253,39 @@ static void test_urgent_model_blind(void **state)
 	}
 }
 
+/* A free job's bound: CAP x B without slack, up to CAP_MAX x B with it,
+ * and never so high that SLACK_S seconds at it pass PROTECT_AT x B. */
+static void test_account_free_bound(void **state)
+{
+	struct crux_sched_account a;
+	const double B = 2, H = CRUX_SCHED_ACCOUNT_SLACK_S, T = CRUX_SCHED_ACCOUNT_PROTECT_AT * B;
+	double b, m;
+
+	(void)state;
+	crux_sched_account_init(&a);
+	/* Young: no history, the mean will be whatever it runs at. */
+	assert_true(crux_sched_account_bound(&a, B) == CRUX_SCHED_ACCOUNT_CAP * B);
+	/* A minute at its isolated speed: ample slack, the ceiling. */
+	crux_sched_account_add(&a, 60, 1);
+	assert_true(crux_sched_account_bound(&a, B) == CRUX_SCHED_ACCOUNT_CAP_MAX * B);
+	/* Some slack: in between, and SLACK_S seconds at it end exactly at T. */
+	crux_sched_account_init(&a);
+	crux_sched_account_add(&a, 20, 1.5);
+	b = crux_sched_account_bound(&a, B);
+	assert_true(b > CRUX_SCHED_ACCOUNT_CAP * B && b < CRUX_SCHED_ACCOUNT_CAP_MAX * B);
+	crux_sched_account_add(&a, H, b);
+	m = crux_sched_account_mean(&a);
+	assert_true(fabs(m - T) < 1e-9);
+	/* Little slack left: back to CAP x B, however old the job. */
+	crux_sched_account_init(&a);
+	crux_sched_account_add(&a, 1000, 1.96);
+	assert_true(crux_sched_account_bound(&a, B) == CRUX_SCHED_ACCOUNT_CAP * B);
+	/* Protected or urgent: B itself. */
+	crux_sched_account_add(&a, 10, 3);
+	assert_int_equal(crux_sched_account_update(&a, B), 1);
+	assert_true(crux_sched_account_bound(&a, B) == B);
+}
+
 /* The account's states, thresholds and crossing times (bound 2). */
 static void test_account(void **state)
 {
@@ -629,6 +662,7 @@ int main(void)
 	    cmocka_unit_test(test_planner_bound),
 	    cmocka_unit_test(test_job_bound_urgent),
 	    cmocka_unit_test(test_account),
+	    cmocka_unit_test(test_account_free_bound),
 	    cmocka_unit_test(test_urgent_model_blind),
 	    cmocka_unit_test(test_reserved_level),
 	    cmocka_unit_test(test_level_search),

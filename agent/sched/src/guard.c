@@ -816,9 +816,27 @@ int crux_sched_account_update(struct crux_sched_account *a, double bound)
 	return 1;
 }
 
+/*
+ * A free job's bound is the slowdown s at which SLACK_S more seconds bring
+ * its mean to PROTECT_AT x B: (E + H) / (A + H / s) = T gives
+ * s = H / ((E + H) / T - A), any s when that is not positive. A young job
+ * has no slack (CAP x B, as before); an old one whose mean stayed low may be
+ * slowed further for a while, up to CAP_MAX x B, and the account protects it
+ * when its mean gets there.
+ */
 double crux_sched_account_bound(const struct crux_sched_account *a, double bound)
 {
-	return a->state == CRUX_SCHED_ACCOUNT_FREE ? CRUX_SCHED_ACCOUNT_CAP * bound : bound;
+	const double H = CRUX_SCHED_ACCOUNT_SLACK_S;
+	double lo = CRUX_SCHED_ACCOUNT_CAP * bound, hi = CRUX_SCHED_ACCOUNT_CAP_MAX * bound, d;
+
+	if (a->state != CRUX_SCHED_ACCOUNT_FREE)
+		return bound;
+	d = (a->run_s + H) / (CRUX_SCHED_ACCOUNT_PROTECT_AT * bound) - a->alone_s;
+	if (!isfinite(d))
+		return lo;
+	if (!(d > H / hi))
+		return hi;
+	return fmax(lo, H / d);
 }
 
 int crux_sched_account_urgent(const struct crux_sched_account *a)

@@ -336,7 +336,9 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
 /*
  * Slowdown account: the bound B (CRUX_MAX_SLOWDOWN) is on each job's mean
  * slowdown over its life (run time / the time its progress would have taken
- * alone). A job starts free: plans may predict it up to CAP x B. When its
+ * alone). A job starts free: plans may predict it up to CAP x B, and once
+ * its mean has slack further, up to CAP_MAX x B, as long as SLACK_S seconds
+ * at that slowdown would keep its mean below PROTECT_AT x B. When its
  * mean reaches PROTECT_AT x B it is protected: every plan keeps its predicted
  * slowdown within B, so its mean cannot climb further while the plans hold.
  * A protected job is urgent when they did not: its mean is at PROTECT_AT x B
@@ -352,6 +354,8 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
 #define CRUX_SCHED_ACCOUNT_PROTECT_AT 0.98
 #define CRUX_SCHED_ACCOUNT_URGENT_EXIT 0.95
 #define CRUX_SCHED_ACCOUNT_CAP	      2.0
+#define CRUX_SCHED_ACCOUNT_CAP_MAX    4.0
+#define CRUX_SCHED_ACCOUNT_SLACK_S    10.0
 
 enum crux_sched_account_state {
 	CRUX_SCHED_ACCOUNT_FREE,
@@ -373,7 +377,8 @@ double crux_sched_account_mean(const struct crux_sched_account *a);
 /* Moves the job between free, protected and urgent for bound B; returns 1
  * when it moved. */
 int crux_sched_account_update(struct crux_sched_account *a, double bound);
-/* The job's crux_sched_job.slowdown_bound for the next plan: B or CAP x B. */
+/* The job's crux_sched_job.slowdown_bound for the next plan: B when
+ * protected or urgent; free, between CAP x B (no slack) and CAP_MAX x B. */
 double crux_sched_account_bound(const struct crux_sched_account *a, double bound);
 /* The job's crux_sched_job.urgent for the next plan. */
 int crux_sched_account_urgent(const struct crux_sched_account *a);
