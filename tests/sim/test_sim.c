@@ -207,7 +207,7 @@ static void test_guard_bound(void **state)
  * The bound on each job's mean (the slowdown account) against the bound on
  * every plan: a heavy job (1.4e9 B, compute 0.6 s: 2 s alone) over a light
  * one (0.9e9 B, compute 0.05 s: 0.95 s alone). Strict priority leaves the
- * light one 0.3 GB/s: 3.2x, within the free cap (2 x 2) but above 2. Per plan
+ * light one 0.3 GB/s: 3.2x, within a young job's free cap (2 x 2) but above 2. Per plan
  * (/p) they share from the start; with the account the light job runs at
  * 3.2x until its mean nears 2, then is protected (every plan within 2, which
  * holds it): both means end within 2, the light one close to it, and the

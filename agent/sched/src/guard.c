@@ -834,7 +834,7 @@ double crux_sched_account_bound(const struct crux_sched_account *a, double bound
 	d = (a->run_s + H) / (CRUX_SCHED_ACCOUNT_PROTECT_AT * bound) - a->alone_s;
 	if (!isfinite(d))
 		return lo;
-	if (!(d > H / hi))
+	if (d <= H / hi) /* no slowdown would reach T within H, or the ceiling would not */
 		return hi;
 	return fmax(lo, H / d);
 }
