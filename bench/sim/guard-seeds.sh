@@ -1,9 +1,9 @@
 #!/bin/sh
 # The fairness guard across workload seeds, on the two experiments where it
 # acts (2:1 Clos 40x8 and double-sided, both with scattered placement). Per
-# experiment and seed, two crux-sim runs: the baselines and unguarded
+# experiment and seed, three crux-sim runs: the baselines and unguarded
 # Crux-full (ecmp,sincronia,taccl,cassini,crux-full), and Crux-full with the
-# bound on each job's mean slowdown at 4 and at 2 (crux-full@4,crux-full@2).
+# bound on each job's mean slowdown at 4 (crux-full@4) and at 2 (crux-full@2).
 # Prints, per guarded run, the gain kept = (util - best baseline's) /
 # (Crux-full's - best baseline's) and the worst slowdown, then the median,
 # min and max per experiment and bound; writes bench/results/sim-guard-seeds.json.
@@ -13,12 +13,14 @@
 #        1 per Clos seed)
 # CRUX_SIM_PAR: runs at once (default: the online CPUs); CRUX_SIM_EXPERIMENTS:
 # a subset of the two. Each run's JSON is
-# kept in BUILD_DIR/guard-seeds/ and reused when present: delete that
-# directory after changing the scheduler.
+# kept in BUILD_DIR/guard-seeds/ and reused when present: after changing the
+# guard, delete that directory's crux-full@* files (the baselines and
+# unguarded Crux-full do not run the guard).
 set -eu
 
 if [ "${1:-}" = --one ]; then
-	# --one SIM DIR EXPERIMENT SEED GROUP: one crux-sim run (xargs calls this).
+	# --one SIM DIR EXPERIMENT SEED GROUP: one crux-sim run (xargs calls this);
+	# GROUP is base or a guarded policy.
 	sim=$2 dir=$3 exp=$4 seed=$5 group=$6
 	out="$dir/$exp-s$seed-$group.json"
 	[ -s "$out" ] && exit 0
@@ -30,7 +32,7 @@ if [ "${1:-}" = --one ]; then
 	esac
 	case $group in
 	base) pol=ecmp,sincronia,taccl,cassini,crux-full ;;
-	guard) pol=crux-full@4,crux-full@2 ;;
+	*) pol=$group ;;
 	esac
 	# shellcheck disable=SC2086 # topo is a list of options
 	"$sim" run --seed "$seed" --policy "$pol" $topo --no-progress --json "$out.tmp" \
@@ -62,8 +64,9 @@ case "$FIRST$LAST" in *[!0-9]*)
 esac
 mkdir -p "$DIR" bench/results
 
-# The guarded runs (slow) first, so that the cheap ones fill in around them.
-for g in guard base; do
+# The guarded runs (slow: bound 2 the slowest) first, so that the cheap ones
+# fill in around them.
+for g in crux-full@2 crux-full@4 base; do
 	for e in $EXPERIMENTS; do
 		s=$FIRST
 		while [ "$s" -le "$LAST" ]; do
@@ -79,7 +82,7 @@ table() {
 	for e in $EXPERIMENTS; do
 		s=$FIRST
 		while [ "$s" -le "$LAST" ]; do
-			for g in base guard; do
+			for g in base crux-full@4 crux-full@2; do
 				awk -v e="$e" -v s="$s" '
 				/^ *\{"policy": "/ && /"base_policy"/ {
 					p = $0; sub(/^ *\{"policy": "/, "", p); sub(/".*/, "", p)
@@ -113,8 +116,8 @@ function sorted_median(a, n,    i, j, t) {
 END {
 	nb = split("ecmp sincronia taccl cassini", base, " ")
 	ng = split("crux-full@4 crux-full@2", gp, " ")
-	printf "{\n  \"description\": \"crux-sim, 5000 jobs over 14 days per seed; per seed two runs: %s and %s\",\n", \
-		"ecmp,sincronia,taccl,cassini,crux-full", "crux-full@4,crux-full@2"
+	printf "{\n  \"description\": \"crux-sim, 5000 jobs over 14 days per seed; per seed three runs: %s, %s and %s\",\n", \
+		"ecmp,sincronia,taccl,cassini,crux-full", "crux-full@4", "crux-full@2"
 	printf "  \"command\": \"%s\",\n", cmd
 	printf "  \"gain_kept\": \"(util - util(best baseline)) / (util(crux-full) - util(best baseline))\",\n"
 	printf "  \"experiments\": [\n"

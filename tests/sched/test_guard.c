@@ -545,6 +545,62 @@ static void test_level_search(void **state)
 	crux_sched_topo_free(t);
 }
 
+/* Two ToRs of three hosts, two spines, 1 GB/s links: two paths per ToR pair. */
+static const char *two_spines = "host h0 h1 h2 h3 h4 h5\nswitch t0 t1 s0 s1\n"
+				"link h0 t0 8\nlink h1 t0 8\nlink h2 t0 8\n"
+				"link h3 t1 8\nlink h4 t1 8\nlink h5 t1 8\n"
+				"link t0 s0 8\nlink t0 s1 8\nlink t1 s0 8\nlink t1 s1 8\n";
+
+/*
+ * Two levels, three jobs crossing the spines. Crux picks paths by intensity:
+ * job 1 (light traffic, intensity 40) and job 3 (4.6) first, then job 2
+ * (0.8 GB per 0.1 s of compute, intensity 2.5) takes the spine of job 1, on
+ * the level below both: 2.3x slower than alone. Lifting it onto the top
+ * level meets 2x but slows job 1; path selection with job 2 first gives it a
+ * spine of its own on the lower level, no lift, and a higher utilisation.
+ */
+static void test_reroute(void **state)
+{
+	struct crux_sched_topo *t = NULL;
+	struct crux_sched_err err = {{0}};
+	struct crux_sched_jobs js;
+	struct crux_sched_schedule *s;
+	struct crux_sched_eval *ev;
+	double T[3], util, util_lift;
+
+	(void)state;
+	assert_int_equal(crux_sched_topo_parse(two_spines, strlen(two_spines), "t", &t, &err),
+			 CRUX_OK);
+	crux_sched_jobs_init(&js);
+	add_job_o(&js, 1, 1, 5, 0.2e9, 8, 1.8, 0.25);
+	add_job_o(&js, 2, 2, 4, 0.8e9, 2, 0.1, 0.25);
+	add_job_o(&js, 3, 2, 4, 1.3e9, 6, 1.8, 0.5);
+	/* Unguarded: job 2 behind job 1 on its spine, above 2x. */
+	plan_eval(t, &js, 2, 0, &s, T, &util);
+	assert_int_equal(s->d[1].path[0], s->d[0].path[0]);
+	assert_true(s->d[1].level < s->d[0].level);
+	assert_true(over(&js, T, 2) > 0);
+	/* What the lift alone gives: job 2 on the top level with the others. */
+	s->d[1].level = 1;
+	assert_int_equal(crux_sched_eval_new(&ev), CRUX_OK);
+	assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s, T, &util_lift), CRUX_OK);
+	crux_sched_eval_free(ev);
+	assert_int_equal(over(&js, T, 2), 0);
+	crux_sched_schedule_free(s);
+	/* The guard: job 2 alone on the other spine, on the lower level. */
+	plan_eval(t, &js, 2, 2, &s, T, &util);
+	assert_int_equal(s->guard_violators, 0);
+	assert_int_equal(over(&js, T, 2), 0);
+	assert_int_equal(s->guard_lifts, 0);
+	assert_int_equal(s->d[1].level, 0);
+	assert_int_not_equal(s->d[1].path[0], s->d[0].path[0]);
+	assert_int_not_equal(s->d[1].path[0], s->d[2].path[0]);
+	assert_true(util > util_lift * 1.02);
+	crux_sched_schedule_free(s);
+	crux_sched_jobs_free(&js);
+	crux_sched_topo_free(t);
+}
+
 /*
  * Random job sets on the star: the bound's answer is reproducible (the same
  * input gives the same levels: no flip-flop between plans of an unchanged
@@ -666,6 +722,7 @@ int main(void)
 	    cmocka_unit_test(test_urgent_model_blind),
 	    cmocka_unit_test(test_reserved_level),
 	    cmocka_unit_test(test_level_search),
+	    cmocka_unit_test(test_reroute),
 	    cmocka_unit_test(test_bound_random),
 	    cmocka_unit_test(test_shares_in_run),
 	    cmocka_unit_test(test_plan_options),

@@ -616,13 +616,19 @@ static crux_status_t guard_run(struct crux_sched_topo *t, const struct crux_sche
 			st = crux_sched_schedule_copy(best, s);
 		}
 	}
-	/* 3. Jobs still above the bound: path selection again with them first,
-	 * on the levels of attempt 1, kept if fewer remain above it. */
-	if (!st && rb.left > 0) {
-		st = crux_sched_schedule_copy(s, best);
+	/*
+	 * 3. Path selection again with the violators first, then the rounds.
+	 * Where attempts 1-2 met the bound, from the compression's levels and
+	 * kept if the predicted utilisation is higher: Crux's path selection
+	 * leaves the least intense jobs the most crowded links, so a violator
+	 * on clean paths needs fewer lifts, and lifts are what cost the others.
+	 * Else on the levels of attempt 1, kept if fewer remain above it.
+	 */
+	if (!st) {
+		st = crux_sched_schedule_copy(s, rb.left == 0 ? orig : best);
 		if (!st)
 			st = guard_reroute(t, jobs, n, bound, s);
-		lifts = lifts_b;
+		lifts = rb.left == 0 ? 0 : lifts_b;
 		if (!st)
 			st = guard_attempt(t, jobs, n, bound, s, &lifts, &r);
 		if (!st && guard_better(&r, &rb)) {
