@@ -317,9 +317,11 @@ double crux_sched_isolated_iter(const struct crux_sched_job *job, double comm);
  * down, re-evaluating after each round. Then tries the top level reserved
  * for the jobs it lifts (the others compressed into K-1 levels), kept when
  * every job is within the bound and the predicted utilisation is higher
- * (or attempt 1 left jobs above it); if jobs remain above the bound, path
- * selection again with them first, then a search that moves the worst jobs
- * (8 at most) each to its best level. Each job's bound is its own
+ * (or attempt 1 left jobs above it); then path selection again with the
+ * violators first and the same rounds, kept when it does better (higher
+ * predicted utilisation, or fewer jobs above the bound); if jobs remain
+ * above it, a search that moves the worst jobs (8 at most) each to its best
+ * level. Each job's bound is its own
  * slowdown_bound when set, else max_slowdown. Urgent jobs are first held to
  * 0.8 x max_slowdown by the same steps (one measured far slower than its
  * prediction first goes up to its highest contender's level); where that
