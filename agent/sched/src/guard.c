@@ -625,10 +625,12 @@ static crux_status_t guard_run(struct crux_sched_topo *t, const struct crux_sche
 	 * Else on the levels of attempt 1, kept if fewer remain above it.
 	 */
 	if (!st) {
-		st = crux_sched_schedule_copy(s, rb.left == 0 ? orig : best);
+		int met = rb.left == 0;
+
+		st = crux_sched_schedule_copy(s, met ? orig : best);
 		if (!st)
 			st = guard_reroute(t, jobs, n, bound, s);
-		lifts = rb.left == 0 ? 0 : lifts_b;
+		lifts = met ? 0 : lifts_b;
 		if (!st)
 			st = guard_attempt(t, jobs, n, bound, s, &lifts, &r);
 		if (!st && guard_better(&r, &rb)) {
