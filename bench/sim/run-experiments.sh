@@ -4,6 +4,8 @@
 #   sim-dsided-{pack,random}.json / ...
 #   sim-speed.json
 # Usage: sh bench/sim/run-experiments.sh [BUILD_DIR]   (default: build)
+# CRUX_SIM_ONLY: a subset of the experiment names below (and/or "speed"),
+# e.g. after a guard change only the experiments where the guard acts.
 # Each experiment replays the same seeded workload (5,000 jobs over two
 # weeks, offered load 1.0) under every policy; a few minutes each on a
 # 2-core machine.
@@ -27,10 +29,19 @@ if [ ! -x "$SIM" ]; then
 fi
 mkdir -p "$OUT"
 
+ONLY=${CRUX_SIM_ONLY:-}
+
+wanted() {
+	[ -z "$ONLY" ] && return 0
+	case " $ONLY " in *" $1 "*) return 0 ;; esac
+	return 1
+}
+
 run() {
 	name=$1
 	title=$2
 	shift 2
+	wanted "$name" || return 0
 	echo "== $name: $title"
 	"$SIM" run --policy "$POLICIES" --seed "$SEED" --experiment "$name" --title "$title" \
 		--json "$OUT/sim-$name.json" --plot "$OUT/sim-$name" "$@"
@@ -45,5 +56,6 @@ run dsided-pack "Double-sided, packed placement" --topo dsided --placement pack
 run clos2-dense-random "Two-layer Clos, 40 ToR x 8 hosts (2:1), scattered" --topo clos2 \
 	--tors 40 --hosts-per-tor 8 --tor-gbps 50 --channels 4 --placement random
 
+wanted speed || exit 0
 echo "== speed"
 "$SIM" speed --policy crux-full --placement random --seed "$SEED" --json "$OUT/sim-speed.json"

@@ -245,10 +245,13 @@ static double bound_ratio(const struct guard_ws *w, size_t i)
 }
 
 /*
- * Where the bound sends violator i: the lowest level above its own among the
- * jobs sharing a link with it (share with the nearest blocker); with no
- * blocker above but peers on its level, one level up (above those peers).
- * -1: nothing above to join, or it is on the top level already.
+ * Where the bound sends violator i: with peers on its level (jobs sharing a
+ * link with it), one level up, above those peers and below any blocker;
+ * without, the lowest level above its own among the jobs sharing a link
+ * with it (share with the nearest blocker). Its peers rank below every
+ * blocker, so their bandwidth costs the least work; the next round goes on
+ * up if that was not enough. -1: nothing above to join, or it is on
+ * the top level already.
  */
 static int lift_target(const struct guard_ws *w, const struct crux_sched_schedule *s, size_t i)
 {
@@ -265,7 +268,7 @@ static int lift_target(const struct guard_ws *w, const struct crux_sched_schedul
 			peers += lv == mine && (size_t)w->ljob[q] != i;
 		}
 	}
-	if (best < 0 && peers && mine + 1 < s->levels)
+	if (peers && mine + 1 < s->levels)
 		best = mine + 1;
 	if (w->jobs[i].urgent)
 		return -1; /* on the top level already */

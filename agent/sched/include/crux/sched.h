@@ -312,9 +312,10 @@ double crux_sched_isolated_iter(const struct crux_sched_job *job, double comm);
 /*
  * The planner's bound: evaluates s and, while some job's predicted
  * iteration time exceeds max_slowdown x its isolated time (on its paths),
- * lifts it to the level of its nearest higher-level contender (so they share
- * instead of it waiting), or pushes top-level peers with slack one level
- * down, re-evaluating after each round. Then tries the top level reserved
+ * lifts it one level, above its same-level contenders (the cheapest
+ * bandwidth), or where it has none to the level of its nearest higher-level
+ * contender (so they share instead of it waiting), or pushes top-level peers
+ * with slack one level down, re-evaluating after each round. Then tries the top level reserved
  * for the jobs it lifts (the others compressed into K-1 levels), kept when
  * every job is within the bound and the predicted utilisation is higher
  * (or attempt 1 left jobs above it); then path selection again with the
