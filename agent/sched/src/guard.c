@@ -246,12 +246,12 @@ static double bound_ratio(const struct guard_ws *w, size_t i)
 
 /*
  * Where the bound sends violator i: with peers on its level (jobs sharing a
- * link with it), one level up, above those peers and below any blocker;
- * without, the lowest level above its own among the jobs sharing a link
- * with it (share with the nearest blocker). Its peers rank below every
- * blocker, so their bandwidth costs the least work; the next round goes on
- * up if that was not enough. -1: nothing above to join, or it is on
- * the top level already.
+ * link with it), one level up: above those peers, sharing with any blocker
+ * on that level and still below those higher up; without, the lowest level
+ * above its own among the jobs sharing a link with it (share with the
+ * nearest blocker). Its peers rank below every blocker, so their bandwidth
+ * costs the least work; the next round goes on up if that was not enough.
+ * -1: nothing above to join, or it is on the top level already.
  */
 static int lift_target(const struct guard_ws *w, const struct crux_sched_schedule *s, size_t i)
 {

@@ -315,10 +315,10 @@ double crux_sched_isolated_iter(const struct crux_sched_job *job, double comm);
  * lifts it one level, above its same-level contenders (the cheapest
  * bandwidth), or where it has none to the level of its nearest higher-level
  * contender (so they share instead of it waiting), or pushes top-level peers
- * with slack one level down, re-evaluating after each round. Then tries the top level reserved
- * for the jobs it lifts (the others compressed into K-1 levels), kept when
- * every job is within the bound and the predicted utilisation is higher
- * (or attempt 1 left jobs above it); then path selection again with the
+ * with slack one level down, re-evaluating after each round. Then tries the
+ * top level reserved for the jobs it lifts (the others compressed into K-1
+ * levels), kept when every job is within the bound and the predicted
+ * utilisation is higher (or attempt 1 left jobs above it); then path selection again with the
  * violators first and the same rounds, kept when it does better (higher
  * predicted utilisation, or fewer jobs above the bound); if jobs remain
  * above it, a search that moves the worst jobs (8 at most) each to its best
