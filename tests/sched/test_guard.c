@@ -552,8 +552,7 @@ static void test_level_search(void **state)
  * level up, above its peer job 2 and still below job 1, everyone is within
  * 2x. Joining job 1 on the top level would meet 2x too, but it takes
  * bandwidth from the job that buys the most work with it: the predicted
- * utilisation is 10 % lower. (The previous rule joined the nearest blocker;
- * the reserved level then did better than that, at 0.746.)
+ * utilisation is 10 % lower.
  */
 static void test_lift_above_peers(void **state)
 {
