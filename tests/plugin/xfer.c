@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "netdrv.h"
@@ -92,8 +93,28 @@ static int xfer_recv(const char *dir, const cruxn_net_v11_t *net)
 	return 0;
 }
 
-/* xfer-send DIR SIZE COUNT1 COUNT2: phase 1, wait for DIR/phase2.go, phase 2, stop. */
-static int xfer_send(const char *dir, size_t size, int n1, int n2, const cruxn_net_v11_t *net)
+/* Publishes how many messages have gone, so a test can see progress. */
+static void write_count(const char *dir, uint32_t n)
+{
+	char p[512], q[512];
+	snprintf(p, sizeof(p), "%s/sent.tmp", dir);
+	snprintf(q, sizeof(q), "%s/sent", dir);
+	FILE *f = fopen(p, "w");
+	if (!f)
+		return;
+	fprintf(f, "%u\n", n);
+	if (fclose(f) == 0)
+		rename(p, q);
+}
+
+/*
+ * xfer-send DIR SIZE COUNT1 COUNT2 [hold]: phase 1, wait for DIR/phase2.go,
+ * phase 2, stop. With "hold", phase 1 goes on past COUNT1 until DIR/phase1.stop
+ * appears (at most two minutes), publishing its count in DIR/sent, so a test
+ * can keep the transfer running for as long as it needs, on a fast machine too.
+ */
+static int xfer_send(const char *dir, size_t size, int n1, int n2, int hold,
+		     const cruxn_net_v11_t *net)
 {
 	char handle[CRUXN_NET_HANDLE_MAXSIZE], p[512];
 	void *ctx = init_ctx(net), *s = NULL;
@@ -118,7 +139,18 @@ static int xfer_send(const char *dir, size_t size, int n1, int n2, const cruxn_n
 	}
 	for (int phase = 0; phase < 2; phase++) {
 		int n = phase ? n2 : n1;
-		for (int k = 0; k < n; k++, idx++) {
+		int held = phase == 0 && hold;
+		time_t until = time(NULL) + 120;
+		for (int k = 0; k < n || held; k++, idx++) {
+			if (held && k >= n && k % 16 == 0) {
+				write_count(dir, idx);
+				if (file_exists(dir, "phase1.stop"))
+					break;
+				if (time(NULL) > until) {
+					fprintf(stderr, "xfer-send: no phase1.stop in 120 s\n");
+					return 1;
+				}
+			}
 			netdrv_fill(b, size, idx);
 			if (netdrv_send(net, s, b, size, 0, 60000) != 0) {
 				fprintf(stderr, "xfer-send: message %u failed\n", idx);
@@ -151,8 +183,8 @@ int cruxn_conf_xfer(int argc, char **argv, const cruxn_net_v11_t *net)
 		return xfer_recv(argv[1], net);
 	if (strcmp(argv[0], "xfer-send") == 0 && argc >= 5)
 		return xfer_send(argv[1], strtoull(argv[2], NULL, 0), atoi(argv[3]),
-				 atoi(argv[4]), net);
-	fprintf(stderr, "usage: xfer-recv DIR | xfer-send DIR SIZE COUNT1 COUNT2\n");
+				 atoi(argv[4]), argc >= 6 && strcmp(argv[5], "hold") == 0, net);
+	fprintf(stderr, "usage: xfer-recv DIR | xfer-send DIR SIZE COUNT1 COUNT2 [hold]\n");
 	return 2;
 }
 
