@@ -254,27 +254,21 @@ static void level_reserve(struct crux_sched_eval *ev, const struct crux_sched_to
 	}
 }
 
-crux_status_t crux_sched_evaluate(struct crux_sched_eval *ev, struct crux_sched_topo *t,
-				  const struct crux_sched_job *jobs, size_t n,
-				  const struct crux_sched_schedule *s, double *iter_time,
-				  double *util)
+crux_status_t sched_evaluate_links(struct crux_sched_eval *ev, const struct crux_sched_topo *t,
+				   const struct crux_sched_job *jobs, size_t n,
+				   const struct crux_sched_schedule *s, const struct job_links *jlp,
+				   double *iter_time, double *util)
 {
-	struct job_links jl;
+	const struct job_links jl = *jlp;
 	size_t L = (size_t)t->n_links;
 	crux_status_t st;
 	double work_rate = 0, gpus = 0;
 
 	if (s->n_jobs != n || s->levels < 1)
 		return CRUX_ERR_INVAL;
-	st = sched_jobs_validate(t, jobs, n);
-	if (st)
-		return st;
-	st = sched_job_links_build(t, jobs, n, s, &jl);
-	if (st)
-		return st;
 	st = ev_size(ev, L, n, jl.off[n]);
 	if (st)
-		goto out;
+		return st;
 	int shares = has_shares(s);
 
 	for (size_t l = 0; l < L; l++) {
@@ -445,6 +439,26 @@ crux_status_t crux_sched_evaluate(struct crux_sched_eval *ev, struct crux_sched_
 		*util = gpus > 0 ? work_rate / gpus : 0;
 	st = CRUX_OK;
 out:
+	return st;
+}
+
+crux_status_t crux_sched_evaluate(struct crux_sched_eval *ev, struct crux_sched_topo *t,
+				  const struct crux_sched_job *jobs, size_t n,
+				  const struct crux_sched_schedule *s, double *iter_time,
+				  double *util)
+{
+	struct job_links jl;
+	crux_status_t st;
+
+	if (s->n_jobs != n || s->levels < 1)
+		return CRUX_ERR_INVAL;
+	st = sched_jobs_validate(t, jobs, n);
+	if (st)
+		return st;
+	st = sched_job_links_build(t, jobs, n, s, &jl);
+	if (st)
+		return st;
+	st = sched_evaluate_links(ev, t, jobs, n, s, &jl, iter_time, util);
 	sched_job_links_free(&jl);
 	return st;
 }
