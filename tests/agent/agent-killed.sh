@@ -46,7 +46,8 @@ grep -q "applied by the agent" "$W/set.log" || fail "set did not go through the 
 
 ip netns exec "$B" tcpdump -i "${P}y" -n -s 96 -U --immediate-mode -Z root -w "$W/cap.pcap" tcp 2>"$W/tcpdump.cap" &
 TD=$!
-sleep 1
+# tcpdump captures once it says "listening on" (a fixed sleep can miss the first packets).
+i=0; until grep -q "listening on" "$W/tcpdump.cap" 2>/dev/null || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
 ip netns exec "$B" "$CONF" xfer-recv "$W" > "$W/recv.log" 2>&1 &
 RP=$!
 ip netns exec "$A" "$CONF" xfer-send "$W" 1048576 16 16 > "$W/send.log" 2>&1 &

@@ -33,7 +33,8 @@ run() {
 	mkdir -p "$W/$name"
 	ip netns exec "$B" tcpdump -i "${P}y" -n -s 96 -U --immediate-mode -Z root -w "$W/$name.pcap" tcp 2>"$W/$name.td.log" &
 	TD=$!
-	sleep 1
+	# tcpdump captures once it says "listening on" (a fixed sleep can miss the first packets).
+	i=0; until grep -q "listening on" "$W/$name.td.log" 2>/dev/null || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
 	CRUX_SOFTRDMA_IFNAMES="${P}y" ip netns exec "$B" "$PEER" "$W/$name" passive 4194304 > "$W/$name.b.log" 2>&1 &
 	BP=$!
 	CRUX_SOFTRDMA_IFNAMES="${P}x" ip netns exec "$A" "$PEER" "$W/$name" active 4194304 "$tc" "$fl" ${5:-} > "$W/$name.a.log" 2>&1

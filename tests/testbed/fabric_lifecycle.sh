@@ -42,7 +42,11 @@ tc -n "$PFX-s1" filter show dev l0 | grep -q 'match 00600000/00fc0000' || fail "
 # The high class must get clearly more.
 ip netns exec "$PFX-h2" iperf3 -s -p 5301 -D -1 >/dev/null 2>&1
 ip netns exec "$PFX-h2" iperf3 -s -p 5302 -D -1 >/dev/null 2>&1
-sleep 0.5
+# iperf3 -D returns before it listens: wait for both ports (a slow machine).
+i=0
+until [ "$(ip netns exec "$PFX-h2" ss -Hltn 2>/dev/null | grep -c ':530[12] ')" -ge 2 ] || [ $i -ge 50 ]; do
+	sleep 0.1; i=$((i + 1))
+done
 if command -v iperf3 >/dev/null 2>&1; then
 	ip netns exec "$PFX-h0" iperf3 -c 198.18.1.2 -p 5301 -t 4 -S 0 -J >/tmp/$PFX-lo.json 2>/dev/null &
 	lo=$!
