@@ -43,6 +43,19 @@ struct crux_sched_eval {
 	double *lambda, *maxm, *T;
 	unsigned char *frozen;
 	size_t jobs_cap;
+	/*
+	 * Resume cache (sched_evaluate_links with reuse): snap[x * L ..] is the
+	 * residual after every job above level x, with the work and GPU sums
+	 * so far; prev[] each job's level. A call that changes no level above x
+	 * starts at level x from there, and computes exactly what a full pass would.
+	 */
+	double *snap, snap_wr[CRUX_SCHED_MAX_LEVELS], snap_gpus[CRUX_SCHED_MAX_LEVELS];
+	size_t snap_cap;
+	unsigned char snap_ok[CRUX_SCHED_MAX_LEVELS];
+	int *prev;
+	double fin_wr, fin_gpus;
+	int cache_ok, cache_levels;
+	size_t cache_n;
 };
 
 crux_status_t crux_sched_eval_new(struct crux_sched_eval **out)
@@ -80,6 +93,8 @@ void crux_sched_eval_free(struct crux_sched_eval *ev)
 	free(ev->maxm);
 	free(ev->T);
 	free(ev->frozen);
+	free(ev->snap);
+	free(ev->prev);
 	free(ev);
 }
 
@@ -170,6 +185,7 @@ static crux_status_t ev_size(struct crux_sched_eval *ev, size_t L, size_t n, siz
 		ENSURE(ev->maxm, c, double);
 		ENSURE(ev->T, c, double);
 		ENSURE(ev->frozen, c, unsigned char);
+		ENSURE(ev->prev, c, int);
 		ev->jobs_cap = c;
 	}
 	if (inc + 1 > ev->inc_cap) {
@@ -254,13 +270,48 @@ static void level_reserve(struct crux_sched_eval *ev, const struct crux_sched_to
 	}
 }
 
+/*
+ * The highest level at which s differs from the previous call (a job moved
+ * to or from it), or -1 when none: levels above it need no work. K when the
+ * cache cannot serve this call.
+ */
+static int resume_level(const struct crux_sched_eval *ev, const struct crux_sched_schedule *s,
+			size_t n, int reuse, int shares)
+{
+	int r = -1;
+
+	if (!reuse || shares || !ev->cache_ok || ev->cache_n != n || ev->cache_levels != s->levels)
+		return s->levels;
+	for (size_t i = 0; i < n; i++) {
+		int now = clamp_level(s, s->d[i].level), was = ev->prev[i];
+
+		if (now != was) {
+			int m = now > was ? now : was;
+
+			r = m > r ? m : r;
+		}
+	}
+	return r;
+}
+
+/* The snapshots of levels hi down to lo: the residual and sums as they are now. */
+static void snap_take(struct crux_sched_eval *ev, size_t L, int hi, int lo, double wr, double g)
+{
+	for (int x = hi; x >= lo; x--) {
+		memcpy(ev->snap + (size_t)x * L, ev->resid, L * sizeof(double));
+		ev->snap_wr[x] = wr;
+		ev->snap_gpus[x] = g;
+		ev->snap_ok[x] = 1;
+	}
+}
+
 crux_status_t sched_evaluate_links(struct crux_sched_eval *ev, const struct crux_sched_topo *t,
 				   const struct crux_sched_job *jobs, size_t n,
 				   const struct crux_sched_schedule *s, const struct job_links *jlp,
-				   double *iter_time, double *util)
+				   int reuse, double *iter_time, double *util)
 {
 	const struct job_links jl = *jlp;
-	size_t L = (size_t)t->n_links;
+	size_t L = (size_t)t->n_links, start = 0;
 	crux_status_t st;
 	double work_rate = 0, gpus = 0;
 
@@ -269,15 +320,42 @@ crux_status_t sched_evaluate_links(struct crux_sched_eval *ev, const struct crux
 	st = ev_size(ev, L, n, jl.off[n]);
 	if (st)
 		return st;
-	int shares = has_shares(s);
+	int shares = has_shares(s), K = s->levels;
+	int r = resume_level(ev, s, n, reuse, shares);
 
-	for (size_t l = 0; l < L; l++) {
-		ev->resid[l] = t->lbw[l];
-		ev->ver[l] = 0;
-		ev->below[l] = 0;
-		ev->dem[l] = 0;
+	if (!shares && (size_t)K * L > ev->snap_cap) {
+		ENSURE(ev->snap, (size_t)K * L, double);
+		ev->snap_cap = (size_t)K * L;
+		r = K;
 	}
+	if (r < 0) {
+		/* Nothing moved: the previous answer stands (ev->T still holds it). */
+		work_rate = ev->fin_wr;
+		gpus = ev->fin_gpus;
+		goto done;
+	}
+	ev->cache_ok = 0; /* again only once this call has succeeded */
 	order_by_level(s, n, ev->order);
+	if (r < K && !ev->snap_ok[r])
+		r = K;
+	if (r < K) {
+		/* Jobs above r are where they were: start at the first job at or below it. */
+		while (start < n && clamp_level(s, s->d[ev->order[start]].level) > r)
+			start++;
+		memcpy(ev->resid, ev->snap + (size_t)r * L, L * sizeof(double));
+		work_rate = ev->snap_wr[r];
+		gpus = ev->snap_gpus[r];
+		memset(ev->snap_ok, 0, (size_t)r + 1);
+	} else {
+		for (size_t l = 0; l < L; l++) {
+			ev->resid[l] = t->lbw[l];
+			ev->ver[l] = 0;
+			ev->below[l] = 0;
+			ev->dem[l] = 0;
+		}
+		memset(ev->snap_ok, 0, sizeof(ev->snap_ok));
+		r = K - 1;
+	}
 	/* Every level's reservation first; each level takes its own back below. */
 	for (size_t lo = 0; shares && lo < n;) {
 		size_t hi = lo;
@@ -288,7 +366,7 @@ crux_status_t sched_evaluate_links(struct crux_sched_eval *ev, const struct crux
 		level_reserve(ev, t, jobs, &jl, lo, hi, s->share[lev], 1.0);
 		lo = hi;
 	}
-	for (size_t lo = 0; lo < n;) {
+	for (size_t lo = start; lo < n;) {
 		size_t hi = lo;
 		int lev = clamp_level(s, s->d[ev->order[lo]].level);
 
@@ -296,6 +374,9 @@ crux_status_t sched_evaluate_links(struct crux_sched_eval *ev, const struct crux
 			hi++;
 		if (shares)
 			level_reserve(ev, t, jobs, &jl, lo, hi, s->share[lev], -1.0);
+		else
+			snap_take(ev, L, r, lev, work_rate, gpus);
+		r = lev - 1;
 		/* Incidences of this level's jobs, grouped by link. */
 		size_t nt = 0, ninc = 0;
 
@@ -432,6 +513,14 @@ crux_status_t sched_evaluate_links(struct crux_sched_eval *ev, const struct crux
 		}
 		lo = hi;
 	}
+	ev->fin_wr = work_rate;
+	ev->fin_gpus = gpus;
+	for (size_t i = 0; i < n; i++)
+		ev->prev[i] = clamp_level(s, s->d[i].level);
+	ev->cache_ok = !shares;
+	ev->cache_n = n;
+	ev->cache_levels = K;
+done:
 	/* Out-parameters only on success. */
 	if (iter_time && n)
 		memcpy(iter_time, ev->T, n * sizeof(double));
@@ -458,7 +547,7 @@ crux_status_t crux_sched_evaluate(struct crux_sched_eval *ev, struct crux_sched_
 	st = sched_job_links_build(t, jobs, n, s, &jl);
 	if (st)
 		return st;
-	st = sched_evaluate_links(ev, t, jobs, n, s, &jl, iter_time, util);
+	st = sched_evaluate_links(ev, t, jobs, n, s, &jl, 0, iter_time, util);
 	sched_job_links_free(&jl);
 	return st;
 }

@@ -334,7 +334,7 @@ static crux_status_t guard_levels(struct guard_ws *w, struct crux_sched_topo *t,
 {
 	for (int round = 0;; round++) {
 		size_t nl = 0;
-		crux_status_t st = sched_evaluate_links(w->ev, t, jobs, n, s, &w->jl, w->T, util);
+		crux_status_t st = sched_evaluate_links(w->ev, t, jobs, n, s, &w->jl, 1, w->T, util);
 
 		if (st)
 			return st;
@@ -426,7 +426,7 @@ static crux_status_t guard_reroute(struct crux_sched_topo *t, const struct crux_
 	crux_status_t st = guard_ws_init(&w, t, jobs, n, bound, s);
 
 	if (!st)
-		st = sched_evaluate_links(w.ev, t, jobs, n, s, &w.jl, w.T, &util);
+		st = sched_evaluate_links(w.ev, t, jobs, n, s, &w.jl, 1, w.T, &util);
 	if (!st)
 		st = reroute(&w, t, jobs, n, s);
 	guard_ws_free(&w);
@@ -519,7 +519,7 @@ static crux_status_t guard_search(struct crux_sched_topo *t, const struct crux_s
 	crux_status_t st = guard_ws_init(&w, t, jobs, n, bound, s);
 
 	if (!st)
-		st = sched_evaluate_links(w.ev, t, jobs, n, s, &w.jl, w.T, &util);
+		st = sched_evaluate_links(w.ev, t, jobs, n, s, &w.jl, 1, w.T, &util);
 	if (st)
 		goto out;
 	f = search_obj(&w, n);
@@ -544,7 +544,7 @@ static crux_status_t guard_search(struct crux_sched_topo *t, const struct crux_s
 			if (l == cur)
 				continue;
 			s->d[wi].level = l;
-			st = sched_evaluate_links(w.ev, t, jobs, n, s, &w.jl, w.T, &util);
+			st = sched_evaluate_links(w.ev, t, jobs, n, s, &w.jl, 1, w.T, &util);
 			if (st)
 				goto out;
 			double g = search_obj(&w, n);
@@ -557,7 +557,7 @@ static crux_status_t guard_search(struct crux_sched_topo *t, const struct crux_s
 		s->d[wi].level = best;
 		f = bf;
 		*moves += best != cur;
-		st = sched_evaluate_links(w.ev, t, jobs, n, s, &w.jl, w.T, &util);
+		st = sched_evaluate_links(w.ev, t, jobs, n, s, &w.jl, 1, w.T, &util);
 		if (st)
 			goto out;
 	}
@@ -700,7 +700,7 @@ static crux_status_t urgent_met(struct crux_sched_topo *t, const struct crux_sch
 	crux_status_t st = guard_ws_init(&w, t, tmp, n, bound, s);
 
 	if (!st)
-		st = sched_evaluate_links(w.ev, t, tmp, n, s, &w.jl, w.T, &util);
+		st = sched_evaluate_links(w.ev, t, tmp, n, s, &w.jl, 1, w.T, &util);
 	for (size_t i = 0; !st && i < n; i++) {
 		if (!jobs[i].urgent || !(jobs[i].iter_time > GUARD_MODEL_GAP * w.T[i]))
 			continue;
@@ -714,7 +714,7 @@ static crux_status_t urgent_met(struct crux_sched_topo *t, const struct crux_sch
 		}
 	}
 	if (!st && blind)
-		st = sched_evaluate_links(w.ev, t, tmp, n, s, &w.jl, w.T, &util);
+		st = sched_evaluate_links(w.ev, t, tmp, n, s, &w.jl, 1, w.T, &util);
 	*met = 1;
 	for (size_t i = 0; !st && i < n; i++) {
 		left += over_bound(&w, i);

@@ -94,13 +94,18 @@ struct job_links {
 crux_status_t sched_job_links_build(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 			      size_t n, const struct crux_sched_schedule *s, struct job_links *out);
 void sched_job_links_free(struct job_links *jl);
-/* crux_sched_evaluate on links built for s's paths (levels may differ): for
- * callers that evaluate many level assignments of one set of valid jobs. */
+/*
+ * crux_sched_evaluate on links built for s's paths (levels may differ): for
+ * callers that evaluate many level assignments of one set of valid jobs.
+ * reuse: the jobs, their links and paths are those of the previous call on
+ * ev, only levels may have moved; the levels above the highest that changed
+ * are then not computed again (same answer as a full pass).
+ */
 struct crux_sched_eval;
 crux_status_t sched_evaluate_links(struct crux_sched_eval *ev, const struct crux_sched_topo *t,
 				   const struct crux_sched_job *jobs, size_t n,
 				   const struct crux_sched_schedule *s, const struct job_links *jl,
-				   double *iter_time, double *util);
+				   int reuse, double *iter_time, double *util);
 /* Finite, non-negative times, bytes and work; overlap in 0..1; hosts in range. */
 crux_status_t sched_jobs_validate(const struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 			    size_t n);
