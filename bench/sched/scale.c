@@ -13,7 +13,12 @@
  * these jobs fit one host and send nothing over the network; the last row
  * ("multi") repeats 5,000 jobs drawn from 16..128 GPUs only, the dense case.
  *
- * Times are the best of 3 (cold) and 5 (warm) runs: the machine is shared.
+ * The fairness guard: the warm schedule again with CRUX_MAX_SLOWDOWN=2 (each
+ * job's isolated time estimated alone on its paths), its evaluations resuming
+ * below the highest level that moved; baseline in the same run: the same
+ * guard with a full evaluation every time (sched_eval_set_resume(0)).
+ *
+ * Times are the best of 3 (cold, guard) and 5 (warm) runs: the machine is shared.
  *
  * usage: sched-scale CSV [OUT.json] [--quick]
  */
@@ -24,6 +29,7 @@
 #include <time.h>
 
 #include "crux/sched.h"
+#include "internal.h" /* sched_eval_set_resume: the guard's baseline */
 
 static double now(void)
 {
@@ -141,15 +147,17 @@ int main(int argc, char **argv)
 	fprintf(jf,
 		"{\"benchmark\":\"sched-scale\",\"topology\":\"lingjun (847 hosts)\",\"levels\":8,"
 		"\"orders\":10,\"rows\":[");
-	printf("%6s %5s %9s %9s %6s %8s %9s %9s %8s %10s %8s %6s\n", "jobs", "mix", "net_jobs",
-	       "dag_edges", "comps", "largest", "cold_ms", "warm_ms", "ecmp_ms", "warm/ecmp",
-	       "eval_ms", "util");
+	printf("%6s %5s %9s %9s %6s %8s %9s %9s %8s %10s %8s %6s %9s %9s %7s %6s\n", "jobs", "mix",
+	       "net_jobs", "dag_edges", "comps", "largest", "cold_ms", "warm_ms", "ecmp_ms",
+	       "warm/ecmp", "eval_ms", "util", "guard_ms", "full_ms", "speedup", "lifts");
 	for (int ci = 0; ci < nc; ci++) {
 		struct crux_sched_topo *t = NULL;
 		struct crux_sched_jobs js;
 		struct crux_sched_schedule *s = NULL;
 		struct crux_sched_params p;
 		double best_warm = 1e9, best_ecmp = 1e9, cold = 1e9, best_eval = 1e9, u = 0;
+		double guard = 1e9, guard_full = 1e9;
+		int lifts = 0, left = 0;
 		struct crux_sched_eval *ev = NULL;
 
 		crux_sched_params_default(&p);
@@ -190,6 +198,27 @@ int main(int argc, char **argv)
 			crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_ECMP, s);
 			best_ecmp = fmin(best_ecmp, now() - t0);
 		}
+		/* The guard at 2: resuming evaluations, then full ones (the baseline). */
+		p.max_slowdown = 2;
+		for (int full = 0; full < 2; full++) {
+			sched_eval_set_resume(!full);
+			for (int rep = 0; rep < 3; rep++) {
+				double t0 = now();
+
+				if (crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s)) {
+					fprintf(stderr, "sched-scale: guarded schedule failed\n");
+					return 1;
+				}
+				if (full)
+					guard_full = fmin(guard_full, now() - t0);
+				else
+					guard = fmin(guard, now() - t0);
+			}
+			lifts = s->guard_lifts;
+			left = s->guard_violators;
+		}
+		sched_eval_set_resume(1);
+		p.max_slowdown = 0;
 		crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s);
 		/* The fluid evaluator on that schedule (the simulator's engine). */
 		if (crux_sched_eval_new(&ev))
@@ -208,20 +237,24 @@ int main(int argc, char **argv)
 			net += js.v[i].n_flows > 0;
 		const char *mixn = ci == nc - 1 && stress ? "multi" : "trace";
 
-		printf("%6d %5s %9zu %9zu %6d %8d %9.2f %9.2f %8.2f %10.1f %8.2f %6.3f\n",
+		printf("%6d %5s %9zu %9zu %6d %8d %9.2f %9.2f %8.2f %10.1f %8.2f %6.3f %9.1f %9.1f "
+		       "%7.2f %6d\n",
 		       counts[ci], mixn, net, s->dag_edges, s->dag_components, s->dag_largest,
 		       cold * 1e3, best_warm * 1e3, best_ecmp * 1e3, best_warm / best_ecmp,
-		       best_eval * 1e3, u);
+		       best_eval * 1e3, u, guard * 1e3, guard_full * 1e3, guard_full / guard, lifts);
 		fprintf(
 		    jf,
 		    "%s{\"jobs\":%d,\"mix\":\"%s\",\"network_jobs\":%zu,\"dag_edges\":%zu,\"dag_"
 		    "components\":%d,"
 		    "\"dag_largest\":%d,\"cold_ms\":%.3f,\"warm_ms\":%.3f,"
 		    "\"ecmp_ms\":%.3f,\"warm_over_ecmp\":%.3f,\"eval_ms\":%.3f,\"gpu_util\":%.4f,"
-		    "\"cut_weight\":%.6g}",
+		    "\"cut_weight\":%.6g,\"guard2_ms\":%.3f,\"guard2_full_eval_ms\":%.3f,"
+		    "\"guard2_speedup\":%.3f,\"guard2_over_warm\":%.3f,\"guard2_lifts\":%d,"
+		    "\"guard2_violators_left\":%d}",
 		    ci ? "," : "", counts[ci], mixn, net, s->dag_edges, s->dag_components,
 		    s->dag_largest, cold * 1e3, best_warm * 1e3, best_ecmp * 1e3,
-		    best_warm / best_ecmp, best_eval * 1e3, u, s->cut_weight);
+		    best_warm / best_ecmp, best_eval * 1e3, u, s->cut_weight, guard * 1e3,
+		    guard_full * 1e3, guard_full / guard, guard / best_warm, lifts, left);
 		fflush(stdout);
 		crux_sched_schedule_free(s);
 		crux_sched_jobs_free(&js);

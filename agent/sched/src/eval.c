@@ -270,6 +270,14 @@ static void level_reserve(struct crux_sched_eval *ev, const struct crux_sched_to
 	}
 }
 
+/* Benchmarks measure against a full pass every time (sched_eval_set_resume). */
+static int resume_on = 1;
+
+void sched_eval_set_resume(int on)
+{
+	resume_on = on;
+}
+
 /*
  * The highest level at which s differs from the previous call (a job moved
  * to or from it), or -1 when none: levels above it need no work. K when the
@@ -280,7 +288,8 @@ static int resume_level(const struct crux_sched_eval *ev, const struct crux_sche
 {
 	int r = -1;
 
-	if (!reuse || shares || !ev->cache_ok || ev->cache_n != n || ev->cache_levels != s->levels)
+	if (!reuse || !resume_on || shares || !ev->cache_ok || ev->cache_n != n ||
+	    ev->cache_levels != s->levels)
 		return s->levels;
 	for (size_t i = 0; i < n; i++) {
 		int now = clamp_level(s, s->d[i].level), was = ev->prev[i];
@@ -322,8 +331,10 @@ crux_status_t sched_evaluate_links(struct crux_sched_eval *ev, const struct crux
 		return st;
 	int shares = has_shares(s), K = s->levels;
 	int r = resume_level(ev, s, n, reuse, shares);
+	/* Snapshots only for a caller that will resume (a one-off pass skips the copies). */
+	int keep = reuse && resume_on && !shares;
 
-	if (!shares && (size_t)K * L > ev->snap_cap) {
+	if (keep && (size_t)K * L > ev->snap_cap) {
 		ENSURE(ev->snap, (size_t)K * L, double);
 		ev->snap_cap = (size_t)K * L;
 		r = K;
@@ -374,7 +385,7 @@ crux_status_t sched_evaluate_links(struct crux_sched_eval *ev, const struct crux
 			hi++;
 		if (shares)
 			level_reserve(ev, t, jobs, &jl, lo, hi, s->share[lev], -1.0);
-		else
+		else if (keep)
 			snap_take(ev, L, r, lev, work_rate, gpus);
 		r = lev - 1;
 		/* Incidences of this level's jobs, grouped by link. */
@@ -517,7 +528,7 @@ crux_status_t sched_evaluate_links(struct crux_sched_eval *ev, const struct crux
 	ev->fin_gpus = gpus;
 	for (size_t i = 0; i < n; i++)
 		ev->prev[i] = clamp_level(s, s->d[i].level);
-	ev->cache_ok = !shares;
+	ev->cache_ok = keep;
 	ev->cache_n = n;
 	ev->cache_levels = K;
 done:

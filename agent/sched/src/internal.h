@@ -106,6 +106,9 @@ crux_status_t sched_evaluate_links(struct crux_sched_eval *ev, const struct crux
 				   const struct crux_sched_job *jobs, size_t n,
 				   const struct crux_sched_schedule *s, const struct job_links *jl,
 				   int reuse, double *iter_time, double *util);
+/* 0: every reuse call makes a full pass (a benchmark's baseline); 1: default.
+ * Process-wide, not thread-safe: for benchmarks and tests only. */
+void sched_eval_set_resume(int on);
 /* Finite, non-negative times, bytes and work; overlap in 0..1; hosts in range. */
 crux_status_t sched_jobs_validate(const struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 			    size_t n);
