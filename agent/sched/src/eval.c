@@ -281,15 +281,14 @@ void sched_eval_set_resume(int on)
 /*
  * The highest level at which s differs from the previous call (a job moved
  * to or from it), or -1 when none: levels above it need no work. K when the
- * cache cannot serve this call.
+ * cache cannot serve this call (keep: the caller resumes, see below).
  */
 static int resume_level(const struct crux_sched_eval *ev, const struct crux_sched_schedule *s,
-			size_t n, int reuse, int shares)
+			size_t n, int keep)
 {
 	int r = -1;
 
-	if (!reuse || !resume_on || shares || !ev->cache_ok || ev->cache_n != n ||
-	    ev->cache_levels != s->levels)
+	if (!keep || !ev->cache_ok || ev->cache_n != n || ev->cache_levels != s->levels)
 		return s->levels;
 	for (size_t i = 0; i < n; i++) {
 		int now = clamp_level(s, s->d[i].level), was = ev->prev[i];
@@ -330,9 +329,10 @@ crux_status_t sched_evaluate_links(struct crux_sched_eval *ev, const struct crux
 	if (st)
 		return st;
 	int shares = has_shares(s), K = s->levels;
-	int r = resume_level(ev, s, n, reuse, shares);
-	/* Snapshots only for a caller that will resume (a one-off pass skips the copies). */
+	/* Snapshots only for a caller that will resume (a one-off pass skips the
+	 * copies); guaranteed shares tie every level to the others: no resume. */
 	int keep = reuse && resume_on && !shares;
+	int r = resume_level(ev, s, n, keep);
 
 	if (keep && (size_t)K * L > ev->snap_cap) {
 		ENSURE(ev->snap, (size_t)K * L, double);
