@@ -220,9 +220,17 @@ static int run_soak(struct ctx *c, const struct opts *o)
 		bad_total += allreduce_checked(c, count, o->rank, o->nranks, true);
 		n++;
 		float stop = (o->rank == 0 && now_s() - t0 >= o->seconds) ? 1.f : 0.f;
-		CUDA_OK(cudaMemcpy(flag, &stop, sizeof(stop), cudaMemcpyHostToDevice));
+		/*
+		 * Both copies on the collective's stream: it is non-blocking, so a
+		 * plain cudaMemcpy (legacy stream) could read the flag before the
+		 * all-reduce wrote it, and a rank that missed the stop would post one
+		 * more collective than its peers (seen once on an H100 as "peer
+		 * closed the connection" followed by a hang in ncclCommFinalize).
+		 */
+		CUDA_OK(cudaMemcpyAsync(flag, &stop, sizeof(stop), cudaMemcpyHostToDevice, c->stream));
 		NCCL_OK(ncclAllReduce(flag, flag, 1, ncclFloat, ncclSum, c->comm, c->stream));
-		CUDA_OK(cudaMemcpy(&stop, flag, sizeof(stop), cudaMemcpyDeviceToHost));
+		CUDA_OK(cudaMemcpyAsync(&stop, flag, sizeof(stop), cudaMemcpyDeviceToHost, c->stream));
+		CUDA_OK(cudaStreamSynchronize(c->stream));
 		if (o->rank == 0 && now_s() - last >= 1.0) {
 			last = now_s();
 			printf("{\"soak_t_s\":%.1f,\"allreduces\":%llu,\"wrong_elements\":%llu}\n",

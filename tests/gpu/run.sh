@@ -13,7 +13,7 @@
 #   plugin    all-reduce sweep, 2 and 4 ranks on one GPU (distinct NCCL_HOSTID),
 #             NCCL's own socket transport vs the Crux plugin, alternated, every
 #             element verified -> gpu-plugin.json
-#   level     a 2-rank soak through the plugin while the decision table moves the
+#   level     2-rank soaks through the plugin while the decision table moves the
 #             job's level twice; per-level byte counters from the profile record
 #   preload   matmul + all-reduce iterations under LD_PRELOAD=libcrux-preload.so
 #             (CUPTI and events backends): profile vs CUDA-event ground truth,
@@ -140,31 +140,47 @@ phase_plugin() {
 }
 
 phase_level() {
-	log "level: soak through the plugin while the table moves the job's level"
-	local CTL="$B/agent/cruxctl/cruxctl" lp="$OUT/level/soak" s
-	mkdir -p "$OUT/level"
-	rm -rf "$W/shm"; mkdir -p "$W/shm"
-	# The agent serves the table (contract v2: sealed memfd over cruxd.sock); overrides go through it.
-	"$B/agent/cruxd/cruxd" --shm-dir "$W/shm" --no-probe --interval 500ms >"$lp.cruxd.log" 2>&1 &
-	local agent=$!
-	sleep 1
-	CRUX_SHM_DIR="$W/shm" "$CTL" set --job gpucheck --level 0 --timeout 600 >"$lp.ctl.log" 2>&1
-	crux_env bash -c "$(declare -f launch); GC='$GC' W='$W'; launch 2 '$lp' -- soak --bytes 64M --seconds 15" &
-	local job=$!
-	sleep 8
-	CRUX_SHM_DIR="$W/shm" "$CTL" set --job gpucheck --level 3 --timeout 600 >>"$lp.ctl.log" 2>&1
-	sleep 5
-	CRUX_SHM_DIR="$W/shm" "$CTL" set --job gpucheck --level 1 --timeout 600 >>"$lp.ctl.log" 2>&1
-	for s in 1 2 3 4 5 6 7 8; do
-		sleep 1
-		CRUX_SHM_DIR="$W/shm" "$CTL" --json status >"$OUT/level/status.$s.json" 2>>"$lp.ctl.log"
+	# CRUX_GPU_SOAKS soaks per table kind; CRUX_GPU_TABLES: agent (cruxd serves the
+	# table as a sealed memfd, overrides through it) and/or file (no agent: cruxctl
+	# writes the v1 decision.tbl the plugin reads).
+	local kind rep
+	for kind in ${CRUX_GPU_TABLES:-agent}; do
+		for rep in $(seq 1 "${CRUX_GPU_SOAKS:-1}"); do
+			level_soak "$kind" "$OUT/level/$kind.r$rep"
+		done
 	done
-	wait $job || { echo "level: soak FAILED"; fail=1; }
-	kill $agent 2>/dev/null; wait $agent 2>/dev/null
+	python3 tests/gpu/summarize.py level "$OUT/level" "$OUT/gpu-level.json" || fail=1
+}
+
+# level_soak agent|file DIR: one soak, levels 0 -> 3 -> 1, status snapshots in DIR
+level_soak() {
+	local kind="$1" d="$2" CTL="$B/agent/cruxctl/cruxctl" s agent="" t0=$SECONDS
+	local lp="$d/soak"
+	log "level: soak through the plugin while the table moves the job's level ($kind table)"
+	mkdir -p "$d"
+	rm -rf "$W/shm"; mkdir -p "$W/shm"
+	if [ "$kind" = agent ]; then
+		"$B/agent/cruxd/cruxd" --shm-dir "$W/shm" --no-probe --interval 500ms >"$lp.cruxd.log" 2>&1 &
+		agent=$!
+		sleep 1
+	fi
+	CRUX_SHM_DIR="$W/shm" "$CTL" set --job gpucheck --level 0 --timeout 600 >"$lp.ctl.log" 2>&1
+	crux_env bash -c "$(declare -f launch); GC='$GC' W='$W'; launch 2 '$lp' -- soak --bytes 64M --seconds ${CRUX_GPU_SOAK_S:-15}" &
+	local job=$! third=$(( ${CRUX_GPU_SOAK_S:-15} / 3 ))
+	sleep $((third + 3))
+	CRUX_SHM_DIR="$W/shm" "$CTL" set --job gpucheck --level 3 --timeout 600 >>"$lp.ctl.log" 2>&1
+	sleep "$third"
+	CRUX_SHM_DIR="$W/shm" "$CTL" set --job gpucheck --level 1 --timeout 600 >>"$lp.ctl.log" 2>&1
+	for s in $(seq 1 $((third + 3))); do
+		sleep 1
+		CRUX_SHM_DIR="$W/shm" "$CTL" --json status >"$d/status.$s.json" 2>>"$lp.ctl.log"
+	done
+	wait $job || { echo "level: $kind soak FAILED"; tail -3 "$lp".rank*.err; fail=1; }
+	[ -n "$agent" ] && { kill $agent 2>/dev/null; wait $agent 2>/dev/null; }
 	cat "$lp.ctl.log"
 	grep -h "attach\|Crux: decision" "$lp".rank0.* | head -3
-	grep -h '^{' "$lp.rank0.out" | tail -2
-	python3 tests/gpu/summarize.py level "$OUT" "$OUT/gpu-level.json" || fail=1
+	grep -h '^{' "$lp.rank0.out" | tail -1
+	log "level: $kind soak took $((SECONDS - t0)) s"
 }
 
 phase_preload() {
@@ -245,7 +261,9 @@ nt_build() {
 	export PATH="$m/root/usr/bin:$PATH" LD_LIBRARY_PATH="$ml:$ml/slurm:$LD_LIBRARY_PATH"
 	export HYDRA_LAUNCHER=fork
 	cp -r "$src" "$NT"
+	# Only all_reduce_perf: the checks run nothing else, and it is a fraction of the build time.
 	make -C "$NT" -j"$(nproc)" MPI=1 MPI_HOME="$m/home" CUDA_HOME="$CUDA" NCCL_HOME="$NCCL_HOME" \
+		BIN_FILES_LIST=all_reduce \
 		NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" >"$OUT/nccl-tests-build.log" 2>&1 || {
 		tail -20 "$OUT/nccl-tests-build.log"; return 1; }
 	mpirun --version 2>&1 | head -3
