@@ -12,7 +12,9 @@
 #        (defaults: build 1 10; about 10 CPU-minutes per double-sided seed,
 #        1 per Clos seed)
 # CRUX_SIM_PAR: runs at once (default: the online CPUs); CRUX_SIM_EXPERIMENTS:
-# a subset of the two. Each run's JSON is
+# a subset of the two; CRUX_SIM_GUARDS: a subset of the guarded runs
+# ("crux-full@4 crux-full@2"); CRUX_SIM_OUT: the result file (default
+# bench/results/sim-guard-seeds.json). Each run's JSON is
 # kept in BUILD_DIR/guard-seeds/ and reused when present: after changing the
 # guard, delete that directory's crux-full@* files (the baselines and
 # unguarded Crux-full do not run the guard).
@@ -49,7 +51,8 @@ FIRST=${2:-1}
 LAST=${3:-10}
 SIM="$BUILD/bench/sim/crux-sim"
 DIR="$BUILD/guard-seeds"
-OUT=bench/results/sim-guard-seeds.json
+OUT=${CRUX_SIM_OUT:-bench/results/sim-guard-seeds.json}
+GUARDS=${CRUX_SIM_GUARDS:-crux-full@4 crux-full@2}
 PAR=${CRUX_SIM_PAR:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)}
 EXPERIMENTS=${CRUX_SIM_EXPERIMENTS:-clos2-dense-random dsided-random}
 unset CRUX_MAX_SLOWDOWN CRUX_LEVEL_WEIGHTS
@@ -58,6 +61,12 @@ if [ ! -x "$SIM" ]; then
 	echo "guard-seeds: $SIM not found; build first (meson compile -C $BUILD)" >&2
 	exit 1
 fi
+for g in $GUARDS; do
+	case $g in crux-full@4 | crux-full@2) ;; *)
+		echo "guard-seeds: CRUX_SIM_GUARDS takes crux-full@4 and/or crux-full@2 (got '$g')" >&2
+		exit 1 ;;
+	esac
+done
 case "$FIRST$LAST" in *[!0-9]*)
 	echo "guard-seeds: seeds must be numbers (got '$FIRST' '$LAST')" >&2
 	exit 1 ;;
@@ -66,7 +75,8 @@ mkdir -p "$DIR" bench/results
 
 # The guarded runs (slow: bound 2 the slowest) first, so that the cheap ones
 # fill in around them.
-for g in crux-full@2 crux-full@4 base; do
+# shellcheck disable=SC2086 # GUARDS is a list
+for g in $(printf '%s\n' $GUARDS | sort) base; do
 	for e in $EXPERIMENTS; do
 		s=$FIRST
 		while [ "$s" -le "$LAST" ]; do
@@ -82,7 +92,7 @@ table() {
 	for e in $EXPERIMENTS; do
 		s=$FIRST
 		while [ "$s" -le "$LAST" ]; do
-			for g in base crux-full@4 crux-full@2; do
+			for g in base $GUARDS; do
 				awk -v e="$e" -v s="$s" '
 				/^ *\{"policy": "/ && /"base_policy"/ {
 					p = $0; sub(/^ *\{"policy": "/, "", p); sub(/".*/, "", p)
@@ -101,7 +111,14 @@ table() {
 	done
 }
 
-table | awk -v first="$FIRST" -v last="$LAST" -v cmd="sh bench/sim/guard-seeds.sh BUILD $FIRST $LAST" '
+# The command that reproduces this file, with the subset options that were set.
+CMD="sh bench/sim/guard-seeds.sh BUILD $FIRST $LAST"
+[ -n "${CRUX_SIM_OUT:-}" ] && CMD="CRUX_SIM_OUT=$OUT $CMD"
+[ -n "${CRUX_SIM_GUARDS:-}" ] && CMD="CRUX_SIM_GUARDS='$GUARDS' $CMD"
+[ -n "${CRUX_SIM_EXPERIMENTS:-}" ] && CMD="CRUX_SIM_EXPERIMENTS='$EXPERIMENTS' $CMD"
+
+table | awk -v first="$FIRST" -v last="$LAST" -v guards="$GUARDS" \
+	-v cmd="$CMD" '
 function sorted_median(a, n,    i, j, t) {
 	for (i = 2; i <= n; i++)
 		for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
@@ -115,9 +132,11 @@ function sorted_median(a, n,    i, j, t) {
 }
 END {
 	nb = split("ecmp sincronia taccl cassini", base, " ")
-	ng = split("crux-full@4 crux-full@2", gp, " ")
-	printf "{\n  \"description\": \"crux-sim, 5000 jobs over 14 days per seed; per seed three runs: %s, %s and %s\",\n", \
-		"ecmp,sincronia,taccl,cassini,crux-full", "crux-full@4", "crux-full@2"
+	ng = split(guards, gp, " ")
+	runs = "ecmp,sincronia,taccl,cassini,crux-full"
+	for (g = 1; g <= ng; g++)
+		runs = runs (g == ng ? " and " : ", ") gp[g]
+	printf "{\n  \"description\": \"crux-sim, 5000 jobs over 14 days per seed; per seed %d runs: %s\",\n", ng + 1, runs
 	printf "  \"command\": \"%s\",\n", cmd
 	printf "  \"gain_kept\": \"(util - util(best baseline)) / (util(crux-full) - util(best baseline))\",\n"
 	printf "  \"experiments\": [\n"
