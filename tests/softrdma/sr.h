@@ -137,6 +137,7 @@ struct sr_ctx {
 	pthread_t thr;
 	bool stop;
 	int efd, lfd;
+	int async_wfd;             /* write end of ib.async_fd's pipe */
 	uint16_t lport;
 	uint64_t next_conn_id;
 	struct sr_conn *conns;
@@ -147,6 +148,7 @@ struct sr_ctx {
 };
 
 /* sr_dev.c */
+int sr_async_post(struct sr_ctx *c, const struct ibv_async_event *ev);
 struct sr_mr *sr_mr_find(struct sr_ctx *c, struct ibv_pd *pd, uint32_t key);
 uint8_t *sr_mr_ptr(struct sr_mr *mr, uint64_t addr, uint64_t len);
 void sr_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -128,7 +128,17 @@ SR_API struct ibv_context *ibv_open_device(struct ibv_device *d)
 	c->dev = (struct sr_dev *)d;
 	c->ib.device = d;
 	c->ib.cmd_fd = -1;
-	c->ib.async_fd = -1;
+	/* async events arrive on a pipe, as on rdma-core's async_fd: a reader
+	 * blocks in ibv_get_async_event; closing the device ends it (EOF) */
+	int ap[2];
+	if (pipe2(ap, O_CLOEXEC) != 0) {
+		int e = errno;
+		free(c);
+		errno = e;
+		return NULL;
+	}
+	c->ib.async_fd = ap[0];
+	c->async_wfd = ap[1];
 	c->ib.num_comp_vectors = 1;
 	pthread_mutex_init(&c->ib.mutex, NULL);
 	pthread_mutex_init(&c->mu, NULL);
@@ -138,6 +148,8 @@ SR_API struct ibv_context *ibv_open_device(struct ibv_device *d)
 	if (rc) {
 		pthread_mutex_destroy(&c->mu);
 		pthread_mutex_destroy(&c->ib.mutex);
+		close(ap[0]);
+		close(ap[1]);
 		free(c);
 		errno = rc;
 		return NULL;
@@ -152,10 +164,71 @@ SR_API int ibv_close_device(struct ibv_context *ib)
 	for (uint32_t i = 0; i < c->nmr; i++)
 		free(c->mrs[i]);
 	free(c->mrs);
+	/* the write end first: a thread blocked in ibv_get_async_event sees EOF */
+	close(c->async_wfd);
+	close(c->ib.async_fd);
 	pthread_mutex_destroy(&c->mu);
 	pthread_mutex_destroy(&c->ib.mutex);
 	free(c);
 	return 0;
+}
+
+/* Queue an async event (the double raises none yet; tests and future fault
+ * modes do). Never blocks: a full pipe drops the event, as an overrun would. */
+int sr_async_post(struct sr_ctx *c, const struct ibv_async_event *ev)
+{
+	ssize_t w;
+	do {
+		w = write(c->async_wfd, ev, sizeof *ev);
+	} while (w < 0 && errno == EINTR);
+	return w == (ssize_t)sizeof *ev ? 0 : -1;
+}
+
+/* rdma-core's contract: one read of async_fd per event, blocking unless the
+ * caller made the fd non-blocking; -1 with errno on failure or after close. */
+SR_API int ibv_get_async_event(struct ibv_context *ib, struct ibv_async_event *ev)
+{
+	int fd = ib->async_fd;
+	ssize_t r;
+	do {
+		r = read(fd, ev, sizeof *ev);
+	} while (r < 0 && errno == EINTR);
+	if (r == (ssize_t)sizeof *ev)
+		return 0;
+	if (r >= 0)
+		errno = r == 0 ? EIO : EPROTO;
+	return -1;
+}
+
+SR_API void ibv_ack_async_event(struct ibv_async_event *ev) { (void)ev; }
+
+SR_API const char *ibv_event_type_str(enum ibv_event_type t)
+{
+	static const char *const names[] = {
+		[IBV_EVENT_CQ_ERR] = "CQ error",
+		[IBV_EVENT_QP_FATAL] = "local work queue catastrophic error",
+		[IBV_EVENT_QP_REQ_ERR] = "invalid request local work queue error",
+		[IBV_EVENT_QP_ACCESS_ERR] = "local access violation work queue error",
+		[IBV_EVENT_COMM_EST] = "communication established",
+		[IBV_EVENT_SQ_DRAINED] = "send queue drained",
+		[IBV_EVENT_PATH_MIG] = "path migrated",
+		[IBV_EVENT_PATH_MIG_ERR] = "path migration request error",
+		[IBV_EVENT_DEVICE_FATAL] = "local catastrophic error",
+		[IBV_EVENT_PORT_ACTIVE] = "port active",
+		[IBV_EVENT_PORT_ERR] = "port error",
+		[IBV_EVENT_LID_CHANGE] = "LID change",
+		[IBV_EVENT_PKEY_CHANGE] = "P_Key change",
+		[IBV_EVENT_SM_CHANGE] = "SM change",
+		[IBV_EVENT_SRQ_ERR] = "SRQ catastrophic error",
+		[IBV_EVENT_SRQ_LIMIT_REACHED] = "SRQ limit reached",
+		[IBV_EVENT_QP_LAST_WQE_REACHED] = "last WQE reached",
+		[IBV_EVENT_CLIENT_REREGISTER] = "client reregistration",
+		[IBV_EVENT_GID_CHANGE] = "GID table change",
+		[IBV_EVENT_WQ_FATAL] = "WQ fatal",
+	};
+	if ((unsigned)t < sizeof names / sizeof names[0] && names[t])
+		return names[t];
+	return "unknown";
 }
 
 SR_API int ibv_query_device(struct ibv_context *ib, struct ibv_device_attr *a)

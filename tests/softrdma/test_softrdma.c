@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -135,7 +137,9 @@ static void test_exports(void **st)
 		"ibv_query_port", "ibv_query_gid", "ibv_alloc_pd", "ibv_dealloc_pd", "ibv_reg_mr",
 		"ibv_dereg_mr", "ibv_create_comp_channel", "ibv_destroy_comp_channel",
 		"ibv_create_cq", "ibv_destroy_cq", "ibv_create_qp", "ibv_modify_qp", "ibv_query_qp",
-		"ibv_destroy_qp", "ibv_fork_init", "ibv_wc_status_str"};
+		"ibv_destroy_qp", "ibv_fork_init", "ibv_wc_status_str",
+		/* NCCL's net_ib refuses a libibverbs without these (ibvsymbols.cc, 2.28) */
+		"ibv_get_async_event", "ibv_ack_async_event", "ibv_event_type_str"};
 	for (size_t i = 0; i < sizeof v11 / sizeof v11[0]; i++)
 		assert_non_null(dlvsym(h, v11[i], "IBVERBS_1.1"));
 	assert_non_null(dlvsym(h, "_ibv_query_gid_ex", "IBVERBS_1.11"));
@@ -143,6 +147,55 @@ static void test_exports(void **st)
 	assert_non_null(dlvsym(h, "mlx5dv_modify_qp_udp_sport", "MLX5_1.19"));
 	assert_null(dlsym(h, "sr_qp_fail")); /* internals stay local */
 	dlclose(h);
+}
+
+struct async_arg {
+	struct ibv_context *c;
+	volatile int started;
+	int rc, err;
+};
+
+static void *async_block(void *p)
+{
+	struct async_arg *a = p;
+	struct ibv_async_event ev;
+	a->started = 1;
+	a->rc = ibv_get_async_event(a->c, &ev);
+	a->err = errno;
+	return NULL;
+}
+
+/* async events as rdma-core gives them: a pollable fd, a non-blocking read
+ * says EAGAIN, a blocked reader is released when the device closes */
+static void test_async_events(void **st)
+{
+	(void)st;
+	int n = 0;
+	struct ibv_device **l = ibv_get_device_list(&n);
+	assert_int_equal(n, 1);
+	struct ibv_context *c = ibv_open_device(l[0]);
+	ibv_free_device_list(l);
+	assert_non_null(c);
+	assert_true(c->async_fd >= 0);
+	int fl = fcntl(c->async_fd, F_GETFL);
+	assert_int_equal(fcntl(c->async_fd, F_SETFL, fl | O_NONBLOCK), 0);
+	struct ibv_async_event ev;
+	errno = 0;
+	assert_int_equal(ibv_get_async_event(c, &ev), -1);
+	assert_int_equal(errno, EAGAIN);
+	assert_int_equal(fcntl(c->async_fd, F_SETFL, fl), 0);
+	assert_string_equal(ibv_event_type_str(IBV_EVENT_PORT_ERR), "port error");
+	assert_string_equal(ibv_event_type_str((enum ibv_event_type)999), "unknown");
+	struct async_arg a = {.c = c, .rc = 1};
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, async_block, &a), 0);
+	while (!a.started)
+		usleep(1000);
+	usleep(100 * 1000); /* let it block in read() */
+	assert_int_equal(ibv_close_device(c), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(a.rc, -1);
+	assert_int_equal(a.err, EIO);
 }
 
 static void test_write(void **st)
@@ -515,6 +568,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_device),
 		cmocka_unit_test(test_exports),
+		cmocka_unit_test(test_async_events),
 		cmocka_unit_test_setup_teardown(test_write, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_write_imm, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_read, setup, teardown),
