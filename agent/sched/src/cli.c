@@ -8,6 +8,7 @@
 
 #include "crux/json.h"
 #include "crux/sched_cli.h"
+#include "crux/sched_ref.h"
 #include "internal.h"
 
 static void usage(FILE *f, const char *prog)
@@ -16,12 +17,17 @@ static void usage(FILE *f, const char *prog)
 		"usage: %s --topology FILE --jobs FILE [--levels K] [--seed N] [--orders M]\n"
 		"          [--policy crux|crux-ps-pa|crux-pa|sincronia|varys|taccl|ecmp] [--json]\n"
 		"          [--max-slowdown X] [--level-weights W,W,...]\n"
+		"          [--reference [--ref-fairness flow|job] [--ref-phases N]]\n"
 		"  FILE for --topology: a topology file, lingjun:CSV or "
 		"clos2:TORS,AGGS,HOSTS_PER_TOR\n"
 		"  --max-slowdown X: no job's predicted iteration time above X times its\n"
 		"  isolated one (Crux policies; default CRUX_MAX_SLOWDOWN, unset = no bound)\n"
 		"  --level-weights: guaranteed share per level, lowest first (default\n"
-		"  CRUX_LEVEL_WEIGHTS, unset = strict priority)\n",
+		"  CRUX_LEVEL_WEIGHTS, unset = strict priority)\n"
+		"  --reference: also run the plan in the reference model (an event-driven\n"
+		"  simulation of the jobs' compute and communication phases; max-min per\n"
+		"  flow, or per job with --ref-fairness job; N random start phases, 0 = all\n"
+		"  start together; default 4) and print its iteration times and utilisation\n",
 		prog);
 }
 
@@ -101,6 +107,9 @@ int crux_sched_plan_cli(int argc, char **argv)
 	    {"json", no_argument, NULL, 'J'},
 	    {"max-slowdown", required_argument, NULL, 'B'},
 	    {"level-weights", required_argument, NULL, 'W'},
+	    {"reference", no_argument, NULL, 'R'},
+	    {"ref-fairness", required_argument, NULL, 'F'},
+	    {"ref-phases", required_argument, NULL, 'P'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -113,11 +122,14 @@ int crux_sched_plan_cli(int argc, char **argv)
 	struct crux_sched_schedule *s = NULL;
 	struct crux_sched_eval *ev = NULL;
 	struct crux_sched_err err = {{0}};
-	double *iter = NULL, util = 0;
-	int json = 0, rc = 1, c;
+	double *iter = NULL, util = 0, *riter = NULL, rutil = 0;
+	struct crux_sched_ref_params rp;
+	struct crux_sched_ref_stats rs = {0};
+	int json = 0, rc = 1, c, ref = 0;
 	long v;
 
 	crux_sched_params_default(&p);
+	crux_sched_ref_params_default(&rp);
 	crux_sched_jobs_init(&js);
 	if (crux_sched_params_env(&p, &err)) {
 		fprintf(stderr, "%s: %s\n", prog, err.msg);
@@ -187,6 +199,29 @@ int crux_sched_plan_cli(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'R':
+			ref = 1;
+			break;
+		case 'F':
+			if (!strcmp(optarg, "flow")) {
+				rp.fairness = CRUX_SCHED_REF_PER_FLOW;
+			} else if (!strcmp(optarg, "job")) {
+				rp.fairness = CRUX_SCHED_REF_PER_JOB;
+			} else {
+				fprintf(stderr, "%s: --ref-fairness '%s': expected flow or job\n",
+					prog, optarg);
+				return 2;
+			}
+			break;
+		case 'P':
+			if (parse_long(optarg, 0, 10000, &v)) {
+				fprintf(stderr,
+					"%s: --ref-phases '%s': expected an integer in 0..10000\n",
+					prog, optarg);
+				return 2;
+			}
+			rp.phases = (int)v;
+			break;
 		case 'h':
 			usage(stdout, prog);
 			return 0;
@@ -219,7 +254,8 @@ int crux_sched_plan_cli(int argc, char **argv)
 		goto out;
 	}
 	iter = calloc(js.n ? js.n : 1, sizeof(double));
-	if (!iter || crux_sched_schedule_new(js.v, js.n, p.levels, &s) ||
+	riter = calloc(js.n ? js.n : 1, sizeof(double));
+	if (!iter || !riter || crux_sched_schedule_new(js.v, js.n, p.levels, &s) ||
 	    crux_sched_eval_new(&ev)) {
 		fprintf(stderr, "%s: out of memory\n", prog);
 		goto out;
@@ -228,6 +264,9 @@ int crux_sched_plan_cli(int argc, char **argv)
 
 	if (!st)
 		st = crux_sched_evaluate(ev, t, js.v, js.n, s, iter, &util);
+	rp.seed = p.seed;
+	if (!st && ref)
+		st = crux_sched_reference(t, js.v, js.n, s, &rp, riter, &rutil, &rs);
 	if (st) {
 		fprintf(stderr, "%s: scheduling failed: error %d\n", prog, (int)st);
 		goto out;
@@ -241,18 +280,29 @@ int crux_sched_plan_cli(int argc, char **argv)
 		else
 			printf("null");
 		printf(",\"cut_weight\":%.9g,\"gpu_util\":%.6f,\"max_slowdown\":%.9g,"
-		       "\"guard_lifts\":%d,\"guard_violators\":%d,\"jobs\":[",
+		       "\"guard_lifts\":%d,\"guard_violators\":%d,",
 		       s->cut_weight, util, p.max_slowdown, s->guard_lifts, s->guard_violators);
+		if (ref)
+			printf("\"ref_model\":{\"fairness\":\"%s\",\"phases\":%d,\"gpu_util\":%.6f,"
+			       "\"horizon_s\":%.9g,\"events\":%llu,\"starved\":%d,\"truncated\":%d},",
+			       rp.fairness == CRUX_SCHED_REF_PER_JOB ? "job" : "flow", rp.phases,
+			       rutil, rs.horizon_s, (unsigned long long)rs.events, rs.starved,
+			       rs.truncated);
+		printf("\"jobs\":[");
 		for (size_t i = 0; i < js.n; i++) {
 			const struct crux_sched_decision *d = &s->d[i];
 
 			printf(
 			    "%s{\"id\":%llu,\"level\":%d,\"rank\":%d,\"intensity\":%.9g,\"k\":%.6g,"
 			    "\"priority\":%.9g,\"comm_time\":%.9g,\"iter_time\":%.9g,"
-			    "\"slowdown\":%.9g,\"paths\":[",
+			    "\"slowdown\":%.9g,",
 			    i ? "," : "", (unsigned long long)d->id, d->level, d->rank,
 			    d->intensity, d->k, d->priority, d->comm_time, iter[i],
 			    plan_slowdown(&js.v[i], d->comm_time, iter[i]));
+			if (ref)
+				printf("\"ref_iter_time\":%.9g,\"ref_slowdown\":%.9g,", riter[i],
+				       plan_slowdown(&js.v[i], d->comm_time, riter[i]));
+			printf("\"paths\":[");
 			for (int f = 0; f < js.v[i].n_flows; f++) {
 				printf("%s{\"src\":", f ? "," : "");
 				crux_json_put_str(stdout, t->names[js.v[i].flows[f].src]);
@@ -277,15 +327,24 @@ int crux_sched_plan_cli(int argc, char **argv)
 		if (p.max_slowdown > 0)
 			printf("slowdown bound %g: %d level lifts, %d jobs still above it\n",
 			       p.max_slowdown, s->guard_lifts, s->guard_violators);
-		printf("%-10s %5s %5s %12s %8s %12s %10s %10s %9s\n", "job", "level", "rank",
-		       "intensity", "k", "priority", "comm_s", "iter_s", "slowdown");
+		if (ref)
+			printf("reference model (per %s, %d phases, %.6g s simulated): GPU "
+			       "utilisation %.2f%%, %d starved, %d truncated\n",
+			       rp.fairness == CRUX_SCHED_REF_PER_JOB ? "job" : "flow", rp.phases,
+			       rs.horizon_s, 100 * rutil, rs.starved, rs.truncated);
+		printf("%-10s %5s %5s %12s %8s %12s %10s %10s %9s%s\n", "job", "level", "rank",
+		       "intensity", "k", "priority", "comm_s", "iter_s", "slowdown",
+		       ref ? "  ref_iter_s" : "");
 		for (size_t i = 0; i < js.n; i++) {
 			const struct crux_sched_decision *d = &s->d[i];
 
-			printf("%-10llu %5d %5d %12.6g %8.4g %12.6g %10.6g %10.6g %9.4g\n",
+			printf("%-10llu %5d %5d %12.6g %8.4g %12.6g %10.6g %10.6g %9.4g",
 			       (unsigned long long)d->id, d->level, d->rank, d->intensity, d->k,
 			       d->priority, d->comm_time, iter[i],
 			       plan_slowdown(&js.v[i], d->comm_time, iter[i]));
+			if (ref)
+				printf("  %10.6g", riter[i]);
+			putchar('\n');
 			for (int f = 0; f < js.v[i].n_flows; f++) {
 				printf("    path %d: ", d->path[f]);
 				print_path(t, &js.v[i].flows[f], d->path[f], 0);
@@ -296,6 +355,7 @@ int crux_sched_plan_cli(int argc, char **argv)
 	rc = 0;
 out:
 	free(iter);
+	free(riter);
 	crux_sched_eval_free(ev);
 	crux_sched_schedule_free(s);
 	crux_sched_jobs_free(&js);
