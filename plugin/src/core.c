@@ -43,9 +43,57 @@ static cruxn_result_t to_result(crux_status_t st)
 	}
 }
 
+/* The transport chosen at init (before init: the last built in, the socket transport). */
 static const struct cruxn_transport_ops *ops_now(void)
 {
-	return cruxn_ctx.ops ? cruxn_ctx.ops : &cruxn_socket_ops;
+	const struct cruxn_transport_ops *const *t = cruxn_transports;
+
+	if (cruxn_ctx.ops)
+		return cruxn_ctx.ops;
+	while (t[1])
+		t++;
+	return *t;
+}
+
+/* A post op's failure as the comm's errno-like cause. */
+static int status_errno(crux_status_t st)
+{
+	switch (st) {
+	case CRUX_ERR_NOMEM:
+		return ENOMEM;
+	case CRUX_ERR_INVAL:
+		return EINVAL;
+	case CRUX_ERR_RANGE:
+		return ERANGE;
+	case CRUX_ERR_TIMEOUT:
+		return ETIMEDOUT;
+	case CRUX_ERR_REMOTE:
+		return EREMOTEIO;
+	default:
+		return EIO;
+	}
+}
+
+/*
+ * The one failure rule of post ops: OK, posted; BUSY, not now (r goes back
+ * to the pool and NCCL gets a NULL request to retry); anything else fails
+ * the comm. Returns what NCCL gets.
+ */
+static cruxn_result_t post_result(struct cruxn_base *c, struct cruxn_req *r, crux_status_t st,
+				  const char *what, void **request)
+{
+	if (st == CRUX_OK) {
+		*request = r;
+		return CRUXN_SUCCESS;
+	}
+	if (c->ops->req_release)
+		c->ops->req_release(c, r);
+	r->used = false;
+	*request = NULL;
+	if (st == CRUX_ERR_BUSY)
+		return atomic_load(&c->error) ? CRUXN_REMOTE_ERROR : CRUXN_SUCCESS;
+	cruxn_comm_fail(c, status_errno(st), what);
+	return st == CRUX_ERR_REMOTE ? CRUXN_REMOTE_ERROR : to_result(st);
 }
 
 void cruxn_base_init(struct cruxn_base *c, bool is_send, const struct cruxn_transport_ops *ops,
@@ -244,10 +292,12 @@ cruxn_result_t cruxn_dereg_mr(void *comm, void *mhandle)
 
 /* ---- data path -------------------------------------------------------------- */
 
-cruxn_result_t cruxn_isend(void *send_comm, void *data, size_t size, int tag, void **request)
+cruxn_result_t cruxn_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+			   void **request)
 {
 	struct cruxn_base *c = send_comm;
 	struct cruxn_req *r;
+	cruxn_result_t rc;
 
 	if (!c || !request || c->magic != CRUXN_SEND_MAGIC || (size > 0 && !data))
 		return CRUXN_INVALID_ARGUMENT;
@@ -274,26 +324,21 @@ cruxn_result_t cruxn_isend(void *send_comm, void *data, size_t size, int tag, vo
 	r->cap[0] = size;
 	r->got[0] = size;
 	r->tags[0] = tag;
+	r->mh[0] = mhandle;
 	r->level = c->tag.cls.level;
-	if (c->ops->post_send(c, r) != CRUX_OK) {
-		if (c->ops->req_release)
-			c->ops->req_release(c, r);
-		r->used = false;
-		*request = NULL; /* the receiver has not posted: NCCL retries later */
-		pthread_mutex_unlock(&c->lock);
-		return atomic_load(&c->error) ? CRUXN_REMOTE_ERROR : CRUXN_SUCCESS;
-	}
-	atomic_fetch_add_explicit(&c->stats->tx[r->level], size, memory_order_relaxed);
-	*request = r;
+	rc = post_result(c, r, c->ops->post_send(c, r), "posting a send", request);
+	if (*request)
+		atomic_fetch_add_explicit(&c->stats->tx[r->level], size, memory_order_relaxed);
 	pthread_mutex_unlock(&c->lock);
-	return CRUXN_SUCCESS;
+	return rc;
 }
 
 cruxn_result_t cruxn_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
-			   const int *tags, void **request)
+			   const int *tags, void **mhandles, void **request)
 {
 	struct cruxn_base *c = recv_comm;
 	struct cruxn_req *r;
+	cruxn_result_t rc;
 
 	if (!c || !request || c->magic != CRUXN_RECV_MAGIC || n < 1 || n > CRUXN_NET_MAX_RECVS ||
 	    !data || !sizes)
@@ -319,18 +364,11 @@ cruxn_result_t cruxn_irecv(void *recv_comm, int n, void **data, const size_t *si
 		r->data[i] = data[i];
 		r->cap[i] = sizes[i];
 		r->tags[i] = tags ? tags[i] : 0;
+		r->mh[i] = mhandles ? mhandles[i] : NULL;
 	}
-	if (c->ops->post_recv(c, r) != CRUX_OK) {
-		if (c->ops->req_release)
-			c->ops->req_release(c, r);
-		r->used = false;
-		*request = NULL;
-		pthread_mutex_unlock(&c->lock);
-		return atomic_load(&c->error) ? CRUXN_REMOTE_ERROR : CRUXN_SUCCESS;
-	}
-	*request = r;
+	rc = post_result(c, r, c->ops->post_recv(c, r), "posting a receive", request);
 	pthread_mutex_unlock(&c->lock);
-	return CRUXN_SUCCESS;
+	return rc;
 }
 
 cruxn_result_t cruxn_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,

@@ -20,12 +20,12 @@
 #include <stdint.h>
 
 #include "cruxn.h"
-#include "socket/sock_req.h"
-#include "verbs/vx_req.h"
 
 #define CRUXN_SEND_MAGIC 0x53545843u
 #define CRUXN_RECV_MAGIC 0x52545843u
 #define CRUXN_REQ_MAGIC	 0x51525843u
+/* Room for a transport's part of a request (each transport asserts its part fits). */
+#define CRUXN_REQ_TP_BYTES 128
 
 struct cruxn_base;
 
@@ -39,14 +39,13 @@ struct cruxn_req {
 	void *data[CRUXN_NET_MAX_RECVS];
 	size_t cap[CRUXN_NET_MAX_RECVS];
 	int tags[CRUXN_NET_MAX_RECVS];
+	/* NCCL's memory handle of each buffer (what reg_mr gave it), NULL when it passed none */
+	void *mh[CRUXN_NET_MAX_RECVS];
 	size_t got[CRUXN_NET_MAX_RECVS];
 	bool matched[CRUXN_NET_MAX_RECVS];
 	int nmatched;
 	int level;
-	union { /* the transport's part */
-		struct cruxn_sock_req sock;
-		struct cruxn_vx_req vx;
-	} tp;
+	_Alignas(16) unsigned char tp[CRUXN_REQ_TP_BYTES]; /* the transport's part */
 };
 
 /* Both directions of a connection of either transport start with this. */
@@ -82,12 +81,20 @@ struct cruxn_base {
 };
 
 /*
- * What a transport implements. Comm operations run with the comm's lock
- * held; none blocks. A transport reports failure through
- * cruxn_comm_fail(), which later NCCL calls turn into a remote error.
+ * What a transport implements: a complete net. start/stop/ndevs/properties
+ * run under the context's lock at init and finalize; comm operations run
+ * with the comm's lock held and none blocks. A transport reports a failure
+ * seen outside a post op through cruxn_comm_fail(), which later NCCL calls
+ * turn into a remote error.
  */
 struct cruxn_transport_ops {
 	const char *name;
+	int kind; /* enum cruxn_transport_kind: what CRUX_TRANSPORT names it */
+	/* Open the transport's devices; on failure 'err' says why (it is not used then). */
+	crux_status_t (*start)(const struct cruxn_config *cfg, char *err, size_t errlen);
+	void (*stop)(void);
+	int (*ndevs)(void);
+	crux_status_t (*properties)(int dev, cruxn_props_v11_t *p);
 	crux_status_t (*listen)(int dev, void *handle, void **listen_comm);
 	/* *out stays NULL while the connection is still being set up. */
 	crux_status_t (*connect)(int dev, int traffic_class, void *handle, struct cruxn_base **out);
@@ -100,8 +107,11 @@ struct cruxn_transport_ops {
 	/* Sender, at a message boundary: the class and/or the route changed. */
 	void (*boundary)(struct cruxn_base *c, bool class_changed, bool route_changed);
 	/*
-	 * The core filled r. CRUX_ERR_BUSY: not now (the receiver has not
-	 * posted): the core frees r and NCCL gets a NULL request.
+	 * The core filled r (buffers, sizes, tags, memory handles). The one
+	 * failure rule: CRUX_OK, the request is posted; CRUX_ERR_BUSY, not now
+	 * (the receiver has not posted, a lane is being built): the core frees
+	 * r and NCCL gets a NULL request to retry; anything else fails the comm
+	 * (the core calls cruxn_comm_fail) and NCCL gets an error.
 	 */
 	crux_status_t (*post_send)(struct cruxn_base *c, struct cruxn_req *r);
 	crux_status_t (*post_recv)(struct cruxn_base *c, struct cruxn_req *r);
@@ -119,14 +129,11 @@ struct cruxn_transport_ops {
 	void (*destroy)(struct cruxn_base *c);
 };
 
-extern const struct cruxn_transport_ops cruxn_socket_ops;
-extern const struct cruxn_transport_ops cruxn_verbs_ops;
-
-/* The verbs transport's start, stop and properties (verbs/vx_init.c). */
-crux_status_t cruxn_vx_start(const struct cruxn_config *cfg, char *err, size_t errlen);
-void cruxn_vx_stop(void);
-crux_status_t cruxn_vx_properties(int dev, cruxn_props_v11_t *p);
-int cruxn_vx_ndevs(void);
+/*
+ * The transports built into this plugin, in CRUX_TRANSPORT=auto's order of
+ * preference (NULL-terminated; transports.c).
+ */
+extern const struct cruxn_transport_ops *const cruxn_transports[];
 
 /* A random non-zero nonce (the clock is crux_now_ns, crux/clock.h). */
 uint64_t cruxn_new_nonce(void);

@@ -214,9 +214,11 @@ cruxn_result_t cruxn_reg_mr(void *comm, void *data, size_t size, int type, void 
 cruxn_result_t cruxn_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset,
 				   int fd, void **mhandle);
 cruxn_result_t cruxn_dereg_mr(void *comm, void *mhandle);
-cruxn_result_t cruxn_isend(void *send_comm, void *data, size_t size, int tag, void **request);
+/* mhandle(s): what regMr gave NCCL for the buffer(s), or NULL; passed on to the transport. */
+cruxn_result_t cruxn_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+			   void **request);
 cruxn_result_t cruxn_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
-			   const int *tags, void **request);
+			   const int *tags, void **mhandles, void **request);
 cruxn_result_t cruxn_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
 			    void **request);
 /* sizes: NULL, or one entry per slot of the request. */

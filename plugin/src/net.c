@@ -62,50 +62,57 @@ static void log_devices(void)
 		  line);
 }
 
+static const char *kind_name(int kind)
+{
+	return kind == CRUXN_TP_VERBS ? "verbs" : kind == CRUXN_TP_SOCKET ? "socket" : "auto";
+}
+
 /*
- * CRUX_TRANSPORT: verbs when asked for (or, with auto, when a usable RDMA
- * device exists, as NCCL prefers IB), else the socket transport. The
- * socket scan above stays: its first interface carries the bootstrap.
+ * CRUX_TRANSPORT names one transport; auto takes the first built-in one
+ * that starts, in cruxn_transports' order (verbs when a usable RDMA device
+ * exists, as NCCL prefers IB; the socket transport always starts). The
+ * socket scan of init stays either way: its first interface carries the
+ * bootstrap.
  */
 static crux_status_t select_transport(struct cruxn_context *c)
 {
 	char err[512] = "";
+	bool built = false;
 
-	c->ops = &cruxn_socket_ops;
-	if (c->cfg.transport == CRUXN_TP_SOCKET)
-		return CRUX_OK;
-#ifdef CRUXN_HAVE_VERBS
-	if (cruxn_vx_start(&c->cfg, err, sizeof(err)) == CRUX_OK) {
-		c->ops = &cruxn_verbs_ops;
-		return CRUX_OK;
+	c->ops = NULL;
+	for (const struct cruxn_transport_ops *const *t = cruxn_transports; *t; t++) {
+		char why[512] = "";
+
+		if (c->cfg.transport != CRUXN_TP_AUTO && (*t)->kind != c->cfg.transport)
+			continue;
+		built = true;
+		if ((*t)->start(&c->cfg, why, sizeof(why)) == CRUX_OK) {
+			c->ops = *t;
+			if (err[0])
+				crux_info("%s; using the %s transport", err, (*t)->name);
+			return CRUX_OK;
+		}
+		snprintf(err, sizeof(err), "the %s transport cannot start (%s)", (*t)->name, why);
 	}
-#else
-	snprintf(err, sizeof(err), "this plugin was built without rdma-core's headers");
-#endif
-	if (c->cfg.transport == CRUXN_TP_VERBS) {
-		crux_err("init failed: CRUX_TRANSPORT=verbs but %s", err);
-		return CRUX_ERR_UNSUPPORTED;
-	}
-	crux_info("verbs transport not used (%s): socket transport", err);
-	return CRUX_OK;
+	if (!built)
+		crux_err("init failed: CRUX_TRANSPORT=%s but this plugin was built without it (the "
+			 "verbs transport needs rdma-core's headers, libibverbs-dev, at build time)",
+			 kind_name(c->cfg.transport));
+	else
+		crux_err("init failed: CRUX_TRANSPORT=%s but %s", kind_name(c->cfg.transport), err);
+	return CRUX_ERR_UNSUPPORTED;
 }
 
 static void stop_transport(struct cruxn_context *c)
 {
-#ifdef CRUXN_HAVE_VERBS
-	if (c->ops == &cruxn_verbs_ops)
-		cruxn_vx_stop();
-#endif
+	if (c->ops && c->ops->stop)
+		c->ops->stop();
 	c->ops = NULL;
 }
 
 int cruxn_ndevs(void)
 {
-#ifdef CRUXN_HAVE_VERBS
-	if (cruxn_ctx.ops == &cruxn_verbs_ops)
-		return cruxn_vx_ndevs();
-#endif
-	return cruxn_ctx.ndevs;
+	return cruxn_ctx.ops ? cruxn_ctx.ops->ndevs() : 0;
 }
 
 cruxn_result_t cruxn_init(cruxn_logger_t logger)
@@ -238,33 +245,7 @@ cruxn_result_t cruxn_devices(int *ndev)
 
 cruxn_result_t cruxn_get_properties(int dev, cruxn_props_v11_t *p)
 {
-	const struct cruxn_dev *d;
-
 	if (!p || dev < 0 || dev >= cruxn_ndevs())
 		return CRUXN_INVALID_ARGUMENT;
-#ifdef CRUXN_HAVE_VERBS
-	if (cruxn_ctx.ops == &cruxn_verbs_ops)
-		return cruxn_vx_properties(dev, p) == CRUX_OK ? CRUXN_SUCCESS : CRUXN_INTERNAL_ERROR;
-#endif
-	d = &cruxn_ctx.devs[dev];
-	memset(p, 0, sizeof(*p));
-	p->name = (char *)d->name;
-	p->pciPath = d->pci_path;
-	p->guid = (uint64_t)dev;
-	p->ptrSupport = CRUXN_PTR_HOST;
-	p->regIsGlobal = 0;
-	p->forceFlush = 0;
-	p->speed = d->speed_mbps;
-	p->port = 0;
-	p->latency = 0;
-	p->maxComms = 65536;
-	p->maxRecvs = CRUXN_NET_MAX_RECVS;
-	p->netDeviceType = CRUXN_DEV_HOST;
-	p->netDeviceVersion = 0;
-	p->vProps.ndevs = 1;
-	p->vProps.devs[0] = dev;
-	p->maxP2pBytes = (size_t)CRUXN_NET_MAX_BYTES;
-	p->maxCollBytes = (size_t)CRUXN_NET_MAX_BYTES;
-	p->maxMultiRequestSize = 1;
-	return CRUXN_SUCCESS;
+	return cruxn_ctx.ops->properties(dev, p) == CRUX_OK ? CRUXN_SUCCESS : CRUXN_INTERNAL_ERROR;
 }

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "boot.h"
 #include "verbs/vx_transport.h"
 #include "vx_double.h"
 
@@ -215,7 +216,7 @@ static void receiver_mode(const uint8_t *in, size_t size, int slots, int nqps, i
 			  size_t rdma)
 {
 	char hb[CRUXN_NET_HANDLE_MAXSIZE];
-	struct vx_handle *h = (struct vx_handle *)hb;
+	struct cruxn_boot_handle *h = (struct cruxn_boot_handle *)hb;
 	struct accepting a = {NULL, NULL, 0};
 	struct vx_msg m, acc;
 	struct sockaddr_in sa;
@@ -259,7 +260,7 @@ static void receiver_mode(const uint8_t *in, size_t size, int slots, int nqps, i
 				caps[s] = sizeof(bufs[q][s]);
 				tags[s] = s;
 			}
-			if (cruxn_irecv(a.r, slots, ptrs, caps, tags, &reqs[q]) != CRUXN_SUCCESS)
+			if (cruxn_irecv(a.r, slots, ptrs, caps, tags, NULL, &reqs[q]) != CRUXN_SUCCESS)
 				break;
 		}
 		/* data writes with the peer's immediates, lengths, offsets and keys */
@@ -323,7 +324,7 @@ static void poke_connect(void *arg)
 static void sender_mode(const uint8_t *in, size_t size, bool plausible, size_t rdma)
 {
 	char hb[CRUXN_NET_HANDLE_MAXSIZE];
-	struct vx_handle *h = (struct vx_handle *)hb;
+	struct cruxn_boot_handle *h = (struct cruxn_boot_handle *)hb;
 	struct connecting c = {hb, NULL, 0};
 	struct sockaddr_in sa;
 	socklen_t salen = sizeof(sa);
@@ -410,7 +411,7 @@ static void sender_mode(const uint8_t *in, size_t size, bool plausible, size_t r
 			cruxn_result_t rc = CRUXN_SUCCESS;
 			/* ~2 ms each: control messages are read within a millisecond */
 			for (int i = 0; i < 100 && !req && rc == CRUXN_SUCCESS; i++) {
-				rc = cruxn_isend(c.s, sb, sizes[k], k, &req);
+				rc = cruxn_isend(c.s, sb, sizes[k], k, NULL, &req);
 				if (!req)
 					usleep(20);
 			}

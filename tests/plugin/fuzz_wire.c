@@ -59,7 +59,7 @@ static int setup(void)
 	return 0;
 }
 
-static int open_peer(const struct cruxn_handle *h)
+static int open_peer(const struct cruxn_boot_handle *h)
 {
 	struct sockaddr_in a;
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -79,7 +79,7 @@ static int open_peer(const struct cruxn_handle *h)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char hbuf[CRUXN_NET_HANDLE_MAXSIZE];
-	struct cruxn_handle *h = (struct cruxn_handle *)hbuf;
+	struct cruxn_boot_handle *h = (struct cruxn_boot_handle *)hbuf;
 	void *l = NULL, *r = NULL;
 	int fds[1 + CRUXN_MAX_SOCKS];
 	int nsocks = cruxn_ctx.cfg.nthreads * cruxn_ctx.cfg.nsocks_per_thread;
@@ -107,7 +107,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		hl.version = CRUXN_WIRE_VERSION;
 		hl.kind = k == 0 ? CRUXN_SOCK_CTRL : CRUXN_SOCK_DATA;
 		hl.index = (uint8_t)(k == 0 ? 0 : k - 1);
-		hl.listen_nonce = h->listen_nonce;
+		hl.listen_nonce = h->nonce;
 		hl.conn_nonce = 0x1234;
 		hl.nsocks = (uint32_t)nsocks;
 		hl.chunk_bytes = 4096;
@@ -137,7 +137,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				caps[s] = sizeof(bufs[q][s]);
 				tags[s] = s;
 			}
-			if (cruxn_irecv(r, slots, ptrs, caps, tags, &reqs[q]) != CRUXN_SUCCESS)
+			if (cruxn_irecv(r, slots, ptrs, caps, tags, NULL, &reqs[q]) != CRUXN_SUCCESS)
 				break;
 		}
 		/* bounded: the peer has said all it will say (its control stream is shut) */

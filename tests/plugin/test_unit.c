@@ -381,9 +381,9 @@ static void ping(void *s, void *r, int i)
 	int tag = 7, done_r = 0, done_s = 0;
 
 	memset(out, i & 0xff, sizeof(out));
-	assert_int_equal(cruxn_irecv(r, 1, &dst, &size, &tag, &rq), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_irecv(r, 1, &dst, &size, &tag, NULL, &rq), CRUXN_SUCCESS);
 	assert_non_null(rq);
-	assert_int_equal(cruxn_isend(s, out, sizeof(out), tag, &sq), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_isend(s, out, sizeof(out), tag, NULL, &sq), CRUXN_SUCCESS);
 	assert_non_null(sq);
 	for (long k = 0; (!done_r || !done_s) && k < 10000000; k++) {
 		if (!done_s)
@@ -450,7 +450,7 @@ static void test_idle_sender_skips_ctrl_reads(void **state)
 		void *dst[2] = {NULL, NULL}, *rq = NULL;
 		size_t sizes[2] = {0, 64};
 		int tags[2] = {1, 2};
-		assert_int_equal(cruxn_irecv(r, 2, dst, sizes, tags, &rq), CRUXN_INVALID_ARGUMENT);
+		assert_int_equal(cruxn_irecv(r, 2, dst, sizes, tags, NULL, &rq), CRUXN_INVALID_ARGUMENT);
 		assert_null(rq);
 	}
 

@@ -23,6 +23,8 @@
 
 static void *lc, *sc, *rc;
 
+static const struct cruxn_transport_ops *init_ops;
+
 static int setup(void **state)
 {
 	char handle[CRUXN_NET_HANDLE_MAXSIZE];
@@ -34,6 +36,7 @@ static int setup(void **state)
 		return -1;
 	if (vxd_open_lo(&cruxn_vx_state) != 0)
 		return -1;
+	init_ops = cruxn_ctx.ops; /* the socket transport's: finalize stops it, not the double */
 	cruxn_ctx.ops = &cruxn_verbs_ops;
 	if (cruxn_listen(0, handle, &lc) != CRUXN_SUCCESS)
 		return -1;
@@ -58,7 +61,7 @@ static int teardown(void **state)
 		cruxn_close_recv(rc);
 	cruxn_close_listen(lc);
 	cruxn_vx_close(&cruxn_vx_state);
-	cruxn_ctx.ops = &cruxn_socket_ops;
+	cruxn_ctx.ops = init_ops;
 	cruxn_finalize();
 	return 0;
 }
@@ -98,7 +101,7 @@ static void test_pingpong_grouped(void **state)
 	assert_int_equal(cruxn_reg_mr(sc, sbuf, sizeof(sbuf), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
 	assert_int_equal(cruxn_reg_mr(rc, rbuf, sizeof(rbuf), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
 	/* the receiver has not posted: NULL request, nothing moves */
-	assert_int_equal(cruxn_isend(sc, sbuf[0], 100, 0, &sreq[0]), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_isend(sc, sbuf[0], 100, 0, NULL, &sreq[0]), CRUXN_SUCCESS);
 	assert_null(sreq[0]);
 
 	for (unsigned round = 0; round < 40; round++) {
@@ -109,7 +112,7 @@ static void test_pingpong_grouped(void **state)
 			tags[i] = 100 + i;
 			memset(rbuf[i], 0, BUF);
 		}
-		assert_int_equal(cruxn_irecv(rc, n, rdata, rsz, tags, &rreq), CRUXN_SUCCESS);
+		assert_int_equal(cruxn_irecv(rc, n, rdata, rsz, tags, NULL, &rreq), CRUXN_SUCCESS);
 		assert_non_null(rreq);
 		/* the sender's messages in reverse tag order: matched by tag */
 		for (int i = n - 1; i >= 0; i--) {
@@ -117,7 +120,7 @@ static void test_pingpong_grouped(void **state)
 			fill(sbuf[i], len, round * 8 + (unsigned)i);
 			sreq[i] = NULL;
 			for (int k = 0; !sreq[i] && k < 1000; k++)
-				assert_int_equal(cruxn_isend(sc, sbuf[i], len, 100 + i, &sreq[i]),
+				assert_int_equal(cruxn_isend(sc, sbuf[i], len, 100 + i, NULL, &sreq[i]),
 						 CRUXN_SUCCESS);
 			assert_non_null(sreq[i]);
 		}
@@ -145,18 +148,18 @@ static void test_32_in_flight(void **state)
 	for (int i = 0; i < 32; i++) {
 		void *d = rbuf[i];
 		size_t s = 1024;
-		assert_int_equal(cruxn_irecv(rc, 1, &d, &s, NULL, &rreq[i]), CRUXN_SUCCESS);
+		assert_int_equal(cruxn_irecv(rc, 1, &d, &s, NULL, NULL, &rreq[i]), CRUXN_SUCCESS);
 		assert_non_null(rreq[i]);
 	}
 	{
 		void *d = rbuf[32];
 		size_t s = 1024;
-		assert_int_equal(cruxn_irecv(rc, 1, &d, &s, NULL, &rreq[32]), CRUXN_SUCCESS);
+		assert_int_equal(cruxn_irecv(rc, 1, &d, &s, NULL, NULL, &rreq[32]), CRUXN_SUCCESS);
 		assert_null(rreq[32]); /* the 33rd: NCCL retries later */
 	}
 	for (int i = 0; i < 32; i++) {
 		fill(sbuf[i], 1024, (unsigned)i);
-		assert_int_equal(cruxn_isend(sc, sbuf[i], 1024, 0, &sreq[i]), CRUXN_SUCCESS);
+		assert_int_equal(cruxn_isend(sc, sbuf[i], 1024, 0, NULL, &sreq[i]), CRUXN_SUCCESS);
 		assert_non_null(sreq[i]);
 	}
 	for (int i = 0; i < 32; i++) {
@@ -175,10 +178,10 @@ static void send_one(unsigned char *sb, unsigned char *rb, size_t len, unsigned 
 
 	fill(sb, len, seed);
 	memset(rb, 0, len);
-	assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, &rreq), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, NULL, &rreq), CRUXN_SUCCESS);
 	for (int k = 0; !sreq && k < 10000; k++) {
 		int done = 0;
-		assert_int_equal(cruxn_isend(sc, sb, len, 0, &sreq), CRUXN_SUCCESS);
+		assert_int_equal(cruxn_isend(sc, sb, len, 0, NULL, &sreq), CRUXN_SUCCESS);
 		/* the receiver's proxy tests its receive meanwhile (and answers a LANE) */
 		if (!sreq)
 			assert_int_equal(cruxn_test(rreq, &done, NULL), CRUXN_SUCCESS);
@@ -421,14 +424,14 @@ static void test_lane_hold_bounds(void **state)
 	assert_int_equal(cruxn_reg_mr(sc, sb, sizeof(sb), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
 	assert_int_equal(cruxn_reg_mr(rc, rb, sizeof(rb), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
 	fill(sb, sizeof(sb), 5);
-	assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, &rreq), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, NULL, &rreq), CRUXN_SUCCESS);
 	s->b.tag.cls.tos = 34 << 2;
 	s->b.ops->boundary(&s->b, true, false);
-	assert_int_equal(cruxn_isend(sc, sb, sizeof(sb), 0, &sreq), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_isend(sc, sb, sizeof(sb), 0, NULL, &sreq), CRUXN_SUCCESS);
 	first_null = sreq == NULL;
 	assert_true(first_null); /* held: the new lane is not up */
 	for (int i = 0; !sreq && i < 5000; i++) {
-		assert_int_equal(cruxn_isend(sc, sb, sizeof(sb), 0, &sreq), CRUXN_SUCCESS);
+		assert_int_equal(cruxn_isend(sc, sb, sizeof(sb), 0, NULL, &sreq), CRUXN_SUCCESS);
 		usleep(1000);
 	}
 	assert_non_null(sreq); /* the valve: on the current lane */
@@ -440,7 +443,7 @@ static void test_lane_hold_bounds(void **state)
 	cruxn_ctx.cfg.timeout_ms = 1500;
 	for (int i = 0; i < 5000 && res == CRUXN_SUCCESS; i++) {
 		sreq = NULL;
-		res = cruxn_isend(sc, sb, 10, 0, &sreq);
+		res = cruxn_isend(sc, sb, 10, 0, NULL, &sreq);
 		assert_null(sreq); /* no receive posted */
 		usleep(1000);
 	}
@@ -448,6 +451,68 @@ static void test_lane_hold_bounds(void **state)
 	assert_int_equal(res, CRUXN_REMOTE_ERROR);
 	cruxn_dereg_mr(sc, smr);
 	cruxn_dereg_mr(rc, rmr);
+}
+
+/*
+ * NCCL's memory handles reach the post ops: a send and a receive that carry
+ * them never search the registration cache (one search each without them).
+ */
+static void test_mhandle_carried(void **state)
+{
+	static unsigned char sb[8192], rb[8192];
+	void *smr, *rmr, *sreq = NULL, *rreq = NULL, *d = rb;
+	size_t cap = sizeof(rb);
+	uint64_t before;
+	(void)state;
+
+	assert_int_equal(cruxn_reg_mr(sc, sb, sizeof(sb), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_reg_mr(rc, rb, sizeof(rb), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
+	for (int round = 0; round < 2; round++) {
+		bool with = round == 0;
+		fill(sb, sizeof(sb), 11u + (unsigned)round);
+		before = atomic_load(&cruxn_vx_mr_searches);
+		assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, with ? &rmr : NULL, &rreq),
+				 CRUXN_SUCCESS);
+		assert_non_null(rreq);
+		sreq = NULL;
+		for (int k = 0; !sreq && k < 1000; k++)
+			assert_int_equal(cruxn_isend(sc, sb, sizeof(sb), 0, with ? smr : NULL, &sreq),
+					 CRUXN_SUCCESS);
+		assert_non_null(sreq);
+		wait_done(sreq, NULL);
+		wait_done(rreq, NULL);
+		check(rb, sizeof(rb), 11u + (unsigned)round);
+		if (with)
+			assert_int_equal(atomic_load(&cruxn_vx_mr_searches), before);
+		else
+			assert_true(atomic_load(&cruxn_vx_mr_searches) >= before + 2);
+	}
+	cruxn_dereg_mr(sc, smr);
+	cruxn_dereg_mr(rc, rmr);
+}
+
+/*
+ * A registration the device refuses (here a buffer NCCL did not register,
+ * registered per request) fails the call and the comm: never success with a
+ * NULL request, which NCCL would retry forever. Seen failing before the
+ * core's failure rule: irecv returned success and a NULL request each time.
+ */
+static void test_refused_registration_fails(void **state)
+{
+	static unsigned char rb[4096];
+	void *rreq = (void *)1, *d = rb;
+	size_t cap = sizeof(rb);
+	cruxn_result_t res;
+	(void)state;
+
+	vxd.refuse_mr = true;
+	res = cruxn_irecv(rc, 1, &d, &cap, NULL, NULL, &rreq);
+	vxd.refuse_mr = false;
+	assert_int_not_equal(res, CRUXN_SUCCESS);
+	assert_null(rreq);
+	assert_int_not_equal(atomic_load(&vx_of(rc)->b.error), 0);
+	/* and the comm stays failed */
+	assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, NULL, &rreq), CRUXN_REMOTE_ERROR);
 }
 
 static void test_bad_rkey(void **state)
@@ -461,18 +526,18 @@ static void test_bad_rkey(void **state)
 
 	assert_int_equal(cruxn_reg_mr(sc, sb, sizeof(sb), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
 	assert_int_equal(cruxn_reg_mr(rc, rb, sizeof(rb), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
-	assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, &rreq), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, NULL, &rreq), CRUXN_SUCCESS);
 	/* the CTS arrived; spoil its key as a broken peer would */
 	for (int k = 0; k < 100 && s->fifo[s->row % VX_FIFO][0].stamp != s->row + 1; k++)
 		cruxn_vx_ctrl_progress(s);
 	s->fifo[s->row % VX_FIFO][0].rkey ^= 0x5a5a;
-	assert_int_equal(cruxn_isend(sc, sb, sizeof(sb), 0, &sreq), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_isend(sc, sb, sizeof(sb), 0, NULL, &sreq), CRUXN_SUCCESS);
 	assert_non_null(sreq);
 	assert_int_equal(cruxn_test(sreq, &done, NULL), CRUXN_REMOTE_ERROR);
 	assert_false(done);
 	assert_int_equal(atomic_load(&s->b.error), EREMOTEIO);
 	/* and stays failed */
-	assert_int_equal(cruxn_isend(sc, sb, 10, 0, &sreq), CRUXN_REMOTE_ERROR);
+	assert_int_equal(cruxn_isend(sc, sb, 10, 0, NULL, &sreq), CRUXN_REMOTE_ERROR);
 	cruxn_dereg_mr(sc, smr);
 	cruxn_dereg_mr(rc, rmr);
 }
@@ -487,7 +552,7 @@ static void test_peer_closed(void **state)
 	(void)state;
 
 	assert_int_equal(cruxn_reg_mr(rc, rb, sizeof(rb), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
-	assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, &rreq), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, NULL, &rreq), CRUXN_SUCCESS);
 	cruxn_close_send(sc);
 	sc = NULL;
 	for (int i = 0; i < 2000 && res == CRUXN_SUCCESS; i++) {
@@ -515,10 +580,10 @@ static void test_close_after_arrival(void **state)
 	assert_int_equal(cruxn_reg_mr(sc, sb, sizeof(sb), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
 	assert_int_equal(cruxn_reg_mr(rc, rb, sizeof(rb), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
 	fill(sb, sizeof(sb), 77);
-	assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, &rreq), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, NULL, &rreq), CRUXN_SUCCESS);
 	vxd.lose_ack = true;
 	for (int k = 0; !sreq && k < 1000; k++)
-		assert_int_equal(cruxn_isend(sc, sb, sizeof(sb), 0, &sreq), CRUXN_SUCCESS);
+		assert_int_equal(cruxn_isend(sc, sb, sizeof(sb), 0, NULL, &sreq), CRUXN_SUCCESS);
 	assert_non_null(sreq);
 	wait_done(rreq, NULL);
 	check(rb, sizeof(rb), 77);
@@ -531,7 +596,7 @@ static void test_close_after_arrival(void **state)
 	for (int i = 0; !done && i < 1000; i++)
 		assert_int_equal(cruxn_test(sreq, &done, NULL), CRUXN_SUCCESS);
 	assert_true(done);
-	assert_int_equal(cruxn_isend(sc, sb, 10, 0, &sreq), CRUXN_REMOTE_ERROR);
+	assert_int_equal(cruxn_isend(sc, sb, 10, 0, NULL, &sreq), CRUXN_REMOTE_ERROR);
 	cruxn_dereg_mr(sc, smr);
 }
 
@@ -545,10 +610,10 @@ static void test_lost_ack_silent_peer(void **state)
 	cruxn_result_t res = CRUXN_SUCCESS;
 	(void)state;
 
-	assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, &rreq), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, NULL, &rreq), CRUXN_SUCCESS);
 	vxd.lose_ack = true;
 	for (int k = 0; !sreq && k < 1000; k++)
-		assert_int_equal(cruxn_isend(sc, sb, sizeof(sb), 0, &sreq), CRUXN_SUCCESS);
+		assert_int_equal(cruxn_isend(sc, sb, sizeof(sb), 0, NULL, &sreq), CRUXN_SUCCESS);
 	assert_non_null(sreq);
 	for (int i = 0; i < 4000 && res == CRUXN_SUCCESS; i++) {
 		res = cruxn_test(sreq, &done, NULL);
@@ -579,6 +644,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lane_hold_bounds, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_four_qps, setup4, teardown4),
 		cmocka_unit_test_setup_teardown(test_flush, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mhandle_carried, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refused_registration_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_rkey, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_peer_closed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_close_after_arrival, setup, teardown),

@@ -448,7 +448,13 @@ static int destroy_qp(struct ibv_qp *qp)
 
 static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access)
 {
-	struct vxd_mr *m = calloc(1, sizeof(*m));
+	struct vxd_mr *m;
+
+	if (vxd.refuse_mr) {
+		errno = ENOMEM; /* what the kernel says past the locked-memory limit */
+		return NULL;
+	}
+	m = calloc(1, sizeof(*m));
 
 	m->mr.context = pd->context;
 	m->mr.pd = pd;

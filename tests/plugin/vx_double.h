@@ -42,6 +42,7 @@ struct vxd {
 	uint64_t bytes;     /* bytes moved by RDMA WRITE */
 	int reads;          /* RDMA READs executed */
 	bool lose_ack;      /* the next signaled WRITE lands but completes RETRY_EXC_ERR */
+	bool refuse_mr;     /* reg_mr fails (ENOMEM) */
 	uint64_t last_read_addr;
 };
 

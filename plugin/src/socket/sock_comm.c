@@ -23,63 +23,6 @@
 
 #define HELPER_WAIT_MS 100
 
-/* Write what the socket takes now. Returns 0 (maybe incomplete) or an errno. */
-int cruxn_sk_write_some(int fd, const void *buf, size_t len, size_t *off)
-{
-	while (*off < len) {
-		ssize_t n = send(fd, (const char *)buf + *off, len - *off, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n > 0) {
-			*off += (size_t)n;
-			continue;
-		}
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			return 0;
-		if (n < 0 && errno == EINTR)
-			continue;
-		return n < 0 ? errno : EPIPE;
-	}
-	return 0;
-}
-
-#define CRUXN_EOF (-1)
-
-/* Read what is there now. Returns 0 (maybe incomplete), CRUXN_EOF, or an errno. */
-int cruxn_sk_read_some(int fd, void *buf, size_t len, size_t *off)
-{
-	while (*off < len) {
-		ssize_t n = recv(fd, (char *)buf + *off, len - *off, MSG_DONTWAIT);
-		if (n > 0) {
-			*off += (size_t)n;
-			continue;
-		}
-		if (n == 0)
-			return CRUXN_EOF;
-		if (errno == EAGAIN || errno == EWOULDBLOCK)
-			return 0;
-		if (errno == EINTR)
-			continue;
-		return errno;
-	}
-	return 0;
-}
-
-/* Non-blocking connect finished? 0 with *done set, or the connect error. */
-int cruxn_sk_connect_poll(int fd, bool *done)
-{
-	struct pollfd p = {.fd = fd, .events = POLLOUT};
-	int err = 0;
-	socklen_t l = sizeof(err);
-
-	if (poll(&p, 1, 0) <= 0)
-		return 0;
-	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l) != 0)
-		return errno;
-	if (err)
-		return err;
-	*done = true;
-	return 0;
-}
-
 static bool helper_has_work(const struct cruxn_comm *c, int id)
 {
 	for (int i = id; i < c->nsocks; i += c->nthreads) {
@@ -134,10 +77,10 @@ static void *helper_main(void *arg)
 					atomic_fetch_sub_explicit(&t->set->tasks, 1,
 								  memory_order_release);
 				} else {
-					int e = c->b.is_send ? cruxn_sk_write_some(t->fd, t->buf, t->len, &t->off)
-							   : cruxn_sk_read_some(t->fd, t->buf, t->len, &t->off);
+					int e = c->b.is_send ? cruxn_boot_write_some(t->fd, t->buf, t->len, &t->off)
+							   : cruxn_boot_read_some(t->fd, t->buf, t->len, &t->off);
 					if (e) {
-						cruxn_comm_fail(&c->b, e == CRUXN_EOF ? ECONNRESET : e,
+						cruxn_comm_fail(&c->b, e == CRUXN_BOOT_EOF ? ECONNRESET : e,
 							  "data socket");
 						break;
 					}
@@ -191,26 +134,13 @@ void cruxn_sk_wake_helpers(struct cruxn_comm *c)
  * the FIN after our data, discard what the peer sent us (bounded, never
  * blocking), then close: the kernel finishes sending on its own.
  */
-void cruxn_sk_close_gracefully(int fd)
-{
-	char buf[16384];
-
-	(void)shutdown(fd, SHUT_WR);
-	for (int i = 0; i < 256; i++) {
-		ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-		if (n <= 0 && !(n < 0 && errno == EINTR))
-			break;
-	}
-	close(fd);
-}
-
 void cruxn_sk_set_close(struct cruxn_set *s)
 {
 	if (!s)
 		return;
 	for (int i = 0; i < s->nsocks; i++)
 		if (s->fds[i] >= 0)
-			cruxn_sk_close_gracefully(s->fds[i]);
+			cruxn_boot_close_gracefully(s->fds[i]);
 	free(s);
 }
 
@@ -283,11 +213,10 @@ void cruxn_sk_comm_destroy(struct cruxn_comm *c)
 		if (c->helpers[i].started)
 			pthread_join(c->helpers[i].th, NULL);
 	if (c->ctrl >= 0)
-		cruxn_sk_close_gracefully(c->ctrl);
+		cruxn_boot_close_gracefully(c->ctrl);
 	if (c->data_listener >= 0)
 		close(c->data_listener);
-	for (int i = 0; i < c->npend; i++)
-		close(c->pend_fds[i]);
+	cruxn_boot_greeter_close(&c->greet);
 	cruxn_sk_set_close(c->cur);
 	cruxn_sk_set_close(c->pending);
 	for (s = c->retired; s; s = n) {
@@ -335,6 +264,7 @@ crux_status_t cruxn_sk_comm_create(bool is_send, int dev, int nsocks, int family
 	cruxn_base_init(&c->b, is_send, &cruxn_socket_ops, dev, family);
 	c->ctrl = -1;
 	c->data_listener = -1;
+	cruxn_boot_greeter_init(&c->greet, sizeof(struct cruxn_hello));
 	c->nsocks = nsocks;
 	c->nthreads = cruxn_ctx.cfg.nthreads < nsocks ? cruxn_ctx.cfg.nthreads : nsocks;
 	pthread_mutex_init(&c->wake_lock, NULL);

@@ -30,11 +30,7 @@ struct cruxn_listen {
 	int fd;
 	int dev;
 	uint64_t nonce;
-	int pend_fds[1 + CRUXN_MAX_SOCKS * 2];
-	struct cruxn_hello pend_hello[1 + CRUXN_MAX_SOCKS * 2];
-	size_t pend_off[1 + CRUXN_MAX_SOCKS * 2];
-	uint64_t pend_since[1 + CRUXN_MAX_SOCKS * 2];
-	int npend;
+	struct cruxn_boot_greeter greet; /* connections that have not greeted yet */
 	bool bound;
 	struct cruxn_hello first; /* hello that bound this listener to one connection */
 	int ctrl;
@@ -63,59 +59,75 @@ struct cruxn_mr {
 	int type;
 };
 
+/* ---- the transport's devices: the bootstrap interfaces themselves -------- */
+
+crux_status_t cruxn_sk_start(const struct cruxn_config *cfg, char *err, size_t errlen)
+{
+	(void)cfg;
+	(void)err;
+	(void)errlen;
+	return CRUX_OK; /* init scanned the interfaces already */
+}
+
+int cruxn_sk_ndevs(void)
+{
+	return cruxn_boot_nifs();
+}
+
+crux_status_t cruxn_sk_properties(int dev, cruxn_props_v11_t *p)
+{
+	const struct cruxn_dev *d = cruxn_boot_if(dev);
+
+	if (!d)
+		return CRUX_ERR_INVAL;
+	memset(p, 0, sizeof(*p));
+	p->name = (char *)d->name;
+	p->pciPath = d->pci_path;
+	p->guid = (uint64_t)dev;
+	p->ptrSupport = CRUXN_PTR_HOST;
+	p->regIsGlobal = 0;
+	p->forceFlush = 0;
+	p->speed = d->speed_mbps;
+	p->port = 0;
+	p->latency = 0;
+	p->maxComms = 65536;
+	p->maxRecvs = CRUXN_NET_MAX_RECVS;
+	p->netDeviceType = CRUXN_DEV_HOST;
+	p->netDeviceVersion = 0;
+	p->vProps.ndevs = 1;
+	p->vProps.devs[0] = dev;
+	p->maxP2pBytes = (size_t)CRUXN_NET_MAX_BYTES;
+	p->maxCollBytes = (size_t)CRUXN_NET_MAX_BYTES;
+	p->maxMultiRequestSize = 1;
+	return CRUX_OK;
+}
+
 /* ---- listen / connect / accept ------------------------------------------ */
 
 crux_status_t cruxn_sk_listen(int dev, void *handle, void **listen_comm)
 {
-	struct cruxn_handle *h = handle;
+	const struct cruxn_dev *d = cruxn_boot_if(dev);
 	struct cruxn_listen *l = NULL;
-	struct cruxn_dev *d;
-	union crux_sockaddr a;
-	socklen_t alen = sizeof(a);
-	int fd = -1;
 
-	if (!handle || !listen_comm || dev < 0 || dev >= cruxn_ctx.ndevs)
+	if (!handle || !listen_comm || !d)
 		return CRUX_ERR_INVAL;
-	d = &cruxn_ctx.devs[dev];
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return CRUX_ERR_IO;
-	if (cruxn_sock_open_bound(&d->addr.sa, d->addrlen, 0, false, &fd) != CRUX_OK) {
-		crux_err("cannot bind a listening socket on %s: %m", d->name);
-		goto fail;
-	}
-	if (listen(fd, 128) != 0 || getsockname(fd, &a.sa, &alen) != 0) {
-		crux_err("cannot listen on %s: %m", d->name);
-		goto fail;
+	l->nonce = cruxn_new_nonce();
+	if (cruxn_boot_listen(d, CRUXN_HANDLE_MAGIC, CRUXN_WIRE_VERSION, l->nonce, handle, &l->fd) !=
+	    CRUX_OK) {
+		free(l);
+		return CRUX_ERR_IO;
 	}
 	l->magic = CRUXN_LISTEN_MAGIC;
-	l->fd = fd;
 	l->dev = dev;
-	l->nonce = cruxn_new_nonce();
 	l->ctrl = -1;
 	for (int i = 0; i < CRUXN_MAX_SOCKS; i++)
 		l->data[i] = -1;
-
-	memset(handle, 0, CRUXN_NET_HANDLE_MAXSIZE);
-	h->magic = CRUXN_HANDLE_MAGIC;
-	h->version = CRUXN_WIRE_VERSION;
-	h->family = a.sa.sa_family;
-	if (a.sa.sa_family == AF_INET) {
-		memcpy(h->addr, &a.sin.sin_addr, 4);
-		h->port = a.sin.sin_port;
-	} else {
-		memcpy(h->addr, &a.sin6.sin6_addr, 16);
-		h->port = a.sin6.sin6_port;
-		h->scope_id = a.sin6.sin6_scope_id;
-	}
-	h->listen_nonce = l->nonce;
+	cruxn_boot_greeter_init(&l->greet, sizeof(struct cruxn_hello));
 	*listen_comm = l;
 	return CRUX_OK;
-fail:
-	if (fd >= 0)
-		close(fd);
-	free(l);
-	return CRUX_ERR_IO;
 }
 
 static void connecting_free(struct cruxn_connecting *st)
@@ -134,38 +146,22 @@ static void connecting_free(struct cruxn_connecting *st)
 crux_status_t cruxn_sk_open_to_peer(int dev, const struct sockaddr *peer, socklen_t plen,
 				  uint16_t dport, uint16_t sport, int *out)
 {
-	struct cruxn_dev *d = &cruxn_ctx.devs[dev];
-	union crux_sockaddr a;
-	int fd = -1;
-	crux_status_t st;
+	const struct cruxn_dev *d = cruxn_boot_if(dev);
 
-	memcpy(&a, peer, plen);
-	if (a.sa.sa_family == AF_INET)
-		a.sin.sin_port = htons(dport);
-	else
-		a.sin6.sin6_port = htons(dport);
-	st = cruxn_sock_open_bound(&d->addr.sa, d->addrlen, sport, sport != 0, &fd);
-	if (st == CRUX_OK && connect(fd, &a.sa, plen) != 0 && errno != EINPROGRESS) {
-		close(fd);
-		fd = -1;
-		st = CRUX_ERR_IO;
-	}
-	if (st != CRUX_OK && sport != 0) {
-		/* The path's port is taken for this peer: keep going on an ephemeral one. */
-		crux_log_once(&cruxn_ctx.once_port_fail, CRUX_LOG_WARN,
-			      "cannot use source port %u for a data socket (%s); using an "
-			      "ephemeral port (ECMP) for it",
-			      sport, strerror(errno));
-		return cruxn_sk_open_to_peer(dev, peer, plen, dport, 0, out);
-	}
-	if (st != CRUX_OK)
-		return st;
-	(void)cruxn_sock_tune(fd, &cruxn_ctx.cfg);
-	*out = fd;
-	return CRUX_OK;
+	if (cruxn_boot_connect(d, peer, plen, dport, sport, out) == CRUX_OK)
+		return CRUX_OK;
+	if (sport == 0)
+		return CRUX_ERR_IO;
+	/* The path's port is taken for this peer: keep going on an ephemeral one. */
+	crux_log_once(&cruxn_ctx.once_port_fail, CRUX_LOG_WARN,
+		      "cannot use source port %u for a data socket (%s); using an "
+		      "ephemeral port (ECMP) for it",
+		      sport, strerror(errno));
+	return cruxn_boot_connect(d, peer, plen, dport, 0, out);
 }
 
-static crux_status_t connect_start(int dev, int traffic_class, struct cruxn_handle *h,
+static crux_status_t connect_start(int dev, int traffic_class, const struct cruxn_boot_handle *h,
+				    const union crux_sockaddr *peer, socklen_t plen,
 				    struct cruxn_connecting **out)
 {
 	struct cruxn_connecting *st = calloc(1, sizeof(*st));
@@ -180,18 +176,8 @@ static crux_status_t connect_start(int dev, int traffic_class, struct cruxn_hand
 	st->nsocks = cfg->nthreads * cfg->nsocks_per_thread;
 	for (int i = 0; i <= CRUXN_MAX_SOCKS; i++)
 		st->fds[i] = -1;
-	if (h->family == AF_INET) {
-		st->peer.sin.sin_family = AF_INET;
-		memcpy(&st->peer.sin.sin_addr, h->addr, 4);
-		st->peer.sin.sin_port = h->port;
-		st->peerlen = sizeof(st->peer.sin);
-	} else {
-		st->peer.sin6.sin6_family = AF_INET6;
-		memcpy(&st->peer.sin6.sin6_addr, h->addr, 16);
-		st->peer.sin6.sin6_port = h->port;
-		st->peer.sin6.sin6_scope_id = h->scope_id;
-		st->peerlen = sizeof(st->peer.sin6);
-	}
+	st->peer = *peer;
+	st->peerlen = plen;
 	if (cruxn_ctx.devs[dev].addr.sa.sa_family != h->family) {
 		crux_err("connect: device %s is %s but the peer's handle is %s; set "
 			 "CRUX_SOCKET_FAMILY or CRUX_SOCKET_IFNAME alike on every host",
@@ -201,7 +187,7 @@ static crux_status_t connect_start(int dev, int traffic_class, struct cruxn_hand
 		free(st);
 		return CRUX_ERR_INVAL;
 	}
-	st->listen_nonce = h->listen_nonce;
+	st->listen_nonce = h->nonce;
 	st->conn_nonce = cruxn_new_nonce();
 	st->deadline_ns = crux_now_ns() + cfg->timeout_ms * 1000000ull;
 	memset(&peer_host, 0, sizeof(peer_host));
@@ -275,23 +261,25 @@ static crux_status_t connect_finish(struct cruxn_connecting *st, struct cruxn_ba
 
 crux_status_t cruxn_sk_connect(int dev, int traffic_class, void *handle, struct cruxn_base **send_comm)
 {
-	struct cruxn_handle *h = handle;
+	struct cruxn_boot_handle *h = handle;
 	struct cruxn_connecting *st;
+	union crux_sockaddr peer;
+	socklen_t plen;
 	crux_status_t rc;
 	bool all = true;
 
-	if (!handle || !send_comm || dev < 0 || dev >= cruxn_ctx.ndevs)
+	if (!handle || !send_comm || !cruxn_boot_if(dev))
 		return CRUX_ERR_INVAL;
 	*send_comm = NULL;
-	if (h->magic != CRUXN_HANDLE_MAGIC || h->version != CRUXN_WIRE_VERSION ||
-	    (h->family != AF_INET && h->family != AF_INET6) || h->port == 0) {
+	if (cruxn_boot_handle_peer(h, CRUXN_HANDLE_MAGIC, CRUXN_WIRE_VERSION, &peer, &plen) !=
+	    CRUX_OK) {
 		crux_err("connect: the handle is not a Crux listener's handle (bad magic, version, "
 			 "family or port): is every rank loading the same plugin?");
 		return CRUX_ERR_INVAL;
 	}
 	st = (struct cruxn_connecting *)(uintptr_t)h->connect_state;
 	if (!st) {
-		rc = connect_start(dev, traffic_class, h, &st);
+		rc = connect_start(dev, traffic_class, h, &peer, plen, &st);
 		if (rc != CRUX_OK)
 			return rc;
 		if (!cruxn_connecting_register(st)) {
@@ -309,9 +297,9 @@ crux_status_t cruxn_sk_connect(int dev, int traffic_class, void *handle, struct 
 	for (int i = 0; i <= st->nsocks; i++) {
 		int e = 0;
 		if (!st->connected[i])
-			e = cruxn_sk_connect_poll(st->fds[i], &st->connected[i]);
+			e = cruxn_boot_connect_poll(st->fds[i], &st->connected[i]);
 		if (!e && st->connected[i])
-			e = cruxn_sk_write_some(st->fds[i], &st->hello[i], sizeof(st->hello[i]), &st->off[i]);
+			e = cruxn_boot_write_some(st->fds[i], &st->hello[i], sizeof(st->hello[i]), &st->off[i]);
 		if (e) {
 			char peer[80];
 			crux_err("connect to %s failed: %s",
@@ -354,16 +342,6 @@ static void listen_reset(struct cruxn_listen *l)
 	l->ndata = 0;
 }
 
-void cruxn_sk_pend_drop(int *fds, struct cruxn_hello *hello, size_t *off, int *n, int i, bool close_fd)
-{
-	if (close_fd)
-		close(fds[i]);
-	fds[i] = fds[*n - 1];
-	hello[i] = hello[*n - 1];
-	off[i] = off[*n - 1];
-	(*n)--;
-}
-
 bool cruxn_sk_hello_valid(const struct cruxn_hello *hl, uint64_t nonce)
 {
 	return hl->magic == CRUXN_WIRE_MAGIC && hl->version == CRUXN_WIRE_VERSION &&
@@ -376,7 +354,7 @@ static crux_status_t accept_finish(struct cruxn_listen *l, struct cruxn_base **r
 {
 	struct cruxn_comm *c = NULL;
 	struct cruxn_set *s = NULL;
-	struct cruxn_dev *d = &cruxn_ctx.devs[l->dev];
+	const struct cruxn_dev *d = cruxn_boot_if(l->dev);
 	union crux_sockaddr a;
 	socklen_t alen = sizeof(a);
 	struct cruxn_class cls = {0, 0, 0, 0};
@@ -419,7 +397,7 @@ static crux_status_t accept_finish(struct cruxn_listen *l, struct cruxn_base **r
 	c->out_msg.type = CRUXN_MSG_ACCEPT;
 	c->out_msg.size = ntohs(a.sa.sa_family == AF_INET ? a.sin.sin_port : a.sin6.sin6_port);
 	c->out_off = 0;
-	(void)cruxn_sk_write_some(c->ctrl, &c->out_msg, sizeof(c->out_msg), &c->out_off);
+	(void)cruxn_boot_write_some(c->ctrl, &c->out_msg, sizeof(c->out_msg), &c->out_off);
 	if (cruxn_sk_comm_start_helpers(c) != CRUX_OK)
 		goto fail;
 	*recv_comm = &c->b;
@@ -434,75 +412,48 @@ fail:
 	return CRUX_ERR_IO;
 }
 
+/* A complete greeting on the listener: the connection's control or data socket, or a stranger. */
+static enum cruxn_boot_verdict judge_hello(void *arg, int fd, const void *hello)
+{
+	struct cruxn_listen *l = arg;
+	const struct cruxn_hello *hl = hello;
+
+	if (!cruxn_sk_hello_valid(hl, l->nonce) ||
+	    (l->bound && hl->conn_nonce != l->first.conn_nonce) ||
+	    (hl->kind == CRUXN_SOCK_CTRL && l->ctrl >= 0) ||
+	    (hl->kind == CRUXN_SOCK_DATA &&
+	     (l->data[hl->index] >= 0 || (l->bound && hl->nsocks != l->first.nsocks)))) {
+		crux_warn("accept: dropped a connection with an unexpected greeting (not a "
+			  "Crux peer of this listener)");
+		return CRUXN_BOOT_REJECT;
+	}
+	if (!l->bound) {
+		l->bound = true;
+		l->first = *hl;
+	}
+	if (hl->kind == CRUXN_SOCK_CTRL) {
+		l->ctrl = fd;
+		l->first.tos = hl->tos;
+		l->first.prio = hl->prio;
+	} else {
+		l->data[hl->index] = fd;
+		l->ndata++;
+	}
+	return CRUXN_BOOT_TAKE;
+}
+
 crux_status_t cruxn_sk_accept(void *listen_comm, struct cruxn_base **recv_comm)
 {
 	struct cruxn_listen *l = listen_comm;
-	const int maxpend = (int)(sizeof(l->pend_fds) / sizeof(l->pend_fds[0]));
+	int e;
 
 	if (!l || !recv_comm || l->magic != CRUXN_LISTEN_MAGIC)
 		return CRUX_ERR_INVAL;
 	*recv_comm = NULL;
-	for (;;) {
-		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
-			    errno == ECONNABORTED)
-				break;
-			crux_err("accept failed: %m");
-			return CRUX_ERR_IO;
-		}
-		if (l->npend >= maxpend) {
-			/* Full of peers that never greeted: make room by dropping the oldest. */
-			int old = 0;
-			for (int i = 1; i < l->npend; i++)
-				if (l->pend_since[i] < l->pend_since[old])
-					old = i;
-			cruxn_sk_pend_drop(l->pend_fds, l->pend_hello, l->pend_off, &l->npend, old, true);
-			l->pend_since[old] = l->pend_since[l->npend];
-		}
-		l->pend_fds[l->npend] = fd;
-		l->pend_off[l->npend] = 0;
-		l->pend_since[l->npend] = crux_now_ns();
-		l->npend++;
-	}
-	for (int i = 0; i < l->npend;) {
-		int e = cruxn_sk_read_some(l->pend_fds[i], &l->pend_hello[i], sizeof(l->pend_hello[i]),
-				  &l->pend_off[i]);
-		struct cruxn_hello *hl = &l->pend_hello[i];
-		if (e) {
-			cruxn_sk_pend_drop(l->pend_fds, l->pend_hello, l->pend_off, &l->npend, i, true);
-			l->pend_since[i] = l->pend_since[l->npend];
-			continue;
-		}
-		if (l->pend_off[i] < sizeof(*hl)) {
-			i++;
-			continue;
-		}
-		if (!cruxn_sk_hello_valid(hl, l->nonce) ||
-		    (l->bound && hl->conn_nonce != l->first.conn_nonce) ||
-		    (hl->kind == CRUXN_SOCK_CTRL && l->ctrl >= 0) ||
-		    (hl->kind == CRUXN_SOCK_DATA && (l->data[hl->index] >= 0 ||
-						     (l->bound && hl->nsocks != l->first.nsocks)))) {
-			crux_warn("accept: dropped a connection with an unexpected greeting (not a "
-				  "Crux peer of this listener)");
-			cruxn_sk_pend_drop(l->pend_fds, l->pend_hello, l->pend_off, &l->npend, i, true);
-			l->pend_since[i] = l->pend_since[l->npend];
-			continue;
-		}
-		if (!l->bound) {
-			l->bound = true;
-			l->first = *hl;
-		}
-		if (hl->kind == CRUXN_SOCK_CTRL) {
-			l->ctrl = l->pend_fds[i];
-			l->first.tos = hl->tos;
-			l->first.prio = hl->prio;
-		} else {
-			l->data[hl->index] = l->pend_fds[i];
-			l->ndata++;
-		}
-		cruxn_sk_pend_drop(l->pend_fds, l->pend_hello, l->pend_off, &l->npend, i, false);
-		l->pend_since[i] = l->pend_since[l->npend];
+	e = cruxn_boot_greet(&l->greet, l->fd, judge_hello, l);
+	if (e) {
+		crux_err("accept failed: %s", strerror(e));
+		return CRUX_ERR_IO;
 	}
 	if (l->bound && l->ctrl >= 0 && l->ndata == (int)l->first.nsocks)
 		return accept_finish(l, recv_comm);
@@ -516,8 +467,7 @@ crux_status_t cruxn_sk_close_listen(void *listen_comm)
 	if (!l || l->magic != CRUXN_LISTEN_MAGIC)
 		return CRUX_ERR_INVAL;
 	close(l->fd);
-	for (int i = 0; i < l->npend; i++)
-		close(l->pend_fds[i]);
+	cruxn_boot_greeter_close(&l->greet);
 	if (l->ctrl >= 0)
 		close(l->ctrl);
 	for (int i = 0; i < CRUXN_MAX_SOCKS; i++)

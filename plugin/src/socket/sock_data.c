@@ -79,7 +79,7 @@ static void path_progress(struct cruxn_comm *c)
 	for (int i = 0; i < s->nsocks; i++) {
 		int e = 0;
 		if (!s->connected[i])
-			e = cruxn_sk_connect_poll(s->fds[i], &s->connected[i]);
+			e = cruxn_boot_connect_poll(s->fds[i], &s->connected[i]);
 		if (!e && s->connected[i] && s->hello_off[i] < sizeof(struct cruxn_hello)) {
 			struct cruxn_hello hl;
 			memset(&hl, 0, sizeof(hl));
@@ -94,7 +94,7 @@ static void path_progress(struct cruxn_comm *c)
 			hl.tos = c->b.marked.tos;
 			hl.prio = c->b.marked.prio;
 			hl.chunk_bytes = c->chunk_bytes;
-			e = cruxn_sk_write_some(s->fds[i], &hl, sizeof(hl), &s->hello_off[i]);
+			e = cruxn_boot_write_some(s->fds[i], &hl, sizeof(hl), &s->hello_off[i]);
 			if (!e && s->hello_off[i] == sizeof(hl))
 				s->ready_count++;
 		}
@@ -121,9 +121,9 @@ static void path_progress(struct cruxn_comm *c)
 /* Receiver's reply (data listener port) and end-of-stream detection. */
 static void send_read_ctrl(struct cruxn_comm *c)
 {
-	int e = cruxn_sk_read_some(c->ctrl, &c->in_msg, sizeof(c->in_msg), &c->in_off);
+	int e = cruxn_boot_read_some(c->ctrl, &c->in_msg, sizeof(c->in_msg), &c->in_off);
 
-	if (e == CRUXN_EOF) {
+	if (e == CRUXN_BOOT_EOF) {
 		/* Receiver closed: what is already written still completes. */
 		c->b.peer_closed = true;
 	} else if (e) {
@@ -303,62 +303,38 @@ static crux_status_t sk_post_send(struct cruxn_base *b, struct cruxn_req *r)
 /* ---- receiver data path --------------------------------------------------- */
 
 /* Accept data sockets of later paths and sort them into sets by epoch. */
+static enum cruxn_boot_verdict judge_data_hello(void *arg, int fd, const void *hello)
+{
+	struct cruxn_comm *c = arg;
+	const struct cruxn_hello *hl = hello;
+	struct cruxn_set *s;
+
+	if (!cruxn_sk_hello_valid(hl, c->conn_nonce) || hl->kind != CRUXN_SOCK_DATA ||
+	    hl->conn_nonce != c->conn_nonce || (int)hl->nsocks != c->nsocks ||
+	    hl->epoch <= c->cur->epoch)
+		return CRUXN_BOOT_REJECT;
+	for (s = c->incoming; s && s->epoch != hl->epoch; s = s->next)
+		;
+	if (!s) {
+		s = cruxn_sk_set_new(hl->epoch, c->nsocks);
+		if (!s)
+			return CRUXN_BOOT_WAIT;
+		s->next = c->incoming;
+		c->incoming = s;
+	}
+	if (s->fds[hl->index] >= 0)
+		return CRUXN_BOOT_REJECT;
+	s->fds[hl->index] = fd;
+	s->ready_count++;
+	(void)cruxn_sock_tune(fd, &cruxn_ctx.cfg);
+	(void)cruxn_sock_set_class(fd, c->b.family, &c->b.marked);
+	return CRUXN_BOOT_TAKE;
+}
+
 static void accept_data_sockets(struct cruxn_comm *c)
 {
-	const int maxpend = (int)(sizeof(c->pend_fds) / sizeof(c->pend_fds[0]));
-
-	for (;;) {
-		int fd = accept4(c->data_listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
-			break;
-		if (c->npend >= maxpend) {
-			close(fd);
-			continue;
-		}
-		c->pend_fds[c->npend] = fd;
-		c->pend_off[c->npend] = 0;
-		c->npend++;
-	}
-	for (int i = 0; i < c->npend;) {
-		struct cruxn_hello *hl = &c->pend_hello[i];
-		struct cruxn_set *s;
-		int e = cruxn_sk_read_some(c->pend_fds[i], hl, sizeof(*hl), &c->pend_off[i]);
-
-		if (e) {
-			cruxn_sk_pend_drop(c->pend_fds, c->pend_hello, c->pend_off, &c->npend, i, true);
-			continue;
-		}
-		if (c->pend_off[i] < sizeof(*hl)) {
-			i++;
-			continue;
-		}
-		if (!cruxn_sk_hello_valid(hl, c->conn_nonce) || hl->kind != CRUXN_SOCK_DATA ||
-		    hl->conn_nonce != c->conn_nonce || (int)hl->nsocks != c->nsocks ||
-		    hl->epoch <= c->cur->epoch) {
-			cruxn_sk_pend_drop(c->pend_fds, c->pend_hello, c->pend_off, &c->npend, i, true);
-			continue;
-		}
-		for (s = c->incoming; s && s->epoch != hl->epoch; s = s->next)
-			;
-		if (!s) {
-			s = cruxn_sk_set_new(hl->epoch, c->nsocks);
-			if (!s) {
-				i++;
-				continue;
-			}
-			s->next = c->incoming;
-			c->incoming = s;
-		}
-		if (s->fds[hl->index] >= 0) {
-			cruxn_sk_pend_drop(c->pend_fds, c->pend_hello, c->pend_off, &c->npend, i, true);
-			continue;
-		}
-		s->fds[hl->index] = c->pend_fds[i];
-		s->ready_count++;
-		(void)cruxn_sock_tune(s->fds[hl->index], &cruxn_ctx.cfg);
-		(void)cruxn_sock_set_class(s->fds[hl->index], c->b.family, &c->b.marked);
-		cruxn_sk_pend_drop(c->pend_fds, c->pend_hello, c->pend_off, &c->npend, i, false);
-	}
+	/* a failed accept() leaves the listener as it was: the sender retries the path */
+	(void)cruxn_boot_greet(&c->greet, c->data_listener, judge_data_hello, c);
 }
 
 /* The set for 'epoch', switching to it when it is newer and complete; NULL = not yet. */
@@ -402,7 +378,7 @@ static int ctrl_read(struct cruxn_comm *c, void *dst, size_t len, size_t *off)
 			continue;
 		}
 		if (len - *off >= sizeof(c->stage))
-			return cruxn_sk_read_some(c->ctrl, dst, len, off);
+			return cruxn_boot_read_some(c->ctrl, dst, len, off);
 		n = recv(c->ctrl, c->stage, sizeof(c->stage), MSG_DONTWAIT);
 		if (n > 0) {
 			c->stage_off = 0;
@@ -410,7 +386,7 @@ static int ctrl_read(struct cruxn_comm *c, void *dst, size_t len, size_t *off)
 			continue;
 		}
 		if (n == 0)
-			return CRUXN_EOF;
+			return CRUXN_BOOT_EOF;
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
 			return 0;
 		if (errno != EINTR)
@@ -424,7 +400,7 @@ static void recv_progress(struct cruxn_comm *c)
 	int e;
 
 	if (c->out_off < sizeof(c->out_msg)) {
-		e = cruxn_sk_write_some(c->ctrl, &c->out_msg, sizeof(c->out_msg), &c->out_off);
+		e = cruxn_boot_write_some(c->ctrl, &c->out_msg, sizeof(c->out_msg), &c->out_off);
 		if (e)
 			cruxn_comm_fail(&c->b, e, "control socket");
 	}
@@ -441,7 +417,7 @@ static void recv_progress(struct cruxn_comm *c)
 			size_t off = q->got[c->rx_slot] - c->rx_left;
 			e = ctrl_read(c, q->data[c->rx_slot], q->got[c->rx_slot], &off);
 			if (e) {
-				cruxn_comm_fail(&c->b, e == CRUXN_EOF ? ECONNRESET : e, "control socket");
+				cruxn_comm_fail(&c->b, e == CRUXN_BOOT_EOF ? ECONNRESET : e, "control socket");
 				return;
 			}
 			c->rx_left = q->got[c->rx_slot] - off;
@@ -454,13 +430,13 @@ static void recv_progress(struct cruxn_comm *c)
 			if (c->b.peer_closed)
 				return;
 			e = ctrl_read(c, m, sizeof(*m), &c->rx_hdr_off);
-			if (e == CRUXN_EOF && c->rx_hdr_off == 0) {
+			if (e == CRUXN_BOOT_EOF && c->rx_hdr_off == 0) {
 				/* Sender closed: striped data already sent may still be arriving. */
 				c->b.peer_closed = true;
 				return;
 			}
 			if (e) {
-				cruxn_comm_fail(&c->b, e == CRUXN_EOF ? ECONNRESET : e, "control socket");
+				cruxn_comm_fail(&c->b, e == CRUXN_BOOT_EOF ? ECONNRESET : e, "control socket");
 				return;
 			}
 			if (c->rx_hdr_off < sizeof(*m))
@@ -538,7 +514,7 @@ static crux_status_t sk_post_recv(struct cruxn_base *b, struct cruxn_req *r)
 /* After the peer closed its control socket, can this request still finish? */
 static bool sk_req_orphaned(const struct cruxn_req *r)
 {
-	const struct cruxn_sock_req *sr = &r->tp.sock;
+	const struct cruxn_sock_req *sr = cruxn_skr_c(r);
 
 	if (r->is_send)
 		return !sr->ctrl_done;
@@ -547,7 +523,7 @@ static bool sk_req_orphaned(const struct cruxn_req *r)
 
 static bool sk_req_done(const struct cruxn_req *r)
 {
-	const struct cruxn_sock_req *sr = &r->tp.sock;
+	const struct cruxn_sock_req *sr = cruxn_skr_c(r);
 
 	if (atomic_load_explicit(&sr->pending, memory_order_acquire) != 0)
 		return false;
@@ -566,6 +542,11 @@ static void sk_progress(struct cruxn_base *b)
 
 const struct cruxn_transport_ops cruxn_socket_ops = {
 	.name = "socket",
+	.kind = CRUXN_TP_SOCKET,
+	.start = cruxn_sk_start,
+	.stop = NULL,
+	.ndevs = cruxn_sk_ndevs,
+	.properties = cruxn_sk_properties,
 	.listen = cruxn_sk_listen,
 	.connect = cruxn_sk_connect,
 	.accept = cruxn_sk_accept,

@@ -18,8 +18,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "boot.h"
 #include "core.h"
 #include "cruxn.h"
+#include "sock_req.h"
 
 #define CRUXN_HANDLE_MAGIC 0x4c505843u /* "CXPL" */
 #define CRUXN_WIRE_MAGIC   0x57585243u /* "CRXW" */
@@ -27,19 +29,6 @@
 #define CRUXN_QDEPTH	   512 /* tasks per data socket: 32 requests x 8 slots, plus marks */
 
 enum cruxn_sock_kind { CRUXN_SOCK_CTRL = 1, CRUXN_SOCK_DATA = 2 };
-
-/* What the listener publishes through NCCL's bootstrap (<= 128 bytes). */
-struct cruxn_handle {
-	uint32_t magic;
-	uint16_t version;
-	uint16_t family; /* AF_INET / AF_INET6 */
-	uint8_t addr[16];
-	uint16_t port; /* network order */
-	uint16_t pad;
-	uint32_t scope_id;
-	uint64_t listen_nonce;
-	uint64_t connect_state; /* sender's in-progress state; 0 from the listener */
-};
 
 /* First bytes on every socket a sender opens. */
 struct cruxn_hello {
@@ -145,10 +134,7 @@ struct cruxn_comm {
 	int rx_slot;
 	size_t rx_left;
 	struct cruxn_set *incoming; /* sets being accepted, by epoch */
-	int pend_fds[CRUXN_MAX_SOCKS * 2];
-	struct cruxn_hello pend_hello[CRUXN_MAX_SOCKS * 2];
-	size_t pend_off[CRUXN_MAX_SOCKS * 2];
-	int npend;
+	struct cruxn_boot_greeter greet; /* data sockets that have not greeted yet */
 };
 
 static inline struct cruxn_comm *cruxn_sk(struct cruxn_base *b)
@@ -156,22 +142,23 @@ static inline struct cruxn_comm *cruxn_sk(struct cruxn_base *b)
 	return (struct cruxn_comm *)b;
 }
 
+_Static_assert(sizeof(struct cruxn_sock_req) <= CRUXN_REQ_TP_BYTES,
+	       "the socket transport's part must fit a request");
+
 static inline struct cruxn_sock_req *cruxn_skr(struct cruxn_req *r)
 {
-	return &r->tp.sock;
+	return (struct cruxn_sock_req *)(void *)r->tp;
 }
+
+static inline const struct cruxn_sock_req *cruxn_skr_c(const struct cruxn_req *r)
+{
+	return (const struct cruxn_sock_req *)(const void *)r->tp;
+}
+
+extern const struct cruxn_transport_ops cruxn_socket_ops;
 
 /* ---- shared by the socket transport's files (sock_comm.c) ---------------- */
 
-#define CRUXN_EOF (-1)
-
-/* Write what the socket takes now. Returns 0 (maybe incomplete) or an errno. */
-int cruxn_sk_write_some(int fd, const void *buf, size_t len, size_t *off);
-/* Read what is there now. Returns 0 (maybe incomplete), CRUXN_EOF, or an errno. */
-int cruxn_sk_read_some(int fd, void *buf, size_t len, size_t *off);
-/* Non-blocking connect finished? 0 with *done set, or the connect error. */
-int cruxn_sk_connect_poll(int fd, bool *done);
-void cruxn_sk_close_gracefully(int fd);
 void cruxn_sk_queue_push(struct cruxn_comm *c, int idx, const struct cruxn_task *t);
 void cruxn_sk_wake(struct cruxn_base *b);
 void cruxn_sk_wake_helpers(struct cruxn_comm *c);
@@ -189,8 +176,9 @@ void cruxn_sk_destroy(struct cruxn_base *b);
 crux_status_t cruxn_sk_open_to_peer(int dev, const struct sockaddr *peer, socklen_t plen,
 				    uint16_t dport, uint16_t sport, int *out);
 bool cruxn_sk_hello_valid(const struct cruxn_hello *hl, uint64_t nonce);
-void cruxn_sk_pend_drop(int *fds, struct cruxn_hello *hello, size_t *off, int *n, int i,
-			bool close_fd);
+crux_status_t cruxn_sk_start(const struct cruxn_config *cfg, char *err, size_t errlen);
+int cruxn_sk_ndevs(void);
+crux_status_t cruxn_sk_properties(int dev, cruxn_props_v11_t *p);
 crux_status_t cruxn_sk_listen(int dev, void *handle, void **listen_comm);
 crux_status_t cruxn_sk_connect(int dev, int traffic_class, void *handle, struct cruxn_base **out);
 crux_status_t cruxn_sk_accept(void *listen_comm, struct cruxn_base **out);

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "crux/log.h"
-#include "socket/sock_transport.h"
+#include "boot.h"
 #include "vx_transport.h"
 
 struct cruxn_vx cruxn_vx_state;
@@ -339,16 +339,16 @@ static void lane_unlink_free(struct vx_comm *c, uint32_t id)
 void cruxn_vx_note_arrival(struct vx_comm *c, const struct cruxn_req *r, int slot)
 {
 	/* only the row last posted at that index is reported */
-	if (c->rrow - r->tp.vx.row <= VX_FIFO)
-		c->row_done[r->tp.vx.row % VX_FIFO] |= (uint8_t)(1u << slot);
+	if (c->rrow - vxr_c(r)->row <= VX_FIFO)
+		c->row_done[vxr_c(r)->row % VX_FIFO] |= (uint8_t)(1u << slot);
 }
 
 bool cruxn_vx_delivered(const struct vx_comm *c, const struct cruxn_req *r)
 {
-	uint32_t d = c->bye_rrow - r->tp.vx.row;
+	uint32_t d = c->bye_rrow - vxr_c(r)->row;
 
 	return c->bye && d >= 1 && d <= VX_FIFO &&
-	       (c->bye_done[r->tp.vx.row % VX_FIFO] & (1u << r->tp.vx.slot));
+	       (c->bye_done[vxr_c(r)->row % VX_FIFO] & (1u << vxr_c(r)->slot));
 }
 
 void cruxn_vx_bye(struct vx_comm *c)
@@ -474,7 +474,7 @@ static void send_ctrl(struct vx_comm *c, const struct vx_msg *m)
 void cruxn_vx_ctrl_progress(struct vx_comm *c)
 {
 	while (c->out_count > 0 && !atomic_load(&c->b.error)) {
-		int e = cruxn_sk_write_some(c->fd, &c->outq[c->out_head], sizeof(struct vx_msg),
+		int e = cruxn_boot_write_some(c->fd, &c->outq[c->out_head], sizeof(struct vx_msg),
 					    &c->out_off);
 		if (e) {
 			cruxn_vx_fail(c, "control socket", strerror(e), "the peer closed or died");
@@ -487,8 +487,8 @@ void cruxn_vx_ctrl_progress(struct vx_comm *c)
 		c->out_count--;
 	}
 	while (!c->b.peer_closed && !atomic_load(&c->b.error)) {
-		int e = cruxn_sk_read_some(c->fd, &c->in, sizeof(c->in), &c->in_off);
-		if (e == CRUXN_EOF) {
+		int e = cruxn_boot_read_some(c->fd, &c->in, sizeof(c->in), &c->in_off);
+		if (e == CRUXN_BOOT_EOF) {
 			c->b.peer_closed = true;
 			break;
 		}

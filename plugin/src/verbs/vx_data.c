@@ -44,6 +44,7 @@ struct vx_mr {
 
 static pthread_mutex_t mr_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct vx_mr *mr_list;
+_Atomic uint64_t cruxn_vx_mr_searches;
 
 static struct vx_mr *mr_find(int dev, uintptr_t addr, size_t len)
 {
@@ -132,13 +133,16 @@ static crux_status_t vx_dereg_mr(struct cruxn_base *b, void *mhandle)
 static int once_unregistered;
 
 /*
- * The keys covering [p, p+len). A buffer NCCL did not register (NCCL always
- * does; test drivers may not) is registered for this request only and
- * released when it finishes. False: the device refused the registration.
+ * The keys covering [p, p+len): from NCCL's memory handle when it passed
+ * one that covers the buffer (no lock, no search), else from the cache. A
+ * buffer NCCL did not register (NCCL always does; test drivers may not) is
+ * registered for this request only and released when it finishes. False:
+ * the device refused the registration.
  */
-static bool keys_of(struct vx_comm *c, struct cruxn_req *r, void *p, size_t len, uint32_t *lkey,
-		    uint32_t *rkey)
+static bool keys_of(struct vx_comm *c, struct cruxn_req *r, const void *mh, void *p, size_t len,
+		    uint32_t *lkey, uint32_t *rkey)
 {
+	const struct vx_mr *h = mh;
 	struct vx_mr *m;
 	struct ibv_mr *t;
 
@@ -146,6 +150,13 @@ static bool keys_of(struct vx_comm *c, struct cruxn_req *r, void *p, size_t len,
 		*lkey = *rkey = 0;
 		return true;
 	}
+	if (h && h->magic == VX_MR_MAGIC && h->dev == c->b.dev && (uintptr_t)p >= h->addr &&
+	    (uintptr_t)p + len <= h->addr + h->len) {
+		*lkey = h->mr->lkey;
+		*rkey = h->mr->rkey;
+		return true;
+	}
+	atomic_fetch_add_explicit(&cruxn_vx_mr_searches, 1, memory_order_relaxed);
 	pthread_mutex_lock(&mr_lock);
 	m = mr_find(c->b.dev, (uintptr_t)p, len);
 	if (m) {
@@ -162,14 +173,14 @@ static bool keys_of(struct vx_comm *c, struct cruxn_req *r, void *p, size_t len,
 	t = cruxn_vx_state.ibv.reg_mr(c->dev->pd, p, len,
 				      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 					      IBV_ACCESS_REMOTE_READ);
-	if (!t || r->tp.vx.ntmp >= (int)(sizeof(r->tp.vx.tmp) / sizeof(r->tp.vx.tmp[0]))) {
+	if (!t || vxr(r)->ntmp >= (int)(sizeof(vxr(r)->tmp) / sizeof(vxr(r)->tmp[0]))) {
 		if (t)
 			cruxn_vx_state.ibv.dereg_mr(t);
 		crux_err("%s refused to register %zu bytes at %p (%s)", c->dev->name, len, p,
 			 strerror(errno));
 		return false;
 	}
-	r->tp.vx.tmp[r->tp.vx.ntmp++] = t;
+	vxr(r)->tmp[vxr(r)->ntmp++] = t;
 	*lkey = t->lkey;
 	*rkey = t->rkey;
 	return true;
@@ -178,9 +189,9 @@ static bool keys_of(struct vx_comm *c, struct cruxn_req *r, void *p, size_t len,
 static void vx_req_release(struct cruxn_base *b, struct cruxn_req *r)
 {
 	(void)b;
-	for (int i = 0; i < r->tp.vx.ntmp; i++)
-		cruxn_vx_state.ibv.dereg_mr(r->tp.vx.tmp[i]);
-	r->tp.vx.ntmp = 0;
+	for (int i = 0; i < vxr(r)->ntmp; i++)
+		cruxn_vx_state.ibv.dereg_mr(vxr(r)->tmp[i]);
+	vxr(r)->ntmp = 0;
 }
 
 /* rdma-core's post calls return the error; old providers -1 with errno. */
@@ -252,7 +263,7 @@ static void on_wc(struct vx_comm *c, const struct ibv_wc *wc)
 			cruxn_vx_fail(c, "flush (1-byte RDMA READ)", d, wc_hint(wc->status));
 			return;
 		}
-		if (r->used && r->tp.vx.flush) {
+		if (r->used && vxr(r)->flush) {
 			r->matched[0] = true;
 			r->nmatched = 1;
 		}
@@ -297,7 +308,7 @@ static void on_wc(struct vx_comm *c, const struct ibv_wc *wc)
 		}
 		if (l && l->state != VX_LANE_CLOSING && q < l->nqps)
 			(void)post_recvs_qp(c, l, q, 1);
-		if (++r->tp.vx.parts[slot] < IMM_PARTS(imm))
+		if (++vxr(r)->parts[slot] < IMM_PARTS(imm))
 			return; /* more parts on the lane's other QPs */
 		/* the size was written before the first part's data on the same QP */
 		if (c->sizes[idx][slot] > r->cap[slot]) {
@@ -316,7 +327,7 @@ static void on_wc(struct vx_comm *c, const struct ibv_wc *wc)
 		l->outstanding--;
 	if (!(wc->wr_id & WR_CTS)) {
 		struct cruxn_req *r = &c->b.reqs[wc->wr_id & 0xff & (CRUXN_NET_MAX_REQUESTS - 1)];
-		r->tp.vx.pending--;
+		vxr(r)->pending--;
 	}
 }
 
@@ -455,8 +466,8 @@ static crux_status_t vx_post_send(struct cruxn_base *b, struct cruxn_req *r)
 		cruxn_vx_fail(c, "message larger than the receive buffer", d, "NCCL sizes differ");
 		return CRUX_ERR_REMOTE;
 	}
-	if (!keys_of(c, r, r->data[0], size, &lkey, &rkey))
-		return CRUX_ERR_INVAL;
+	if (!keys_of(c, r, r->mh[0], r->data[0], size, &lkey, &rkey))
+		return CRUX_ERR_IO; /* the core fails the comm: NCCL must not retry forever */
 	cruxn_vx_split(size, c->cur->nqps, &chunk, &nparts);
 	/* the size first, then the data; the parts' immediates complete the receive */
 	c->sizes_out[row][k] = size;
@@ -499,12 +510,12 @@ static crux_status_t vx_post_send(struct cruxn_base *b, struct cruxn_req *r)
 			return CRUX_ERR_REMOTE;
 		}
 		l->outstanding++;
-		r->tp.vx.pending++;
+		vxr(r)->pending++;
 	}
 	c->qrr = (c->qrr + (uint32_t)nparts) % (uint32_t)c->cur->nqps;
 	r->level = c->cur->cls.level;
-	r->tp.vx.row = c->row;
-	r->tp.vx.slot = k;
+	vxr(r)->row = c->row;
+	vxr(r)->slot = k;
 	c->row_used |= (uint8_t)(1u << k);
 	if (__builtin_popcount(c->row_used) == n) {
 		c->row_used = 0;
@@ -528,8 +539,8 @@ static crux_status_t vx_post_recv(struct cruxn_base *b, struct cruxn_req *r)
 	for (int i = 0; i < r->n; i++) {
 		struct vx_cts *e = &c->cts[row][i];
 		uint32_t lkey;
-		if (!keys_of(c, r, r->data[i], r->cap[i], &lkey, &e->rkey))
-			return CRUX_ERR_INVAL;
+		if (!keys_of(c, r, r->mh[i], r->data[i], r->cap[i], &lkey, &e->rkey))
+			return CRUX_ERR_IO; /* the core fails the comm: NCCL must not retry forever */
 		e->addr = (uint64_t)(uintptr_t)r->data[i];
 		e->cap = r->cap[i];
 		e->tag = r->tags[i];
@@ -554,7 +565,7 @@ static crux_status_t vx_post_recv(struct cruxn_base *b, struct cruxn_req *r)
 		return CRUX_ERR_REMOTE;
 	}
 	c->cur->outstanding++;
-	r->tp.vx.row = c->rrow;
+	vxr(r)->row = c->rrow;
 	c->row_done[row] = 0;
 	c->rrow++;
 	return CRUX_OK;
@@ -604,7 +615,7 @@ static crux_status_t vx_flush(struct cruxn_base *b, int n, void **data, int *siz
 		return CRUX_ERR_RANGE;
 	}
 	r->n = 1;
-	r->tp.vx.flush = true;
+	vxr(r)->flush = true;
 	memset(&wr, 0, sizeof(wr));
 	sg.addr = (uint64_t)(uintptr_t)&c->flush_buf;
 	sg.length = 1;
@@ -629,7 +640,7 @@ static crux_status_t vx_flush(struct cruxn_base *b, int n, void **data, int *siz
 static bool vx_req_done(const struct cruxn_req *r)
 {
 	if (r->is_send)
-		return r->tp.vx.pending == 0 || cruxn_vx_delivered(vx_of(r->comm), r);
+		return vxr_c(r)->pending == 0 || cruxn_vx_delivered(vx_of(r->comm), r);
 	return r->nmatched == r->n;
 }
 
@@ -641,6 +652,11 @@ static bool vx_req_orphaned(const struct cruxn_req *r)
 
 const struct cruxn_transport_ops cruxn_verbs_ops = {
 	.name = "verbs",
+	.kind = CRUXN_TP_VERBS,
+	.start = cruxn_vx_start,
+	.stop = cruxn_vx_stop,
+	.ndevs = cruxn_vx_ndevs,
+	.properties = cruxn_vx_properties,
 	.listen = cruxn_vx_listen,
 	.connect = cruxn_vx_connect,
 	.accept = cruxn_vx_accept,

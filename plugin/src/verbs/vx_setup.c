@@ -15,12 +15,13 @@
 #include <unistd.h>
 
 #include "crux/log.h"
-#include "socket/sock_transport.h"
+#include "boot.h"
 #include "vx_transport.h"
 
 #define VX_LISTEN_MAGIC	 0x4c565843u
 #define VX_CONNECT_MAGIC 0x43565843u
-#define VX_PEND		 17
+
+_Static_assert(sizeof(struct vx_msg) <= CRUXN_BOOT_HELLO_MAX, "HELLO must fit a greeting");
 
 struct vx_listen {
 	uint32_t magic;
@@ -28,11 +29,7 @@ struct vx_listen {
 	int dev;
 	uint64_t nonce;
 	/* connections that have not greeted yet: strangers cannot block a real peer */
-	int pend[VX_PEND];
-	struct vx_msg pin[VX_PEND];
-	size_t poff[VX_PEND];
-	uint64_t since[VX_PEND];
-	int npend;
+	struct cruxn_boot_greeter greet;
 	int afd;          /* the greeted connection being set up */
 	struct vx_msg in; /* its HELLO */
 	struct vx_comm *c;
@@ -76,7 +73,7 @@ static void comm_free(struct vx_comm *c)
 	if (c->cq)
 		v->destroy_cq(c->cq);
 	if (c->fd >= 0)
-		cruxn_sk_close_gracefully(c->fd);
+		cruxn_boot_close_gracefully(c->fd);
 	cruxn_base_fini(&c->b);
 	free(c);
 }
@@ -132,18 +129,10 @@ fail:
 
 crux_status_t cruxn_vx_listen(int dev, void *handle, void **listen_comm)
 {
-	struct vx_handle *h = handle;
+	const struct cruxn_dev *boot = cruxn_boot_if(0); /* NCCL's bootstrap interface */
 	struct vx_listen *l;
-	struct cruxn_dev *boot = &cruxn_ctx.devs[0]; /* NCCL's bootstrap interface */
-	union {
-		struct sockaddr sa;
-		struct sockaddr_in sin;
-		struct sockaddr_in6 sin6;
-	} a;
-	socklen_t alen = sizeof(a);
-	int fd = -1;
 
-	if (cruxn_ctx.ndevs < 1) {
+	if (!boot) {
 		crux_err("verbs listen: no network interface for the bootstrap socket; set "
 			 "CRUX_SOCKET_IFNAME");
 		return CRUX_ERR_NOENT;
@@ -151,32 +140,16 @@ crux_status_t cruxn_vx_listen(int dev, void *handle, void **listen_comm)
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return CRUX_ERR_NOMEM;
-	if (cruxn_sock_open_bound(&boot->addr.sa, boot->addrlen, 0, false, &fd) != CRUX_OK ||
-	    listen(fd, 128) != 0 || getsockname(fd, &a.sa, &alen) != 0) {
-		crux_err("verbs listen: cannot listen on %s: %m", boot->name);
-		if (fd >= 0)
-			close(fd);
+	l->nonce = cruxn_new_nonce();
+	if (cruxn_boot_listen(boot, VX_MAGIC, VX_VERSION, l->nonce, handle, &l->fd) != CRUX_OK) {
+		crux_err("verbs listen: no bootstrap socket on %s", boot->name);
 		free(l);
 		return CRUX_ERR_IO;
 	}
 	l->magic = VX_LISTEN_MAGIC;
-	l->fd = fd;
 	l->dev = dev;
 	l->afd = -1;
-	l->nonce = cruxn_new_nonce();
-	memset(handle, 0, CRUXN_NET_HANDLE_MAXSIZE);
-	h->magic = VX_MAGIC;
-	h->version = VX_VERSION;
-	h->family = a.sa.sa_family;
-	if (a.sa.sa_family == AF_INET) {
-		memcpy(h->addr, &a.sin.sin_addr, 4);
-		h->port = a.sin.sin_port;
-	} else {
-		memcpy(h->addr, &a.sin6.sin6_addr, 16);
-		h->port = a.sin6.sin6_port;
-		h->scope_id = a.sin6.sin6_scope_id;
-	}
-	h->nonce = l->nonce;
+	cruxn_boot_greeter_init(&l->greet, sizeof(struct vx_msg));
 	*listen_comm = l;
 	return CRUX_OK;
 }
@@ -188,8 +161,7 @@ crux_status_t cruxn_vx_close_listen(void *listen_comm)
 	if (l->magic != VX_LISTEN_MAGIC)
 		return CRUX_ERR_INVAL;
 	close(l->fd);
-	for (int i = 0; i < l->npend; i++)
-		close(l->pend[i]);
+	cruxn_boot_greeter_close(&l->greet);
 	if (l->c)
 		comm_free(l->c);
 	else if (l->afd >= 0)
@@ -201,15 +173,22 @@ crux_status_t cruxn_vx_close_listen(void *listen_comm)
 
 /* ---- connect ------------------------------------------------------------------ */
 
-static crux_status_t connect_start(int dev, int traffic_class, struct vx_handle *h,
+static crux_status_t connect_start(int dev, int traffic_class, const struct cruxn_boot_handle *h,
+				   const union crux_sockaddr *peer, socklen_t plen,
 				   struct vx_connecting **out)
 {
-	struct cruxn_dev *boot = &cruxn_ctx.devs[0];
-	struct vx_connecting *st = calloc(1, sizeof(*st));
+	const struct cruxn_dev *boot = cruxn_boot_if(0);
+	struct vx_connecting *st;
 	struct vx_comm *c;
 	struct vx_lane *l;
 	struct vx_msg m;
 
+	if (!boot) {
+		crux_err("verbs connect: no network interface for the bootstrap socket; set "
+			 "CRUX_SOCKET_IFNAME");
+		return CRUX_ERR_NOENT;
+	}
+	st = calloc(1, sizeof(*st));
 	if (!st)
 		return CRUX_ERR_NOMEM;
 	if (boot->addr.sa.sa_family != h->family) {
@@ -228,18 +207,8 @@ static crux_status_t connect_start(int dev, int traffic_class, struct vx_handle 
 	st->magic = VX_CONNECT_MAGIC;
 	st->deadline_ns = crux_now_ns() + cruxn_ctx.cfg.timeout_ms * 1000000ull;
 	c->nonce = h->nonce;
-	if (h->family == AF_INET) {
-		c->b.peer.sin.sin_family = AF_INET;
-		memcpy(&c->b.peer.sin.sin_addr, h->addr, 4);
-		c->b.peer.sin.sin_port = h->port;
-		c->b.peerlen = sizeof(c->b.peer.sin);
-	} else {
-		c->b.peer.sin6.sin6_family = AF_INET6;
-		memcpy(&c->b.peer.sin6.sin6_addr, h->addr, 16);
-		c->b.peer.sin6.sin6_port = h->port;
-		c->b.peer.sin6.sin6_scope_id = h->scope_id;
-		c->b.peerlen = sizeof(c->b.peer.sin6);
-	}
+	memcpy(&c->b.peer, peer, plen);
+	c->b.peerlen = plen;
 	(void)crux_addr_from_sockaddr(&c->b.peer.sa, &c->b.peer_host);
 	c->b.stats = cruxn_peer_stats_get(&c->b.peer_host);
 	cruxn_tag_init(&c->b.tag, &c->b.peer_host, traffic_class);
@@ -252,11 +221,9 @@ static crux_status_t connect_start(int dev, int traffic_class, struct vx_handle 
 	c->next_lane = 1;
 	c->b.marked = l->cls;
 	c->b.route_now = l->route;
-	if (cruxn_sock_open_bound(&boot->addr.sa, boot->addrlen, 0, false, &c->fd) != CRUX_OK ||
-	    (connect(c->fd, &c->b.peer.sa, c->b.peerlen) != 0 && errno != EINPROGRESS))
+	/* tuned: lane changes are small messages that must not wait for an ACK (Nagle) */
+	if (cruxn_boot_connect(boot, &c->b.peer.sa, c->b.peerlen, 0, 0, &c->fd) != CRUX_OK)
 		goto fail;
-	/* lane changes are small messages that must not wait for an ACK (Nagle) */
-	(void)cruxn_sock_tune(c->fd, &cruxn_ctx.cfg);
 	cruxn_vx_ep_to_msg(c, l, &m, VX_HELLO);
 	m.addr = (uint64_t)(uintptr_t)c->fifo;
 	m.rkey = c->fifo_mr->rkey;
@@ -271,7 +238,7 @@ fail:
 	return CRUX_ERR_IO;
 }
 
-static void connecting_end(struct vx_handle *h, struct vx_connecting *st, bool free_comm)
+static void connecting_end(struct cruxn_boot_handle *h, struct vx_connecting *st, bool free_comm)
 {
 	cruxn_connecting_find(st, true);
 	if (free_comm)
@@ -283,13 +250,14 @@ static void connecting_end(struct vx_handle *h, struct vx_connecting *st, bool f
 
 crux_status_t cruxn_vx_connect(int dev, int traffic_class, void *handle, struct cruxn_base **out)
 {
-	struct vx_handle *h = handle;
+	struct cruxn_boot_handle *h = handle;
 	struct vx_connecting *st;
 	struct vx_comm *c;
+	union crux_sockaddr peer;
+	socklen_t plen;
 	int e = 0;
 
-	if (h->magic != VX_MAGIC || h->version != VX_VERSION ||
-	    (h->family != AF_INET && h->family != AF_INET6) || h->port == 0) {
+	if (cruxn_boot_handle_peer(h, VX_MAGIC, VX_VERSION, &peer, &plen) != CRUX_OK) {
 		crux_err("verbs connect: the handle is not a Crux verbs listener's (bad magic, "
 			 "version, family or port): do all ranks load the same plugin with the same "
 			 "CRUX_TRANSPORT?");
@@ -297,7 +265,7 @@ crux_status_t cruxn_vx_connect(int dev, int traffic_class, void *handle, struct 
 	}
 	st = (struct vx_connecting *)(uintptr_t)h->connect_state;
 	if (!st) {
-		crux_status_t rc = connect_start(dev, traffic_class, h, &st);
+		crux_status_t rc = connect_start(dev, traffic_class, h, &peer, plen, &st);
 		if (rc != CRUX_OK)
 			return rc;
 		if (!cruxn_connecting_register(st)) {
@@ -314,7 +282,7 @@ crux_status_t cruxn_vx_connect(int dev, int traffic_class, void *handle, struct 
 	}
 	c = st->c;
 	if (!st->connected)
-		e = cruxn_sk_connect_poll(c->fd, &st->connected);
+		e = cruxn_boot_connect_poll(c->fd, &st->connected);
 	if (!e && st->connected) {
 		/* HELLO out, then ACCEPT in (lane 0's far end), then READY out */
 		cruxn_vx_ctrl_progress(c);
@@ -363,7 +331,7 @@ static crux_status_t accept_build(struct vx_listen *l)
 	memset(&none, 0, sizeof(none));
 	none.path_id = CRUX_PATH_NONE;
 	/* the sender's number of queue pairs per lane rules both ends */
-	c = comm_new(false, l->dev, cruxn_ctx.devs[0].addr.sa.sa_family, l->in.nqps);
+	c = comm_new(false, l->dev, cruxn_boot_if(0)->addr.sa.sa_family, l->in.nqps);
 	if (!c)
 		return CRUX_ERR_IO;
 	c->fd = l->afd;
@@ -396,52 +364,21 @@ static crux_status_t accept_build(struct vx_listen *l)
 	return CRUX_OK;
 }
 
-static void pend_drop(struct vx_listen *l, int i, bool close_fd)
+/* A complete greeting: the first that greets properly is set up (one at a time). */
+static enum cruxn_boot_verdict judge_hello(void *arg, int fd, const void *hello)
 {
-	if (close_fd)
-		close(l->pend[i]);
-	l->npend--;
-	l->pend[i] = l->pend[l->npend];
-	l->pin[i] = l->pin[l->npend];
-	l->poff[i] = l->poff[l->npend];
-	l->since[i] = l->since[l->npend];
-}
+	struct vx_listen *l = arg;
 
-/* Take new connections; move the first that greeted properly to l->afd. */
-static void accept_greetings(struct vx_listen *l)
-{
-	for (;;) {
-		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
-			break;
-		if (l->npend >= VX_PEND) {
-			int old = 0;
-			for (int i = 1; i < l->npend; i++)
-				if (l->since[i] < l->since[old])
-					old = i;
-			pend_drop(l, old, true);
-		}
-		l->pend[l->npend] = fd;
-		l->poff[l->npend] = 0;
-		l->since[l->npend] = crux_now_ns();
-		l->npend++;
+	if (!hello_ok(hello, l->nonce)) {
+		crux_warn("verbs accept: dropped a connection with an unexpected greeting "
+			  "(not a Crux verbs peer of this listener)");
+		return CRUXN_BOOT_REJECT;
 	}
-	for (int i = 0; i < l->npend && l->afd < 0;) {
-		int e = cruxn_sk_read_some(l->pend[i], &l->pin[i], sizeof(l->pin[i]), &l->poff[i]);
-		if (!e && l->poff[i] < sizeof(l->pin[i])) {
-			i++;
-			continue;
-		}
-		if (e || !hello_ok(&l->pin[i], l->nonce)) {
-			crux_warn("verbs accept: dropped a connection with an unexpected greeting "
-				  "(not a Crux verbs peer of this listener)");
-			pend_drop(l, i, true);
-			continue;
-		}
-		l->afd = l->pend[i];
-		l->in = l->pin[i];
-		pend_drop(l, i, false);
-	}
+	if (l->afd >= 0)
+		return CRUXN_BOOT_WAIT;
+	l->afd = fd;
+	memcpy(&l->in, hello, sizeof(l->in));
+	return CRUXN_BOOT_TAKE;
 }
 
 crux_status_t cruxn_vx_accept(void *listen_comm, struct cruxn_base **out)
@@ -452,7 +389,8 @@ crux_status_t cruxn_vx_accept(void *listen_comm, struct cruxn_base **out)
 	if (l->magic != VX_LISTEN_MAGIC)
 		return CRUX_ERR_INVAL;
 	if (!l->c) {
-		accept_greetings(l);
+		/* a failed accept() leaves the listener as it was: NCCL calls again */
+		(void)cruxn_boot_greet(&l->greet, l->fd, judge_hello, l);
 		if (l->afd < 0)
 			return CRUX_OK;
 		if (accept_build(l) != CRUX_OK) {

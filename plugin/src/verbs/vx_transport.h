@@ -16,6 +16,7 @@
 
 #include "core.h"
 #include "vx.h"
+#include "vx_req.h"
 
 #define VX_MAGIC      0x42565843u /* "CXVB" */
 #define VX_VERSION    2
@@ -34,19 +35,6 @@
 #define VX_HOLD_MAX_NS 1000000000ull
 /* how long an error completion waits for a closing peer's BYE */
 #define VX_GONE_WAIT_NS 1000000000ull
-
-/* What the listener publishes (<= 128 bytes): the bootstrap socket. */
-struct vx_handle {
-	uint32_t magic;
-	uint16_t version;
-	uint16_t family;
-	uint8_t addr[16];
-	uint16_t port; /* network order */
-	uint16_t pad;
-	uint32_t scope_id;
-	uint64_t nonce;
-	uint64_t connect_state; /* sender's in-progress state; 0 from the listener */
-};
 
 /* One clear-to-send entry, written by the receiver into the sender's FIFO. */
 struct vx_cts {
@@ -189,6 +177,20 @@ static inline struct vx_comm *vx_of(struct cruxn_base *b)
 	return (struct vx_comm *)b;
 }
 
+_Static_assert(sizeof(struct cruxn_vx_req) <= CRUXN_REQ_TP_BYTES,
+	       "the verbs transport's part must fit a request");
+
+/* The verbs transport's part of a request. */
+static inline struct cruxn_vx_req *vxr(struct cruxn_req *r)
+{
+	return (struct cruxn_vx_req *)(void *)r->tp;
+}
+
+static inline const struct cruxn_vx_req *vxr_c(const struct cruxn_req *r)
+{
+	return (const struct cruxn_vx_req *)(const void *)r->tp;
+}
+
 /* process-wide state (vx_conn.c) */
 extern struct cruxn_vx cruxn_vx_state;
 extern struct cruxn_vx_qp_cfg cruxn_vx_qpcfg;
@@ -238,8 +240,11 @@ void cruxn_vx_fail(struct vx_comm *c, const char *what, const char *detail, cons
 crux_status_t cruxn_vx_start(const struct cruxn_config *cfg, char *err, size_t errlen);
 void cruxn_vx_stop(void);
 crux_status_t cruxn_vx_properties(int dev, cruxn_props_v11_t *p);
+int cruxn_vx_ndevs(void);
 
 /* vx_data.c */
+/* Data-path searches of the registration cache (a buffer without NCCL's memory handle). */
+extern _Atomic uint64_t cruxn_vx_mr_searches;
 extern const struct cruxn_transport_ops cruxn_verbs_ops;
 /* Post the receives a new lane needs. */
 crux_status_t cruxn_vx_post_recvs(struct vx_comm *c, struct vx_lane *l, int n);
