@@ -76,12 +76,12 @@ static const char *kind_name(int kind)
  */
 static crux_status_t select_transport(struct cruxn_context *c)
 {
-	char err[512] = "";
+	char err[600] = "";
 	bool built = false;
 
 	c->ops = NULL;
 	for (const struct cruxn_transport_ops *const *t = cruxn_transports; *t; t++) {
-		char why[512] = "";
+		char why[480] = "";
 
 		if (c->cfg.transport != CRUXN_TP_AUTO && (*t)->kind != c->cfg.transport)
 			continue;
