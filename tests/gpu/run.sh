@@ -21,6 +21,18 @@
 #   nccltests nccl-tests built here (source in $NCCL_TESTS_SRC) against MPICH
 #             ($MPICH_DEBS: Debian .debs unpacked here), then
 #             examples/nccl-tests/allreduce-compare.sh --one-gpu -> gpu-nccl-tests.json
+#   fourrank  4 ranks on the one GPU, socket vs Crux, under three conditions:
+#             base (as the plugin phase), pin (each rank and its threads on
+#             its own CPUs, NCCL_IGNORE_CPU_AFFINITY=1) and mps (the ranks'
+#             kernels run concurrently under CUDA MPS instead of
+#             time-slicing the GPU) -> gpu-fourrank.json
+#   ibcompare NCCL's own IB transport (net_ib) vs the Crux plugin's verbs
+#             transport, both on the software RDMA device (tests/softrdma, as
+#             NCCL_IBVERBS_LIB / CRUX_IBVERBS_LIB), 2 ranks, every element
+#             verified -> gpu-ib-compare.json
+#   jobs      real PyTorch DDP jobs of different GPU intensity, ranks in
+#             network namespaces on the testbed's shaped fabric, no
+#             scheduling vs Crux (tests/gpu/jobs.sh) -> gpu-jobs.json
 #
 # Results and logs go to $OUT (default /tmp/crux-gpu-out).
 set -uo pipefail
@@ -32,6 +44,9 @@ B="$W/build"
 PREFIX="$W/prefix"
 REPS="${CRUX_GPU_REPS:-3}"
 mkdir -p "$OUT" "$W"
+# libsoftrdma.so for ibcompare: built with the tests (not on the GPU machine,
+# whose build has -Dtests=disabled), so it is brought along.
+SOFTRDMA="${CRUX_GPU_SOFTRDMA:-$ROOT/.gpu/softrdma/libsoftrdma.so}"
 PHASES="${*:-probe build plugin level preload nccltests}"
 log() { echo "[$(date +%T)] $*"; }
 fail=0
@@ -71,13 +86,20 @@ phase_probe() {
 		(command -v ibv_devices && ibv_devices) || echo "no ibv_devices"
 		ls /sys/class/infiniband 2>/dev/null || echo "no /sys/class/infiniband"
 		ip -br addr
-		command -v meson ninja gcc cc tcpdump ss || true
+		command -v meson ninja gcc cc tcpdump ss tc ip unshare taskset nvidia-cuda-mps-control || true
+		find / -xdev -name nvidia-cuda-mps-control 2>/dev/null | head -3
+		ip netns add crux-gpu-probe && ip netns del crux-gpu-probe && echo "netns: ok"
+		tc qdisc add dev lo root handle 1: htb default 1 2>&1 && tc qdisc del dev lo root && echo "htb: ok"
 		nproc; uname -r
 	} >"$OUT/probe.txt" 2>&1
 	cat "$OUT/probe.txt"
 }
 
 phase_build() {
+	if [ "${CRUX_GPU_REBUILD:-1}" = 0 ] && [ -x "$GC" ] && [ -e "$B/plugin/libnccl-net-crux.so" ]; then
+		log "build: kept from an earlier call (CRUX_GPU_REBUILD=0)"
+		return
+	fi
 	log "build (meson)"
 	local meson=meson
 	command -v meson >/dev/null || meson="python3 -m mesonbuild.mesonmain"
@@ -305,6 +327,135 @@ phase_nccltests() {
 		cat "$OUT/nccltests/r$rep.txt"
 	done
 	python3 tests/gpu/summarize.py nccltests "$OUT/nccltests" "$OUT/gpu-nccl-tests.json" || fail=1
+}
+
+# CUDA MPS: one server runs every client's kernels concurrently, where
+# without it the GPU time-slices between the ranks' contexts. Its pipe and
+# log folders are private to this run; it is stopped on exit.
+MPS_CTL=""
+MPS_ON=0
+mps_find() {
+	MPS_CTL="$(command -v nvidia-cuda-mps-control 2>/dev/null || true)"
+	[ -n "$MPS_CTL" ] || MPS_CTL="$(find /usr/local/nvidia /usr/bin /usr/local/cuda/bin -name nvidia-cuda-mps-control 2>/dev/null | head -1)"
+	[ -n "$MPS_CTL" ]
+}
+mps_start() {
+	[ "$MPS_ON" = 1 ] && return 0
+	mps_find || { echo "mps: nvidia-cuda-mps-control not found"; return 1; }
+	mkdir -p "$W/mps/pipe" "$W/mps/log"
+	export CUDA_MPS_PIPE_DIRECTORY="$W/mps/pipe" CUDA_MPS_LOG_DIRECTORY="$W/mps/log"
+	"$MPS_CTL" -d || { echo "mps: the control daemon did not start"; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY; return 1; }
+	MPS_ON=1
+	sleep 1
+	echo "mps: started ($MPS_CTL)"
+}
+mps_stop() {
+	[ "$MPS_ON" = 1 ] || return 0
+	echo quit | "$MPS_CTL" >/dev/null 2>&1
+	sleep 1
+	cp "$W/mps/log/"*.log "$OUT/" 2>/dev/null
+	unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+	MPS_ON=0
+}
+trap mps_stop EXIT
+
+# NCCL's choices that could split runs into modes: channels, the socket
+# threads, the CPU affinity it gives its threads.
+nccl_facts() {
+	grep -hoE "[0-9]+ coll channels, [0-9]+ collnet channels, [0-9]+ nvls channels, [0-9]+ p2p channels|Using [0-9]+ threads and [0-9]+ sockets per thread|CPU affinity [^ ]*|Using network [A-Za-z]+|NET/IB : Using.*|Crux: .*transport.*" "$@" 2>/dev/null | sort | uniq -c | head -12
+}
+
+phase_fourrank() {
+	log "fourrank: 4 ranks on one GPU, socket vs Crux, conditions ${CRUX_GPU_4R_CONDS:-base pin mps}"
+	mkdir -p "$OUT/fourrank" "$W/shm"
+	local cond rep arm
+	for cond in ${CRUX_GPU_4R_CONDS:-base pin mps}; do
+		if [ "$cond" = pin ] && ! command -v taskset >/dev/null; then
+			echo "fourrank: condition pin skipped (no taskset)" | tee "$OUT/fourrank/pin.skipped"
+			continue
+		fi
+		if [ "$cond" = mps ] && ! mps_start; then
+			echo "fourrank: condition mps skipped (no MPS here)" | tee "$OUT/fourrank/mps.skipped"
+			continue
+		fi
+		for rep in $(seq 1 "${CRUX_GPU_4R_REPS:-3}"); do
+			for arm in socket crux; do
+				local lp="$OUT/fourrank/$cond.$arm.r$rep" f=sock_env t0=$SECONDS
+				[ $arm = crux ] && f=crux_env
+				local pin=0
+				[ "$cond" = pin ] && pin=1
+				if ! $f NCCL_IGNORE_CPU_AFFINITY=$pin CRUX_GPU_PIN=$pin bash -c "$(declare -f launch4); GC='$GC' W='$W'; launch4 4 '$lp' bw --min 16M --max 64M --step 4 --iters 10"; then
+					echo "fourrank: $cond $arm rep $rep FAILED"; tail -3 "$lp".rank*.err; fail=1
+				fi
+				echo "fourrank: $cond $arm r$rep $(grep -h '^{' "$lp.rank0.out" | tail -1) ($((SECONDS - t0)) s)"
+			done
+		done
+		nccl_facts "$OUT/fourrank/$cond".*.rank0.err | sed "s/^/  $cond: /"
+		[ "$cond" = mps ] && mps_stop
+	done
+	python3 tests/gpu/summarize.py fourrank "$OUT/fourrank" "$OUT/gpu-fourrank.json" || fail=1
+}
+
+# launch4 N LOGPREFIX gpu_check-args...: as launch, and with CRUX_GPU_PIN=1
+# each rank (with all its threads) on its own quarter of the CPUs.
+launch4() {
+	local n="$1" lp="$2"; shift 2
+	local idf="$W/id.$RANDOM.$$" pids=() r rc=0 ncpu per
+	ncpu=$(nproc); per=$((ncpu / n)); [ "$per" -ge 1 ] || per=1
+	rm -f "$idf"
+	for r in $(seq 0 $((n - 1))); do
+		local -a pin=()
+		[ "${CRUX_GPU_PIN:-0}" = 1 ] && pin=(taskset -c "$((r * per))-$((r * per + per - 1))")
+		NCCL_HOSTID="crux-gpu-host-$r" timeout "${CRUX_GPU_TIMEOUT:-300}" "${pin[@]}" "$GC" "$@" --rank "$r" --nranks "$n" \
+			--idfile "$idf" >"$lp.rank$r.out" 2>"$lp.rank$r.err" &
+		pids+=($!)
+	done
+	for r in "${pids[@]}"; do wait "$r" || rc=1; done
+	rm -f "$idf" "$idf.tmp"
+	return $rc
+}
+
+# Both arms on the software RDMA device over loopback, with the same device,
+# GID and GPUDirect settings: NCCL's net_ib loads it as its libibverbs
+# (NCCL_IBVERBS_LIB), the Crux plugin as its own (CRUX_IBVERBS_LIB).
+ib_common() {
+	env NCCL_SOCKET_IFNAME==lo CRUX_SOCKET_IFNAME==lo CRUX_SOFTRDMA_IFNAMES=lo NCCL_IB_HCA==srxe_lo \
+		NCCL_IB_GID_INDEX=2 NCCL_NET_GDR_LEVEL=LOC NCCL_IB_PCI_RELAXED_ORDERING=0 \
+		NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET "$@"
+}
+phase_ibcompare() {
+	log "ibcompare: NCCL net_ib vs Crux verbs, both on the software RDMA device"
+	[ -f "$SOFTRDMA" ] || { echo "ibcompare: $SOFTRDMA missing (build tests/softrdma and bring it, see tests/gpu/README.md)"; fail=1; return; }
+	mkdir -p "$OUT/ibcompare" "$W/shm"
+	local cond=base rep arm
+	[ "${CRUX_GPU_IB_MPS:-1}" = 1 ] && mps_start && cond=mps
+	echo "$cond" >"$OUT/ibcompare/condition"
+	for rep in $(seq 1 "$REPS"); do
+		for arm in ib crux; do
+			local lp="$OUT/ibcompare/$arm.r$rep" t0=$SECONDS
+			local -a e=(NCCL_NET=IB NCCL_IBVERBS_LIB="$SOFTRDMA")
+			[ $arm = crux ] && e=(NCCL_NET_PLUGIN=crux NCCL_NET=Crux CRUX_TRANSPORT=verbs CRUX_IBVERBS_LIB="$SOFTRDMA"
+				CRUX_MLX5_LIB="$SOFTRDMA" CRUX_SHM_DIR="$W/shm" CRUX_JOB_ID=ibcompare)
+			if ! ib_common "${e[@]}" bash -c "$(declare -f launch); GC='$GC' W='$W'; launch 2 '$lp' -- bw --min 1M --max 256M --step 4 --iters 10"; then
+				echo "ibcompare: $arm rep $rep FAILED"; tail -5 "$lp".rank*.err; fail=1
+			fi
+			grep -h '^{' "$lp.rank0.out" | tail -1
+			log "ibcompare: $arm r$rep took $((SECONDS - t0)) s"
+		done
+	done
+	nccl_facts "$OUT/ibcompare/"*.rank0.err
+	grep -h "WARN" "$OUT/ibcompare/"*.rank0.err | sort | uniq -c | head -5
+	mps_stop
+	python3 tests/gpu/summarize.py ibcompare "$OUT/ibcompare" "$OUT/gpu-ib-compare.json" || fail=1
+}
+
+phase_jobs() {
+	log "jobs: PyTorch DDP jobs on the emulated fabric, none vs Crux"
+	local mps=0
+	if [ "${CRUX_GPU_JOBS_MPS:-1}" = 1 ] && mps_start; then mps=1; fi
+	CRUX_GPU_MPS=$mps bash tests/gpu/jobs.sh "$B" "$OUT/jobs" || fail=1
+	mps_stop
+	python3 tests/gpu/summarize.py jobs "$OUT/jobs" "$OUT/gpu-jobs.json" || fail=1
 }
 
 for p in $PHASES; do

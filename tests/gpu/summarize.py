@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Summarise tests/gpu/run.sh logs into bench/results/gpu-*.json files.
 
-summarize.py plugin|level|preload|nccltests LOGDIR RESULT.json
+summarize.py plugin|level|preload|nccltests|profiler|fourrank|ibcompare|jobs LOGDIR RESULT.json
 Exits 1 when a check fails (wrong data, a goal missed, a missing result).
 """
 import glob
@@ -288,10 +288,289 @@ def nccltests(logdir):
                 "busbw_GBps": {k: spread(v) for k, v in arms.items() if v}}
 
 
+def bw_rows(path):
+    """{bytes: busbw} of one gpu_check bw run (rank 0), and the wrong elements seen."""
+    rows, bad = {}, 0
+    for r in jlines(path):
+        rows[r["bytes"]] = r["busbw_GBps"]
+        bad += r["wrong_elements"]
+    return rows, bad
+
+
+def run_facts(err_path):
+    try:
+        txt = open(err_path, errors="replace").read()
+    except FileNotFoundError:
+        return {}
+    f = {}
+    m = re.search(r"Using network (\w+)", txt)
+    f["network"] = m.group(1) if m else None
+    m = re.findall(r"(\d+) coll channels", txt)
+    f["coll_channels"] = int(m[-1]) if m else None
+    m = re.search(r"Using (\d+) threads and (\d+) sockets per thread", txt)
+    if m:
+        f["socket_threads"], f["sockets_per_thread"] = int(m.group(1)), int(m.group(2))
+    return f
+
+
+def fourrank(logdir):
+    """4 ranks on one GPU: socket vs Crux under base / pin / mps."""
+    ok = True
+    conds = {}
+    for p in sorted(glob.glob(os.path.join(logdir, "*.rank0.out"))):
+        m = re.match(r"(\w+)\.(socket|crux)\.r(\d+)\.rank0\.out", os.path.basename(p))
+        if not m:
+            continue
+        cond, arm, rep = m.group(1), m.group(2), int(m.group(3))
+        rows, bad = bw_rows(p)
+        facts = run_facts(p[:-4] + ".err")
+        want = "Crux" if arm == "crux" else "Socket"
+        if bad or facts.get("network") != want or not rows:
+            print(f"fourrank: {cond} {arm} r{rep}: wrong={bad} network={facts.get('network')} sizes={len(rows)}")
+            ok = False
+        c = conds.setdefault(cond, {"runs": []})
+        c["runs"].append({"arm": arm, "rep": rep, "busbw_GBps": {str(k): v for k, v in sorted(rows.items())},
+                          **facts})
+    out = {}
+    for cond, c in conds.items():
+        sizes = sorted({int(k) for r in c["runs"] for k in r["busbw_GBps"]})
+        if not sizes:
+            continue
+        big = str(sizes[-1])
+        per = {"socket": {}, "crux": {}}
+        for r in c["runs"]:
+            if big in r["busbw_GBps"]:
+                per[r["arm"]][r["rep"]] = r["busbw_GBps"][big]
+        reps = sorted(set(per["socket"]) & set(per["crux"]))
+        ratios = [per["crux"][k] / per["socket"][k] for k in reps if per["socket"][k] > 0]
+        allbw = list(per["socket"].values()) + list(per["crux"].values())
+        o = {"bytes": int(big), "runs": c["runs"]}
+        for arm in per:
+            if per[arm]:
+                o[f"{arm}_busbw_GBps"] = spread(list(per[arm].values()))
+        if ratios:
+            o["ratio_crux_over_socket"] = spread(ratios)
+        if allbw and min(allbw) > 0:
+            o["max_over_min_busbw"] = max(allbw) / min(allbw)
+        out[cond] = o
+        print(f"fourrank: {cond}: {int(big) >> 20} MiB busbw socket "
+              f"{sorted(per['socket'].values())} crux {sorted(per['crux'].values())} GB/s; "
+              f"crux/socket median {statistics.median(ratios) if ratios else float('nan'):.3f}x "
+              f"(range {min(ratios) if ratios else float('nan'):.3f}-{max(ratios) if ratios else float('nan'):.3f}); "
+              f"max/min over both arms {o.get('max_over_min_busbw', float('nan')):.2f}")
+    if not out:
+        ok = False
+    return ok, {"what": "all_reduce bus bandwidth, 4 ranks sharing one GPU (distinct NCCL_HOSTID, loopback), NCCL's "
+                        "socket transport vs the Crux plugin alternated, under three conditions: base (as the plugin "
+                        "phase), pin (each rank with its threads on its own quarter of the CPUs, "
+                        "NCCL_IGNORE_CPU_AFFINITY=1), mps (CUDA MPS: the ranks' kernels run concurrently instead "
+                        "of time-slicing the GPU); every element verified",
+                "nccl": nccl_version(logdir), "commit": os.environ.get("CRUX_GPU_COMMIT", "unknown"),
+                "conditions": out}
+
+
+def ibcompare(logdir):
+    """NCCL's net_ib vs the Crux verbs transport on the software RDMA device."""
+    ok = True
+    per = {}
+    facts = {}
+    for p in sorted(glob.glob(os.path.join(logdir, "*.rank0.out"))):
+        m = re.match(r"(ib|crux)\.r(\d+)\.rank0\.out", os.path.basename(p))
+        if not m:
+            continue
+        arm, rep = m.group(1), int(m.group(2))
+        rows, bad = bw_rows(p)
+        f = run_facts(p[:-4] + ".err")
+        facts.setdefault(arm, []).append(f)
+        want = "Crux" if arm == "crux" else "IB"
+        if bad or f.get("network") != want or not rows:
+            print(f"ibcompare: {arm} r{rep}: wrong={bad} network={f.get('network')} sizes={len(rows)}")
+            ok = False
+        for b, v in rows.items():
+            per.setdefault(b, {}).setdefault(arm, {})[rep] = v
+    sizes = []
+    for b, arms in sorted(per.items()):
+        if "ib" not in arms or "crux" not in arms:
+            ok = False
+            continue
+        reps = sorted(set(arms["ib"]) & set(arms["crux"]))
+        ratios = [arms["crux"][k] / arms["ib"][k] for k in reps if arms["ib"][k] > 0]
+        sizes.append({"bytes": b, "ib_busbw_GBps": spread(list(arms["ib"].values())),
+                      "crux_verbs_busbw_GBps": spread(list(arms["crux"].values())),
+                      "ratio_crux_over_ib": spread(ratios) if ratios else None})
+        if ratios:
+            print(f"ibcompare: {b >> 20 if b >= 1 << 20 else b} {'MiB' if b >= 1 << 20 else 'B'}: "
+                  f"net_ib {statistics.median(arms['ib'].values()):.3f} vs Crux verbs "
+                  f"{statistics.median(arms['crux'].values()):.3f} GB/s, ratio median {statistics.median(ratios):.3f}x "
+                  f"({min(ratios):.3f}-{max(ratios):.3f})")
+    if not sizes:
+        ok = False
+    cond = "unknown"
+    try:
+        cond = open(os.path.join(logdir, "condition")).read().strip()
+    except FileNotFoundError:
+        pass
+    return ok, {"what": "all_reduce bus bandwidth, 2 ranks on one GPU (distinct NCCL_HOSTID): NCCL's own IB transport "
+                        "(net_ib, NCCL_NET=IB, the software RDMA device as NCCL_IBVERBS_LIB) vs the Crux plugin's "
+                        "verbs transport on the same device (CRUX_IBVERBS_LIB), loopback device srxe_lo, GID index 2 "
+                        "(RoCE v2), no GPUDirect (NCCL_NET_GDR_LEVEL=LOC) in both arms; alternated; every element "
+                        "verified",
+                "condition": cond, "nccl": nccl_version(logdir),
+                "commit": os.environ.get("CRUX_GPU_COMMIT", "unknown"), "sizes": sizes, "facts": facts}
+
+
+JOBS_WARM_S = float(os.environ.get("CRUX_GPU_JOBS_WARM", "15"))
+
+
+def iters_of(path):
+    out = []
+    try:
+        with open(path) as f:
+            for line in f:
+                p = line.split()
+                if len(p) == 3:
+                    out.append((int(p[0]), float(p[1]), float(p[2])))
+    except FileNotFoundError:
+        pass
+    return out
+
+
+def job_run(d):
+    """One run of tests/gpu/jobs.sh: per job, the mean iteration time of the
+    iterations inside the steady window (after the warm-up, before the first
+    job ends), CUPTI compute per iteration and utilisation from the profile
+    records, and the level the agent gave it."""
+    names = [l.split()[0] for l in open(os.path.join(d, "jobs")) if l.strip()]
+    its = {n: [iters_of(os.path.join(d, f"{n}-r{r}.iters")) for r in (0, 1)] for n in names}
+    if any(not x for v in its.values() for x in v):
+        return None
+    t0 = min(x[0][1] for v in its.values() for x in v)
+    t_end = min(x[-1][2] for v in its.values() for x in v)
+    lo = t0 + JOBS_WARM_S
+    snaps = sorted(glob.glob(os.path.join(d, "status.*.json")))
+    res = {}
+    for n in names:
+        per_rank = []
+        for x in its[n]:
+            w = [e - s for (_, s, e) in x if s >= lo and e <= t_end]
+            if w:
+                per_rank.append(sum(w) / len(w))
+        util, comp, level, intensity = [], [], None, None
+        for sp in snaps[len(snaps) // 3:]:
+            try:
+                st = json.load(open(sp))
+            except (OSError, ValueError):
+                continue
+            recs = st.get("records") or st.get("processes") or []
+            for r in recs if isinstance(recs, list) else []:
+                c = r.get("compute")
+                if r.get("job_id") == n and c and c.get("iter_time_s") and c.get("windows", 0) >= 2:
+                    util.append(c["compute_s"] / c["iter_time_s"])
+                    comp.append(c["compute_s"])
+            for j in st.get("jobs") or []:
+                if j.get("id") == n:
+                    level = j.get("level", level)
+                    intensity = j.get("intensity", intensity)
+        res[n] = {"iter_s": statistics.median(per_rank) if per_rank else None,
+                  "iterations_in_window": min(len([1 for (_, s, e) in x if s >= lo and e <= t_end]) for x in its[n]),
+                  "cupti_compute_s": statistics.median(comp) if comp else None,
+                  "cupti_util": statistics.median(util) if util else None,
+                  "level": level, "intensity": intensity}
+    return {"window_s": max(0.0, t_end - lo), "jobs": res}
+
+
+def jobs(logdir):
+    ok = True
+    runs = {}
+    for d in sorted(glob.glob(os.path.join(logdir, "*.r*"))):
+        if not os.path.isdir(d):
+            continue
+        arm, rep = os.path.basename(d).rsplit(".r", 1)
+        r = job_run(d)
+        if r is None:
+            print(f"jobs: {arm} r{rep}: a rank left no iteration log")
+            ok = False
+            continue
+        runs.setdefault(arm, {})[int(rep)] = r
+    setup = {}
+    try:
+        setup = json.load(open(os.path.join(logdir, "setup.json")))
+    except (OSError, ValueError):
+        pass
+
+    def cluster_util(r):
+        u = [j["cupti_util"] for j in r["jobs"].values()]
+        return sum(u) / len(u) if u and all(x is not None for x in u) else None
+
+    summary = {}
+    for arm in ("none", "crux"):
+        rs = runs.get(arm, {})
+        if not rs:
+            ok = False
+            continue
+        s = {}
+        cu = [x for x in (cluster_util(r) for r in rs.values()) if x is not None]
+        if cu:
+            s["cluster_gpu_util_cupti"] = spread(cu)
+        for n in sorted({n for r in rs.values() for n in r["jobs"]}):
+            it = [r["jobs"][n]["iter_s"] for r in rs.values() if r["jobs"].get(n, {}).get("iter_s")]
+            cp = [r["jobs"][n]["cupti_compute_s"] for r in rs.values() if r["jobs"].get(n, {}).get("cupti_compute_s")]
+            lv = [r["jobs"][n]["level"] for r in rs.values() if n in r["jobs"]]
+            s[n] = {"iter_s": spread(it) if it else None, "cupti_compute_s": spread(cp) if cp else None,
+                    "levels": lv}
+        summary[arm] = s
+    cmp = {}
+    if "none" in runs and "crux" in runs:
+        reps = sorted(set(runs["none"]) & set(runs["crux"]))
+        ur = [cluster_util(runs["crux"][k]) / cluster_util(runs["none"][k]) for k in reps
+              if cluster_util(runs["crux"][k]) and cluster_util(runs["none"][k])]
+        if ur:
+            cmp["cluster_gpu_util_crux_over_none"] = spread(ur)
+        for n in runs["none"][reps[0]]["jobs"] if reps else []:
+            rr = [runs["crux"][k]["jobs"][n]["iter_s"] / runs["none"][k]["jobs"][n]["iter_s"] for k in reps
+                  if runs["crux"][k]["jobs"].get(n, {}).get("iter_s") and runs["none"][k]["jobs"][n]["iter_s"]]
+            if rr:
+                cmp[f"{n}_iter_time_crux_over_none"] = spread(rr)
+    solo = {}
+    for arm, rs in runs.items():
+        if arm.startswith("solo-"):
+            for r in rs.values():
+                for n, j in r["jobs"].items():
+                    solo[n] = j
+    sharing = {}
+    for n, j in solo.items():
+        for arm in ("none", "crux"):
+            rs = runs.get(arm, {})
+            c = [r["jobs"][n]["cupti_compute_s"] for r in rs.values() if r["jobs"].get(n, {}).get("cupti_compute_s")]
+            it = [r["jobs"][n]["iter_s"] for r in rs.values() if r["jobs"].get(n, {}).get("iter_s")]
+            if c and j.get("cupti_compute_s"):
+                sharing[f"{n}_{arm}_compute_over_solo"] = statistics.median(c) / j["cupti_compute_s"]
+            if it and j.get("iter_s"):
+                sharing[f"{n}_{arm}_iter_over_solo"] = statistics.median(it) / j["iter_s"]
+    for k, v in cmp.items():
+        print(f"jobs: {k}: median {v['median']:.3f} (range {v['min']:.3f}-{v['max']:.3f}, {v['runs']} runs)")
+    for k, v in sharing.items():
+        print(f"jobs: {k}: {v:.3f}")
+    for arm, s in summary.items():
+        print(f"jobs: {arm}: " + json.dumps(s))
+    if "cluster_gpu_util_crux_over_none" not in cmp:
+        ok = False
+    return ok, {"what": "two real PyTorch DDP jobs (examples/pytorch/ddp_train.py, same model, large vs small batch = "
+                        "high vs low GPU intensity), 2 ranks each in network namespaces on the testbed's shaped "
+                        "fabric (both cross one spine link), all 4 ranks on one GPU; none (no agent) vs crux "
+                        "(cruxd); plugin, preload and NCCL profiler plugin in both arms; utilisation = CUPTI compute "
+                        "per iteration / iteration time from the profile records, averaged over the jobs; iteration "
+                        "time from the ranks' own logs over the steady window",
+                "setup": setup, "warm_up_cut_s": JOBS_WARM_S, "nccl": nccl_version(logdir),
+                "commit": os.environ.get("CRUX_GPU_COMMIT", "unknown"),
+                "summary": summary, "crux_vs_none": cmp, "sharing_one_gpu": sharing,
+                "solo": solo, "runs": {a: {str(k): v for k, v in rs.items()} for a, rs in runs.items()}}
+
+
 def main():
     kind, logdir, result = sys.argv[1:4]
     ok, data = {"plugin": plugin, "level": level, "preload": preload, "nccltests": nccltests,
-                "profiler": profiler}[kind](logdir)
+                "profiler": profiler, "fourrank": fourrank, "ibcompare": ibcompare, "jobs": jobs}[kind](logdir)
     data.update({"device": device(), "date": time.strftime("%Y-%m-%d"), "command": f"tests/gpu/run.sh {kind}",
                  "passed": ok})
     with open(result, "w") as f:
