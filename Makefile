@@ -13,6 +13,7 @@ export CRUX_FUZZ_SECONDS
 
 # Debian packages the build, the tests and the demo need.
 DEB_PACKAGES = gcc make pkg-config meson ninja-build libcmocka-dev libibverbs-dev \
+	libibverbs1 ibverbs-providers \
 	clang libclang-rt-14-dev iproute2 tcpdump iperf3 valgrind gnuplot-nox procps \
 	libcurl4-openssl-dev libjson-c-dev etcd-server curl openssl libmicrohttpd-dev
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * crux-hw-check: what an operator runs on an RDMA host before using Crux's
- * verbs transport. It loads libibverbs the way the plugin does (dlopen +
- * versioned symbols), lists devices and ports, picks the RoCE GID by the
+ * verbs transport. It loads libibverbs with the plugin's own loader
+ * (vx_loader.c: dlopen + rdma-core's versioned symbols), lists devices and ports, picks the RoCE GID by the
  * plugin's own rules, probes per-QP source-port control, DMA-BUF and
  * nvidia-peermem, warns about a host-wide traffic-class override, and, given
  * nccl-tests, compares all_reduce_perf over NCCL's IB transport and over Crux.
@@ -21,30 +21,6 @@
 
 #include "vx.h"
 
-struct lib {
-	struct ibv_device **(*get_device_list)(int *);
-	void (*free_device_list)(struct ibv_device **);
-	const char *(*get_device_name)(struct ibv_device *);
-	struct ibv_context *(*open_device)(struct ibv_device *);
-	int (*close_device)(struct ibv_context *);
-	int (*query_device)(struct ibv_context *, struct ibv_device_attr *);
-	int (*query_port)(struct ibv_context *, uint8_t, struct ibv_port_attr *);
-	int (*query_gid)(struct ibv_context *, uint8_t, int, union ibv_gid *);
-	int (*query_gid_ex)(struct ibv_context *, uint32_t, uint32_t, struct ibv_gid_entry *,
-			    uint32_t, size_t);
-	struct ibv_pd *(*alloc_pd)(struct ibv_context *);
-	int (*dealloc_pd)(struct ibv_pd *);
-	struct ibv_mr *(*reg_dmabuf_mr)(struct ibv_pd *, uint64_t, size_t, uint64_t, int, int);
-	struct ibv_cq *(*create_cq)(struct ibv_context *, int, void *, struct ibv_comp_channel *, int);
-	int (*destroy_cq)(struct ibv_cq *);
-	struct ibv_qp *(*create_qp)(struct ibv_pd *, struct ibv_qp_init_attr *);
-	int (*modify_qp)(struct ibv_qp *, struct ibv_qp_attr *, int);
-	int (*query_qp)(struct ibv_qp *, struct ibv_qp_attr *, int, struct ibv_qp_init_attr *);
-	int (*destroy_qp)(struct ibv_qp *);
-	int (*udp_sport)(struct ibv_qp *, uint16_t);
-	const char *mlx5_why;
-};
-
 struct opts {
 	const char *lib, *mlx5, *sysfs, *nccl_tests, *plugin_dir, *nccl_args, *launcher;
 };
@@ -62,48 +38,15 @@ static void warn(const char *fmt, ...)
 	g_warnings++;
 }
 
-#define SYM(field, name, ver, required)                                                            \
-	do {                                                                                       \
-		*(void **)&l->field = dlvsym(h, name, ver);                                        \
-		if (!l->field && (required)) {                                                     \
-			fprintf(stderr, "error: %s has no %s@%s: not an rdma-core libibverbs; "      \
-					"set CRUX_IBVERBS_LIB to one\n", o->lib, name, ver);        \
-			return -1;                                                                 \
-		}                                                                                  \
-	} while (0)
-
-static int load(const struct opts *o, struct lib *l)
+static int load(const struct opts *o, struct cruxn_ibv *l)
 {
-	void *h = dlopen(o->lib, RTLD_NOW | RTLD_LOCAL);
-	if (!h) {
-		fprintf(stderr, "error: cannot load %s (%s).\n  Install rdma-core's libibverbs "
-				"(Debian: libibverbs1) or point CRUX_IBVERBS_LIB / --lib at it.\n",
-			o->lib, dlerror());
+	char err[512];
+
+	if (cruxn_ibv_load(o->lib, o->mlx5, l, err, sizeof err) != CRUX_OK) {
+		fprintf(stderr, "error: %s\n  (Debian: libibverbs1 and ibverbs-providers; or point "
+				"CRUX_IBVERBS_LIB / --lib at rdma-core's libibverbs)\n", err);
 		return -1;
 	}
-	SYM(get_device_list, "ibv_get_device_list", "IBVERBS_1.1", 1);
-	SYM(free_device_list, "ibv_free_device_list", "IBVERBS_1.1", 1);
-	SYM(get_device_name, "ibv_get_device_name", "IBVERBS_1.1", 1);
-	SYM(open_device, "ibv_open_device", "IBVERBS_1.1", 1);
-	SYM(close_device, "ibv_close_device", "IBVERBS_1.1", 1);
-	SYM(query_device, "ibv_query_device", "IBVERBS_1.1", 1);
-	SYM(query_port, "ibv_query_port", "IBVERBS_1.1", 1);
-	SYM(query_gid, "ibv_query_gid", "IBVERBS_1.1", 1);
-	SYM(query_gid_ex, "_ibv_query_gid_ex", "IBVERBS_1.11", 0);
-	SYM(alloc_pd, "ibv_alloc_pd", "IBVERBS_1.1", 1);
-	SYM(dealloc_pd, "ibv_dealloc_pd", "IBVERBS_1.1", 1);
-	SYM(reg_dmabuf_mr, "ibv_reg_dmabuf_mr", "IBVERBS_1.12", 0);
-	SYM(create_cq, "ibv_create_cq", "IBVERBS_1.1", 1);
-	SYM(destroy_cq, "ibv_destroy_cq", "IBVERBS_1.1", 1);
-	SYM(create_qp, "ibv_create_qp", "IBVERBS_1.1", 1);
-	SYM(modify_qp, "ibv_modify_qp", "IBVERBS_1.1", 1);
-	SYM(query_qp, "ibv_query_qp", "IBVERBS_1.1", 1);
-	SYM(destroy_qp, "ibv_destroy_qp", "IBVERBS_1.1", 1);
-	void *m = dlopen(o->mlx5, RTLD_NOW | RTLD_LOCAL);
-	if (!m)
-		l->mlx5_why = "libmlx5 not loadable";
-	else if (!(*(void **)&l->udp_sport = dlvsym(m, "mlx5dv_modify_qp_udp_sport", "MLX5_1.19")))
-		l->mlx5_why = "libmlx5 has no mlx5dv_modify_qp_udp_sport@MLX5_1.19";
 	return 0;
 }
 
@@ -127,7 +70,7 @@ static const char *gid_type_name(int t)
 										: "unknown";
 }
 
-static int gid_type(const struct lib *l, const struct opts *o, struct ibv_context *c,
+static int gid_type(const struct cruxn_ibv *l, const struct opts *o, struct ibv_context *c,
 		    const char *dev, int port, int i)
 {
 	struct ibv_gid_entry e;
@@ -156,8 +99,10 @@ static void gid_text(const union ibv_gid *g, char *out, size_t n)
 }
 
 /* Can the QP take a flow label, and can mlx5dv set its source port? A QP
- * looped back to itself through the chosen GID is enough to ask. */
-static void probe_sport(const struct lib *l, struct ibv_context *c, struct ibv_pd *pd, int port,
+ * looped back to itself through the chosen GID is enough to ask: the flow
+ * label is given at RTR, the source port asked for in RTS (mlx5 refuses it
+ * in any other state, as the plugin's own probe knows). */
+static void probe_sport(const struct cruxn_ibv *l, struct ibv_context *c, struct ibv_pd *pd, int port,
 			int gid_index, const union ibv_gid *gid)
 {
 	struct ibv_cq *cq = l->create_cq(c, 4, NULL, NULL, 0);
@@ -199,9 +144,24 @@ static void probe_sport(const struct lib *l, struct ibv_context *c, struct ibv_p
 	else
 		printf("  flow label -> UDP source port: accepted (0x12345 gives port %u)\n",
 		       0xC000u | ((0x12345u & 0x3fff) ^ ((0x12345u & 0xFC000) >> 14)));
-	if (!l->udp_sport)
+	if (!rc) {
+		memset(&a, 0, sizeof a);
+		a.qp_state = IBV_QPS_RTS;
+		a.timeout = 14;
+		a.retry_cnt = 7;
+		a.rnr_retry = 7;
+		a.max_rd_atomic = 1;
+		rc = l->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+						  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+		if (rc)
+			warn("cannot bring the test QP to RTS (%s): source-port control not probed",
+			     strerror(rc));
+	}
+	if (!l->mlx5_udp_sport)
 		printf("  mlx5dv source-port control: unavailable (%s)\n", l->mlx5_why);
-	else if ((rc = l->udp_sport(qp, 0xC123)) != 0)
+	else if (rc)
+		;
+	else if ((rc = l->mlx5_udp_sport(qp, 0xC123)) != 0)
 		printf("  mlx5dv source-port control: refused (%s); the flow label is used\n", strerror(rc));
 	else
 		printf("  mlx5dv source-port control: works\n");
@@ -212,7 +172,7 @@ out:
 		l->destroy_cq(cq);
 }
 
-static void probe_dmabuf(const struct lib *l, struct ibv_pd *pd)
+static void probe_dmabuf(const struct cruxn_ibv *l, struct ibv_pd *pd)
 {
 	if (!l->reg_dmabuf_mr) {
 		printf("  DMA-BUF registration: no (libibverbs older than rdma-core 34)\n");
@@ -267,7 +227,7 @@ static void check_peermem(const struct opts *o)
 		       "modprobe nvidia-peermem)\n");
 }
 
-static int check_port(const struct lib *l, const struct opts *o, struct ibv_context *c,
+static int check_port(const struct cruxn_ibv *l, const struct opts *o, struct ibv_context *c,
 		      struct ibv_pd *pd, const char *dev, int port,
 		      const struct cruxn_gid_rules *rules)
 {
@@ -417,7 +377,7 @@ int main(int argc, char **argv)
 		usage(stderr, argv[0]);
 		return 2;
 	}
-	struct lib l = {0};
+	struct cruxn_ibv l;
 	if (load(&o, &l))
 		return 2;
 	struct cruxn_gid_rules rules;

@@ -59,9 +59,34 @@ static void test_load_rdma_core(void **state)
 	assert_non_null(v.modify_qp);
 	assert_non_null(v.wc_status_str);
 	assert_null(v.mlx5_udp_sport); /* no libmlx5: flow labels only */
+	assert_non_null(strstr(v.mlx5_why, "libmlx5 not loaded"));
 	assert_string_equal(v.wc_status_str(IBV_WC_REM_ACCESS_ERR), "remote access error");
 	cruxn_ibv_unload(&v);
 	assert_null(v.lib);
+}
+
+/*
+ * rdma-core's libmlx5 (ibverbs-providers) has the live source-port call
+ * under MLX5_1.17: the loader finds it (it asked for MLX5_1.19 before and
+ * never did, saying "libmlx5 not loaded"). A library that loads but lacks
+ * the call is named as such.
+ */
+static void test_load_rdma_core_mlx5(void **state)
+{
+	struct cruxn_ibv v;
+	char err[512] = "";
+	(void)state;
+
+	assert_int_equal(cruxn_ibv_load(NULL, NULL, &v, err, sizeof(err)), CRUX_OK);
+	assert_non_null(v.mlx5);
+	if (!v.mlx5_udp_sport)
+		fail_msg("rdma-core's libmlx5 gave no mlx5dv_modify_qp_udp_sport: %s", v.mlx5_why);
+	cruxn_ibv_unload(&v);
+
+	assert_int_equal(cruxn_ibv_load(NULL, "libc.so.6", &v, err, sizeof(err)), CRUX_OK);
+	assert_null(v.mlx5_udp_sport);
+	assert_non_null(strstr(v.mlx5_why, "libc.so.6 has no mlx5dv_modify_qp_udp_sport"));
+	cruxn_ibv_unload(&v);
 }
 
 /* ---- devices and GIDs ------------------------------------------------------- */
@@ -568,8 +593,8 @@ static void test_sport_probe(void **state)
 	cruxn_vx_sport_probe_all(&vx, &q, line, sizeof(line));
 	assert_false(vx.devs[0].live_sport);
 	assert_false(vx.devs[1].live_sport);
-	assert_non_null(strstr(line, "srxe_eth0 port 1 by grh.flow_label at RTR only (libmlx5 not "
-				     "loaded (CRUX_MLX5_LIB))"));
+	assert_non_null(strstr(line, "srxe_eth0 port 1 by grh.flow_label at RTR only (no libmlx5 "
+				     "loaded)"));
 	assert_non_null(strstr(line, "srxe_eth1 port 1 by grh.flow_label"));
 
 	/* libmlx5 whose call works: asked once per device, on an RTS QP; nothing leaks */
@@ -670,6 +695,7 @@ int main(void)
 		cmocka_unit_test(test_load_missing_library),
 		cmocka_unit_test(test_load_not_verbs),
 		cmocka_unit_test(test_load_rdma_core),
+		cmocka_unit_test(test_load_rdma_core_mlx5),
 		cmocka_unit_test(test_hca_match),
 		cmocka_unit_test(test_gid_choose),
 		cmocka_unit_test(test_gid_rules_env),

@@ -525,6 +525,11 @@ SR_API int mlx5dv_modify_qp_udp_sport(struct ibv_qp *ib, uint16_t sport)
 		return EOPNOTSUPP;
 	struct sr_qp *qp = (struct sr_qp *)ib;
 	pthread_mutex_lock(&qp->ctx->mu);
+	/* as mlx5 (RTS2RTS_QP): RC or UC, in RTS only */
+	if ((ib->qp_type != IBV_QPT_RC && ib->qp_type != IBV_QPT_UC) || ib->state != IBV_QPS_RTS) {
+		pthread_mutex_unlock(&qp->ctx->mu);
+		return EOPNOTSUPP;
+	}
 	qp->sport = sport;
 	pthread_mutex_unlock(&qp->ctx->mu);
 	return 0;

@@ -135,16 +135,19 @@ static void test_exports(void **st)
 		"ibv_get_device_list", "ibv_free_device_list", "ibv_get_device_name",
 		"ibv_get_device_guid", "ibv_open_device", "ibv_close_device", "ibv_query_device",
 		"ibv_query_port", "ibv_query_gid", "ibv_alloc_pd", "ibv_dealloc_pd", "ibv_reg_mr",
-		"ibv_dereg_mr", "ibv_create_comp_channel", "ibv_destroy_comp_channel",
-		"ibv_create_cq", "ibv_destroy_cq", "ibv_create_qp", "ibv_modify_qp", "ibv_query_qp",
+		"ibv_dereg_mr", "ibv_create_cq", "ibv_destroy_cq", "ibv_create_qp", "ibv_modify_qp", "ibv_query_qp",
 		"ibv_destroy_qp", "ibv_fork_init", "ibv_wc_status_str",
 		/* NCCL's net_ib refuses a libibverbs without these (ibvsymbols.cc, 2.28) */
 		"ibv_get_async_event", "ibv_ack_async_event", "ibv_event_type_str"};
 	for (size_t i = 0; i < sizeof v11 / sizeof v11[0]; i++)
 		assert_non_null(dlvsym(h, v11[i], "IBVERBS_1.1"));
+	assert_non_null(dlvsym(h, "ibv_create_comp_channel", "IBVERBS_1.0"));
+	assert_non_null(dlvsym(h, "ibv_destroy_comp_channel", "IBVERBS_1.0"));
 	assert_non_null(dlvsym(h, "_ibv_query_gid_ex", "IBVERBS_1.11"));
 	assert_non_null(dlvsym(h, "ibv_reg_dmabuf_mr", "IBVERBS_1.12"));
-	assert_non_null(dlvsym(h, "mlx5dv_modify_qp_udp_sport", "MLX5_1.19"));
+	/* rdma-core's node for it (libmlx5.map); 1.19 does not have it */
+	assert_non_null(dlvsym(h, "mlx5dv_modify_qp_udp_sport", "MLX5_1.17"));
+	assert_null(dlvsym(h, "mlx5dv_modify_qp_udp_sport", "MLX5_1.19"));
 	assert_null(dlsym(h, "sr_qp_fail")); /* internals stay local */
 	dlclose(h);
 }
@@ -408,6 +411,11 @@ static void test_state_machine(void **st)
 	/* RTS -> RTS with its optional attributes is fine */
 	at.min_rnr_timer = 5;
 	assert_int_equal(ibv_modify_qp(f->a.qp, &at, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER), 0);
+	/* mlx5dv source port control: absent unless enabled; in RTS it works */
+	unsetenv("CRUX_SOFTRDMA_UDP_SPORT");
+	assert_int_equal(mlx5dv_modify_qp_udp_sport(f->a.qp, 0xc123), EOPNOTSUPP);
+	setenv("CRUX_SOFTRDMA_UDP_SPORT", "1", 1);
+	assert_int_equal(mlx5dv_modify_qp_udp_sport(f->a.qp, 0xc123), 0);
 	/* backwards is refused; RESET is always possible */
 	at.qp_state = IBV_QPS_RTR;
 	assert_int_equal(ibv_modify_qp(f->a.qp, &at, IBV_QP_STATE), EINVAL);
@@ -416,11 +424,8 @@ static void test_state_machine(void **st)
 	/* posting outside RTS is refused */
 	assert_int_equal(srt_post(f->a.qp, IBV_WR_RDMA_WRITE, 1, f->ba, 1, f->ma->lkey, 0, 0, 0, true),
 			 EINVAL);
-	/* mlx5dv source port control: absent unless enabled */
-	unsetenv("CRUX_SOFTRDMA_UDP_SPORT");
+	/* and so is the source port outside RTS, as mlx5 refuses it (RTS2RTS_QP only) */
 	assert_int_equal(mlx5dv_modify_qp_udp_sport(f->a.qp, 0xc123), EOPNOTSUPP);
-	setenv("CRUX_SOFTRDMA_UDP_SPORT", "1", 1);
-	assert_int_equal(mlx5dv_modify_qp_udp_sport(f->a.qp, 0xc123), 0);
 	unsetenv("CRUX_SOFTRDMA_UDP_SPORT");
 }
 

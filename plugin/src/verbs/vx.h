@@ -52,9 +52,22 @@ struct cruxn_ibv {
 	int (*destroy_qp)(struct ibv_qp *qp);
 	int (*fork_init)(void); /* optional */
 	const char *(*wc_status_str)(enum ibv_wc_status status);
-	/* optional, libmlx5 MLX5_1.19: live RoCEv2 UDP source port of an RC QP */
+	/* optional, libmlx5 MLX5_1.17: live RoCEv2 UDP source port of an RC QP in RTS */
 	int (*mlx5_udp_sport)(struct ibv_qp *qp, uint16_t port);
+	char mlx5_why[320]; /* without mlx5_udp_sport: why (library or symbol missing) */
 };
+
+/* One versioned symbol the loader asks for. */
+struct cruxn_ibv_sym {
+	const char *lib; /* soname: libibverbs.so.1 / libmlx5.so.1 */
+	const char *name;
+	const char *version; /* rdma-core's version node */
+	size_t off;	     /* offset of the pointer in struct cruxn_ibv */
+	bool optional;
+};
+
+/* The i-th symbol the loader asks for (*out NULL past the end); returns how many there are. */
+size_t cruxn_ibv_syms(const struct cruxn_ibv_sym **out, size_t i);
 
 /*
  * Load libibverbs ('lib', NULL = "libibverbs.so.1") and, optionally, libmlx5

@@ -11,20 +11,14 @@
 #include "vx.h"
 
 #define IBV_V	 "IBVERBS_1.1"
-#define MLX5_V	 "MLX5_1.19"
+/* rdma-core's providers/mlx5/libmlx5.map: mlx5dv_modify_qp_udp_sport came with MLX5_1.17 (v33) */
+#define MLX5_V	 "MLX5_1.17"
 #define IBV_LIB	 "libibverbs.so.1"
 #define MLX5_LIB "libmlx5.so.1"
 
-struct sym {
-	const char *name;
-	const char *version;
-	size_t off; /* offset of the pointer in struct cruxn_ibv */
-	bool optional;
-};
+#define S(field, name, ver, opt) {IBV_LIB, name, ver, offsetof(struct cruxn_ibv, field), opt}
 
-#define S(field, name, ver, opt) {name, ver, offsetof(struct cruxn_ibv, field), opt}
-
-static const struct sym ibv_syms[] = {
+static const struct cruxn_ibv_sym ibv_syms[] = {
 	S(get_device_list, "ibv_get_device_list", IBV_V, false),
 	S(free_device_list, "ibv_free_device_list", IBV_V, false),
 	S(get_device_name, "ibv_get_device_name", IBV_V, false),
@@ -40,8 +34,9 @@ static const struct sym ibv_syms[] = {
 	S(reg_mr, "ibv_reg_mr", IBV_V, false),
 	S(reg_dmabuf_mr, "ibv_reg_dmabuf_mr", "IBVERBS_1.12", true),
 	S(dereg_mr, "ibv_dereg_mr", IBV_V, false),
-	S(create_comp_channel, "ibv_create_comp_channel", IBV_V, true),
-	S(destroy_comp_channel, "ibv_destroy_comp_channel", IBV_V, true),
+	/* rdma-core keeps these two in IBVERBS_1.0 (libibverbs.map) */
+	S(create_comp_channel, "ibv_create_comp_channel", "IBVERBS_1.0", true),
+	S(destroy_comp_channel, "ibv_destroy_comp_channel", "IBVERBS_1.0", true),
 	S(create_cq, "ibv_create_cq", IBV_V, false),
 	S(destroy_cq, "ibv_destroy_cq", IBV_V, false),
 	S(create_qp, "ibv_create_qp", IBV_V, false),
@@ -52,7 +47,19 @@ static const struct sym ibv_syms[] = {
 	S(wc_status_str, "ibv_wc_status_str", IBV_V, false),
 };
 
-static void *resolve(void *lib, const struct sym *s)
+static const struct cruxn_ibv_sym mlx5_sym = {
+	MLX5_LIB, "mlx5dv_modify_qp_udp_sport", MLX5_V, offsetof(struct cruxn_ibv, mlx5_udp_sport),
+	true};
+
+size_t cruxn_ibv_syms(const struct cruxn_ibv_sym **out, size_t i)
+{
+	size_t n = sizeof(ibv_syms) / sizeof(ibv_syms[0]);
+
+	*out = i < n ? &ibv_syms[i] : i == n ? &mlx5_sym : NULL;
+	return n + 1;
+}
+
+static void *resolve(void *lib, const struct cruxn_ibv_sym *s)
 {
 	return dlvsym(lib, s->name, s->version);
 }
@@ -61,7 +68,7 @@ crux_status_t cruxn_ibv_load(const char *lib, const char *mlx5lib, struct cruxn_
 			     char *err, size_t errlen)
 {
 	struct cruxn_ibv v;
-	const char *path = lib && lib[0] ? lib : IBV_LIB;
+	const char *path = lib && lib[0] ? lib : IBV_LIB, *mpath;
 
 	memset(&v, 0, sizeof(v));
 	v.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -84,16 +91,28 @@ crux_status_t cruxn_ibv_load(const char *lib, const char *mlx5lib, struct cruxn_
 		}
 		memcpy((char *)&v + ibv_syms[i].off, &p, sizeof(p));
 	}
-	/* The live port change is optional: no libmlx5 means flow labels only. */
-	v.mlx5 = dlopen(mlx5lib && mlx5lib[0] ? mlx5lib : MLX5_LIB, RTLD_NOW | RTLD_LOCAL);
-	if (v.mlx5) {
-		void *p = dlvsym(v.mlx5, "mlx5dv_modify_qp_udp_sport", MLX5_V);
-		if (p) {
+	/*
+	 * The live port change is optional: without it, flow labels only. Its
+	 * node first; an unversioned lookup for a libmlx5 built without
+	 * version nodes. The library stays loaded either way, so the reason
+	 * given later is the true one.
+	 */
+	mpath = mlx5lib && mlx5lib[0] ? mlx5lib : MLX5_LIB;
+	v.mlx5 = dlopen(mpath, RTLD_NOW | RTLD_LOCAL);
+	if (!v.mlx5) {
+		snprintf(v.mlx5_why, sizeof(v.mlx5_why), "libmlx5 not loaded: %s (CRUX_MLX5_LIB)",
+			 dlerror());
+	} else {
+		void *p = resolve(v.mlx5, &mlx5_sym);
+		if (!p)
+			p = dlsym(v.mlx5, mlx5_sym.name);
+		if (p)
 			memcpy(&v.mlx5_udp_sport, &p, sizeof(p));
-		} else {
-			dlclose(v.mlx5);
-			v.mlx5 = NULL;
-		}
+		else
+			snprintf(v.mlx5_why, sizeof(v.mlx5_why),
+				 "%s has no %s (neither @%s nor unversioned): rdma-core older than "
+				 "v33",
+				 mpath, mlx5_sym.name, mlx5_sym.version);
 	}
 	*out = v;
 	return CRUX_OK;

@@ -163,8 +163,7 @@ bool cruxn_vx_sport_probe(const struct cruxn_ibv *v, const struct cruxn_vx_dev *
 	int rc;
 
 	if (!v->mlx5_udp_sport) {
-		snprintf(why, len, "%s", v->mlx5 ? "libmlx5 lacks mlx5dv_modify_qp_udp_sport"
-						 : "libmlx5 not loaded (CRUX_MLX5_LIB)");
+		snprintf(why, len, "%s", v->mlx5_why[0] ? v->mlx5_why : "no libmlx5 loaded");
 		return false;
 	}
 	cq = v->create_cq(d->ctx, 4, NULL, NULL, 0);
