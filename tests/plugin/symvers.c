@@ -41,7 +41,11 @@ static int check(const char *what, const char *path_of_lib)
 		} else {
 			printf("ok: %s: %s@%s in %s\n", what, s->name, s->version, path);
 		}
-		dlclose(h);
+		/*
+		 * Not closed: libibverbs and its providers allocate at load time and
+		 * stay loaded in the plugin too (a dlclose'd library's allocations
+		 * show as leaks of an unknown module).
+		 */
 	}
 	return bad;
 }
