@@ -449,8 +449,47 @@ phase_ibcompare() {
 	python3 tests/gpu/summarize.py ibcompare "$OUT/ibcompare" "$OUT/gpu-ib-compare.json" || fail=1
 }
 
+# The fabric needs iproute2 (ip, tc) and sysctl. A GPU machine without them
+# (no package manager there) gets Debian's iproute2 and its libraries from
+# .gpu/iproute2/*.deb (tests/gpu/README.md), unpacked under $W and run through
+# the dynamic loader with their own library path, so nothing the jobs run
+# (python, NCCL) sees those libraries.
+net_tools() {
+	local t="$W/nettools" f
+	if command -v ip >/dev/null && command -v tc >/dev/null && command -v sysctl >/dev/null; then
+		return 0
+	fi
+	mkdir -p "$t/root" "$t/bin"
+	if ! command -v ip >/dev/null || ! command -v tc >/dev/null; then
+		ls "$ROOT"/.gpu/iproute2/*.deb >/dev/null 2>&1 ||
+			{ echo "jobs: no ip/tc here and no .gpu/iproute2/*.deb to unpack"; return 1; }
+		for f in "$ROOT"/.gpu/iproute2/*.deb; do dpkg-deb -x "$f" "$t/root" 2>/dev/null || dpkg -x "$f" "$t/root"; done
+		local libs="$t/root/lib/x86_64-linux-gnu:$t/root/usr/lib/x86_64-linux-gnu"
+		for f in ip tc; do
+			printf '#!/bin/sh\nexec /lib64/ld-linux-x86-64.so.2 --library-path "%s" "%s" "$@"\n' \
+				"$libs" "$t/root/sbin/$f" >"$t/bin/$f"
+			chmod +x "$t/bin/$f"
+		done
+	fi
+	if ! command -v sysctl >/dev/null; then
+		# fabric.sh's use only: sysctl -qw KEY=VALUE (per namespace: /proc/sys/net follows it)
+		cat >"$t/bin/sysctl" <<'EOS'
+#!/bin/sh
+for a in "$@"; do
+	case "$a" in -*) continue ;; esac
+	k="${a%%=*}"; v="${a#*=}"
+	printf '%s\n' "$v" >"/proc/sys/$(echo "$k" | tr . /)" || exit 1
+done
+EOS
+		chmod +x "$t/bin/sysctl"
+	fi
+	export PATH="$PATH:$t/bin"
+	ip -V && tc -V
+}
+
 phase_jobs() {
 	log "jobs: PyTorch DDP jobs on the emulated fabric, none vs Crux"
+	net_tools || { fail=1; return; }
 	local mps=0
 	if [ "${CRUX_GPU_JOBS_MPS:-1}" = 1 ] && mps_start; then mps=1; fi
 	CRUX_GPU_MPS=$mps bash tests/gpu/jobs.sh "$B" "$OUT/jobs" || fail=1

@@ -298,9 +298,14 @@ def bw_rows(path):
 
 
 def run_facts(err_path):
-    try:
-        txt = open(err_path, errors="replace").read()
-    except FileNotFoundError:
+    """NCCL's choices in one rank's logs (NCCL_DEBUG goes to stdout: read both)."""
+    txt = ""
+    for p in (err_path, err_path[:-4] + ".out"):
+        try:
+            txt += open(p, errors="replace").read()
+        except FileNotFoundError:
+            pass
+    if not txt:
         return {}
     f = {}
     m = re.search(r"Using network (\w+)", txt)
