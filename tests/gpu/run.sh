@@ -429,15 +429,20 @@ phase_ibcompare() {
 	mkdir -p "$OUT/ibcompare" "$W/shm"
 	local cond=base rep arm
 	[ "${CRUX_GPU_IB_MPS:-1}" = 1 ] && mps_start && cond=mps
+	# NCCL up to 2.28 dlopens libibverbs.so[.1] by name (NCCL_IBVERBS_LIB came later):
+	# the double under those names, first on the library path of the net_ib arm only
+	mkdir -p "$W/ibv"
+	ln -sf "$SOFTRDMA" "$W/ibv/libibverbs.so"
+	ln -sf "$SOFTRDMA" "$W/ibv/libibverbs.so.1"
 	echo "$cond" >"$OUT/ibcompare/condition"
 	for rep in $(seq 1 "$REPS"); do
 		for arm in ib crux; do
 			local lp="$OUT/ibcompare/$arm.r$rep" t0=$SECONDS
-			local -a e=(NCCL_NET=IB NCCL_IBVERBS_LIB="$SOFTRDMA")
+			local -a e=(NCCL_NET=IB NCCL_IBVERBS_LIB="$SOFTRDMA" LD_LIBRARY_PATH="$W/ibv:$LD_LIBRARY_PATH")
 			[ $arm = crux ] && e=(NCCL_NET_PLUGIN=crux NCCL_NET=Crux CRUX_TRANSPORT=verbs CRUX_IBVERBS_LIB="$SOFTRDMA"
 				CRUX_MLX5_LIB="$SOFTRDMA" CRUX_SHM_DIR="$W/shm" CRUX_JOB_ID=ibcompare)
 			if ! ib_common "${e[@]}" bash -c "$(declare -f launch); GC='$GC' W='$W'; launch 2 '$lp' -- bw --min 1M --max 256M --step 4 --iters 10"; then
-				echo "ibcompare: $arm rep $rep FAILED"; tail -5 "$lp".rank*.err; fail=1
+				echo "ibcompare: $arm rep $rep FAILED"; tail -n 5 "$lp".rank*.err; grep -h "WARN\|No device" "$lp".rank0.out | head -5; fail=1
 			fi
 			grep -h '^{' "$lp.rank0.out" | tail -1
 			log "ibcompare: $arm r$rep took $((SECONDS - t0)) s"
@@ -465,9 +470,16 @@ net_tools() {
 			{ echo "jobs: no ip/tc here and no .gpu/iproute2/*.deb to unpack"; return 1; }
 		for f in "$ROOT"/.gpu/iproute2/*.deb; do dpkg-deb -x "$f" "$t/root" 2>/dev/null || dpkg -x "$f" "$t/root"; done
 		local libs="$t/root/lib/x86_64-linux-gnu:$t/root/usr/lib/x86_64-linux-gnu"
+		local d real
 		for f in ip tc; do
+			real=""
+			# the package's own file, not its absolute symlinks (sbin/ip -> /bin/ip)
+			for d in bin sbin usr/bin usr/sbin; do
+				[ -f "$t/root/$d/$f" ] && [ ! -L "$t/root/$d/$f" ] && { real="$t/root/$d/$f"; break; }
+			done
+			[ -n "$real" ] || { echo "jobs: no $f in .gpu/iproute2"; return 1; }
 			printf '#!/bin/sh\nexec /lib64/ld-linux-x86-64.so.2 --library-path "%s" "%s" "$@"\n' \
-				"$libs" "$t/root/sbin/$f" >"$t/bin/$f"
+				"$libs" "$real" >"$t/bin/$f"
 			chmod +x "$t/bin/$f"
 		done
 	fi
