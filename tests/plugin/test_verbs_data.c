@@ -233,6 +233,77 @@ static void test_lane_switch(void **state)
 	cruxn_dereg_mr(rc, rmr);
 }
 
+/*
+ * A receive completion the device writes late (after the sender's LANE_CLOSE
+ * crossed the control socket) must not vanish with its lane: mlx5's
+ * destroy_qp purges the QP's unpolled CQEs from the shared CQ (the double
+ * does too), so the receiver frees a lane only after it counted every part
+ * the sender posted there (LANE_CLOSE carries the count). Seen failing
+ * before: the lane went at LANE_CLOSE and the first receive never finished.
+ */
+static void test_lane_close_waits_for_parts(void **state)
+{
+	static unsigned char sb[8192], rb[2][8192];
+	struct vx_comm *s = sc, *r = rc;
+	void *smr, *rmr, *sreq = NULL, *rreq[2] = {NULL, NULL};
+	size_t cap = sizeof(rb[0]);
+	int done = 0, purged;
+	(void)state;
+
+	assert_int_equal(cruxn_reg_mr(sc, sb, sizeof(sb), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_reg_mr(rc, rb, sizeof(rb), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
+	vxd.hold_recv = true;
+	fill(sb, sizeof(sb), 21);
+	{
+		void *d = rb[0];
+		assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, &rmr, &rreq[0]), CRUXN_SUCCESS);
+	}
+	for (int k = 0; !sreq && k < 1000; k++)
+		assert_int_equal(cruxn_isend(sc, sb, sizeof(sb), 0, smr, &sreq), CRUXN_SUCCESS);
+	assert_non_null(sreq);
+	wait_done(sreq, NULL); /* the sender's WRITE completed: its lane is drained */
+
+	/* a new decision: the next message moves the sender to lane 1, lane 0 closes */
+	s->b.tag.cls.tos = 26 << 2;
+	s->b.ops->boundary(&s->b, true, false);
+	{
+		void *d = rb[1];
+		assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, &rmr, &rreq[1]), CRUXN_SUCCESS);
+	}
+	sreq = NULL;
+	for (int k = 0; (!sreq || r->cur->id != 1) && k < 5000; k++) {
+		if (!sreq)
+			assert_int_equal(cruxn_isend(sc, sb, 100, 0, smr, &sreq), CRUXN_SUCCESS);
+		cruxn_vx_ctrl_progress(s); /* the sender's LANE_CLOSE out */
+		assert_int_equal(cruxn_test(rreq[0], &done, NULL), CRUXN_SUCCESS);
+		assert_false(done); /* its completion is not written yet */
+		usleep(100);
+	}
+	assert_non_null(sreq);
+	assert_int_equal(s->cur->id, 1);
+	assert_int_equal(r->cur->id, 1); /* the receiver read LANE_CLOSE */
+	for (int k = 0; k < 20; k++) /* whatever the receiver does with lane 0 now */
+		assert_int_equal(cruxn_test(rreq[0], &done, NULL), CRUXN_SUCCESS);
+	purged = vxd.purged;
+	vxd.hold_recv = false;
+	vxd_release_held();
+	assert_int_equal(purged, 0); /* no completion vanished with a destroyed queue pair */
+	wait_done(rreq[0], NULL);
+	wait_done(rreq[1], NULL);
+	wait_done(sreq, NULL);
+	check(rb[0], sizeof(rb[0]), 21);
+	/* lane 0 goes once its part was counted */
+	for (int k = 0; k < 1000 && (cruxn_vx_lane_find(r, 0) || cruxn_vx_lane_find(s, 0)); k++) {
+		r->b.ops->progress(&r->b);
+		s->b.ops->progress(&s->b);
+		usleep(100);
+	}
+	assert_null(cruxn_vx_lane_find(r, 0));
+	assert_null(cruxn_vx_lane_find(s, 0));
+	cruxn_dereg_mr(sc, smr);
+	cruxn_dereg_mr(rc, rmr);
+}
+
 static uint16_t sport_of[1 << 12];
 
 static int fake_udp_sport(struct ibv_qp *qp, uint16_t port)
@@ -641,6 +712,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_32_in_flight, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_switch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_flip_back, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lane_close_waits_for_parts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_hold_bounds, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_four_qps, setup4, teardown4),
 		cmocka_unit_test_setup_teardown(test_flush, setup, teardown),

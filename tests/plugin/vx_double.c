@@ -241,6 +241,36 @@ static void cq_push(struct ibv_cq *cq, const struct ibv_wc *wc)
 	}
 }
 
+/* Receive completions written late (vxd.hold_recv): the responder's CQE after its ACK. */
+#define VXD_HELD_MAX 256
+static struct {
+	struct ibv_cq *cq;
+	struct ibv_wc wc;
+} held[VXD_HELD_MAX];
+static int nheld;
+
+void vxd_release_held(void)
+{
+	for (int i = 0; i < nheld; i++)
+		cq_push(held[i].cq, &held[i].wc);
+	nheld = 0;
+}
+
+/* As mlx5's destroy_qp (__mlx5_cq_clean): the QP's completions not yet polled vanish. */
+static void cq_purge(struct ibv_cq *cq, uint32_t qp_num)
+{
+	struct vxd_cq *c = (struct vxd_cq *)(void *)cq;
+	int keep = 0;
+
+	for (int i = 0; i < c->count; i++) {
+		const struct ibv_wc *w = &c->wc[(c->head + i) % VXD_CQ_MAX];
+		if (w->qp_num != qp_num)
+			c->wc[(c->head + keep++) % VXD_CQ_MAX] = *w;
+	}
+	vxd.purged += c->count - keep;
+	c->count = keep;
+}
+
 static int poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 {
 	struct vxd_cq *c = (struct vxd_cq *)(void *)cq;
@@ -359,7 +389,12 @@ static int post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_
 				rc.imm_data = wr->imm_data;
 				rc.byte_len = (uint32_t)len;
 				rc.qp_num = peer->qp.qp_num;
-				cq_push(peer->qp.recv_cq, &rc);
+				if (vxd.hold_recv && nheld < VXD_HELD_MAX) {
+					held[nheld].cq = peer->qp.recv_cq;
+					held[nheld++].wc = rc;
+				} else {
+					cq_push(peer->qp.recv_cq, &rc);
+				}
 			}
 		}
 		/* the data landed but the acknowledgement is lost (the responder closed) */
@@ -437,7 +472,16 @@ static int destroy_qp(struct ibv_qp *qp)
 	for (struct vxd_qp **pp = &qps; *pp; pp = &(*pp)->next) {
 		if (&(*pp)->qp == qp) {
 			struct vxd_qp *q = *pp;
+			int keep = 0;
 			*pp = q->next;
+			cq_purge(qp->send_cq, qp->qp_num);
+			if (qp->recv_cq != qp->send_cq)
+				cq_purge(qp->recv_cq, qp->qp_num);
+			for (int i = 0; i < nheld; i++)
+				if (held[i].wc.qp_num != qp->qp_num)
+					held[keep++] = held[i];
+			vxd.purged += nheld - keep;
+			nheld = keep;
 			free(q);
 			vxd.qps--;
 			return 0;
@@ -503,6 +547,7 @@ uint64_t vxd_qp_bytes(uint32_t qpn)
 
 void vxd_enable_rc(struct cruxn_ibv *v)
 {
+	nheld = 0;
 	v->create_cq = create_cq;
 	v->destroy_cq = destroy_cq;
 	v->create_qp = create_qp;

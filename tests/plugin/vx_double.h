@@ -43,6 +43,8 @@ struct vxd {
 	int reads;          /* RDMA READs executed */
 	bool lose_ack;      /* the next signaled WRITE lands but completes RETRY_EXC_ERR */
 	bool refuse_mr;     /* reg_mr fails (ENOMEM) */
+	bool hold_recv;     /* receive completions are written late: vxd_release_held() */
+	int purged;         /* completions destroy_qp removed before they were polled */
 	uint64_t last_read_addr;
 };
 
@@ -65,6 +67,8 @@ void vxd_enable_rc(struct cruxn_ibv *v);
  * opened into 'out' with NCCL's default GID rules. 0 = ok.
  */
 int vxd_open_lo(struct cruxn_vx *out);
+/* The receive completions held back (vxd.hold_recv) become visible, in order. */
+void vxd_release_held(void);
 /* What a QP was given at RTR. */
 uint8_t vxd_qp_tc(uint32_t qpn);
 uint32_t vxd_qp_flow_label(uint32_t qpn);

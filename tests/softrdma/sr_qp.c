@@ -266,6 +266,18 @@ static void qp_reset(struct sr_qp *qp)
 	qp->a.qp_state = IBV_QPS_RESET;
 }
 
+/* As mlx5's destroy_qp (__mlx5_cq_clean): the QP's completions not yet polled vanish. */
+static void cq_purge(struct sr_cq *cq, uint32_t qpn)
+{
+	int keep = 0;
+	for (int i = 0; i < cq->n; i++) {
+		struct ibv_wc w = cq->ring[(cq->head + i) % cq->cap];
+		if (w.qp_num != qpn)
+			cq->ring[(cq->head + keep++) % cq->cap] = w;
+	}
+	cq->n = keep;
+}
+
 SR_API int ibv_destroy_qp(struct ibv_qp *ib)
 {
 	struct sr_qp *qp = (struct sr_qp *)ib;
@@ -279,6 +291,9 @@ SR_API int ibv_destroy_qp(struct ibv_qp *ib)
 			sr_conn_close(c, cn);
 	}
 	c->qps[qp->slot] = NULL;
+	cq_purge((struct sr_cq *)ib->send_cq, ib->qp_num);
+	if (ib->recv_cq != ib->send_cq)
+		cq_purge((struct sr_cq *)ib->recv_cq, ib->qp_num);
 	((struct sr_cq *)ib->send_cq)->users--;
 	((struct sr_cq *)ib->recv_cq)->users--;
 	pthread_mutex_unlock(&c->mu);

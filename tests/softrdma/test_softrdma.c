@@ -238,6 +238,26 @@ static void test_write_imm(void **st)
 	assert_int_equal(wc.opcode, IBV_WC_RDMA_WRITE);
 }
 
+/*
+ * destroy_qp takes the QP's unpolled completions out of its CQ, as mlx5
+ * does (a completion of a QP destroyed too early is lost). Seen failing
+ * before: the receive completion was still there to poll.
+ */
+static void test_destroy_purges_cqes(void **st)
+{
+	struct fx *f = *st;
+	struct ibv_wc wc;
+	assert_int_equal(srt_recv(f->b.qp, 78, NULL, 0, 0), 0);
+	assert_int_equal(srt_post(f->a.qp, IBV_WR_RDMA_WRITE_WITH_IMM, 13, f->ba, 64, f->ma->lkey,
+				  (uintptr_t)f->bb, f->mb->rkey, 7, true), 0);
+	/* acknowledged: the responder wrote its completion before answering */
+	assert_int_equal(srt_wait(f->a.cq, &wc, 1, 5000), 1);
+	assert_int_equal(wc.status, IBV_WC_SUCCESS);
+	assert_int_equal(ibv_destroy_qp(f->b.qp), 0);
+	f->b.qp = NULL;
+	assert_int_equal(ibv_poll_cq(f->b.cq, 1, &wc), 0);
+}
+
 static void test_read(void **st)
 {
 	struct fx *f = *st;
@@ -576,6 +596,7 @@ int main(void)
 		cmocka_unit_test(test_async_events),
 		cmocka_unit_test_setup_teardown(test_write, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_write_imm, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_destroy_purges_cqes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_read, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_send_recv, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_rkey, setup, teardown),

@@ -295,6 +295,7 @@ static void lane_close(struct vx_comm *c, struct vx_lane *l)
 	l->state = VX_LANE_CLOSING;
 	msg_init(c, &m, VX_LANE_CLOSE, l->id);
 	m.addr = c->cur->id; /* the lane the sender is on */
+	m.parts = l->parts;  /* what the receiver must have counted before the lane goes */
 	cruxn_vx_ctrl_send(c, &m);
 }
 
@@ -447,8 +448,11 @@ static void recv_ctrl(struct vx_comm *c, const struct vx_msg *m)
 			c->cur = to;
 			c->b.marked = to->cls;
 		}
-		if (l && l != c->cur)
-			l->state = VX_LANE_CLOSING; /* freed once its CTS writes completed */
+		if (l && l != c->cur) {
+			/* freed once its CTS writes completed and every part was counted */
+			l->state = VX_LANE_CLOSING;
+			l->close_parts = m->parts;
+		}
 	}
 }
 
@@ -513,7 +517,8 @@ void cruxn_vx_ctrl_progress(struct vx_comm *c)
 	/* receiver: closing lanes whose CTS writes completed go, and the sender hears it */
 	if (!c->b.is_send) {
 		for (struct vx_lane *l = c->lanes; l; l = l->next) {
-			if (l->state == VX_LANE_CLOSING && l->outstanding == 0) {
+			if (l->state == VX_LANE_CLOSING && l->outstanding == 0 &&
+			    l->parts == l->close_parts) {
 				struct vx_msg g;
 				msg_init(c, &g, VX_LANE_GONE, l->id);
 				lane_unlink_free(c, l->id);

@@ -306,6 +306,8 @@ static void on_wc(struct vx_comm *c, const struct ibv_wc *wc)
 				      "peer out of step (not a Crux peer?)");
 			return;
 		}
+		if (l)
+			l->parts++; /* a closing lane goes once the sender's count is reached */
 		if (l && l->state != VX_LANE_CLOSING && q < l->nqps)
 			(void)post_recvs_qp(c, l, q, 1);
 		if (++vxr(r)->parts[slot] < IMM_PARTS(imm))
@@ -510,6 +512,7 @@ static crux_status_t vx_post_send(struct cruxn_base *b, struct cruxn_req *r)
 			return CRUX_ERR_REMOTE;
 		}
 		l->outstanding++;
+		l->parts++;
 		vxr(r)->pending++;
 	}
 	c->qrr = (c->qrr + (uint32_t)nparts) % (uint32_t)c->cur->nqps;

@@ -19,7 +19,7 @@
 #include "vx_req.h"
 
 #define VX_MAGIC      0x42565843u /* "CXVB" */
-#define VX_VERSION    2
+#define VX_VERSION    3 /* 3: LANE_CLOSE carries the lane's part count */
 #define VX_FIFO       CRUXN_NET_MAX_REQUESTS
 #define VX_SLOTS      CRUXN_NET_MAX_RECVS
 #define VX_RECV_DEPTH (VX_FIFO * VX_SLOTS) /* per QP: one receive per message in flight */
@@ -90,7 +90,7 @@ struct vx_msg {
 	};
 	uint64_t addr; /* HELLO: FIFO; ACCEPT: size table; BYE: the receiver's next row */
 	uint32_t rkey;
-	uint32_t pad2;
+	uint32_t parts; /* LANE_CLOSE: WRITE WITH IMMEDIATE parts the sender posted on the lane */
 };
 
 enum vx_lane_state { VX_LANE_BUILDING = 1, VX_LANE_UP, VX_LANE_CLOSING };
@@ -106,6 +106,13 @@ struct vx_lane {
 	uint16_t sport[VX_MAX_QPS];      /* UDP source port asked for (0: device's hash) */
 	uint32_t flow_label[VX_MAX_QPS]; /* what realises it */
 	int outstanding;                 /* signaled work requests not yet completed */
+	/*
+	 * Parts (WRITE WITH IMMEDIATE) the sender posted on the lane / the
+	 * receiver's completions of them; a closing lane's queue pairs go only
+	 * when the two agree, since destroying a QP purges its unpolled CQEs.
+	 */
+	uint32_t parts;
+	uint32_t close_parts; /* receiver: the count LANE_CLOSE gave */
 	uint64_t since_ns;               /* when the sender asked for it (bounds the build) */
 	struct vx_lane *next;
 };
