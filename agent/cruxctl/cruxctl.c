@@ -402,7 +402,8 @@ static int change_table(const struct ctx *c, struct crux_dt_writer *w, const str
 		memcpy(r->ports, ch->routes[k].ports, sizeof(r->ports));
 	}
 	if (!ch->set && !ch->all && !found)
-		rc = fail(c, "job 0x%016llx has no override", (unsigned long long)ch->key);
+		rc = fail(c, "job %s (0x%016llx) has no override (see 'cruxctl status')",
+			  ch->id[0] ? ch->id : "-", (unsigned long long)ch->key);
 	if (rc == 0) {
 		char err[512] = "";
 		st = crux_dt_publish_ex(w, t->jobs, nj, t->routes, nr, err, sizeof(err));
@@ -472,7 +473,7 @@ static int through_agent(const struct ctx *c, const struct change *ch, pid_t hol
 	}
 	st = cruxd_status_read(c->dir, sb, &hb);
 	if (st != CRUX_OK || !hb || crux_now_ns() - hb > timeout_ns ||
-	    kill((pid_t)sb->agent_pid, 0) != 0) {
+	    (kill((pid_t)sb->agent_pid, 0) != 0 && errno != EPERM)) {
 		rc = fail(c,
 			  "the decision table in %s is held by pid %d, but no agent answers (%s): "
 			  "if cruxd is starting or another cruxctl is writing, retry; if pid %d "
@@ -480,6 +481,14 @@ static int through_agent(const struct ctx *c, const struct change *ch, pid_t hol
 			  c->dir, (int)holder,
 			  st != CRUX_OK ? "no agent status record" : "its status heartbeat is old",
 			  (int)holder);
+		goto out;
+	}
+	if (sb->cluster[0] && sb->cluster_stale) {
+		/* Nothing could reach the other hosts: say so now, change nothing. */
+		rc = fail(c, "etcd is unreachable from this host's agent (cluster %s: %s): the change "
+			     "cannot reach the other hosts and was not made; retry when etcd is "
+			     "back ('cruxctl status' says STALE until then)",
+			  sb->cluster, sb->cluster_error[0] ? sb->cluster_error : "no answer");
 		goto out;
 	}
 	st = cruxd_overrides_load(c->dir, old, err, sizeof(err));
@@ -497,7 +506,9 @@ static int through_agent(const struct ctx *c, const struct change *ch, pid_t hol
 	*o = *old;
 	if (!change_overrides(o, ch) && !replaced) {
 		rc = ch->set ? fail(c, "too many overrides (%d)", CRUXD_MAX_OVERRIDES)
-			     : fail(c, "job 0x%016llx has no override", (unsigned long long)ch->key);
+			     : fail(c, "job %s (0x%016llx) has no override on this host (see "
+				       "'cruxctl status')",
+				    ch->id[0] ? ch->id : "-", (unsigned long long)ch->key);
 		goto out;
 	}
 	seq = (old->seq > sb->overrides_seq ? old->seq : sb->overrides_seq) + 1;
@@ -524,8 +535,16 @@ static int through_agent(const struct ctx *c, const struct change *ch, pid_t hol
 			rc = fail(c, "the agent refused the overrides: %s", sb->overrides_error);
 			break;
 		}
+		if (sb->cluster[0] && sb->cluster_stale) {
+			rc = fail(c, "etcd became unreachable from this host's agent (cluster %s: %s): "
+				     "the change cannot reach the other hosts: change withdrawn; retry "
+				     "when etcd is back",
+				  sb->cluster, sb->cluster_error[0] ? sb->cluster_error : "no answer");
+			break;
+		}
 	}
-	if (rc != 0 && (!sb->overrides_error[0] || !strcmp(sb->overrides_error, prior_error)))
+	if (rc != 0 && !(sb->cluster[0] && sb->cluster_stale) &&
+	    (!sb->overrides_error[0] || !strcmp(sb->overrides_error, prior_error)))
 		rc = fail(c, "the agent (pid %u) did not apply the change within %.1f s: change "
 			     "withdrawn",
 			  sb->agent_pid, (double)(3000000000ull + 4 * sb->interval_ns) / 1e9);
@@ -620,6 +639,13 @@ static int cmd_change(const struct ctx *c, bool set, int argc, char **argv)
 		bool running = false;
 		for (size_t i = 0; i < v.nrecs; i++)
 			running |= v.recs[i].id.job_key == ch.key;
+		/* ranks attached to cruxd over its socket, and the agent's own view */
+		for (size_t i = 0; i < v.narecs; i++)
+			running |= v.arecs[i].id.job_key == ch.key;
+		for (uint32_t i = 0; v.agent_alive && v.agent && i < v.agent->njobs &&
+				     i < CRUXD_STATUS_MAX_JOBS;
+		     i++)
+			running |= v.agent->jobs[i].job_key == ch.key && v.agent->jobs[i].nranks > 0;
 		if (!running)
 			fprintf(stderr,
 				"cruxctl: warning: no running process publishes job %s: the entry "
@@ -649,6 +675,13 @@ static int cmd_change(const struct ctx *c, bool set, int argc, char **argv)
 	err[0] = '\0';
 	st = crux_dt_writer_open_shadow(c->dir, &settings, &w, &holder, err, sizeof(err));
 	crux_log_set_sink(NULL, NULL);
+	if (st == CRUX_ERR_BUSY && timeout_ns) {
+		rc = fail(c, "--timeout applies only without a running agent (it sets how long "
+			     "plugins trust a table nobody refreshes); cruxd (pid %d) keeps the "
+			     "heartbeat itself: drop --timeout",
+			  (int)holder);
+		goto out;
+	}
 	if (st == CRUX_ERR_BUSY) {
 		rc = through_agent(c, &ch, holder,
 				   v.table_st == CRUX_OK ? v.table->settings.heartbeat_timeout_ns

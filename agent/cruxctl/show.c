@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cruxctl status / top: gather and render. */
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -97,7 +98,7 @@ crux_status_t view_load(struct view *v, const char *dir)
 		/* A beat after our clock read (cruxd beats while we read) is age 0, not "never". */
 		v->agent_hb_age_ns = !hb ? UINT64_MAX : hb <= v->now_ns ? v->now_ns - hb : 0;
 		v->agent_alive = v->agent_hb_age_ns < timeout &&
-				 kill((pid_t)v->agent->agent_pid, 0) == 0;
+				 (kill((pid_t)v->agent->agent_pid, 0) == 0 || errno == EPERM);
 	}
 	v->scan_st = crux_prof_scan(dir, 0, scan_cb, v, &v->scan);
 	/* Attached processes: what a live cruxd copied for us (a dead one's copies are old). */

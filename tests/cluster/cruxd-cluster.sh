@@ -4,14 +4,15 @@
 # over the three hosts, and one job per host (J1..J3). Checks:
 #   - every agent applies the same schedule revision and gives JA one level;
 #   - cruxctl set on one host applies on every host (through etcd), clear too;
+#     overrides set on two hosts are both in force, cleared one by one;
 #   - the leader frozen (SIGSTOP) past its lease: another leads; resumed, the
 #     old leader finds its lease gone and follows the new leader's schedule;
 #   - the leader cruxd SIGKILLed: another leads within the lease TTL and the
 #     schedule continues (JA stays scheduled at its level, never re-profiled);
 #   - a non-leader SIGKILLed: its host record expires, its job leaves the
 #     schedule of the others;
-#   - etcd stopped: the tables stay, status says stale, cruxctl set is not
-#     acknowledged (withdrawn); etcd back: not stale, a new override goes through.
+#   - etcd stopped: the tables stay, status says stale, cruxctl set fails at
+#     once naming etcd; etcd back: not stale, a new override goes through.
 # Usage: cruxd-cluster.sh CRUXD CRUXCTL FAKE_RANK
 set -eu
 CRUXD=$1
@@ -36,10 +37,31 @@ CRUX_SHM_DIR=$T/h2 "$CTL" set --job JA --level 0 >/dev/null || fail "cruxctl set
 MINREV=$REV
 wait_agree "1 2 3" JA overridden 10 "the override of h2 did not reach every host"
 [ "$LEVEL" = 0 ] || fail "override level $LEVEL, not 0"
-CRUX_SHM_DIR=$T/h2 "$CTL" clear >/dev/null || fail "cruxctl clear in cluster mode"
+# Overrides from two hosts merge: h3's override of J3 leaves h2's of JA in
+# force (once, both hosts' whole files went to one key: the last one won).
+CRUX_SHM_DIR=$T/h3 "$CTL" set --job J3 --level 1 >/dev/null || fail "cruxctl set on h3"
+MINREV=$REV
+wait_agree "1 2 3" J3 overridden 10 "the override of h3 did not reach every host"
+for h in 1 2 3; do
+	[ "$(job_of "$T/s$h.json" JA)" = '"level":0,"state":"overridden"' ] ||
+		fail "h3's override removed h2's from h$h: JA is $(job_of "$T/s$h.json" JA)"
+done
+# Clearing one job on h2 leaves h3's override.
+CRUX_SHM_DIR=$T/h2 "$CTL" clear --job JA >/dev/null || fail "cruxctl clear --job JA on h2"
 MINREV=$REV
 wait_agree "1 2 3" JA scheduled 10 "clearing the override did not reach every host"
-echo "override: set and cleared on every host (revision $REV)"
+for h in 1 2 3; do
+	[ "$(job_of "$T/s$h.json" J3)" = '"level":1,"state":"overridden"' ] ||
+		fail "clearing JA on h2 removed h3's override of J3 on h$h"
+done
+CRUX_SHM_DIR=$T/h3 "$CTL" clear >/dev/null || fail "cruxctl clear on h3"
+MINREV=$REV
+wait_agree "1 2 3" J3 scheduled 10 "clearing J3 on h3 did not reach every host"
+if CRUX_SHM_DIR=$T/h1 "$CTL" clear --job nosuch >"$T/clr.out" 2>&1; then
+	fail "clear --job nosuch succeeded"
+fi
+grep -q "job env:nosuch (0x" "$T/clr.out" || fail "clear --job nosuch does not name the job: $(cat "$T/clr.out")"
+echo "override: set on two hosts, both in force, cleared one by one on every host (revision $REV)"
 
 # ---- the leader freezes past its lease, then resumes ----
 F=${LEADER#h}
@@ -124,14 +146,19 @@ st "$M" >"$T/stale.json"
 grep -q '"running":true' "$T/stale.json" || fail "the agent stopped refreshing its table without etcd"
 [ "$(job_of "$T/stale.json" JA)" = "$before" ] || fail "the table changed without etcd"
 grep -q "etcd unreachable" "$T/a$M.log" || fail "no log line says etcd is unreachable"
-# An override cannot reach the cluster now: not acknowledged, withdrawn.
+# An override cannot reach the cluster now: refused at once, with the reason.
+t0=$(date +%s%N)
 if CRUX_SHM_DIR=$T/h$M "$CTL" set --job JA --level 0 >"$T/set.out" 2>&1; then
 	fail "cruxctl set was acknowledged with etcd stopped: $(cat "$T/set.out")"
 fi
-grep -q withdrawn "$T/set.out" || fail "cruxctl set with etcd stopped: $(cat "$T/set.out")"
+ms=$((($(date +%s%N) - t0) / 1000000))
+grep -q "etcd is unreachable" "$T/set.out" || fail "cruxctl set with etcd stopped: $(cat "$T/set.out")"
+[ "$ms" -lt 1500 ] || fail "cruxctl set with etcd stopped took $ms ms to fail"
+[ ! -e "$T/h$M/overrides.conf" ] || ! grep -q "^job" "$T/h$M/overrides.conf" ||
+	fail "cruxctl set with etcd stopped left an override in the file"
 [ "$(job_of "$(st "$M" >"$T/stale2.json"; echo "$T/stale2.json")" JA)" = "$before" ] ||
 	fail "the table changed without etcd"
-echo "etcd stopped: h$M keeps JA ($before), status stale, cruxctl set withdrawn"
+echo "etcd stopped: h$M keeps JA ($before), status stale, cruxctl set refused at once ($ms ms)"
 # Same member, same data and ports: the leases and keys come back.
 "$ETCD_BIN" --name m1 --data-dir "$T/etcd/m1" \
 	--listen-client-urls "http://127.0.0.1:$ETCD_BASE" --advertise-client-urls "http://127.0.0.1:$ETCD_BASE" \

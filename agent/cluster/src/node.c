@@ -24,6 +24,13 @@ struct link_health {
 	bool waited;	  /* a call of the streak ran into its timeout */
 };
 
+/* One job's override as changed on this host and not yet written: 'before'
+ * is its state when the first unwritten change was made (NULL: none). */
+struct ovr_change {
+	uint64_t key;
+	char *before, *after; /* NUL-terminated text, NULL: no override (delete) */
+};
+
 struct crux_cluster_node {
 	struct crux_cluster_cfg cfg;
 	char cluster[CRUX_CLUSTER_NAME_MAX], host[CRUX_CLUSTER_NAME_MAX];
@@ -39,9 +46,9 @@ struct crux_cluster_node {
 	char *view_text; /* to publish */
 	size_t view_len;
 	bool view_dirty;
-	char *ovr_text; /* to write */
-	size_t ovr_len;
-	bool ovr_dirty, replan;
+	struct ovr_change *ovr; /* operators' changes not yet written, by job key */
+	size_t novr, ovr_cap;
+	bool replan;
 	char *last_plan; /* the last schedule written, with rev and term 0 */
 	size_t last_plan_len;
 	uint64_t planned_sig; /* inputs of the last schedule written */
@@ -246,7 +253,7 @@ crux_status_t crux_cluster_open(const struct crux_cluster_cfg *cfg, struct crux_
 	snprintf(n->k_ctl, sizeof(n->k_ctl), "/crux/%s/ctl/", n->cluster);
 	snprintf(n->k_leader, sizeof(n->k_leader), "%sleader", n->k_ctl);
 	snprintf(n->k_sched, sizeof(n->k_sched), "%sschedule", n->k_ctl);
-	snprintf(n->k_ovr, sizeof(n->k_ovr), "%soverrides", n->k_ctl);
+	snprintf(n->k_ovr, sizeof(n->k_ovr), "/crux/%s/overrides/", n->cluster);
 	/* Stale until etcd first answers. */
 	n->etcd = (struct link_health){.bad_since = mono_s(), .waited = true};
 	n->watch = n->etcd;
@@ -280,7 +287,11 @@ static void teardown(struct crux_cluster_node *n)
 	crux_cv_schedule_free(&n->latest);
 	pthread_mutex_destroy(&n->mu);
 	free(n->view_text);
-	free(n->ovr_text);
+	for (size_t i = 0; i < n->novr; i++) {
+		free(n->ovr[i].before);
+		free(n->ovr[i].after);
+	}
+	free(n->ovr);
 	free(n->last_plan);
 	free(n);
 }
@@ -326,18 +337,93 @@ crux_status_t crux_cluster_set_view(struct crux_cluster_node *n, const struct cr
 	return CRUX_OK;
 }
 
-crux_status_t crux_cluster_set_overrides(struct crux_cluster_node *n, const char *text,
-					 size_t len)
+static bool text_eq(const char *a, const char *b)
 {
-	char *t = malloc(len + 1);
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+static crux_status_t dup_text(const char *t, size_t len, char **out)
+{
+	*out = NULL;
 	if (!t)
+		return CRUX_OK;
+	if (memchr(t, '\n', len) || memchr(t, '\0', len) || len == 0)
+		return CRUX_ERR_INVAL; /* one line per override */
+	if (!(*out = malloc(len + 1)))
 		return CRUX_ERR_NOMEM;
-	memcpy(t, text, len);
-	t[len] = '\0';
-	free(n->ovr_text);
-	n->ovr_text = t;
-	n->ovr_len = len;
-	n->ovr_dirty = true;
+	memcpy(*out, t, len);
+	(*out)[len] = '\0';
+	return CRUX_OK;
+}
+
+crux_status_t crux_cluster_override(struct crux_cluster_node *n, uint64_t job_key,
+				    const char *before, size_t blen, const char *after, size_t alen)
+{
+	char *b, *a;
+	crux_status_t st;
+	size_t i;
+
+	if (!job_key)
+		return CRUX_ERR_INVAL;
+	if ((st = dup_text(before, blen, &b)) != CRUX_OK)
+		return st;
+	if ((st = dup_text(after, alen, &a)) != CRUX_OK) {
+		free(b);
+		return st;
+	}
+	for (i = 0; i < n->novr && n->ovr[i].key != job_key; i++)
+		;
+	if (i < n->novr) {
+		struct ovr_change *c = &n->ovr[i];
+		free(b);
+		free(c->after);
+		c->after = a;
+		if (text_eq(c->before, c->after)) {
+			/* Back where it was before the unwritten change (withdrawn): write
+			 * nothing, so another host's override of this job stays. */
+			free(c->before);
+			free(c->after);
+			n->ovr[i] = n->ovr[--n->novr];
+		}
+		return CRUX_OK;
+	}
+	if (text_eq(b, a)) {
+		free(a);
+		free(b);
+		return CRUX_OK;
+	}
+	if (n->novr == n->ovr_cap) {
+		size_t cap = n->ovr_cap ? 2 * n->ovr_cap : 8;
+		struct ovr_change *m = realloc(n->ovr, cap * sizeof(*m));
+		if (!m) {
+			free(a);
+			free(b);
+			return CRUX_ERR_NOMEM;
+		}
+		n->ovr = m;
+		n->ovr_cap = cap;
+	}
+	n->ovr[n->novr++] = (struct ovr_change){.key = job_key, .before = b, .after = a};
+	return CRUX_OK;
+}
+
+/* Write the operators' changes: one key per job, put or delete. */
+static crux_status_t write_overrides(struct crux_cluster_node *n)
+{
+	while (n->novr) {
+		struct ovr_change *c = &n->ovr[0];
+		char k[160];
+		int kl = snprintf(k, sizeof(k), "%s0x%016llx", n->k_ovr, (unsigned long long)c->key);
+		crux_status_t st = c->after ? crux_etcd_put(n->e, k, (size_t)kl, c->after,
+							    strlen(c->after), 0, NULL)
+					    : crux_etcd_delete(n->e, k, (size_t)kl, false, NULL);
+		if (st != CRUX_OK)
+			return st;
+		n->bytes_written += (size_t)kl + (c->after ? strlen(c->after) : 0);
+		free(c->before);
+		free(c->after);
+		n->ovr[0] = n->ovr[--n->novr];
+	}
 	return CRUX_OK;
 }
 
@@ -413,6 +499,37 @@ static uint64_t inputs_sig(const struct crux_etcd_range *r)
 	return h;
 }
 
+/* The overrides keys (etcd returns them sorted by key: every leader builds
+ * the same text) as one line each; a value that is not one line is left out. */
+static crux_status_t overrides_text(struct crux_cluster_node *n, const struct crux_etcd_range *ro,
+				    char **out, size_t *len)
+{
+	size_t cap = 1, off = 0;
+	char *t;
+
+	for (size_t i = 0; i < ro->n; i++)
+		cap += ro->kvs[i].value_len + 1;
+	if (!(t = malloc(cap)))
+		return CRUX_ERR_NOMEM;
+	for (size_t i = 0; i < ro->n; i++) {
+		const struct crux_etcd_kv *kv = &ro->kvs[i];
+		if (!kv->value_len || memchr(kv->value, '\n', kv->value_len) ||
+		    memchr(kv->value, '\0', kv->value_len)) {
+			if (crux_log_once_key(0x0e77ull ^ (uint64_t)kv->mod_revision))
+				crux_warn("cluster %s: override %s is not one line of text: left out",
+					  n->cluster, (const char *)kv->key);
+			continue;
+		}
+		memcpy(t + off, kv->value, kv->value_len);
+		off += kv->value_len;
+		t[off++] = '\n';
+	}
+	t[off] = '\0';
+	*out = t;
+	*len = off;
+	return CRUX_OK;
+}
+
 /* The leader's round: views at one revision -> merge -> plan -> fenced write. */
 static crux_status_t lead(struct crux_cluster_node *n)
 {
@@ -433,13 +550,12 @@ static crux_status_t lead(struct crux_cluster_node *n)
 		return st;
 	n->seen_rev = 0; /* set again once this read is fully handled */
 	struct crux_etcd_range ro;
-	st = crux_etcd_get(n->e, n->k_ovr, strlen(n->k_ovr), false, &ro);
+	st = crux_etcd_get(n->e, n->k_ovr, strlen(n->k_ovr), true, &ro);
 	if (st != CRUX_OK) {
 		crux_etcd_range_free(&r);
 		return st;
 	}
-	uint64_t sig = inputs_sig(&r) ^ (ro.n ? (uint64_t)ro.kvs[0].mod_revision * 0x9e3779b97f4a7c15ull
-					      : 0);
+	uint64_t sig = inputs_sig(&r) ^ (inputs_sig(&ro) * 0x9e3779b97f4a7c15ull);
 	if (sig == n->planned_sig && n->planned_term == n->term && !n->replan) {
 		n->seen_rev = r.revision;
 		crux_etcd_range_free(&r);
@@ -451,8 +567,8 @@ static crux_status_t lead(struct crux_cluster_node *n)
 	size_t nv = 0;
 	struct crux_cv_host merged = {0};
 	struct crux_cv_schedule s = {0};
-	char *txt = NULL, *cmp = NULL;
-	size_t len = 0, cmp_len = 0;
+	char *txt = NULL, *cmp = NULL, *otext = NULL;
+	size_t len = 0, cmp_len = 0, olen = 0;
 	if (r.n && !views) {
 		st = CRUX_ERR_NOMEM;
 		goto out;
@@ -468,8 +584,9 @@ static crux_status_t lead(struct crux_cluster_node *n)
 	}
 	crux_status_t pst = crux_cv_merge(views, nv, &merged);
 	if (pst == CRUX_OK)
-		pst = n->cfg.plan(n->cfg.arg, &merged, ro.n ? (const char *)ro.kvs[0].value : NULL,
-				  ro.n ? ro.kvs[0].value_len : 0, &s);
+		pst = overrides_text(n, &ro, &otext, &olen);
+	if (pst == CRUX_OK)
+		pst = n->cfg.plan(n->cfg.arg, &merged, otext, olen, &s);
 	if (pst == CRUX_OK)
 		pst = crux_cv_schedule_encode(&s, &cmp, &cmp_len);
 	if (pst == CRUX_OK && n->last_plan && n->planned_term == n->term &&
@@ -515,6 +632,7 @@ static crux_status_t lead(struct crux_cluster_node *n)
 out:
 	if (st == CRUX_OK && n->planned_sig == sig && n->planned_term == n->term)
 		n->seen_rev = r.revision; /* handled: the next probe compares with it */
+	free(otext);
 	free(txt);
 	free(cmp);
 	crux_etcd_range_free(&ro);
@@ -579,14 +697,8 @@ crux_status_t crux_cluster_step(struct crux_cluster_node *n)
 			n->bytes_written += n->view_len + strlen(n->k_me);
 		}
 	}
-	if (st == CRUX_OK && n->ovr_dirty) {
-		st = crux_etcd_put(n->e, n->k_ovr, strlen(n->k_ovr), n->ovr_text, n->ovr_len, 0,
-				   NULL);
-		if (st == CRUX_OK) {
-			n->ovr_dirty = false;
-			n->bytes_written += n->ovr_len + strlen(n->k_ovr);
-		}
-	}
+	if (st == CRUX_OK && n->novr)
+		st = write_overrides(n);
 	/* Campaign when the watcher saw the leader key go, and once per TTL in
 	 * case a deletion fell between a list and its watch. */
 	if (st == CRUX_OK && n->term == 0 &&
@@ -612,7 +724,7 @@ void crux_cluster_get_status(struct crux_cluster_node *n, struct crux_cluster_st
 	out->term = n->term;
 	out->schedules_written = n->schedules_written;
 	out->bytes_written = n->bytes_written;
-	out->overrides_pending = n->ovr_dirty;
+	out->overrides_pending = n->novr > 0;
 	out->renewals = n->renewals;
 	snprintf(out->leader_name, sizeof(out->leader_name), "%s", n->term > 0 ? n->host : n->leader_name);
 	pthread_mutex_lock(&n->mu);
@@ -621,6 +733,11 @@ void crux_cluster_get_status(struct crux_cluster_node *n, struct crux_cluster_st
 	out->received_revision = n->latest_rev;
 	out->received_at = n->latest_at;
 	double now = mono_s();
-	out->stale = health_stale(&n->etcd, now) || health_stale(&n->watch, now);
+	bool se = health_stale(&n->etcd, now);
+	out->stale = se || health_stale(&n->watch, now);
 	pthread_mutex_unlock(&n->mu);
+	if (out->stale)
+		snprintf(out->error, sizeof(out->error), "%s",
+			 se && crux_etcd_last_error(n->e)[0] ? crux_etcd_last_error(n->e)
+							     : "the watch on etcd failed");
 }

@@ -29,6 +29,7 @@ struct ag_cluster {
 	bool have_sched;
 	int64_t plan_term;	     /* the term the planner's jobs belong to */
 	struct cruxd_overrides *ovr; /* the cluster's overrides (leader) */
+	struct cruxd_overrides *local; /* this host's overrides as last handed to the node */
 	char *ovr_text;		     /* the record they were parsed from */
 	size_t ovr_len;
 	struct cruxd_view mview;	/* the merged view, as the planner takes it */
@@ -218,28 +219,43 @@ static crux_status_t planner_from_schedule(struct cruxd_agent *a, uint64_t now)
 	return CRUX_OK;
 }
 
+/* The cluster's overrides: one line per job, each parsed on its own, so a
+ * bad key (written by hand) is left out without dropping the others. */
 static void take_overrides(struct cruxd_agent *a, const char *text, size_t len)
 {
 	struct ag_cluster *cl = a->cl;
-	struct cruxd_overrides *n;
+	struct cruxd_overrides *n, *one;
+	const char *p = text, *end = text + len;
+	unsigned bad = 0;
 	char err[256], *t;
 
 	if (len == cl->ovr_len && (!len || (cl->ovr_text && !memcmp(text, cl->ovr_text, len))))
 		return;
 	n = calloc(1, sizeof(*n));
+	one = calloc(1, sizeof(*one));
 	t = malloc(len + 1);
-	if (!n || !t) {
+	if (!n || !t || !one) {
 		free(n);
+		free(one);
 		free(t);
 		return;
 	}
-	if (len && cruxd_overrides_parse(text, len, n, err, sizeof(err)) != CRUX_OK) {
-		crux_err("cluster %s: the overrides record is refused, keeping the previous "
-			 "overrides: %s; fix: run 'cruxctl set' or 'cruxctl clear' on any host",
-			 a->cfg.cluster, err);
-		free(n);
-		len = 0;
-		n = NULL;
+	while (p < end) {
+		const char *eol = memchr(p, '\n', (size_t)(end - p));
+		size_t ll = (size_t)((eol ? eol : end) - p);
+
+		if (cruxd_overrides_parse(p, ll, one, err, sizeof(err)) != CRUX_OK || one->n != 1 ||
+		    cruxd_overrides_find(n, one->o[0].job_key) >= 0 ||
+		    cruxd_overrides_put(n, &one->o[0]) != CRUX_OK) {
+			if (crux_log_once_key(0x0e7e5ull ^ crux_job_key_of(p)))
+				crux_err("cluster %s: an override in etcd is refused and left out "
+					 "(%.*s): %s; fix: run 'cruxctl set' or 'cruxctl clear' for "
+					 "that job on any host",
+					 a->cfg.cluster, (int)(ll > 120 ? 120 : ll), p,
+					 one->n != 1 ? "not one job line" : err);
+			bad++;
+		}
+		p = eol ? eol + 1 : end;
 	}
 	if (len)
 		memcpy(t, text, len);
@@ -247,12 +263,11 @@ static void take_overrides(struct cruxd_agent *a, const char *text, size_t len)
 	free(cl->ovr_text);
 	cl->ovr_text = t;
 	cl->ovr_len = len;
-	if (!n)
-		return;
 	memcpy(cl->ovr, n, sizeof(*n));
 	free(n);
-	crux_info("cluster %s: overrides (seq %llu): %u job(s)", a->cfg.cluster,
-		  (unsigned long long)cl->ovr->seq, cl->ovr->n);
+	free(one);
+	crux_info("cluster %s: overrides: %u job(s)%s", a->cfg.cluster, cl->ovr->n,
+		  bad ? " (some refused)" : "");
 	a->resched_pending = true;
 }
 
@@ -500,24 +515,47 @@ void ag_cluster_pass(struct cruxd_agent *a, uint64_t now)
 	(void)crux_cluster_step(cl->node);
 }
 
+/* This host's overrides file changed: hand every job whose override changed
+ * to the node (its before and after), which writes one key per job. */
 void ag_cluster_overrides_changed(struct cruxd_agent *a)
 {
-	size_t len = 0;
-	char *buf;
+	struct ag_cluster *cl = a->cl;
+	char before[2048], after[2048];
+	unsigned changed = 0;
 
-	if (!a->cl)
+	if (!cl)
 		return;
-	buf = malloc(CRUXD_OVERRIDES_MAX_BYTES);
-	if (!buf)
-		return;
-	if (cruxd_overrides_format(a->ovr, buf, CRUXD_OVERRIDES_MAX_BYTES, &len) == CRUX_OK &&
-	    crux_cluster_set_overrides(a->cl->node, buf, len) == CRUX_OK) {
-		a->cl->ovr_pushed = a->ovr->seq;
-		crux_info("cluster %s: overrides (seq %llu, %u job(s)) go to every host through "
-			  "etcd",
-			  a->cfg.cluster, (unsigned long long)a->ovr->seq, a->ovr->n);
+	for (int pass = 0; pass < 2; pass++) {
+		const struct cruxd_overrides *x = pass ? a->ovr : cl->local;
+		for (uint32_t i = 0; i < x->n; i++) {
+			uint64_t key = x->o[i].job_key;
+			int bi = cruxd_overrides_find(cl->local, key), ai = cruxd_overrides_find(a->ovr, key);
+			size_t bl = 0, al = 0;
+			crux_status_t st = CRUX_OK;
+
+			if (pass && bi >= 0)
+				continue; /* seen in the first pass */
+			if (bi >= 0)
+				st = cruxd_override_format_line(&cl->local->o[bi], before, sizeof(before), &bl);
+			if (ai >= 0 && st == CRUX_OK)
+				st = cruxd_override_format_line(&a->ovr->o[ai], after, sizeof(after), &al);
+			if (st == CRUX_OK && bi >= 0 && ai >= 0 && bl == al && !memcmp(before, after, bl))
+				continue;
+			if (st == CRUX_OK)
+				st = crux_cluster_override(cl->node, key, bi >= 0 ? before : NULL, bl,
+							   ai >= 0 ? after : NULL, al);
+			if (st != CRUX_OK)
+				crux_err("cluster %s: the override of job 0x%016llx cannot go to etcd: %s",
+					 a->cfg.cluster, (unsigned long long)key, crux_status_str(st));
+			else
+				changed++;
+		}
 	}
-	free(buf);
+	memcpy(cl->local, a->ovr, sizeof(*a->ovr));
+	cl->ovr_pushed = a->ovr->seq;
+	if (changed)
+		crux_info("cluster %s: %u override change(s) (seq %llu) go to every host through etcd",
+			  a->cfg.cluster, changed, (unsigned long long)a->ovr->seq);
 }
 
 void ag_cluster_report(struct cruxd_agent *a, struct cruxd_status_body *b)
@@ -536,6 +574,7 @@ void ag_cluster_report(struct cruxd_agent *a, struct cruxd_status_body *b)
 	b->schedule_input = cs.applied_input;
 	b->schedules_written = cs.schedules_written;
 	b->cluster_stale = cs.stale;
+	snprintf(b->cluster_error, sizeof(b->cluster_error), "%s", cs.error);
 	/* cruxctl set waits for this: in cluster mode, until etcd holds the overrides. */
 	if (!cs.overrides_pending)
 		cl->ovr_acked = cl->ovr_pushed;
@@ -550,7 +589,10 @@ crux_status_t ag_cluster_open(struct cruxd_agent *a, char *err, size_t errlen)
 	struct crux_cluster_cfg cc;
 	crux_status_t st;
 
-	if (!cl || !(cl->ovr = calloc(1, sizeof(*cl->ovr)))) {
+	if (!cl || !(cl->ovr = calloc(1, sizeof(*cl->ovr))) ||
+	    !(cl->local = calloc(1, sizeof(*cl->local)))) {
+		if (cl)
+			free(cl->ovr);
 		free(cl);
 		snprintf(err, errlen, "out of memory");
 		return CRUX_ERR_NOMEM;
@@ -573,10 +615,14 @@ crux_status_t ag_cluster_open(struct cruxd_agent *a, char *err, size_t errlen)
 	if (st != CRUX_OK) {
 		a->cl = NULL;
 		free(cl->ovr);
+		free(cl->local);
 		free(cl);
 		return st;
 	}
 	a->povr = cl->ovr;
+	/* What the file holds at start is taken as written already: a restarted
+	 * agent does not push old overrides over what others changed meanwhile. */
+	memcpy(cl->local, a->ovr, sizeof(*a->ovr));
 	cl->ovr_pushed = cl->ovr_acked = a->ovr->seq;
 	return CRUX_OK;
 }
@@ -592,6 +638,7 @@ void ag_cluster_close(struct cruxd_agent *a)
 	ag_view_free(&cl->mview);
 	free(cl->ovr_text);
 	free(cl->ovr);
+	free(cl->local);
 	free(cl);
 	a->cl = NULL;
 	a->povr = a->ovr;

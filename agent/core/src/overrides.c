@@ -426,8 +426,8 @@ out:
 	return st;
 }
 
-crux_status_t cruxd_overrides_format(const struct cruxd_overrides *o, char *buf, size_t len,
-				     size_t *outlen)
+crux_status_t cruxd_override_format_line(const struct cruxd_override *x, char *buf, size_t len,
+					size_t *outlen)
 {
 	size_t off = 0;
 	int w;
@@ -442,26 +442,42 @@ crux_status_t cruxd_overrides_format(const struct cruxd_overrides *o, char *buf,
 
 	if (!len)
 		return CRUX_ERR_RANGE;
+	PUT("job 0x%016llx level %u", (unsigned long long)x->job_key, x->level);
+	if (x->job_id[0]) {
+		PUT(" id ");
+		for (size_t k = 0; k < sizeof(x->job_id) && x->job_id[k]; k++) {
+			unsigned char c = (unsigned char)x->job_id[k];
+			if (id_plain(c))
+				PUT("%c", c);
+			else
+				PUT("%%%02X", c);
+		}
+	}
+	for (uint8_t r = 0; r < x->nroutes && r < CRUXD_OVR_MAX_ROUTES; r++) {
+		char rb[160];
+		cruxd_route_format(&x->routes[r], rb, sizeof(rb));
+		PUT(" route %s", rb);
+	}
+	*outlen = off;
+	return CRUX_OK;
+}
+
+crux_status_t cruxd_overrides_format(const struct cruxd_overrides *o, char *buf, size_t len,
+				     size_t *outlen)
+{
+	size_t off = 0, n;
+	crux_status_t st;
+	int w;
+
+	if (!len)
+		return CRUX_ERR_RANGE;
 	PUT("# crux overrides: written by cruxctl, applied by cruxd\nseq %llu\n",
 	    (unsigned long long)o->seq);
 	for (uint32_t i = 0; i < o->n; i++) {
-		const struct cruxd_override *x = &o->o[i];
-		PUT("job 0x%016llx level %u", (unsigned long long)x->job_key, x->level);
-		if (x->job_id[0]) {
-			PUT(" id ");
-			for (size_t k = 0; k < sizeof(x->job_id) && x->job_id[k]; k++) {
-				unsigned char c = (unsigned char)x->job_id[k];
-				if (id_plain(c))
-					PUT("%c", c);
-				else
-					PUT("%%%02X", c);
-			}
-		}
-		for (uint8_t r = 0; r < x->nroutes && r < CRUXD_OVR_MAX_ROUTES; r++) {
-			char rb[160];
-			cruxd_route_format(&x->routes[r], rb, sizeof(rb));
-			PUT(" route %s", rb);
-		}
+		st = cruxd_override_format_line(&o->o[i], buf + off, len - off, &n);
+		if (st != CRUX_OK)
+			return st;
+		off += n;
 		PUT("\n");
 	}
 #undef PUT

@@ -7,8 +7,10 @@
  *                                  written only when it changes
  *   /crux/<cluster>/ctl/leader     the leader key (crux/elect.h)
  *   /crux/<cluster>/ctl/schedule   the schedule record, written fenced
- *   /crux/<cluster>/ctl/overrides  the operator's overrides (cruxctl set on any
- *                                  host), text the plan callback interprets
+ *   /crux/<cluster>/overrides/0x<job key>  one operator's override of one
+ *                                  job (cruxctl set on any host), one line
+ *                                  of text the plan callback interprets;
+ *                                  the leader hands them over in key order
  *
  * crux_cluster_step, called from the agent's loop, renews the lease (every
  * 0.25..0.33 TTL, spread at random), campaigns, and — on the leader, when
@@ -34,8 +36,9 @@ extern "C" {
 
 #define CRUX_CLUSTER_NAME_MAX 64
 
-/* The leader's planner: merged view (+ the overrides record, NULL when
- * there is none) -> schedule (levels, jobs). The node fills input_revision
+/* The leader's planner: merged view (+ the overrides: every override key's
+ * value as one line, in key order; empty when there is none) -> schedule
+ * (levels, jobs). The node fills input_revision
  * and term; a schedule equal to the last one written is not written again. */
 typedef crux_status_t (*crux_cluster_plan_fn)(void *arg, const struct crux_cv_host *merged,
 					      const char *overrides, size_t overrides_len,
@@ -63,11 +66,12 @@ struct crux_cluster_status {
 	int64_t received_revision; /* newest schedule the watcher took (applied at the next step) */
 	double received_at;	   /* when, CLOCK_MONOTONIC seconds */
 	bool stale;		  /* etcd unreachable: last schedule kept */
-	bool overrides_pending;	  /* set_overrides not yet written to etcd */
+	bool overrides_pending;	  /* override changes not yet written to etcd */
 	uint64_t schedules_written;
 	uint64_t bytes_written; /* keys + values this node put */
 	uint64_t renewals;	/* lease keep-alives sent */
 	char leader_name[CRUX_CLUSTER_NAME_MAX];
+	char error[160]; /* while stale: etcd's last error in words */
 };
 
 struct crux_cluster_node;
@@ -84,10 +88,17 @@ void crux_cluster_abandon(struct crux_cluster_node *n);
 
 /* Set this host's view (published by the next step if it changed). */
 crux_status_t crux_cluster_set_view(struct crux_cluster_node *n, const struct crux_cv_host *view);
-/* Write the cluster's overrides record (by the next step; plain put, no lease:
- * it outlives this host). */
-crux_status_t crux_cluster_set_overrides(struct crux_cluster_node *n, const char *text,
-					 size_t len);
+/*
+ * An operator's change on this host of one job's override, from 'before' to
+ * 'after' (one line of text each; NULL: no override). The next step writes
+ * it to /crux/<cluster>/overrides/0x<job key> (a put, no lease: it outlives
+ * this host; or a delete). A change back to the state before a change not
+ * yet written cancels it: a withdrawn change writes nothing, so it never
+ * removes what another host wrote meanwhile.
+ */
+crux_status_t crux_cluster_override(struct crux_cluster_node *n, uint64_t job_key,
+				    const char *before, size_t blen, const char *after,
+				    size_t alen);
 /* Have the leader call the plan callback at the next step even when no
  * input changed (time-driven decisions: profiling windows, hold times). */
 void crux_cluster_replan(struct crux_cluster_node *n);

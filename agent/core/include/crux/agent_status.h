@@ -25,7 +25,7 @@ extern "C" {
 
 #define CRUXD_STATUS_FILE "agent.status"
 #define CRUXD_STATUS_MAGIC 0x41585243u /* "CRXA" little-endian */
-#define CRUXD_STATUS_VERSION 4
+#define CRUXD_STATUS_VERSION 5
 #define CRUXD_STATUS_MAX_JOBS CRUX_DT_MAX_JOBS
 #define CRUXD_STATUS_JOB_HOSTS 8
 #define CRUXD_STATUS_JOB_PATHS 8
@@ -121,6 +121,7 @@ struct cruxd_status_body {
 	uint64_t schedules_written; /* by this host as leader */
 	uint8_t cluster_stale;	   /* etcd unreachable: the last schedule stays in force */
 	uint8_t reserved2[7];
+	char cluster_error[160];   /* while stale: why (etcd's last error) */
 	struct cruxd_status_job jobs[CRUXD_STATUS_MAX_JOBS];
 	struct cruxd_status_peer peers[CRUXD_STATUS_MAX_PEERS];
 };

@@ -72,6 +72,11 @@ crux_status_t cruxd_job_ref_parse(const char *text, uint64_t *key, char *id, siz
 crux_status_t cruxd_overrides_parse(const char *buf, size_t len, struct cruxd_overrides *out,
 				    char *err, size_t errlen);
 
+/* One override as the file's line "job 0x... level N [id ID] [route R]..."
+ * (no newline; NUL-terminated). CRUX_ERR_RANGE if 'len' is too small. */
+crux_status_t cruxd_override_format_line(const struct cruxd_override *x, char *buf, size_t len,
+					size_t *outlen);
+
 /* Write the text form; CRUX_ERR_RANGE if 'len' is too small. */
 crux_status_t cruxd_overrides_format(const struct cruxd_overrides *o, char *buf, size_t len,
 				     size_t *outlen);
