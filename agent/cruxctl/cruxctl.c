@@ -301,11 +301,31 @@ struct change {
 	int level;
 	int nroutes;
 	struct cruxd_override_route routes[CRUXD_OVR_MAX_ROUTES];
+	/* Cluster mode, before a clear: take into this host's file the
+	 * overrides in force that another host set (from this table), so the
+	 * clear that follows removes them from etcd too. */
+	const struct crux_dt_contents *adopt;
 };
 
 /* Apply to the overrides list; false when clearing something that is not there. */
 static bool change_overrides(struct cruxd_overrides *o, const struct change *ch)
 {
+	if (ch->adopt) {
+		bool added = false;
+		for (uint32_t i = 0; i < ch->adopt->njobs; i++) {
+			const struct crux_dt_job *j = &ch->adopt->jobs[i];
+			struct cruxd_override x;
+			if (j->state != CRUX_JOB_OVERRIDDEN || (!ch->all && j->job_key != ch->key) ||
+			    cruxd_overrides_find(o, j->job_key) >= 0)
+				continue;
+			memset(&x, 0, sizeof(x));
+			x.job_key = j->job_key;
+			snprintf(x.job_id, sizeof(x.job_id), "%s", j->job_id);
+			x.level = j->level;
+			added |= cruxd_overrides_put(o, &x) == CRUX_OK;
+		}
+		return added;
+	}
 	if (ch->set) {
 		struct cruxd_override x;
 		int i = cruxd_overrides_find(o, ch->key);
@@ -504,7 +524,11 @@ static int through_agent(const struct ctx *c, const struct change *ch, pid_t hol
 		goto out;
 	}
 	*o = *old;
-	if (!change_overrides(o, ch) && !replaced) {
+	if (ch->adopt && !change_overrides(o, ch)) {
+		rc = 0; /* every override in force is in this host's file already */
+		goto out;
+	}
+	if (!ch->adopt && !change_overrides(o, ch) && !replaced) {
 		rc = ch->set ? fail(c, "too many overrides (%d)", CRUXD_MAX_OVERRIDES)
 			     : fail(c, "job %s (0x%016llx) has no override on this host (see "
 				       "'cruxctl status')",
@@ -528,7 +552,9 @@ static int through_agent(const struct ctx *c, const struct change *ch, pid_t hol
 		if (cruxd_status_read(c->dir, sb, NULL) != CRUX_OK)
 			continue;
 		if (sb->overrides_seq >= seq) {
-			rc = report(c, ch, "applied by the agent");
+			rc = ch->adopt ? 0 : report(c, ch, sb->cluster[0] ? "applied by the agent, "
+								       "in etcd for every host"
+								     : "applied by the agent");
 			goto out;
 		}
 		if (sb->overrides_error[0] && strcmp(sb->overrides_error, prior_error)) {
@@ -683,9 +709,17 @@ static int cmd_change(const struct ctx *c, bool set, int argc, char **argv)
 		goto out;
 	}
 	if (st == CRUX_ERR_BUSY) {
-		rc = through_agent(c, &ch, holder,
-				   v.table_st == CRUX_OK ? v.table->settings.heartbeat_timeout_ns
-							 : CRUX_DT_DEFAULT_HEARTBEAT_TIMEOUT_NS);
+		uint64_t hbt = v.table_st == CRUX_OK ? v.table->settings.heartbeat_timeout_ns
+						     : CRUX_DT_DEFAULT_HEARTBEAT_TIMEOUT_NS;
+		if (!set && v.table_st == CRUX_OK && v.agent_st == CRUX_OK && v.agent->cluster[0]) {
+			/* An override another host set is in force here but not in this
+			 * host's file: take it in first, so the clear reaches etcd. */
+			struct change ad = ch;
+			ad.adopt = v.table;
+			if ((rc = through_agent(c, &ad, holder, hbt)) != 0)
+				goto out;
+		}
+		rc = through_agent(c, &ch, holder, hbt);
 		goto out;
 	}
 	if (st != CRUX_OK) {

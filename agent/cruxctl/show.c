@@ -413,6 +413,11 @@ void view_text(const struct view *v, FILE *f, bool compact)
 				(long long)v->agent->schedule_input,
 				v->agent->cluster_stale ? "  STALE: etcd unreachable, last schedule kept"
 							: "");
+		if (v->agent->cluster[0] && v->agent->cluster_stale && v->agent->cluster_error[0])
+			fprintf(f, "                etcd: %s\n", v->agent->cluster_error);
+		if (v->agent->cluster[0] && v->agent->cluster_resyncs)
+			fprintf(f, "                resynchronised %u time(s) with etcd; last: %s\n",
+				v->agent->cluster_resyncs, v->agent->cluster_resync);
 		if (v->agent->max_slowdown > 0)
 			fprintf(f,
 				"fairness guard  max slowdown %.2fx (CRUX_MAX_SLOWDOWN)  level "
@@ -776,6 +781,12 @@ void view_json(const struct view *v, struct json *j)
 			json_u64(j, (uint64_t)v->agent->schedule_input);
 			json_key(j, "stale");
 			json_bool(j, v->agent->cluster_stale);
+			json_key(j, "error");
+			json_str(j, v->agent->cluster_error);
+			json_key(j, "resyncs");
+			json_u64(j, v->agent->cluster_resyncs);
+			json_key(j, "last_resync");
+			json_str(j, v->agent->cluster_resync);
 			json_end_obj(j);
 		} else {
 			json_null(j);

@@ -248,6 +248,9 @@ crux_status_t cruxd_prom_render(const struct cruxd_prom_snapshot *snap, uint64_t
 		      b->cluster_stale);
 		plain(f, "crux_cluster_schedules_written_total", "counter",
 		      "Schedules this host wrote as leader.", (double)b->schedules_written);
+		plain(f, "crux_cluster_resyncs_total", "counter",
+		      "Times this host found another etcd store (restored, rebuilt) and "
+		      "resynchronised.", (double)b->cluster_resyncs);
 	}
 	plain(f, "crux_agent_overrides_error", "gauge",
 	      "1 when the last overrides file was refused (cruxctl status says why).",

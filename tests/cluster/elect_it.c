@@ -56,9 +56,9 @@ int main(int argc, char **argv)
 	CHECK(crux_elect_campaign(a, lk, "agent-a", la, &again, NULL, 0) == CRUX_OK && again == ta);
 	CHECK(crux_elect_campaign(b, lk, "agent-b", lb, &tb, holder, sizeof(holder)) == CRUX_OK);
 	CHECK(tb == 0 && strcmp(holder, "agent-a") == 0);
-	CHECK(crux_elect_fenced_put(a, lk, ta, sk, "from-a", 6, &rev) == CRUX_OK);
-	CHECK(crux_elect_fenced_put(b, lk, tb, sk, "from-b", 6, &rev) == CRUX_ERR_PERM);
-	CHECK(crux_elect_fenced_put(b, lk, ta + 1, sk, "from-b", 6, &rev) == CRUX_ERR_PERM);
+	CHECK(crux_elect_fenced_put(a, lk, ta, 0, sk, "from-a", 6, &rev) == CRUX_OK);
+	CHECK(crux_elect_fenced_put(b, lk, tb, 0, sk, "from-b", 6, &rev) == CRUX_ERR_PERM);
+	CHECK(crux_elect_fenced_put(b, lk, ta + 1, 0, sk, "from-b", 6, &rev) == CRUX_ERR_PERM);
 
 	/* A freezes (no more renewals); B renews and campaigns every 200 ms. */
 	double t0 = now_s(), next_ka = t0;
@@ -77,9 +77,9 @@ int main(int argc, char **argv)
 	printf("takeover after %.2f s (lease TTL 2 s)\n", took);
 	CHECK(tb > ta);
 	CHECK(took < 2 + 3); /* TTL plus etcd's expiry granularity, with margin */
-	CHECK(crux_elect_fenced_put(b, lk, tb, sk, "from-b", 6, &rev) == CRUX_OK);
+	CHECK(crux_elect_fenced_put(b, lk, tb, 0, sk, "from-b", 6, &rev) == CRUX_OK);
 	/* The deposed leader wakes up and tries to write: fenced. */
-	CHECK(crux_elect_fenced_put(a, lk, ta, sk, "from-a", 6, &rev) == CRUX_ERR_PERM);
+	CHECK(crux_elect_fenced_put(a, lk, ta, 0, sk, "from-a", 6, &rev) == CRUX_ERR_PERM);
 	CHECK(crux_etcd_lease_keepalive(a, la, &ttl) == CRUX_ERR_NOENT);
 	struct crux_etcd_range r;
 	CHECK(crux_etcd_get(a, sk, strlen(sk), false, &r) == CRUX_OK && r.n == 1);

@@ -41,17 +41,25 @@ crux_status_t crux_elect_campaign(struct crux_etcd *e, const char *key, const ch
 }
 
 crux_status_t crux_elect_fenced_put(struct crux_etcd *e, const char *leader_key, int64_t term,
-				    const char *key, const void *val, size_t vlen, int64_t *revision)
+				    int64_t lease, const char *key, const void *val, size_t vlen,
+				    int64_t *revision)
 {
 	if (term <= 0)
 		return CRUX_ERR_PERM;
-	struct crux_etcd_cmp fence = {.target = CRUX_ETCD_CMP_CREATE, .result = CRUX_ETCD_EQUAL,
-				      .key = leader_key, .klen = strlen(leader_key), .number = term};
+	size_t lk = strlen(leader_key);
+	struct crux_etcd_cmp fence[2] = {
+		{.target = CRUX_ETCD_CMP_CREATE, .result = CRUX_ETCD_EQUAL, .key = leader_key,
+		 .klen = lk, .number = term},
+		/* A plain put on the leader key keeps its create revision but
+		 * detaches it from the lease: that is no longer our leadership. */
+		{.target = CRUX_ETCD_CMP_LEASE, .result = CRUX_ETCD_EQUAL, .key = leader_key,
+		 .klen = lk, .number = lease},
+	};
 	struct crux_etcd_op put = {.kind = CRUX_ETCD_OP_PUT, .key = key, .klen = strlen(key),
 				   .value = val, .vlen = vlen};
 	bool ok = false;
 	int64_t rev = 0;
-	crux_status_t st = crux_etcd_txn(e, &fence, 1, &put, 1, NULL, 0, &ok, &rev);
+	crux_status_t st = crux_etcd_txn(e, fence, lease ? 2 : 1, &put, 1, NULL, 0, &ok, &rev);
 	if (st != CRUX_OK)
 		return st;
 	if (!ok)
@@ -73,4 +81,21 @@ crux_status_t crux_elect_resign(struct crux_etcd *e, const char *leader_key, int
 	if (st != CRUX_OK)
 		return st;
 	return ok ? CRUX_OK : CRUX_ERR_PERM;
+}
+
+crux_status_t crux_elect_drop_leaseless(struct crux_etcd *e, const char *leader_key, int64_t create,
+					bool *dropped)
+{
+	size_t klen = strlen(leader_key);
+	struct crux_etcd_cmp cmp[2] = {
+		{.target = CRUX_ETCD_CMP_CREATE, .result = CRUX_ETCD_EQUAL, .key = leader_key,
+		 .klen = klen, .number = create},
+		{.target = CRUX_ETCD_CMP_LEASE, .result = CRUX_ETCD_EQUAL, .key = leader_key,
+		 .klen = klen, .number = 0},
+	};
+	struct crux_etcd_op del = {.kind = CRUX_ETCD_OP_DELETE, .key = leader_key, .klen = klen};
+	*dropped = false;
+	if (create <= 0)
+		return CRUX_ERR_INVAL;
+	return crux_etcd_txn(e, cmp, 2, &del, 1, NULL, 0, dropped, NULL);
 }

@@ -151,6 +151,11 @@ const char *crux_etcd_endpoint(const struct crux_etcd *e)
 	return e->eps[e->cur];
 }
 
+void crux_etcd_identity(const struct crux_etcd *e, struct crux_etcd_identity *out)
+{
+	*out = e->id;
+}
+
 const char *crux_etcd_last_error(const struct crux_etcd *e)
 {
 	return e->lasterr;
@@ -335,6 +340,11 @@ static crux_status_t call_parse(struct crux_etcd *e, const char *path, json_obje
 	crux_status_t st = etcd_call(e, path, req, &b);
 	if (st == CRUX_OK) {
 		st = parse(b.p, b.len, out);
+		if (st == CRUX_OK) {
+			uint64_t k = e->id.answers + 1;
+			etcd_last_header(&e->id);
+			e->id.answers = k;
+		}
 		if (st == CRUX_ERR_CORRUPT)
 			snprintf(e->lasterr, sizeof(e->lasterr), "%s: malformed answer to %s",
 				 e->eps[e->cur], path);

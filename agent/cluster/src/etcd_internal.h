@@ -27,7 +27,11 @@ struct crux_etcd {
 	char *ca, *cert, *key;
 	long timeout_ms;
 	char lasterr[320];
+	struct crux_etcd_identity id; /* header of the last answer parsed */
 };
+
+/* The header the calling thread's last parse read. */
+void etcd_last_header(struct crux_etcd_identity *out);
 
 struct etcd_buf {
 	char *p;

@@ -144,6 +144,35 @@ static crux_status_t get_bytes(json_object *o, const char *name, uint8_t **buf, 
 	return CRUX_OK;
 }
 
+/* The last header parsed by this thread (the transport copies it into the
+ * handle that made the call: a handle is used by one thread at a time). */
+static _Thread_local struct crux_etcd_identity last_header;
+
+void etcd_last_header(struct crux_etcd_identity *out)
+{
+	*out = last_header;
+}
+
+/* cluster_id and member_id: unsigned 64-bit (a string, all 20 digits may be
+ * used); absent or unreadable: 0 (unknown, the check is skipped). */
+static uint64_t header_id(json_object *h, const char *name)
+{
+	json_object *m;
+	uint64_t v = 0;
+	if (!json_object_object_get_ex(h, name, &m) || !json_object_is_type(m, json_type_string))
+		return 0;
+	const char *s = json_object_get_string(m);
+	size_t n = (size_t)json_object_get_string_len(m);
+	if (n == 0 || n > 20 || strlen(s) != n)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9' || v > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10)
+			return 0;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+	}
+	return v;
+}
+
 static crux_status_t header_revision(json_object *o, int64_t *rev)
 {
 	json_object *h;
@@ -152,7 +181,13 @@ static crux_status_t header_revision(json_object *o, int64_t *rev)
 		return st;
 	if (!h)
 		return CRUX_ERR_CORRUPT; /* every etcd answer carries a header */
-	return get_u64(h, "revision", rev);
+	st = get_u64(h, "revision", rev);
+	if (st == CRUX_OK) {
+		last_header.revision = *rev;
+		last_header.cluster_id = header_id(h, "cluster_id");
+		last_header.member_id = header_id(h, "member_id");
+	}
+	return st;
 }
 
 static void kv_free(struct crux_etcd_kv *kv)

@@ -67,6 +67,23 @@ struct crux_cluster_node {
 	int64_t latest_rev, applied_rev, applied_input;
 	double latest_at; /* when the watcher took it (monotonic) */
 	struct link_health watch; /* the watcher's list */
+	/* The leader key as the watcher last saw it (fencing). */
+	bool lk_known, lk_present;
+	int64_t lk_create, lk_lease, lk_seen; /* lk_seen: revision the watcher has seen up to */
+	char lk_holder[CRUX_CLUSTER_NAME_MAX];
+	int64_t sched_key_rev; /* last put or delete of the schedule key the watcher saw */
+	int64_t held_rev;      /* newest schedule refused for its term (said once) */
+	/* Which etcd: a restored or rebuilt store shows as another cluster id or
+	 * a revision going back. */
+	uint64_t store_cid;
+	int64_t store_rev;
+	uint64_t step_answers; /* the step handle's answers already noted */
+	bool resync_pending;
+	uint64_t resyncs;
+	char resync_why[160];
+	/* step only */
+	int64_t written_rev;  /* revision of this leader's last schedule write */
+	double next_selfcheck; /* next comparison of this host's record with etcd */
 };
 
 static double mono_s(void)
@@ -115,21 +132,85 @@ static void take_schedule(struct crux_cluster_node *n, const struct crux_etcd_kv
 	pthread_mutex_unlock(&n->mu);
 }
 
+static bool key_is(const struct crux_etcd_kv *kv, const char *k)
+{
+	size_t l = strlen(k);
+	return kv->key_len == l && memcmp(kv->key, k, l) == 0;
+}
+
+/* The leader key's state (NULL: absent), under mu. */
+static void leader_key_seen(struct crux_cluster_node *n, const struct crux_etcd_kv *kv)
+{
+	n->lk_present = kv != NULL;
+	n->lk_create = kv ? kv->create_revision : 0;
+	n->lk_lease = kv ? kv->lease : 0;
+	if (kv)
+		snprintf(n->lk_holder, sizeof(n->lk_holder), "%.*s",
+			 (int)(kv->value_len < 63 ? kv->value_len : 63), (const char *)kv->value);
+	else
+		n->lk_holder[0] = '\0';
+}
+
 static bool on_watch(void *arg, const struct crux_etcd_watch_msg *m)
 {
 	struct crux_cluster_node *n = arg;
-	size_t ls = strlen(n->k_sched);
 	for (size_t i = 0; i < m->n; i++) {
 		const struct crux_etcd_kv *kv = &m->events[i].kv;
-		size_t ll = strlen(n->k_leader);
-		bool sched = kv->key_len == ls && memcmp(kv->key, n->k_sched, ls) == 0;
-		bool leader = kv->key_len == ll && memcmp(kv->key, n->k_leader, ll) == 0;
-		if (sched && m->events[i].type == CRUX_ETCD_EV_PUT)
-			take_schedule(n, kv);
-		else if (leader && m->events[i].type == CRUX_ETCD_EV_DELETE)
-			atomic_store(&n->leader_gone, true); /* campaign now, not at the next timer */
+		bool put = m->events[i].type == CRUX_ETCD_EV_PUT;
+		if (key_is(kv, n->k_sched)) {
+			pthread_mutex_lock(&n->mu);
+			int64_t r = kv->mod_revision ? kv->mod_revision : m->revision;
+			if (r > n->sched_key_rev)
+				n->sched_key_rev = r;
+			pthread_mutex_unlock(&n->mu);
+			if (put)
+				take_schedule(n, kv);
+		} else if (key_is(kv, n->k_leader)) {
+			pthread_mutex_lock(&n->mu);
+			leader_key_seen(n, put ? kv : NULL);
+			pthread_mutex_unlock(&n->mu);
+			if (!put)
+				atomic_store(&n->leader_gone, true); /* campaign now, not at the next timer */
+		}
 	}
+	pthread_mutex_lock(&n->mu);
+	if (m->revision > n->lk_seen)
+		n->lk_seen = m->revision;
+	pthread_mutex_unlock(&n->mu);
 	return !atomic_load(&n->stop);
+}
+
+/* Under mu: the store that answered (a header). A cluster id other than
+ * the one seen before, or a revision lower than one seen before, is another
+ * store (restored empty or from an older snapshot, rebuilt): every
+ * revision remembered means nothing there; resynchronise. */
+static void note_store(struct crux_cluster_node *n, const struct crux_etcd_identity *id)
+{
+	bool other = false;
+	if (!id->revision)
+		return;
+	if (n->store_cid && id->cluster_id && id->cluster_id != n->store_cid) {
+		snprintf(n->resync_why, sizeof(n->resync_why),
+			 "etcd's cluster id changed from %016llx to %016llx (another or a restored "
+			 "etcd)", (unsigned long long)n->store_cid, (unsigned long long)id->cluster_id);
+		other = true;
+	} else if (id->revision < n->store_rev) {
+		snprintf(n->resync_why, sizeof(n->resync_why),
+			 "etcd's revision went back from %lld to %lld (restored empty or from an "
+			 "older snapshot)", (long long)n->store_rev, (long long)id->revision);
+		other = true;
+	}
+	if (id->cluster_id)
+		n->store_cid = id->cluster_id;
+	if (other || id->revision > n->store_rev)
+		n->store_rev = id->revision;
+	if (!other)
+		return;
+	/* Schedules of the new store start again from low revisions: take them. */
+	n->latest_rev = n->held_rev = n->sched_key_rev = 0;
+	n->applied_rev = 0;
+	n->resync_pending = true;
+	n->resyncs++;
 }
 
 static bool watch_stop(void *arg)
@@ -185,18 +266,37 @@ static double xorshift01(uint64_t *x)
 static void *watcher_main(void *arg)
 {
 	struct crux_cluster_node *n = arg;
-	size_t klen = strlen(n->k_sched);
 	while (!atomic_load(&n->stop)) {
 		struct crux_etcd_range r;
+		struct crux_etcd_identity id;
 		double started = mono_s();
-		crux_status_t gst = crux_etcd_get(n->we, n->k_sched, klen, false, &r);
+		/* The schedule and the leader key at one revision. */
+		crux_status_t gst = crux_etcd_get(n->we, n->k_ctl, strlen(n->k_ctl), true, &r);
 		if (gst != CRUX_OK) {
 			set_watch_ok(n, gst, started);
 			nap(n, 0.5 + 0.5 * xorshift01(&n->wrng));
 			continue;
 		}
-		if (r.n == 1)
-			take_schedule(n, &r.kvs[0]);
+		crux_etcd_identity(n->we, &id);
+		const struct crux_etcd_kv *lk = NULL, *sk = NULL;
+		for (size_t i = 0; i < r.n; i++) {
+			if (key_is(&r.kvs[i], n->k_leader))
+				lk = &r.kvs[i];
+			else if (key_is(&r.kvs[i], n->k_sched))
+				sk = &r.kvs[i];
+		}
+		pthread_mutex_lock(&n->mu);
+		note_store(n, &id);
+		leader_key_seen(n, lk);
+		n->lk_known = true;
+		n->lk_seen = r.revision;
+		if (sk && sk->mod_revision > n->sched_key_rev)
+			n->sched_key_rev = sk->mod_revision;
+		pthread_mutex_unlock(&n->mu);
+		if (!lk)
+			atomic_store(&n->leader_gone, true);
+		if (sk)
+			take_schedule(n, sk);
 		int64_t from = r.revision + 1;
 		crux_etcd_range_free(&r);
 		set_watch_ok(n, CRUX_OK, started);
@@ -535,10 +635,20 @@ static crux_status_t lead(struct crux_cluster_node *n)
 {
 	struct crux_etcd_range r;
 	crux_status_t st;
+	/* Someone else put or deleted the schedule key since our last write (by
+	 * hand, a stale leader's copy): write ours again, even if unchanged. */
+	pthread_mutex_lock(&n->mu);
+	bool force = n->written_rev && n->sched_key_rev > n->written_rev;
+	int64_t foreign = n->sched_key_rev;
+	pthread_mutex_unlock(&n->mu);
+	if (force && crux_log_once_key(0xf0e1ull ^ (uint64_t)foreign))
+		crux_warn("cluster %s: the schedule key was changed by someone other than leader %s "
+			  "at revision %lld: writing the leader's schedule again", n->cluster,
+			  n->host, (long long)foreign);
 	/* Nothing written anywhere since the last full read (a one-key read
 	 * tells the store's revision): the views are unchanged, so skip reading
 	 * all N of them again. */
-	if (n->seen_rev && n->planned_term == n->term && !n->replan) {
+	if (n->seen_rev && n->planned_term == n->term && !n->replan && !force) {
 		if ((st = crux_etcd_get(n->e, n->k_leader, strlen(n->k_leader), false, &r)) != CRUX_OK)
 			return st;
 		bool same = r.revision == n->seen_rev;
@@ -556,7 +666,7 @@ static crux_status_t lead(struct crux_cluster_node *n)
 		return st;
 	}
 	uint64_t sig = inputs_sig(&r) ^ (inputs_sig(&ro) * 0x9e3779b97f4a7c15ull);
-	if (sig == n->planned_sig && n->planned_term == n->term && !n->replan) {
+	if (sig == n->planned_sig && n->planned_term == n->term && !n->replan && !force) {
 		n->seen_rev = r.revision;
 		crux_etcd_range_free(&r);
 		crux_etcd_range_free(&ro);
@@ -589,13 +699,15 @@ static crux_status_t lead(struct crux_cluster_node *n)
 		pst = n->cfg.plan(n->cfg.arg, &merged, otext, olen, &s);
 	if (pst == CRUX_OK)
 		pst = crux_cv_schedule_encode(&s, &cmp, &cmp_len);
-	if (pst == CRUX_OK && n->last_plan && n->planned_term == n->term &&
+	if (pst == CRUX_OK && n->last_plan && n->planned_term == n->term && !force &&
 	    cmp_len == n->last_plan_len && !memcmp(cmp, n->last_plan, cmp_len)) {
 		n->planned_sig = sig; /* the same decisions: nothing to write */
 		goto out;
 	}
 	s.input_revision = r.revision;
 	s.term = n->term;
+	s.lease = n->lease;
+	snprintf(s.leader, sizeof(s.leader), "%s", n->host);
 	if (pst == CRUX_OK)
 		pst = crux_cv_schedule_encode(&s, &txt, &len);
 	if (pst != CRUX_OK) {
@@ -610,8 +722,9 @@ static crux_status_t lead(struct crux_cluster_node *n)
 		goto out;
 	}
 	int64_t wrev = 0;
-	st = crux_elect_fenced_put(n->e, n->k_leader, n->term, n->k_sched, txt, len, &wrev);
+	st = crux_elect_fenced_put(n->e, n->k_leader, n->term, n->lease, n->k_sched, txt, len, &wrev);
 	if (st == CRUX_OK) {
+		n->written_rev = wrev;
 		/* Our write took the next revision: nothing else was written in
 		 * between, so the next probe need not read the views again. */
 		if (wrev == r.revision + 1)
@@ -625,9 +738,11 @@ static crux_status_t lead(struct crux_cluster_node *n)
 		n->schedules_written++;
 		n->bytes_written += len + strlen(n->k_sched);
 	} else if (st == CRUX_ERR_PERM) {
-		crux_warn("cluster %s: no longer the leader (term %lld fenced): schedule not written",
-			  n->cluster, (long long)n->term);
+		crux_warn("cluster %s: host %s is no longer the leader (term %lld fenced: the leader "
+			  "key was replaced or detached from its lease): schedule not written",
+			  n->cluster, n->host, (long long)n->term);
 		n->term = 0;
+		n->written_rev = 0;
 	}
 out:
 	if (st == CRUX_OK && n->planned_sig == sig && n->planned_term == n->term)
@@ -648,7 +763,24 @@ out:
 static void apply_latest(struct crux_cluster_node *n)
 {
 	pthread_mutex_lock(&n->mu);
-	if (n->latest_rev > n->applied_rev) {
+	if (n->latest_rev > n->applied_rev && n->latest_rev != n->held_rev) {
+		const struct crux_cv_schedule *l = &n->latest;
+		/* Only the current leader's schedule: its term is the leader key's
+		 * create revision (and its lease the key's lease). */
+		if (!n->lk_known || !n->lk_present || l->term != n->lk_create ||
+		    (l->lease && l->lease != n->lk_lease)) {
+			if (n->lk_known)
+				crux_warn("cluster %s: host %s: schedule revision %lld is not applied: it "
+					  "names term %lld (leader %s) but the leader key is %s%lld "
+					  "(holder %s): a stale or forged schedule; waiting for the "
+					  "leader's", n->cluster, n->host, (long long)n->latest_rev,
+					  (long long)l->term, l->leader[0] ? l->leader : "?",
+					  n->lk_present ? "at term " : "absent, term ",
+					  (long long)n->lk_create, n->lk_present ? n->lk_holder : "-");
+			n->held_rev = n->latest_rev;
+			pthread_mutex_unlock(&n->mu);
+			return;
+		}
 		n->applied_rev = n->latest_rev;
 		n->applied_input = n->latest.input_revision;
 		/* The callback runs under the lock: the watcher only swaps schedules. */
@@ -676,6 +808,20 @@ static crux_status_t publish_view(struct crux_cluster_node *n, bool *mine)
 
 	if (st == CRUX_OK && !*mine)
 		st = crux_etcd_txn(n->e, &absent, 1, &put, 1, NULL, 0, mine, NULL);
+	if (st == CRUX_OK && !*mine) {
+		/* Written by hand without a lease (etcdctl put): no agent owns it and
+		 * it would never expire: take it back, if unchanged since read. */
+		struct crux_etcd_range r;
+		st = crux_etcd_get(n->e, n->k_me, kl, false, &r);
+		if (st == CRUX_OK && r.n == 1 && r.kvs[0].lease == 0) {
+			struct crux_etcd_cmp same = {.target = CRUX_ETCD_CMP_MOD,
+						     .result = CRUX_ETCD_EQUAL, .key = n->k_me,
+						     .klen = kl, .number = r.kvs[0].mod_revision};
+			st = crux_etcd_txn(n->e, &same, 1, &put, 1, NULL, 0, mine, NULL);
+		}
+		if (st == CRUX_OK)
+			crux_etcd_range_free(&r);
+	}
 	if (st == CRUX_OK && !*mine && crux_log_once_key(0x4057d0ull ^ (uint64_t)n->lease))
 		crux_err("cluster %s: host name %s is held by another agent's lease (another "
 			 "agent with this name, or this host's previous run until its lease ends): "
@@ -685,24 +831,138 @@ static crux_status_t publish_view(struct crux_cluster_node *n, bool *mine)
 	return st;
 }
 
+/* Anti-entropy: this host's record as etcd holds it, compared now and then
+ * with what we published (deleted or overwritten by hand, lost in a
+ * compaction accident): published again when it differs. */
+static crux_status_t check_own_record(struct crux_cluster_node *n, double now)
+{
+	struct crux_etcd_range r;
+	crux_status_t st;
+	const char *why = NULL;
+
+	if (n->view_dirty || !n->view_text || !n->lease || now < n->next_selfcheck)
+		return CRUX_OK;
+	n->next_selfcheck = now + (double)n->cfg.ttl_s * (0.9 + 0.2 * xorshift01(&n->rng));
+	if ((st = crux_etcd_get(n->e, n->k_me, strlen(n->k_me), false, &r)) != CRUX_OK)
+		return st;
+	if (r.n == 0)
+		why = "was deleted";
+	else if (r.kvs[0].lease != n->lease)
+		why = "was overwritten (not on this host's lease)";
+	else if (r.kvs[0].value_len != n->view_len ||
+		 memcmp(r.kvs[0].value, n->view_text, n->view_len) != 0)
+		why = "was overwritten";
+	crux_etcd_range_free(&r);
+	if (why) {
+		crux_warn("cluster %s: the record of host %s %s: publishing it again", n->cluster,
+			  n->host, why);
+		n->view_dirty = true;
+	}
+	return CRUX_OK;
+}
+
+/* Under no lock: the leader key as the watcher saw it says we lead no more
+ * (deleted, another term, detached from our lease): stop at once. */
+static void check_leadership(struct crux_cluster_node *n)
+{
+	pthread_mutex_lock(&n->mu);
+	bool known = n->lk_known && n->lk_seen >= n->term;
+	bool present = n->lk_present;
+	int64_t create = n->lk_create, lease = n->lk_lease;
+	char holder[CRUX_CLUSTER_NAME_MAX];
+	snprintf(holder, sizeof(holder), "%s", n->lk_holder);
+	pthread_mutex_unlock(&n->mu);
+	if (!known || (present && create == n->term && lease == n->lease))
+		return;
+	if (!present)
+		crux_warn("cluster %s: host %s stops leading (term %lld): the leader key was deleted",
+			  n->cluster, n->host, (long long)n->term);
+	else if (create != n->term)
+		crux_warn("cluster %s: host %s stops leading (term %lld): the leader key now has "
+			  "term %lld (holder %s)", n->cluster, n->host, (long long)n->term,
+			  (long long)create, holder);
+	else
+		crux_warn("cluster %s: host %s stops leading (term %lld): the leader key was "
+			  "detached from its lease (a plain put%s): it is replaced", n->cluster,
+			  n->host, (long long)n->term, lease ? " on another lease" : "");
+	n->term = 0;
+	n->written_rev = 0;
+	snprintf(n->leader_name, sizeof(n->leader_name), "%s", present ? holder : "");
+}
+
+/* A leader key on no lease never expires: nobody would ever take over. */
+static crux_status_t drop_leaseless(struct crux_cluster_node *n, bool *dropped)
+{
+	pthread_mutex_lock(&n->mu);
+	bool leaseless = n->lk_known && n->lk_present && n->lk_lease == 0;
+	int64_t create = n->lk_create;
+	pthread_mutex_unlock(&n->mu);
+	*dropped = false;
+	if (!leaseless)
+		return CRUX_OK;
+	crux_status_t st = crux_elect_drop_leaseless(n->e, n->k_leader, create, dropped);
+	if (st == CRUX_OK && *dropped)
+		crux_warn("cluster %s: host %s replaced a leader key on no lease (term %lld, put by "
+			  "hand): electing a leader again", n->cluster, n->host, (long long)create);
+	return st;
+}
+
+/* After another store was detected: everything this node remembers of the
+ * old one (its lease may be unknown there, its record and the schedule
+ * absent or old) is checked again: republish, campaign, rewrite. */
+static void resync(struct crux_cluster_node *n)
+{
+	pthread_mutex_lock(&n->mu);
+	bool due = n->resync_pending;
+	char why[sizeof(n->resync_why)];
+	snprintf(why, sizeof(why), "%s", n->resync_why);
+	n->resync_pending = false;
+	pthread_mutex_unlock(&n->mu);
+	if (!due)
+		return;
+	crux_warn("cluster %s: host %s: %s: resynchronising (record published again, leader "
+		  "elected again, its schedule written again and accepted)", n->cluster, n->host,
+		  why);
+	n->view_dirty = true;
+	n->next_keepalive = 0; /* a lease unknown there is granted again */
+	n->term = 0;
+	n->written_rev = 0;
+	n->seen_rev = 0;
+	n->planned_sig = 0;
+	n->planned_term = 0;
+	free(n->last_plan);
+	n->last_plan = NULL;
+	n->last_plan_len = 0;
+	n->next_campaign = 0;
+}
+
 crux_status_t crux_cluster_step(struct crux_cluster_node *n)
 {
 	double now = mono_s();
+	resync(n);
 	crux_status_t st = keep_lease(n, now);
+	if (st == CRUX_OK)
+		st = check_own_record(n, now);
 	if (st == CRUX_OK && n->view_dirty && n->view_text) {
 		bool mine = false;
 		st = publish_view(n, &mine);
 		if (st == CRUX_OK && mine) {
 			n->view_dirty = false;
 			n->bytes_written += n->view_len + strlen(n->k_me);
+			n->next_selfcheck = now + (double)n->cfg.ttl_s;
 		}
 	}
 	if (st == CRUX_OK && n->novr)
 		st = write_overrides(n);
+	if (n->term > 0)
+		check_leadership(n);
+	bool dropped = false;
+	if (st == CRUX_OK && n->term == 0)
+		st = drop_leaseless(n, &dropped);
 	/* Campaign when the watcher saw the leader key go, and once per TTL in
 	 * case a deletion fell between a list and its watch. */
 	if (st == CRUX_OK && n->term == 0 &&
-	    (now >= n->next_campaign || atomic_exchange(&n->leader_gone, false))) {
+	    (dropped || now >= n->next_campaign || atomic_exchange(&n->leader_gone, false))) {
 		st = crux_elect_campaign(n->e, n->k_leader, n->host, n->lease, &n->term, n->leader_name,
 					 sizeof(n->leader_name));
 		n->next_campaign = now + (double)n->cfg.ttl_s;
@@ -712,6 +972,15 @@ crux_status_t crux_cluster_step(struct crux_cluster_node *n)
 	}
 	if (st == CRUX_OK && n->term > 0)
 		st = lead(n);
+	struct crux_etcd_identity id;
+	crux_etcd_identity(n->e, &id);
+	if (id.answers != n->step_answers) {
+		/* a new answer this step (an old one would say an old revision) */
+		n->step_answers = id.answers;
+		pthread_mutex_lock(&n->mu);
+		note_store(n, &id);
+		pthread_mutex_unlock(&n->mu);
+	}
 	etcd_state(n, st, now);
 	apply_latest(n);
 	return st;
@@ -732,6 +1001,8 @@ void crux_cluster_get_status(struct crux_cluster_node *n, struct crux_cluster_st
 	out->applied_input = n->applied_input;
 	out->received_revision = n->latest_rev;
 	out->received_at = n->latest_at;
+	out->resyncs = n->resyncs;
+	snprintf(out->resync_why, sizeof(out->resync_why), "%s", n->resync_why);
 	double now = mono_s();
 	bool se = health_stale(&n->etcd, now);
 	out->stale = se || health_stale(&n->watch, now);

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The schedule record the leader writes and every agent applies:
- * {"v":1,"rev":N,"term":N,"levels":K,"jobs":[{"key":"<16 hex>","level":L,
+ * {"v":1,"rev":N,"term":N,"lease":N,"leader":"h1","levels":K,"jobs":[{"key":"<16 hex>","level":L,
  *  "id":"job-a","state":"profiling"|"overridden",
  *  "routes":[["src","dst",path_id,[port,...]],...]}]}
  *  "since":unix_ms,"base":[W,bytes,iter],
- * "id", "state", "since" and "base" are optional (absent: no id, scheduled,
+ * "lease", "leader" (the leader key's lease and holder: hosts fence on
+ * them), "id", "state", "since" and "base" are optional (absent: no id, scheduled,
  * unknown); src "-": every host.
  */
 #include <inttypes.h>
@@ -56,6 +57,10 @@ crux_status_t crux_cv_schedule_encode(const struct crux_cv_schedule *s, char **o
 	json_object_object_add(o, "v", json_object_new_int(CRUX_CV_VERSION));
 	json_object_object_add(o, "rev", json_object_new_int64(s->input_revision));
 	json_object_object_add(o, "term", json_object_new_int64(s->term));
+	if (s->lease)
+		json_object_object_add(o, "lease", json_object_new_int64(s->lease));
+	if (s->leader[0])
+		json_object_object_add(o, "leader", json_object_new_string(s->leader));
 	json_object_object_add(o, "levels", json_object_new_int64(s->levels));
 	json_object_object_add(o, "jobs", jobs);
 	for (uint32_t i = 0; i < s->njobs; i++) {
@@ -201,6 +206,15 @@ crux_status_t crux_cv_schedule_decode(const char *text, size_t len, struct crux_
 	s.input_revision = (int64_t)rev;
 	s.term = (int64_t)term;
 	s.levels = (uint32_t)levels;
+	if (json_object_object_get_ex(o, "lease", NULL)) {
+		uint64_t lease;
+		if (cv_uint(o, "lease", INT64_MAX, &lease))
+			goto out;
+		s.lease = (int64_t)lease;
+	}
+	if (json_object_object_get_ex(o, "leader", NULL) &&
+	    cv_text(o, "leader", s.leader, sizeof(s.leader)) != CRUX_OK)
+		goto out;
 	size_t n = json_object_array_length(jobs);
 	if (n && !(s.jobs = calloc(n, sizeof(*s.jobs)))) {
 		st = CRUX_ERR_NOMEM;

@@ -575,6 +575,8 @@ void ag_cluster_report(struct cruxd_agent *a, struct cruxd_status_body *b)
 	b->schedules_written = cs.schedules_written;
 	b->cluster_stale = cs.stale;
 	snprintf(b->cluster_error, sizeof(b->cluster_error), "%s", cs.error);
+	b->cluster_resyncs = (uint32_t)cs.resyncs;
+	snprintf(b->cluster_resync, sizeof(b->cluster_resync), "%s", cs.resync_why);
 	/* cruxctl set waits for this: in cluster mode, until etcd holds the overrides. */
 	if (!cs.overrides_pending)
 		cl->ovr_acked = cl->ovr_pushed;

@@ -72,6 +72,8 @@ struct crux_cluster_status {
 	uint64_t renewals;	/* lease keep-alives sent */
 	char leader_name[CRUX_CLUSTER_NAME_MAX];
 	char error[160]; /* while stale: etcd's last error in words */
+	uint64_t resyncs; /* another etcd store detected (restored, rebuilt): resynchronised */
+	char resync_why[160]; /* the last one, in words */
 };
 
 struct crux_cluster_node;

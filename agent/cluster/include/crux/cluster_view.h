@@ -106,6 +106,8 @@ struct crux_cv_decision {
 struct crux_cv_schedule {
 	int64_t input_revision; /* etcd revision of the views it was computed from */
 	int64_t term;		/* leader key's create revision when written */
+	int64_t lease;		/* the leader key's lease (0: not said, older records) */
+	char leader[64];	/* the leader's host name (empty: not said) */
 	uint32_t levels;	/* 1..CRUX_MAX_LEVELS */
 	uint32_t njobs;
 	struct crux_cv_decision *jobs;

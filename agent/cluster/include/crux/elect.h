@@ -23,10 +23,17 @@ extern "C" {
  */
 crux_status_t crux_elect_campaign(struct crux_etcd *e, const char *key, const char *me,
 				  int64_t lease, int64_t *term, char *holder, size_t cap);
-/* put (key, val) only while the leader key still has create revision term:
- * CRUX_ERR_PERM when we are no longer the leader. */
+/* put (key, val) only while the leader key still has create revision term
+ * and (lease != 0) is still on that lease: CRUX_ERR_PERM when we are no
+ * longer the leader. */
 crux_status_t crux_elect_fenced_put(struct crux_etcd *e, const char *leader_key, int64_t term,
-				    const char *key, const void *val, size_t vlen, int64_t *revision);
+				    int64_t lease, const char *key, const void *val, size_t vlen,
+				    int64_t *revision);
+/* A leader key detached from any lease (a plain put by hand) never expires:
+ * delete it if it still has create revision 'create' and no lease, so the
+ * next campaign elects a leader on a lease again. */
+crux_status_t crux_elect_drop_leaseless(struct crux_etcd *e, const char *leader_key, int64_t create,
+					bool *dropped);
 /* Give leadership up (delete the leader key if it is still our term). */
 crux_status_t crux_elect_resign(struct crux_etcd *e, const char *leader_key, int64_t term);
 

@@ -47,6 +47,16 @@ const char *crux_etcd_endpoint(const struct crux_etcd *e);
 /* The last error in words (endpoint, HTTP status, etcd's message). */
 const char *crux_etcd_last_error(const struct crux_etcd *e);
 
+/* Who answered: the response header of the last successful unary call
+ * (0: not said). A restored or rebuilt etcd shows as another cluster_id, or
+ * as a revision lower than one seen before. */
+struct crux_etcd_identity {
+	uint64_t cluster_id, member_id;
+	int64_t revision;
+	uint64_t answers; /* successful calls on this handle so far: tells a new answer */
+};
+void crux_etcd_identity(const struct crux_etcd *e, struct crux_etcd_identity *out);
+
 struct crux_etcd_kv {
 	uint8_t *key; /* decoded; one extra NUL byte after key_len */
 	size_t key_len;

@@ -122,6 +122,9 @@ struct cruxd_status_body {
 	uint8_t cluster_stale;	   /* etcd unreachable: the last schedule stays in force */
 	uint8_t reserved2[7];
 	char cluster_error[160];   /* while stale: why (etcd's last error) */
+	uint32_t cluster_resyncs;  /* another etcd store detected: resynchronised */
+	uint32_t reserved3;
+	char cluster_resync[160];  /* the last resynchronisation's reason */
 	struct cruxd_status_job jobs[CRUXD_STATUS_MAX_JOBS];
 	struct cruxd_status_peer peers[CRUXD_STATUS_MAX_PEERS];
 };

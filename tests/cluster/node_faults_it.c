@@ -1,0 +1,363 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Cluster nodes under faults on etcd's side (started by node-faults.sh):
+ * three hosts in one process, lease TTL 2 s, and an operator writing etcd
+ * directly, as etcdctl would:
+ *   - an override changed on a host while etcd is frozen, then withdrawn,
+ *     leaves another host's override of that job in etcd;
+ *   - a well-formed schedule with a stale term is applied by no host, and
+ *     the leader writes its own again; so for a value that is not a schedule;
+ *   - a host's record deleted, or overwritten without a lease: republished;
+ *   - the leader key deleted: the leader stops leading at once (no write
+ *     needed to notice), one leader again;
+ *   - the leader key overwritten by a plain put (no lease): the leader stops,
+ *     the key is replaced by one on a lease, one leader again;
+ *   - etcd restarted empty on the same endpoint (argv[3]: a script that does
+ *     it): every host says it resynchronised, republishes, and applies the
+ *     new leader's schedule; a new job reaches every host.
+ * argv[1]: endpoints, argv[2]: etcd's pid, argv[3]: the restart script.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "crux/cluster_node.h"
+
+#define CHECK(c)                                                                                   \
+	do {                                                                                       \
+		if (!(c)) {                                                                        \
+			fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #c);               \
+			exit(1);                                                                   \
+		}                                                                                  \
+	} while (0)
+
+#define NN 3
+struct host {
+	const char *name, *addr;
+	struct crux_cluster_node *n;
+	struct crux_cv_host view;
+	int64_t rev;
+	uint32_t njobs;
+	uint64_t keys[16];
+	uint8_t levels[16];
+};
+static struct host H[NN] = {{.name = "h1", .addr = "10.0.0.1"},
+			    {.name = "h2", .addr = "10.0.0.2"},
+			    {.name = "h3", .addr = "10.0.0.3"}};
+static struct crux_etcd *E; /* the operator's etcdctl */
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static crux_status_t plan(void *arg, const struct crux_cv_host *m, const char *ovr, size_t ovr_len,
+			  struct crux_cv_schedule *out)
+{
+	(void)ovr;
+	(void)ovr_len;
+	(void)arg;
+	out->levels = 4;
+	out->njobs = m->njobs;
+	out->jobs = m->njobs ? calloc(m->njobs, sizeof(*out->jobs)) : NULL;
+	for (uint32_t i = 0; i < m->njobs; i++) {
+		out->jobs[i].key = m->jobs[i].key;
+		out->jobs[i].level = (uint8_t)(m->jobs[i].nranks < 3 ? m->jobs[i].nranks : 3);
+	}
+	return CRUX_OK;
+}
+
+static void apply(void *arg, const struct crux_cv_schedule *s, int64_t rev)
+{
+	struct host *h = arg;
+	h->rev = rev;
+	h->njobs = s->njobs < 16 ? s->njobs : 16;
+	for (uint32_t i = 0; i < h->njobs; i++) {
+		h->keys[i] = s->jobs[i].key;
+		h->levels[i] = s->jobs[i].level;
+	}
+}
+
+static void add_job(struct host *h, const char *id, uint32_t ranks)
+{
+	struct crux_cv_job j = {.nranks = ranks, .ncompute = ranks, .iter_sum = ranks,
+				.compute_sum = ranks * 0.5, .nhosts = 1};
+	snprintf(j.id, sizeof(j.id), "%s", id);
+	j.key = crux_job_key_of(id);
+	CHECK(crux_addr_parse(h->addr, &j.hosts[0]) == CRUX_OK);
+	CHECK(crux_cv_host_add_job(&h->view, &j) == CRUX_OK);
+	CHECK(crux_cluster_set_view(h->n, &h->view) == CRUX_OK);
+}
+
+static int level_of(const struct host *h, const char *id)
+{
+	uint64_t k = crux_job_key_of(id);
+	for (uint32_t i = 0; i < h->njobs; i++)
+		if (h->keys[i] == k)
+			return h->levels[i];
+	return -1;
+}
+
+static void step_all(void)
+{
+	for (int i = 0; i < NN; i++)
+		(void)crux_cluster_step(H[i].n);
+	struct timespec ts = {0, 50000000};
+	nanosleep(&ts, NULL);
+}
+
+static void run_for(double s)
+{
+	double t0 = now_s();
+	while (now_s() - t0 < s)
+		step_all();
+}
+
+static bool agreed(const char *id, int lvl)
+{
+	for (int i = 0; i < NN; i++)
+		if (level_of(&H[i], id) != lvl || H[i].rev != H[0].rev)
+			return false;
+	return true;
+}
+
+static double wait_for(const char *id, int lvl, double limit)
+{
+	double t0 = now_s();
+	while (!agreed(id, lvl)) {
+		CHECK(now_s() - t0 < limit);
+		step_all();
+	}
+	return now_s() - t0;
+}
+
+static int leaders(int *which)
+{
+	int n = 0;
+	for (int i = 0; i < NN; i++) {
+		struct crux_cluster_status s;
+		crux_cluster_get_status(H[i].n, &s);
+		if (s.leader) {
+			n++;
+			if (which)
+				*which = i;
+		}
+	}
+	return n;
+}
+
+static bool get1(const char *key, struct crux_etcd_kv *out, char *val, size_t cap)
+{
+	struct crux_etcd_range r;
+	CHECK(crux_etcd_get(E, key, strlen(key), false, &r) == CRUX_OK);
+	bool found = r.n == 1;
+	if (found) {
+		*out = r.kvs[0];
+		snprintf(val, cap, "%.*s", (int)r.kvs[0].value_len, (const char *)r.kvs[0].value);
+		out->key = out->value = NULL;
+	}
+	crux_etcd_range_free(&r);
+	return found;
+}
+
+/* The schedule key holds a schedule of the current leader's term. */
+static bool schedule_is_leaders(void)
+{
+	struct crux_etcd_kv kv, lk;
+	static char v[1 << 16];
+	char lv[64];
+	struct crux_cv_schedule s;
+	if (!get1("/crux/it/ctl/leader", &lk, lv, sizeof(lv)) || !lk.lease ||
+	    !get1("/crux/it/ctl/schedule", &kv, v, sizeof(v)))
+		return false;
+	if (crux_cv_schedule_decode(v, strlen(v), &s) != CRUX_OK)
+		return false;
+	bool ok = s.term == lk.create_revision;
+	crux_cv_schedule_free(&s);
+	return ok;
+}
+
+static double wait_until(bool (*cond)(void), double limit, const char *what)
+{
+	double t0 = now_s();
+	while (!cond()) {
+		if (now_s() - t0 >= limit) {
+			fprintf(stderr, "FAIL: %s within %.1f s\n", what, limit);
+			exit(1);
+		}
+		step_all();
+	}
+	return now_s() - t0;
+}
+
+static bool one_leader_on_lease(void)
+{
+	struct crux_etcd_kv lk;
+	char lv[64];
+	return leaders(NULL) == 1 && get1("/crux/it/ctl/leader", &lk, lv, sizeof(lv)) && lk.lease;
+}
+
+static bool h3_record_ok(void)
+{
+	struct crux_etcd_kv kv;
+	static char v[1 << 16];
+	struct crux_cv_host h;
+	if (!get1("/crux/it/hosts/h3", &kv, v, sizeof(v)) || !kv.lease)
+		return false;
+	if (crux_cv_host_decode(v, strlen(v), &h) != CRUX_OK)
+		return false;
+	bool ok = h.njobs == 1 && !strcmp(h.name, "h3");
+	crux_cv_host_free(&h);
+	return ok;
+}
+
+static bool all_resynced(void)
+{
+	for (int i = 0; i < NN; i++) {
+		struct crux_cluster_status s;
+		crux_cluster_get_status(H[i].n, &s);
+		if (!s.resyncs)
+			return false;
+	}
+	return true;
+}
+
+int main(int argc, char **argv)
+{
+	char err[256];
+	if (argc != 4)
+		return 2;
+	pid_t etcd = (pid_t)atoi(argv[2]);
+	struct crux_etcd_opts eo = {.endpoints = argv[1], .timeout_ms = 1000};
+	CHECK(crux_etcd_open(&eo, &E, err, sizeof(err)) == CRUX_OK);
+	for (int i = 0; i < NN; i++) {
+		struct crux_cluster_cfg c = {.etcd = {.endpoints = argv[1], .timeout_ms = 1000},
+					     .cluster = "it", .host = H[i].name, .ttl_s = 2,
+					     .plan = plan, .apply = apply, .arg = &H[i]};
+		if (crux_cluster_open(&c, &H[i].n, err, sizeof(err)) != CRUX_OK) {
+			fprintf(stderr, "open: %s\n", err);
+			return 1;
+		}
+		snprintf(H[i].view.name, sizeof(H[i].view.name), "%s", H[i].name);
+		CHECK(crux_addr_parse(H[i].addr, &H[i].view.addr) == CRUX_OK);
+	}
+	add_job(&H[0], "job-a", 1);
+	add_job(&H[1], "job-a", 1);
+	add_job(&H[2], "local-3", 3);
+	printf("first schedule on every host after %.2f s\n", wait_for("job-a", 2, 10));
+	CHECK(leaders(NULL) == 1);
+
+	/* ---- a withdrawn override never removes another host's ---- */
+	uint64_t x = crux_job_key_of("job-a");
+	char ka[96], l1[128], l2[128], v[256];
+	struct crux_etcd_kv kv;
+	snprintf(ka, sizeof(ka), "/crux/it/overrides/0x%016llx", (unsigned long long)x);
+	snprintf(l1, sizeof(l1), "job 0x%016llx level 1", (unsigned long long)x);
+	snprintf(l2, sizeof(l2), "job 0x%016llx level 0", (unsigned long long)x);
+	CHECK(crux_cluster_override(H[0].n, x, NULL, 0, l1, strlen(l1)) == CRUX_OK);
+	run_for(0.3);
+	CHECK(get1(ka, &kv, v, sizeof(v)) && !strcmp(v, l1));
+	CHECK(kill(etcd, SIGSTOP) == 0);
+	CHECK(crux_cluster_override(H[1].n, x, NULL, 0, l2, strlen(l2)) == CRUX_OK);
+	(void)crux_cluster_step(H[1].n); /* fails: etcd frozen */
+	struct crux_cluster_status cs;
+	crux_cluster_get_status(H[1].n, &cs);
+	CHECK(cs.overrides_pending);
+	/* withdrawn (cruxctl restores the file): back to before the change */
+	CHECK(crux_cluster_override(H[1].n, x, l2, strlen(l2), NULL, 0) == CRUX_OK);
+	crux_cluster_get_status(H[1].n, &cs);
+	CHECK(!cs.overrides_pending);
+	CHECK(kill(etcd, SIGCONT) == 0);
+	run_for(1.0);
+	CHECK(get1(ka, &kv, v, sizeof(v)) && !strcmp(v, l1));
+	/* a clear on another host removes it (the operator's explicit change) */
+	CHECK(crux_cluster_override(H[2].n, x, l1, strlen(l1), NULL, 0) == CRUX_OK);
+	run_for(0.3);
+	CHECK(!get1(ka, &kv, v, sizeof(v)));
+	printf("override withdrawn during an etcd freeze: h1's stays; a clear on h3 removes it\n");
+	wait_for("job-a", 2, 10);
+
+	/* ---- a well-formed schedule with a stale term ---- */
+	struct crux_cv_schedule forged = {.input_revision = 1, .term = 1, .levels = 4, .njobs = 1};
+	struct crux_cv_decision d = {.key = crux_job_key_of("forged"), .level = 0};
+	char *txt;
+	size_t len;
+	forged.jobs = &d;
+	CHECK(crux_cv_schedule_encode(&forged, &txt, &len) == CRUX_OK);
+	CHECK(crux_etcd_put(E, "/crux/it/ctl/schedule", 21, txt, len, 0, NULL) == CRUX_OK);
+	free(txt);
+	run_for(0.5);
+	for (int i = 0; i < NN; i++)
+		CHECK(level_of(&H[i], "forged") < 0 && level_of(&H[i], "job-a") == 2);
+	printf("schedule rewritten by the leader after a stale-term one: %.2f s\n",
+	       wait_until(schedule_is_leaders, 3, "the leader rewrote its schedule"));
+	/* ... and a value that is no schedule at all */
+	CHECK(crux_etcd_put(E, "/crux/it/ctl/schedule", 21, "{garbage", 8, 0, NULL) == CRUX_OK);
+	printf("schedule rewritten by the leader after garbage: %.2f s\n",
+	       wait_until(schedule_is_leaders, 3, "the leader rewrote its schedule"));
+	wait_for("job-a", 2, 3);
+
+	/* ---- a host's record deleted, then overwritten without a lease ---- */
+	CHECK(crux_etcd_delete(E, "/crux/it/hosts/h3", 17, false, NULL) == CRUX_OK);
+	printf("deleted record of h3 republished after %.2f s\n",
+	       wait_until(h3_record_ok, 2 * 1.1 + 1.5, "h3's record republished"));
+	CHECK(crux_etcd_put(E, "/crux/it/hosts/h3", 17, "{}", 2, 0, NULL) == CRUX_OK);
+	printf("overwritten record of h3 republished after %.2f s\n",
+	       wait_until(h3_record_ok, 2 * 1.1 + 1.5, "h3's record republished"));
+	wait_for("local-3", 3, 5);
+
+	/* ---- the leader key deleted: the leader knows at once ---- */
+	int old = -1;
+	CHECK(leaders(&old) == 1);
+	CHECK(crux_etcd_delete(E, "/crux/it/ctl/leader", 19, false, NULL) == CRUX_OK);
+	double t0 = now_s();
+	for (;;) {
+		struct crux_cluster_status s;
+		crux_cluster_get_status(H[old].n, &s);
+		/* whoever leads now holds the key: never two hosts saying so */
+		CHECK(leaders(NULL) <= 1);
+		if (leaders(NULL) == 1 && one_leader_on_lease() && schedule_is_leaders())
+			break;
+		CHECK(now_s() - t0 < 3);
+		step_all();
+	}
+	printf("leader key deleted: one leader on a lease with its schedule after %.2f s\n",
+	       now_s() - t0);
+
+	/* ---- the leader key detached from its lease by a plain put ---- */
+	CHECK(leaders(&old) == 1);
+	CHECK(crux_etcd_put(E, "/crux/it/ctl/leader", 19, H[old].name, 2, 0, NULL) == CRUX_OK);
+	t0 = now_s();
+	printf("leader key put without a lease: one leader on a lease after %.2f s\n",
+	       wait_until(one_leader_on_lease, 2 + 2, "a leader on a lease again"));
+	wait_until(schedule_is_leaders, 3, "the new leader's schedule");
+	wait_for("job-a", 2, 5);
+
+	/* ---- etcd restarted empty on the same endpoint ---- */
+	int64_t before = H[0].rev;
+	CHECK(system(argv[3]) == 0);
+	t0 = now_s();
+	wait_until(all_resynced, 10, "every host says it resynchronised");
+	wait_until(h3_record_ok, 5, "h3's record published on the new etcd");
+	wait_for("job-a", 2, 10);
+	CHECK(H[0].rev < before); /* the new store's revisions */
+	printf("etcd restarted empty: every host resynchronised and applies revision %lld (was "
+	       "%lld) after %.2f s\n", (long long)H[0].rev, (long long)before, now_s() - t0);
+	crux_cluster_get_status(H[0].n, &cs);
+	printf("  h1 says: %s\n", cs.resync_why);
+	add_job(&H[2], "after-restore", 2);
+	printf("new job applied on every host after %.2f s\n", wait_for("after-restore", 2, 10));
+
+	for (int i = 0; i < NN; i++) {
+		crux_cluster_close(H[i].n);
+		crux_cv_host_free(&H[i].view);
+	}
+	crux_etcd_close(E);
+	printf("cluster node faults: all checks passed\n");
+	return 0;
+}
