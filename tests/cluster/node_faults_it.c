@@ -270,10 +270,10 @@ int main(int argc, char **argv)
 	CHECK(cs.overrides_pending);
 	/* withdrawn (cruxctl restores the file): back to before the change */
 	CHECK(crux_cluster_override(H[1].n, x, l2, strlen(l2), NULL, 0) == CRUX_OK);
-	crux_cluster_get_status(H[1].n, &cs);
-	CHECK(!cs.overrides_pending);
 	CHECK(kill(etcd, SIGCONT) == 0);
 	run_for(1.0);
+	crux_cluster_get_status(H[1].n, &cs);
+	CHECK(!cs.overrides_pending);
 	CHECK(get1(ka, &kv, v, sizeof(v)) && !strcmp(v, l1));
 	/* a clear on another host removes it (the operator's explicit change) */
 	CHECK(crux_cluster_override(H[2].n, x, l1, strlen(l1), NULL, 0) == CRUX_OK);

@@ -29,7 +29,15 @@ struct link_health {
 struct ovr_change {
 	uint64_t key;
 	char *before, *after; /* NUL-terminated text, NULL: no override (delete) */
+	/* A write was sent and its outcome is unknown (a timeout: etcd may apply
+	 * it later, e.g. when a frozen etcd resumes): what was sent, and the
+	 * key's value read before it (NULL: absent). */
+	bool tried;
+	char *tried_val, *prior;
+	bool revert; /* withdrawn after a try: undo it if it landed, only then */
 };
+
+static void ovr_change_free(struct ovr_change *c);
 
 struct crux_cluster_node {
 	struct crux_cluster_cfg cfg;
@@ -387,10 +395,8 @@ static void teardown(struct crux_cluster_node *n)
 	crux_cv_schedule_free(&n->latest);
 	pthread_mutex_destroy(&n->mu);
 	free(n->view_text);
-	for (size_t i = 0; i < n->novr; i++) {
-		free(n->ovr[i].before);
-		free(n->ovr[i].after);
-	}
+	for (size_t i = 0; i < n->novr; i++)
+		ovr_change_free(&n->ovr[i]);
 	free(n->ovr);
 	free(n->last_plan);
 	free(n);
@@ -437,6 +443,14 @@ crux_status_t crux_cluster_set_view(struct crux_cluster_node *n, const struct cr
 	return CRUX_OK;
 }
 
+static void ovr_change_free(struct ovr_change *c)
+{
+	free(c->before);
+	free(c->after);
+	free(c->tried_val);
+	free(c->prior);
+}
+
 static bool text_eq(const char *a, const char *b)
 {
 	return a == b || (a && b && strcmp(a, b) == 0);
@@ -478,12 +492,17 @@ crux_status_t crux_cluster_override(struct crux_cluster_node *n, uint64_t job_ke
 		free(b);
 		free(c->after);
 		c->after = a;
+		c->revert = false;
 		if (text_eq(c->before, c->after)) {
 			/* Back where it was before the unwritten change (withdrawn): write
-			 * nothing, so another host's override of this job stays. */
-			free(c->before);
-			free(c->after);
-			n->ovr[i] = n->ovr[--n->novr];
+			 * nothing, so another host's override of this job stays; a write
+			 * already sent is undone only where it landed. */
+			if (c->tried) {
+				c->revert = true;
+			} else {
+				ovr_change_free(c);
+				n->ovr[i] = n->ovr[--n->novr];
+			}
 		}
 		return CRUX_OK;
 	}
@@ -507,6 +526,39 @@ crux_status_t crux_cluster_override(struct crux_cluster_node *n, uint64_t job_ke
 	return CRUX_OK;
 }
 
+/* Undo a withdrawn change's write where it landed: the key still holds what
+ * we sent (or is still absent after our delete) -> what it held before. */
+static crux_status_t revert_override(struct crux_cluster_node *n, const struct ovr_change *c,
+				     const char *k, size_t kl)
+{
+	struct crux_etcd_cmp cmp = {.key = k, .klen = kl, .result = CRUX_ETCD_EQUAL};
+	struct crux_etcd_op op = {.key = k, .klen = kl};
+	bool done = false;
+
+	if (c->tried_val) {
+		cmp.target = CRUX_ETCD_CMP_VALUE;
+		cmp.value = c->tried_val;
+		cmp.vlen = strlen(c->tried_val);
+	} else {
+		if (!c->prior)
+			return CRUX_OK; /* a delete of an absent key changed nothing */
+		cmp.target = CRUX_ETCD_CMP_VERSION; /* still absent */
+		cmp.number = 0;
+	}
+	if (c->prior) {
+		op.kind = CRUX_ETCD_OP_PUT;
+		op.value = c->prior;
+		op.vlen = strlen(c->prior);
+	} else {
+		op.kind = CRUX_ETCD_OP_DELETE;
+	}
+	crux_status_t st = crux_etcd_txn(n->e, &cmp, 1, &op, 1, NULL, 0, &done, NULL);
+	if (st == CRUX_OK && done)
+		crux_info("cluster %s: host %s: a withdrawn override of job 0x%016llx had reached "
+			  "etcd: undone", n->cluster, n->host, (unsigned long long)c->key);
+	return st;
+}
+
 /* Write the operators' changes: one key per job, put or delete. */
 static crux_status_t write_overrides(struct crux_cluster_node *n)
 {
@@ -514,14 +566,36 @@ static crux_status_t write_overrides(struct crux_cluster_node *n)
 		struct ovr_change *c = &n->ovr[0];
 		char k[160];
 		int kl = snprintf(k, sizeof(k), "%s0x%016llx", n->k_ovr, (unsigned long long)c->key);
-		crux_status_t st = c->after ? crux_etcd_put(n->e, k, (size_t)kl, c->after,
-							    strlen(c->after), 0, NULL)
-					    : crux_etcd_delete(n->e, k, (size_t)kl, false, NULL);
+		crux_status_t st;
+		if (c->revert) {
+			st = revert_override(n, c, k, (size_t)kl);
+		} else {
+			if (!c->tried) {
+				/* what to restore should this write be withdrawn after it left */
+				struct crux_etcd_range r;
+				if ((st = crux_etcd_get(n->e, k, (size_t)kl, false, &r)) != CRUX_OK)
+					return st;
+				free(c->prior);
+				c->prior = NULL;
+				if (r.n == 1 && (st = dup_text((const char *)r.kvs[0].value,
+							       r.kvs[0].value_len, &c->prior)) != CRUX_OK)
+					c->prior = NULL; /* not one line: nothing sane to restore */
+				crux_etcd_range_free(&r);
+			}
+			free(c->tried_val);
+			c->tried_val = NULL;
+			if (c->after && !(c->tried_val = strdup(c->after)))
+				return CRUX_ERR_NOMEM;
+			c->tried = true;
+			st = c->after ? crux_etcd_put(n->e, k, (size_t)kl, c->after, strlen(c->after), 0,
+						      NULL)
+				      : crux_etcd_delete(n->e, k, (size_t)kl, false, NULL);
+			if (st == CRUX_OK)
+				n->bytes_written += (size_t)kl + (c->after ? strlen(c->after) : 0);
+		}
 		if (st != CRUX_OK)
 			return st;
-		n->bytes_written += (size_t)kl + (c->after ? strlen(c->after) : 0);
-		free(c->before);
-		free(c->after);
+		ovr_change_free(c);
 		n->ovr[0] = n->ovr[--n->novr];
 	}
 	return CRUX_OK;
