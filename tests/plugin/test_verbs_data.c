@@ -137,6 +137,91 @@ static void test_pingpong_grouped(void **state)
 	assert_int_equal(cruxn_dereg_mr(rc, rmr), CRUXN_SUCCESS);
 }
 
+/*
+ * The CTS FIFO under torn visibility: the receiver's CTS WRITE lands in
+ * aligned chunks, out of order, some late (the double's torn mode; 32-byte
+ * chunks are what NCCL's 32-byte alignment assert guards against under
+ * relaxed ordering, 64 are cache lines). Grouped receives alternate between
+ * two buffer sets, so a stale address is the other set's: every message must
+ * land in its own buffer. Seen failing before the FIFO was 64-byte aligned
+ * (it sat at offset 24 mod 64 in a calloc'd comm): with 32-byte chunks a new
+ * stamp was seen beside the previous round's address and the data went into
+ * the other set's buffer.
+ */
+static void torn_rounds(int chunk)
+{
+	static unsigned char sbuf[8][4096], rbuf[2][8][4096];
+	void *smr, *rmr, *sreq[8], *rreq;
+	int sizes[8];
+	(void)sizes;
+
+	assert_int_equal(cruxn_reg_mr(sc, sbuf, sizeof(sbuf), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_reg_mr(rc, rbuf, sizeof(rbuf), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
+	vxd.torn_chunk = chunk;
+	vxd.torn_writes = 0;
+	for (unsigned round = 0; round < 100; round++) {
+		int set = (int)(round & 1), n = 8;
+		void *rdata[8], *rmh[8];
+		size_t rsz[8];
+		int tags[8];
+		for (int i = 0; i < n; i++) {
+			rdata[i] = rbuf[set][i];
+			rmh[i] = rmr;
+			rsz[i] = 4096;
+			tags[i] = 200 + i;
+			memset(rbuf[set][i], 0, 4096);
+		}
+		assert_int_equal(cruxn_irecv(rc, n, rdata, rsz, tags, rmh, &rreq), CRUXN_SUCCESS);
+		assert_non_null(rreq);
+		for (int i = 0; i < n; i++) {
+			size_t len = 1000 + (round * 37u + (unsigned)i * 101u) % 3000;
+			fill(sbuf[i], len, round * 8 + (unsigned)i);
+			sreq[i] = NULL;
+			for (int k = 0; !sreq[i] && k < 1000; k++)
+				assert_int_equal(cruxn_isend(sc, sbuf[i], len, 200 + i, smr, &sreq[i]),
+						 CRUXN_SUCCESS);
+			assert_non_null(sreq[i]);
+		}
+		for (int i = 0; i < n; i++)
+			wait_done(sreq[i], NULL);
+		wait_done(rreq, NULL);
+		for (int i = 0; i < n; i++)
+			check(rbuf[set][i], 1000 + (round * 37u + (unsigned)i * 101u) % 3000,
+			      round * 8 + (unsigned)i);
+	}
+	assert_true(vxd.torn_writes >= 100); /* the CTS rows did land torn */
+	vxd.torn_chunk = 0;
+	vxd_settle();
+	cruxn_dereg_mr(sc, smr);
+	cruxn_dereg_mr(rc, rmr);
+}
+
+static void test_torn_cts_32(void **state)
+{
+	(void)state;
+	torn_rounds(32);
+}
+
+/* Registered control memory owns its pages: the comms are page-aligned (they were calloc'd). */
+static void test_control_memory_pages(void **state)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	struct vx_comm *s = sc, *r = rc;
+	(void)state;
+
+	assert_int_equal((uintptr_t)s % (uintptr_t)page, 0);
+	assert_int_equal((uintptr_t)r % (uintptr_t)page, 0);
+	assert_int_equal((uintptr_t)s->fifo % 64, 0);
+	assert_int_equal((uintptr_t)r->cts % 64, 0);
+	assert_int_equal((uintptr_t)r->sizes % 64, 0);
+}
+
+static void test_torn_cts_64(void **state)
+{
+	(void)state;
+	torn_rounds(64);
+}
+
 static void test_32_in_flight(void **state)
 {
 	static unsigned char sbuf[33][1024], rbuf[33][1024];
@@ -710,6 +795,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_pingpong_grouped, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_32_in_flight, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_torn_cts_64, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_torn_cts_32, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_control_memory_pages, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_switch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_flip_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_close_waits_for_parts, setup, teardown),

@@ -271,10 +271,99 @@ static void cq_purge(struct ibv_cq *cq, uint32_t qp_num)
 	c->count = keep;
 }
 
+/*
+ * Torn visibility (vxd.torn_chunk): a plain RDMA WRITE lands in aligned
+ * chunks of that many bytes (64: cache lines; 32: what NCCL's alignment
+ * assert guards against under relaxed ordering), in random order, about
+ * half of them only a few double calls later.
+ */
+#define VXD_TORN_MAX 4096
+static struct {
+	char *dst;
+	unsigned char bytes[64];
+	size_t len;
+	int countdown;
+} torn[VXD_TORN_MAX];
+static int ntorn;
+static unsigned torn_seed = 12345;
+
+static unsigned torn_rand(void)
+{
+	torn_seed = torn_seed * 1103515245u + 12345u;
+	return torn_seed >> 16;
+}
+
+static void torn_apply(int i)
+{
+	memcpy(torn[i].dst, torn[i].bytes, torn[i].len);
+	torn[i] = torn[--ntorn];
+}
+
+/* Deferred chunks whose time came (or all of them) land. */
+static void torn_tick(bool all)
+{
+	for (int i = 0; i < ntorn;) {
+		if (all || --torn[i].countdown <= 0)
+			torn_apply(i);
+		else
+			i++;
+	}
+}
+
+/* A later write over a deferred chunk lands after it, not under it. */
+static void torn_flush_range(const char *dst, size_t len)
+{
+	for (int i = 0; i < ntorn;) {
+		if (torn[i].dst < dst + len && dst < torn[i].dst + torn[i].len)
+			torn_apply(i);
+		else
+			i++;
+	}
+}
+
+static void torn_write(char *dst, const unsigned char *src, size_t len)
+{
+	size_t k = vxd.torn_chunk, nch = 0;
+	struct {
+		size_t off, len;
+	} ch[256];
+
+	torn_flush_range(dst, len);
+	for (size_t off = 0; off < len;) {
+		size_t room = k - ((uintptr_t)(dst + off) % k), l = len - off < room ? len - off : room;
+		if (nch == 256) { /* longer than the model needs: the rest lands at once */
+			memcpy(dst + off, src + off, len - off);
+			break;
+		}
+		ch[nch].off = off;
+		ch[nch++].len = l;
+		off += l;
+	}
+	for (size_t i = nch; i > 1; i--) { /* random order */
+		size_t j = torn_rand() % i, t;
+		t = ch[i - 1].off, ch[i - 1].off = ch[j].off, ch[j].off = t;
+		t = ch[i - 1].len, ch[i - 1].len = ch[j].len, ch[j].len = t;
+	}
+	for (size_t i = 0; i < nch; i++) {
+		if (nch > 1 && (torn_rand() & 1) && ntorn < VXD_TORN_MAX) {
+			torn[ntorn].dst = dst + ch[i].off;
+			memcpy(torn[ntorn].bytes, src + ch[i].off, ch[i].len);
+			torn[ntorn].len = ch[i].len;
+			torn[ntorn].countdown = 1 + (int)(torn_rand() % 4);
+			ntorn++;
+		} else {
+			memcpy(dst + ch[i].off, src + ch[i].off, ch[i].len);
+		}
+	}
+	vxd.torn_writes++;
+}
+
 static int poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 {
 	struct vxd_cq *c = (struct vxd_cq *)(void *)cq;
 	int k = 0;
+
+	torn_tick(false);
 	while (k < n && c->count > 0) {
 		wc[k++] = c->wc[c->head];
 		c->head = (c->head + 1) % VXD_CQ_MAX;
@@ -325,6 +414,7 @@ static int post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_
 {
 	struct vxd_qp *me = (struct vxd_qp *)(void *)qp;
 
+	torn_tick(false);
 	for (; wr; wr = wr->next) {
 		struct vxd_qp *peer = qp_by_num(me->rtr.dest_qp_num);
 		struct vxd_mr *m = mr_by_rkey(wr->wr.rdma.rkey);
@@ -368,8 +458,21 @@ static int post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_
 			wc.status = IBV_WC_REM_ACCESS_ERR;
 		} else if (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM && peer->rq_count == 0) {
 			wc.status = IBV_WC_RNR_RETRY_EXC_ERR;
+		} else if (vxd.torn_chunk && wr->opcode == IBV_WR_RDMA_WRITE && len <= 4096) {
+			unsigned char tmp[4096];
+			size_t off = 0;
+			for (int i = 0; i < wr->num_sge; i++) {
+				memcpy(tmp + off, (void *)(uintptr_t)wr->sg_list[i].addr,
+				       wr->sg_list[i].length);
+				off += wr->sg_list[i].length;
+			}
+			torn_write((char *)(uintptr_t)wr->wr.rdma.remote_addr, tmp, len);
+			vxd.bytes += len;
+			me->bytes += len;
 		} else {
 			size_t off = 0;
+			/* a WRITE WITH IMMEDIATE: its data is visible when its completion is */
+			torn_flush_range((char *)(uintptr_t)wr->wr.rdma.remote_addr, len);
 			for (int i = 0; i < wr->num_sge; i++) {
 				memcpy((char *)(uintptr_t)wr->wr.rdma.remote_addr + off,
 				       (void *)(uintptr_t)wr->sg_list[i].addr, wr->sg_list[i].length);
@@ -545,9 +648,15 @@ uint64_t vxd_qp_bytes(uint32_t qpn)
 	return q ? q->bytes : 0;
 }
 
+void vxd_settle(void)
+{
+	torn_tick(true);
+}
+
 void vxd_enable_rc(struct cruxn_ibv *v)
 {
 	nheld = 0;
+	ntorn = 0;
 	v->create_cq = create_cq;
 	v->destroy_cq = destroy_cq;
 	v->create_qp = create_qp;

@@ -45,6 +45,8 @@ struct vxd {
 	bool refuse_mr;     /* reg_mr fails (ENOMEM) */
 	bool hold_recv;     /* receive completions are written late: vxd_release_held() */
 	int purged;         /* completions destroy_qp removed before they were polled */
+	int torn_chunk;     /* RDMA WRITEs land in chunks of this many bytes, out of order (0: off) */
+	int torn_writes;    /* WRITEs landed that way */
 	uint64_t last_read_addr;
 };
 
@@ -67,6 +69,8 @@ void vxd_enable_rc(struct cruxn_ibv *v);
  * opened into 'out' with NCCL's default GID rules. 0 = ok.
  */
 int vxd_open_lo(struct cruxn_vx *out);
+/* Every deferred chunk of a torn WRITE lands now. */
+void vxd_settle(void);
 /* The receive completions held back (vxd.hold_recv) become visible, in order. */
 void vxd_release_held(void);
 /* What a QP was given at RTR. */

@@ -75,7 +75,7 @@ static void comm_free(struct vx_comm *c)
 	if (c->fd >= 0)
 		cruxn_boot_close_gracefully(c->fd);
 	cruxn_base_fini(&c->b);
-	free(c);
+	free(c); /* posix_memalign'd */
 }
 
 void cruxn_vx_destroy(struct cruxn_base *b)
@@ -89,10 +89,28 @@ void cruxn_vx_destroy(struct cruxn_base *b)
 	comm_free(c);
 }
 
+/*
+ * A comm holds registered control memory (FIFO, size tables, CTS source,
+ * flush buffer): page-aligned and page-rounded, as NCCL's ncclIbMalloc, so a
+ * registration never shares a page with other heap data.
+ */
+static struct vx_comm *comm_alloc(void)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	size_t page = pg > 0 ? (size_t)pg : 4096;
+	size_t size = (sizeof(struct vx_comm) + page - 1) / page * page;
+	void *p = NULL;
+
+	if (posix_memalign(&p, page, size) != 0)
+		return NULL;
+	memset(p, 0, size);
+	return p;
+}
+
 static struct vx_comm *comm_new(bool is_send, int dev, int family, int nqps)
 {
 	const struct cruxn_ibv *v = &cruxn_vx_state.ibv;
-	struct vx_comm *c = calloc(1, sizeof(*c));
+	struct vx_comm *c = comm_alloc();
 	int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 
 	if (!c)

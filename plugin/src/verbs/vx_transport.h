@@ -14,6 +14,8 @@
 #ifndef CRUXN_VX_TRANSPORT_H
 #define CRUXN_VX_TRANSPORT_H
 
+#include <stddef.h>
+
 #include "core.h"
 #include "vx.h"
 #include "vx_req.h"
@@ -155,20 +157,27 @@ struct vx_comm {
 	struct vx_msg in;
 	size_t in_off;
 
+	/*
+	 * Registered control memory: each table 64-byte aligned (a CTS entry
+	 * never crosses a cache line, so its stamp is never seen beside another
+	 * round's address under relaxed ordering or on Arm), inside a comm that
+	 * is page-aligned and page-rounded (vx_setup.c), so no registration
+	 * shares a page with other heap data (fork without copy-on-fork).
+	 */
 	/* sender */
-	struct vx_cts fifo[VX_FIFO][VX_SLOTS];
+	_Alignas(64) struct vx_cts fifo[VX_FIFO][VX_SLOTS];
 	struct ibv_mr *fifo_mr;
 	uint32_t row;      /* FIFO row the next send takes */
 	uint8_t row_used;  /* slots of that row already sent */
 	uint64_t rsizes;   /* receiver's size table */
 	uint32_t rsizes_rkey;
-	uint64_t sizes_out[VX_FIFO][VX_SLOTS]; /* sizes being written (inline when the device can) */
+	_Alignas(64) uint64_t sizes_out[VX_FIFO][VX_SLOTS]; /* sizes being written */
 	struct ibv_mr *sizes_out_mr;
 
 	/* receiver */
-	uint64_t sizes[VX_FIFO][VX_SLOTS];
+	_Alignas(64) uint64_t sizes[VX_FIFO][VX_SLOTS];
 	struct ibv_mr *sizes_mr;
-	struct vx_cts cts[VX_FIFO][VX_SLOTS]; /* CTS entries being written */
+	_Alignas(64) struct vx_cts cts[VX_FIFO][VX_SLOTS]; /* CTS entries being written */
 	struct ibv_mr *cts_mr;
 	uint64_t rfifo; /* sender's FIFO */
 	uint32_t rfifo_rkey;
@@ -178,6 +187,14 @@ struct vx_comm {
 	struct ibv_mr *flush_mr;
 	uint64_t flush_buf;
 };
+
+/* What NCCL asserts of its FIFO (net_ib common.h), and whole lines for ours. */
+_Static_assert(sizeof(struct vx_cts) == 32, "a CTS entry is 32 bytes");
+_Static_assert(offsetof(struct vx_comm, fifo) % 64 == 0, "the CTS FIFO starts a cache line");
+_Static_assert(offsetof(struct vx_comm, cts) % 64 == 0, "the CTS source starts a cache line");
+_Static_assert(offsetof(struct vx_comm, sizes) % 64 == 0, "the size table starts a cache line");
+_Static_assert(offsetof(struct vx_comm, sizes_out) % 64 == 0, "sizes out start a cache line");
+_Static_assert(sizeof(struct vx_cts) * VX_SLOTS % 64 == 0, "a CTS row is whole cache lines");
 
 static inline struct vx_comm *vx_of(struct cruxn_base *b)
 {
