@@ -67,6 +67,7 @@ struct cruxf_desc {
 	uint64_t count;
 	int peer; /* root or peer; -1 when none */
 	void *stream;
+	uint64_t user_tag; /* v7: the call's user tag (0: untagged or older ABI) */
 };
 
 cruxf_result_t cruxf_init(void **context, int *mask, int version, const char *name, int nranks,
@@ -75,6 +76,56 @@ cruxf_result_t cruxf_finalize(void *context);
 void cruxf_start(void *context, void **handle, const struct cruxf_desc *d);
 void cruxf_stop(void *handle);
 void cruxf_state_change(void *handle, int state);
+
+/* ---- Chaining (chain.c): CRUX_PROFILER_NEXT ---- */
+
+#define CRUXF_LINKS 4096 /* live event handle pairs per communicator (power of two) */
+
+/* One event handle NCCL holds: ours and the next plugin's. */
+struct cruxf_link {
+	_Atomic uint32_t busy;
+	void *ours, *next;
+};
+
+/* The context NCCL holds when a next plugin is chained. */
+struct cruxf_chain {
+	uint64_t magic;
+	void *ours;	    /* our core's context (NULL: the core is passive) */
+	void *next;	    /* the next plugin's context (NULL: its init failed) */
+	uint64_t next_mask; /* event types the next plugin asked for */
+	_Atomic uint32_t at;
+	_Atomic int full_said;
+	struct cruxf_link links[CRUXF_LINKS];
+};
+
+/* The process's next plugin (decided at the first init). */
+struct cruxf_next_state {
+	bool decided, on, upgrade;
+	int version; /* its table's ABI version */
+	int caller;  /* the version NCCL speaks */
+	uint64_t types;
+	size_t copy_bytes;
+	void *lib;
+	const cruxf_profiler_v4_t *t4;
+	const cruxf_profiler_v5_t *t5; /* v5 and v6 */
+	const cruxf_profiler_v7_t *t7;
+	_Atomic int mixed_said, init_said;
+	char name[128];
+};
+extern struct cruxf_next_state cruxf_next;
+
+/* A version's descriptor into the core (shims.c); 'parent' is our own parent handle. */
+typedef void (*cruxf_core_start_fn)(void *core_ctx, void **handle, const void *descr,
+				    void *parent);
+
+cruxf_result_t cruxf_chain_init(int version, void **context, int *mask, uint64_t comm_id,
+				const char *name, int nnodes, int nranks, int rank,
+				cruxf_logger_t logfn);
+cruxf_result_t cruxf_chain_finalize(void *context);
+void cruxf_chain_finalize_next(struct cruxf_chain *ch);
+void cruxf_chain_start(void *context, void **handle, void *descr, cruxf_core_start_fn core);
+void cruxf_chain_stop(void *handle);
+void cruxf_chain_state(void *handle, int state, cruxf_state_args_t *args);
 
 /* enum cruxp_op for an ncclFuncToString name, -1 for none of ours. */
 int cruxf_op_from_func(const char *func);

@@ -27,6 +27,7 @@ static struct {
 	int decided;	      /* 0 not yet, 1 we publish, -1 the preload does */
 	cruxf_logger_t logger;
 	_Atomic int passive_said;
+	_Atomic uint64_t last_tag; /* v7: the newest nonzero user tag seen in the process */
 } cruxf_state = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* ---- Strings NCCL hands us (ncclFuncToString / ncclDatatypeToString) ---- */
@@ -103,18 +104,46 @@ static void nccl_sink(void *arg, enum crux_log_level level, const char *file, in
 
 /* ---- Claim: exactly one of the preload and this plugin publishes ---- */
 
-static void cruxf_mark(void)
+static void cruxf_mark_at(uint64_t t)
 {
 	struct cruxp_call c = {0};
 
 	if (atomic_load_explicit(&cruxp_ctx.state, memory_order_acquire) != CRUXP_ST_ACTIVE)
 		return;
-	atomic_store(&cruxp_ctx.marked, true);
-	c.t_enter = c.t_exit = crux_now_ns();
+	if (!atomic_load_explicit(&cruxp_ctx.marked, memory_order_relaxed))
+		atomic_store(&cruxp_ctx.marked, true);
+	c.t_enter = c.t_exit = t;
 	c.op = CRUXP_OP_MARK;
 	c.peer = -1;
 	c.ev_slot = UINT32_MAX;
 	cruxp_ring_push(&cruxp_ctx.ring, &c);
+}
+
+static void cruxf_mark(void)
+{
+	cruxf_mark_at(crux_now_ns());
+}
+
+/*
+ * v7 user tags as iteration marks (profiler/README.md, "User tags"): a
+ * nonzero tag names the training step a call belongs to, so the first call
+ * whose tag differs from the newest one seen in the process starts an
+ * iteration. The first tag ever seen only arms this (a tag that never
+ * changes leaves the detector in charge); 0 means untagged. Only with
+ * CRUX_ITERATION_MARK=auto: api and <op> say the user chose another mark.
+ */
+static inline void tag_seen(uint64_t tag, uint64_t t)
+{
+	uint64_t last;
+
+	if (!tag || cruxp_ctx.cfg.mark != CRUXP_MARK_AUTO)
+		return;
+	last = atomic_load_explicit(&cruxf_state.last_tag, memory_order_relaxed);
+	if (last == tag)
+		return;
+	last = atomic_exchange_explicit(&cruxf_state.last_tag, tag, memory_order_relaxed);
+	if (last && last != tag)
+		cruxf_mark_at(t);
 }
 
 /* Decided once per process, under cruxf_state.lock. */
@@ -325,6 +354,7 @@ void cruxf_start(void *context, void **handle, const struct cruxf_desc *d)
 			struct cruxf_call_info call;
 
 			call.t0 = crux_now_ns();
+			tag_seen(d->user_tag, call.t0);
 			call.op = (uint8_t)op;
 			call.dtype = (uint8_t)cached(&c->dtype_cache, d->datatype, cruxf_dtype_from_name);
 			call.count = d->count;
@@ -348,6 +378,7 @@ void cruxf_start(void *context, void **handle, const struct cruxf_desc *d)
 		e = slot(c);
 		e->type = CRUXF_K_CALL;
 		e->t0 = crux_now_ns();
+		tag_seen(d->user_tag, e->t0);
 		e->op = (uint8_t)op;
 		e->dtype = (uint8_t)cached(&c->dtype_cache, d->datatype, cruxf_dtype_from_name);
 		e->count = d->count;

@@ -19,6 +19,9 @@
  *   add ID FUNC COUNT DTYPE [PEER] a call queued in the open group
  *   launch ID MS                   ncclGroupEnd: the group runs for MS
  *   mark                           crux_iteration_mark() through the preload (if loaded)
+ *   tag N                          v7: the user tag of the calls that follow (0: untagged)
+ *   steptag                        v7: the user tag of the calls that follow is the
+ *                                  iteration's number + 1 (a framework's step counter)
  *
  * --preload LIB loads libcrux-preload.so first (RTLD_GLOBAL, as LD_PRELOAD
  * would make it visible). With --preload-first the preload claims the
@@ -41,8 +44,11 @@
 #define MAX_LINES 256
 
 static int version;
-static const cruxf_profiler_v5_t *p5;
+static const cruxf_profiler_v5_t *p5; /* v5 and v6 */
+static const cruxf_profiler_v7_t *p7;
 static const cruxf_profiler_v4_t *p4;
+static uint64_t user_tag; /* v7: the tag calls carry now */
+static bool step_tags, const_tags; /* the trace tags each step / one tag throughout */
 static void *ctxs[MAX_COMMS];
 static int masks[MAX_COMMS];
 static void *open_group[MAX_COMMS];
@@ -101,7 +107,8 @@ static void *start(int id, uint64_t type, void *parent, const char *func, size_t
 	void *h = NULL;
 
 	if (version >= 5) {
-		cruxf_descr_v5_t d;
+		/* A v7 descriptor: v5 and v6 read the same members at the same offsets. */
+		cruxf_descr_v7_t d;
 
 		memset(&d, 0, sizeof(d));
 		d.type = type;
@@ -112,14 +119,20 @@ static void *start(int id, uint64_t type, void *parent, const char *func, size_t
 			d.collApi.datatype = dtype;
 			d.collApi.root = peer;
 			d.collApi.stream = (void *)0x5157;
+			d.collApi.userTag = version >= 7 ? user_tag : 0;
 		} else if (type == CRUXF_EV_P2P_API) {
 			d.p2pApi.func = func;
 			d.p2pApi.count = count;
 			d.p2pApi.datatype = dtype;
 			d.p2pApi.stream = (void *)0x5157;
+			d.p2pApi.userTag = version >= 7 ? user_tag : 0;
 		}
-		if (masks[id] & (int)type)
-			p5->startEvent(ctxs[id], &h, &d);
+		if (!(masks[id] & (int)type))
+			return NULL;
+		if (version >= 7)
+			p7->startEvent(ctxs[id], &h, &d);
+		else
+			p5->startEvent(ctxs[id], &h, (cruxf_descr_v5_t *)&d);
 	} else {
 		cruxf_descr_v4_t d;
 
@@ -146,13 +159,15 @@ static void *start(int id, uint64_t type, void *parent, const char *func, size_t
 static void stop(void *h)
 {
 	if (h)
-		(version >= 5 ? p5->stopEvent : p4->stopEvent)(h);
+		(version >= 7 ? p7->stopEvent : version >= 5 ? p5->stopEvent : p4->stopEvent)(h);
 }
 
 static void state(void *h, int s)
 {
 	if (h)
-		(version >= 5 ? p5->recordEventState : p4->recordEventState)(h, s, NULL);
+		(version >= 7	? p7->recordEventState
+		 : version >= 5 ? p5->recordEventState
+				: p4->recordEventState)(h, s, NULL);
 }
 
 /* NCCL passes static strings (ncclFuncToString, ncclDatatypeToString): one pointer per name. */
@@ -284,11 +299,13 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	snprintf(sym, sizeof(sym), "ncclProfiler_v%d", version);
-	if (version >= 5)
+	if (version >= 7)
+		p7 = dlsym(lib, sym);
+	else if (version >= 5)
 		p5 = dlsym(lib, sym);
 	else
 		p4 = dlsym(lib, sym);
-	if (!p5 && !p4) {
+	if (!p7 && !p5 && !p4) {
 		fprintf(stderr, "replay: %s not exported\n", sym);
 		return 2;
 	}
@@ -328,7 +345,10 @@ int main(int argc, char **argv)
 		int id, rank, n;
 		if (sscanf(lines[i], "comm %d %d %d", &id, &rank, &n) == 3 && id >= 0 &&
 		    id < MAX_COMMS) {
-			if (version >= 5)
+			if (version >= 7)
+				p7->init(&ctxs[id], 0x1234 + (uint64_t)id, &masks[id], "replay", 1, n,
+					 rank, logger);
+			else if (version >= 5)
 				p5->init(&ctxs[id], 0x1234 + (uint64_t)id, &masks[id], "replay", 1, n,
 					 rank, logger);
 			else
@@ -364,6 +384,12 @@ int main(int argc, char **argv)
 				group_add(id, intern(fn), count, intern(dt), peer);
 			} else if (sscanf(l, "launch %d %lf", &id, &ms) == 2) {
 				m_it += group_launch(id, ms);
+			} else if (!strncmp(l, "steptag", 7)) {
+				user_tag = (uint64_t)it + 1;
+				step_tags = true;
+			} else if (sscanf(l, "tag %zu", &count) == 1) {
+				user_tag = count;
+				const_tags = true;
 			} else if (!strncmp(l, "mark", 4)) {
 				if (mark)
 					mark();
@@ -429,10 +455,19 @@ int main(int argc, char **argv)
 		if (mark)
 			CHECK(s.compute.flags & CRUX_PROF_F_ITER_MARKED,
 			      "crux_iteration_mark() did not reach the plugin");
+		/* v7: step tags are the marks; one unchanging tag leaves the detector in charge. */
+		if (version >= 7 && step_tags && !getenv("CRUX_ITERATION_MARK"))
+			CHECK(s.compute.flags & CRUX_PROF_F_ITER_MARKED,
+			      "the step tags did not mark the iterations");
+		if (version >= 7 && const_tags && !step_tags && !mark)
+			CHECK(!(s.compute.flags & CRUX_PROF_F_ITER_MARKED),
+			      "one unchanging tag was taken for iteration marks");
 	}
 	for (int id = 0; id < MAX_COMMS; id++)
 		if (ctxs[id])
-			(version >= 5 ? p5->finalize : p4->finalize)(ctxs[id]);
+			(version >= 7	? p7->finalize
+			 : version >= 5 ? p5->finalize
+					: p4->finalize)(ctxs[id]);
 	if (own_dir) {
 		char cmd[256];
 		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
