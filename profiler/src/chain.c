@@ -21,8 +21,14 @@
  * - A bad value (nothing to load, no usable table, our own library) is said
  *   once on NCCL's log and Crux goes on profiling alone.
  *
- * Handlers stay lock- and allocation-free: a link is a slot of a
- * per-communicator array taken with one atomic increment and one CAS.
+ * Handlers stay lock- and allocation-free: a link is a slot of one
+ * process-wide ring taken with one atomic increment and one CAS. A stopped
+ * link stays readable until the ring comes round to it again, because NCCL
+ * names stopped handles as parents (a Coll task's parent is its CollApi
+ * event, stopped when the call was enqueued, and a proxy operation's is
+ * its task): the next plugin's own handles are never wrapped, so those it
+ * alone keeps (tasks, proxy and kernel events) stay valid parents for as
+ * long as it keeps them.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -163,6 +169,14 @@ static void load_next(int version)
 		cruxf_next.t7 = dlsym(lib, sym);
 	else
 		cruxf_next.t5 = dlsym(lib, sym);
+	cruxf_next.links = calloc(CRUXF_LINKS, sizeof(struct cruxf_link));
+	if (!cruxf_next.links) {
+		crux_warn("CRUX_PROFILER_NEXT='%s': no memory for %u event handle pairs; profiling "
+			  "goes on without it",
+			  v, CRUXF_LINKS);
+		dlclose(lib);
+		return;
+	}
 	cruxf_next.lib = lib;
 	cruxf_next.caller = version;
 	cruxf_next.types = known_types(version) & known_types(cruxf_next.version);
@@ -284,12 +298,12 @@ cruxf_result_t cruxf_chain_finalize(void *context)
 	return CRUXF_SUCCESS;
 }
 
-/* A free link of this communicator, or NULL when CRUXF_LINKS events are live. */
-static inline struct cruxf_link *link_get(struct cruxf_chain *ch)
+/* A free link, or NULL when none of the next few is. */
+static inline struct cruxf_link *link_get(void)
 {
 	for (int k = 0; k < 8; k++) {
-		uint32_t i = atomic_fetch_add_explicit(&ch->at, 1, memory_order_relaxed);
-		struct cruxf_link *l = &ch->links[i & (CRUXF_LINKS - 1)];
+		uint32_t i = atomic_fetch_add_explicit(&cruxf_next.at, 1, memory_order_relaxed);
+		struct cruxf_link *l = &cruxf_next.links[i & (CRUXF_LINKS - 1)];
 		uint32_t free_ = 0;
 
 		if (!atomic_load_explicit(&l->busy, memory_order_relaxed) &&
@@ -300,12 +314,12 @@ static inline struct cruxf_link *link_get(struct cruxf_chain *ch)
 	return NULL;
 }
 
-/* One of this communicator's links, or NULL for any other pointer. */
-static inline struct cruxf_link *as_link(struct cruxf_chain *ch, void *p)
+/* One of our links, or NULL for any other pointer (the next plugin's own handles). */
+static inline struct cruxf_link *as_link(void *p)
 {
-	uintptr_t a = (uintptr_t)p, base = (uintptr_t)ch->links;
+	uintptr_t a = (uintptr_t)p, base = (uintptr_t)cruxf_next.links;
 
-	if (a < base || a >= base + sizeof(ch->links) ||
+	if (a < base || a >= base + (uintptr_t)CRUXF_LINKS * sizeof(struct cruxf_link) ||
 	    (a - base) % sizeof(struct cruxf_link) != 0)
 		return NULL;
 	return (struct cruxf_link *)p;
@@ -332,9 +346,10 @@ void cruxf_chain_start(void *context, void **handle, void *descr, cruxf_core_sta
 	*handle = NULL;
 	if (!ch || ch->magic != CRUXF_CHAIN_MAGIC)
 		return;
-	pl = parent ? as_link(ch, parent) : NULL;
+	pl = parent ? as_link(parent) : NULL;
+	/* A parent that is no link is the next plugin's own handle (or NCCL's NULL). */
 	if (ch->ours)
-		core(ch->ours, &oh, descr, pl ? pl->ours : parent);
+		core(ch->ours, &oh, descr, pl ? pl->ours : NULL);
 	type = cruxf_next.caller == 4 ? ((cruxf_descr_v4_t *)descr)->type
 				      : ((cruxf_descr_v5_t *)descr)->type;
 	if (ch->next && (type & ch->next_mask)) {
@@ -381,14 +396,16 @@ void cruxf_chain_start(void *context, void **handle, void *descr, cruxf_core_sta
 			*parentp = parent;
 		}
 	}
-	if (!oh && !nh)
+	if (!oh) {
+		*handle = nh; /* the next plugin's alone: no pair needed */
 		return;
-	l = link_get(ch);
+	}
+	l = link_get();
 	if (!l) {
-		/* Pathological: CRUXF_LINKS live events. Close both rather than leak. */
-		crux_log_once(&ch->full_said, CRUX_LOG_WARN,
-			      "more than %d profiler events live on one communicator; events are "
-			      "dropped for both Crux and %s until some end",
+		/* Pathological: links all live. Close both rather than leak. */
+		crux_log_once(&cruxf_next.full_said, CRUX_LOG_WARN,
+			      "more than %u profiler events live at once; events are dropped for "
+			      "both Crux and %s until some end",
 			      CRUXF_LINKS, cruxf_next.name);
 		if (oh)
 			cruxf_stop(oh);
@@ -403,36 +420,40 @@ void cruxf_chain_start(void *context, void **handle, void *descr, cruxf_core_sta
 
 void cruxf_chain_stop(void *handle)
 {
-	struct cruxf_link *l = handle;
+	struct cruxf_link *l;
 
-	if (!l)
+	if (!handle)
 		return;
+	if (!(l = as_link(handle))) {
+		next_stop(handle);
+		return;
+	}
 	if (l->ours)
 		cruxf_stop(l->ours);
 	if (l->next)
 		next_stop(l->next);
-	/*
-	 * The pair stays readable until the slot is taken again (CRUXF_LINKS
-	 * starts later): NCCL names stopped handles as parents (a Coll task's
-	 * parent is its CollApi event, stopped when the call was enqueued).
-	 */
+	/* The pair stays readable (a stopped parent) until the ring comes round. */
 	atomic_store_explicit(&l->busy, 0, memory_order_release);
 }
 
 void cruxf_chain_state(void *handle, int state, cruxf_state_args_t *args)
 {
-	struct cruxf_link *l = handle;
+	struct cruxf_link *l;
+	void *nh = handle;
 
-	if (!l)
+	if (!handle)
 		return;
-	if (l->ours)
-		cruxf_state_change(l->ours, state);
-	if (l->next) {
-		if (cruxf_next.version == 4)
-			cruxf_next.t4->recordEventState(l->next, state, args);
-		else if (cruxf_next.version == 7)
-			cruxf_next.t7->recordEventState(l->next, state, args);
-		else
-			cruxf_next.t5->recordEventState(l->next, state, args);
+	if ((l = as_link(handle))) {
+		if (l->ours)
+			cruxf_state_change(l->ours, state);
+		nh = l->next;
 	}
+	if (!nh)
+		return;
+	if (cruxf_next.version == 4)
+		cruxf_next.t4->recordEventState(nh, state, args);
+	else if (cruxf_next.version == 7)
+		cruxf_next.t7->recordEventState(nh, state, args);
+	else
+		cruxf_next.t5->recordEventState(nh, state, args);
 }

@@ -79,7 +79,13 @@ void cruxf_state_change(void *handle, int state);
 
 /* ---- Chaining (chain.c): CRUX_PROFILER_NEXT ---- */
 
-#define CRUXF_LINKS 4096 /* live event handle pairs per communicator (power of two) */
+/*
+ * Handle pairs: one process-wide ring of links, so that any handle can be
+ * told apart from the next plugin's own by one range check, without a
+ * context. Only events Crux keeps a handle for take a link; the next
+ * plugin's other handles go to NCCL as they are.
+ */
+#define CRUXF_LINKS (1u << 18) /* power of two; a stopped link is taken again this many links later */
 
 /* One event handle NCCL holds: ours and the next plugin's. */
 struct cruxf_link {
@@ -93,9 +99,6 @@ struct cruxf_chain {
 	void *ours;	    /* our core's context (NULL: the core is passive) */
 	void *next;	    /* the next plugin's context (NULL: its init failed) */
 	uint64_t next_mask; /* event types the next plugin asked for */
-	_Atomic uint32_t at;
-	_Atomic int full_said;
-	struct cruxf_link links[CRUXF_LINKS];
 };
 
 /* The process's next plugin (decided at the first init). */
@@ -109,7 +112,9 @@ struct cruxf_next_state {
 	const cruxf_profiler_v4_t *t4;
 	const cruxf_profiler_v5_t *t5; /* v5 and v6 */
 	const cruxf_profiler_v7_t *t7;
-	_Atomic int mixed_said, init_said;
+	_Atomic int mixed_said, init_said, full_said;
+	struct cruxf_link *links; /* CRUXF_LINKS of them */
+	_Atomic uint32_t at;
 	char name[128];
 };
 extern struct cruxf_next_state cruxf_next;

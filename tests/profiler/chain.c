@@ -11,12 +11,17 @@
  *                                           every call for the types it asked for, with
  *                                           its own contexts, handles and parents, and
  *                                           nothing else; Crux must ask for its own too
+ *   chain PLUGIN VERSION --fixture LIB --threads N
+ *                                           the same from N threads at once, each on its
+ *                                           own communicator as NCCL's callers are
+ *                                           (stress: the process-wide handle pairs)
  *   chain PLUGIN VERSION --refused TEXT     CRUX_PROFILER_NEXT is bad: exactly one log
  *                                           line names it and contains TEXT, and Crux
  *                                           profiles on alone (its own mask, a context)
  * Exit 0 when every check passes.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -167,10 +172,10 @@ static void fixture_counts(int fmask, uint64_t type, bool parented, int nstates,
 {
 	if (!(fmask & (int)type))
 		return;
-	want_starts++;
-	want_states += nstates;
-	want_parented += parented;
-	want_tags += (long)tag;
+	__atomic_fetch_add(&want_starts, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&want_states, nstates, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&want_parented, parented, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&want_tags, (long)tag, __ATOMIC_RELAXED);
 }
 
 /* One collective as NCCL emits it, and one send (types the fixture did not ask for). */
@@ -228,6 +233,21 @@ static void one_collective(void *ctx, int mask, int fmask, uint64_t tag)
 		fixture_counts(fmask, CRUXF_EV_KERNEL_PHASE, true, 1, 0);
 }
 
+struct worker {
+	pthread_t t;
+	void *ctx;
+	int mask, fmask, iters;
+};
+
+static void *work(void *arg)
+{
+	struct worker *w = arg;
+
+	for (int it = 0; it < w->iters; it++)
+		one_collective(w->ctx, w->mask, w->fmask, (uint64_t)it + 1);
+	return NULL;
+}
+
 static int init(void **ctx, int *mask, uint64_t id)
 {
 	*mask = 0x5a5a; /* NCCL's global mask holds the previous init's value */
@@ -247,13 +267,19 @@ int main(int argc, char **argv)
 {
 	const char *fixture = NULL;
 	char sym[32], tmpdir[] = "/tmp/crux-chain.XXXXXX";
-	void *lib, *ctx[2] = {NULL, NULL};
-	int mask[2] = {0, 0}, crux_mask, fmask = 0;
+	void *lib, *ctx[8] = {NULL};
+	int mask[8] = {0}, crux_mask, fmask = 0, ncomm;
 	void (*stats)(struct fixture_stats *) = NULL;
 	struct fixture_stats fs;
 
-	if (argc != 5 || (strcmp(argv[3], "--fixture") && strcmp(argv[3], "--refused"))) {
-		fprintf(stderr, "usage: chain PLUGIN VERSION --fixture LIB | --refused TEXT\n");
+	int threads = 0;
+
+	if (argc == 7 && !strcmp(argv[5], "--threads"))
+		threads = atoi(argv[6]);
+	if ((argc != 5 && !(argc == 7 && threads > 0 && threads <= 8)) ||
+	    (strcmp(argv[3], "--fixture") && strcmp(argv[3], "--refused"))) {
+		fprintf(stderr, "usage: chain PLUGIN VERSION --fixture LIB [--threads N] | "
+				"--refused TEXT\n");
 		return 2;
 	}
 	version = atoi(argv[2]);
@@ -283,7 +309,8 @@ int main(int argc, char **argv)
 	crux_mask = version == 4 ? (CRUXF_EV_GROUP | CRUXF_EV_COLL | CRUXF_EV_P2P)
 				 : (CRUXF_EV_GROUP_API | CRUXF_EV_COLL_API | CRUXF_EV_P2P_API);
 
-	for (int i = 0; i < 2; i++) {
+	ncomm = threads ? threads : 2;
+	for (int i = 0; i < ncomm; i++) {
 		CHECK(init(&ctx[i], &mask[i], 0x77 + (uint64_t)i) == CRUXF_SUCCESS,
 		      "init failed");
 		CHECK(ctx[i] != NULL, "no context");
@@ -305,7 +332,7 @@ int main(int argc, char **argv)
 			fmask |= CRUXF_EV_GROUP_API | CRUXF_EV_COLL_API | CRUXF_EV_COLL;
 		CHECK(mask[0] & CRUXF_EV_PROXY_OP, "the fixture's ProxyOp is not in the merged mask "
 						   "(0x%x)", mask[0]);
-		CHECK(fs.inits == 2, "fixture inits %ld, want 2", fs.inits);
+		CHECK(fs.inits == ncomm, "fixture inits %ld, want %d", fs.inits, ncomm);
 		CHECK(lines_naming == 0, "a chained plugin that works was complained about: %s",
 		      last_line);
 	} else {
@@ -316,10 +343,22 @@ int main(int argc, char **argv)
 		CHECK(strstr(last_line, want_text) != NULL, "the line '%s' does not say '%s'",
 		      last_line, want_text);
 	}
-	for (int it = 0; it < 200; it++)
-		for (int i = 0; i < 2; i++)
-			one_collective(ctx[i], mask[i], fmask, (uint64_t)it + 1);
-	for (int i = 0; i < 2; i++)
+	if (threads) {
+		struct worker w[8];
+		for (int t = 0; t < threads; t++) {
+			w[t] = (struct worker){
+			    .ctx = ctx[t], .mask = mask[t], .fmask = fmask, .iters = 40000};
+			if (pthread_create(&w[t].t, NULL, work, &w[t]))
+				abort();
+		}
+		for (int t = 0; t < threads; t++)
+			pthread_join(w[t].t, NULL);
+	} else {
+		for (int it = 0; it < 200; it++)
+			for (int i = 0; i < 2; i++)
+				one_collective(ctx[i], mask[i], fmask, (uint64_t)it + 1);
+	}
+	for (int i = 0; i < ncomm; i++)
 		CHECK(finalize(ctx[i]) == CRUXF_SUCCESS, "finalize failed");
 	if (fixture) {
 		stats(&fs);
@@ -327,7 +366,7 @@ int main(int argc, char **argv)
 		       "parent, tag sum %llu\n",
 		       fs.version, version, fs.starts, fs.stops, fs.states, fs.with_parent,
 		       (unsigned long long)fs.tag_sum);
-		CHECK(fs.finalizes == 2, "fixture finalizes %ld, want 2", fs.finalizes);
+		CHECK(fs.finalizes == ncomm, "fixture finalizes %ld, want %d", fs.finalizes, ncomm);
 		CHECK(fs.starts == want_starts, "fixture starts %ld, want %ld", fs.starts,
 		      want_starts);
 		CHECK(fs.stops == want_starts, "fixture stops %ld, want %ld", fs.stops, want_starts);

@@ -152,10 +152,15 @@ static void start_common(void *ctx, void **h, uint64_t type, void *parent, uint6
 			__atomic_fetch_add(&st.foreign_parent, 1, __ATOMIC_RELAXED);
 	}
 	__atomic_fetch_add(&st.tag_sum, tag, __ATOMIC_RELAXED);
-	e = &c->evs[atomic_fetch_add(&c->next, 1) % NEVENTS];
+	/* A slot no live event holds (a thread may sit on one while others go round). */
+	for (;;) {
+		int free_ = 0;
+		e = &c->evs[atomic_fetch_add(&c->next, 1) % NEVENTS];
+		if (atomic_compare_exchange_strong(&e->live, &free_, 1))
+			break;
+	}
 	e->magic = EV_MAGIC;
 	e->type = type;
-	atomic_store(&e->live, 1);
 	atomic_fetch_add(&a_live, 1);
 	*h = e;
 }
