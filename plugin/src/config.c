@@ -83,6 +83,13 @@ crux_status_t cruxn_config_load(struct cruxn_config *cfg, char *err, size_t errl
 		snprintf(c.ibverbs_lib, sizeof(c.ibverbs_lib), "%s", e ? e : "");
 		e = crux_env_get(NULL, NULL, "CRUX_MLX5_LIB");
 		snprintf(c.mlx5_lib, sizeof(c.mlx5_lib), "%s", e ? e : "");
+		/* NCCL's IB class for RoCE/IB (-1: unset, as NCCL) */
+		if (crux_env_int(NULL, NULL, "NCCL_IB_TC", -1, -1, 255, &v, err, errlen) != CRUX_OK)
+			return CRUX_ERR_INVAL;
+		c.ib_tc = (int)v;
+		if (crux_env_int(NULL, NULL, "NCCL_IB_SL", -1, -1, 15, &v, err, errlen) != CRUX_OK)
+			return CRUX_ERR_INVAL;
+		c.ib_sl = (int)v;
 		e = crux_env_get(NULL, NULL, "CRUX_IB_HCA");
 		if (!e)
 			e = crux_env_get(NULL, NULL, "NCCL_IB_HCA");

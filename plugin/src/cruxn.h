@@ -50,6 +50,8 @@ struct cruxn_config {
 	char ibverbs_lib[256]; /* CRUX_IBVERBS_LIB, "" = libibverbs.so.1 */
 	char mlx5_lib[256];    /* CRUX_MLX5_LIB, "" = libmlx5.so.1 */
 	char hca_spec[256];    /* CRUX_IB_HCA, else NCCL_IB_HCA */
+	int ib_tc;             /* NCCL_IB_TC: RoCE traffic class without a decision, -1 unset */
+	int ib_sl;             /* NCCL_IB_SL: IB service level without a decision, -1 unset */
 };
 
 enum cruxn_transport_kind { CRUXN_TP_AUTO = 0, CRUXN_TP_VERBS, CRUXN_TP_SOCKET };
@@ -112,6 +114,7 @@ struct cruxn_tag_state {
 	bool stale;
 	bool valid;
 	int nccl_tc; /* per-communicator traffic class, -1 unset */
+	bool ib;     /* a verbs connection: NCCL_IB_TC / NCCL_IB_SL rule its default class */
 	struct crux_addr peer;
 	struct cruxn_class cls;
 	struct cruxn_route route;

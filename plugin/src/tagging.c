@@ -296,6 +296,22 @@ bool cruxn_tag_refresh(struct cruxn_tag_state *ts)
 		cls.level = d.level;
 	} else if (cfg->class_level >= 0) {
 		class_from_level(cfg->class_level, have ? r : NULL, &cls);
+	} else if (ts->ib && (cfg->ib_tc >= 0 || cfg->ib_sl >= 0 || ts->nccl_tc >= 0)) {
+		/*
+		 * NCCL's IB precedence for the class without a decision:
+		 * NCCL_IB_TC / NCCL_IB_SL, then the communicator's trafficClass,
+		 * then the table's default level (else 0).
+		 */
+		int tc = cfg->ib_tc >= 0 ? cfg->ib_tc : ts->nccl_tc >= 0 ? ts->nccl_tc
+						 : have	       ? d.class_map.dscp << 2
+							       : 0;
+		cls.tos = tc & 0xfc;
+		cls.prio = have ? d.class_map.sock_prio : 0;
+		cls.sl = cfg->ib_sl >= 0			    ? cfg->ib_sl
+			 : ts->nccl_tc >= 0 && ts->nccl_tc <= 15 ? ts->nccl_tc
+			 : have					    ? d.class_map.ib_sl
+								    : 0;
+		cls.level = (cls.tos >> 5) < CRUX_MAX_LEVELS ? (cls.tos >> 5) : CRUX_MAX_LEVELS - 1;
 	} else if (ts->nccl_tc >= 0) {
 		cls.tos = ts->nccl_tc & 0xfc;
 		cls.prio = 0;

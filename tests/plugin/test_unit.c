@@ -118,6 +118,64 @@ static void test_class_precedence_without_table(void **state)
 	cruxn_ctx.cfg.class_level = -1;
 }
 
+/*
+ * Verbs connections without a decision take NCCL's IB precedence:
+ * NCCL_IB_TC / NCCL_IB_SL, then the communicator's trafficClass, then 0;
+ * CRUX_CLASS still comes first, and socket connections ignore the IB
+ * variables. Seen failing before (NCCL_IB_TC=106 left RoCE traffic at 0).
+ */
+static void test_nccl_ib_class_precedence(void **state)
+{
+	struct cruxn_tag_state ts;
+	struct crux_addr peer;
+	char err[256];
+	(void)state;
+
+	memset(&peer, 0, sizeof(peer));
+	snprintf(cruxn_ctx.shm_dir, sizeof(cruxn_ctx.shm_dir), "/nonexistent-cxpl");
+	unsetenv("CRUX_CLASS");
+	setenv("NCCL_IB_TC", "106", 1);
+	setenv("NCCL_IB_SL", "3", 1);
+	assert_int_equal(cruxn_config_load(&cruxn_ctx.cfg, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(cruxn_ctx.cfg.ib_tc, 106);
+	assert_int_equal(cruxn_ctx.cfg.ib_sl, 3);
+
+	cruxn_tag_init(&ts, &peer, 0x60);
+	ts.ib = true;
+	assert_true(cruxn_tag_refresh(&ts));
+	assert_int_equal(ts.cls.tos, 104); /* DSCP 26; the ECN bits are the NIC's */
+	assert_int_equal(ts.cls.sl, 3);
+	assert_int_equal(ts.cls.level, 3);
+
+	cruxn_tag_init(&ts, &peer, 0x60); /* the socket transport: NCCL_IB_* do not apply */
+	assert_true(cruxn_tag_refresh(&ts));
+	assert_int_equal(ts.cls.tos, 0x60);
+
+	unsetenv("NCCL_IB_TC");
+	unsetenv("NCCL_IB_SL");
+	assert_int_equal(cruxn_config_load(&cruxn_ctx.cfg, err, sizeof(err)), CRUX_OK);
+	cruxn_tag_init(&ts, &peer, 0x60); /* then the communicator's class */
+	ts.ib = true;
+	assert_true(cruxn_tag_refresh(&ts));
+	assert_int_equal(ts.cls.tos, 0x60);
+	assert_int_equal(ts.cls.sl, 0);
+
+	setenv("NCCL_IB_TC", "106", 1);
+	assert_int_equal(cruxn_config_load(&cruxn_ctx.cfg, err, sizeof(err)), CRUX_OK);
+	cruxn_ctx.cfg.class_level = 2; /* CRUX_CLASS first */
+	cruxn_tag_init(&ts, &peer, -1);
+	ts.ib = true;
+	assert_true(cruxn_tag_refresh(&ts));
+	assert_int_equal(ts.cls.tos, (8 * 2) << 2);
+	cruxn_ctx.cfg.class_level = -1;
+
+	setenv("NCCL_IB_TC", "256", 1); /* out of range: named */
+	assert_int_not_equal(cruxn_config_load(&cruxn_ctx.cfg, err, sizeof(err)), CRUX_OK);
+	assert_non_null(strstr(err, "NCCL_IB_TC"));
+	unsetenv("NCCL_IB_TC");
+	assert_int_equal(cruxn_config_load(&cruxn_ctx.cfg, err, sizeof(err)), CRUX_OK);
+}
+
 static void tagging_teardown(void)
 {
 	cruxn_tagging_stop();
@@ -587,6 +645,7 @@ int main(void)
 	    cmocka_unit_test(test_ifname),
 	    cmocka_unit_test(test_config_defaults_and_errors),
 	    cmocka_unit_test(test_class_precedence_without_table),
+	    cmocka_unit_test(test_nccl_ib_class_precedence),
 	    cmocka_unit_test(test_table_precedence_and_staleness),
 	    cmocka_unit_test(test_corrupt_table_logged_once),
 	    cmocka_unit_test(test_crux_class_uses_table_level_map),

@@ -230,6 +230,7 @@ static crux_status_t connect_start(int dev, int traffic_class, const struct crux
 	(void)crux_addr_from_sockaddr(&c->b.peer.sa, &c->b.peer_host);
 	c->b.stats = cruxn_peer_stats_get(&c->b.peer_host);
 	cruxn_tag_init(&c->b.tag, &c->b.peer_host, traffic_class);
+	c->b.tag.ib = true; /* NCCL_IB_TC / NCCL_IB_SL apply */
 	(void)cruxn_tag_refresh(&c->b.tag);
 	l = cruxn_vx_lane_new(c, 0, &c->b.tag.cls, &c->b.tag.route);
 	if (!l)
