@@ -713,6 +713,21 @@ static void test_config_cluster(void **state)
 	assert_int_equal(c.cluster_ttl_ns, 3 * SEC);
 }
 
+/* 8 levels on the default map would put levels 6 and 7 on CS6 / CS7: refused, the fix named. */
+static void test_config_network_control(void **state)
+{
+	struct t *t = *state;
+	struct cruxd_config c;
+	char err[320];
+
+	tset(t, "CRUX_LEVELS", "8");
+	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_ERR_INVAL);
+	assert_non_null(strstr(err, "level 6 would be DSCP 48 (CS6, network control) by the default"));
+	tset(t, "CRUX_LEVEL_DSCP", "0,8,16,24,32,40,26,34");
+	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(c.settings.levels[7].dscp, 34);
+}
+
 static void test_config_strict(void **state)
 {
 	struct t *t = *state;
@@ -730,7 +745,16 @@ static void test_config_strict(void **state)
 	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_ERR_INVAL);
 	t->env.kv[t->env.n - 1].v = "0,8,,24";
 	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_ERR_INVAL);
-	t->env.kv[t->env.n - 1].v = "0,8,16,24";
+	/* network-control DSCPs are refused unless the operator allows them */
+	t->env.kv[t->env.n - 1].v = "0,8,16,48";
+	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_ERR_INVAL);
+	assert_non_null(strstr(err, "CS6"));
+	assert_non_null(strstr(err, "CRUX_ALLOW_NETWORK_CONTROL_DSCP"));
+	tset(t, "CRUX_ALLOW_NETWORK_CONTROL_DSCP", "1");
+	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(c.settings.levels[3].dscp, 48);
+	t->env.kv[t->env.n - 1].v = "0";
+	t->env.kv[t->env.n - 2].v = "0,8,16,24";
 	tset(t, "CRUX_AGENT_INTERVAL", "900ms"); /* > timeout / 3 */
 	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_ERR_INVAL);
 	assert_non_null(strstr(err, "CRUX_HEARTBEAT_TIMEOUT"));
@@ -773,6 +797,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unsafe_dir, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_one_writer_and_stale, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_strict, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_network_control, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_cluster, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guard_promotes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guard_account, setup, teardown),

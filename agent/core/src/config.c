@@ -233,6 +233,30 @@ crux_status_t cruxd_config_env(crux_getenv_fn fn, void *arg, struct cruxd_config
 		if (gs)
 			c.settings.levels[l].ib_sl = (uint8_t)sl[l];
 	}
+	/*
+	 * CS6 / CS7 are network control (routing protocols, LACP, PFC's own
+	 * pause): switches give them strict priority and policers, and a training
+	 * job's bytes there starve the fabric's control plane. Refused unless the
+	 * operator says the fabric was configured for it.
+	 */
+	st = crux_env_bool(fn, arg, "CRUX_ALLOW_NETWORK_CONTROL_DSCP", false, &b, err, errlen);
+	if (st != CRUX_OK)
+		return st;
+	for (uint32_t l = 0; l < c.settings.nlevels && !b; l++) {
+		uint8_t d = c.settings.levels[l].dscp;
+		if (d == 48 || d == 56) {
+			if (err && errlen)
+				snprintf(err, errlen,
+					 "level %u would be DSCP %u (CS%u, network control)%s: give "
+					 "CRUX_LEVEL_DSCP one DSCP per level that the switches queue "
+					 "for data (e.g. 0,8,16,24,32,40,26,34), or set "
+					 "CRUX_ALLOW_NETWORK_CONTROL_DSCP=1 if the fabric is configured "
+					 "for it",
+					 (unsigned)l, (unsigned)d, (unsigned)d / 8,
+					 gd ? " in CRUX_LEVEL_DSCP" : " by the default map (CRUX_LEVELS > 6)");
+			return CRUX_ERR_INVAL;
+		}
+	}
 	st = crux_env_int(fn, arg, "CRUX_DEFAULT_LEVEL", 0, 0, c.settings.nlevels - 1, &v, err,
 			  errlen);
 	if (st != CRUX_OK)
