@@ -18,6 +18,9 @@
  * below the highest level that moved; baseline in the same run: the same
  * guard with a full evaluation every time (sched_eval_set_resume(0)).
  *
+ * The evaluator's time is measured for the phase-aware model and, in the
+ * same run, the first (phase-blind) model (eval_first_model_ms).
+ *
  * Times are the best of 3 (cold, guard) and 5 (warm) runs: the machine is shared.
  *
  * usage: sched-scale CSV [OUT.json] [--quick]
@@ -147,15 +150,17 @@ int main(int argc, char **argv)
 	fprintf(jf,
 		"{\"benchmark\":\"sched-scale\",\"topology\":\"lingjun (847 hosts)\",\"levels\":8,"
 		"\"orders\":10,\"rows\":[");
-	printf("%6s %5s %9s %9s %6s %8s %9s %9s %8s %10s %8s %6s %9s %9s %7s %6s\n", "jobs", "mix",
-	       "net_jobs", "dag_edges", "comps", "largest", "cold_ms", "warm_ms", "ecmp_ms",
-	       "warm/ecmp", "eval_ms", "util", "guard_ms", "full_ms", "speedup", "lifts");
+	printf("%6s %5s %9s %9s %6s %8s %9s %9s %8s %10s %8s %8s %6s %9s %9s %7s %6s\n", "jobs",
+	       "mix", "net_jobs", "dag_edges", "comps", "largest", "cold_ms", "warm_ms", "ecmp_ms",
+	       "warm/ecmp", "eval_ms", "eval0_ms", "util", "guard_ms", "full_ms", "speedup",
+	       "lifts");
 	for (int ci = 0; ci < nc; ci++) {
 		struct crux_sched_topo *t = NULL;
 		struct crux_sched_jobs js;
 		struct crux_sched_schedule *s = NULL;
 		struct crux_sched_params p;
 		double best_warm = 1e9, best_ecmp = 1e9, cold = 1e9, best_eval = 1e9, u = 0;
+		double best_eval0 = 1e9, u0 = 0;
 		double guard = 1e9, guard_full = 1e9;
 		int lifts = 0, left = 0;
 		struct crux_sched_eval *ev = NULL;
@@ -229,6 +234,13 @@ int main(int argc, char **argv)
 			if (crux_sched_evaluate(ev, t, js.v, js.n, s, NULL, &u))
 				return 1;
 			best_eval = fmin(best_eval, now() - t0);
+			/* Baseline in the same run: the first (phase-blind) model. */
+			s->eval_model = CRUX_SCHED_EVAL_ALL_AT_ONCE;
+			t0 = now();
+			if (crux_sched_evaluate(ev, t, js.v, js.n, s, NULL, &u0))
+				return 1;
+			best_eval0 = fmin(best_eval0, now() - t0);
+			s->eval_model = CRUX_SCHED_EVAL_PHASE_AWARE;
 		}
 		crux_sched_eval_free(ev);
 		size_t net = 0;
@@ -237,23 +249,25 @@ int main(int argc, char **argv)
 			net += js.v[i].n_flows > 0;
 		const char *mixn = ci == nc - 1 && stress ? "multi" : "trace";
 
-		printf("%6d %5s %9zu %9zu %6d %8d %9.2f %9.2f %8.2f %10.1f %8.2f %6.3f %9.1f %9.1f "
-		       "%7.2f %6d\n",
+		printf("%6d %5s %9zu %9zu %6d %8d %9.2f %9.2f %8.2f %10.1f %8.2f %8.2f %6.3f %9.1f "
+		       "%9.1f %7.2f %6d\n",
 		       counts[ci], mixn, net, s->dag_edges, s->dag_components, s->dag_largest,
 		       cold * 1e3, best_warm * 1e3, best_ecmp * 1e3, best_warm / best_ecmp,
-		       best_eval * 1e3, u, guard * 1e3, guard_full * 1e3, guard_full / guard, lifts);
+		       best_eval * 1e3, best_eval0 * 1e3, u, guard * 1e3, guard_full * 1e3, guard_full / guard, lifts);
 		fprintf(
 		    jf,
 		    "%s{\"jobs\":%d,\"mix\":\"%s\",\"network_jobs\":%zu,\"dag_edges\":%zu,\"dag_"
 		    "components\":%d,"
 		    "\"dag_largest\":%d,\"cold_ms\":%.3f,\"warm_ms\":%.3f,"
-		    "\"ecmp_ms\":%.3f,\"warm_over_ecmp\":%.3f,\"eval_ms\":%.3f,\"gpu_util\":%.4f,"
+		    "\"ecmp_ms\":%.3f,\"warm_over_ecmp\":%.3f,\"eval_ms\":%.3f,"
+		    "\"eval_first_model_ms\":%.3f,\"gpu_util\":%.4f,\"gpu_util_first_model\":%.4f,"
 		    "\"cut_weight\":%.6g,\"guard2_ms\":%.3f,\"guard2_full_eval_ms\":%.3f,"
 		    "\"guard2_speedup\":%.3f,\"guard2_over_warm\":%.3f,\"guard2_lifts\":%d,"
 		    "\"guard2_violators_left\":%d}",
 		    ci ? "," : "", counts[ci], mixn, net, s->dag_edges, s->dag_components,
 		    s->dag_largest, cold * 1e3, best_warm * 1e3, best_ecmp * 1e3,
-		    best_warm / best_ecmp, best_eval * 1e3, u, s->cut_weight, guard * 1e3,
+		    best_warm / best_ecmp, best_eval * 1e3, best_eval0 * 1e3, u, u0, s->cut_weight,
+		    guard * 1e3,
 		    guard_full * 1e3, guard_full / guard, guard / best_warm, lifts, left);
 		fflush(stdout);
 		crux_sched_schedule_free(s);

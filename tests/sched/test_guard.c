@@ -50,6 +50,7 @@ static void test_parse(void **state)
 
 	(void)state;
 	crux_sched_params_default(&p);
+	p.eval_model = CRUX_SCHED_EVAL_ALL_AT_ONCE; /* the hand-computed cases */
 	assert_true(p.max_slowdown == 0 && p.n_weights == 0);
 	assert_int_equal(crux_sched_slowdown_parse("2.5", &v, &err), CRUX_OK);
 	assert_true(v == 2.5);
@@ -69,6 +70,7 @@ static void test_parse(void **state)
 	setenv("CRUX_MAX_SLOWDOWN", "4", 1);
 	setenv("CRUX_LEVEL_WEIGHTS", "1,3", 1);
 	crux_sched_params_default(&p);
+	p.eval_model = CRUX_SCHED_EVAL_ALL_AT_ONCE; /* the hand-computed cases */
 	assert_int_equal(crux_sched_params_env(&p, &err), CRUX_OK);
 	assert_true(p.max_slowdown == 4 && p.n_weights == 2 && p.weight[1] == 3);
 	setenv("CRUX_MAX_SLOWDOWN", "fast", 1);
@@ -135,6 +137,7 @@ static void run_pair(double bound, double weights, struct crux_sched_schedule **
 	add_job(&js, 1, 0, 1, 1.8e9, 10, 0.2);
 	add_job(&js, 2, 0, 1, 0.9e9, 0.1, 0.1);
 	crux_sched_params_default(&p);
+	p.eval_model = CRUX_SCHED_EVAL_ALL_AT_ONCE; /* the hand-computed cases */
 	p.max_slowdown = bound;
 	if (weights > 0) {
 		p.n_weights = p.levels;
@@ -170,6 +173,7 @@ static void run_pair_job(double bound, double light_bound, int light_urgent,
 	js.v[1].slowdown_bound = light_bound;
 	js.v[1].urgent = light_urgent;
 	crux_sched_params_default(&p);
+	p.eval_model = CRUX_SCHED_EVAL_ALL_AT_ONCE; /* the hand-computed cases */
 	p.max_slowdown = bound;
 	assert_int_equal(crux_sched_schedule_new(js.v, js.n, p.levels, out), CRUX_OK);
 	assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, *out), CRUX_OK);
@@ -238,6 +242,7 @@ static void test_urgent_model_blind(void **state)
 		js.v[1].urgent = 1;
 		js.v[1].iter_time = blind ? 5.0 : 0;
 		crux_sched_params_default(&p);
+		p.eval_model = CRUX_SCHED_EVAL_ALL_AT_ONCE; /* the hand-computed cases */
 		p.max_slowdown = 2;
 		assert_int_equal(crux_sched_schedule_new(js.v, js.n, p.levels, &s), CRUX_OK);
 		assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s),
@@ -412,6 +417,7 @@ static void test_planner_bound(void **state)
 		crux_sched_jobs_init(&js);
 		add_job(&js, 1, 0, 1, 1e9, 1, 1);
 		crux_sched_params_default(&p);
+		p.eval_model = CRUX_SCHED_EVAL_ALL_AT_ONCE; /* the hand-computed cases */
 		p.n_weights = 3;
 		p.weight[0] = p.weight[1] = p.weight[2] = 1;
 		assert_int_equal(crux_sched_schedule_new(js.v, js.n, p.levels, &s), CRUX_OK);
@@ -466,6 +472,7 @@ static void plan_eval(struct crux_sched_topo *t, const struct crux_sched_jobs *j
 	struct crux_sched_eval *ev;
 
 	crux_sched_params_default(&p);
+	p.eval_model = CRUX_SCHED_EVAL_ALL_AT_ONCE; /* the hand-computed cases */
 	p.levels = levels;
 	p.max_slowdown = bound;
 	assert_int_equal(crux_sched_schedule_new(js->v, js->n, p.levels, &s), CRUX_OK);
@@ -569,6 +576,7 @@ static void test_lift_above_peers(void **state)
 	add_job(&js, 2, 0, 1, 0.3e9, 3.4, 1.3);
 	add_job(&js, 3, 0, 1, 1.0e9, 2.5, 1.0);
 	crux_sched_params_default(&p);
+	p.eval_model = CRUX_SCHED_EVAL_ALL_AT_ONCE; /* the hand-computed cases */
 	p.levels = 3;
 	assert_int_equal(crux_sched_schedule_new(js.v, js.n, p.levels, &s), CRUX_OK);
 	assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s), CRUX_OK);

@@ -104,11 +104,12 @@ static double ref(struct fx *f, enum crux_sched_ref_fairness fair, int phases, d
 	return u;
 }
 
-static double evalu(struct fx *f)
+static double evalu(struct fx *f, enum crux_sched_eval_model m)
 {
 	struct crux_sched_eval *ev;
 	double u = -1;
 
+	f->s->eval_model = m;
 	assert_int_equal(crux_sched_eval_new(&ev), CRUX_OK);
 	assert_int_equal(crux_sched_evaluate(ev, f->t, f->js.v, f->js.n, f->s, NULL, &u), CRUX_OK);
 	crux_sched_eval_free(ev);
@@ -136,7 +137,9 @@ static void test_two_identical_jobs(void **state)
 	NEAR(T[1], 3.0, 1e-6);
 	assert_int_equal(rs.starved, 0);
 	assert_int_equal(rs.truncated, 0);
-	NEAR(evalu(&f), 1.0 / 3, 1e-9);
+	NEAR(evalu(&f, CRUX_SCHED_EVAL_ALL_AT_ONCE), 1.0 / 3, 1e-9);
+	/* The phase-aware evaluator: 2 / (3 + sqrt 5) = 38.2 %. */
+	NEAR(evalu(&f, CRUX_SCHED_EVAL_PHASE_AWARE), 2 / (3 + sqrt(5)), 1e-5);
 	/* Random start phases: a phase offset d (0..1 s) persists under fair
 	 * sharing and gives T = 3 - d, so the mean lies strictly between. */
 	double u = ref(&f, CRUX_SCHED_REF_PER_FLOW, 8, T, &rs);
@@ -145,7 +148,8 @@ static void test_two_identical_jobs(void **state)
 	NEAR(T[0], T[1], 1e-6);
 	/* Two levels, either order, any phase: the low job fills the high job's
 	 * compute gaps, they interleave and both run at 2 s (50 %). The
-	 * evaluator's steady state says 41.7 %. */
+	 * evaluator's steady state says 41.7 % (both models: the low job sees
+	 * the high one's average load, not its gaps). */
 	for (int o = 0; o < 2; o++) {
 		levels(&f, 2, o ? (int[]){0, 1} : (int[]){1, 0});
 		for (int ph = 0; ph <= 4; ph += 4) {
@@ -153,7 +157,8 @@ static void test_two_identical_jobs(void **state)
 			NEAR(T[0], 2.0, 1e-6);
 			NEAR(T[1], 2.0, 1e-6);
 		}
-		NEAR(evalu(&f), (0.5 + 1.0 / 3) / 2, 1e-9);
+		NEAR(evalu(&f, CRUX_SCHED_EVAL_ALL_AT_ONCE), (0.5 + 1.0 / 3) / 2, 1e-9);
+		NEAR(evalu(&f, CRUX_SCHED_EVAL_PHASE_AWARE), (0.5 + 1.0 / 3) / 2, 1e-9);
 	}
 	fx_free(&f);
 }

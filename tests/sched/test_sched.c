@@ -341,18 +341,35 @@ static void test_eval_priority_vs_fair(void **state)
 	assert_int_equal(crux_sched_schedule_new(js.v, js.n, 2, &s), CRUX_OK);
 	assert_int_equal(crux_sched_eval_new(&ev), CRUX_OK);
 	assert_int_equal(crux_sched_paths_ecmp(t, js.v, js.n, 1, s), CRUX_OK);
-	/* Same level: fair halves, comm 2 s each: T = 3, 3. */
+	/* First model, same level: fair halves for the whole phase, comm 2 s
+	 * each: T = 3, 3. */
+	s->eval_model = CRUX_SCHED_EVAL_ALL_AT_ONCE;
 	s->d[0].level = s->d[1].level = 0;
 	assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s, T, &util), CRUX_OK);
 	assert_true(fabs(T[0] - 3) < 1e-9 && fabs(T[1] - 3) < 1e-9);
 	assert_true(fabs(util - (2.0 / 3 + 2.0 / 3) / 4) < 1e-9);
-	/* Job 1 above: T1 = 2 (alone), it loads the link 0.5 GB/s on average;
-	 * job 2 gets the other half: comm 2 s, T2 = 3. */
-	s->d[0].level = 1;
+	/* Phase-aware (default): each meets the other only while it sends, its
+	 * average load 1/T: T = 1 + 1 / (1 - 1/T), T^2 - 3T + 1 = 0, T = (3 +
+	 * sqrt 5) / 2 = 2.618 (the reference model: 33-50 % by phase, 37-40 %
+	 * over random phases). */
+	s->eval_model = CRUX_SCHED_EVAL_PHASE_AWARE;
 	assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s, T, &util), CRUX_OK);
-	assert_true(fabs(T[0] - 2) < 1e-9);
-	assert_true(fabs(T[1] - 3) < 1e-9);
-	assert_true(fabs(util - (1.0 + 2.0 / 3) / 4) < 1e-9);
+	double phi = (3 + sqrt(5)) / 2;
+
+	assert_true(fabs(T[0] - phi) < 1e-5 && fabs(T[1] - phi) < 1e-5);
+	assert_true(fabs(util - (2 / phi + 2 / phi) / 4) < 1e-5);
+	/* Job 1 above: T1 = 2 (alone), it loads the link 0.5 GB/s on average;
+	 * job 2 gets the other half: comm 2 s, T2 = 3 (both models). */
+	s->d[0].level = 1;
+	for (int m = 0; m < 2; m++) {
+		s->eval_model = m ? CRUX_SCHED_EVAL_ALL_AT_ONCE : CRUX_SCHED_EVAL_PHASE_AWARE;
+		assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s, T, &util), CRUX_OK);
+		assert_true(fabs(T[0] - 2) < 1e-9);
+		assert_true(fabs(T[1] - 3) < 1e-9);
+		assert_true(fabs(util - (1.0 + 2.0 / 3) / 4) < 1e-9);
+	}
+	s->eval_model = 7;
+	assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s, T, &util), CRUX_ERR_INVAL);
 	crux_sched_eval_free(ev);
 	crux_sched_schedule_free(s);
 	crux_sched_jobs_free(&js);

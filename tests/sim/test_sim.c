@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "cassini.h"
+#include "crux/sched.h"
 
 /* cmocka 1.1.5 has no floating-point assertion. */
 #define assert_near(a, b, eps)                                                                     \
@@ -80,6 +81,8 @@ static void small_config(const struct fixture *f, struct crux_sim_config *c,
 	c->levels = 2;
 	c->horizon_s = 1000;
 	c->window_s = 1000;
+	/* The hand-computed cases below are under the first steady-state model. */
+	c->eval_model = CRUX_SCHED_EVAL_ALL_AT_ONCE;
 }
 
 /* Two identical jobs: compute 1 s, 1e9 B per ring hop (1 s alone on the cable), no overlap. */
@@ -124,6 +127,18 @@ static void test_fair_share(void **state)
 	/* Each GPU computes 1 s in 3: utilisation 1/3. */
 	assert_near(r->mean_util, 1.0 / 3, 1e-6);
 	crux_sim_result_free(r);
+	/* The default phase-aware model: each meets the other only while it
+	 * sends: T = (3 + sqrt 5) / 2 (the reference model: 33-50 % by phase). */
+	c.eval_model = CRUX_SCHED_EVAL_PHASE_AWARE;
+	assert_int_equal(crux_sim_run(t, &c, &r, err, sizeof(err)), CRUX_OK);
+	sorted_iters(r, &lo, &hi);
+	assert_near(lo, (3 + sqrt(5)) / 2, 1e-5);
+	assert_near(hi, (3 + sqrt(5)) / 2, 1e-5);
+	assert_near(r->mean_util, 2 / (3 + sqrt(5)), 1e-5);
+	crux_sim_result_free(r);
+	c.eval_model = 5;
+	assert_int_not_equal(crux_sim_run(t, &c, &r, err, sizeof(err)), CRUX_OK);
+	assert_non_null(strstr(err, "eval_model"));
 	crux_sim_trace_free(t);
 }
 

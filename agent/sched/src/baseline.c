@@ -11,6 +11,10 @@ void sched_job_links_free(struct job_links *jl)
 	free(jl->off);
 	free(jl->link);
 	free(jl->bytes);
+	free(jl->foff);
+	free(jl->fl_off);
+	free(jl->fl_link);
+	free(jl->fl_bytes);
 	memset(jl, 0, sizeof(*jl));
 }
 
@@ -19,13 +23,15 @@ crux_status_t sched_job_links_build(struct crux_sched_topo *t, const struct crux
 {
 	struct job_links jl = {0};
 	double *m = calloc((size_t)t->n_links + 1, sizeof(double));
-	size_t cap = 0, used = 0;
+	size_t cap = 0, used = 0, nfl = 0, fcap = 0, nfi = 0, ficap = 0;
 	crux_status_t st = CRUX_ERR_NOMEM;
 
 	jl.off = malloc((n + 1) * sizeof(size_t));
-	if (!m || !jl.off)
+	jl.foff = malloc((n + 1) * sizeof(size_t));
+	if (!m || !jl.off || !jl.foff)
 		goto fail;
 	jl.off[0] = 0;
+	jl.foff[0] = 0;
 	for (size_t i = 0; i < n; i++) {
 		size_t start = used;
 
@@ -36,6 +42,40 @@ crux_status_t sched_job_links_build(struct crux_sched_topo *t, const struct crux
 			st = sched_flow_links(t, &jobs[i], f, s->d[i].path[f], &links, &nl);
 			if (st)
 				goto fail;
+			/* The flow's own links (the phase-aware evaluator's paths). */
+			if (nl > 0) {
+				if (nfl + 2 > fcap) {
+					size_t nc = fcap ? fcap * 2 : 256;
+					size_t *no = realloc(jl.fl_off, nc * sizeof(size_t));
+
+					if (!no)
+						goto nomem;
+					jl.fl_off = no;
+					double *nb = realloc(jl.fl_bytes, nc * sizeof(double));
+
+					if (!nb)
+						goto nomem;
+					jl.fl_bytes = nb;
+					fcap = nc;
+				}
+				if (nfi + (size_t)nl > ficap) {
+					size_t nc = ficap ? ficap * 2 : 1024;
+
+					while (nc < nfi + (size_t)nl)
+						nc *= 2;
+					int *nli = realloc(jl.fl_link, nc * sizeof(int));
+
+					if (!nli)
+						goto nomem;
+					jl.fl_link = nli;
+					ficap = nc;
+				}
+				jl.fl_off[nfl] = nfi;
+				jl.fl_bytes[nfl] = jobs[i].flows[f].bytes;
+				memcpy(jl.fl_link + nfi, links, (size_t)nl * sizeof(int));
+				nfi += (size_t)nl;
+				jl.fl_off[++nfl] = nfi;
+			}
 			for (int k = 0; k < nl; k++) {
 				int l = links[k];
 
@@ -66,6 +106,12 @@ crux_status_t sched_job_links_build(struct crux_sched_topo *t, const struct crux
 			m[jl.link[k]] = 0;
 		}
 		jl.off[i + 1] = used;
+		jl.foff[i + 1] = nfl;
+	}
+	if (!jl.fl_off) {
+		jl.fl_off = calloc(1, sizeof(size_t));
+		if (!jl.fl_off)
+			goto nomem;
 	}
 	free(m);
 	*out = jl;

@@ -53,8 +53,16 @@ struct crux_sched_eval {
 	size_t snap_cap;
 	unsigned char snap_ok[CRUX_SCHED_MAX_LEVELS];
 	int *prev;
+	/* Phase-aware pass: jobs on each link (CSR), per job scratch. */
+	size_t *lj_off;
+	size_t lj_off_cap;
+	int *lj_job;
+	double *lj_bytes;
+	size_t lj_cap;
+	double *tau, *pmax;
+	int *ptouch;
 	double fin_wr, fin_gpus;
-	int cache_ok, cache_levels;
+	int cache_ok, cache_levels, cache_model;
 	size_t cache_n;
 };
 
@@ -95,6 +103,12 @@ void crux_sched_eval_free(struct crux_sched_eval *ev)
 	free(ev->frozen);
 	free(ev->snap);
 	free(ev->prev);
+	free(ev->lj_off);
+	free(ev->lj_job);
+	free(ev->lj_bytes);
+	free(ev->tau);
+	free(ev->pmax);
+	free(ev->ptouch);
 	free(ev);
 }
 
@@ -186,6 +200,11 @@ static crux_status_t ev_size(struct crux_sched_eval *ev, size_t L, size_t n, siz
 		ENSURE(ev->T, c, double);
 		ENSURE(ev->frozen, c, unsigned char);
 		ENSURE(ev->prev, c, int);
+		ENSURE(ev->tau, c, double);
+		ENSURE(ev->pmax, c, double);
+		ENSURE(ev->ptouch, c, int);
+		for (size_t i = ev->jobs_cap; i < c; i++)
+			ev->pmax[i] = -1;
 		ev->jobs_cap = c;
 	}
 	if (inc + 1 > ev->inc_cap) {
@@ -193,9 +212,154 @@ static crux_status_t ev_size(struct crux_sched_eval *ev, size_t L, size_t n, siz
 
 		ENSURE(ev->inc_job, c, int);
 		ENSURE(ev->inc_k, c, size_t);
+		ENSURE(ev->lj_job, c, int);
+		ENSURE(ev->lj_bytes, c, double);
 		ev->inc_cap = c;
 	}
+	if (L + 2 > ev->lj_off_cap) {
+		ENSURE(ev->lj_off, L + 2, size_t);
+		ev->lj_off_cap = L + 2;
+	}
 	return CRUX_OK;
+}
+
+static int clamp_level(const struct crux_sched_schedule *s, int l)
+{
+	return l < 0 ? 0 : l >= s->levels ? s->levels - 1 : l;
+}
+
+/* Jobs on each link with their bytes (CSR over all jobs). */
+static void links_jobs(struct crux_sched_eval *ev, size_t L, size_t n, const struct job_links *jl)
+{
+	memset(ev->lj_off, 0, (L + 2) * sizeof(size_t));
+	for (size_t k = 0; k < jl->off[n]; k++)
+		ev->lj_off[jl->link[k] + 2]++;
+	for (size_t l = 0; l < L; l++)
+		ev->lj_off[l + 2] += ev->lj_off[l + 1];
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = jl->off[i]; k < jl->off[i + 1]; k++) {
+			size_t q = ev->lj_off[jl->link[k] + 1]++;
+
+			ev->lj_job[q] = (int)i;
+			ev->lj_bytes[q] = jl->bytes[k];
+		}
+}
+
+/*
+ * Phase-aware communication times of one level's jobs (order[lo..hi)), from
+ * the max-min rates of progressive filling (lambda):
+ *  - inside the level, a job does not meet its peers for their whole
+ *    iteration, only while they communicate: each job's time is also
+ *    bounded by its bytes over what its peers' average load leaves of the
+ *    level's residual (a damped fixed point), and the smaller bound holds;
+ *  - a flow crossing several links whose higher-level traffic comes from
+ *    different jobs gets only the time none of them sends (higher levels
+ *    interleave among themselves), so it is bounded by its bytes over its
+ *    narrowest link's rate times one minus the sum, over those jobs, of
+ *    each one's largest average load fraction on the flow's links.
+ */
+static void phase_aware_tau(struct crux_sched_eval *ev, const struct crux_sched_topo *t,
+			    const struct crux_sched_job *jobs, const struct crux_sched_schedule *s,
+			    const struct job_links *jl, size_t lo, size_t hi, int lev)
+{
+	for (size_t a = lo; a < hi; a++) {
+		int j = ev->order[a];
+
+		ev->tau[j] = jl->off[j + 1] > jl->off[j] ? ev->maxm[j] / ev->lambda[j] : 0;
+	}
+	if (hi - lo > 1) {
+		for (int it = 0; it < 30; it++) {
+			double moved = 0;
+
+			/* used[] = the level's average load on each link. */
+			for (size_t a = lo; a < hi; a++) {
+				int j = ev->order[a];
+
+				for (size_t k = jl->off[j]; k < jl->off[j + 1]; k++)
+					ev->used[jl->link[k]] = 0;
+			}
+			for (size_t a = lo; a < hi; a++) {
+				int j = ev->order[a];
+				const struct crux_sched_job *jb = &jobs[j];
+				double T = fmax(jb->compute,
+						(1.0 - jb->overlap) * jb->compute + ev->tau[j]);
+
+				for (size_t k = jl->off[j]; k < jl->off[j + 1]; k++)
+					ev->used[jl->link[k]] += T > 0 ? jl->bytes[k] / T : 0;
+			}
+			for (size_t a = lo; a < hi; a++) {
+				int j = ev->order[a];
+				const struct crux_sched_job *jb = &jobs[j];
+				double T = fmax(jb->compute,
+						(1.0 - jb->overlap) * jb->compute + ev->tau[j]);
+				double tv = 0;
+
+				if (jl->off[j + 1] == jl->off[j])
+					continue;
+				for (size_t k = jl->off[j]; k < jl->off[j + 1]; k++) {
+					int l = jl->link[k];
+					double own = T > 0 ? jl->bytes[k] / T : 0;
+					double av = ev->avail[l] - (ev->used[l] - own);
+					double fl = RESIDUAL_FLOOR * t->lbw[l];
+
+					tv = fmax(tv, jl->bytes[k] / (av > fl ? av : fl));
+				}
+				double mm = ev->maxm[j] / ev->lambda[j];
+				double nt = tv < mm ? tv : mm;
+
+				/* Damped: the peers' loads move with these times. */
+				double nx = 0.5 * (ev->tau[j] + nt);
+
+				moved = fmax(moved, fabs(nx - ev->tau[j]) / fmax(nx, 1e-300));
+				ev->tau[j] = nx;
+			}
+			if (moved < 1e-6)
+				break; /* converged: the answer no longer depends on the rounds */
+		}
+	}
+	/* Higher levels' jobs on a flow's links: their busy times add up. */
+	for (size_t a = lo; a < hi; a++) {
+		int j = ev->order[a];
+
+		for (size_t f = jl->foff[j]; f < jl->foff[j + 1]; f++) {
+			size_t np = 0;
+			double pen = 0, cmin = INFINITY;
+
+			if (jl->fl_off[f + 1] - jl->fl_off[f] < 2)
+				continue;
+			for (size_t q = jl->fl_off[f]; q < jl->fl_off[f + 1]; q++) {
+				int l = jl->fl_link[q];
+
+				cmin = fmin(cmin, t->lbw[l]);
+				for (size_t r = ev->lj_off[l]; r < ev->lj_off[l + 1]; r++) {
+					int k = ev->lj_job[r];
+
+					if (clamp_level(s, s->d[k].level) <= lev || !(ev->T[k] > 0))
+						continue;
+					double x = ev->lj_bytes[r] / ev->T[k] / t->lbw[l];
+
+					if (ev->pmax[k] < 0)
+						ev->ptouch[np++] = k;
+					ev->pmax[k] = fmax(ev->pmax[k], x);
+				}
+			}
+			double prod = 1;
+
+			for (size_t q = 0; q < np; q++) {
+				pen += ev->pmax[ev->ptouch[q]];
+				prod *= 1 - fmin(ev->pmax[ev->ptouch[q]], 1);
+				ev->pmax[ev->ptouch[q]] = -1;
+			}
+			if (np < 2)
+				continue; /* one job: the residual already says it */
+			/* Never below the square of what independent senders would
+			 * leave (their busy times overlapping at random), the
+			 * floor the reference shows where the sum exceeds 1. */
+			double free_frac = fmax(fmax(1.0 - pen, prod * prod), RESIDUAL_FLOOR);
+
+			ev->tau[j] = fmax(ev->tau[j], jl->fl_bytes[f] / (cmin * free_frac));
+		}
+	}
 }
 
 /* Counting sort of job indices by level, highest first (stable). */
@@ -218,11 +382,6 @@ static void order_by_level(const struct crux_sched_schedule *s, size_t n, int *o
 		l = l < 0 ? 0 : l >= K ? K - 1 : l;
 		order[cnt[K - 1 - l]++] = (int)i;
 	}
-}
-
-static int clamp_level(const struct crux_sched_schedule *s, int l)
-{
-	return l < 0 ? 0 : l >= s->levels ? s->levels - 1 : l;
 }
 
 static int has_shares(const struct crux_sched_schedule *s)
@@ -288,7 +447,8 @@ static int resume_level(const struct crux_sched_eval *ev, const struct crux_sche
 {
 	int r = -1;
 
-	if (!keep || !ev->cache_ok || ev->cache_n != n || ev->cache_levels != s->levels)
+	if (!keep || !ev->cache_ok || ev->cache_n != n || ev->cache_levels != s->levels ||
+	    ev->cache_model != s->eval_model)
 		return s->levels;
 	for (size_t i = 0; i < n; i++) {
 		int now = clamp_level(s, s->d[i].level), was = ev->prev[i];
@@ -323,9 +483,12 @@ crux_status_t sched_evaluate_links(struct crux_sched_eval *ev, const struct crux
 	crux_status_t st;
 	double work_rate = 0, gpus = 0;
 
-	if (s->n_jobs != n || s->levels < 1)
+	if (s->n_jobs != n || s->levels < 1 ||
+	    (s->eval_model != CRUX_SCHED_EVAL_PHASE_AWARE &&
+	     s->eval_model != CRUX_SCHED_EVAL_ALL_AT_ONCE))
 		return CRUX_ERR_INVAL;
 	st = ev_size(ev, L, n, jl.off[n]);
+	int phase = s->eval_model == CRUX_SCHED_EVAL_PHASE_AWARE;
 	if (st)
 		return st;
 	int shares = has_shares(s), K = s->levels;
@@ -347,6 +510,8 @@ crux_status_t sched_evaluate_links(struct crux_sched_eval *ev, const struct crux
 	}
 	ev->cache_ok = 0; /* again only once this call has succeeded */
 	order_by_level(s, n, ev->order);
+	if (phase)
+		links_jobs(ev, L, n, &jl);
 	if (r < K && !ev->snap_ok[r])
 		r = K;
 	if (r < K) {
@@ -499,6 +664,8 @@ crux_status_t sched_evaluate_links(struct crux_sched_eval *ev, const struct crux
 				}
 			}
 		}
+		if (phase)
+			phase_aware_tau(ev, t, jobs, s, &jl, lo, hi, lev);
 		/* Iteration times, then this level's average load leaves the residual. */
 		for (size_t a = lo; a < hi; a++) {
 			int j = ev->order[a];
@@ -506,7 +673,7 @@ crux_status_t sched_evaluate_links(struct crux_sched_eval *ev, const struct crux
 			double start = (1.0 - jb->overlap) * jb->compute, T = jb->compute;
 
 			if (jl.off[j + 1] > jl.off[j]) {
-				double tau = ev->maxm[j] / ev->lambda[j];
+				double tau = phase ? ev->tau[j] : ev->maxm[j] / ev->lambda[j];
 
 				T = fmax(jb->compute, start + tau);
 				for (size_t k = jl.off[j]; k < jl.off[j + 1]; k++) {
@@ -531,6 +698,7 @@ crux_status_t sched_evaluate_links(struct crux_sched_eval *ev, const struct crux
 	ev->cache_ok = keep;
 	ev->cache_n = n;
 	ev->cache_levels = K;
+	ev->cache_model = s->eval_model;
 done:
 	/* Out-parameters only on success. */
 	if (iter_time && n)

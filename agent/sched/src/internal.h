@@ -90,6 +90,11 @@ struct job_links {
 	size_t *off; /* n + 1 */
 	int *link;
 	double *bytes;
+	/* Per job its flows on the fabric (foff, n + 1), per flow its links
+	 * (fl_off into fl_link) and bytes: what the phase-aware evaluator needs. */
+	size_t *foff, *fl_off;
+	int *fl_link;
+	double *fl_bytes;
 };
 crux_status_t sched_job_links_build(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 			      size_t n, const struct crux_sched_schedule *s, struct job_links *out);

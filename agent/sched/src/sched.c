@@ -20,6 +20,7 @@ void crux_sched_params_default(struct crux_sched_params *p)
 	p->n_weights = 0;
 	for (int l = 0; l < CRUX_SCHED_MAX_LEVELS; l++)
 		p->weight[l] = 0;
+	p->eval_model = CRUX_SCHED_EVAL_PHASE_AWARE;
 }
 
 static const char *const policy_names[CRUX_SCHED_N_POLICIES] = {
@@ -111,6 +112,7 @@ crux_status_t crux_sched_schedule_copy(struct crux_sched_schedule *dst,
 	if (src->n_paths)
 		memcpy(dst->path_store, src->path_store, src->n_paths * sizeof(int));
 	dst->levels = src->levels;
+	dst->eval_model = src->eval_model;
 	memcpy(dst->share, src->share, sizeof(dst->share));
 	dst->guard_lifts = src->guard_lifts;
 	dst->guard_violators = src->guard_violators;
@@ -608,12 +610,15 @@ crux_status_t crux_sched_run(struct crux_sched_topo *t, const struct crux_sched_
 {
 	crux_status_t st;
 
-	if (s->n_jobs != n || p->levels < 1 || p->levels > CRUX_SCHED_MAX_LEVELS || p->orders < 1)
+	if (s->n_jobs != n || p->levels < 1 || p->levels > CRUX_SCHED_MAX_LEVELS || p->orders < 1 ||
+	    (p->eval_model != CRUX_SCHED_EVAL_PHASE_AWARE &&
+	     p->eval_model != CRUX_SCHED_EVAL_ALL_AT_ONCE))
 		return CRUX_ERR_INVAL;
 	st = sched_jobs_validate(t, jobs, n);
 	if (st)
 		return st;
 	s->levels = p->levels;
+	s->eval_model = p->eval_model;
 	st = sched_shares(p, s);
 	if (st)
 		return st;

@@ -275,6 +275,14 @@ crux_status_t sim_engine_new(const struct crux_sim_config *cfg, struct sim_engin
 	e->params.levels = (int)cfg->levels;
 	e->params.seed = cfg->seed;
 	e->params.max_slowdown = cfg->max_slowdown;
+	if (cfg->eval_model != CRUX_SCHED_EVAL_PHASE_AWARE &&
+	    cfg->eval_model != CRUX_SCHED_EVAL_ALL_AT_ONCE) {
+		snprintf(err, errlen, "eval_model %d: expected 0 (phase-aware) or 1 (all-at-once)",
+			 cfg->eval_model);
+		st = CRUX_ERR_INVAL;
+		goto fail;
+	}
+	e->params.eval_model = (enum crux_sched_eval_model)cfg->eval_model;
 	if (cfg->n_weights > 0 && cfg->n_weights != cfg->levels) {
 		snprintf(err, errlen,
 			 "%u level weights for %u levels: give one weight per level, lowest first",

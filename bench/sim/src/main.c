@@ -78,6 +78,8 @@ static void usage(FILE *f)
 		"                  CRUX_MAX_SLOWDOWN, when set, bounds the Crux policies named\n"
 		"                  without @ or ~ (their labels show it)\n"
 		"  --levels K (8)  --horizon-s S (0: run until every job finished)\n"
+		"  --eval-model phase-aware|all-at-once  the scheduler's steady state\n"
+		"                  (default phase-aware; all-at-once: the first model)\n"
 		"  --window-s S (0: last arrival)  --bin-s S (window/336)\n"
 		"output:\n"
 		"  --json FILE  --csv FILE (per-job table of the last policy)  --plot PREFIX\n"
@@ -91,7 +93,7 @@ enum {
 	O_JOBS = 256, O_DAYS, O_LOAD, O_SEED, O_MEDIAN, O_SIGMA, O_MAXG, O_TFLOPS, O_TOPO,
 	O_HOSTG, O_TORG, O_AGGG, O_HPT, O_HOSTS, O_GPH, O_CHAN, O_TORS, O_AGGS, O_CORES,
 	O_POLICY, O_LEVELS, O_HORIZON, O_WINDOW, O_BIN, O_JSON, O_CSV, O_PLOT, O_TITLE,
-	O_EXP, O_PROGRESS, O_NOPROGRESS, O_TRACE, O_OUT, O_SLICE, O_HELP, O_PLACE, O_WEIGHTS,
+	O_EXP, O_PROGRESS, O_NOPROGRESS, O_TRACE, O_OUT, O_SLICE, O_HELP, O_PLACE, O_WEIGHTS, O_EVALM,
 };
 
 static const struct option opts[] = {
@@ -113,7 +115,8 @@ static const struct option opts[] = {
 	{"no-progress", 0, 0, O_NOPROGRESS}, {"trace", 1, 0, O_TRACE},
 	{"out", 1, 0, O_OUT},	      {"slice-s", 1, 0, O_SLICE},
 	{"help", 0, 0, O_HELP},	      {"placement", 1, 0, O_PLACE},
-	{"level-weights", 1, 0, O_WEIGHTS}, {0, 0, 0, 0},
+	{"level-weights", 1, 0, O_WEIGHTS}, {"eval-model", 1, 0, O_EVALM},
+	{0, 0, 0, 0},
 };
 
 static int num(const char *opt, const char *v, double min, double max, double *out)
@@ -408,6 +411,19 @@ static int parse_args(struct cli *c, int argc, char **argv)
 			break;
 		case O_WEIGHTS:
 			bad = parse_weights(c, optarg);
+			break;
+		case O_EVALM:
+			if (strcmp(optarg, "phase-aware") == 0) {
+				c->cfg.eval_model = CRUX_SCHED_EVAL_PHASE_AWARE;
+			} else if (strcmp(optarg, "all-at-once") == 0) {
+				c->cfg.eval_model = CRUX_SCHED_EVAL_ALL_AT_ONCE;
+			} else {
+				fprintf(stderr,
+					"crux-sim: --eval-model: '%s' is not phase-aware or "
+					"all-at-once\n",
+					optarg);
+				bad = 1;
+			}
 			break;
 		case O_PLACE:
 			if (strcmp(optarg, "pack") == 0) {

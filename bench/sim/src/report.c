@@ -129,9 +129,11 @@ static void write_run(FILE *f, const struct crux_sim_result *r, const struct cru
 	jct_stats(r, &mj, &done);
 	fprintf(f,
 		"    {\"policy\": \"%s\", \"base_policy\": \"%s\", \"max_slowdown\": %g, "
-		"\"promote_bound\": %g, \"level_weights\": %s, \"levels\": %u, \"total_gpus\": %u,\n",
+		"\"promote_bound\": %g, \"level_weights\": %s, \"levels\": %u, \"total_gpus\": %u,\n"
+		"     \"eval_model\": \"%s\",\n",
 		r->label, crux_sim_policy_name(r->policy), r->max_slowdown, r->promote_bound,
-		r->weighted ? "true" : "false", r->levels, r->total_gpus);
+		r->weighted ? "true" : "false", r->levels, r->total_gpus,
+		r->eval_model ? "all-at-once" : "phase-aware");
 	fprintf(f, "     \"mean_gpu_util\": ");
 	json_num(f, r->mean_util);
 	fprintf(f, ", \"gain_vs_first\": ");

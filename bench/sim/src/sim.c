@@ -565,6 +565,7 @@ static crux_status_t setup(struct sim_run *s, const struct crux_sim_trace *t)
 	crux_sim_label(s->cfg, r->label, sizeof(r->label));
 	r->max_slowdown = s->cfg->max_slowdown;
 	r->promote_bound = s->cfg->promote_bound;
+	r->eval_model = s->cfg->eval_model;
 	r->weighted = s->cfg->n_weights > 0;
 	r->levels = s->cfg->levels;
 	r->total_gpus = s->n_hosts * s->gph;

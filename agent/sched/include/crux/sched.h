@@ -180,9 +180,16 @@ struct crux_sched_decision {
 	int *path;	  /* per flow of the job: index into the pair's candidates, -1 intra-host */
 };
 
+/* Which steady-state model crux_sched_evaluate uses (see "Fluid evaluator"). */
+enum crux_sched_eval_model {
+	CRUX_SCHED_EVAL_PHASE_AWARE = 0, /* default: peers meet only while they communicate */
+	CRUX_SCHED_EVAL_ALL_AT_ONCE = 1, /* the first model: a level's jobs all communicate at once */
+};
+
 struct crux_sched_schedule {
 	size_t n_jobs;
 	int levels;
+	int eval_model; /* enum crux_sched_eval_model; crux_sched_run sets it from the params */
 	/* Guaranteed share of a link per level (fraction, 0..1; all 0 = strict
 	 * priority), set by crux_sched_run from crux_sched_params.weight. */
 	double share[CRUX_SCHED_MAX_LEVELS];
@@ -232,6 +239,8 @@ struct crux_sched_params {
 	 * / HTB rate). n_weights 0 = strict priority; else it must equal levels. */
 	int n_weights;
 	double weight[CRUX_SCHED_MAX_LEVELS];
+	/* Evaluator model of the schedule (and of the guard's evaluations). */
+	enum crux_sched_eval_model eval_model;
 };
 void crux_sched_params_default(struct crux_sched_params *p);
 
@@ -395,7 +404,14 @@ double crux_sched_account_next(const struct crux_sched_account *a, double bound,
 /*
  * Steady state under strict priority between levels (higher levels' average
  * load is taken off each link first) and max-min fair sharing inside a level
- * (each job's flows move together; the level's jobs communicate at once).
+ * (each job's flows move together). s->eval_model: ALL_AT_ONCE, the level's
+ * jobs communicate at once; PHASE_AWARE (default), a job's communication
+ * time is also bounded by what its level peers' average load leaves (they
+ * meet only while they communicate; the smaller time holds, a fixed point),
+ * and a flow whose links carry higher-level traffic of several jobs gets the
+ * time none of them sends (1 - the sum of their largest load fractions on
+ * its links, at least the square of the product of (1 - each)), both as
+ * the reference model (crux/sched_ref.h) shows periodic jobs behave.
  * Job iteration T = max(c, (1-overlap)c + tau), tau its communication time.
  * With guaranteed shares (s->share), each lower level present on a link
  * keeps min(share x rate, its isolated demand) of it: the levels above see

@@ -102,6 +102,9 @@ struct crux_sim_config {
 	double weight[CRUX_SIM_MAX_WEIGHTS];
 	/* cruxd's promotion by measurement replayed per event (bound; 0 = off). */
 	double promote_bound;
+	/* The scheduler's steady-state model (enum crux_sched_eval_model):
+	 * 0 = phase-aware (default), 1 = every job of a level at once. */
+	int eval_model;
 };
 
 void crux_sim_config_defaults(struct crux_sim_config *c);
@@ -135,6 +138,7 @@ struct crux_sim_result {
 	double max_slowdown;
 	double promote_bound;
 	int weighted;
+	int eval_model; /* the config's */
 	uint32_t total_gpus;
 	uint32_t levels;
 	size_t n_jobs;

@@ -1,0 +1,657 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The fluid evaluator against the reference model (crux/sched_ref.h).
+ *
+ * Random cases: a two-layer Clos with 2-4 ToRs of 2-4 hosts (8 GPUs, 100 G)
+ * and 2 aggregation switches over one 100 G uplink each, or one shared link
+ * (every job sends into one host), 2-10 jobs of 2-4 hosts with a ring
+ * all-reduce whose isolated communication takes 0.1-1.5x the compute time,
+ * half of them overlapping up to 60 %. Each case is planned by several
+ * schedules (below); every schedule is run through the evaluator and the
+ * reference (max-min per flow, 4 random phase draws; and per job, 2 draws,
+ * which separates the fairness effect from the phase effect). The paper's
+ * examples are run the same way.
+ *
+ * Printed and written (JSON): utilisation error (evaluator - reference) /
+ * reference per schedule, the share of schedules within +-5 %, per-job
+ * iteration-time errors, the share of schedule pairs of one case that the
+ * two rank the same way (pairs the reference separates by > 1 %), and each
+ * schedule's mean utilisation under both (Crux's mechanisms judged by the
+ * reference: random / reversed order, one level, P = I without k).
+ *
+ * usage: sched-refcheck [CASES] [OUT.json] [CASE_SEED]
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "crux/sched.h"
+#include "crux/sched_ref.h"
+
+enum sch {
+	S_CRUX,	    /* crux-full */
+	S_NOK,	    /* crux paths, P = I (no correction factor), Max-K-Cut */
+	S_RANDOM,   /* crux paths, random order, Max-K-Cut */
+	S_REVERSED, /* crux paths, reversed order, Max-K-Cut */
+	S_ONE,	    /* crux paths, one level */
+	S_TACCL,
+	S_SINC,
+	S_ECMP,
+	N_SCH
+};
+static const char *const sch_name[N_SCH] = {"crux-full", "crux-no-k", "random-order",
+					     "reversed-order", "one-level", "taccl",
+					     "sincronia", "ecmp"};
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s += 0x9e3779b97f4a7c15ULL;
+	uint64_t x = *s;
+
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
+static double urand(uint64_t *s, double lo, double hi)
+{
+	return lo + (hi - lo) * (double)(rnd(s) >> 11) / 9007199254740992.0;
+}
+
+static void die(const char *what)
+{
+	fprintf(stderr, "sched-refcheck: %s\n", what);
+	exit(1);
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Growable sample of doubles. */
+struct vec {
+	double *v;
+	size_t n, cap;
+};
+
+static void push(struct vec *v, double x)
+{
+	if (v->n == v->cap) {
+		v->cap = v->cap ? v->cap * 2 : 256;
+		v->v = realloc(v->v, v->cap * sizeof(double));
+		if (!v->v)
+			die("out of memory");
+	}
+	v->v[v->n++] = x;
+}
+
+static double quant(struct vec *v, double q)
+{
+	if (!v->n)
+		return NAN;
+	qsort(v->v, v->n, sizeof(double), cmp_dbl);
+	return v->v[(size_t)(q * (double)(v->n - 1) + 0.5)];
+}
+
+static double mean(const struct vec *v)
+{
+	double s = 0;
+
+	for (size_t i = 0; i < v->n; i++)
+		s += v->v[i];
+	return v->n ? s / (double)v->n : NAN;
+}
+
+static double mean_abs(const struct vec *v)
+{
+	double s = 0;
+
+	for (size_t i = 0; i < v->n; i++)
+		s += fabs(v->v[i]);
+	return v->n ? s / (double)v->n : NAN;
+}
+
+static double share_within(const struct vec *v, double tol)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < v->n; i++)
+		k += fabs(v->v[i]) <= tol;
+	return v->n ? (double)k / (double)v->n : NAN;
+}
+
+/* One case's measurements of one schedule. */
+struct meas {
+	double ue, ur, uj; /* evaluator, reference per flow, per job */
+	double ue_m[2];	   /* evaluator, first model (0) and phase-aware (1) */
+};
+
+struct acc {
+	struct vec uerr, uerr_job, terr, terr_one, uerr_one, uerr_multi;
+	struct vec by_n[3]; /* 2-4, 5-7, 8-10 jobs */
+	struct vec by_topo[2][2]; /* [single link][multi-level] */
+	struct vec by_topo_job[2][2]; /* the same against the per-job reference */
+	struct vec sch_e[N_SCH], sch_r[N_SCH];
+	long pairs, agree, pairs_all, agree_all;
+	long starved, truncated, starved_jobs;
+	struct vec nok_gain; /* ref: crux-full / crux-no-k - 1 */
+};
+
+static struct crux_sched_topo *make_topo(uint64_t *rs, int *single)
+{
+	struct crux_sched_topo *t = NULL;
+	struct crux_sched_err err;
+
+	*single = rnd(rs) % 4 == 0;
+	if (*single) {
+		const char *txt = "host h0 h1 h2 h3 h4 h5 h6 h7 h8 h9 h10\nswitch s\n"
+				  "link h0 s 100\nlink h1 s 100\nlink h2 s 100\nlink h3 s 100\n"
+				  "link h4 s 100\nlink h5 s 100\nlink h6 s 100\nlink h7 s 100\n"
+				  "link h8 s 100\nlink h9 s 100\nlink h10 s 100\n";
+
+		if (crux_sched_topo_parse(txt, strlen(txt), "single", &t, &err))
+			die(err.msg);
+		return t;
+	}
+	struct crux_sched_clos2_params cp = {
+	    .n_tor = 2 + (int)(rnd(rs) % 3),
+	    .n_agg = 2,
+	    .hosts_per_tor = 2 + (int)(rnd(rs) % 3),
+	    .tor_uplinks = 1,
+	    .host_gbps = 100,
+	    .tor_gbps = 100,
+	};
+	if (crux_sched_topo_clos2(&cp, &t, &err))
+		die(err.msg);
+	return t;
+}
+
+static void make_jobs(uint64_t *rs, struct crux_sched_topo *t, int single, int nj,
+		      struct crux_sched_jobs *js)
+{
+	int H = crux_sched_topo_n_hosts(t);
+	double bps = 100e9 / 8;
+
+	for (int j = 0; j < nj; j++) {
+		int hosts[4], nh;
+		struct crux_sched_flow fl[4];
+		double c = urand(rs, 0.05, 0.5), ratio = urand(rs, 0.1, 1.5);
+		double ov = rnd(rs) % 2 ? urand(rs, 0, 0.6) : 0;
+		struct crux_sched_job jb = {.id = (uint64_t)j + 1, .compute = c, .overlap = ov};
+
+		if (single) {
+			/* Every job sends from its own hosts into h0: one shared link. */
+			nh = 1 + (int)(rnd(rs) % 3);
+			hosts[0] = 0;
+			for (int k = 1; k <= nh; k++)
+				hosts[k] = 1 + (int)(rnd(rs) % (uint64_t)(H - 1));
+			int m = 1;
+
+			for (int k = 1; k <= nh; k++) {
+				int dup = 0;
+
+				for (int q = 1; q < m; q++)
+					dup |= hosts[q] == hosts[k];
+				if (!dup)
+					hosts[m++] = hosts[k];
+			}
+			nh = m;
+			double per = ratio * c * bps / (nh - 1);
+
+			for (int k = 1; k < nh; k++)
+				fl[k - 1] = (struct crux_sched_flow){hosts[k], 0, per};
+			jb.n_flows = nh - 1;
+		} else {
+			nh = 2 + (int)(rnd(rs) % 3);
+			for (int k = 0; k < nh; k++) {
+				int h, dup;
+
+				do {
+					h = (int)(rnd(rs) % (uint64_t)H);
+					dup = 0;
+					for (int q = 0; q < k; q++)
+						dup |= hosts[q] == h;
+				} while (dup);
+				hosts[k] = h;
+			}
+			/* Ring all-reduce: each hop carries the same bytes. */
+			double per = ratio * c * bps;
+
+			for (int k = 0; k < nh; k++)
+				fl[k] = (struct crux_sched_flow){hosts[k], hosts[(k + 1) % nh], per};
+			jb.n_flows = nh;
+		}
+		jb.n_hosts = nh;
+		jb.hosts = hosts;
+		jb.gpus = 8 * nh;
+		jb.work = jb.gpus * c;
+		jb.flows = fl;
+		if (crux_sched_jobs_add(js, &jb))
+			die("cannot add a job");
+	}
+}
+
+static void plan(struct crux_sched_topo *t, const struct crux_sched_jobs *js, enum sch k,
+		 uint64_t seed, struct crux_sched_schedule *s)
+{
+	struct crux_sched_params p;
+
+	crux_sched_params_default(&p);
+	p.levels = 8;
+	p.seed = seed;
+	static const enum crux_sched_policy pol[N_SCH] = {
+	    CRUX_SCHED_CRUX_FULL, CRUX_SCHED_CRUX_FULL, CRUX_SCHED_CRUX_FULL, CRUX_SCHED_CRUX_FULL,
+	    CRUX_SCHED_CRUX_FULL, CRUX_SCHED_TACCL,	CRUX_SCHED_SINCRONIA, CRUX_SCHED_ECMP};
+
+	if (crux_sched_run(t, js->v, js->n, &p, pol[k], s))
+		die("policy failed");
+	if (k == S_CRUX || k >= S_TACCL)
+		return;
+	if (k == S_ONE) {
+		for (size_t i = 0; i < js->n; i++)
+			s->d[i].level = 0;
+		return;
+	}
+	uint64_t r = seed * 7919 + 17;
+
+	for (size_t i = 0; i < js->n; i++) {
+		double P = s->d[i].priority;
+
+		s->d[i].priority = k == S_NOK	     ? s->d[i].intensity
+				   : k == S_RANDOM   ? urand(&r, 0, 1)
+						     : 1.0 / (P + 1e-12);
+	}
+	crux_sched_rank(s);
+	if (crux_sched_compress(t, js->v, js->n, &p, s))
+		die("compress failed");
+}
+
+/* The reference's answers for one schedule (computed once, judged for both models). */
+static void reference(struct crux_sched_topo *t, const struct crux_sched_jobs *js,
+		      const struct crux_sched_schedule *s, uint64_t seed, struct meas *m, double *Tr,
+		      struct crux_sched_ref_stats *rs)
+{
+	struct crux_sched_ref_params rp;
+	struct crux_sched_ref_stats rsj;
+
+	crux_sched_ref_params_default(&rp);
+	rp.seed = seed;
+	if (crux_sched_reference(t, js->v, js->n, s, &rp, Tr, &m->ur, rs))
+		die("reference failed");
+	rp.fairness = CRUX_SCHED_REF_PER_JOB;
+	rp.phases = 2;
+	if (crux_sched_reference(t, js->v, js->n, s, &rp, NULL, &m->uj, &rsj))
+		die("reference failed");
+}
+
+static void measure(struct crux_sched_topo *t, const struct crux_sched_jobs *js,
+		    struct crux_sched_schedule *s, struct crux_sched_eval *ev, int model,
+		    struct meas *m, const double *Tr, const struct crux_sched_ref_stats *rsp,
+		    struct acc *a, int multi, int single)
+{
+	size_t n = js->n;
+	double *Te = calloc(n, sizeof(double));
+	struct crux_sched_ref_stats rs = *rsp;
+
+	if (!Te)
+		die("out of memory");
+	s->eval_model = model ? CRUX_SCHED_EVAL_PHASE_AWARE : CRUX_SCHED_EVAL_ALL_AT_ONCE;
+	if (crux_sched_evaluate(ev, t, js->v, n, s, Te, &m->ue))
+		die("evaluate failed");
+	m->ue_m[model] = m->ue;
+	a->starved += rs.starved;
+	a->truncated += rs.truncated;
+	double e = (m->ue - m->ur) / m->ur;
+
+	push(&a->uerr, e);
+	push(multi ? &a->uerr_multi : &a->uerr_one, e);
+	push(&a->by_n[n <= 4 ? 0 : n <= 7 ? 1 : 2], e);
+	push(&a->by_topo[single][multi], e);
+	push(&a->by_topo_job[single][multi], (m->ue - m->uj) / m->uj);
+	push(&a->uerr_job, (m->ue - m->uj) / m->uj);
+	if (model == 1 && getenv("REFCHECK_DEBUG") && fabs(m->ue - m->ur) > atof(getenv("REFCHECK_DEBUG")) * m->ur) {
+		fprintf(stderr, "case: eval %.4f ref %.4f per-job ref %.4f, %zu jobs\n", m->ue, m->ur,
+			m->uj, n);
+		for (size_t i = 0; i < n; i++)
+			fprintf(stderr,
+				"  job %zu level %d c %.3f ov %.2f comm %.3f flows %d Te %.4f Tr %.4f\n",
+				i, s->d[i].level, js->v[i].compute, js->v[i].overlap,
+				s->d[i].comm_time, js->v[i].n_flows, Te[i], Tr[i]);
+		if (getenv("REFCHECK_DUMP")) {
+			/* The case as crux-plan files: "DUMPT" topology, "DUMP" jobs. */
+			fprintf(stderr, "DUMPT host");
+			for (int h = 0; h < crux_sched_topo_n_hosts(t); h++)
+				fprintf(stderr, " %s", crux_sched_topo_node_name(t, h));
+			fprintf(stderr, "\nDUMPT switch");
+			for (int h = crux_sched_topo_n_hosts(t); h < crux_sched_topo_n_nodes(t); h++)
+				fprintf(stderr, " %s", crux_sched_topo_node_name(t, h));
+			fprintf(stderr, "\n");
+			for (int l = 0; l < crux_sched_topo_n_links(t); l++) {
+				int fr, to;
+				double bw;
+
+				crux_sched_topo_link(t, l, &fr, &to, &bw);
+				if (fr < to)
+					fprintf(stderr, "DUMPT link %s %s %.9g\n",
+						crux_sched_topo_node_name(t, fr),
+						crux_sched_topo_node_name(t, to), bw * 8 / 1e9);
+			}
+			for (size_t i = 0; i < n; i++) {
+				fprintf(stderr, "DUMP job %zu hosts=", i + 1);
+				for (int h = 0; h < js->v[i].n_hosts; h++)
+					fprintf(stderr, "%s%s", h ? "," : "",
+						crux_sched_topo_node_name(t, js->v[i].hosts[h]));
+				fprintf(stderr, " gpus=%d compute=%.9g overlap=%.9g\n",
+					js->v[i].gpus, js->v[i].compute, js->v[i].overlap);
+				for (int f = 0; f < js->v[i].n_flows; f++)
+					fprintf(stderr, "DUMP flow %zu %s %s %.9g # path %d level %d\n",
+						i + 1,
+						crux_sched_topo_node_name(t, js->v[i].flows[f].src),
+						crux_sched_topo_node_name(t, js->v[i].flows[f].dst),
+						js->v[i].flows[f].bytes, s->d[i].path[f],
+						s->d[i].level);
+			}
+		}
+	}
+	/* Iteration times of jobs the reference saw run (a starved job's time is
+	 * only a lower bound there: at least the measured window). */
+	for (size_t i = 0; i < n; i++) {
+		if (js->v[i].n_flows == 0 || !(Tr[i] > 0))
+			continue;
+		if (Tr[i] > 0.25 * rs.horizon_s) {
+			a->starved_jobs++;
+			continue;
+		}
+		push(multi ? &a->terr : &a->terr_one, (Te[i] - Tr[i]) / Tr[i]);
+	}
+	free(Te);
+}
+
+static int multi_level(const struct crux_sched_schedule *s)
+{
+	for (size_t i = 1; i < s->n_jobs; i++)
+		if (s->d[i].level != s->d[0].level)
+			return 1;
+	return 0;
+}
+
+/* ---- the paper's examples and the review's toy case on one link ---- */
+
+struct example {
+	const char *name;
+	int n;
+	double c[2], ov[2], comm[2], gpus[2];
+	int lev[2];
+	double paper_util; /* < 0: the paper gives none */
+};
+
+static void run_example(const struct example *x, struct crux_sched_eval *ev, FILE *jf, int first)
+{
+	const char *txt = "host a b x\nswitch s\nlink a s 8\nlink b s 8\nlink x s 8\n";
+	struct crux_sched_topo *t;
+	struct crux_sched_err err;
+	struct crux_sched_jobs js;
+	struct crux_sched_schedule *s;
+	struct crux_sched_ref_params rp;
+	double ue, ur, ur0, Te[2], Tr[2];
+
+	if (crux_sched_topo_parse(txt, strlen(txt), "example", &t, &err))
+		die(err.msg);
+	crux_sched_jobs_init(&js);
+	for (int j = 0; j < x->n; j++) {
+		int hosts[2] = {j, 2};
+		struct crux_sched_flow fl = {j, 2, x->comm[j] * 1e9};
+		struct crux_sched_job jb = {.id = (uint64_t)j + 1,
+					    .gpus = (int)x->gpus[j],
+					    .n_hosts = 2,
+					    .hosts = hosts,
+					    .work = x->gpus[j] * x->c[j],
+					    .compute = x->c[j],
+					    .overlap = x->ov[j],
+					    .n_flows = 1,
+					    .flows = &fl};
+
+		if (crux_sched_jobs_add(&js, &jb))
+			die("example job");
+	}
+	if (crux_sched_schedule_new(js.v, js.n, 2, &s))
+		die("schedule");
+	for (int j = 0; j < x->n; j++) {
+		s->d[j].level = x->lev[j];
+		s->d[j].path[0] = 0;
+	}
+	crux_sched_ref_params_default(&rp);
+	if (crux_sched_evaluate(ev, t, js.v, js.n, s, Te, &ue) ||
+	    crux_sched_reference(t, js.v, js.n, s, &rp, Tr, &ur, NULL))
+		die("example evaluation");
+	rp.phases = 0;
+	if (crux_sched_reference(t, js.v, js.n, s, &rp, NULL, &ur0, NULL))
+		die("example evaluation");
+	printf("%-34s eval %6.2f%%  ref %6.2f%% (in step %6.2f%%)%s", x->name, 100 * ue, 100 * ur,
+	       100 * ur0, x->paper_util >= 0 ? "  paper " : "\n");
+	if (x->paper_util >= 0)
+		printf("%6.2f%%\n", 100 * x->paper_util);
+	fprintf(jf,
+		"%s{\"name\":\"%s\",\"eval_util\":%.6f,\"ref_util\":%.6f,\"ref_util_in_step\":%.6f,"
+		"\"paper_util\":",
+		first ? "" : ",", x->name, ue, ur, ur0);
+	if (x->paper_util >= 0)
+		fprintf(jf, "%.6f", x->paper_util);
+	else
+		fprintf(jf, "null");
+	fprintf(jf, ",\"eval_iter\":[%.6g,%.6g],\"ref_iter\":[%.6g,%.6g]}", Te[0],
+		x->n > 1 ? Te[1] : 0, Tr[0], x->n > 1 ? Tr[1] : 0);
+	crux_sched_schedule_free(s);
+	crux_sched_jobs_free(&js);
+	crux_sched_topo_free(t);
+}
+
+static void put_stats(FILE *jf, const char *name, struct vec *v, int last)
+{
+	fprintf(jf,
+		"\"%s\":{\"n\":%zu,\"within_5pct\":%.4f,\"mean\":%.5f,\"mean_abs\":%.5f,"
+		"\"p10\":%.5f,\"p50\":%.5f,\"p90\":%.5f}%s",
+		name, v->n, share_within(v, 0.05), mean(v), mean_abs(v), quant(v, 0.1), quant(v, 0.5), quant(v, 0.9), last ? "" : ",");
+}
+
+static void print_row(const char *name, struct vec *v)
+{
+	double within = share_within(v, 0.05), m = mean(v);
+
+	printf("%-26s %6zu %8.1f%% %+8.2f%% %+8.2f%% %+8.2f%% %+8.2f%%\n", name, v->n,
+	       100 * within, 100 * m, 100 * quant(v, 0.1), 100 * quant(v, 0.5),
+	       100 * quant(v, 0.9));
+}
+
+static void report(struct acc *a, struct acc *a0, const char *label, FILE *jf)
+{
+	printf("%s\n", label);
+	printf("%-26s %6s %9s %9s %9s %9s %9s\n", "utilisation error", "n", "within5%", "mean",
+	       "p10", "p50", "p90");
+	print_row("all schedules", &a->uerr);
+	print_row("one-level schedules", &a->uerr_one);
+	print_row("multi-level schedules", &a->uerr_multi);
+	print_row("one link, one level", &a->by_topo[1][0]);
+	print_row("one link, multi-level", &a->by_topo[1][1]);
+	print_row("Clos, one level", &a->by_topo[0][0]);
+	print_row("Clos, multi-level", &a->by_topo[0][1]);
+	print_row("  per-job ref, link, 1 lvl", &a->by_topo_job[1][0]);
+	print_row("  per-job ref, link, multi", &a->by_topo_job[1][1]);
+	print_row("  per-job ref, Clos, 1 lvl", &a->by_topo_job[0][0]);
+	print_row("  per-job ref, Clos, multi", &a->by_topo_job[0][1]);
+	print_row("2-4 jobs", &a->by_n[0]);
+	print_row("5-7 jobs", &a->by_n[1]);
+	print_row("8-10 jobs", &a->by_n[2]);
+	print_row("vs per-job reference", &a->uerr_job);
+	print_row("iter time, one level", &a->terr_one);
+	print_row("iter time, multi-level", &a->terr);
+	printf("ranking of two schedules of a case: agree on %.1f%% of %ld pairs the reference "
+	       "separates by > 1%% (%.1f%% of all %ld pairs, ties within 1%%)\n",
+	       100.0 * (double)a->agree / (double)(a->pairs ? a->pairs : 1), a->pairs,
+	       100.0 * (double)a->agree_all / (double)a->pairs_all, a->pairs_all);
+	printf("%-16s %10s %10s\n", "schedule", "eval util", "ref util");
+	for (int k = 0; k < N_SCH; k++)
+		printf("%-16s %9.2f%% %9.2f%%\n", sch_name[k], 100 * mean(&a->sch_e[k]),
+		       100 * mean(&a0->sch_r[k]));
+	fprintf(jf, "{\"util_error\":{");
+	put_stats(jf, "all", &a->uerr, 0);
+	put_stats(jf, "one_level", &a->uerr_one, 0);
+	put_stats(jf, "multi_level", &a->uerr_multi, 0);
+	put_stats(jf, "one_link_one_level", &a->by_topo[1][0], 0);
+	put_stats(jf, "one_link_multi_level", &a->by_topo[1][1], 0);
+	put_stats(jf, "clos_one_level", &a->by_topo[0][0], 0);
+	put_stats(jf, "clos_multi_level", &a->by_topo[0][1], 0);
+	put_stats(jf, "jobs_2_4", &a->by_n[0], 0);
+	put_stats(jf, "jobs_5_7", &a->by_n[1], 0);
+	put_stats(jf, "jobs_8_10", &a->by_n[2], 0);
+	put_stats(jf, "vs_per_job_reference", &a->uerr_job, 1);
+	fprintf(jf, "},\"iter_error\":{");
+	put_stats(jf, "one_level", &a->terr_one, 0);
+	put_stats(jf, "multi_level", &a->terr, 1);
+	fprintf(jf,
+		"},\"ranking\":{\"separated_pairs\":%ld,\"agree\":%.4f,\"all_pairs\":%ld,"
+		"\"agree_all\":%.4f},\"schedules_mean_eval_util\":{",
+		a->pairs, (double)a->agree / (double)(a->pairs ? a->pairs : 1), a->pairs_all,
+		(double)a->agree_all / (double)a->pairs_all);
+	for (int k = 0; k < N_SCH; k++)
+		fprintf(jf, "%s\"%s\":%.5f", k ? "," : "", sch_name[k], mean(&a->sch_e[k]));
+	fprintf(jf, "}}");
+}
+
+int main(int argc, char **argv)
+{
+	int cases = argc > 1 ? atoi(argv[1]) : 200;
+	const char *out = argc > 2 ? argv[2] : "bench/results/sched-refcheck.json";
+	static struct acc a[2];
+	static struct vec noise;
+	struct crux_sched_eval *ev;
+	uint64_t seed0 = argc > 3 ? strtoull(argv[3], NULL, 0) : 0x5eed2026, rs = seed0;
+	struct timespec t0, t1;
+
+	if (cases < 1 || cases > 100000)
+		die("CASES must be 1..100000");
+	if (crux_sched_eval_new(&ev))
+		die("out of memory");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int c = 0; c < cases; c++) {
+		int single, nj = 2 + (int)(rnd(&rs) % 9);
+		struct crux_sched_topo *t = make_topo(&rs, &single);
+		struct crux_sched_jobs js;
+		struct meas m[N_SCH];
+
+		crux_sched_jobs_init(&js);
+		make_jobs(&rs, t, single, nj, &js);
+		for (int k = 0; k < N_SCH; k++) {
+			struct crux_sched_schedule *s;
+			struct crux_sched_ref_stats rst;
+			double *Tr = calloc(js.n, sizeof(double));
+
+			if (!Tr || crux_sched_schedule_new(js.v, js.n, 8, &s))
+				die("out of memory");
+			plan(t, &js, (enum sch)k, (uint64_t)c + 1, s);
+			reference(t, &js, s, (uint64_t)c + 1, &m[k], Tr, &rst);
+			if (k == S_CRUX || k == S_ONE) {
+				/* The reference against itself: other start phases. */
+				struct crux_sched_ref_params rp;
+				double u2;
+
+				crux_sched_ref_params_default(&rp);
+				rp.seed = (uint64_t)c + 1000001;
+				if (crux_sched_reference(t, js.v, js.n, s, &rp, NULL, &u2, NULL))
+					die("reference failed");
+				push(&noise, (u2 - m[k].ur) / m[k].ur);
+			}
+			for (int md = 0; md < 2; md++) {
+				measure(t, &js, s, ev, md, &m[k], Tr, &rst, &a[md], multi_level(s),
+					single);
+				push(&a[md].sch_e[k], m[k].ue);
+			}
+			push(&a[0].sch_r[k], m[k].ur);
+			free(Tr);
+			crux_sched_schedule_free(s);
+		}
+		push(&a[0].nok_gain, m[S_CRUX].ur / m[S_NOK].ur - 1);
+		for (int md = 0; md < 2; md++)
+			for (int x = 0; x < N_SCH; x++)
+				for (int y = x + 1; y < N_SCH; y++) {
+					double dr = m[x].ur - m[y].ur;
+					double de = m[x].ue_m[md] - m[y].ue_m[md];
+					double sc = fmax(m[x].ur, m[y].ur);
+					int sep = fabs(dr) > 0.01 * sc;
+					int ok = sep ? (dr > 0) == (de > 0) : fabs(de) <= 0.01 * sc;
+
+					a[md].pairs_all++;
+					a[md].agree_all += ok;
+					if (sep) {
+						a[md].pairs++;
+						a[md].agree += ok;
+					}
+				}
+		crux_sched_jobs_free(&js);
+		crux_sched_topo_free(t);
+		if ((c + 1) % 25 == 0)
+			fprintf(stderr, "sched-refcheck: %d / %d cases\n", c + 1, cases);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double wall = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+	FILE *jf = fopen(out, "w");
+
+	if (!jf)
+		die("cannot write the JSON file");
+	printf("evaluator vs reference, %d random cases x %d schedules (%.1f s)\n", cases, N_SCH,
+	       wall);
+	print_row("reference vs itself", &noise);
+	printf("(crux-full and one-level schedules, other random start phases: the noise floor)\n");
+	printf("reference runs: %ld starved job-runs, %ld truncated runs; %ld jobs left out of the "
+	       "iteration-time rows (starved in the reference)\n",
+	       a[0].starved, a[0].truncated, a[0].starved_jobs);
+	fprintf(jf,
+		"{\"benchmark\":\"sched-refcheck\",\"cases\":%d,\"schedules\":%d,\"wall_s\":%.2f,"
+		"\"reference\":{\"fairness\":\"flow\",\"phases\":4,\"horizon_iters\":40,"
+		"\"warmup_iters\":10},\"starved_job_runs\":%ld,\"truncated_runs\":%ld,"
+		"\"starved_jobs_left_out\":%ld,\"case_seed\":%llu,",
+		cases, N_SCH, wall, a[0].starved, a[0].truncated, a[0].starved_jobs,
+		(unsigned long long)seed0);
+	put_stats(jf, "reference_vs_itself", &noise, 0);
+	fprintf(jf, "\"evaluator_first_model\":");
+	report(&a[0], &a[0], "== evaluator, first model (all peers of a level at once; average "
+			     "load of the levels above) ==", jf);
+	fprintf(jf, ",\"evaluator_phase_aware\":");
+	report(&a[1], &a[0], "== evaluator, phase-aware model ==", jf);
+	fprintf(jf, ",\"schedules_mean_ref_util\":{");
+	for (int k = 0; k < N_SCH; k++)
+		fprintf(jf, "%s\"%s\":%.5f", k ? "," : "", sch_name[k], mean(&a[0].sch_r[k]));
+	printf("under the reference (per flow), against crux-full:");
+	for (int k = 1; k < N_SCH; k++)
+		printf(" %s %+.2f%%", sch_name[k],
+		       100 * (mean(&a[0].sch_r[k]) / mean(&a[0].sch_r[S_CRUX]) - 1));
+	printf("\nP = k I vs P = I under the reference: crux-full / crux-no-k - 1: mean %+.2f%%, "
+	       "p10 %+.2f%%, p90 %+.2f%%\n",
+	       100 * mean(&a[0].nok_gain), 100 * quant(&a[0].nok_gain, 0.1),
+	       100 * quant(&a[0].nok_gain, 0.9));
+	fprintf(jf, "},\"crux_vs_no_k_ref\":{\"mean\":%.5f,\"p10\":%.5f,\"p90\":%.5f},",
+		mean(&a[0].nok_gain), quant(&a[0].nok_gain, 0.1), quant(&a[0].nok_gain, 0.9));
+	/* The paper's examples (one link of 1e9 bytes/s; comm in s at that rate). */
+	static const struct example ex[] = {
+	    {"two identical jobs, one level", 2, {1, 1}, {0, 0}, {1, 1}, {2, 2}, {0, 0}, -1},
+	    {"two identical jobs, two levels", 2, {1, 1}, {0, 0}, {1, 1}, {2, 2}, {1, 0}, -1},
+	    {"Example 1, job 1 first", 2, {2, 1}, {0, 0}, {2, 1}, {10, 10}, {1, 0}, 0.375},
+	    {"Example 1, job 2 first", 2, {2, 1}, {0, 0}, {2, 1}, {10, 10}, {0, 1}, 2.5 / 6},
+	    {"Example 2, job 1 first", 2, {4, 2}, {0.5, 0.5}, {1, 3}, {2, 12}, {1, 0}, -1},
+	    {"Example 2, job 2 first", 2, {4, 2}, {0.5, 0.5}, {1, 3}, {2, 12}, {0, 1}, -1},
+	};
+	fprintf(jf, "\"examples\":[");
+	printf("examples (one link; evaluator phase-aware; reference: 4 random phases, and all "
+	       "jobs in step):\n");
+	for (size_t i = 0; i < sizeof(ex) / sizeof(ex[0]); i++)
+		run_example(&ex[i], ev, jf, i == 0);
+	fprintf(jf, "]}\n");
+	fclose(jf);
+	crux_sched_eval_free(ev);
+	return 0;
+}
