@@ -434,6 +434,12 @@ phase_ibcompare() {
 	mkdir -p "$W/ibv"
 	ln -sf "$SOFTRDMA" "$W/ibv/libibverbs.so"
 	ln -sf "$SOFTRDMA" "$W/ibv/libibverbs.so.1"
+	# and as libmlx5: NCCL asks the provider library whether a device is mlx5
+	# (mlx5dv_is_supported); the machine's real libmlx5 would read the double's
+	# device as its own and crash; the double has no such call, so NCCL takes it
+	# for a generic verbs device
+	ln -sf "$SOFTRDMA" "$W/ibv/libmlx5.so"
+	ln -sf "$SOFTRDMA" "$W/ibv/libmlx5.so.1"
 	echo "$cond" >"$OUT/ibcompare/condition"
 	for rep in $(seq 1 "$REPS"); do
 		for arm in ib crux; do
@@ -504,9 +510,9 @@ phase_jobs() {
 	net_tools || { fail=1; return; }
 	local mps=0
 	if [ "${CRUX_GPU_JOBS_MPS:-1}" = 1 ] && mps_start; then mps=1; fi
-	CRUX_GPU_MPS=$mps bash tests/gpu/jobs.sh "$B" "$OUT/jobs" || fail=1
+	CRUX_GPU_MPS=$mps bash tests/gpu/jobs.sh "$B" "$OUT/${CRUX_GPU_JOBS_NAME:-jobs}" || fail=1
 	mps_stop
-	python3 tests/gpu/summarize.py jobs "$OUT/jobs" "$OUT/gpu-jobs.json" || fail=1
+	python3 tests/gpu/summarize.py jobs "$OUT/${CRUX_GPU_JOBS_NAME:-jobs}" "$OUT/gpu-${CRUX_GPU_JOBS_NAME:-jobs}.json" || fail=1
 }
 
 for p in $PHASES; do

@@ -455,6 +455,7 @@ def job_run(d):
     snaps = sorted(glob.glob(os.path.join(d, "status.*.json")))
     res = {}
     for n in names:
+        ids = (n, "env:" + n)  # CRUX_JOB_ID=NAME is keyed as env:NAME
         per_rank = []
         for x in its[n]:
             w = [e - s for (_, s, e) in x if s >= lo and e <= t_end]
@@ -466,14 +467,16 @@ def job_run(d):
                 st = json.load(open(sp))
             except (OSError, ValueError):
                 continue
-            recs = st.get("records") or st.get("processes") or []
-            for r in recs if isinstance(recs, list) else []:
+            recs = st.get("records") or {}
+            recs = (recs.get("list") or []) if isinstance(recs, dict) else recs
+            recs = recs + (st.get("attached") or [])
+            for r in recs:
                 c = r.get("compute")
-                if r.get("job_id") == n and c and c.get("iter_time_s") and c.get("windows", 0) >= 2:
+                if r.get("job_id") in ids and c and c.get("iter_time_s") and c.get("windows", 0) >= 2:
                     util.append(c["compute_s"] / c["iter_time_s"])
                     comp.append(c["compute_s"])
             for j in st.get("jobs") or []:
-                if j.get("id") == n:
+                if j.get("id") in ids:
                     level = j.get("level", level)
                     intensity = j.get("intensity", intensity)
         res[n] = {"iter_s": statistics.median(per_rank) if per_rank else None,
