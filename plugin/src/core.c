@@ -422,10 +422,11 @@ cruxn_result_t cruxn_test(void *request, int *done, int *sizes)
 	}
 	pthread_mutex_unlock(&c->lock);
 	/*
-	 * NCCL's proxy polls test() in a tight loop; give the core to the
-	 * transport's threads (and the peer) when they are the ones with work.
+	 * NCCL's proxy polls test() in a tight loop; a transport whose own
+	 * threads move the bytes (sockets) gets the core back for them. The
+	 * NIC needs no such help: no system call on the verbs path.
 	 */
-	if (!*done && rc == CRUXN_SUCCESS)
+	if (!*done && rc == CRUXN_SUCCESS && c->ops->yield_in_test)
 		sched_yield();
 	return rc;
 }

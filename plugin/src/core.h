@@ -90,6 +90,8 @@ struct cruxn_base {
 struct cruxn_transport_ops {
 	const char *name;
 	int kind; /* enum cruxn_transport_kind: what CRUX_TRANSPORT names it */
+	/* An incomplete test() yields the CPU (the transport's helper threads move the bytes). */
+	bool yield_in_test;
 	/* Open the transport's devices; on failure 'err' says why (it is not used then). */
 	crux_status_t (*start)(const struct cruxn_config *cfg, char *err, size_t errlen);
 	void (*stop)(void);

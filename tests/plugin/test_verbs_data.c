@@ -25,6 +25,16 @@ static void *lc, *sc, *rc;
 
 static const struct cruxn_transport_ops *init_ops;
 
+/* sched_yield() calls from the plugin (linked with --wrap=sched_yield) */
+static int nyield;
+int __real_sched_yield(void);
+int __wrap_sched_yield(void);
+int __wrap_sched_yield(void)
+{
+	nyield++;
+	return __real_sched_yield();
+}
+
 static int setup(void **state)
 {
 	char handle[CRUXN_NET_HANDLE_MAXSIZE];
@@ -671,6 +681,26 @@ static void test_refused_registration_fails(void **state)
 	assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, NULL, &rreq), CRUXN_REMOTE_ERROR);
 }
 
+/* An incomplete test() on a verbs connection makes no system call (it yielded every time before). */
+static void test_no_yield(void **state)
+{
+	static unsigned char rb[4096];
+	void *rmr, *rreq = NULL, *d = rb;
+	size_t cap = sizeof(rb);
+	int done = 0;
+	(void)state;
+
+	assert_int_equal(cruxn_reg_mr(rc, rb, sizeof(rb), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, &rmr, &rreq), CRUXN_SUCCESS);
+	nyield = 0;
+	for (int i = 0; i < 100; i++) {
+		assert_int_equal(cruxn_test(rreq, &done, NULL), CRUXN_SUCCESS);
+		assert_false(done); /* nothing was sent */
+	}
+	assert_int_equal(nyield, 0);
+	cruxn_dereg_mr(rc, rmr);
+}
+
 static void test_bad_rkey(void **state)
 {
 	static unsigned char sb[4096], rb[4096];
@@ -806,6 +836,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_flush, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mhandle_carried, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refused_registration_fails, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_no_yield, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_rkey, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_peer_closed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_close_after_arrival, setup, teardown),

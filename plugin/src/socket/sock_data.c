@@ -543,6 +543,7 @@ static void sk_progress(struct cruxn_base *b)
 const struct cruxn_transport_ops cruxn_socket_ops = {
 	.name = "socket",
 	.kind = CRUXN_TP_SOCKET,
+	.yield_in_test = true,
 	.start = cruxn_sk_start,
 	.stop = NULL,
 	.ndevs = cruxn_sk_ndevs,
