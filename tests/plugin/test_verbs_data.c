@@ -455,15 +455,59 @@ static void test_four_qps(void **state)
 		send_one(sb, rb, sizes[i], seed++);
 	assert_int_equal(s->cur->id, 1);
 	assert_int_equal(r->cur->id, 1);
+	uint64_t most = 0;
 	for (int i = 0; i < 4; i++) {
 		uint32_t sq = s->cur->qps[i]->qp_num, rq = r->cur->qps[i]->qp_num;
 		assert_int_equal(cruxn_vx_sport_of_flow_label(vxd_qp_flow_label(sq)), 50000 + i);
 		assert_int_equal(cruxn_vx_sport_of_flow_label(vxd_qp_flow_label(rq)), 50000 + i);
-		assert_true(vxd_qp_bytes(sq) >= BUF / 4); /* the big message's part at least */
+		if (cruxn_vx_qpcfg.split)
+			assert_true(vxd_qp_bytes(sq) >= BUF / 4); /* the big message's part at least */
+		else
+			assert_true(vxd_qp_bytes(sq) > 0); /* whole messages round-robin: each QP has some */
+		most = vxd_qp_bytes(sq) > most ? vxd_qp_bytes(sq) : most;
 		assert_int_equal(sport_of[sq % (1 << 12)], 50000 + i);
 	}
+	if (!cruxn_vx_qpcfg.split)
+		assert_true(most >= BUF); /* NCCL's default: the big message whole on one QP */
 	cruxn_vx_state.ibv.mlx5_udp_sport = NULL;
 	cruxn_vx_state.devs[0].live_sport = false;
+	cruxn_dereg_mr(sc, smr);
+	cruxn_dereg_mr(rc, rmr);
+}
+
+/* NCCL_IB_SPLIT_DATA_ON_QPS=1: each message split over the four QPs. */
+static void test_four_qps_split(void **state)
+{
+	cruxn_vx_qpcfg.split = true;
+	test_four_qps(state);
+	cruxn_vx_qpcfg.split = false;
+}
+
+/*
+ * Adaptive routing (NCCL_IB_ADAPTIVE_ROUTING, on by default on IB): a part
+ * above NCCL_IB_AR_THRESHOLD goes as a plain WRITE and a WRITE WITH
+ * IMMEDIATE of no data after it; smaller ones carry their data in the
+ * WRITE WITH IMMEDIATE. Every byte checked.
+ */
+static void test_adaptive_routing_split(void **state)
+{
+	static unsigned char sb[65536], rb[65536];
+	void *smr, *rmr;
+	(void)state;
+
+	assert_int_equal(cruxn_reg_mr(sc, sb, sizeof(sb), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_reg_mr(rc, rb, sizeof(rb), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
+	cruxn_vx_state.devs[0].ar = true;
+	vxd.data_writes = vxd.empty_imm_writes = 0;
+	send_one(sb, rb, sizeof(sb), 31);
+	assert_int_equal(vxd.data_writes, 1);
+	assert_int_equal(vxd.empty_imm_writes, 1);
+	send_one(sb, rb, 8192, 32); /* not above the threshold */
+	assert_int_equal(vxd.data_writes, 1);
+	assert_int_equal(vxd.empty_imm_writes, 1);
+	cruxn_vx_state.devs[0].ar = false;
+	send_one(sb, rb, sizeof(sb), 33);
+	assert_int_equal(vxd.data_writes, 1);
 	cruxn_dereg_mr(sc, smr);
 	cruxn_dereg_mr(rc, rmr);
 }
@@ -833,6 +877,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lane_close_waits_for_parts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_hold_bounds, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_four_qps, setup4, teardown4),
+		cmocka_unit_test_setup_teardown(test_four_qps_split, setup4, teardown4),
+		cmocka_unit_test_setup_teardown(test_adaptive_routing_split, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_flush, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mhandle_carried, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refused_registration_fails, setup, teardown),

@@ -480,6 +480,10 @@ static int post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_
 			}
 			vxd.bytes += len;
 			me->bytes += len;
+			if (wr->opcode == IBV_WR_RDMA_WRITE && len > 1024)
+				vxd.data_writes++;
+			if (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM && len == 0)
+				vxd.empty_imm_writes++;
 			if (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
 				struct ibv_wc rc;
 				memset(&rc, 0, sizeof(rc));

@@ -47,6 +47,8 @@ struct vxd {
 	int purged;         /* completions destroy_qp removed before they were polled */
 	int torn_chunk;     /* RDMA WRITEs land in chunks of this many bytes, out of order (0: off) */
 	int torn_writes;    /* WRITEs landed that way */
+	int data_writes;    /* plain RDMA WRITEs over 1 KiB (data: a CTS row is at most 256 B) */
+	int empty_imm_writes; /* WRITE WITH IMMEDIATE carrying no data */
 	uint64_t last_read_addr;
 };
 

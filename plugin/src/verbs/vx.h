@@ -156,6 +156,9 @@ struct cruxn_vx_qp_cfg {
 	int retry_cnt; /* 7 */
 	int pkey;      /* 0 */
 	int nqps;      /* 1: queue pairs per connection (per lane) */
+	bool split;    /* NCCL_IB_SPLIT_DATA_ON_QPS (0): split each message over the QPs */
+	int ar;        /* NCCL_IB_ADAPTIVE_ROUTING: 1 on, 0 off, -1 auto (on for IB) */
+	size_t ar_threshold; /* NCCL_IB_AR_THRESHOLD (8192): bigger parts go WRITE + 0-byte IMM */
 };
 
 /*
@@ -225,6 +228,7 @@ struct cruxn_vx_dev {
 	int max_qp_wr;
 	int max_cqe;
 	bool live_sport; /* mlx5dv_modify_qp_udp_sport works here (probed at init) */
+	bool ar;	 /* adaptive routing: big parts as WRITE + 0-byte WRITE WITH IMMEDIATE */
 };
 
 struct cruxn_vx {

@@ -19,7 +19,8 @@
 #include "vx_transport.h"
 
 struct cruxn_vx cruxn_vx_state;
-struct cruxn_vx_qp_cfg cruxn_vx_qpcfg = {20, 7, 0, 1};
+struct cruxn_vx_qp_cfg cruxn_vx_qpcfg = {
+	.timeout = 20, .retry_cnt = 7, .pkey = 0, .nqps = 1, .split = false, .ar = -1, .ar_threshold = 8192};
 
 /* ---- failure ---------------------------------------------------------------- */
 

@@ -431,7 +431,7 @@ static crux_status_t vx_post_send(struct cruxn_base *b, struct cruxn_req *r)
 	int row = (int)(c->row % VX_FIFO), k = -1, n;
 	volatile struct vx_cts *e = c->fifo[row];
 	struct ibv_sge sg[2];
-	struct ibv_send_wr wr[2], *bad = NULL;
+	struct ibv_send_wr wr[3], *bad = NULL;
 	uint32_t lkey, rkey;
 	size_t size = r->cap[0], chunk;
 	int nparts, prc;
@@ -470,43 +470,62 @@ static crux_status_t vx_post_send(struct cruxn_base *b, struct cruxn_req *r)
 	}
 	if (!keys_of(c, r, r->mh[0], r->data[0], size, &lkey, &rkey))
 		return CRUX_ERR_IO; /* the core fails the comm: NCCL must not retry forever */
-	cruxn_vx_split(size, c->cur->nqps, &chunk, &nparts);
+	/*
+	 * NCCL's default: whole messages round-robin over the lane's QPs;
+	 * NCCL_IB_SPLIT_DATA_ON_QPS=1 splits each message over all of them.
+	 */
+	if (cruxn_vx_qpcfg.split)
+		cruxn_vx_split(size, c->cur->nqps, &chunk, &nparts);
+	else
+		chunk = size, nparts = 1;
 	/* the size first, then the data; the parts' immediates complete the receive */
 	c->sizes_out[row][k] = size;
 	for (int p = 0; p < nparts; p++) {
 		struct vx_lane *l = c->cur;
 		struct ibv_qp *qp = l->qps[(c->qrr + (uint32_t)p) % (uint32_t)l->nqps];
 		size_t off = (size_t)p * chunk, len = size - off < chunk ? size - off : chunk;
-		struct ibv_send_wr *w = &wr[1];
+		/* adaptive routing: the bulk as a WRITE, the immediate after it with no data */
+		bool ar = c->dev->ar && len > cruxn_vx_qpcfg.ar_threshold;
+		int nw = 0;
 
 		memset(wr, 0, sizeof(wr));
 		if (p == 0) {
 			sg[0].addr = (uint64_t)(uintptr_t)&c->sizes_out[row][k];
 			sg[0].length = sizeof(uint64_t);
 			sg[0].lkey = c->sizes_out_mr->lkey;
-			wr[0].opcode = IBV_WR_RDMA_WRITE;
-			wr[0].sg_list = &sg[0];
-			wr[0].num_sge = 1;
-			wr[0].wr.rdma.remote_addr =
+			wr[nw].opcode = IBV_WR_RDMA_WRITE;
+			wr[nw].sg_list = &sg[0];
+			wr[nw].num_sge = 1;
+			wr[nw].wr.rdma.remote_addr =
 				c->rsizes + ((uint64_t)e[k].req * VX_SLOTS + e[k].slot) * 8;
-			wr[0].wr.rdma.rkey = c->rsizes_rkey;
+			wr[nw].wr.rdma.rkey = c->rsizes_rkey;
 			/* unsignaled: never completes */
-			wr[0].wr_id = WR_CTS | ((uint64_t)l->id << 8);
-			wr[0].next = &wr[1];
-			w = &wr[0];
+			wr[nw].wr_id = WR_CTS | ((uint64_t)l->id << 8);
+			nw++;
 		}
 		sg[1].addr = (uint64_t)(uintptr_t)r->data[0] + off;
 		sg[1].length = (uint32_t)len;
 		sg[1].lkey = lkey;
-		wr[1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-		wr[1].sg_list = len ? &sg[1] : NULL;
-		wr[1].num_sge = len ? 1 : 0;
-		wr[1].imm_data = htonl(IMM(nparts, e[k].req, e[k].slot));
-		wr[1].send_flags = IBV_SEND_SIGNALED;
-		wr[1].wr.rdma.remote_addr = e[k].addr + off;
-		wr[1].wr.rdma.rkey = e[k].rkey;
-		wr[1].wr_id = ((uint64_t)l->id << 8) | (uint64_t)(r - c->b.reqs);
-		if ((prc = cruxn_ibv_post_send(qp, w, &bad)) != 0) {
+		if (ar) {
+			wr[nw].opcode = IBV_WR_RDMA_WRITE; /* unsignaled, the immediate follows */
+			wr[nw].sg_list = &sg[1];
+			wr[nw].num_sge = 1;
+			wr[nw].wr.rdma.remote_addr = e[k].addr + off;
+			wr[nw].wr.rdma.rkey = e[k].rkey;
+			wr[nw].wr_id = WR_CTS | ((uint64_t)l->id << 8);
+			nw++;
+		}
+		wr[nw].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+		wr[nw].sg_list = len && !ar ? &sg[1] : NULL;
+		wr[nw].num_sge = len && !ar ? 1 : 0;
+		wr[nw].imm_data = htonl(IMM(nparts, e[k].req, e[k].slot));
+		wr[nw].send_flags = IBV_SEND_SIGNALED;
+		wr[nw].wr.rdma.remote_addr = e[k].addr + off;
+		wr[nw].wr.rdma.rkey = e[k].rkey;
+		wr[nw].wr_id = ((uint64_t)l->id << 8) | (uint64_t)(r - c->b.reqs);
+		for (int i = 0; i < nw; i++)
+			wr[i].next = &wr[i + 1];
+		if ((prc = cruxn_ibv_post_send(qp, &wr[0], &bad)) != 0) {
 			/* parts already posted would complete into a freed request */
 			cruxn_vx_fail(c, "posting a send", post_err(prc), "send queue full?");
 			return CRUX_ERR_REMOTE;

@@ -52,6 +52,18 @@ static crux_status_t qp_cfg_load(struct cruxn_vx_qp_cfg *q, char *err, size_t er
 	if (crux_env_int(NULL, NULL, "NCCL_IB_PKEY", 0, 0, 65535, &v, err, errlen) != CRUX_OK)
 		return CRUX_ERR_INVAL;
 	q->pkey = (int)v;
+	if (crux_env_int(NULL, NULL, "NCCL_IB_SPLIT_DATA_ON_QPS", 0, 0, 1, &v, err, errlen) != CRUX_OK)
+		return CRUX_ERR_INVAL;
+	q->split = v == 1;
+	/* NCCL's -2 is its auto: on for InfiniBand ports */
+	if (crux_env_int(NULL, NULL, "NCCL_IB_ADAPTIVE_ROUTING", -2, -2, 1, &v, err, errlen) !=
+	    CRUX_OK)
+		return CRUX_ERR_INVAL;
+	q->ar = v < 0 ? -1 : (int)v;
+	if (crux_env_int(NULL, NULL, "NCCL_IB_AR_THRESHOLD", 8192, 0, 1ll << 40, &v, err, errlen) !=
+	    CRUX_OK)
+		return CRUX_ERR_INVAL;
+	q->ar_threshold = (size_t)v;
 	/* not fatal: a job runs on one QP per connection rather than not at all */
 	if (cruxn_vx_nqps_load(&q->nqps, err, errlen) != CRUX_OK) {
 		crux_log_once(&once_nqps, CRUX_LOG_WARN, "%s; using 1 queue pair per connection",
@@ -101,6 +113,11 @@ crux_status_t cruxn_vx_start(const struct cruxn_config *cfg, char *err, size_t e
 	/* once: which way the route's source ports reach the wire */
 	cruxn_vx_sport_probe_all(&cruxn_vx_state, &cruxn_vx_qpcfg, line, sizeof(line));
 	crux_info("%s", line);
+	for (int i = 0; i < cruxn_vx_state.ndevs; i++) {
+		struct cruxn_vx_dev *d = &cruxn_vx_state.devs[i];
+		d->ar = cruxn_vx_qpcfg.ar < 0 ? d->ep.link_layer == IBV_LINK_LAYER_INFINIBAND
+					      : cruxn_vx_qpcfg.ar == 1;
+	}
 	return CRUX_OK;
 }
 

@@ -17,6 +17,9 @@ void cruxn_vx_qp_cfg_default(struct cruxn_vx_qp_cfg *q)
 	q->retry_cnt = 7;
 	q->pkey = 0;
 	q->nqps = 1;
+	q->split = false;
+	q->ar = -1;
+	q->ar_threshold = 8192;
 }
 
 void cruxn_vx_split(size_t size, int nqps, size_t *chunk, int *nparts)
