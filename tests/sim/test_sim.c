@@ -143,6 +143,53 @@ static void test_fair_share(void **state)
 }
 
 /*
+ * Reference snapshots: the two identical jobs of test_fair_share in the
+ * reference model. One level with one random start phase: a phase offset d
+ * persists under fair sharing (T = 3 - d), so 1/3 <= util <= 1/2 while the
+ * first evaluator says 1/3; on two levels (crux-full) the low job fills the
+ * high one's compute gaps: 1/2 each, the evaluator (1/2 + 1/3) / 2.
+ */
+static void test_ref_snapshots(void **state)
+{
+	struct crux_sim_config c;
+	struct crux_sim_result *r;
+	char err[512];
+	struct crux_sim_trace *t = two_jobs(0, 1e9);
+
+	small_config(*state, &c, CRUX_SIM_ECMP);
+	c.ref_snapshots = 3;
+	assert_int_equal(crux_sim_run(t, &c, &r, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(r->n_ref_snaps, 3);
+	for (size_t k = 0; k < r->n_ref_snaps; k++) {
+		const struct crux_sim_ref_snap *q = &r->ref_snaps[k];
+
+		assert_true(q->t_s >= 1000.0 * (double)(k + 1) / 4 - 1e-9);
+		assert_int_equal(q->jobs, 2);
+		assert_int_equal(q->net_jobs, 2);
+		assert_near(q->eval_util, 1.0 / 3, 1e-9);
+		assert_true(q->ref_util >= 1.0 / 3 - 1e-6 && q->ref_util <= 0.5 + 1e-6);
+		assert_int_equal(q->starved, 0);
+	}
+	crux_sim_result_free(r);
+	small_config(*state, &c, CRUX_SIM_CRUX_FULL);
+	c.ref_snapshots = 1;
+	assert_int_equal(crux_sim_run(t, &c, &r, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(r->n_ref_snaps, 1);
+	assert_near(r->ref_snaps[0].eval_util, (0.5 + 1.0 / 3) / 2, 1e-9);
+	assert_near(r->ref_snaps[0].ref_util, 0.5, 1e-6);
+	assert_near(r->ref_snaps[0].slow_ref_max, 1.0, 1e-6);
+	assert_near(r->ref_snaps[0].slow_eval_max, 1.5, 1e-6);
+	crux_sim_result_free(r);
+	/* CASSINI shifts phases the reference does not model: no snapshots. */
+	small_config(*state, &c, CRUX_SIM_CASSINI);
+	c.ref_snapshots = 2;
+	assert_int_equal(crux_sim_run(t, &c, &r, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(r->n_ref_snaps, 0);
+	crux_sim_result_free(r);
+	crux_sim_trace_free(t);
+}
+
+/*
  * Strict priority: the high job alone on the cable (T = 2 s, half the cable
  * on average); the low job gets the other half: 2 s of communication, T = 3.
  * Utilisation (1/2 + 1/3) / 2.
@@ -547,6 +594,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_fair_share, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_priority, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ref_snapshots, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guard_bound, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_guard_account, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cassini_turns, setup, teardown),

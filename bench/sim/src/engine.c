@@ -8,9 +8,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cassini.h"
 #include "crux/sched.h"
+#include "crux/sched_ref.h"
 #include "promote.h"
 #include "sim_engine.h"
 
@@ -38,6 +40,11 @@ struct sim_engine {
 	struct sim_cassini_job *cj;
 	size_t cj_cap;
 	struct sim_promote *promote; /* promotion by measurement, when asked for */
+	/* The plan in force (the last evaluation's jobs, schedule and
+	 * utilisation), kept for reference snapshots; NULL for CASSINI. */
+	struct crux_sched_jobs last_js;
+	struct crux_sched_schedule *last_s;
+	double last_util;
 };
 
 void crux_sim_topo_defaults(enum crux_sim_topo_kind kind, struct crux_sim_topo_params *p)
@@ -221,6 +228,8 @@ void sim_engine_free(struct sim_engine *e)
 	free(e->jl_bytes);
 	free(e->cj);
 	sim_promote_free(e->promote);
+	crux_sched_schedule_free(e->last_s);
+	crux_sched_jobs_free(&e->last_js);
 	free(e);
 }
 
@@ -553,6 +562,74 @@ fail:
 	return st;
 }
 
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+crux_status_t sim_engine_reference(struct sim_engine *e, const struct sim_active *act, size_t n_act,
+				   struct crux_sim_ref_snap *snap)
+{
+	const struct crux_sched_jobs *js = &e->last_js;
+	const struct crux_sched_schedule *s = e->last_s;
+	double eval_util = e->last_util;
+
+	if (!s || js->n != n_act)
+		return CRUX_ERR_INVAL;
+
+	struct crux_sched_ref_params rp;
+	struct crux_sched_ref_stats rs;
+	struct timespec w0, w1;
+	size_t n = js->n, m = 0;
+	double *Tr = calloc(n ? n : 1, sizeof(double)), *err = calloc(n ? n : 1, sizeof(double));
+	crux_status_t st = CRUX_ERR_NOMEM;
+
+	if (!Tr || !err)
+		goto out;
+	crux_sched_ref_params_default(&rp);
+	rp.phases = 1;
+	rp.seed = e->cfg->seed;
+	rp.horizon_iters = 20;
+	rp.warmup_iters = 5;
+	rp.max_events = 400000;
+	clock_gettime(CLOCK_MONOTONIC, &w0);
+	st = crux_sched_reference(e->topo, js->v, n, s, &rp, Tr, &snap->ref_util, &rs);
+	clock_gettime(CLOCK_MONOTONIC, &w1);
+	if (st)
+		goto out;
+	snap->wall_s = (double)(w1.tv_sec - w0.tv_sec) + 1e-9 * (double)(w1.tv_nsec - w0.tv_nsec);
+	snap->eval_util = eval_util;
+	snap->jobs = (uint32_t)n;
+	snap->net_jobs = 0;
+	snap->starved = 0;
+	snap->truncated = rs.truncated > 0;
+	snap->slow_eval_max = snap->slow_ref_max = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (js->v[i].n_flows == 0)
+			continue;
+		snap->net_jobs++;
+		if (act[i].iso_s > 0) {
+			snap->slow_eval_max = fmax(snap->slow_eval_max, e->iter[i] / act[i].iso_s);
+			snap->slow_ref_max = fmax(snap->slow_ref_max, Tr[i] / act[i].iso_s);
+		}
+		if (Tr[i] > 0.25 * rs.horizon_s) {
+			snap->starved++;
+			continue;
+		}
+		err[m++] = fabs(e->iter[i] - Tr[i]) / Tr[i];
+	}
+	qsort(err, m, sizeof(double), cmp_dbl);
+	snap->iter_err_p50 = m ? err[(m - 1) / 2] : 0;
+	snap->iter_err_p90 = m ? err[(size_t)(0.9 * (double)(m - 1) + 0.5)] : 0;
+	st = CRUX_OK;
+out:
+	free(Tr);
+	free(err);
+	return st;
+}
+
 crux_status_t sim_engine_eval(struct sim_engine *e, const struct sim_active *jobs, size_t n,
 			      struct sim_eval_out *out, double *link_rate_sum, double *max_load,
 			      char *err, size_t errlen)
@@ -625,6 +702,16 @@ crux_status_t sim_engine_eval(struct sim_engine *e, const struct sim_active *job
 	*link_rate_sum = sum;
 	*max_load = mx;
 	st = CRUX_OK;
+	/* Keep the plan in force for reference snapshots. */
+	crux_sched_schedule_free(e->last_s);
+	crux_sched_jobs_free(&e->last_js);
+	e->last_s = NULL;
+	if (e->cfg->policy != CRUX_SIM_CASSINI) {
+		e->last_s = s;
+		e->last_js = js;
+		e->last_util = util;
+		return CRUX_OK;
+	}
 out:
 	crux_sched_schedule_free(s);
 	crux_sched_jobs_free(&js);

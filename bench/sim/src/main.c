@@ -80,6 +80,8 @@ static void usage(FILE *f)
 		"  --levels K (8)  --horizon-s S (0: run until every job finished)\n"
 		"  --eval-model phase-aware|all-at-once  the scheduler's steady state\n"
 		"                  (default phase-aware; all-at-once: the first model)\n"
+		"  --ref-snapshots N  run the plan of N moments of the window through the\n"
+		"                  reference model too (slow; not for cassini) (0)\n"
 		"  --window-s S (0: last arrival)  --bin-s S (window/336)\n"
 		"output:\n"
 		"  --json FILE  --csv FILE (per-job table of the last policy)  --plot PREFIX\n"
@@ -93,7 +95,7 @@ enum {
 	O_JOBS = 256, O_DAYS, O_LOAD, O_SEED, O_MEDIAN, O_SIGMA, O_MAXG, O_TFLOPS, O_TOPO,
 	O_HOSTG, O_TORG, O_AGGG, O_HPT, O_HOSTS, O_GPH, O_CHAN, O_TORS, O_AGGS, O_CORES,
 	O_POLICY, O_LEVELS, O_HORIZON, O_WINDOW, O_BIN, O_JSON, O_CSV, O_PLOT, O_TITLE,
-	O_EXP, O_PROGRESS, O_NOPROGRESS, O_TRACE, O_OUT, O_SLICE, O_HELP, O_PLACE, O_WEIGHTS, O_EVALM,
+	O_EXP, O_PROGRESS, O_NOPROGRESS, O_TRACE, O_OUT, O_SLICE, O_HELP, O_PLACE, O_WEIGHTS, O_EVALM, O_REFSNAP,
 };
 
 static const struct option opts[] = {
@@ -116,6 +118,7 @@ static const struct option opts[] = {
 	{"out", 1, 0, O_OUT},	      {"slice-s", 1, 0, O_SLICE},
 	{"help", 0, 0, O_HELP},	      {"placement", 1, 0, O_PLACE},
 	{"level-weights", 1, 0, O_WEIGHTS}, {"eval-model", 1, 0, O_EVALM},
+	{"ref-snapshots", 1, 0, O_REFSNAP},
 	{0, 0, 0, 0},
 };
 
@@ -411,6 +414,9 @@ static int parse_args(struct cli *c, int argc, char **argv)
 			break;
 		case O_WEIGHTS:
 			bad = parse_weights(c, optarg);
+			break;
+		case O_REFSNAP:
+			bad = inum("ref-snapshots", optarg, 0, 10000, &c->cfg.ref_snapshots);
 			break;
 		case O_EVALM:
 			if (strcmp(optarg, "phase-aware") == 0) {

@@ -110,6 +110,33 @@ void crux_sim_print_summary(FILE *f, const struct crux_sim_result *const *r, siz
 			j->n_hosts, j->iso_iter_s, j->mean_iter_s, j->slowdown, j->level);
 	}
 	free(idx);
+	/* Reference-model snapshots of every run that took them. */
+	for (size_t i = 0; i < n; i++) {
+		const struct crux_sim_result *x = r[i];
+		size_t within = 0;
+
+		if (!x->n_ref_snaps)
+			continue;
+		for (size_t k = 0; k < x->n_ref_snaps; k++)
+			within += fabs(x->ref_snaps[k].eval_util - x->ref_snaps[k].ref_util) <=
+				  0.05 * x->ref_snaps[k].ref_util;
+		fprintf(f,
+			"%s: %zu reference snapshots, evaluator utilisation within +-5 %% of the "
+			"reference in %zu\n  %10s %5s %5s %9s %9s %8s %8s %9s %9s %7s %6s\n",
+			x->label, x->n_ref_snaps, within, "t(s)", "jobs", "net", "eval%", "ref%",
+			"itErr50", "itErr90", "maxSlowE", "maxSlowR", "starved", "ref_s");
+		for (size_t k = 0; k < x->n_ref_snaps; k++) {
+			const struct crux_sim_ref_snap *q = &x->ref_snaps[k];
+
+			fprintf(f,
+				"  %10.0f %5u %5u %9.2f %9.2f %7.1f%% %7.1f%% %9.2f %9.2f %7u "
+				"%6.1f%s\n",
+				q->t_s, q->jobs, q->net_jobs, 100 * q->eval_util, 100 * q->ref_util,
+				100 * q->iter_err_p50, 100 * q->iter_err_p90, q->slow_eval_max,
+				q->slow_ref_max, q->starved, q->wall_s,
+				q->truncated ? " (truncated)" : "");
+		}
+	}
 }
 
 static void json_num(FILE *f, double v)
@@ -158,6 +185,31 @@ static void write_run(FILE *f, const struct crux_sim_result *r, const struct cru
 	json_num(f, r->job_bytes);
 	fprintf(f, ", \"max_link_load\": ");
 	json_num(f, r->max_link_load);
+	fprintf(f, ",\n     \"reference_snapshots\": [");
+	for (size_t k = 0; k < r->n_ref_snaps; k++) {
+		const struct crux_sim_ref_snap *q = &r->ref_snaps[k];
+
+		fprintf(f, "%s{\"t_s\": ", k ? ", " : "");
+		json_num(f, q->t_s);
+		fprintf(f, ", \"jobs\": %u, \"net_jobs\": %u, \"eval_util\": ", q->jobs,
+			q->net_jobs);
+		json_num(f, q->eval_util);
+		fprintf(f, ", \"ref_util\": ");
+		json_num(f, q->ref_util);
+		fprintf(f, ", \"iter_err_p50\": ");
+		json_num(f, q->iter_err_p50);
+		fprintf(f, ", \"iter_err_p90\": ");
+		json_num(f, q->iter_err_p90);
+		fprintf(f, ", \"max_slowdown_eval\": ");
+		json_num(f, q->slow_eval_max);
+		fprintf(f, ", \"max_slowdown_ref\": ");
+		json_num(f, q->slow_ref_max);
+		fprintf(f, ", \"starved\": %u, \"truncated\": %u, \"wall_s\": ", q->starved,
+			q->truncated);
+		json_num(f, q->wall_s);
+		fputc('}', f);
+	}
+	fprintf(f, "]");
 	fprintf(f, ",\n     \"slowdown\": {\"p50\": ");
 	json_num(f, pct(sd, m, 0.5));
 	fprintf(f, ", \"p90\": ");

@@ -308,6 +308,35 @@ static double account_next(const struct sim_run *s, double now)
 	return tn;
 }
 
+/* Time of the next reference snapshot (INFINITY: none left). */
+static double snap_next(const struct sim_run *s)
+{
+	const struct crux_sim_result *r = s->res;
+
+	if (!r->ref_snaps || r->n_ref_snaps >= s->cfg->ref_snapshots)
+		return INFINITY;
+	return r->window_s * (double)(r->n_ref_snaps + 1) / (double)(s->cfg->ref_snapshots + 1);
+}
+
+/* The plan in force at time now in the reference model (a snapshot). */
+static crux_status_t snapshot(struct sim_run *s, double now)
+{
+	struct crux_sim_ref_snap *q = &s->res->ref_snaps[s->res->n_ref_snaps];
+	crux_status_t st = CRUX_OK;
+
+	if (s->n_running > 0) {
+		st = sim_engine_reference(s->eng, s->act, s->n_running, q);
+		if (st != CRUX_OK) {
+			snprintf(s->err, s->errlen, "reference snapshot at %g s failed: %s", now,
+				 crux_status_str(st));
+			return st;
+		}
+	}
+	q->t_s = now; /* an empty cluster: a snapshot of nothing */
+	s->res->n_ref_snaps++;
+	return CRUX_OK;
+}
+
 static crux_status_t evaluate(struct sim_run *s)
 {
 	double max_load = 0;
@@ -528,6 +557,7 @@ void crux_sim_result_free(struct crux_sim_result *r)
 	free(r->jobs);
 	free(r->util);
 	free(r->alloc);
+	free(r->ref_snaps);
 	free(r);
 }
 
@@ -573,6 +603,16 @@ static crux_status_t setup(struct sim_run *s, const struct crux_sim_trace *t)
 	r->jobs = calloc(n ? n : 1, sizeof(*r->jobs));
 	if (!r->jobs)
 		return CRUX_ERR_NOMEM;
+	if (s->cfg->ref_snapshots > 10000) {
+		snprintf(s->err, s->errlen, "ref_snapshots %u: at most 10000",
+			 s->cfg->ref_snapshots);
+		return CRUX_ERR_INVAL;
+	}
+	if (s->cfg->ref_snapshots && s->cfg->policy != CRUX_SIM_CASSINI) {
+		r->ref_snaps = calloc(s->cfg->ref_snapshots, sizeof(*r->ref_snaps));
+		if (!r->ref_snaps)
+			return CRUX_ERR_NOMEM;
+	}
 	double last_arrival = 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct crux_sim_trace_job *tj = &t->jobs[i];
@@ -686,6 +726,19 @@ crux_status_t crux_sim_run(const struct crux_sim_trace *trace, const struct crux
 		tn = fmin(tn, account_next(&s, t));
 		if (!isfinite(tn))
 			break;
+		/* Reference snapshots of the plan in force, between events. */
+		while (snap_next(&s) <= tn) {
+			double ts = snap_next(&s);
+
+			if (cfg->step_iterations)
+				step_advance(&s, t, ts);
+			else
+				advance(&s, t, ts);
+			account_advance(&s, ts - t);
+			t = ts;
+			if ((st = snapshot(&s, t)) != CRUX_OK)
+				goto done;
+		}
 		int stop = 0;
 		if (cfg->horizon_s > 0 && tn >= cfg->horizon_s) {
 			tn = cfg->horizon_s;

@@ -52,6 +52,14 @@ crux_status_t sim_engine_eval(struct sim_engine *e, const struct sim_active *job
 			      struct sim_eval_out *out, double *link_rate_sum, double *max_load,
 			      char *err, size_t errlen);
 
+/*
+ * The plan in force (the last sim_engine_eval's, for the same n jobs) run
+ * through the reference model: fills *snap but t_s. CRUX_ERR_INVAL when
+ * there is no such plan (CASSINI keeps none).
+ */
+crux_status_t sim_engine_reference(struct sim_engine *e, const struct sim_active *jobs, size_t n,
+				   struct crux_sim_ref_snap *snap);
+
 /* Iteration time of one job alone on the fabric (ECMP-independent: best path). */
 crux_status_t sim_engine_isolated(struct sim_engine *e, const struct sim_active *job,
 				  double *iter_s, char *err, size_t errlen);

@@ -105,6 +105,24 @@ struct crux_sim_config {
 	/* The scheduler's steady-state model (enum crux_sched_eval_model):
 	 * 0 = phase-aware (default), 1 = every job of a level at once. */
 	int eval_model;
+	/* Reference-model snapshots (crux/sched_ref.h): run the reference on
+	 * the plan of the first evaluation at or after each of this many evenly
+	 * spaced times of the window (0 = none; not for CASSINI). */
+	uint32_t ref_snapshots;
+};
+
+/* One snapshot: the running jobs' plan in the evaluator and in the
+ * reference model (per flow, one random phase draw, horizon 20 isolated
+ * iterations of the slowest job, warm-up 5). */
+struct crux_sim_ref_snap {
+	double t_s;
+	uint32_t jobs, net_jobs;
+	double eval_util, ref_util; /* sum W/T over sum GPUs of the running jobs */
+	double iter_err_p50, iter_err_p90; /* |T_eval - T_ref| / T_ref, network jobs not starved */
+	double slow_eval_max, slow_ref_max; /* highest slowdown (T over the isolated time) */
+	uint32_t starved;	   /* network jobs the reference saw end < 2 iterations */
+	uint32_t truncated;	   /* 1: the reference hit its event limit */
+	double wall_s;		   /* the reference's wall time */
 };
 
 void crux_sim_config_defaults(struct crux_sim_config *c);
@@ -139,6 +157,8 @@ struct crux_sim_result {
 	double promote_bound;
 	int weighted;
 	int eval_model; /* the config's */
+	size_t n_ref_snaps;
+	struct crux_sim_ref_snap *ref_snaps;
 	uint32_t total_gpus;
 	uint32_t levels;
 	size_t n_jobs;
