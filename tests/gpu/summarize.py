@@ -16,6 +16,8 @@ import time
 
 
 def device():
+    if os.environ.get("CRUX_GPU_DEVICE"):  # re-summarising logs away from the GPU machine
+        return os.environ["CRUX_GPU_DEVICE"]
     try:
         return subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                               capture_output=True, text=True, check=True).stdout.strip()
@@ -397,6 +399,8 @@ def ibcompare(logdir):
     for b, arms in sorted(per.items()):
         if "ib" not in arms or "crux" not in arms:
             ok = False
+            sizes.append({"bytes": b, **{f"{'ib' if a == 'ib' else 'crux_verbs'}_busbw_GBps": spread(list(v.values()))
+                                         for a, v in arms.items()}, "ratio_crux_over_ib": None})
             continue
         reps = sorted(set(arms["ib"]) & set(arms["crux"]))
         ratios = [arms["crux"][k] / arms["ib"][k] for k in reps if arms["ib"][k] > 0]
@@ -408,7 +412,7 @@ def ibcompare(logdir):
                   f"net_ib {statistics.median(arms['ib'].values()):.3f} vs Crux verbs "
                   f"{statistics.median(arms['crux'].values()):.3f} GB/s, ratio median {statistics.median(ratios):.3f}x "
                   f"({min(ratios):.3f}-{max(ratios):.3f})")
-    if not sizes:
+    if not sizes or any(x["ratio_crux_over_ib"] is None for x in sizes):
         ok = False
     cond = "unknown"
     try:
@@ -579,7 +583,8 @@ def main():
     kind, logdir, result = sys.argv[1:4]
     ok, data = {"plugin": plugin, "level": level, "preload": preload, "nccltests": nccltests,
                 "profiler": profiler, "fourrank": fourrank, "ibcompare": ibcompare, "jobs": jobs}[kind](logdir)
-    data.update({"device": device(), "date": time.strftime("%Y-%m-%d"), "command": f"tests/gpu/run.sh {kind}",
+    data.update({"device": device(), "date": os.environ.get("CRUX_GPU_DATE", time.strftime("%Y-%m-%d")),
+                 "command": f"tests/gpu/run.sh {kind}",
                  "passed": ok})
     with open(result, "w") as f:
         json.dump(data, f, indent=2)
