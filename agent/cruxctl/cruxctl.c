@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "crux/agent.h"
+#include "crux/env.h"
 #include "crux/log.h"
 #include "crux/overrides.h"
 #include "crux/probe.h"
@@ -913,8 +914,6 @@ static int cmd_probe(const struct ctx *c, int argc, char **argv)
 
 static bool plan_has_levels(int argc, char **argv)
 {
-	if (getenv("CRUX_LEVELS"))
-		return true;
 	for (int i = 0; i < argc; i++)
 		if (!strcmp(argv[i], "--levels") || !strncmp(argv[i], "--levels=", 9))
 			return true;
@@ -992,9 +991,24 @@ int main(int argc, char **argv)
 			pv[pc++] = argv[i];
 		if (c.json)
 			pv[pc++] = "--json";
-		/* Plan with the running agent's levels unless told otherwise. */
-		if (!plan_has_levels(argc - cmd_at, argv + cmd_at) &&
-		    plan_agent_levels(dir, levels, sizeof(levels)) == 0) {
+		/* --levels, else CRUX_LEVELS (as cruxd reads it), else the running
+		 * agent's levels. */
+		bool has = plan_has_levels(argc - cmd_at, argv + cmd_at);
+		if (!has && getenv("CRUX_LEVELS")) {
+			long long k;
+			char err[256];
+			if (crux_env_int(NULL, NULL, "CRUX_LEVELS", CRUX_DEFAULT_LEVELS, 1,
+					 CRUX_MAX_LEVELS, &k, err, sizeof(err)) != CRUX_OK) {
+				fprintf(stderr, "cruxctl: plan: %s\n", err);
+				free(pv);
+				return 2;
+			}
+			snprintf(levels, sizeof(levels), "%lld", k);
+			pv[pc++] = "--levels";
+			pv[pc++] = levels;
+			has = true;
+		}
+		if (!has && plan_agent_levels(dir, levels, sizeof(levels)) == 0) {
 			pv[pc++] = "--levels";
 			pv[pc++] = levels;
 		}
@@ -1003,10 +1017,13 @@ int main(int argc, char **argv)
 		return rc;
 	}
 	if (dir) {
-		if (dir[0] != '/' || strlen(dir) >= sizeof(c.dir))
-			return fail(&c, "--shm-dir '%s': expected an absolute path shorter than %d "
-					"bytes",
-				    dir, CRUX_PATH_MAX);
+		size_t dl = strlen(dir);
+		while (dl > 1 && dir[dl - 1] == '/')
+			dl--;
+		if (dir[0] != '/' || dl > CRUX_SHM_DIR_MAX)
+			return fail(&c, "--shm-dir '%s': expected an absolute path of at most %d "
+					"characters (as CRUX_SHM_DIR)",
+				    dir, CRUX_SHM_DIR_MAX);
 		snprintf(c.dir, sizeof(c.dir), "%s", dir);
 	} else if (crux_shm_dir(NULL, NULL, c.dir, sizeof(c.dir)) != CRUX_OK) {
 		return fail(&c, "CRUX_SHM_DIR is not valid: expected an absolute path");

@@ -16,6 +16,7 @@
 
 #include "crux/agent.h"
 #include "crux/log.h"
+#include "crux/sched.h"
 #include "crux_config.h"
 #include "conffile.h"
 #include "metrics.h"
@@ -233,6 +234,16 @@ int main(int argc, char **argv)
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	if (cfg.topology[0]) {
+		/* A bad topology is a bad setting, as a bad variable: exit 2. */
+		struct crux_sched_topo *t = NULL;
+		struct crux_sched_err terr;
+		if (crux_sched_topo_load(cfg.topology, &t, &terr) != CRUX_OK) {
+			crux_err("topology %s refused: %s", cfg.topology, terr.msg);
+			return 2;
+		}
+		crux_sched_topo_free(t);
+	}
 	st = cruxd_agent_open(&cfg, &agent, &holder);
 	if (st == CRUX_ERR_BUSY) {
 		crux_err("another process (pid %d) holds the decision table in %s: one agent per "

@@ -514,6 +514,8 @@ crux_status_t crux_broker_open(const char *dir, const struct crux_broker_policy 
 	b->table_fd = table_fd;
 	if (pol)
 		b->pol = *pol;
+	_Static_assert(CRUX_SHM_DIR_MAX + sizeof("/" CRUX_AGENT_SOCK) <= sizeof(b->path),
+		       "CRUX_SHM_DIR_MAX leaves room for the socket's name");
 	if ((size_t)snprintf(b->path, sizeof(b->path), "%s/%s", dir, CRUX_AGENT_SOCK) >=
 	    sizeof(b->path)) {
 		crux_set_err(err, errlen,

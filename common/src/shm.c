@@ -27,12 +27,14 @@ crux_status_t crux_shm_dir(crux_getenv_fn fn, void *arg, char *buf, size_t len)
 	/* Trailing slashes would make "dir//name": drop them, keep "/" itself. */
 	while (n > 1 && v[n - 1] == '/')
 		n--;
-	/* Room for "/" + the longest record name we build. */
-	if (v[0] != '/' || n + 1 + 96 > CRUX_PATH_MAX || n + 1 > len) {
+	/* DIR/cruxd.sock fits a socket address; "/" + the longest record name
+	 * we build fits CRUX_PATH_MAX. */
+	_Static_assert(CRUX_SHM_DIR_MAX + 1 + 96 <= CRUX_PATH_MAX, "record paths fit");
+	if (v[0] != '/' || n > CRUX_SHM_DIR_MAX || n + 1 > len) {
 		crux_env_quote(v, shown, sizeof(shown));
 		crux_err("CRUX_SHM_DIR='%s' is not valid: expected an absolute path of at most %d "
 			 "characters (default " CRUX_SHM_DIR_DEFAULT ")",
-			 shown, CRUX_PATH_MAX - 97);
+			 shown, CRUX_SHM_DIR_MAX);
 		return CRUX_ERR_INVAL;
 	}
 	memcpy(buf, v, n);

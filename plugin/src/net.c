@@ -146,8 +146,8 @@ cruxn_result_t cruxn_init(cruxn_logger_t logger)
 	if (crux_shm_dir(NULL, NULL, c->shm_dir, sizeof(c->shm_dir)) != CRUX_OK) {
 		const char *v = crux_env_get(NULL, NULL, "CRUX_SHM_DIR");
 		crux_err("init failed: CRUX_SHM_DIR='%s' is not valid: expected an absolute "
-			 "directory path shorter than %d bytes (default /dev/shm/crux)",
-			 v ? v : "", CRUX_PATH_MAX);
+			 "directory path of at most %d characters (default /dev/shm/crux)",
+			 v ? v : "", CRUX_SHM_DIR_MAX);
 		goto out;
 	}
 	if (crux_job_identity_derive_ex(NULL, NULL, &c->job, err, sizeof(err)) != CRUX_OK) {

@@ -240,8 +240,8 @@ crux_status_t cruxp_config_parse(crux_getenv_fn fn, void *arg, struct cruxp_conf
 		const char *v = crux_env_get(fn, arg, "CRUX_SHM_DIR");
 
 		crux_err("CRUX_SHM_DIR='%s' is not valid: expected an absolute directory path "
-			 "shorter than %d bytes",
-			 v ? v : "", CRUX_PATH_MAX);
+			 "of at most %d characters",
+			 v ? v : "", CRUX_SHM_DIR_MAX);
 		return st;
 	}
 	st = copy_path(fn, arg, "CRUX_CUPTI_LIB", cfg.cupti_lib, sizeof(cfg.cupti_lib));

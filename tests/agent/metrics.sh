@@ -61,6 +61,9 @@ grep -q '^crux_job_state{job="env:metrics-job",state="scheduled"} 1$' "$tmp/m" |
 	--require crux_agent_passes_total --require crux_agent_profile_records \
 	--require crux_probe_peer_up --require crux_agent_overrides_error <"$tmp/m" || fail "format"
 grep -q '^crux_agent_jobs 1$' "$tmp/m" || fail "crux_agent_jobs"
+# The job was published as scheduled: the table changed at least twice (was always 0).
+grep -Eq '^crux_agent_table_generation ([2-9]|[1-9][0-9]+)$' "$tmp/m" ||
+	fail "table generation: $(grep table_generation "$tmp/m")"
 grep -Eq '^crux_job_level\{job="env:metrics-job"\} [0-9]$' "$tmp/m" || fail "job level"
 grep -Eq '^crux_job_compute_seconds\{job="env:metrics-job"\} 0\.0[67]' "$tmp/m" || fail "compute time: $(grep compute "$tmp/m")"
 grep -q '^crux_level_bytes_per_iteration{level="3"}' "$tmp/m" || fail "bytes per level"
@@ -86,4 +89,10 @@ CRUX_LOG_LEVEL=verbose CRUX_SHM_DIR="$tmp/shm4" "$AGENT" --passes 1 2>"$tmp/ll" 
 [ "$rc" = 2 ] || fail "invalid CRUX_LOG_LEVEL: exit $rc"
 grep -q "CRUX_LOG_LEVEL='verbose' is not valid" "$tmp/ll" || fail "log level message: $(cat "$tmp/ll")"
 grep -q "using" "$tmp/ll" && fail "log level message promises to go on: $(cat "$tmp/ll")"
+# A bad topology is a bad setting too: exit 2 (was 1), the file and line named.
+printf 'host h1 10.0.0.1\nbogus line\n' >"$tmp/bad.topo"
+rc=0
+CRUX_TOPOLOGY="$tmp/bad.topo" CRUX_SHM_DIR="$tmp/shm5" "$AGENT" --passes 1 2>"$tmp/bt" || rc=$?
+[ "$rc" = 2 ] || fail "bad topology: exit $rc ($(cat "$tmp/bt"))"
+grep -q "bad.topo:2" "$tmp/bt" || fail "bad topology message: $(cat "$tmp/bt")"
 echo "metrics: ok (port $port)"

@@ -54,6 +54,14 @@ static void test_shm_dir(void **state)
 	assert_int_equal(crux_shm_dir(tu_getenv, rel, buf, sizeof(buf)), CRUX_ERR_INVAL);
 	assert_non_null(strstr(cap.last, "CRUX_SHM_DIR='crux' is not valid"));
 	assert_int_equal(crux_shm_dir(tu_getenv, lng, buf, sizeof(buf)), CRUX_ERR_INVAL);
+	/* One limit, the socket's: 96 characters pass, 97 do not (was 159, while
+	 * DIR/cruxd.sock above 96 could not be created). */
+	longv[CRUX_SHM_DIR_MAX] = '\0';
+	assert_int_equal(crux_shm_dir(tu_getenv, lng, buf, sizeof(buf)), CRUX_OK);
+	longv[CRUX_SHM_DIR_MAX] = 'x';
+	longv[CRUX_SHM_DIR_MAX + 1] = '\0';
+	assert_int_equal(crux_shm_dir(tu_getenv, lng, buf, sizeof(buf)), CRUX_ERR_INVAL);
+	assert_non_null(strstr(cap.last, "at most 96 characters"));
 	crux_log_set_sink(NULL, NULL);
 }
 

@@ -233,6 +233,7 @@ crux_status_t cruxd_agent_open(const struct cruxd_config *cfg, struct cruxd_agen
 			  crux_status_str(st));
 		memset(a->old, 0, sizeof(*a->old));
 	}
+	a->table_gen = a->old->generation;
 	st = cruxd_overrides_load(cfg->shm_dir, a->ovr, err, sizeof(err));
 	if (st == CRUX_OK) {
 		char path[CRUX_PATH_MAX + 32];
@@ -332,6 +333,7 @@ crux_status_t cruxd_agent_reload(struct cruxd_agent *a, const struct cruxd_confi
 		crux_sched_topo_free(t);
 		return st;
 	}
+	a->table_gen++; /* new settings bump the table's generation */
 	crux_sched_topo_free(a->topo);
 	a->topo = t;
 	for (size_t i = 0; i < a->nhosts; i++)

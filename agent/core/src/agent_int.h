@@ -146,6 +146,7 @@ struct ag_cluster;
 struct cruxd_agent {
 	struct cruxd_config cfg;
 	struct crux_dt_writer *dt;  /* a sealed memfd (handed out) with a written file copy */
+	uint64_t table_gen;	    /* the table's generation: read at start, +1 per publish */
 	struct crux_broker *broker; /* the attach socket (crux/attach.h) */
 	struct crux_prof_copies *copies; /* attached records copied for cruxctl (crux/profile.h) */
 	struct cruxd_status_writer *sw;

@@ -214,6 +214,7 @@ static crux_status_t publish_table(struct cruxd_agent *a, uint64_t now)
 		crux_err("cannot publish the decision table: %s", err);
 		return st;
 	}
+	a->table_gen++; /* each publish bumps the table's generation by one */
 	memcpy(a->pub_jobs, a->tjobs, nj * sizeof(*a->tjobs));
 	memcpy(a->pub_routes, a->troutes, nr * sizeof(*a->troutes));
 	a->pub_njobs = nj;

@@ -86,7 +86,7 @@ void ag_report(struct cruxd_agent *a, uint64_t pass_ns)
 	b->last_pass_ns = pass_ns;
 	b->interval_ns = a->cfg.interval_ns;
 	b->profile_window_ns = a->cfg.profile_window_ns;
-	b->table_generation = 0;
+	b->table_generation = a->table_gen;
 	b->records_valid = a->scan.valid;
 	b->records_invalid = a->scan.invalid;
 	b->records_busy = a->scan.busy;

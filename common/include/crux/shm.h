@@ -26,6 +26,9 @@ extern "C" {
 
 #define CRUX_SHM_DIR_DEFAULT "/dev/shm/crux"
 #define CRUX_PATH_MAX 256
+/* The one limit on CRUX_SHM_DIR's length: DIR/cruxd.sock must fit a Unix
+ * socket address (108 bytes with its NUL), so 108 - 12 = 96 characters. */
+#define CRUX_SHM_DIR_MAX 96
 
 /* Common header of every record file; 64 bytes. */
 struct crux_shm_header {
