@@ -65,6 +65,15 @@ fi
 RUID=$(id -u "$RU") RGID=$(id -g "$RU")
 [ "$RUID" != 0 ] || fail "user $RU is root"
 chmod 1777 "$W"
+# The unprivileged user may not enter the checkout (root's home is mode 700 on
+# Debian): it runs copies of the test program and the plugin from $W.
+mkdir -p "$W/bin"
+cp "$CONF" "$W/bin/" || fail "cannot copy $CONF to $W/bin"
+for f in "$PLUGDIR"/*.so*; do
+	[ -f "$f" ] && { cp "$f" "$W/bin/" || fail "cannot copy $f to $W/bin"; }
+done
+chmod -R a+rX "$W/bin"
+UCONF="$W/bin/$(basename "$CONF")"
 if command -v setpriv >/dev/null 2>&1; then
 	AS="setpriv --reuid=$RUID --regid=$RGID --init-groups"
 else
@@ -73,7 +82,8 @@ fi
 echo "the sender runs as $RU (uid $RUID): $AS"
 # Phase 1 holds until the attack is over (phase1.stop), however fast this machine
 # is, and publishes its message count in $W/sent: every round must see it grow.
-ip netns exec "$A" $AS "$CONF" xfer-send "$W" 262144 64 400 hold >"$W/send.log" 2>&1 &
+ip netns exec "$A" $AS env LD_LIBRARY_PATH="$W/bin" "$UCONF" xfer-send "$W" 262144 64 400 hold \
+	>"$W/send.log" 2>&1 &
 SP=$!
 
 # Wait until both ranks are attached (the agent names the job).
