@@ -10,8 +10,11 @@
 # Set CRUX_NO_PRELOAD=1 to load only the plugin (frameworks that link NCCL
 # statically, e.g. TensorFlow wheels, cannot be interposed; the plugin still
 # marks their traffic and takes the chosen paths).
+# Leaves crux_env_missing set to the libraries it did not find (empty: all
+# found), so a launcher can refuse to start a job that would run without Crux.
 
 crux_prefix="${1:-${CRUX_PREFIX:-/usr/local}}"
+crux_env_missing=""
 # Absolute, so the paths stay right after a cd and in processes started elsewhere.
 case "$crux_prefix" in
 /*) ;;
@@ -42,6 +45,7 @@ if crux_plugin_dir="$(crux_find libnccl-net-crux.so plugin)"; then
 	export NCCL_NET_PLUGIN NCCL_NET
 else
 	echo "crux-env.sh: libnccl-net-crux.so not found under $crux_prefix" >&2
+	crux_env_missing="libnccl-net-crux.so"
 fi
 if [ "${CRUX_NO_PRELOAD:-0}" != 1 ]; then
 	if crux_preload_dir="$(crux_find libcrux-preload.so preload)"; then
@@ -49,6 +53,7 @@ if [ "${CRUX_NO_PRELOAD:-0}" != 1 ]; then
 		export LD_PRELOAD
 	else
 		echo "crux-env.sh: libcrux-preload.so not found under $crux_prefix" >&2
+		crux_env_missing="${crux_env_missing:+$crux_env_missing }libcrux-preload.so"
 	fi
 fi
 : "${CRUX_SHM_DIR:=/dev/shm/crux}"

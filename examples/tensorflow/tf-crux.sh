@@ -21,6 +21,20 @@ PREFIX="${CRUX_PREFIX:-/usr/local}"
 WORKERS=""
 INDEX=""
 JOB=""
+usage() {
+	cat <<'EOF'
+usage: tf-crux.sh [--crux PREFIX] [--ifname IF] --workers host0:port,host1:port --index I \
+                  [--job-id NAME] -- SCRIPT [ARGS...]
+Launch one TensorFlow worker under Crux; run it once per worker host with that
+worker's index (0 .. workers - 1); TF_CONFIG is built from --workers. e.g.
+  tf-crux.sh --workers node0:12345,node1:12345 --index 0 -- examples/tensorflow/mwms_train.py
+TensorFlow's wheels link NCCL statically: the preload cannot see their NCCL
+calls, so the worker runs with the Crux net plugin (NCCL_NET_PLUGIN=crux,
+NCCL_NET=Crux) and the Crux profiler plugin (NCCL_PROFILER_PLUGIN=crux, NCCL
+2.25 or later); it refuses to start when the net plugin is missing. Every
+worker must use the same --job-id (default: tf- and a hash of the worker list).
+EOF
+}
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--crux) PREFIX="$2"; shift 2 ;;
@@ -29,13 +43,18 @@ while [ $# -gt 0 ]; do
 	--index) INDEX="$2"; shift 2 ;;
 	--job-id) JOB="$2"; shift 2 ;;
 	--) shift; break ;;
-	-h | --help) sed -n '3,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) usage; exit 0 ;;
 	*) echo "tf-crux.sh: unknown option '$1'" >&2; exit 2 ;;
 	esac
 done
 [ -n "$WORKERS" ] && [ -n "$INDEX" ] && [ $# -gt 0 ] ||
 	{ echo "tf-crux.sh: --workers, --index and the script are required (see --help)" >&2; exit 2; }
 case "$INDEX" in '' | *[!0-9]*) echo "tf-crux.sh: --index '$INDEX' is not a worker index" >&2; exit 2 ;; esac
+nworkers=$(printf '%s' "$WORKERS" | tr ',' '\n' | grep -c .)
+if [ "$INDEX" -ge "$nworkers" ]; then
+	echo "tf-crux.sh: --index $INDEX is beyond the $nworkers worker(s) of --workers (0 .. $((nworkers - 1)))" >&2
+	exit 2
+fi
 list="$(printf '%s' "$WORKERS" | sed 's/[^,][^,]*/"&"/g')"
 export TF_CONFIG="{\"cluster\": {\"worker\": [$list]}, \"task\": {\"type\": \"worker\", \"index\": $INDEX}}"
 # The default id is short and stable: a hash of the worker list (every worker
@@ -52,6 +71,12 @@ export CRUX_JOB_ID="$JOB"
 export CRUX_NO_PRELOAD=1
 # shellcheck disable=SC1091
 . "$HERE/../crux-env.sh" "$PREFIX"
+if [ -n "$crux_env_missing" ]; then
+	echo "tf-crux.sh: $crux_env_missing not found under $PREFIX: the worker would run without" \
+		"Crux, so it is not started; fix: install Crux there or give --crux PREFIX (a meson" \
+		"build directory works)" >&2
+	exit 1
+fi
 profiler_dir=""
 for d in "$PREFIX/lib" "$PREFIX/lib64" "$PREFIX/lib/x86_64-linux-gnu" "$PREFIX/profiler"; do
 	[ -e "$d/libnccl-profiler-crux.so" ] && { profiler_dir="$d"; break; }

@@ -1,7 +1,9 @@
 #!/bin/sh
-# tf-crux.sh and crux-env.sh against a stand-in python3 (no TensorFlow, no GPU):
-# the default job id is short and the same on every worker; a bad --job-id is
-# named as such; crux-env.sh turns a relative prefix into an absolute one.
+# tf-crux.sh, torchrun-crux.sh and crux-env.sh against stand-in python3 and
+# torchrun (no TensorFlow, no GPU): the default job id is short and the same on
+# every worker; a bad --job-id or an index beyond the workers is named as such;
+# both launchers refuse to start without the Crux libraries; --help is a usage
+# text; crux-env.sh turns a relative prefix into an absolute one.
 # Usage: tf_crux.sh SOURCE_ROOT BUILD_ROOT
 set -eu
 SRC=$1
@@ -50,4 +52,38 @@ case "$out" in
 *) fail "crux-env.sh left relative paths: $out" ;;
 esac
 echo "$out" | grep -q "^$BUILD/plugin" || fail "plugin dir: $out"
-echo "tf-crux.sh, crux-env.sh: ok"
+# An index beyond the worker list: named, exit 2, nothing started.
+rc=0
+PATH="$tmp/bin:$PATH" bash "$SRC/examples/tensorflow/tf-crux.sh" --crux "$BUILD" \
+	--workers a:1,b:1 --index 2 -- train.py >"$tmp/out" 2>"$tmp/err" || rc=$?
+[ "$rc" = 2 ] || fail "--index 2 of 2 workers: exit $rc"
+grep -q "index 2 is beyond the 2 worker" "$tmp/err" || fail "index message: $(cat "$tmp/err")"
+[ ! -s "$tmp/out" ] || fail "--index 2 of 2 workers started the worker"
+# The libraries missing: the launchers refuse to start the job without Crux.
+cat >"$tmp/bin/torchrun" <<'TR'
+#!/bin/sh
+echo "torchrun started"
+TR
+chmod +x "$tmp/bin/torchrun"
+rc=0
+PATH="$tmp/bin:$PATH" bash "$SRC/examples/tensorflow/tf-crux.sh" --crux "$tmp/nocrux" \
+	--workers a:1 --index 0 -- train.py >"$tmp/out" 2>"$tmp/err" || rc=$?
+[ "$rc" = 1 ] && [ ! -s "$tmp/out" ] || fail "tf-crux.sh without the libraries: exit $rc, $(cat "$tmp/out")"
+grep -q "libnccl-net-crux.so not found under $tmp/nocrux: the worker would run without Crux" "$tmp/err" ||
+	fail "tf-crux.sh missing library message: $(cat "$tmp/err")"
+rc=0
+PATH="$tmp/bin:$PATH" bash "$SRC/examples/pytorch/torchrun-crux.sh" --crux "$tmp/nocrux" -- \
+	--nproc-per-node 1 train.py >"$tmp/out" 2>"$tmp/err" || rc=$?
+[ "$rc" = 1 ] && [ ! -s "$tmp/out" ] || fail "torchrun-crux.sh without the libraries: exit $rc, $(cat "$tmp/out")"
+grep -q "libnccl-net-crux.so libcrux-preload.so not found" "$tmp/err" ||
+	fail "torchrun-crux.sh missing library message: $(cat "$tmp/err")"
+PATH="$tmp/bin:$PATH" bash "$SRC/examples/pytorch/torchrun-crux.sh" --crux "$BUILD" -- \
+	--nproc-per-node 1 train.py >"$tmp/out" 2>"$tmp/err" || fail "torchrun-crux.sh: $(cat "$tmp/err")"
+grep -q "torchrun started" "$tmp/out" || fail "torchrun-crux.sh did not start torchrun"
+# --help: a usage text, not lines of the script's source.
+for l in examples/tensorflow/tf-crux.sh examples/pytorch/torchrun-crux.sh; do
+	bash "$SRC/$l" --help >"$tmp/help" || fail "$l --help failed"
+	head -n 1 "$tmp/help" | grep -q "^usage: " || fail "$l --help: $(head -n 2 "$tmp/help")"
+	grep -Eq 'set -e|HERE=|PREFIX=|SPDX' "$tmp/help" && fail "$l --help prints its source: $(cat "$tmp/help")"
+done
+echo "tf-crux.sh, torchrun-crux.sh, crux-env.sh: ok"
