@@ -270,7 +270,9 @@ cleanup() {
 on_exit() {
 	local rc=$?
 	cleanup
-	[ "$KEEP" -eq 1 ] || [ $rc -ne 0 ] || rm -rf "$OUT"/run-*/shm
+	# etcd's data (its WAL preallocates ~64 MB) is of no use after the run: its
+	# log stays. Kept with --keep or when the run failed.
+	[ "$KEEP" -eq 1 ] || [ $rc -ne 0 ] || rm -rf "$OUT"/run-*/shm "$OUT/etcd/data"
 	exit $rc
 }
 trap on_exit EXIT
