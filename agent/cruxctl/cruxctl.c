@@ -653,6 +653,24 @@ static int cmd_change(const struct ctx *c, bool set, int argc, char **argv)
 	st = crux_shm_dir_check_ex(c->dir, set, err, sizeof(err));
 	if (st != CRUX_OK)
 		return fail(c, "%s", err);
+	if (geteuid() != 0 && access(c->dir, W_OK) != 0) {
+		/* Both ways (the agent's overrides file, the table itself) write in
+		 * the directory: say so, not "Permission denied" on the table. */
+		struct cruxd_status_body *sb = calloc(1, sizeof(*sb));
+		uint64_t hb = 0;
+		bool agent = sb && cruxd_status_read(c->dir, sb, &hb) == CRUX_OK && hb &&
+			     (kill((pid_t)sb->agent_pid, 0) == 0 || errno == EPERM);
+		int rc2 = agent ? fail(c, "%s needs root: cruxd (pid %u) takes overrides only from "
+					  "root through %s/%s; run 'sudo cruxctl %s ...'",
+				       set ? "set" : "clear", sb->agent_pid, c->dir,
+				       CRUXD_OVERRIDES_FILE, set ? "set" : "clear")
+				: fail(c, "%s needs root: %s is not writable by this user (uid %u); run "
+					  "'sudo cruxctl %s ...'",
+				       set ? "set" : "clear", c->dir, (unsigned)geteuid(),
+				       set ? "set" : "clear");
+		free(sb);
+		return rc2;
+	}
 	st = view_load(&v, c->dir);
 	if (st != CRUX_OK) {
 		view_free(&v);

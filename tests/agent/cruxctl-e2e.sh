@@ -129,6 +129,27 @@ ls "$CRUX_SHM_DIR" | grep -q '^prof-' && fail "an attached rank left a v1 record
 grep -A2 "attached processes" "$tmp/st.txt" | grep -q "^ *$rank_pid  *$(id -u) env:att .*preload+plugin" ||
 	fail "text status lacks the attached rank: $(cat "$tmp/st.txt")"
 grep -q "peer 198.18.7.2 *tx by level [1-9]" "$tmp/st.txt" || fail "text status lacks the counters"
+# set knows a job whose ranks are attached to cruxd (it read only v1 record files and warned
+# "no running process publishes job" for them); --timeout with an agent is refused, not ignored.
+"$CTL" set --job att --level 1 >/dev/null 2>"$tmp/warn" || fail "set on an attached job: $(cat "$tmp/warn")"
+grep -q "no running process" "$tmp/warn" && fail "set warned about an attached job: $(cat "$tmp/warn")"
+"$CTL" set --job nosuchjob --level 1 >/dev/null 2>"$tmp/warn" || fail "set nosuchjob"
+grep -q "no running process publishes job env:nosuchjob" "$tmp/warn" || fail "no warning for a typo: $(cat "$tmp/warn")"
+"$CTL" clear >/dev/null
+expect_fail "$CTL" set --job att --level 1 --timeout 1d
+grep -q "\-\-timeout applies only without a running agent" "$tmp/err" || fail "--timeout with an agent: $(cat "$tmp/err")"
+# Not root: status sees the agent running (kill(pid, 0) answers EPERM), set says it needs root.
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
+	cp "$CTL" "$tmp/cruxctl-copy" && chmod 755 "$tmp/cruxctl-copy" # the checkout may be mode 700
+	NR="setpriv --reuid=65534 --regid=65534 --clear-groups"
+	$NR "$tmp/cruxctl-copy" status >"$tmp/nr.txt" 2>&1 || true
+	grep -q "^agent .* running" "$tmp/nr.txt" || fail "non-root status: $(head -n 5 "$tmp/nr.txt")"
+	grep -q "NOT RUNNING" "$tmp/nr.txt" && fail "non-root status calls the agent not running"
+	rc=0
+	$NR "$tmp/cruxctl-copy" set --job att --level 1 >/dev/null 2>"$tmp/nr.err" || rc=$?
+	[ "$rc" = 1 ] || fail "non-root set: exit $rc"
+	grep -q "set needs root: cruxd (pid $agent_pid)" "$tmp/nr.err" || fail "non-root set: $(cat "$tmp/nr.err")"
+fi
 kill -KILL "$rank_pid"; wait "$rank_pid" 2>/dev/null || true; rank_pid=
 # Gone from the list once its connection closed (the next pass).
 i=0
