@@ -9,12 +9,14 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "verbs/vx.h"
+#include "verbs/vx_transport.h"
 #include "vx_double.h"
 
 /* ---- loader --------------------------------------------------------------- */
@@ -622,6 +624,45 @@ static void test_sport_probe(void **state)
 	cruxn_vx_close(&vx);
 }
 
+/*
+ * Properties as NCCL reports them: the NIC's system image GUID (one per
+ * chip; the node GUID only without it), the PCI functions of one NIC merged,
+ * and maxP2pBytes within the port's max_msg_sz (it was 2 GiB - 1 above a
+ * 1 GiB port, a local length error on the first big message).
+ */
+static void test_properties_identity(void **state)
+{
+	struct cruxn_ibv v;
+	struct cruxn_gid_rules r;
+	struct vxd_dev *d;
+	cruxn_props_v11_t p;
+	char err[512] = "", path[64];
+	(void)state;
+
+	vxd_reset(&v);
+	rules_default(&r);
+	d = vxd_add_roce("srxe_eth0", 10, 0, 0, 1);
+	d->sys_image_guid = 0xa1b2c3d4e5f60708ull;
+	d->ports[0].max_msg_sz = 1u << 30;
+	vxd_add_roce("srxe_eth1", 10, 0, 1, 1); /* reports neither */
+	assert_int_equal(cruxn_vx_open(&v, "", &r, &cruxn_vx_state, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(cruxn_vx_properties(0, &p), CRUX_OK);
+	assert_true(p.guid == 0xa1b2c3d4e5f60708ull);
+	assert_int_equal(p.maxP2pBytes, 1u << 30);
+	assert_int_equal(cruxn_vx_properties(1, &p), CRUX_OK);
+	assert_true(p.guid == cruxn_vx_state.devs[1].guid && p.guid != 0);
+	assert_int_equal(p.maxP2pBytes, 0x7fffffff);
+	cruxn_vx_close(&cruxn_vx_state);
+
+	snprintf(path, sizeof(path), "/sys/devices/pci0000:16/0000:17:00.1");
+	cruxn_vx_pci_merge(path);
+	assert_string_equal(path, "/sys/devices/pci0000:16/0000:17:00.0");
+	snprintf(path, sizeof(path), "/sys/devices/virtual/net");
+	cruxn_vx_pci_merge(path);
+	assert_string_equal(path, "/sys/devices/virtual/net");
+	cruxn_vx_pci_merge(NULL);
+}
+
 static void test_open_devices(void **state)
 {
 	struct cruxn_ibv v;
@@ -710,6 +751,7 @@ int main(void)
 		cmocka_unit_test(test_sport_probe),
 		cmocka_unit_test(test_nqps_env),
 		cmocka_unit_test(test_open_devices),
+		cmocka_unit_test(test_properties_identity),
 		cmocka_unit_test(test_port_speed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The verbs hardware double: see vx_double.h. */
+#include <endian.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +78,7 @@ static int query_device(struct ibv_context *ctx, struct ibv_device_attr *a)
 	a->phys_port_cnt = (uint8_t)ctxdev(ctx)->nports;
 	a->max_qp_wr = 4096;
 	a->max_cqe = 65536;
+	a->sys_image_guid = htobe64(ctxdev(ctx)->sys_image_guid);
 	return 0;
 }
 
@@ -101,6 +103,7 @@ static int query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_att
 	a->active_speed = p->speed;
 	a->active_width = p->width;
 	a->gid_tbl_len = p->ngids;
+	a->max_msg_sz = p->max_msg_sz;
 	return 0;
 }
 

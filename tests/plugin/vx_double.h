@@ -19,6 +19,7 @@ struct vxd_port {
 	enum ibv_mtu mtu;
 	uint16_t lid;
 	uint8_t speed, width;
+	uint32_t max_msg_sz;
 	int ngids;
 	union ibv_gid gids[VXD_MAX_GIDS];
 	int types[VXD_MAX_GIDS]; /* -1: _ibv_query_gid_ex fails for it */
@@ -27,6 +28,7 @@ struct vxd_port {
 struct vxd_dev {
 	char name[32];
 	uint64_t guid;
+	uint64_t sys_image_guid; /* host order; 0: not reported */
 	int nports;
 	struct vxd_port ports[VXD_MAX_PORTS];
 	bool refuse_open;

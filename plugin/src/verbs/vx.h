@@ -229,7 +229,12 @@ struct cruxn_vx_dev {
 	int max_cqe;
 	bool live_sport; /* mlx5dv_modify_qp_udp_sport works here (probed at init) */
 	bool ar;	 /* adaptive routing: big parts as WRITE + 0-byte WRITE WITH IMMEDIATE */
+	uint32_t max_msg_sz; /* the port's largest message (0: not reported) */
+	int real_port;       /* earlier devices on the same NIC (merged PCI path), as NCCL */
 };
+
+/* Merge a NIC's PCI functions into one path (".x" -> ".0"), as NCCL does (NULL ok). */
+void cruxn_vx_pci_merge(char *path);
 
 struct cruxn_vx {
 	struct cruxn_ibv ibv;

@@ -4,6 +4,7 @@
  * the devices NCCL_IB_HCA (CRUX_IB_HCA first) admits, each with a protection
  * domain and the GID NCCL's rules choose.
  */
+#include <endian.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -119,13 +120,25 @@ static crux_status_t port_open(const struct cruxn_ibv *v, struct ibv_device *dev
 			 port);
 		return CRUX_ERR_NOENT;
 	}
-	d->guid = v->get_device_guid(dev);
+	/* NIC identity as NCCL: the system image GUID is one per NIC chip (node GUID without it) */
+	d->guid = da->sys_image_guid ? be64toh(da->sys_image_guid) : v->get_device_guid(dev);
 	d->speed_mbps = cruxn_vx_port_speed(pa.active_speed, pa.active_width);
 	d->max_qp_wr = da->max_qp_wr;
 	d->max_cqe = da->max_cqe;
+	d->max_msg_sz = pa.max_msg_sz;
 	snprintf(path, sizeof(path), "/sys/class/infiniband/%s/device", d->name);
 	d->pci_path = realpath(path, NULL);
+	cruxn_vx_pci_merge(d->pci_path);
 	return CRUX_OK;
+}
+
+void cruxn_vx_pci_merge(char *path)
+{
+	size_t n = path ? strlen(path) : 0;
+
+	/* ".../0000:17:00.1" -> ".../0000:17:00.0": the functions of one NIC are one device */
+	if (n >= 2 && path[n - 2] == '.' && path[n - 1] >= '0' && path[n - 1] <= '7')
+		path[n - 1] = '0';
 }
 
 crux_status_t cruxn_vx_open(const struct cruxn_ibv *v, const char *hca,
@@ -198,6 +211,15 @@ crux_status_t cruxn_vx_open(const struct cruxn_ibv *v, const char *hca,
 	v->free_device_list(list);
 	if (out->ndevs == 0)
 		return CRUX_ERR_NOENT;
+	/* NCCL's realPort: the functions of one NIC (one merged PCI path) number their ports on */
+	for (int i = 0; i < out->ndevs; i++) {
+		struct cruxn_vx_dev *d = &out->devs[i];
+		d->real_port = 0;
+		for (int j = 0; j < i && d->pci_path; j++)
+			if (out->devs[j].pci_path && strcmp(out->devs[j].pci_path, d->pci_path) == 0 &&
+			    strcmp(out->devs[j].name, d->name) != 0)
+				d->real_port++;
+	}
 	return CRUX_OK;
 }
 

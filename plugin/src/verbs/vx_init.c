@@ -150,7 +150,7 @@ crux_status_t cruxn_vx_properties(int dev, cruxn_props_v11_t *p)
 	p->regIsGlobal = 1; /* registrations are cached process-wide */
 	p->forceFlush = 0;
 	p->speed = d->speed_mbps;
-	p->port = d->ep.port;
+	p->port = d->ep.port + d->real_port;
 	p->latency = 0;
 	p->maxComms = 65536;
 	p->maxRecvs = CRUXN_NET_MAX_RECVS;
@@ -158,8 +158,11 @@ crux_status_t cruxn_vx_properties(int dev, cruxn_props_v11_t *p)
 	p->netDeviceVersion = 0;
 	p->vProps.ndevs = 1;
 	p->vProps.devs[0] = dev;
+	/* one part is one WRITE: never above the port's max_msg_sz (1 GiB on many mlx5) */
 	p->maxP2pBytes = (size_t)VX_MAX_MSG;
-	p->maxCollBytes = (size_t)VX_MAX_MSG;
+	if (d->max_msg_sz && d->max_msg_sz < p->maxP2pBytes)
+		p->maxP2pBytes = d->max_msg_sz;
+	p->maxCollBytes = p->maxP2pBytes;
 	p->maxMultiRequestSize = 1;
 	return CRUX_OK;
 }
