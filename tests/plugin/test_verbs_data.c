@@ -24,6 +24,7 @@
 static void *lc, *sc, *rc;
 
 static const struct cruxn_transport_ops *init_ops;
+static void send_one(unsigned char *sb, unsigned char *rb, size_t len, unsigned seed);
 
 /* sched_yield() calls from the plugin (linked with --wrap=sched_yield) */
 static int nyield;
@@ -210,6 +211,36 @@ static void test_torn_cts_32(void **state)
 {
 	(void)state;
 	torn_rounds(32);
+}
+
+/*
+ * Data buffers are registered with relaxed ordering (ibv_reg_mr_iova2), as
+ * NCCL does by default; the FIFO and size tables stay strictly ordered;
+ * NCCL_IB_PCI_RELAXED_ORDERING=0 turns it off. Data buffers had no relaxed
+ * ordering before.
+ */
+static void test_relaxed_ordering(void **state)
+{
+	static unsigned char sb[8192], rb[8192];
+	struct vx_comm *s = sc, *r = rc;
+	void *smr, *rmr;
+	(void)state;
+
+	assert_int_equal(cruxn_reg_mr(sc, sb, sizeof(sb), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_reg_mr(rc, rb, sizeof(rb), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
+	assert_true(vxd_mr_access(sb) & IBV_ACCESS_RELAXED_ORDERING);
+	assert_true(vxd_mr_access(rb) & IBV_ACCESS_RELAXED_ORDERING);
+	assert_false(vxd_mr_access(s->fifo) & IBV_ACCESS_RELAXED_ORDERING);
+	assert_false(vxd_mr_access(r->sizes) & IBV_ACCESS_RELAXED_ORDERING);
+	send_one(sb, rb, sizeof(sb), 41);
+	cruxn_dereg_mr(sc, smr);
+	cruxn_dereg_mr(rc, rmr);
+
+	cruxn_vx_qpcfg.relaxed = 0;
+	assert_int_equal(cruxn_reg_mr(sc, sb, sizeof(sb), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
+	assert_false(vxd_mr_access(sb) & IBV_ACCESS_RELAXED_ORDERING);
+	cruxn_dereg_mr(sc, smr);
+	cruxn_vx_qpcfg.relaxed = 2;
 }
 
 /* Registered control memory owns its pages: the comms are page-aligned (they were calloc'd). */
@@ -872,6 +903,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_torn_cts_64, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_torn_cts_32, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_control_memory_pages, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_relaxed_ordering, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_switch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_flip_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_close_waits_for_parts, setup, teardown),

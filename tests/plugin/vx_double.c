@@ -623,6 +623,24 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t len, int acce
 	return &m->mr;
 }
 
+static struct ibv_mr *reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova,
+				   unsigned int access)
+{
+	if (iova != (uint64_t)(uintptr_t)addr) {
+		errno = EINVAL; /* the plugin registers at the buffer's own address */
+		return NULL;
+	}
+	return reg_mr(pd, addr, len, (int)access);
+}
+
+int vxd_mr_access(const void *addr)
+{
+	for (struct vxd_mr *m = mrs; m; m = m->next)
+		if (m->mr.addr == addr)
+			return m->access;
+	return -1;
+}
+
 static int dereg_mr(struct ibv_mr *mr)
 {
 	for (struct vxd_mr **pp = &mrs; *pp; pp = &(*pp)->next) {
@@ -670,6 +688,7 @@ void vxd_enable_rc(struct cruxn_ibv *v)
 	v->modify_qp = modify_qp;
 	v->destroy_qp = destroy_qp;
 	v->reg_mr = reg_mr;
+	v->reg_mr_iova2 = reg_mr_iova2;
 	v->dereg_mr = dereg_mr;
 }
 

@@ -77,6 +77,8 @@ int vxd_open_lo(struct cruxn_vx *out);
 void vxd_settle(void);
 /* The receive completions held back (vxd.hold_recv) become visible, in order. */
 void vxd_release_held(void);
+/* The access flags of the registration starting at addr (-1: none). */
+int vxd_mr_access(const void *addr);
 /* What a QP was given at RTR. */
 uint8_t vxd_qp_tc(uint32_t qpn);
 uint32_t vxd_qp_flow_label(uint32_t qpn);

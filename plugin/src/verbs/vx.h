@@ -36,6 +36,9 @@ struct cruxn_ibv {
 	struct ibv_pd *(*alloc_pd)(struct ibv_context *ctx);
 	int (*dealloc_pd)(struct ibv_pd *pd);
 	struct ibv_mr *(*reg_mr)(struct ibv_pd *pd, void *addr, size_t len, int access);
+	/* optional (IBVERBS_1.8): takes IBV_ACCESS_RELAXED_ORDERING (ibv_reg_mr's inline strips it) */
+	struct ibv_mr *(*reg_mr_iova2)(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova,
+				       unsigned int access);
 	/* optional (IBVERBS_1.12): missing => no DMA-BUF */
 	struct ibv_mr *(*reg_dmabuf_mr)(struct ibv_pd *pd, uint64_t offset, size_t len,
 					uint64_t iova, int fd, int access);
@@ -159,6 +162,7 @@ struct cruxn_vx_qp_cfg {
 	bool split;    /* NCCL_IB_SPLIT_DATA_ON_QPS (0): split each message over the QPs */
 	int ar;        /* NCCL_IB_ADAPTIVE_ROUTING: 1 on, 0 off, -1 auto (on for IB) */
 	size_t ar_threshold; /* NCCL_IB_AR_THRESHOLD (8192): bigger parts go WRITE + 0-byte IMM */
+	int relaxed;   /* NCCL_IB_PCI_RELAXED_ORDERING: 0 off, 1 on, 2 auto (on when available) */
 };
 
 /*

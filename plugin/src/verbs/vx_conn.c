@@ -20,7 +20,8 @@
 
 struct cruxn_vx cruxn_vx_state;
 struct cruxn_vx_qp_cfg cruxn_vx_qpcfg = {
-	.timeout = 20, .retry_cnt = 7, .pkey = 0, .nqps = 1, .split = false, .ar = -1, .ar_threshold = 8192};
+	.timeout = 20, .retry_cnt = 7, .pkey = 0, .nqps = 1, .split = false, .ar = -1, .ar_threshold = 8192,
+	.relaxed = 2};
 
 /* ---- failure ---------------------------------------------------------------- */
 

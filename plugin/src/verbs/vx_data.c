@@ -54,12 +54,36 @@ static struct vx_mr *mr_find(int dev, uintptr_t addr, size_t len)
 	return NULL;
 }
 
+/*
+ * A data buffer's registration: with relaxed ordering where the library can
+ * pass it (ibv_reg_mr_iova2) and NCCL_IB_PCI_RELAXED_ORDERING allows, as
+ * NCCL; the FIFO and size tables stay strictly ordered (vx_setup.c).
+ */
+static int data_access(void)
+{
+	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+
+	if (cruxn_vx_qpcfg.relaxed && cruxn_vx_state.ibv.reg_mr_iova2)
+		access |= IBV_ACCESS_RELAXED_ORDERING;
+	return access;
+}
+
+static struct ibv_mr *data_reg(struct ibv_pd *pd, void *p, size_t len)
+{
+	const struct cruxn_ibv *v = &cruxn_vx_state.ibv;
+	int access = data_access();
+
+	if (access & IBV_ACCESS_RELAXED_ORDERING)
+		return v->reg_mr_iova2(pd, p, len, (uint64_t)(uintptr_t)p, (unsigned)access);
+	return v->reg_mr(pd, p, len, access);
+}
+
 static crux_status_t vx_reg_mr(struct cruxn_base *b, void *data, size_t size, int type,
 			       uint64_t offset, int fd, void **mhandle)
 {
 	const struct cruxn_ibv *v = &cruxn_vx_state.ibv;
 	struct vx_comm *c = vx_of(b);
-	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	int access = data_access();
 	struct vx_mr *m;
 
 	if (type != CRUXN_PTR_HOST && type != CRUXN_PTR_CUDA) {
@@ -84,7 +108,7 @@ static crux_status_t vx_reg_mr(struct cruxn_base *b, void *data, size_t size, in
 		m->mr = v->reg_dmabuf_mr(c->dev->pd, offset, size, (uint64_t)(uintptr_t)data, fd,
 					 access);
 	else
-		m->mr = v->reg_mr(c->dev->pd, data, size, access);
+		m->mr = data_reg(c->dev->pd, data, size);
 	if (!m->mr) {
 		pthread_mutex_unlock(&mr_lock);
 		crux_err("regMr: %s refused %zu bytes at %p (%s)%s", c->dev->name, size, data,
@@ -170,9 +194,7 @@ static bool keys_of(struct vx_comm *c, struct cruxn_req *r, const void *mh, void
 		      "a %zu-byte buffer at %p was not registered (regMr): registering buffers "
 		      "per request, which costs a registration per message",
 		      len, p);
-	t = cruxn_vx_state.ibv.reg_mr(c->dev->pd, p, len,
-				      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-					      IBV_ACCESS_REMOTE_READ);
+	t = data_reg(c->dev->pd, p, len);
 	if (!t || vxr(r)->ntmp >= (int)(sizeof(vxr(r)->tmp) / sizeof(vxr(r)->tmp[0]))) {
 		if (t)
 			cruxn_vx_state.ibv.dereg_mr(t);

@@ -32,6 +32,7 @@ static const struct cruxn_ibv_sym ibv_syms[] = {
 	S(alloc_pd, "ibv_alloc_pd", IBV_V, false),
 	S(dealloc_pd, "ibv_dealloc_pd", IBV_V, false),
 	S(reg_mr, "ibv_reg_mr", IBV_V, false),
+	S(reg_mr_iova2, "ibv_reg_mr_iova2", "IBVERBS_1.8", true),
 	S(reg_dmabuf_mr, "ibv_reg_dmabuf_mr", "IBVERBS_1.12", true),
 	S(dereg_mr, "ibv_dereg_mr", IBV_V, false),
 	/* rdma-core keeps these two in IBVERBS_1.0 (libibverbs.map) */

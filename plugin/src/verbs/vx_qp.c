@@ -20,6 +20,7 @@ void cruxn_vx_qp_cfg_default(struct cruxn_vx_qp_cfg *q)
 	q->split = false;
 	q->ar = -1;
 	q->ar_threshold = 8192;
+	q->relaxed = 2;
 }
 
 void cruxn_vx_split(size_t size, int nqps, size_t *chunk, int *nparts)
