@@ -122,7 +122,11 @@ launch() {
 	local idf="$W/id.$RANDOM.$$" pids=() r rc=0
 	rm -f "$idf"
 	for r in $(seq 0 $((n - 1))); do
-		NCCL_HOSTID="crux-gpu-host-$r" timeout "${CRUX_GPU_TIMEOUT:-300}" "$GC" "$@" --rank "$r" --nranks "$n" \
+		# CRUX_GPU_WRAP0: a wrapper for rank 0 only, e.g. "cuda-gdb -q -batch -ex run -ex bt --args"
+		# for a backtrace of a crash (stdout is lost with a crashing process)
+		local -a w=()
+		[ "$r" = 0 ] && [ -n "${CRUX_GPU_WRAP0:-}" ] && read -r -a w <<<"$CRUX_GPU_WRAP0"
+		NCCL_HOSTID="crux-gpu-host-$r" timeout "${CRUX_GPU_TIMEOUT:-300}" "${w[@]}" "$GC" "$@" --rank "$r" --nranks "$n" \
 			--idfile "$idf" >"$lp.rank$r.out" 2>"$lp.rank$r.err" &
 		pids+=($!)
 	done
