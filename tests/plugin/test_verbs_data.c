@@ -243,6 +243,65 @@ static void test_relaxed_ordering(void **state)
 	cruxn_vx_qpcfg.relaxed = 2;
 }
 
+/* A second connection pair over the double (as setup), for tests that change the port first. */
+static int pair(void **l, void **s, void **r)
+{
+	char handle[CRUXN_NET_HANDLE_MAXSIZE];
+
+	*s = *r = NULL;
+	if (cruxn_listen(0, handle, l) != CRUXN_SUCCESS)
+		return -1;
+	for (int i = 0; (!*s || !*r) && i < 5000; i++) {
+		if (!*s && cruxn_connect(0, -1, handle, s) != CRUXN_SUCCESS)
+			return -1;
+		if (!*r && cruxn_accept(*l, r) != CRUXN_SUCCESS)
+			return -1;
+		if (!*s || !*r)
+			usleep(1000);
+	}
+	return *s && *r ? 0 : -1;
+}
+
+/*
+ * The GID is read again for each connection, over the whole table: after
+ * the table changed (the RoCE v2 IPv4 GID moved from index 2 to 200, as
+ * when addresses or VLANs come and go) a new connection uses index 200 and
+ * moves data. Seen failing before (the GID was read once at init, at most
+ * 128 entries): the double refuses an RTR on the emptied index 2.
+ */
+static void test_gid_read_per_connection(void **state)
+{
+	struct vxd_port *p = &vxd.devs[0].ports[0];
+	union ibv_gid v2 = p->gids[2];
+	void *l2, *s2, *r2, *sreq = NULL, *rreq = NULL, *d;
+	static unsigned char sb[4096], rb[4096];
+	size_t cap = sizeof(rb);
+	(void)state;
+
+	p->ngids = 201;
+	p->gids[200] = v2;
+	p->types[200] = IBV_GID_TYPE_ROCE_V2;
+	memset(&p->gids[2], 0, sizeof(p->gids[2]));
+	assert_int_equal(pair(&l2, &s2, &r2), 0);
+	assert_int_equal(vx_of(s2)->ep.gid_index, 200);
+	assert_int_equal(vxd_qp_sgid_index(vx_of(s2)->cur->qps[0]->qp_num), 200);
+	assert_int_equal(vxd_qp_sgid_index(vx_of(r2)->cur->qps[0]->qp_num), 200);
+	fill(sb, sizeof(sb), 51);
+	d = rb;
+	assert_int_equal(cruxn_irecv(r2, 1, &d, &cap, NULL, NULL, &rreq), CRUXN_SUCCESS);
+	for (int k = 0; !sreq && k < 1000; k++)
+		assert_int_equal(cruxn_isend(s2, sb, sizeof(sb), 0, NULL, &sreq), CRUXN_SUCCESS);
+	assert_non_null(sreq);
+	wait_done(sreq, NULL);
+	wait_done(rreq, NULL);
+	check(rb, sizeof(rb), 51);
+	cruxn_close_send(s2);
+	cruxn_close_recv(r2);
+	cruxn_close_listen(l2);
+	p->gids[2] = v2;
+	p->ngids = 3;
+}
+
 /* Registered control memory owns its pages: the comms are page-aligned (they were calloc'd). */
 static void test_control_memory_pages(void **state)
 {
@@ -904,6 +963,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_torn_cts_32, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_control_memory_pages, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_relaxed_ordering, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_gid_read_per_connection, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_switch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_flip_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_close_waits_for_parts, setup, teardown),

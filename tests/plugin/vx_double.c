@@ -569,6 +569,14 @@ static int modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 	if (a->qp_state == IBV_QPS_RTS &&
 	    ((cur != IBV_QPS_RTR && cur != IBV_QPS_RTS) || (cur == IBV_QPS_RTS && (mask & IBV_QP_AV))))
 		return EINVAL;
+	/* the kernel resolves the source GID at RTR: an index without a GID is refused */
+	if (a->qp_state == IBV_QPS_RTR && a->ah_attr.is_global) {
+		struct vxd_port *p = portof(qp->context, a->ah_attr.port_num);
+		static const uint8_t zero[16];
+		if (!p || a->ah_attr.grh.sgid_index >= p->ngids ||
+		    memcmp(p->gids[a->ah_attr.grh.sgid_index].raw, zero, 16) == 0)
+			return EINVAL;
+	}
 	if (a->qp_state == IBV_QPS_RTR)
 		q->rtr = *a;
 	if (a->qp_state == IBV_QPS_INIT && (mask & IBV_QP_ACCESS_FLAGS))
@@ -659,6 +667,12 @@ uint8_t vxd_qp_tc(uint32_t qpn)
 {
 	struct vxd_qp *q = qp_by_num(qpn);
 	return q ? q->rtr.ah_attr.grh.traffic_class : 0;
+}
+
+int vxd_qp_sgid_index(uint32_t qpn)
+{
+	struct vxd_qp *q = qp_by_num(qpn);
+	return q ? q->rtr.ah_attr.grh.sgid_index : -1;
 }
 
 uint32_t vxd_qp_flow_label(uint32_t qpn)

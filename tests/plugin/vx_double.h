@@ -11,7 +11,7 @@
 
 #define VXD_MAX_DEVS  4
 #define VXD_MAX_PORTS 2
-#define VXD_MAX_GIDS  8
+#define VXD_MAX_GIDS  256
 
 struct vxd_port {
 	enum ibv_port_state state;
@@ -82,6 +82,8 @@ int vxd_mr_access(const void *addr);
 /* What a QP was given at RTR. */
 uint8_t vxd_qp_tc(uint32_t qpn);
 uint32_t vxd_qp_flow_label(uint32_t qpn);
+/* The source GID index a QP was given at RTR. */
+int vxd_qp_sgid_index(uint32_t qpn);
 /* Bytes the QP moved by RDMA WRITE. */
 uint64_t vxd_qp_bytes(uint32_t qpn);
 

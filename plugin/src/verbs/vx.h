@@ -237,11 +237,22 @@ struct cruxn_vx_dev {
 	int real_port;       /* earlier devices on the same NIC (merged PCI path), as NCCL */
 };
 
+struct cruxn_vx;
+
+/*
+ * d's endpoint as the port is now: state, MTU, LID, and the GID chosen again
+ * by the rules over the whole table (indexes move after a port flap or an
+ * address change), as NCCL reads them per connection.
+ */
+crux_status_t cruxn_vx_ep_refresh(const struct cruxn_vx *vx, const struct cruxn_vx_dev *d,
+				  struct cruxn_vx_ep *ep, char *why, size_t whylen);
+
 /* Merge a NIC's PCI functions into one path (".x" -> ".0"), as NCCL does (NULL ok). */
 void cruxn_vx_pci_merge(char *path);
 
 struct cruxn_vx {
 	struct cruxn_ibv ibv;
+	struct cruxn_gid_rules rules;
 	struct cruxn_vx_dev devs[CRUXN_MAX_DEVS];
 	int ndevs;
 };

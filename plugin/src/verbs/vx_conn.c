@@ -39,8 +39,8 @@ void cruxn_vx_fail(struct vx_comm *c, const char *what, const char *detail, cons
 
 	if (atomic_load(&c->b.error) == 0)
 		crux_err("verbs %s connection on %s port %u (GID %s) to GID %s: %s (%s); %s",
-			 c->b.is_send ? "send" : "receive", c->dev->name, c->dev->ep.port,
-			 gid_str(&c->dev->ep.gid, lg, sizeof(lg)), gid_str(&c->remote.gid, rg, sizeof(rg)),
+			 c->b.is_send ? "send" : "receive", c->dev->name, c->ep.port,
+			 gid_str(&c->ep.gid, lg, sizeof(lg)), gid_str(&c->remote.gid, rg, sizeof(rg)),
 			 what, detail, hint);
 	cruxn_comm_fail(&c->b, EREMOTEIO, what);
 }
@@ -127,11 +127,11 @@ void cruxn_vx_ep_to_msg(const struct vx_comm *c, const struct vx_lane *l, struct
 		m->qpn[i] = l->qps[i]->qp_num;
 		m->flow_label[i] = l->flow_label[i];
 	}
-	memcpy(m->gid, c->dev->ep.gid.raw, 16);
-	m->lid = c->dev->ep.lid;
-	m->port = c->dev->ep.port;
-	m->link_layer = c->dev->ep.link_layer;
-	m->mtu = c->dev->ep.mtu;
+	memcpy(m->gid, c->ep.gid.raw, 16);
+	m->lid = c->ep.lid;
+	m->port = c->ep.port;
+	m->link_layer = c->ep.link_layer;
+	m->mtu = c->ep.mtu;
 	m->tos = (uint8_t)l->cls.tos;
 	m->sl = (uint8_t)l->cls.sl;
 	m->level = (uint8_t)l->cls.level;
@@ -146,7 +146,7 @@ static uint32_t start_psn(uint32_t qpn)
 /* Move the lane's QPs to RTS towards the peer's ends described by m. */
 crux_status_t cruxn_vx_lane_connect(struct vx_comm *c, struct vx_lane *l, const struct vx_msg *m)
 {
-	struct cruxn_vx_ep local = c->dev->ep, remote;
+	struct cruxn_vx_ep local = c->ep, remote;
 	char err[320];
 	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 
@@ -191,7 +191,7 @@ crux_status_t cruxn_vx_lane_connect(struct vx_comm *c, struct vx_lane *l, const 
 crux_status_t cruxn_vx_flush_qp(struct vx_comm *c)
 {
 	const struct cruxn_ibv *v = &cruxn_vx_state.ibv;
-	struct cruxn_vx_ep self = c->dev->ep;
+	struct cruxn_vx_ep self = c->ep;
 	char err[320];
 
 	if (c->flush_qp)

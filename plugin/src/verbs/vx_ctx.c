@@ -14,8 +14,6 @@
 #include "crux/log.h"
 #include "vx.h"
 
-#define GID_SCAN_MAX 128
-
 int cruxn_vx_port_speed(uint8_t active_speed, uint8_t active_width)
 {
 	/* SDR DDR QDR FDR10 FDR EDR HDR NDR XDR; widths 1x 4x 8x 12x 2x */
@@ -51,31 +49,68 @@ static int gid_type_sysfs(const char *dev, int port, int index)
 	return -1;
 }
 
-static crux_status_t choose_gid(const struct cruxn_ibv *v, struct cruxn_vx_dev *d, int tbl_len,
-				const struct cruxn_gid_rules *rules)
+/* The GID of d's port by 'rules', over the port's whole GID table (any length). */
+static crux_status_t choose_gid(const struct cruxn_ibv *v, const struct cruxn_vx_dev *d, int tbl_len,
+				const struct cruxn_gid_rules *rules, struct cruxn_vx_ep *ep)
 {
-	struct cruxn_gid_cand c[GID_SCAN_MAX];
+	struct cruxn_gid_cand *c;
 	int n = 0, idx;
+	crux_status_t st = CRUX_ERR_NOENT;
 
-	for (int i = 0; i < tbl_len && i < GID_SCAN_MAX; i++) {
+	if (tbl_len <= 0)
+		return CRUX_ERR_NOENT;
+	c = calloc((size_t)tbl_len, sizeof(*c));
+	if (!c)
+		return CRUX_ERR_NOMEM;
+	for (int i = 0; i < tbl_len; i++) {
 		struct ibv_gid_entry e;
-		if (v->query_gid(d->ctx, d->ep.port, i, &c[n].gid) != 0)
+		if (v->query_gid(d->ctx, ep->port, i, &c[n].gid) != 0)
 			continue;
 		c[n].index = i;
 		c[n].type = -1;
 		if (v->query_gid_ex &&
-		    v->query_gid_ex(d->ctx, d->ep.port, (uint32_t)i, &e, 0, sizeof(e)) == 0)
+		    v->query_gid_ex(d->ctx, ep->port, (uint32_t)i, &e, 0, sizeof(e)) == 0)
 			c[n].type = (int)e.gid_type;
 		else
-			c[n].type = gid_type_sysfs(d->name, d->ep.port, i);
+			c[n].type = gid_type_sysfs(d->name, ep->port, i);
 		n++;
 	}
-	if (cruxn_gid_choose(c, n, rules, &idx) != CRUX_OK)
+	if (cruxn_gid_choose(c, n, rules, &idx) == CRUX_OK) {
+		for (int i = 0; i < n; i++)
+			if (c[i].index == idx)
+				ep->gid = c[i].gid;
+		ep->gid_index = idx;
+		st = CRUX_OK;
+	}
+	free(c);
+	return st;
+}
+
+crux_status_t cruxn_vx_ep_refresh(const struct cruxn_vx *vx, const struct cruxn_vx_dev *d,
+				  struct cruxn_vx_ep *ep, char *why, size_t whylen)
+{
+	struct ibv_port_attr pa;
+
+	*ep = d->ep;
+	memset(&pa, 0, sizeof(pa));
+	if (vx->ibv.query_port(d->ctx, d->ep.port, &pa) != 0) {
+		snprintf(why, whylen, "%s port %u: query failed", d->name, d->ep.port);
+		return CRUX_ERR_IO;
+	}
+	if (pa.state != IBV_PORT_ACTIVE) {
+		snprintf(why, whylen, "%s port %u is not ACTIVE", d->name, d->ep.port);
 		return CRUX_ERR_NOENT;
-	for (int i = 0; i < n; i++)
-		if (c[i].index == idx)
-			d->ep.gid = c[i].gid;
-	d->ep.gid_index = idx;
+	}
+	ep->mtu = (uint8_t)pa.active_mtu;
+	ep->lid = pa.lid;
+	if (ep->link_layer == IBV_LINK_LAYER_ETHERNET &&
+	    choose_gid(&vx->ibv, d, pa.gid_tbl_len, &vx->rules, ep) != CRUX_OK) {
+		snprintf(why, whylen,
+			 "%s port %u: no GID matches NCCL_IB_GID_INDEX / NCCL_IB_ADDR_FAMILY / "
+			 "NCCL_IB_ADDR_RANGE any more (an address or VLAN changed?)",
+			 d->name, d->ep.port);
+		return CRUX_ERR_NOENT;
+	}
 	return CRUX_OK;
 }
 
@@ -113,7 +148,7 @@ static crux_status_t port_open(const struct cruxn_ibv *v, struct ibv_device *dev
 	d->ep.lid = pa.lid;
 	d->ep.gid_index = -1;
 	if (d->ep.link_layer == IBV_LINK_LAYER_ETHERNET &&
-	    choose_gid(v, d, pa.gid_tbl_len, rules) != CRUX_OK) {
+	    choose_gid(v, d, pa.gid_tbl_len, rules, &d->ep) != CRUX_OK) {
 		snprintf(why, whylen,
 			 "port %d: no GID matches NCCL_IB_GID_INDEX / NCCL_IB_ADDR_FAMILY / "
 			 "NCCL_IB_ADDR_RANGE",
@@ -151,6 +186,7 @@ crux_status_t cruxn_vx_open(const struct cruxn_ibv *v, const char *hca,
 
 	memset(out, 0, sizeof(*out));
 	out->ibv = *v;
+	out->rules = *rules; /* each connection reads the GID again by them */
 	list = v->get_device_list(&n);
 	if (!list || n == 0) {
 		if (list)

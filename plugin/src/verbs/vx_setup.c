@@ -112,6 +112,7 @@ static struct vx_comm *comm_new(bool is_send, int dev, int family, int nqps)
 	const struct cruxn_ibv *v = &cruxn_vx_state.ibv;
 	struct vx_comm *c = comm_alloc();
 	int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+	char why[256];
 
 	if (!c)
 		return NULL;
@@ -119,6 +120,11 @@ static struct vx_comm *comm_new(bool is_send, int dev, int family, int nqps)
 	c->fd = -1;
 	c->dev = &cruxn_vx_state.devs[dev];
 	c->nqps = nqps;
+	if (cruxn_vx_ep_refresh(&cruxn_vx_state, c->dev, &c->ep, why, sizeof(why)) != CRUX_OK) {
+		crux_err("verbs: cannot set up a connection: %s", why);
+		comm_free(c);
+		return NULL;
+	}
 	c->cq = v->create_cq(c->dev->ctx, VX_CQ_DEPTH(nqps), NULL, NULL, 0);
 	if (!c->cq)
 		goto fail;

@@ -124,6 +124,7 @@ struct vx_lane {
 struct vx_comm {
 	struct cruxn_base b; /* first: the core's view */
 	struct cruxn_vx_dev *dev;
+	struct cruxn_vx_ep ep; /* our end as this connection found the port (GID read again) */
 	int fd; /* bootstrap / lane-control socket */
 	uint64_t nonce;
 	struct ibv_cq *cq;
