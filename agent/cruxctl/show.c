@@ -340,10 +340,27 @@ static void source_of(const struct crux_prof_snapshot *s, char *buf, size_t len)
 		snprintf(buf, len, "-");
 }
 
+/* enum crux_coll_kind as the JSON and the text name it. */
+static const char *const coll_kind_names[CRUX_COLL_KINDS] = {
+    "allreduce", "allgather", "reducescatter", "broadcast", "reduce",
+    "alltoall",	 "gather",    "scatter",       "sendrecv"};
+
 static void print_peers(FILE *f, const struct crux_prof_snapshot *s)
 {
+	bool any_kind = false;
+
 	if (!s->has_net)
 		return;
+	for (int k = 0; k < CRUX_COLL_KINDS; k++)
+		any_kind |= s->net.tx_bytes_by_kind[k] != 0;
+	if (any_kind) {
+		fprintf(f, "    sent by collective kind (NCCL's hints):");
+		for (int k = 0; k < CRUX_COLL_KINDS; k++)
+			if (s->net.tx_bytes_by_kind[k])
+				fprintf(f, " %s %llu", coll_kind_names[k],
+					(unsigned long long)s->net.tx_bytes_by_kind[k]);
+		fprintf(f, "\n");
+	}
 	for (uint32_t p = 0; p < s->net.npeers && p < CRUX_PROF_MAX_PEERS; p++) {
 		const struct crux_prof_peer *pp = &s->net.peers[p];
 		char d[CRUX_ADDR_STRLEN];
@@ -640,6 +657,18 @@ static void json_record(struct json *j, const struct crux_prof_snapshot *s)
 		json_end_obj(j);
 	}
 	json_end_arr(j);
+	/* Bytes the plugin sent by the collective kind NCCL announced (net ABI v11/v12 hints). */
+	json_key(j, "net_tx_bytes_by_kind");
+	if (s->has_net) {
+		json_obj(j);
+		for (int k = 0; k < CRUX_COLL_KINDS; k++) {
+			json_key(j, coll_kind_names[k]);
+			json_u64(j, s->net.tx_bytes_by_kind[k]);
+		}
+		json_end_obj(j);
+	} else {
+		json_null(j);
+	}
 	json_end_obj(j);
 }
 

@@ -32,7 +32,7 @@
 
 #include "netdrv.h"
 
-static const cruxn_net_v11_t *net;
+static const cruxn_net_v12_t *net;
 
 static void die(const char *msg)
 {

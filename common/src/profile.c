@@ -500,6 +500,7 @@ void crux_prof_publish_net(struct crux_prof_handle *h, const struct crux_prof_ne
 	s->data.reserved = 0;
 	s->data.local_addr = n->local_addr;
 	memcpy(s->data.peers, n->peers, np * sizeof(n->peers[0]));
+	memcpy(s->data.tx_bytes_by_kind, n->tx_bytes_by_kind, sizeof(n->tx_bytes_by_kind));
 	s->count++;
 	crux_seq_write_end(&s->seq);
 	touch(h->f);
@@ -619,6 +620,8 @@ crux_status_t crux_prof_validate_buffer(const void *base, size_t size, pid_t exp
 		memcpy(out->net.peers, f->net.data.peers, cp * sizeof(out->net.peers[0]));
 		memset(out->net.peers + cp, 0,
 		       (CRUX_PROF_MAX_PEERS - cp) * sizeof(out->net.peers[0]));
+		memcpy(out->net.tx_bytes_by_kind, f->net.data.tx_bytes_by_kind,
+		       sizeof(out->net.tx_bytes_by_kind));
 		ok = crux_seq_read_ok(&f->net.seq, s);
 	}
 	if (!ok) {

@@ -327,8 +327,11 @@ cruxn_result_t cruxn_isend(void *send_comm, void *data, size_t size, int tag, vo
 	r->mh[0] = mhandle;
 	r->level = c->tag.cls.level;
 	rc = post_result(c, r, c->ops->post_send(c, r), "posting a send", request);
-	if (*request)
+	if (*request) {
 		atomic_fetch_add_explicit(&c->stats->tx[r->level], size, memory_order_relaxed);
+		if (c->nctx)
+			cruxn_count_tx_kind(c->nctx, size);
+	}
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }
@@ -434,10 +437,14 @@ cruxn_result_t cruxn_test(void *request, int *done, int *sizes)
 cruxn_result_t cruxn_close_send(void *send_comm)
 {
 	struct cruxn_base *c = send_comm;
+	struct cruxn_comm_ctx *x;
 
 	if (!c || c->magic != CRUXN_SEND_MAGIC)
 		return CRUXN_INVALID_ARGUMENT;
+	x = c->nctx;
+	c->nctx = NULL;
 	c->ops->destroy(c);
+	cruxn_comm_ctx_put(x);
 	return CRUXN_SUCCESS;
 }
 

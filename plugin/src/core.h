@@ -64,6 +64,7 @@ struct cruxn_base {
 	socklen_t peerlen;
 	struct crux_addr peer_host;
 	struct cruxn_peer_stats *stats;
+	struct cruxn_comm_ctx *nctx; /* sender: NCCL's communicator context (v11/v12), or NULL */
 	_Atomic int error; /* errno-like cause; 0 = healthy */
 	int err_logged;    /* crux_log_once flag */
 	bool peer_closed;  /* the peer closed its end (orderly or not) */
@@ -97,6 +98,8 @@ struct cruxn_transport_ops {
 	void (*stop)(void);
 	int (*ndevs)(void);
 	crux_status_t (*properties)(int dev, cruxn_props_v11_t *p);
+	/* v12: the device's rail and plane ids (may be NULL: none, CRUXN_NET_ID_UNDEF). */
+	void (*ids)(int dev, int *rail, int *plane);
 	crux_status_t (*listen)(int dev, void *handle, void **listen_comm);
 	/* *out stays NULL while the connection is still being set up. */
 	crux_status_t (*connect)(int dev, int traffic_class, void *handle, struct cruxn_base **out);

@@ -189,6 +189,9 @@ struct cruxn_context {
 	pthread_cond_t pub_cond;
 	bool pub_stop;
 
+	/* Bytes sent under each collective kind NCCL announced (setNetAttr, v11/v12). */
+	_Atomic uint64_t tx_kind[CRUX_COLL_KINDS];
+
 	/* Connect states in progress (validates pointers kept in NCCL's handle). */
 	void *connecting[4096];
 };
@@ -200,16 +203,40 @@ int cruxn_ndevs(void);
 
 /* ---- Core API (version independent) -------------------------------------- */
 
+#define CRUXN_CTX_MAGIC 0x43435843u
+
+/*
+ * NCCL's per-communicator context (v11, v12: init to finalize). Send comms
+ * connected through it hold a reference (hints.c).
+ */
 struct cruxn_comm_ctx {
 	uint32_t magic;
 	int traffic_class;
 	uint64_t comm_id;
+	_Atomic int refs;
+	_Atomic int kind;	  /* enum crux_coll_kind NCCL last announced; -1: none or unknown */
+	_Atomic uint64_t hints;	  /* setNetAttr calls */
+	cruxn_net_attr_t attr;	  /* the last hints */
+	_Atomic uint64_t tx_kind[CRUX_COLL_KINDS]; /* bytes sent under each announced kind */
+	_Atomic uint64_t tx_unhinted;		   /* bytes sent with no kind announced */
 };
+
+struct cruxn_comm_ctx *cruxn_comm_ctx_new(uint64_t comm_id, int traffic_class);
+/* Drop a reference (NCCL's at finalize, a send comm's at close); frees at the last. */
+void cruxn_comm_ctx_put(struct cruxn_comm_ctx *x);
+/* A send comm connected through x counts its bytes there (takes a reference). */
+void cruxn_comm_ctx_attach(void *send_comm, struct cruxn_comm_ctx *x);
+void cruxn_set_net_attr(struct cruxn_comm_ctx *x, const cruxn_net_attr_t *a);
+void cruxn_count_tx_kind(struct cruxn_comm_ctx *x, uint64_t bytes);
+/* enum crux_coll_kind of a setNetAttr op mask (one ncclFunc_t bit), -1 for none. */
+int cruxn_func_kind(uint32_t op);
 
 cruxn_result_t cruxn_init(cruxn_logger_t logger);
 cruxn_result_t cruxn_finalize(void);
 cruxn_result_t cruxn_devices(int *ndev);
 cruxn_result_t cruxn_get_properties(int dev, cruxn_props_v11_t *props);
+/* v12: the device's rail and plane, as NCCL's own transports fill them (-1: none). */
+void cruxn_get_ids(int dev, int16_t *rail, int16_t *plane);
 cruxn_result_t cruxn_listen(int dev, void *handle, void **listen_comm);
 cruxn_result_t cruxn_connect(int dev, int traffic_class, void *handle, void **send_comm);
 cruxn_result_t cruxn_accept(void *listen_comm, void **recv_comm);

@@ -243,6 +243,17 @@ cruxn_result_t cruxn_devices(int *ndev)
 	return CRUXN_SUCCESS;
 }
 
+void cruxn_get_ids(int dev, int16_t *rail, int16_t *plane)
+{
+	int r = CRUXN_NET_ID_UNDEF, p = CRUXN_NET_ID_UNDEF;
+
+	/* Sockets, like NCCL's own: no rail, no plane. A transport may know them. */
+	if (cruxn_ctx.ops && cruxn_ctx.ops->ids && dev >= 0 && dev < cruxn_ndevs())
+		cruxn_ctx.ops->ids(dev, &r, &p);
+	*rail = (int16_t)(r >= INT16_MIN && r <= INT16_MAX ? r : CRUXN_NET_ID_UNDEF);
+	*plane = (int16_t)(p >= INT16_MIN && p <= INT16_MAX ? p : CRUXN_NET_ID_UNDEF);
+}
+
 cruxn_result_t cruxn_get_properties(int dev, cruxn_props_v11_t *p)
 {
 	if (!p || dev < 0 || dev >= cruxn_ndevs())

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Thin per-version shims over the core: int vs size_t sizes, v10's
- * per-connect config, v11's per-communicator init/finalize. These tables
- * are the only symbols the library exports.
+ * per-connect config, v11's and v12's per-communicator init/finalize and
+ * setNetAttr hints (hints.c), v12's properties. These tables are the only
+ * symbols the library exports.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +11,6 @@
 #include "cruxn.h"
 
 #define EXPORT __attribute__((visibility("default")))
-#define CTX_MAGIC 0x43435843u
 
 /* ---- shared wrappers ---- */
 
@@ -217,14 +217,12 @@ static cruxn_result_t init_v11(void **ctx, uint64_t comm_id, cruxn_comm_config_t
 	rc = cruxn_init(logger);
 	if (rc != CRUXN_SUCCESS)
 		return rc;
-	c = calloc(1, sizeof(*c));
+	c = cruxn_comm_ctx_new(comm_id,
+			       config ? config->trafficClass : CRUXN_NET_TRAFFIC_CLASS_UNDEF);
 	if (!c) {
 		cruxn_finalize();
 		return CRUXN_SYSTEM_ERROR;
 	}
-	c->magic = CTX_MAGIC;
-	c->comm_id = comm_id;
-	c->traffic_class = config ? config->trafficClass : CRUXN_NET_TRAFFIC_CLASS_UNDEF;
 	*ctx = c;
 	return CRUXN_SUCCESS;
 }
@@ -236,17 +234,22 @@ static cruxn_result_t finalize_v11(void *ctx)
 	/* NCCL 2.28 may finalize after a failed init: nothing to undo then. */
 	if (!c)
 		return CRUXN_SUCCESS;
-	if (c->magic != CTX_MAGIC)
+	if (c->magic != CRUXN_CTX_MAGIC)
 		return CRUXN_INVALID_ARGUMENT;
-	c->magic = 0;
-	free(c);
+	cruxn_comm_ctx_put(c); /* freed now, or when its last send comm closes */
 	return cruxn_finalize();
+}
+
+static struct cruxn_comm_ctx *ctx_of(void *ctx)
+{
+	struct cruxn_comm_ctx *c = ctx;
+	return c && c->magic == CRUXN_CTX_MAGIC ? c : NULL;
 }
 
 static int ctx_tc(void *ctx)
 {
-	struct cruxn_comm_ctx *c = ctx;
-	return c && c->magic == CTX_MAGIC ? c->traffic_class : CRUXN_NET_TRAFFIC_CLASS_UNDEF;
+	struct cruxn_comm_ctx *c = ctx_of(ctx);
+	return c ? c->traffic_class : CRUXN_NET_TRAFFIC_CLASS_UNDEF;
 }
 
 static cruxn_result_t listen_v11(void *ctx, int dev, void *handle, void **listen_comm)
@@ -258,19 +261,89 @@ static cruxn_result_t listen_v11(void *ctx, int dev, void *handle, void **listen
 static cruxn_result_t connect_v11(void *ctx, int dev, void *handle, void **send_comm,
 				  cruxn_dev_handle_t **dev_comm)
 {
+	cruxn_result_t rc;
+
 	if (dev_comm)
 		*dev_comm = NULL;
-	return cruxn_connect(dev, ctx_tc(ctx), handle, send_comm);
+	rc = cruxn_connect(dev, ctx_tc(ctx), handle, send_comm);
+	if (rc == CRUXN_SUCCESS && send_comm && *send_comm)
+		cruxn_comm_ctx_attach(*send_comm, ctx_of(ctx));
+	return rc;
 }
 
+/* Hints before NCCL's transfers: kept per communicator, bytes counted by kind. */
 static cruxn_result_t set_net_attr(void *ctx, cruxn_net_attr_t *attr)
 {
-	(void)ctx;
-	(void)attr;
-	return CRUXN_SUCCESS; /* hints only; the socket transport has nothing to tune by them */
+	struct cruxn_comm_ctx *c = ctx_of(ctx);
+
+	if (!c || !attr)
+		return CRUXN_INVALID_ARGUMENT;
+	cruxn_set_net_attr(c, attr);
+	return CRUXN_SUCCESS;
+}
+
+/* ---- v12: v11 with 8-device virtual NICs and the device's rail and plane ---- */
+
+static cruxn_result_t props_v12(int dev, cruxn_props_v12_t *p)
+{
+	cruxn_props_v11_t q;
+	cruxn_result_t rc;
+
+	if (!p)
+		return CRUXN_INVALID_ARGUMENT;
+	rc = cruxn_get_properties(dev, &q);
+	if (rc != CRUXN_SUCCESS)
+		return rc;
+	memset(p, 0, sizeof(*p));
+	p->name = q.name;
+	p->pciPath = q.pciPath;
+	p->guid = q.guid;
+	p->ptrSupport = q.ptrSupport;
+	p->regIsGlobal = q.regIsGlobal;
+	p->forceFlush = q.forceFlush;
+	p->speed = q.speed;
+	p->port = q.port;
+	p->latency = q.latency;
+	p->maxComms = q.maxComms;
+	p->maxRecvs = q.maxRecvs;
+	p->netDeviceType = q.netDeviceType;
+	p->netDeviceVersion = q.netDeviceVersion;
+	p->vProps.ndevs = q.vProps.ndevs;
+	for (int i = 0; i < q.vProps.ndevs && i < CRUXN_NET_MAX_DEVS_PER_NIC; i++)
+		p->vProps.devs[i] = q.vProps.devs[i];
+	p->maxP2pBytes = q.maxP2pBytes;
+	p->maxCollBytes = q.maxCollBytes;
+	p->maxMultiRequestSize = q.maxMultiRequestSize;
+	cruxn_get_ids(dev, &p->railId, &p->planeId);
+	return CRUXN_SUCCESS;
 }
 
 /* ---- exported tables ---- */
+
+EXPORT const cruxn_net_v12_t ncclNetPlugin_v12 = {
+	.name = CRUXN_NAME,
+	.init = init_v11,
+	.devices = cruxn_devices,
+	.getProperties = props_v12,
+	.listen = listen_v11,
+	.connect = connect_v11,
+	.accept = accept_v7,
+	.regMr = cruxn_reg_mr,
+	.regMrDmaBuf = cruxn_reg_mr_dmabuf,
+	.deregMr = cruxn_dereg_mr,
+	.isend = isend_v10,
+	.irecv = irecv_v10,
+	.iflush = cruxn_iflush,
+	.test = cruxn_test,
+	.closeSend = cruxn_close_send,
+	.closeRecv = cruxn_close_recv,
+	.closeListen = cruxn_close_listen,
+	.getDeviceMr = get_device_mr,
+	.irecvConsumed = irecv_consumed,
+	.makeVDevice = NULL,
+	.finalize = finalize_v11,
+	.setNetAttr = set_net_attr,
+};
 
 EXPORT const cruxn_net_v11_t ncclNetPlugin_v11 = {
 	.name = CRUXN_NAME,

@@ -388,6 +388,8 @@ static void publish_once(void)
 				atomic_load_explicit(&c->peers[i].rx[l], memory_order_relaxed);
 		}
 	}
+	for (int k = 0; k < CRUX_COLL_KINDS; k++)
+		net.tx_bytes_by_kind[k] = atomic_load_explicit(&c->tx_kind[k], memory_order_relaxed);
 	crux_prof_publish_net(c->prof, &net);
 }
 

@@ -5,7 +5,10 @@
  * contract between processes over loopback.
  *
  *   conformance symbols   every exported version, name, properties, a
- *                         transfer through each version's table
+ *                         transfer through each version's table (v12 is the
+ *                         table every other command drives, as NCCL 2.30 does)
+ *   conformance hints     setNetAttr hints per communicator: bytes sent under
+ *                         each announced collective kind reach the profile record
  *   conformance pair      non-blocking set-up, sizes 0 B..256 MiB, larger
  *                         receive buffers, grouped receives with tags,
  *                         32 in flight and retry on NULL request
@@ -43,9 +46,10 @@
 
 #include "crux/decision.h"
 #include "crux/jobid.h"
+#include "crux/profile.h"
 #include "netdrv.h"
 
-static const cruxn_net_v11_t *net;
+static const cruxn_net_v12_t *net;
 static void *lib;
 static char tmpdir[64];
 
@@ -108,7 +112,7 @@ static void load(void)
 {
 	const char *entry = getenv("NCCL_NET_PLUGIN");
 	lib = netdrv_load(entry ? entry : "crux", &net);
-	CHECK(lib && net, "no ncclNetPlugin_v11 in the plugin");
+	CHECK(lib && net, "no ncclNetPlugin_v12 in the plugin");
 }
 
 static void *init_ctx(void)
@@ -216,18 +220,65 @@ static void ping_v11(void *ctx)
 	net->closeRecv(r);
 }
 
+/* The v11 table: v12 without rail/plane and with 4-device virtual NICs. */
+static void ping_table_v11(const cruxn_net_v11_t *t)
+{
+	char handle[CRUXN_NET_HANDLE_MAXSIZE];
+	void *ctx = NULL, *l = NULL, *s = NULL, *r = NULL, *sr = NULL, *rr = NULL;
+	static char sb[200000], rb[200000];
+	size_t cap = sizeof(rb);
+	void *data[1] = {rb};
+	int tag = 5, got = 0, ds = 0, dr = 0;
+	cruxn_props_v11_t p;
+	cruxn_comm_config_t cfg = {.trafficClass = CRUXN_NET_TRAFFIC_CLASS_UNDEF};
+
+	CHECK(t->init(&ctx, 2, &cfg, logger, NULL) == CRUXN_SUCCESS && ctx, "v11 init");
+	CHECK(t->getProperties(0, &p) == CRUXN_SUCCESS && p.maxRecvs == 8 &&
+		      p.maxMultiRequestSize == 1 && p.vProps.ndevs == 1 && p.vProps.devs[0] == 0,
+	      "v11 props");
+	CHECK(t->listen(ctx, 0, handle, &l) == CRUXN_SUCCESS, "v11 listen");
+	while (!s || !r) {
+		if (!r)
+			CHECK(t->accept(l, &r, NULL) == CRUXN_SUCCESS, "v11 accept");
+		if (!s)
+			CHECK(t->connect(ctx, 0, handle, &s, NULL) == CRUXN_SUCCESS, "v11 connect");
+	}
+	netdrv_fill(sb, sizeof(sb), 111);
+	CHECK(t->irecv(r, 1, data, &cap, &tag, NULL, NULL, &rr) == CRUXN_SUCCESS && rr, "v11 irecv");
+	CHECK(t->isend(s, sb, sizeof(sb), 5, NULL, NULL, &sr) == CRUXN_SUCCESS && sr, "v11 isend");
+	while (!ds || !dr) {
+		if (!ds)
+			CHECK(t->test(sr, &ds, NULL) == CRUXN_SUCCESS, "v11 test");
+		if (!dr)
+			CHECK(t->test(rr, &dr, &got) == CRUXN_SUCCESS, "v11 test");
+	}
+	CHECK(got == (int)sizeof(sb) && netdrv_check(rb, sizeof(sb), 111) == 0, "v11 data");
+	t->closeSend(s);
+	t->closeRecv(r);
+	t->closeListen(l);
+	CHECK(t->finalize(ctx) == CRUXN_SUCCESS, "v11 finalize");
+}
+
 static int cmd_symbols(void)
 {
-	const char *syms[] = {CRUXN_SYM_V6, CRUXN_SYM_V7, CRUXN_SYM_V8,
-			      CRUXN_SYM_V9, CRUXN_SYM_V10, CRUXN_SYM_V11};
+	const char *syms[] = {CRUXN_SYM_V6, CRUXN_SYM_V7,  CRUXN_SYM_V8, CRUXN_SYM_V9,
+			      CRUXN_SYM_V10, CRUXN_SYM_V11, CRUXN_SYM_V12};
 	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
 		const char *const *tab = dlsym(lib, syms[i]);
 		CHECK(tab && *tab && strcmp(*tab, "Crux") == 0, "%s missing or not named Crux",
 		      syms[i]);
 	}
 	void *ctx = init_ctx();
-	cruxn_props_v11_t p;
+	cruxn_props_v12_t p;
+	memset(&p, 0x5a, sizeof(p));
 	CHECK(net->getProperties(0, &p) == CRUXN_SUCCESS, "getProperties");
+	/* v12: as NCCL's socket transport fills them (no rail, no plane, one request). */
+	CHECK(p.railId == CRUXN_NET_ID_UNDEF && p.planeId == CRUXN_NET_ID_UNDEF,
+	      "v12 railId/planeId should be -1 on sockets, got %d/%d", p.railId, p.planeId);
+	CHECK(p.maxMultiRequestSize == 1, "maxMultiRequestSize %d", p.maxMultiRequestSize);
+	CHECK(p.vProps.ndevs == 1 && p.vProps.devs[0] == 0 && p.vProps.devs[1] == 0 &&
+		      p.vProps.devs[7] == 0,
+	      "v12 vProps: one device, the rest cleared");
 	CHECK(p.name && strcmp(p.name, "lo") == 0, "device 0 should be lo, got %s", p.name);
 	CHECK(p.ptrSupport == CRUXN_PTR_HOST && p.maxRecvs == 8 && p.speed > 0, "props");
 	CHECK(p.pciPath == NULL, "loopback has no PCI path");
@@ -241,6 +292,7 @@ static int cmd_symbols(void)
 	CHECK(net->finalize(NULL) == CRUXN_SUCCESS, "finalize(NULL)");
 
 	/* every older table moves data too */
+	ping_table_v11(dlsym(lib, CRUXN_SYM_V11));
 	ping_table_v6(dlsym(lib, CRUXN_SYM_V6));
 	const cruxn_net_v7_t *t7 = dlsym(lib, CRUXN_SYM_V7);
 	const cruxn_net_v8_t *t8 = dlsym(lib, CRUXN_SYM_V8);
@@ -291,7 +343,119 @@ static int cmd_symbols(void)
 		t10->closeListen(l);
 	}
 	CHECK(net->finalize(ctx) == CRUXN_SUCCESS, "finalize");
-	printf("symbols: ok (v6..v11 exported, named Crux, each moves data)\n");
+	printf("symbols: ok (v6..v12 exported, named Crux, each moves data)\n");
+	return 0;
+}
+
+/* ---- hints (setNetAttr) ---- */
+
+/* One message over a self-connected pair, both ends driven here. */
+static void xfer_once(void *s, void *r, size_t size, uint32_t seed)
+{
+	static char sb[1 << 20], rb[1 << 20];
+	size_t cap = sizeof(rb);
+	void *data[1] = {rb}, *sr = NULL, *rr = NULL;
+	int tag = 9, got = -1, ds = 0, dr = 0;
+
+	CHECK(size <= sizeof(sb), "message too large for the test");
+	netdrv_fill(sb, size, seed);
+	CHECK(net->irecv(r, 1, data, &cap, &tag, NULL, NULL, &rr) == CRUXN_SUCCESS && rr, "irecv");
+	CHECK(net->isend(s, sb, size, 9, NULL, NULL, &sr) == CRUXN_SUCCESS && sr, "isend");
+	while (!ds || !dr) {
+		if (!ds)
+			CHECK(net->test(sr, &ds, NULL) == CRUXN_SUCCESS, "test send");
+		if (!dr)
+			CHECK(net->test(rr, &dr, &got) == CRUXN_SUCCESS, "test recv");
+	}
+	CHECK(got == (int)size && netdrv_check(rb, size, seed) == 0, "data of %zu bytes", size);
+}
+
+static int own_record(void *arg, const struct crux_prof_snapshot *snap)
+{
+	if (snap->pid == getpid() && snap->has_net)
+		*(struct crux_prof_snapshot *)arg = *snap;
+	return 0;
+}
+
+/*
+ * NCCL calls setNetAttr(ctx, hints) on a communicator's context before its
+ * transfers (the operation as one ncclFunc_t bit, algorithm, protocol, peers
+ * and flows); the plugin keeps them per communicator and counts the bytes its
+ * send comms move under the announced kind, published in the profile record
+ * (net section, layout v4). Also: hints of another communicator do not leak
+ * into this one, unknown operations are counted as no kind.
+ */
+static int cmd_hints(void)
+{
+	static struct crux_prof_snapshot snap;
+	void *ctx = init_ctx(), *ctx2 = NULL, *s, *r, *s2, *r2;
+	cruxn_comm_config_t cfg = {.trafficClass = CRUXN_NET_TRAFFIC_CLASS_UNDEF};
+	cruxn_net_attr_t a;
+	uint64_t want[CRUX_COLL_KINDS] = {0};
+
+	CHECK(net->setNetAttr, "v12 has setNetAttr");
+	CHECK(net->init(&ctx2, 2, &cfg, logger, NULL) == CRUXN_SUCCESS && ctx2, "second init");
+	self_connect(ctx, &s, &r);
+	self_connect(ctx2, &s2, &r2);
+	memset(&a, 0xff, sizeof(a)); /* NCCL_NET_ATTR_INIT: every field undefined */
+	xfer_once(s, r, 1000, 1);     /* before any hint: no kind */
+	a.op = 1u << CRUXN_FUNC_ALLREDUCE;
+	a.algo = 1u << 1;
+	a.proto = 1u << 2;
+	a.send.maxConcurrentPeers = a.send.minConcurrentPeers = 1;
+	a.send.maxFlowsPerPeer = a.send.minFlowsPerPeer = 2;
+	CHECK(net->setNetAttr(ctx, &a) == CRUXN_SUCCESS, "setNetAttr allreduce");
+	xfer_once(s, r, 1 << 20, 2);
+	xfer_once(s, r, 1 << 20, 3);
+	want[CRUX_COLL_ALLREDUCE] += 2u << 20;
+	/* the other communicator announces a send: its bytes only */
+	a.op = 1u << CRUXN_FUNC_SEND;
+	CHECK(net->setNetAttr(ctx2, &a) == CRUXN_SUCCESS, "setNetAttr send");
+	xfer_once(s2, r2, 300000, 4);
+	want[CRUX_COLL_SENDRECV] += 300000;
+	xfer_once(s, r, 5000, 5); /* still all-reduce on the first */
+	want[CRUX_COLL_ALLREDUCE] += 5000;
+	a.op = 1u << CRUXN_FUNC_ALLGATHERV; /* counted as all-gather */
+	CHECK(net->setNetAttr(ctx, &a) == CRUXN_SUCCESS, "setNetAttr allgatherv");
+	xfer_once(s, r, 4096, 6);
+	want[CRUX_COLL_ALLGATHER] += 4096;
+	a.op = (1u << CRUXN_FUNC_ALLREDUCE) | (1u << CRUXN_FUNC_BROADCAST); /* not one operation */
+	CHECK(net->setNetAttr(ctx, &a) == CRUXN_SUCCESS, "setNetAttr two ops");
+	xfer_once(s, r, 777, 7);
+	a.op = (uint32_t)CRUXN_NET_ATTR_UNDEF;
+	CHECK(net->setNetAttr(ctx, &a) == CRUXN_SUCCESS, "setNetAttr undefined op");
+	xfer_once(s, r, 888, 8);
+	CHECK(net->setNetAttr(NULL, &a) != CRUXN_SUCCESS, "setNetAttr without a context");
+	CHECK(net->setNetAttr(ctx, NULL) != CRUXN_SUCCESS, "setNetAttr without hints");
+
+	/* the publisher (CRUX_PUBLISH_INTERVAL) writes the net section */
+	for (int i = 0; i < 300; i++) {
+		bool done = true;
+		memset(&snap, 0, sizeof(snap));
+		crux_prof_scan(getenv("CRUX_SHM_DIR"), 0, own_record, &snap, NULL);
+		for (int k = 0; k < CRUX_COLL_KINDS; k++)
+			done &= snap.net.tx_bytes_by_kind[k] == want[k];
+		if (done)
+			break;
+		usleep(10000);
+	}
+	CHECK(snap.has_net, "no net section in this process's profile record");
+	for (int k = 0; k < CRUX_COLL_KINDS; k++)
+		CHECK(snap.net.tx_bytes_by_kind[k] == want[k], "kind %d: %llu bytes, want %llu", k,
+		      (unsigned long long)snap.net.tx_bytes_by_kind[k],
+		      (unsigned long long)want[k]);
+	/* a context finalized before its send comm closes stays valid for it */
+	CHECK(net->finalize(ctx2) == CRUXN_SUCCESS, "finalize with a live send comm");
+	xfer_once(s2, r2, 100, 9);
+	net->closeSend(s2);
+	net->closeRecv(r2);
+	net->closeSend(s);
+	net->closeRecv(r);
+	CHECK(net->finalize(ctx) == CRUXN_SUCCESS, "finalize");
+	printf("hints: ok (allreduce %llu, allgather %llu, sendrecv %llu bytes by NCCL's hints)\n",
+	       (unsigned long long)want[CRUX_COLL_ALLREDUCE],
+	       (unsigned long long)want[CRUX_COLL_ALLGATHER],
+	       (unsigned long long)want[CRUX_COLL_SENDRECV]);
 	return 0;
 }
 
@@ -1046,7 +1210,7 @@ static int cmd_flush(void)
 	return 0;
 }
 
-int cruxn_conf_xfer(int argc, char **argv, const cruxn_net_v11_t *n);
+int cruxn_conf_xfer(int argc, char **argv, const cruxn_net_v12_t *n);
 int cruxn_conf_probe(int argc, char **argv);
 
 int main(int argc, char **argv)
@@ -1063,6 +1227,8 @@ int main(int argc, char **argv)
 	load();
 	if (strcmp(argv[1], "symbols") == 0)
 		return cmd_symbols();
+	if (strcmp(argv[1], "hints") == 0)
+		return cmd_hints();
 	if (strcmp(argv[1], "pair") == 0)
 		return cmd_pair();
 	if (strcmp(argv[1], "faults") == 0)

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The plugin's dynamic symbol table exports ncclNetPlugin_v6..v11 and nothing else.
+# The plugin's dynamic symbol table exports ncclNetPlugin_v6..v12 and nothing else.
 # usage: exports.sh LIBRARY
 set -u
 LIB=$1
@@ -10,7 +10,7 @@ elif command -v readelf >/dev/null 2>&1; then
 else
 	echo "SKIP: neither nm nor readelf is installed"; exit 77
 fi
-WANT=$(printf 'ncclNetPlugin_v%s\n' 10 11 6 7 8 9 | sort)
+WANT=$(printf 'ncclNetPlugin_v%s\n' 10 11 12 6 7 8 9 | sort)
 if [ "$SYMS" != "$WANT" ]; then
 	echo "FAIL: $LIB exports:"; echo "$SYMS"; echo "expected:"; echo "$WANT"; exit 1
 fi

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Loading and driving a net plugin through its v11 table, as NCCL does. */
+/* Loading and driving a net plugin through its v12 table, as NCCL does. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,7 +14,7 @@ uint64_t netdrv_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-void *netdrv_load(const char *entry, const cruxn_net_v11_t **v11)
+void *netdrv_load(const char *entry, const cruxn_net_v12_t **v12)
 {
 	char name[256];
 	void *h = dlopen(entry, RTLD_NOW | RTLD_LOCAL);
@@ -30,7 +30,7 @@ void *netdrv_load(const char *entry, const cruxn_net_v11_t **v11)
 		fprintf(stderr, "cannot load net plugin '%s': %s\n", entry, dlerror());
 		return NULL;
 	}
-	*v11 = dlsym(h, CRUXN_SYM_V11);
+	*v12 = dlsym(h, CRUXN_SYM_V12);
 	return h;
 }
 
@@ -39,7 +39,7 @@ static int deadline_passed(uint64_t start, int timeout_ms)
 	return netdrv_now_ns() - start > (uint64_t)timeout_ms * 1000000ull;
 }
 
-int netdrv_connect(const cruxn_net_v11_t *net, void *ctx, int dev, void *handle, void **comm)
+int netdrv_connect(const cruxn_net_v12_t *net, void *ctx, int dev, void *handle, void **comm)
 {
 	uint64_t t0 = netdrv_now_ns();
 	*comm = NULL;
@@ -52,7 +52,7 @@ int netdrv_connect(const cruxn_net_v11_t *net, void *ctx, int dev, void *handle,
 	return 0;
 }
 
-int netdrv_accept(const cruxn_net_v11_t *net, void *lcomm, void **comm)
+int netdrv_accept(const cruxn_net_v12_t *net, void *lcomm, void **comm)
 {
 	uint64_t t0 = netdrv_now_ns();
 	*comm = NULL;
@@ -65,7 +65,7 @@ int netdrv_accept(const cruxn_net_v11_t *net, void *lcomm, void **comm)
 	return 0;
 }
 
-int netdrv_wait(const cruxn_net_v11_t *net, void *req, int *sizes, int timeout_ms)
+int netdrv_wait(const cruxn_net_v12_t *net, void *req, int *sizes, int timeout_ms)
 {
 	uint64_t t0 = netdrv_now_ns();
 	int done = 0;
@@ -78,7 +78,7 @@ int netdrv_wait(const cruxn_net_v11_t *net, void *req, int *sizes, int timeout_m
 	return 0;
 }
 
-int netdrv_send(const cruxn_net_v11_t *net, void *comm, void *buf, size_t size, int tag,
+int netdrv_send(const cruxn_net_v12_t *net, void *comm, void *buf, size_t size, int tag,
 		int timeout_ms)
 {
 	void *req = NULL;
@@ -92,7 +92,7 @@ int netdrv_send(const cruxn_net_v11_t *net, void *comm, void *buf, size_t size, 
 	return netdrv_wait(net, req, NULL, timeout_ms);
 }
 
-int netdrv_recv(const cruxn_net_v11_t *net, void *comm, void *buf, size_t cap, int tag,
+int netdrv_recv(const cruxn_net_v12_t *net, void *comm, void *buf, size_t cap, int tag,
 		size_t *got, int timeout_ms)
 {
 	/* as NCCL does for LL/LL128 receives: completion optional, the plugin may ignore it */

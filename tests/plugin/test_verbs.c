@@ -110,6 +110,44 @@ static void test_hca_match(void **state)
 	assert_true(cruxn_hca_match("^=mlx5_0:1", "mlx5_0", 2));
 }
 
+/* NCCL_IB_HCA "dev:port:rail:plane": the v12 properties' railId and planeId, as NCCL's IB transport. */
+static void test_hca_ids(void **state)
+{
+	int rail, plane;
+	(void)state;
+	cruxn_hca_ids("", "mlx5_0", 1, &rail, &plane);
+	assert_int_equal(rail, -1);
+	assert_int_equal(plane, -1);
+	cruxn_hca_ids("mlx5_0:1:3:1,mlx5_1:1:4:0", "mlx5_1", 1, &rail, &plane);
+	assert_int_equal(rail, 4);
+	assert_int_equal(plane, 0);
+	cruxn_hca_ids("mlx5_0:1:3:1,mlx5_1:1:4:0", "mlx5_0", 1, &rail, &plane);
+	assert_int_equal(rail, 3);
+	assert_int_equal(plane, 1);
+	/* another port of the named device: no rail */
+	cruxn_hca_ids("mlx5_0:1:3:1", "mlx5_0", 2, &rail, &plane);
+	assert_int_equal(rail, -1);
+	/* empty port matches any port; a rail without a plane */
+	cruxn_hca_ids("mlx5_0::7", "mlx5_0", 2, &rail, &plane);
+	assert_int_equal(rail, 7);
+	assert_int_equal(plane, -1);
+	/* prefix match as for the device list; '=' exact */
+	cruxn_hca_ids("mlx5:1:2:5", "mlx5_3", 1, &rail, &plane);
+	assert_int_equal(rail, 2);
+	assert_int_equal(plane, 5);
+	cruxn_hca_ids("=mlx5_1:1:2:5", "mlx5_10", 1, &rail, &plane);
+	assert_int_equal(rail, -1);
+	/* exclusion lists name no rail; plain device lists neither */
+	cruxn_hca_ids("^mlx5_0:1:2:5", "mlx5_1", 1, &rail, &plane);
+	assert_int_equal(rail, -1);
+	cruxn_hca_ids("mlx5_0:1,mlx5_1", "mlx5_0", 1, &rail, &plane);
+	assert_int_equal(rail, -1);
+	assert_int_equal(plane, -1);
+	/* the device list itself still admits entries that carry rail and plane */
+	assert_true(cruxn_hca_match("mlx5_0:1:3:1", "mlx5_0", 1));
+	assert_false(cruxn_hca_match("mlx5_0:1:3:1", "mlx5_0", 2));
+}
+
 static void gid_v4(union ibv_gid *g, uint8_t a, uint8_t b, uint8_t c, uint8_t d)
 {
 	memset(g, 0, sizeof(*g));
@@ -738,6 +776,7 @@ int main(void)
 		cmocka_unit_test(test_load_rdma_core),
 		cmocka_unit_test(test_load_rdma_core_mlx5),
 		cmocka_unit_test(test_hca_match),
+		cmocka_unit_test(test_hca_ids),
 		cmocka_unit_test(test_gid_choose),
 		cmocka_unit_test(test_gid_rules_env),
 		cmocka_unit_test(test_attr_init),

@@ -37,7 +37,7 @@ static int touch(const char *dir, const char *name)
 	return 0;
 }
 
-static void *init_ctx(const cruxn_net_v11_t *net)
+static void *init_ctx(const cruxn_net_v12_t *net)
 {
 	void *ctx = NULL;
 	cruxn_comm_config_t cfg = {.trafficClass = CRUXN_NET_TRAFFIC_CLASS_UNDEF};
@@ -47,7 +47,7 @@ static void *init_ctx(const cruxn_net_v11_t *net)
 }
 
 /* xfer-recv DIR: receive and verify until a 0-byte message. */
-static int xfer_recv(const char *dir, const cruxn_net_v11_t *net)
+static int xfer_recv(const char *dir, const cruxn_net_v12_t *net)
 {
 	char handle[CRUXN_NET_HANDLE_MAXSIZE], p[512], q[512];
 	void *ctx = init_ctx(net), *l = NULL, *r = NULL;
@@ -114,7 +114,7 @@ static void write_count(const char *dir, uint32_t n)
  * can keep the transfer running for as long as it needs, on a fast machine too.
  */
 static int xfer_send(const char *dir, size_t size, int n1, int n2, int hold,
-		     const cruxn_net_v11_t *net)
+		     const cruxn_net_v12_t *net)
 {
 	char handle[CRUXN_NET_HANDLE_MAXSIZE], p[512];
 	void *ctx = init_ctx(net), *s = NULL;
@@ -176,8 +176,8 @@ static int xfer_send(const char *dir, size_t size, int n1, int n2, int hold,
 	return 0;
 }
 
-int cruxn_conf_xfer(int argc, char **argv, const cruxn_net_v11_t *net);
-int cruxn_conf_xfer(int argc, char **argv, const cruxn_net_v11_t *net)
+int cruxn_conf_xfer(int argc, char **argv, const cruxn_net_v12_t *net);
+int cruxn_conf_xfer(int argc, char **argv, const cruxn_net_v12_t *net)
 {
 	if (strcmp(argv[0], "xfer-recv") == 0 && argc >= 2)
 		return xfer_recv(argv[1], net);

@@ -32,7 +32,8 @@ extern "C" {
 #endif
 
 #define CRUX_PROF_MAGIC 0x50585243u /* "CRXP" little-endian */
-#define CRUX_PROF_VERSION 3 /* 3: contract v2 (sealed memfd); 2: net section has the local address */
+/* 4: net section has bytes by collective kind; 3: contract v2 (sealed memfd); 2: local address */
+#define CRUX_PROF_VERSION 4
 #define CRUX_PROF_PREFIX "prof-"
 #define CRUX_PROF_SUFFIX ".rec"
 #define CRUX_PROF_MAX_PEERS 64
@@ -116,6 +117,12 @@ struct crux_prof_net {
 	 */
 	struct crux_addr local_addr;
 	struct crux_prof_peer peers[CRUX_PROF_MAX_PEERS];
+	/*
+	 * (v4) Bytes sent by collective kind, as NCCL announced each transfer's
+	 * operation to the plugin (setNetAttr, net ABI v11/v12): known without
+	 * the preload. All zero when NCCL gives no hints (older NCCL or ABI).
+	 */
+	uint64_t tx_bytes_by_kind[CRUX_COLL_KINDS];
 };
 
 /* A validated, consistent copy of one record (what the scan delivers). */

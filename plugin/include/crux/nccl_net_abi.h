@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The NCCL network-plugin ABI, versions 6 to 11, declared under Crux names.
+ * The NCCL network-plugin ABI, versions 6 to 12, declared under Crux names.
  *
  * NCCL ships no plugin header, so every plugin declares the layout itself.
  * Field order and types below are the ABI (see shared/docs/nccl-net-abi.md);
@@ -40,7 +40,31 @@ extern "C" {
 /* Largest transfer size a plugin may announce (maxP2pBytes, maxCollBytes). */
 #define CRUXN_NET_MAX_BYTES (1ULL << 40)
 
+/* v12: devices in one virtual NIC (v9..v11: CRUXN_NET_MAX_DEVS_PER_NIC). */
+#define CRUXN_NET_MAX_DEVS_PER_NIC_V12 8
+/* v12: railId / planeId of a device that belongs to no rail or plane. */
+#define CRUXN_NET_ID_UNDEF (-1)
+/* setNetAttr: a field NCCL leaves undefined (a count, or all bits of op/algo/proto). */
+#define CRUXN_NET_ATTR_UNDEF (-1)
+
+/* Bit numbers of setNetAttr's op mask: NCCL's ncclFunc_t values. */
+enum cruxn_func {
+	CRUXN_FUNC_BROADCAST = 0,
+	CRUXN_FUNC_REDUCE = 1,
+	CRUXN_FUNC_ALLGATHER = 2,
+	CRUXN_FUNC_REDUCESCATTER = 3,
+	CRUXN_FUNC_ALLREDUCE = 4,
+	CRUXN_FUNC_SENDRECV = 5,
+	CRUXN_FUNC_SEND = 6,
+	CRUXN_FUNC_RECV = 7,
+	CRUXN_FUNC_ALLTOALL = 8,
+	CRUXN_FUNC_SCATTER = 9,
+	CRUXN_FUNC_GATHER = 10,
+	CRUXN_FUNC_ALLGATHERV = 11,
+};
+
 /* Symbol names NCCL looks up, newest first. */
+#define CRUXN_SYM_V12 "ncclNetPlugin_v12"
 #define CRUXN_SYM_V11 "ncclNetPlugin_v11"
 #define CRUXN_SYM_V10 "ncclNetPlugin_v10"
 #define CRUXN_SYM_V9  "ncclNetPlugin_v9"
@@ -203,12 +227,40 @@ typedef struct cruxn_props_v11 {
 	int maxMultiRequestSize;
 } cruxn_props_v11_t;
 
-/* Per-communicator configuration (v10 connect, v11 init). */
+/* v12: v11's fields (a virtual NIC of up to 8 devices), then the device's rail and plane. */
+typedef struct cruxn_vprops_v12 {
+	int ndevs;
+	int devs[CRUXN_NET_MAX_DEVS_PER_NIC_V12];
+} cruxn_vprops_v12_t;
+
+typedef struct cruxn_props_v12 {
+	char *name;
+	char *pciPath;
+	uint64_t guid;
+	int ptrSupport;
+	int regIsGlobal;
+	int forceFlush;
+	int speed;
+	int port;
+	float latency;
+	int maxComms;
+	int maxRecvs;
+	cruxn_dev_type_t netDeviceType;
+	int netDeviceVersion;
+	cruxn_vprops_v12_t vProps;
+	size_t maxP2pBytes;
+	size_t maxCollBytes;
+	int maxMultiRequestSize;
+	int16_t railId;	 /* CRUXN_NET_ID_UNDEF: none */
+	int16_t planeId; /* CRUXN_NET_ID_UNDEF: none */
+} cruxn_props_v12_t;
+
+/* Per-communicator configuration (v10 connect, v11 and v12 init). */
 typedef struct cruxn_comm_config {
 	int trafficClass; /* CRUXN_NET_TRAFFIC_CLASS_UNDEF when unset */
 } cruxn_comm_config_t;
 
-/* v11 setNetAttr */
+/* v11 and v12 setNetAttr: NCCL's hints before a transfer of the communicator */
 typedef struct cruxn_comm_attr {
 	int32_t maxConcurrentPeers;
 	int32_t minConcurrentPeers;
@@ -219,12 +271,45 @@ typedef struct cruxn_comm_attr {
 typedef struct cruxn_net_attr {
 	cruxn_comm_attr_t send;
 	cruxn_comm_attr_t recv;
-	uint32_t op;
-	uint32_t algo;
-	uint32_t proto;
+	uint32_t op;	/* bit (1 << enum cruxn_func) of the operation about to run */
+	uint32_t algo;	/* bit of NCCL's algorithm (undefined for point-to-point) */
+	uint32_t proto; /* bit of NCCL's protocol (undefined for point-to-point) */
 } cruxn_net_attr_t;
 
 /* ---- Function tables ------------------------------------------------------ */
+
+/* v12: v11 with v12 properties and virtual NICs (NCCL 2.30). */
+typedef struct cruxn_net_v12 {
+	const char *name;
+	cruxn_result_t (*init)(void **ctx, uint64_t commId, cruxn_comm_config_t *config,
+			       cruxn_logger_t logger, cruxn_prof_cb_t prof);
+	cruxn_result_t (*devices)(int *ndev);
+	cruxn_result_t (*getProperties)(int dev, cruxn_props_v12_t *props);
+	cruxn_result_t (*listen)(void *ctx, int dev, void *handle, void **listenComm);
+	cruxn_result_t (*connect)(void *ctx, int dev, void *handle, void **sendComm,
+				  cruxn_dev_handle_t **sendDevComm);
+	cruxn_result_t (*accept)(void *listenComm, void **recvComm,
+				 cruxn_dev_handle_t **recvDevComm);
+	cruxn_result_t (*regMr)(void *comm, void *data, size_t size, int type, void **mhandle);
+	cruxn_result_t (*regMrDmaBuf)(void *comm, void *data, size_t size, int type,
+				      uint64_t offset, int fd, void **mhandle);
+	cruxn_result_t (*deregMr)(void *comm, void *mhandle);
+	cruxn_result_t (*isend)(void *sendComm, void *data, size_t size, int tag, void *mhandle,
+				void *phandle, void **request);
+	cruxn_result_t (*irecv)(void *recvComm, int n, void **data, size_t *sizes, int *tags,
+				void **mhandles, void **phandles, void **request);
+	cruxn_result_t (*iflush)(void *recvComm, int n, void **data, int *sizes, void **mhandles,
+				 void **request);
+	cruxn_result_t (*test)(void *request, int *done, int *sizes);
+	cruxn_result_t (*closeSend)(void *sendComm);
+	cruxn_result_t (*closeRecv)(void *recvComm);
+	cruxn_result_t (*closeListen)(void *listenComm);
+	cruxn_result_t (*getDeviceMr)(void *comm, void *mhandle, void **dptr_mhandle);
+	cruxn_result_t (*irecvConsumed)(void *recvComm, int n, void *request);
+	cruxn_result_t (*makeVDevice)(int *d, cruxn_vprops_v12_t *props);
+	cruxn_result_t (*finalize)(void *ctx);
+	cruxn_result_t (*setNetAttr)(void *ctx, cruxn_net_attr_t *attr);
+} cruxn_net_v12_t;
 
 typedef struct cruxn_net_v11 {
 	const char *name;

@@ -107,6 +107,8 @@ static inline int cruxn_ibv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
  * (after any '^') makes names exact instead of prefixes. Empty: all.
  */
 bool cruxn_hca_match(const char *spec, const char *dev, int port);
+/* The rail and plane an NCCL_IB_HCA entry gives dev:port (-1 when none). */
+void cruxn_hca_ids(const char *spec, const char *dev, int port, int *rail, int *plane);
 
 enum cruxn_gid_family { CRUXN_GID_ANY = 0, CRUXN_GID_V4, CRUXN_GID_V6 };
 

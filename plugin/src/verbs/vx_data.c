@@ -702,6 +702,7 @@ const struct cruxn_transport_ops cruxn_verbs_ops = {
 	.stop = cruxn_vx_stop,
 	.ndevs = cruxn_vx_ndevs,
 	.properties = cruxn_vx_properties,
+	.ids = cruxn_vx_ids,
 	.listen = cruxn_vx_listen,
 	.connect = cruxn_vx_connect,
 	.accept = cruxn_vx_accept,

@@ -47,6 +47,58 @@ bool cruxn_hca_match(const char *spec, const char *dev, int port)
 	return exclude ? !hit : hit;
 }
 
+/*
+ * NCCL_IB_HCA entries are "dev[:port[:rail[:plane]]]": the rail and plane
+ * NCCL's own IB transport gives the device in its v12 properties. The first
+ * entry naming this device and port that gives them wins; an exclusion list
+ * ('^') gives none.
+ */
+void cruxn_hca_ids(const char *spec, const char *dev, int port, int *rail, int *plane)
+{
+	bool exact = false;
+	const char *p = spec;
+
+	*rail = *plane = -1;
+	if (!spec || !spec[0] || *p == '^')
+		return;
+	if (*p == '=') {
+		exact = true;
+		p++;
+	}
+	while (*p) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		char entry[128], *f[4] = {NULL, NULL, NULL, NULL};
+		int nf = 0;
+
+		if (len < sizeof(entry)) {
+			memcpy(entry, p, len);
+			entry[len] = '\0';
+			/* fields may be empty ("mlx5_0::2"): split by hand, not strtok */
+			f[nf++] = entry;
+			for (char *c = entry; *c && nf < 4; c++)
+				if (*c == ':') {
+					*c = '\0';
+					f[nf++] = c + 1;
+				}
+			size_t nlen = strlen(f[0]);
+			bool name_ok = nlen > 0 && (exact ? strcmp(dev, f[0]) == 0
+							  : strncmp(dev, f[0], nlen) == 0);
+			bool port_ok = nf < 2 || !f[1][0] || atoi(f[1]) == port;
+			if (name_ok && port_ok) {
+				if (nf >= 3 && f[2][0])
+					*rail = atoi(f[2]);
+				if (nf >= 4 && f[3][0])
+					*plane = atoi(f[3]);
+				return;
+			}
+		}
+		p += len;
+		if (*p == ',')
+			p++;
+	}
+}
+
 /* "a.b.c.d/n" or "x:y::/n" into rules->range / range_bits. */
 static crux_status_t parse_range(const char *text, struct cruxn_gid_rules *r, char *err,
 				 size_t errlen)

@@ -171,6 +171,18 @@ crux_status_t cruxn_vx_properties(int dev, cruxn_props_v11_t *p)
 	return CRUX_OK;
 }
 
+/* v12 properties: rail and plane from the NCCL_IB_HCA entry, as NCCL's IB transport does. */
+void cruxn_vx_ids(int dev, int *rail, int *plane)
+{
+	const struct cruxn_vx_dev *d;
+
+	*rail = *plane = -1;
+	if (dev < 0 || dev >= cruxn_vx_state.ndevs)
+		return;
+	d = &cruxn_vx_state.devs[dev];
+	cruxn_hca_ids(cruxn_ctx.cfg.hca_spec, d->name, d->ep.port, rail, plane);
+}
+
 int cruxn_vx_ndevs(void)
 {
 	return cruxn_vx_state.ndevs;

@@ -265,6 +265,7 @@ void cruxn_vx_fail(struct vx_comm *c, const char *what, const char *detail, cons
 crux_status_t cruxn_vx_start(const struct cruxn_config *cfg, char *err, size_t errlen);
 void cruxn_vx_stop(void);
 crux_status_t cruxn_vx_properties(int dev, cruxn_props_v11_t *p);
+void cruxn_vx_ids(int dev, int *rail, int *plane);
 int cruxn_vx_ndevs(void);
 
 /* vx_data.c */
