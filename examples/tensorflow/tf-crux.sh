@@ -11,7 +11,7 @@
 # TensorFlow's pip wheels link NCCL statically: LD_PRELOAD cannot see their
 # NCCL calls, but NCCL loads its plugins with dlopen all the same. This runs
 # the worker with the Crux net plugin (traffic marked and routed) and the Crux
-# profiler plugin (NCCL_PROFILER_PLUGIN=crux; NCCL 2.25 or later), which feeds
+# profiler plugin (NCCL_PROFILER_PLUGIN=crux; NCCL 2.27 or later), which feeds
 # the profile from NCCL's own events; the preload is left out. Every worker
 # must use the same --job-id (default: tf- and a hash of the worker list), so
 # all derive one job key.

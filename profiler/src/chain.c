@@ -154,7 +154,7 @@ static void load_next(int version)
 		for (int n = 4; n <= 7; n++)
 			if (have[n])
 				snprintf(list + strlen(list), sizeof(list) - strlen(list), " v%d", n);
-		how = version == 4 ? "NCCL speaks v4 here (NCCL 2.25/2.26): it needs ncclProfiler_v4"
+		how = version == 4 ? "NCCL speaks v4 here (NCCL 2.27): it needs ncclProfiler_v4"
 				   : "NCCL speaks v5+ here: it needs one of ncclProfiler_v5..v7";
 		crux_warn("CRUX_PROFILER_NEXT='%s': %s exports no profiler table NCCL's v%d events "
 			  "can be handed to (%s; it has:%s); profiling goes on without it",

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Our own declaration of NCCL's profiler-plugin ABI, versions 4 to 7 (NCCL
- * 2.25 and later), written from the published facts: the event-type bits,
+ * 2.27 and later), written from the published facts: the event-type bits,
  * the state values we use, and the field order of the event descriptors
  * and of the function tables NCCL looks up as ncclProfiler_v4 to _v7.
  * Only what the Crux profiler plugin needs is spelled out; the unions keep
@@ -124,7 +124,7 @@ typedef union {
 		void *data;                                                                        \
 	} netPlugin;
 
-/* ---- v4 (NCCL 2.25, 2.26) ---- */
+/* ---- v4 (NCCL 2.27) ---- */
 typedef struct {
 	uint8_t type;
 	void *parentObj;
@@ -151,7 +151,7 @@ typedef struct {
 	cruxf_result_t (*finalize)(void *context);
 } cruxf_profiler_v4_t;
 
-/* ---- v5 (NCCL 2.27, 2.28) and v6 (2.29+: v5 plus copy-engine events) ---- */
+/* ---- v5 (NCCL 2.28) and v6 (2.29, 2.30: v5 plus copy-engine events) ---- */
 typedef struct {
 	uint64_t type;
 	void *parentObj;
