@@ -129,14 +129,15 @@ static void cruxf_mark(void)
  * nonzero tag names the training step a call belongs to, so the first call
  * whose tag differs from the newest one seen in the process starts an
  * iteration. The first tag ever seen only arms this (a tag that never
- * changes leaves the detector in charge); 0 means untagged. Only with
+ * changes leaves the detector in charge); 0 means untagged, and tags with
+ * the top bit set are NCCL's own (reserved), not the framework's. Only with
  * CRUX_ITERATION_MARK=auto: api and <op> say the user chose another mark.
  */
 static inline void tag_seen(uint64_t tag, uint64_t t)
 {
 	uint64_t last;
 
-	if (!tag || cruxp_ctx.cfg.mark != CRUXP_MARK_AUTO)
+	if (!tag || (tag >> 63) || cruxp_ctx.cfg.mark != CRUXP_MARK_AUTO)
 		return;
 	last = atomic_load_explicit(&cruxf_state.last_tag, memory_order_relaxed);
 	if (last == tag)

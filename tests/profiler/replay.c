@@ -22,6 +22,8 @@
  *   tag N                          v7: the user tag of the calls that follow (0: untagged)
  *   steptag                        v7: the user tag of the calls that follow is the
  *                                  iteration's number + 1 (a framework's step counter)
+ *   reservedsteptag                v7: the same with the top bit set (NCCL's reserved
+ *                                  tags): must not be taken for marks
  *
  * --preload LIB loads libcrux-preload.so first (RTLD_GLOBAL, as LD_PRELOAD
  * would make it visible). With --preload-first the preload claims the
@@ -384,6 +386,9 @@ int main(int argc, char **argv)
 				group_add(id, intern(fn), count, intern(dt), peer);
 			} else if (sscanf(l, "launch %d %lf", &id, &ms) == 2) {
 				m_it += group_launch(id, ms);
+			} else if (!strncmp(l, "reservedsteptag", 15)) {
+				user_tag = (1ull << 63) | ((uint64_t)it + 1);
+				const_tags = true; /* as good as no tag: the detector's */
 			} else if (!strncmp(l, "steptag", 7)) {
 				user_tag = (uint64_t)it + 1;
 				step_tags = true;
@@ -461,7 +466,7 @@ int main(int argc, char **argv)
 			      "the step tags did not mark the iterations");
 		if (version >= 7 && const_tags && !step_tags && !mark)
 			CHECK(!(s.compute.flags & CRUX_PROF_F_ITER_MARKED),
-			      "one unchanging tag was taken for iteration marks");
+			      "tags that name no steps (unchanging or NCCL's reserved) were taken for marks");
 	}
 	for (int id = 0; id < MAX_COMMS; id++)
 		if (ctxs[id])
