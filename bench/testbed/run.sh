@@ -12,7 +12,7 @@
 #   run.sh [--build DIR] [--scenario default|short] [--reps N] [--arms "none crux"]
 #          [--out DIR] [--json FILE] [--plot FILE] [--tag T] [--check] [--keep]
 #          [--decider agent|cluster|static] [--max-slowdown X] [--weights "W0 W1"]
-#          [--transport socket|verbs]
+#          [--transport socket|verbs] [--print-scenario]
 # --decider static replaces cruxd by crux-tb-decide, a fixed table giving the
 # jobs the levels of their models' intensity order (gpt > bert > resnet).
 # --decider cluster runs the testbed as a cluster: one cruxd per emulated host
@@ -28,6 +28,7 @@
 # --transport verbs: the plugin's RDMA transport on the software RDMA device
 # (BUILD/tests/softrdma/libsoftrdma.so, a test double carrying RC over TCP,
 # each QP marked with its traffic class) instead of its socket transport.
+# --print-scenario: print the scenario (fabric, levels, jobs) as data and exit.
 set -uo pipefail
 
 PROG=run.sh
@@ -43,6 +44,7 @@ PLOT=""
 TAG=""
 DECIDER=agent
 CHECK=0
+PRINT_SCENARIO=0
 KEEP=0
 RUN_TIMEOUT=240
 LEVELS=2
@@ -75,6 +77,7 @@ while [ $# -gt 0 ]; do
 	--weights) WEIGHTS="${2-}"; shift 2 ;;
 	--transport) TRANSPORT="${2-}"; shift 2 ;;
 	--check) CHECK=1; shift ;;
+	--print-scenario) PRINT_SCENARIO=1; shift ;;
 	--keep) KEEP=1; shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) usage >&2; die "unknown option '$1'" ;;
@@ -93,9 +96,6 @@ for a in $ARMS; do
 	case "$a" in none | crux | paths) ;; *) die "--arms: unknown arm '$a' (none, crux, paths)" ;; esac
 done
 
-if [ "$(id -u)" -ne 0 ]; then
-	die "needs root: it builds network namespaces, veth links and tc shaping (run it with sudo)"
-fi
 
 # ---- Scenarios --------------------------------------------------------------
 # A job line: NAME MODEL ROLE ITERS HOSTS (comma list, one rank per entry, in
@@ -131,6 +131,22 @@ default) scenario_default ;;
 short) scenario_short ;;
 *) die "--scenario '$SCENARIO' is not valid: expected default or short" ;;
 esac
+
+# --print-scenario: the scenario as data (for bench/testbed/predict.py, which
+# describes it to the scheduling model); no root needed, nothing is built.
+if [ "$PRINT_SCENARIO" -eq 1 ]; then
+	echo "scenario $SCENARIO"
+	echo "fabric $FABRIC_ARGS"
+	echo "levels $LEVELS"
+	echo "weights $WEIGHTS"
+	echo "max_slowdown $MAX_SLOWDOWN"
+	for jl in "${JOBS[@]}"; do echo "job $jl"; done
+	exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+	die "needs root: it builds network namespaces, veth links and tc shaping (run it with sudo)"
+fi
 
 # ---- Binaries -----------------------------------------------------------------
 [ -d "$BUILD" ] || die "build directory '$BUILD' not found: run 'meson setup $BUILD && meson compile -C $BUILD' first"

@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""The testbed scenario described to the scheduling model, against the testbed.
+
+predict.py --build BUILD [--measured FILE] [--scenario NAME] [--seeds N]
+           [--phases N] [--out FILE]
+
+Reads the scenario from `bench/testbed/run.sh --print-scenario` (fabric, levels,
+weights, fairness bound, jobs and their hosts in ring order) and the emulated
+models from `crux-tb-trainer --help` (compute per iteration, gradient bytes),
+writes the same fabric and jobs as a crux-plan topology and jobs file, and runs
+crux-plan for each arm of the testbed with the reference model on:
+
+  none   --policy ecmp, one level           (no scheduling: default class, ECMP)
+  crux   --policy crux-pa, K levels         (priorities on ECMP paths: cruxd, no probing)
+  paths  --policy crux, K levels            (priorities and chosen paths)
+
+each with the testbed's level weights (HTB guaranteed shares) and fairness bound,
+over N ECMP seeds (the testbed hashes source ports: its paths are a draw too).
+The prediction of an arm is the median over the seeds, for the reference model
+and for the planner's own evaluator. Against the measured medians of a testbed
+result file (run.sh's JSON), it prints and writes per arm the cluster GPU
+utilisation and per job the iteration time: predicted, measured, error, and
+whether the prediction is within +-10 %. Exit status 0 when it ran (the
+comparison is a measurement, not a test); 2 on bad input.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOL = 0.10
+
+
+def die(msg):
+    print(f"predict.py: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def scenario(name):
+    try:
+        out = subprocess.run(["bash", os.path.join(HERE, "run.sh"), "--scenario", name, "--print-scenario"],
+                             capture_output=True, text=True, check=True).stdout
+    except subprocess.CalledProcessError as e:
+        die(f"run.sh --print-scenario failed: {e.stderr.strip()}")
+    sc = {"jobs": []}
+    for line in out.splitlines():
+        key, _, rest = line.partition(" ")
+        if key == "job":
+            name_, model, role, iters, hosts = rest.split()
+            sc["jobs"].append({"name": name_, "model": model, "role": role, "iters": int(iters),
+                               "hosts": hosts.split(",")})
+        elif key == "fabric":
+            a = rest.split()
+            sc["fabric"] = {a[i][2:]: int(a[i + 1]) for i in range(0, len(a), 2)}
+        elif key in ("levels",):
+            sc[key] = int(rest)
+        elif key == "weights":
+            sc[key] = [int(w) for w in rest.split()]
+        elif key == "max_slowdown":
+            sc[key] = float(rest)
+    return sc
+
+
+def models(build):
+    exe = os.path.join(build, "bench", "testbed", "crux-tb-trainer")
+    try:
+        out = subprocess.run([exe, "--help"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        die(f"{exe}: {e} (build the testbed first: meson compile -C {build})")
+    m = {}
+    for line in out.splitlines():
+        r = re.match(r"\s+(\w+)\s+compute\s+([0-9.]+) ms, gradient\s+([0-9.]+) MB in (\d+) bucket", line)
+        if r:
+            m[r.group(1)] = {"compute_s": float(r.group(2)) / 1000, "grad_bytes": float(r.group(3)) * (1 << 20),
+                             "buckets": int(r.group(4))}
+    if not m:
+        die(f"no model in '{exe} --help'")
+    return m
+
+
+def write_inputs(sc, mods, d):
+    f = sc["fabric"]
+    leaves, hpl, spines = f["leaves"], f["hosts-per-leaf"], f["spines"]
+    host_g, spine_g = f["host-rate"] / 1000.0, f["spine-rate"] / 1000.0
+    topo = os.path.join(d, "testbed.topo")
+    with open(topo, "w") as t:
+        t.write("# the testbed's fabric (bench/testbed/fabric.sh), rates in Gbit/s\n")
+        for s in range(spines):
+            t.write(f"switch s{s}\n")
+        for l in range(leaves):
+            t.write(f"switch l{l}\n")
+        for l in range(leaves):
+            for h in range(hpl):
+                i = l * hpl + h
+                t.write(f"host h{i}\nlink h{i} l{l} {host_g:g}\n")
+            for s in range(spines):
+                t.write(f"link l{l} s{s} {spine_g:g}\n")
+    jobs = os.path.join(d, "testbed.jobs")
+    ids = {}
+    with open(jobs, "w") as j:
+        j.write("# the testbed's jobs: compute then a ring all-reduce of the gradient, no overlap\n")
+        for k, job in enumerate(sc["jobs"], start=1):
+            mo = mods.get(job["model"])
+            if mo is None:
+                die(f"scenario job {job['name']}: model {job['model']} unknown to crux-tb-trainer")
+            ids[k] = job["name"]
+            j.write(f"job {k} hosts={','.join(job['hosts'])} gpus={len(job['hosts'])} "
+                    f"compute={mo['compute_s']:g} overlap=0 allreduce={mo['grad_bytes']:.0f}\n")
+    return topo, jobs, ids
+
+
+def plan(build, topo, jobs, args, seed, phases):
+    exe = os.path.join(build, "agent", "sched", "crux-plan")
+    cmd = [exe, "--topology", topo, "--jobs", jobs, "--seed", str(seed), "--reference",
+           "--ref-phases", str(phases), "--json"] + args
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        die(f"{' '.join(cmd)}: {getattr(e, 'stderr', '') or e}")
+    return json.loads(out)
+
+
+def arm_args(arm, sc):
+    w = ",".join(str(x) for x in sc.get("weights", []))
+    common = ["--levels", str(sc["levels"])] + (["--level-weights", w] if w else []) + \
+        (["--max-slowdown", f"{sc['max_slowdown']:g}"] if sc.get("max_slowdown", 0) > 0 else [])
+    if arm == "none":
+        return ["--policy", "ecmp", "--levels", "1"]
+    if arm == "crux":
+        return ["--policy", "crux-pa"] + common
+    return ["--policy", "crux"] + common
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def err(pred, meas):
+    if pred is None or meas in (None, 0):
+        return None
+    return pred / meas - 1.0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default=os.path.join(HERE, "..", "..", "build"))
+    ap.add_argument("--measured", default=os.path.join(HERE, "..", "results", "testbed.json"))
+    ap.add_argument("--scenario", default="default")
+    ap.add_argument("--seeds", type=int, default=8)
+    ap.add_argument("--phases", type=int, default=4)
+    ap.add_argument("--out", default="")
+    a = ap.parse_args()
+    if not 1 <= a.seeds <= 100:
+        die(f"--seeds {a.seeds}: expected 1..100")
+    if not 0 <= a.phases <= 64:
+        die(f"--phases {a.phases}: expected 0..64")
+    try:
+        measured = json.load(open(a.measured))
+    except (OSError, ValueError) as e:
+        die(f"--measured {a.measured}: {e} (a result file of bench/testbed/run.sh)")
+    sc = scenario(a.scenario)
+    mods = models(a.build)
+    arms = [x for x in ("none", "crux", "paths") if x in measured.get("arms", {})]
+    if not arms:
+        die(f"{a.measured} has no arm none/crux/paths")
+    rows = {"arms": {}, "jobs": {}}
+    with tempfile.TemporaryDirectory() as d:
+        topo, jobs, ids = write_inputs(sc, mods, d)
+        inputs = {"topology": open(topo).read(), "jobs": open(jobs).read()}
+        for arm in arms:
+            runs = [plan(a.build, topo, jobs, arm_args(arm, sc), s, a.phases) for s in range(1, a.seeds + 1)]
+            m = measured["arms"][arm]
+            ref_u = med([r["ref_model"]["gpu_util"] for r in runs])
+            ev_u = med([r["gpu_util"] for r in runs])
+            mu = med(m["cluster_gpu_utilization"]["runs"])
+            rows["arms"][arm] = {"measured_util": mu, "measured_runs": len(m["cluster_gpu_utilization"]["runs"]),
+                                 "reference_util": ref_u, "evaluator_util": ev_u,
+                                 "reference_error": err(ref_u, mu), "evaluator_error": err(ev_u, mu),
+                                 "reference_within_10pct": err(ref_u, mu) is not None and abs(err(ref_u, mu)) <= TOL,
+                                 "levels": {ids[j["id"]]: sorted({jj["level"] for r2 in runs for jj in r2["jobs"]
+                                                                  if jj["id"] == j["id"]})
+                                            for j in runs[0]["jobs"]}}
+            for j in runs[0]["jobs"]:
+                name = ids[j["id"]]
+                mj = m["jobs"].get(name)
+                if not mj:
+                    continue
+                ref_t = med([jj["ref_iter_time"] for r in runs for jj in r["jobs"] if jj["id"] == j["id"]])
+                ev_t = med([jj["iter_time"] for r in runs for jj in r["jobs"] if jj["id"] == j["id"]])
+                mt = med(mj["iter_time_s"]["runs"])
+                rows["jobs"].setdefault(name, {})[arm] = {
+                    "measured_iter_s": mt, "reference_iter_s": ref_t, "evaluator_iter_s": ev_t,
+                    "reference_error": err(ref_t, mt), "evaluator_error": err(ev_t, mt),
+                    "reference_within_10pct": err(ref_t, mt) is not None and abs(err(ref_t, mt)) <= TOL}
+    # print the table
+    def pct(x):
+        return "   n/a" if x is None else f"{x * 100:+6.1f}%"
+    print(f"testbed '{a.scenario}' vs the scheduling model ({a.seeds} ECMP seeds, reference model with "
+          f"{a.phases} start phases); measured: {a.measured}")
+    print(f"{'':22s} {'measured':>9s} {'reference':>10s} {'err':>8s} {'evaluator':>10s} {'err':>8s}")
+    for arm, r in rows["arms"].items():
+        print(f"util {arm:17s} {r['measured_util'] * 100:8.1f}% {r['reference_util'] * 100:9.1f}% "
+              f"{pct(r['reference_error'])} {r['evaluator_util'] * 100:9.1f}% {pct(r['evaluator_error'])}")
+    for name, arms_ in rows["jobs"].items():
+        for arm, r in arms_.items():
+            print(f"iter {name + ' ' + arm:17s} {r['measured_iter_s']:8.3f}s {r['reference_iter_s']:9.3f}s "
+                  f"{pct(r['reference_error'])} {r['evaluator_iter_s']:9.3f}s {pct(r['evaluator_error'])}")
+    allr = [r["reference_within_10pct"] for r in rows["arms"].values()] + \
+        [r["reference_within_10pct"] for j in rows["jobs"].values() for r in j.values()]
+    print(f"within +-10 % of the measured median (reference model): {sum(allr)} of {len(allr)}")
+    if a.out:
+        res = {"benchmark": "testbed-calibration",
+               "what": "the testbed scenario described to crux-plan (reference model and evaluator) against the "
+                       "testbed's measured medians, per arm (cluster GPU utilisation) and per job (iteration time)",
+               "scenario": sc, "models": mods, "seeds": a.seeds, "ref_phases": a.phases,
+               "measured_file": os.path.relpath(a.measured, os.path.join(HERE, "..", "..")),
+               "measured_scenario": measured.get("scenario"), "tolerance": TOL,
+               "command": f"python3 bench/testbed/predict.py --build BUILD --measured "
+                          f"{os.path.relpath(a.measured, os.path.join(HERE, '..', '..'))} --seeds {a.seeds}",
+               "inputs": inputs, "within_tolerance": {"count": sum(allr), "of": len(allr)}, **rows}
+        with open(a.out, "w") as f:
+            json.dump(res, f, indent=2)
+        print(f"json: {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# bench/testbed/predict.py: the testbed scenario as data (run.sh
+# --print-scenario), described to crux-plan and compared with a result file
+# whose medians are known: the errors must be prediction / measurement - 1,
+# every arm and job present; bad input exits 2 with a reason.
+#   predict_check.sh SOURCE_ROOT BUILD_ROOT
+set -uo pipefail
+S="$1"
+B="$2"
+command -v python3 >/dev/null || { echo "SKIP: python3 not installed (predict.py is Python)"; exit 77; }
+T="$(mktemp -d /tmp/crux-tb-pred.XXXXXX)"
+trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+out="$(bash "$S/bench/testbed/run.sh" --print-scenario)" || fail "run.sh --print-scenario exited $?"
+for k in "scenario default" "levels 2" "fabric --leaves" "job gpt gpt high"; do
+	grep -q "^$k" <<<"$out" || fail "--print-scenario lacks '$k': $out"
+done
+bash "$S/bench/testbed/run.sh" --print-scenario --scenario nosuch >/dev/null 2>&1 && fail "an unknown scenario printed"
+
+# a measured file with round numbers: medians 0.30 / 0.36 / 0.40 and 1.0 s everywhere
+python3 - "$T/measured.json" <<'PY'
+import json, sys
+jobs = {n: {"iter_time_s": {"runs": [0.9, 1.0, 1.1]}} for n in ("gpt", "bert-a", "bert-b", "resnet")}
+arms = {a: {"cluster_gpu_utilization": {"runs": [u - 0.01, u, u + 0.02]}, "jobs": jobs}
+        for a, u in (("none", 0.30), ("crux", 0.36), ("paths", 0.40))}
+json.dump({"scenario": "fixture", "arms": arms}, open(sys.argv[1], "w"))
+PY
+python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/measured.json" --seeds 2 --phases 2 \
+	--out "$T/cal.json" >"$T/log" 2>&1 || { cat "$T/log"; fail "predict.py exited non-zero"; }
+python3 - "$T/cal.json" <<'PY' || fail "result file wrong"
+import json, sys
+d = json.load(open(sys.argv[1]))
+want = {"none": 0.30, "crux": 0.36, "paths": 0.40}
+assert set(d["arms"]) == set(want), d["arms"].keys()
+for a, u in want.items():
+    r = d["arms"][a]
+    assert abs(r["measured_util"] - u) < 1e-9, (a, r)
+    assert 0 < r["reference_util"] < 1 and 0 < r["evaluator_util"] < 1, r
+    assert abs(r["reference_error"] - (r["reference_util"] / u - 1)) < 1e-9, r
+    assert r["reference_within_10pct"] == (abs(r["reference_error"]) <= 0.10), r
+assert set(d["jobs"]) == {"gpt", "bert-a", "bert-b", "resnet"}, d["jobs"].keys()
+for n, arms in d["jobs"].items():
+    for a, r in arms.items():
+        assert r["measured_iter_s"] == 1.0 and r["reference_iter_s"] > 0, (n, a, r)
+        assert abs(r["reference_error"] - (r["reference_iter_s"] - 1.0)) < 1e-9, (n, a, r)
+# the none arm is one level; the crux arms put the GPT-like job above the rest
+assert d["arms"]["none"]["levels"]["gpt"] == [0], d["arms"]["none"]["levels"]
+assert max(d["arms"]["crux"]["levels"]["gpt"]) >= max(d["arms"]["crux"]["levels"]["resnet"]), d["arms"]["crux"]
+assert "job 1 hosts=h0,h1,h2,h3,h4,h5,h6,h7 gpus=8" in d["inputs"]["jobs"], d["inputs"]["jobs"]
+PY
+grep -q "within +-10 % of the measured median" "$T/log" || fail "no verdict line: $(cat "$T/log")"
+
+python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/none.json" >"$T/bad" 2>&1
+[ $? -eq 2 ] && grep -q "a result file of bench/testbed/run.sh" "$T/bad" || fail "a missing file: $(cat "$T/bad")"
+python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/measured.json" --seeds 0 >"$T/bad" 2>&1
+[ $? -eq 2 ] && grep -q "expected 1..100" "$T/bad" || fail "--seeds 0: $(cat "$T/bad")"
+echo "ok: scenario as data, predictions against known medians, bad input refused"
