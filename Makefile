@@ -7,6 +7,7 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 TRANSPORT  ?= socket
+CHECK      ?= 0
 MESON      ?= meson
 CRUX_FUZZ_SECONDS ?= 20
 export CRUX_FUZZ_SECONDS
@@ -62,8 +63,9 @@ test-fuzz: deps
 # The end-to-end testbed: emulated leaf-spine fabric in network namespaces,
 # emulated training jobs, no scheduling vs Crux (root).
 # TRANSPORT=verbs: the plugin's verbs transport on the software RDMA device.
+# CHECK=1: exit non-zero when a goal of the demo is missed (the last line says which).
 demo: build
-	sh bench/testbed/demo.sh $(BUILD) $(TRANSPORT)
+	sh bench/testbed/demo.sh $(BUILD) $(TRANSPORT) $(CHECK)
 
 bench: build
 	$(MESON) compile -C $(BUILD)

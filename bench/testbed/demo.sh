@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
 #
-# demo.sh [BUILD [socket|verbs]]: the README's demo (make demo). Runs the
+# demo.sh [BUILD [socket|verbs [CHECK]]]: the README's demo (make demo). Runs the
 # default testbed scenario: an emulated leaf-spine fabric in network
 # namespaces, a GPT-like job contending with BERT- and ResNet-like jobs, under
 # three arms interleaved, 3 repetitions each (about 7 minutes):
@@ -17,10 +17,19 @@
 # over the committed bench/results files. With verbs (make demo
 # TRANSPORT=verbs) the plugin runs its RDMA transport on the software RDMA
 # device (tests/softrdma, a test double).
+# The last line is the verdict: each goal met or not, and how far the measured
+# figure is from the scheduling model's prediction for the same scenario
+# (bench/testbed/predict.py); CHECK=1 (make demo CHECK=1) exits 1 when a goal
+# is missed.
 set -eu
 
 BUILD="${1:-build}"
 TRANSPORT="${2:-socket}"
+CHECK="${3:-0}"
+case "$CHECK" in
+0 | 1) ;;
+*) echo "make demo: CHECK='$CHECK': expected 0 or 1" >&2; exit 2 ;;
+esac
 case "$TRANSPORT" in
 socket | verbs) ;;
 *) echo "make demo: TRANSPORT='$TRANSPORT': expected socket or verbs" >&2; exit 1 ;;
@@ -45,6 +54,7 @@ command -v unshare >/dev/null 2>&1 || missing="$missing util-linux"
 command -v bash >/dev/null 2>&1 || missing="$missing bash"
 command -v gnuplot >/dev/null 2>&1 || missing="$missing gnuplot-nox"
 command -v etcd >/dev/null 2>&1 || missing="$missing etcd-server"
+command -v python3 >/dev/null 2>&1 || missing="$missing python3"
 if [ -n "$missing" ]; then
 	# shellcheck disable=SC2086
 	sh "$ROOT/tools/install-deps.sh" $missing
@@ -70,4 +80,10 @@ bash "$HERE/run.sh" --build "$BUILD" --scenario default --reps 3 --arms "$ARMS" 
 	--transport "$TRANSPORT" --json "$OUT/$NAME.json" --plot "$OUT/$NAME.png" || rc=$?
 echo "make demo: results in $OUT/$NAME.json and $OUT/$NAME.png, per-run logs in $OUT"
 echo "make demo: the committed figures (bench/results/$NAME.json) are such a run, copied there by hand"
+[ "$rc" -eq 0 ] || exit $rc
+# The model's prediction for the same scenario beside the measured medians, then the verdict line.
+chk=""
+[ "$CHECK" = 1 ] && chk=--check
+python3 "$HERE/predict.py" --build "$BUILD" --measured "$OUT/$NAME.json" --out "$OUT/$NAME-calibration.json" \
+	--verdict $chk || rc=$?
 exit $rc

@@ -3,7 +3,7 @@
 """The testbed scenario described to the scheduling model, against the testbed.
 
 predict.py --build BUILD [--measured FILE] [--scenario NAME] [--seeds N]
-           [--phases N] [--out FILE]
+           [--phases N] [--out FILE] [--verdict [--check]]
 
 Reads the scenario from `bench/testbed/run.sh --print-scenario` (fabric, levels,
 weights, fairness bound, jobs and their hosts in ring order) and the emulated
@@ -23,6 +23,14 @@ result file (run.sh's JSON), it prints and writes per arm the cluster GPU
 utilisation and per job the iteration time: predicted, measured, error, and
 whether the prediction is within +-10 %. Exit status 0 when it ran (the
 comparison is a measurement, not a test); 2 on bad input.
+
+--verdict ends the output with one line (make demo's last line): per goal of the
+testbed, met or not, and how far the measured figure is from the model's:
+  utilisation >= +10 % over none (the best Crux arm); the high-intensity job's
+  JCT <= -20 % (the best Crux arm); the paths arm >= the priorities arm where
+  the model says paths matter (its paths arm predicted > 2 % above its crux
+  arm); the reference model within +-10 % of every arm's utilisation.
+--check: exit 1 when a goal is missed (make demo CHECK=1).
 """
 import argparse
 import json
@@ -156,6 +164,8 @@ def main():
     ap.add_argument("--seeds", type=int, default=8)
     ap.add_argument("--phases", type=int, default=4)
     ap.add_argument("--out", default="")
+    ap.add_argument("--verdict", action="store_true")
+    ap.add_argument("--check", action="store_true")
     a = ap.parse_args()
     if not 1 <= a.seeds <= 100:
         die(f"--seeds {a.seeds}: expected 1..100")
@@ -228,7 +238,64 @@ def main():
         with open(a.out, "w") as f:
             json.dump(res, f, indent=2)
         print(f"json: {a.out}")
+    if a.verdict:
+        line, missed = verdict(measured, rows)
+        print(line)
+        if a.check and missed:
+            return 1
     return 0
+
+
+def verdict(measured, rows):
+    """One line: each goal met or not, with the model's figure beside the measured one."""
+    vs = measured.get("vs_baseline", {})
+    arms = [x for x in ("crux", "paths") if x in vs and x in rows["arms"]]
+    if not arms or "none" not in rows["arms"]:
+        return "verdict: no Crux arm against none in the result file", True
+    ref = {k: v["reference_util"] for k, v in rows["arms"].items()}
+    parts, missed = [], False
+
+    def gain(x):
+        return (ref[x] / ref["none"] - 1) * 100
+
+    ug = {x: vs[x]["utilization_gain_pct"] for x in arms}
+    best = max(arms, key=lambda x: ug[x])
+    ok = ug[best] >= 10
+    missed |= not ok
+    parts.append("utilisation " + " / ".join(f"{x} {ug[x]:+.1f}%" for x in arms) +
+                 f" (>= +10%: {'met' if ok else 'NOT met'}; model " +
+                 " / ".join(f"{gain(x):+.1f}%" for x in arms) + ", off by " +
+                 " / ".join(f"{ug[x] - gain(x):+.1f}" for x in arms) + " points)")
+    jct = {x: vs[x]["best_high_intensity_jct_change_pct"] for x in arms}
+    bj = min(arms, key=lambda x: jct[x])
+    ok = jct[bj] <= -20
+    missed |= not ok
+    model_iter = []
+    for name, ja in rows["jobs"].items():
+        if measured["arms"]["none"]["jobs"].get(name, {}).get("role") == "high":
+            for x in arms:
+                if x in ja and "none" in ja:
+                    model_iter.append(f"{(ja[x]['reference_iter_s'] / ja['none']['reference_iter_s'] - 1) * 100:+.1f}%")
+    parts.append("high-intensity JCT " + " / ".join(f"{x} {jct[x]:+.1f}%" for x in arms) +
+                 f" (<= -20%: {'met' if ok else 'NOT met'}" +
+                 (f"; model iteration {' / '.join(model_iter)}" if model_iter else "") + ")")
+    if "paths" in arms and "crux" in arms:
+        matters = ref["paths"] > ref["crux"] * 1.02
+        if matters:
+            ok = ug["paths"] >= ug["crux"]
+            missed |= not ok
+            parts.append(f"paths >= priorities: {'met' if ok else 'NOT met'} ({ug['paths']:+.1f}% vs {ug['crux']:+.1f}%; "
+                         f"model {gain('paths'):+.1f}% vs {gain('crux'):+.1f}%)")
+        else:
+            parts.append(f"paths >= priorities: not judged (the model predicts no gain from paths: "
+                         f"{gain('paths'):+.1f}% vs {gain('crux'):+.1f}%)")
+    inside = [x for x, r in rows["arms"].items() if r["reference_within_10pct"]]
+    ok = len(inside) == len(rows["arms"])
+    missed |= not ok
+    parts.append(f"model within +-10% of the utilisation: {'met' if ok else 'NOT met'} ({len(inside)} of "
+                 f"{len(rows['arms'])} arms: " + ", ".join(f"{x} {r['reference_error'] * 100:+.0f}%"
+                                                            for x, r in rows["arms"].items()) + ")")
+    return "verdict: " + "; ".join(parts), missed
 
 
 if __name__ == "__main__":

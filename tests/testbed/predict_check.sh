@@ -22,10 +22,16 @@ bash "$S/bench/testbed/run.sh" --print-scenario --scenario nosuch >/dev/null 2>&
 # a measured file with round numbers: medians 0.30 / 0.36 / 0.40 and 1.0 s everywhere
 python3 - "$T/measured.json" <<'PY'
 import json, sys
-jobs = {n: {"iter_time_s": {"runs": [0.9, 1.0, 1.1]}} for n in ("gpt", "bert-a", "bert-b", "resnet")}
+jobs = {n: {"iter_time_s": {"runs": [0.9, 1.0, 1.1]}, "role": "high" if n == "gpt" else "low"}
+        for n in ("gpt", "bert-a", "bert-b", "resnet")}
 arms = {a: {"cluster_gpu_utilization": {"runs": [u - 0.01, u, u + 0.02]}, "jobs": jobs}
         for a, u in (("none", 0.30), ("crux", 0.36), ("paths", 0.40))}
-json.dump({"scenario": "fixture", "arms": arms}, open(sys.argv[1], "w"))
+vs = {"crux": {"utilization_gain_pct": 20.0, "best_high_intensity_jct_change_pct": -25.0},
+      "paths": {"utilization_gain_pct": 33.3, "best_high_intensity_jct_change_pct": -30.0}}
+json.dump({"scenario": "fixture", "arms": arms, "vs_baseline": vs}, open(sys.argv[1], "w"))
+vs["paths"]["utilization_gain_pct"] = 5.0
+vs["crux"]["utilization_gain_pct"] = 4.0
+json.dump({"scenario": "fixture", "arms": arms, "vs_baseline": vs}, open(sys.argv[1] + ".low", "w"))
 PY
 python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/measured.json" --seeds 2 --phases 2 \
 	--out "$T/cal.json" >"$T/log" 2>&1 || { cat "$T/log"; fail "predict.py exited non-zero"; }
@@ -50,7 +56,22 @@ assert d["arms"]["none"]["levels"]["gpt"] == [0], d["arms"]["none"]["levels"]
 assert max(d["arms"]["crux"]["levels"]["gpt"]) >= max(d["arms"]["crux"]["levels"]["resnet"]), d["arms"]["crux"]
 assert "job 1 hosts=h0,h1,h2,h3,h4,h5,h6,h7 gpus=8" in d["inputs"]["jobs"], d["inputs"]["jobs"]
 PY
-grep -q "within +-10 % of the measured median" "$T/log" || fail "no verdict line: $(cat "$T/log")"
+grep -q "within +-10 % of the measured median" "$T/log" || fail "no summary line: $(cat "$T/log")"
+
+# the verdict line (make demo's last line) and --check's exit status
+python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/measured.json" --seeds 2 --phases 2 \
+	--verdict >"$T/v" 2>&1 || fail "--verdict exited $?: $(cat "$T/v")"
+last="$(tail -n 1 "$T/v")"
+for k in "verdict: utilisation crux +20.0% / paths +33.3% (>= +10%: met; model" \
+	"high-intensity JCT crux -25.0% / paths -30.0% (<= -20%: met; model iteration" \
+	"model within +-10% of the utilisation:"; do
+	grep -qF "$k" <<<"$last" || fail "verdict lacks '$k': $last"
+done
+python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/measured.json.low" --seeds 2 --phases 2 \
+	--verdict --check >"$T/v" 2>&1
+rc=$?
+[ $rc -eq 1 ] || fail "--check with a 5 % gain exited $rc: $(tail -n 1 "$T/v")"
+tail -n 1 "$T/v" | grep -qF "(>= +10%: NOT met" || fail "missed goal not named: $(tail -n 1 "$T/v")"
 
 python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/none.json" >"$T/bad" 2>&1
 [ $? -eq 2 ] && grep -q "a result file of bench/testbed/run.sh" "$T/bad" || fail "a missing file: $(cat "$T/bad")"
