@@ -116,17 +116,21 @@ phase_build() {
 		tail -20 "$OUT/build.log"; echo "gpu_check build failed"; exit 1; }
 }
 
-# launch NRANKS LOGPREFIX -- gpu_check args... (environment from the caller)
+# launch NRANKS LOGPREFIX -- gpu_check args... (environment from the caller);
+# with CRUX_GPU_PIN=1 each rank (with all its threads) on its own share of the CPUs
 launch() {
 	local n="$1" lp="$2"; shift 3
-	local idf="$W/id.$RANDOM.$$" pids=() r rc=0
+	local idf="$W/id.$RANDOM.$$" pids=() r rc=0 per
+	per=$(($(nproc) / n)); [ "$per" -ge 1 ] || per=1
 	rm -f "$idf"
 	for r in $(seq 0 $((n - 1))); do
+		local -a pin=()
+		[ "${CRUX_GPU_PIN:-0}" = 1 ] && pin=(taskset -c "$((r * per))-$((r * per + per - 1))")
 		# CRUX_GPU_WRAP0: a wrapper for rank 0 only, e.g. "cuda-gdb -q -batch -ex run -ex bt --args"
 		# for a backtrace of a crash (stdout is lost with a crashing process)
 		local -a w=()
 		[ "$r" = 0 ] && [ -n "${CRUX_GPU_WRAP0:-}" ] && read -r -a w <<<"$CRUX_GPU_WRAP0"
-		NCCL_HOSTID="crux-gpu-host-$r" timeout "${CRUX_GPU_TIMEOUT:-300}" "${w[@]}" "$GC" "$@" --rank "$r" --nranks "$n" \
+		NCCL_HOSTID="crux-gpu-host-$r" timeout "${CRUX_GPU_TIMEOUT:-300}" "${pin[@]}" "${w[@]}" "$GC" "$@" --rank "$r" --nranks "$n" \
 			--idfile "$idf" >"$lp.rank$r.out" 2>"$lp.rank$r.err" &
 		pids+=($!)
 	done
@@ -388,7 +392,7 @@ phase_fourrank() {
 				[ $arm = crux ] && f=crux_env
 				local pin=0
 				[ "$cond" = pin ] && pin=1
-				if ! $f NCCL_IGNORE_CPU_AFFINITY=$pin CRUX_GPU_PIN=$pin bash -c "$(declare -f launch4); GC='$GC' W='$W'; launch4 4 '$lp' bw --min 16M --max 64M --step 4 --iters 10"; then
+				if ! $f NCCL_IGNORE_CPU_AFFINITY=$pin CRUX_GPU_PIN=$pin bash -c "$(declare -f launch); GC='$GC' W='$W'; launch 4 '$lp' -- bw --min 16M --max 64M --step 4 --iters 10"; then
 					echo "fourrank: $cond $arm rep $rep FAILED"; tail -3 "$lp".rank*.err; fail=1
 				fi
 				echo "fourrank: $cond $arm r$rep $(grep -h '^{' "$lp.rank0.out" | tail -1) ($((SECONDS - t0)) s)"
@@ -400,24 +404,6 @@ phase_fourrank() {
 	python3 tests/gpu/summarize.py fourrank "$OUT/fourrank" "$OUT/gpu-fourrank.json" || fail=1
 }
 
-# launch4 N LOGPREFIX gpu_check-args...: as launch, and with CRUX_GPU_PIN=1
-# each rank (with all its threads) on its own quarter of the CPUs.
-launch4() {
-	local n="$1" lp="$2"; shift 2
-	local idf="$W/id.$RANDOM.$$" pids=() r rc=0 ncpu per
-	ncpu=$(nproc); per=$((ncpu / n)); [ "$per" -ge 1 ] || per=1
-	rm -f "$idf"
-	for r in $(seq 0 $((n - 1))); do
-		local -a pin=()
-		[ "${CRUX_GPU_PIN:-0}" = 1 ] && pin=(taskset -c "$((r * per))-$((r * per + per - 1))")
-		NCCL_HOSTID="crux-gpu-host-$r" timeout "${CRUX_GPU_TIMEOUT:-300}" "${pin[@]}" "$GC" "$@" --rank "$r" --nranks "$n" \
-			--idfile "$idf" >"$lp.rank$r.out" 2>"$lp.rank$r.err" &
-		pids+=($!)
-	done
-	for r in "${pids[@]}"; do wait "$r" || rc=1; done
-	rm -f "$idf" "$idf.tmp"
-	return $rc
-}
 
 # Both arms on the software RDMA device over loopback, with the same device,
 # GID and GPUDirect settings: NCCL's net_ib loads it as its libibverbs
