@@ -438,9 +438,10 @@ void view_text(const struct view *v, FILE *f, bool compact)
 		if (v->agent->max_slowdown > 0)
 			fprintf(f,
 				"fairness guard  max slowdown %.2fx (CRUX_MAX_SLOWDOWN)  level "
-				"changes %llu\n",
+				"changes %llu  infeasible jobs %u\n",
 				v->agent->max_slowdown,
-				(unsigned long long)v->agent->guard_changes);
+				(unsigned long long)v->agent->guard_changes,
+				v->agent->guard_infeasible);
 		else
 			fprintf(f, "fairness guard  off (CRUX_MAX_SLOWDOWN unset)\n");
 	} else {
@@ -787,6 +788,8 @@ void view_json(const struct view *v, struct json *j)
 			json_null(j);
 		json_key(j, "guard_changes");
 		json_u64(j, v->agent->guard_changes);
+		json_key(j, "guard_infeasible");
+		json_u64(j, v->agent->guard_infeasible);
 		json_key(j, "overrides_seq");
 		json_u64(j, v->agent->overrides_seq);
 		json_key(j, "overrides_error");

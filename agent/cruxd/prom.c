@@ -228,6 +228,10 @@ crux_status_t cruxd_prom_render(const struct cruxd_prom_snapshot *snap, uint64_t
 	      (double)b->reschedules);
 	plain(f, "crux_agent_guard_changes_total", "counter",
 	      "Level lifts and returns made by the fairness guard.", (double)b->guard_changes);
+	plain(f, "crux_agent_guard_infeasible_jobs", "gauge",
+	      "Jobs the last plan found no schedule for within CRUX_MAX_SLOWDOWN (reported, "
+	      "not enforced).",
+	      b->guard_infeasible);
 	plain(f, "crux_agent_last_pass_seconds", "gauge", "Duration of the last pass.",
 	      (double)b->last_pass_ns / 1e9);
 	plain(f, "crux_agent_interval_seconds", "gauge", "Configured pass period.",

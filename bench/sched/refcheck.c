@@ -16,10 +16,14 @@
  * reference per schedule, the share of schedules within +-5 %, per-job
  * iteration-time errors, the share of schedule pairs of one case that the
  * two rank the same way (pairs the reference separates by > 1 %), and each
- * schedule's mean utilisation under both (Crux's mechanisms judged by the
- * reference: random / reversed order, one level, P = I without k).
+ * schedule's mean utilisation under both. Crux's mechanisms judged by the
+ * reference, each against crux-full (the library's default, P = I) per case:
+ * the paper's correction factor (P = k I), k from pair runs in the reference,
+ * a random and the reversed order, one level (Crux's paths), ECMP paths
+ * (Crux's priority and Max-K-Cut), Sincronia's rank mapping (Crux's paths
+ * and order); and the baselines TACCL*, Sincronia and ECMP.
  *
- * usage: sched-refcheck [CASES] [OUT.json] [CASE_SEED]
+ * usage: sched-refcheck [CASES] [OUT.json] [CASE_SEED] [LEVELS]
  */
 #include <math.h>
 #include <stdio.h>
@@ -31,19 +35,25 @@
 #include "crux/sched_ref.h"
 
 enum sch {
-	S_CRUX,	    /* crux-full */
-	S_NOK,	    /* crux paths, P = I (no correction factor), Max-K-Cut */
+	S_CRUX,	    /* crux-full (the library's default: P = I, no correction factor) */
+	S_NOK,	    /* crux-full with the paper's correction factor, P = k I */
 	S_RANDOM,   /* crux paths, random order, Max-K-Cut */
 	S_REVERSED, /* crux paths, reversed order, Max-K-Cut */
 	S_ONE,	    /* crux paths, one level */
 	S_TACCL,
 	S_SINC,
 	S_ECMP,
+	S_REFK,	     /* crux paths, P = k I with k from the reference model's pair runs */
+	S_ECMP_PATHS, /* Crux's priority and Max-K-Cut on ECMP paths */
+	S_RANKMAP,   /* Crux's paths and order, Sincronia's rank mapping (crux-ps-pa) */
 	N_SCH
 };
-static const char *const sch_name[N_SCH] = {"crux-full", "crux-no-k", "random-order",
+static const char *const sch_name[N_SCH] = {"crux-full", "crux-paper-k", "random-order",
 					     "reversed-order", "one-level", "taccl",
-					     "sincronia", "ecmp"};
+					     "sincronia", "ecmp", "crux-ref-k", "crux-ecmp-paths",
+					     "crux-rank-map"};
+
+static int g_levels = 8; /* K of every schedule (argument 4) */
 
 static uint64_t rnd(uint64_t *s)
 {
@@ -139,7 +149,7 @@ struct acc {
 	struct vec sch_e[N_SCH], sch_r[N_SCH];
 	long pairs, agree, pairs_all, agree_all;
 	long starved, truncated, starved_jobs;
-	struct vec nok_gain; /* ref: crux-full / crux-no-k - 1 */
+	struct vec gain[N_SCH]; /* per case, reference: crux-full / schedule - 1 */
 };
 
 static struct crux_sched_topo *make_topo(uint64_t *rs, int *single)
@@ -236,22 +246,116 @@ static void make_jobs(uint64_t *rs, struct crux_sched_topo *t, int single, int n
 	}
 }
 
+/* Link share (bytes / T / rate) of two jobs alone on one link, a above b. */
+static void pair_shares(const struct crux_sched_job *a, double ta, const struct crux_sched_job *b,
+			double tb, double *sa, double *sb)
+{
+	static struct crux_sched_topo *lt;
+	const char *txt = "host a b x\nswitch s\nlink a s 8\nlink b s 8\nlink x s 8\n";
+	struct crux_sched_err err;
+	struct crux_sched_jobs js;
+	struct crux_sched_schedule *s;
+	struct crux_sched_ref_params rp;
+	double T[2], u;
+	const struct crux_sched_job *src[2] = {a, b};
+	double t[2] = {ta, tb};
+
+	if (!lt && crux_sched_topo_parse(txt, strlen(txt), "pair", &lt, &err))
+		die(err.msg);
+	crux_sched_jobs_init(&js);
+	for (int q = 0; q < 2; q++) {
+		int hosts[2] = {q, 2};
+		struct crux_sched_flow fl = {q, 2, t[q] * 1e9};
+		struct crux_sched_job jb = {.id = (uint64_t)q + 1,
+					    .gpus = 2,
+					    .n_hosts = 2,
+					    .hosts = hosts,
+					    .work = 2 * src[q]->compute,
+					    .compute = src[q]->compute,
+					    .overlap = src[q]->overlap,
+					    .n_flows = 1,
+					    .flows = &fl};
+
+		if (crux_sched_jobs_add(&js, &jb))
+			die("pair job");
+	}
+	if (crux_sched_schedule_new(js.v, js.n, 2, &s))
+		die("pair schedule");
+	s->d[0].level = 1;
+	s->d[1].level = 0;
+	s->d[0].path[0] = s->d[1].path[0] = 0;
+	crux_sched_ref_params_default(&rp);
+	if (crux_sched_reference(lt, js.v, js.n, s, &rp, T, &u, NULL))
+		die("pair reference");
+	*sa = T[0] > 0 ? ta / T[0] : 0;
+	*sb = T[1] > 0 ? tb / T[1] : 0;
+	crux_sched_schedule_free(s);
+	crux_sched_jobs_free(&js);
+}
+
+/*
+ * The paper's correction factor with the pair compared in the reference
+ * model: D_x = x's link share when first minus when second, k_j = D_j / D_r
+ * against the reference job r (most network bytes), P = k I.
+ */
+static void ref_k(const struct crux_sched_jobs *js, struct crux_sched_schedule *s)
+{
+	int r = s->reference;
+
+	for (size_t i = 0; i < js->n; i++) {
+		double k = 1;
+
+		if (r >= 0 && (int)i != r && s->d[i].comm_time > 0) {
+			double jf, rs, rf, jsec;
+
+			pair_shares(&js->v[i], s->d[i].comm_time, &js->v[r], s->d[r].comm_time, &jf,
+				    &rs);
+			pair_shares(&js->v[r], s->d[r].comm_time, &js->v[i], s->d[i].comm_time, &rf,
+				    &jsec);
+			double dj = jf - jsec, dr = rf - rs;
+
+			k = dr > 1e-9 ? dj / dr : dj > 1e-9 ? 100 : 1;
+			k = fmin(fmax(k, 0), 100);
+		}
+		s->d[i].priority = k * s->d[i].intensity;
+	}
+}
+
 static void plan(struct crux_sched_topo *t, const struct crux_sched_jobs *js, enum sch k,
 		 uint64_t seed, struct crux_sched_schedule *s)
 {
 	struct crux_sched_params p;
 
 	crux_sched_params_default(&p);
-	p.levels = 8;
+	p.levels = g_levels;
 	p.seed = seed;
 	static const enum crux_sched_policy pol[N_SCH] = {
 	    CRUX_SCHED_CRUX_FULL, CRUX_SCHED_CRUX_FULL, CRUX_SCHED_CRUX_FULL, CRUX_SCHED_CRUX_FULL,
-	    CRUX_SCHED_CRUX_FULL, CRUX_SCHED_TACCL,	CRUX_SCHED_SINCRONIA, CRUX_SCHED_ECMP};
+	    CRUX_SCHED_CRUX_FULL, CRUX_SCHED_TACCL,	CRUX_SCHED_SINCRONIA, CRUX_SCHED_ECMP,
+	    CRUX_SCHED_CRUX_FULL, CRUX_SCHED_CRUX_FULL, CRUX_SCHED_CRUX_PS_PA};
 
+	p.correction = k == S_NOK;
 	if (crux_sched_run(t, js->v, js->n, &p, pol[k], s))
 		die("policy failed");
-	if (k == S_CRUX || k >= S_TACCL)
+	if (k == S_CRUX || k == S_NOK || (k >= S_TACCL && k <= S_ECMP) || k == S_RANKMAP)
 		return;
+	if (k == S_ECMP_PATHS) {
+		if (crux_sched_paths_ecmp(t, js->v, js->n, seed, s) ||
+		    crux_sched_intensity(t, js->v, js->n, s) ||
+		    crux_sched_priority_plain(js->v, js->n, s))
+			die("ECMP paths failed");
+		crux_sched_rank(s);
+		if (crux_sched_compress(t, js->v, js->n, &p, s))
+			die("compress failed");
+		return;
+	}
+	if (k == S_REFK) {
+		ref_k(js, s);
+		crux_sched_rank(s);
+		if (crux_sched_compress(t, js->v, js->n, &p, s))
+			die("compress failed");
+		return;
+	}
 	if (k == S_ONE) {
 		for (size_t i = 0; i < js->n; i++)
 			s->d[i].level = 0;
@@ -262,9 +366,7 @@ static void plan(struct crux_sched_topo *t, const struct crux_sched_jobs *js, en
 	for (size_t i = 0; i < js->n; i++) {
 		double P = s->d[i].priority;
 
-		s->d[i].priority = k == S_NOK	     ? s->d[i].intensity
-				   : k == S_RANDOM   ? urand(&r, 0, 1)
-						     : 1.0 / (P + 1e-12);
+		s->d[i].priority = k == S_RANDOM ? urand(&r, 0, 1) : 1.0 / (P + 1e-12);
 	}
 	crux_sched_rank(s);
 	if (crux_sched_compress(t, js->v, js->n, &p, s))
@@ -531,6 +633,10 @@ int main(int argc, char **argv)
 	static struct vec noise;
 	struct crux_sched_eval *ev;
 	uint64_t seed0 = argc > 3 ? strtoull(argv[3], NULL, 0) : 0x5eed2026, rs = seed0;
+
+	g_levels = argc > 4 ? atoi(argv[4]) : 8;
+	if (g_levels < 1 || g_levels > CRUX_SCHED_MAX_LEVELS)
+		die("LEVELS must be 1..64");
 	struct timespec t0, t1;
 
 	if (cases < 1 || cases > 100000)
@@ -551,7 +657,7 @@ int main(int argc, char **argv)
 			struct crux_sched_ref_stats rst;
 			double *Tr = calloc(js.n, sizeof(double));
 
-			if (!Tr || crux_sched_schedule_new(js.v, js.n, 8, &s))
+			if (!Tr || crux_sched_schedule_new(js.v, js.n, g_levels, &s))
 				die("out of memory");
 			plan(t, &js, (enum sch)k, (uint64_t)c + 1, s);
 			reference(t, &js, s, (uint64_t)c + 1, &m[k], Tr, &rst);
@@ -575,7 +681,8 @@ int main(int argc, char **argv)
 			free(Tr);
 			crux_sched_schedule_free(s);
 		}
-		push(&a[0].nok_gain, m[S_CRUX].ur / m[S_NOK].ur - 1);
+		for (int k = 0; k < N_SCH; k++)
+			push(&a[0].gain[k], m[S_CRUX].ur / m[k].ur - 1);
 		for (int md = 0; md < 2; md++)
 			for (int x = 0; x < N_SCH; x++)
 				for (int y = x + 1; y < N_SCH; y++) {
@@ -611,11 +718,12 @@ int main(int argc, char **argv)
 	       "iteration-time rows (starved in the reference)\n",
 	       a[0].starved, a[0].truncated, a[0].starved_jobs);
 	fprintf(jf,
-		"{\"benchmark\":\"sched-refcheck\",\"cases\":%d,\"schedules\":%d,\"wall_s\":%.2f,"
+		"{\"benchmark\":\"sched-refcheck\",\"levels\":%d,\"cases\":%d,\"schedules\":%d,"
+		"\"wall_s\":%.2f,"
 		"\"reference\":{\"fairness\":\"flow\",\"phases\":4,\"horizon_iters\":40,"
 		"\"warmup_iters\":10},\"starved_job_runs\":%ld,\"truncated_runs\":%ld,"
 		"\"starved_jobs_left_out\":%ld,\"case_seed\":%llu,",
-		cases, N_SCH, wall, a[0].starved, a[0].truncated, a[0].starved_jobs,
+		g_levels, cases, N_SCH, wall, a[0].starved, a[0].truncated, a[0].starved_jobs,
 		(unsigned long long)seed0);
 	put_stats(jf, "reference_vs_itself", &noise, 0);
 	fprintf(jf, "\"evaluator_first_model\":");
@@ -626,16 +734,28 @@ int main(int argc, char **argv)
 	fprintf(jf, ",\"schedules_mean_ref_util\":{");
 	for (int k = 0; k < N_SCH; k++)
 		fprintf(jf, "%s\"%s\":%.5f", k ? "," : "", sch_name[k], mean(&a[0].sch_r[k]));
-	printf("under the reference (per flow), against crux-full:");
-	for (int k = 1; k < N_SCH; k++)
-		printf(" %s %+.2f%%", sch_name[k],
-		       100 * (mean(&a[0].sch_r[k]) / mean(&a[0].sch_r[S_CRUX]) - 1));
-	printf("\nP = k I vs P = I under the reference: crux-full / crux-no-k - 1: mean %+.2f%%, "
-	       "p10 %+.2f%%, p90 %+.2f%%\n",
-	       100 * mean(&a[0].nok_gain), 100 * quant(&a[0].nok_gain, 0.1),
-	       100 * quant(&a[0].nok_gain, 0.9));
-	fprintf(jf, "},\"crux_vs_no_k_ref\":{\"mean\":%.5f,\"p10\":%.5f,\"p90\":%.5f},",
-		mean(&a[0].nok_gain), quant(&a[0].nok_gain, 0.1), quant(&a[0].nok_gain, 0.9));
+	printf("Crux's decisions under the reference (per flow): mean utilisation against "
+	       "crux-full's, and per case crux-full / schedule - 1 (mean, p10, p90, cases where "
+	       "crux-full is better by > 1 %% / worse by > 1 %%)\n");
+	fprintf(jf, "},\"crux_full_vs_ref\":{");
+	for (int k = 1; k < N_SCH; k++) {
+		struct vec *g = &a[0].gain[k];
+		size_t better = 0, worse = 0;
+
+		for (size_t i = 0; i < g->n; i++) {
+			better += g->v[i] > 0.01;
+			worse += g->v[i] < -0.01;
+		}
+		printf("  %-16s %+7.2f%%   per case %+6.2f%% %+6.2f%% %+6.2f%%  %3zu / %3zu\n",
+		       sch_name[k], 100 * (mean(&a[0].sch_r[k]) / mean(&a[0].sch_r[S_CRUX]) - 1),
+		       100 * mean(g), 100 * quant(g, 0.1), 100 * quant(g, 0.9), better, worse);
+		fprintf(jf,
+			"%s\"%s\":{\"mean\":%.5f,\"p10\":%.5f,\"p90\":%.5f,\"better\":%zu,"
+			"\"worse\":%zu}",
+			k > 1 ? "," : "", sch_name[k], mean(g), quant(g, 0.1), quant(g, 0.9), better,
+			worse);
+	}
+	fprintf(jf, "},");
 	/* The paper's examples (one link of 1e9 bytes/s; comm in s at that rate). */
 	static const struct example ex[] = {
 	    {"two identical jobs, one level", 2, {1, 1}, {0, 0}, {1, 1}, {2, 2}, {0, 0}, -1},

@@ -177,6 +177,7 @@ struct cruxd_agent {
 	bool held; /* a profile change waits for the hold time */
 	uint64_t last_resched_ns;
 	uint64_t reschedules, passes;
+	uint32_t guard_infeasible; /* the last plan's s->guard_infeasible */
 	uint64_t probe_version;
 	struct crux_prof_scan_stats scan;
 	struct cruxd_view view; /* this host's, rebuilt every pass */

@@ -511,6 +511,13 @@ static crux_status_t reschedule(struct cruxd_agent *a, uint64_t now, bool keep_a
 			crux_info("fairness guard: the planner lifted %d level(s) to keep predicted "
 				  "slowdowns within %.2fx; %d job(s) still predicted above it",
 				  s->guard_lifts, p.max_slowdown, s->guard_violators);
+		a->guard_infeasible = (uint32_t)s->guard_infeasible;
+		for (size_t i = 0; i < js.n; i++)
+			if (s->d[i].infeasible)
+				crux_info("fairness guard: no schedule keeps job %s within %.2fx "
+					  "(its traffic and its neighbours' need more than the links "
+					  "carry); reported, not enforced",
+					  map[i]->id, p.max_slowdown);
 	}
 	for (size_t i = 0; i < js.n; i++) {
 		struct job *j = map[i];

@@ -94,6 +94,7 @@ void ag_report(struct cruxd_agent *a, uint64_t pass_ns)
 	b->nhosts_topology = a->topo ? (uint32_t)crux_sched_topo_n_hosts(a->topo) : 0;
 	b->max_slowdown = a->cfg.guard.bound;
 	b->guard_changes = cruxd_guard_changes(a->guard);
+	b->guard_infeasible = a->guard_infeasible;
 	snprintf(b->topology, sizeof(b->topology), "%s", a->topo ? a->cfg.topology : "");
 	snprintf(b->overrides_error, sizeof(b->overrides_error), "%s", a->ovr_error);
 	ag_cluster_report(a, b);

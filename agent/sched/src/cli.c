@@ -17,7 +17,7 @@ static void usage(FILE *f, const char *prog)
 		"usage: %s --topology FILE --jobs FILE [--levels K] [--seed N] [--orders M]\n"
 		"          [--policy crux|crux-ps-pa|crux-pa|sincronia|varys|taccl|ecmp] [--json]\n"
 		"          [--max-slowdown X] [--level-weights W,W,...]\n"
-		"          [--reference [--ref-fairness flow|job] [--ref-phases N]]\n"
+		"          [--reference [--ref-fairness flow|job] [--ref-phases N]] [--paper-k]\n"
 		"  FILE for --topology: a topology file, lingjun:CSV or "
 		"clos2:TORS,AGGS,HOSTS_PER_TOR\n"
 		"  --max-slowdown X: no job's predicted iteration time above X times its\n"
@@ -27,7 +27,9 @@ static void usage(FILE *f, const char *prog)
 		"  --reference: also run the plan in the reference model (an event-driven\n"
 		"  simulation of the jobs' compute and communication phases; max-min per\n"
 		"  flow, or per job with --ref-fairness job; N random start phases, 0 = all\n"
-		"  start together; default 4) and print its iteration times and utilisation\n",
+		"  start together; default 4) and print its iteration times and utilisation\n"
+		"  --paper-k: rank by P = k I with the paper's correction factor (default\n"
+		"  P = I: k lowers utilisation in the reference model, sched-refcheck)\n",
 		prog);
 }
 
@@ -110,6 +112,7 @@ int crux_sched_plan_cli(int argc, char **argv)
 	    {"reference", no_argument, NULL, 'R'},
 	    {"ref-fairness", required_argument, NULL, 'F'},
 	    {"ref-phases", required_argument, NULL, 'P'},
+	    {"paper-k", no_argument, NULL, 'K'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -202,6 +205,9 @@ int crux_sched_plan_cli(int argc, char **argv)
 		case 'R':
 			ref = 1;
 			break;
+		case 'K':
+			p.correction = 1;
+			break;
 		case 'F':
 			if (!strcmp(optarg, "flow")) {
 				rp.fairness = CRUX_SCHED_REF_PER_FLOW;
@@ -280,8 +286,10 @@ int crux_sched_plan_cli(int argc, char **argv)
 		else
 			printf("null");
 		printf(",\"cut_weight\":%.9g,\"gpu_util\":%.6f,\"max_slowdown\":%.9g,"
-		       "\"guard_lifts\":%d,\"guard_violators\":%d,",
-		       s->cut_weight, util, p.max_slowdown, s->guard_lifts, s->guard_violators);
+		       "\"guard_lifts\":%d,\"guard_violators\":%d,\"guard_infeasible\":%d,"
+		       "\"correction\":%s,",
+		       s->cut_weight, util, p.max_slowdown, s->guard_lifts, s->guard_violators,
+		       s->guard_infeasible, p.correction ? "true" : "false");
 		if (ref)
 			printf("\"ref_model\":{\"fairness\":\"%s\",\"phases\":%d,\"gpu_util\":%.6f,"
 			       "\"horizon_s\":%.9g,\"events\":%llu,\"starved\":%d,\"truncated\":%d},",
@@ -295,10 +303,11 @@ int crux_sched_plan_cli(int argc, char **argv)
 			printf(
 			    "%s{\"id\":%llu,\"level\":%d,\"rank\":%d,\"intensity\":%.9g,\"k\":%.6g,"
 			    "\"priority\":%.9g,\"comm_time\":%.9g,\"iter_time\":%.9g,"
-			    "\"slowdown\":%.9g,",
+			    "\"slowdown\":%.9g,\"infeasible\":%s,",
 			    i ? "," : "", (unsigned long long)d->id, d->level, d->rank,
 			    d->intensity, d->k, d->priority, d->comm_time, iter[i],
-			    plan_slowdown(&js.v[i], d->comm_time, iter[i]));
+			    plan_slowdown(&js.v[i], d->comm_time, iter[i]),
+			    d->infeasible ? "true" : "false");
 			if (ref)
 				printf("\"ref_iter_time\":%.9g,\"ref_slowdown\":%.9g,", riter[i],
 				       plan_slowdown(&js.v[i], d->comm_time, riter[i]));
@@ -325,8 +334,10 @@ int crux_sched_plan_cli(int argc, char **argv)
 			       (unsigned long long)js.v[s->reference].id, s->cut_weight,
 			       100 * util);
 		if (p.max_slowdown > 0)
-			printf("slowdown bound %g: %d level lifts, %d jobs still above it\n",
-			       p.max_slowdown, s->guard_lifts, s->guard_violators);
+			printf("slowdown bound %g: %d level lifts, %d jobs still above it, %d jobs "
+			       "no schedule can hold within it (reported, marked *)\n",
+			       p.max_slowdown, s->guard_lifts, s->guard_violators,
+			       s->guard_infeasible);
 		if (ref)
 			printf("reference model (per %s, %d phases, %.6g s simulated): GPU "
 			       "utilisation %.2f%%, %d starved, %d truncated\n",
@@ -344,6 +355,8 @@ int crux_sched_plan_cli(int argc, char **argv)
 			       plan_slowdown(&js.v[i], d->comm_time, iter[i]));
 			if (ref)
 				printf("  %10.6g", riter[i]);
+			if (d->infeasible)
+				printf(" *");
 			putchar('\n');
 			for (int f = 0; f < js.v[i].n_flows; f++) {
 				printf("    path %d: ", d->path[f]);

@@ -727,9 +727,210 @@ static crux_status_t urgent_met(struct crux_sched_topo *t, const struct crux_sch
 	return st;
 }
 
+/*
+ * Jobs no schedule can hold within their bound (see crux_sched_guard), from
+ * average loads on s's paths: inf[i] set and relax[i] the bound this plan
+ * gives them; *count how many.
+ */
+static crux_status_t guard_infeasible(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+				      size_t n, double bound, const struct crux_sched_schedule *s,
+				      unsigned char *inf, double *relax, int *count)
+{
+	struct guard_ws w;
+	size_t L = (size_t)t->n_links;
+	double *need = NULL, *load = NULL;
+	crux_status_t st = guard_ws_init(&w, t, jobs, n, bound, s);
+	int c = 0;
+
+	if (st)
+		goto out;
+	need = calloc(w.jl.off[n] + 1, sizeof(double));
+	load = calloc(L + 1, sizeof(double));
+	st = CRUX_ERR_NOMEM;
+	if (!need || !load)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		double tau = 0, own;
+
+		inf[i] = 0;
+		relax[i] = w.bnd[i];
+		if (w.jl.off[i + 1] == w.jl.off[i] || !(w.iso[i] > 0))
+			continue;
+		for (size_t k = w.jl.off[i]; k < w.jl.off[i + 1]; k++)
+			tau = fmax(tau, w.jl.bytes[k] / t->lbw[w.jl.link[k]]);
+		own = crux_sched_isolated_iter(&jobs[i], tau) / w.iso[i];
+		if (own > w.bnd[i] * (1 + GUARD_EPS)) {
+			/* Slower than its bound alone, on its own paths. */
+			inf[i] = 1;
+			relax[i] = fmin(own, CRUX_SCHED_MAX_SLOWDOWN_LIMIT);
+			c++;
+			continue;
+		}
+		for (size_t k = w.jl.off[i]; k < w.jl.off[i + 1]; k++) {
+			need[k] = w.jl.bytes[k] / (w.bnd[i] * w.iso[i]);
+			load[w.jl.link[k]] += need[k];
+		}
+	}
+	/* One pass suffices: giving a job up only lowers the other links' loads. */
+	for (size_t l = 0; l < L; l++) {
+		while (load[l] > t->lbw[l] * (1 + GUARD_EPS)) {
+			int worst = -1;
+			double most = 0;
+
+			for (size_t q = w.loff[l]; q < w.loff[l + 1]; q++) {
+				int j = w.ljob[q];
+
+				if (inf[j])
+					continue;
+				for (size_t k = w.jl.off[j]; k < w.jl.off[j + 1]; k++)
+					if (w.jl.link[k] == (int)l && need[k] > most) {
+						most = need[k];
+						worst = j;
+					}
+			}
+			if (worst < 0)
+				break;
+			inf[worst] = 1;
+			c++;
+			for (size_t k = w.jl.off[worst]; k < w.jl.off[worst + 1]; k++)
+				load[w.jl.link[k]] -= need[k];
+		}
+	}
+	/*
+	 * What a given-up job can get while every other job is held at its
+	 * bound: the rate the others' needs leave on each of its links, shared
+	 * with the other given-up jobs there; at least its own bound.
+	 */
+	for (size_t i = 0; i < n; i++) {
+		double tau = 0;
+
+		if (!inf[i] || need[w.jl.off[i]] == 0)
+			continue; /* kept, or slower than its bound alone (set above) */
+		for (size_t k = w.jl.off[i]; k < w.jl.off[i + 1]; k++) {
+			int l = w.jl.link[k], given = 0;
+
+			for (size_t q = w.loff[l]; q < w.loff[l + 1]; q++)
+				given += inf[w.ljob[q]] && need[w.jl.off[w.ljob[q]]] > 0;
+			double r = (t->lbw[l] - load[l]) / (given ? given : 1);
+
+			tau = r > 0 ? fmax(tau, w.jl.bytes[k] / r) : INFINITY;
+		}
+		double sd = crux_sched_isolated_iter(&jobs[i], tau) / w.iso[i];
+
+		relax[i] = fmin(fmax(sd, w.bnd[i]), CRUX_SCHED_MAX_SLOWDOWN_LIMIT);
+	}
+	*count = c;
+	st = CRUX_OK;
+out:
+	free(need);
+	free(load);
+	guard_ws_free(&w);
+	return st;
+}
+
+static crux_status_t guard_main(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+				size_t n, const struct crux_sched_params *p,
+				struct crux_sched_schedule *s);
+
+/* s evaluated: the highest slowdown of any job (T over its isolated time) and
+ * (left, may be NULL) the jobs not in inf above their own bound. */
+static crux_status_t guard_worst_abs(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+				     size_t n, double bound, const struct crux_sched_schedule *s,
+				     const unsigned char *inf, double *worst, int *left)
+{
+	struct guard_ws w;
+	double util;
+	crux_status_t st = guard_ws_init(&w, t, jobs, n, bound, s);
+
+	if (!st)
+		st = sched_evaluate_links(w.ev, t, jobs, n, s, &w.jl, 0, w.T, &util);
+	if (!st) {
+		*worst = 0;
+		if (left)
+			*left = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (w.iso[i] > 0)
+				*worst = fmax(*worst, w.T[i] / w.iso[i]);
+			if (left)
+				*left += !inf[i] && over_bound(&w, i);
+		}
+	}
+	guard_ws_free(&w);
+	return st;
+}
+
 crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 			       size_t n, const struct crux_sched_params *p,
 			       struct crux_sched_schedule *s)
+{
+	struct crux_sched_job *tmp = NULL;
+	struct crux_sched_schedule *orig = NULL;
+	unsigned char *inf = NULL;
+	double *relax = NULL, worst0 = 0, worst1 = 0;
+	int count = 0, left = 0;
+	crux_status_t st;
+
+	s->guard_infeasible = 0;
+	for (size_t i = 0; i < s->n_jobs; i++)
+		s->d[i].infeasible = 0;
+	if (!(p->max_slowdown > 0) || n == 0 || s->n_jobs != n || p->guard_enforce_all)
+		return guard_main(t, jobs, n, p, s);
+	inf = malloc(n);
+	relax = malloc(n * sizeof(double));
+	st = inf && relax ? CRUX_OK : CRUX_ERR_NOMEM;
+	if (!st)
+		st = guard_infeasible(t, jobs, n, p->max_slowdown, s, inf, relax, &count);
+	if (st)
+		goto out;
+	if (!count) {
+		st = guard_main(t, jobs, n, p, s);
+		goto out;
+	}
+	/* The others keep their bounds; the infeasible ones get what they can. */
+	tmp = malloc(n * sizeof(*tmp));
+	st = tmp ? crux_sched_schedule_new(jobs, n, s->levels, &orig) : CRUX_ERR_NOMEM;
+	if (!st)
+		st = crux_sched_schedule_copy(orig, s);
+	if (!st)
+		st = guard_worst_abs(t, jobs, n, p->max_slowdown, s, inf, &worst0, NULL);
+	if (st)
+		goto out;
+	memcpy(tmp, jobs, n * sizeof(*tmp));
+	for (size_t i = 0; i < n; i++) {
+		if (!inf[i])
+			continue;
+		tmp[i].slowdown_bound = relax[i];
+		tmp[i].urgent = 0;
+	}
+	st = guard_main(t, tmp, n, p, s);
+	if (!st)
+		st = guard_worst_abs(t, jobs, n, p->max_slowdown, s, inf, &worst1, &left);
+	/* Never a worse worst job than no guard: else the guard as without the
+	 * estimate (the report stays). */
+	if (!st && worst1 > worst0 * (1 + GUARD_EPS)) {
+		st = crux_sched_schedule_copy(s, orig);
+		if (!st)
+			st = guard_main(t, jobs, n, p, s);
+		if (!st)
+			st = guard_worst_abs(t, jobs, n, p->max_slowdown, s, inf, &worst1, &left);
+	}
+	if (!st) {
+		s->guard_violators = left;
+		s->guard_infeasible = count;
+		for (size_t i = 0; i < n; i++)
+			s->d[i].infeasible = inf[i];
+	}
+out:
+	crux_sched_schedule_free(orig);
+	free(tmp);
+	free(inf);
+	free(relax);
+	return st;
+}
+
+static crux_status_t guard_main(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+				size_t n, const struct crux_sched_params *p,
+				struct crux_sched_schedule *s)
 {
 	struct crux_sched_job *tmp = NULL;
 	struct crux_sched_schedule *save = NULL;

@@ -21,6 +21,8 @@ void crux_sched_params_default(struct crux_sched_params *p)
 	for (int l = 0; l < CRUX_SCHED_MAX_LEVELS; l++)
 		p->weight[l] = 0;
 	p->eval_model = CRUX_SCHED_EVAL_PHASE_AWARE;
+	p->correction = 0;
+	p->guard_enforce_all = 0;
 }
 
 static const char *const policy_names[CRUX_SCHED_N_POLICIES] = {
@@ -116,6 +118,7 @@ crux_status_t crux_sched_schedule_copy(struct crux_sched_schedule *dst,
 	memcpy(dst->share, src->share, sizeof(dst->share));
 	dst->guard_lifts = src->guard_lifts;
 	dst->guard_violators = src->guard_violators;
+	dst->guard_infeasible = src->guard_infeasible;
 	dst->reference = src->reference;
 	dst->cut_weight = src->cut_weight;
 	return CRUX_OK;
@@ -456,14 +459,12 @@ struct kcache {
 	double c, o, t, k;
 };
 
-crux_status_t crux_sched_correction(const struct crux_sched_job *jobs, size_t n,
-				    struct crux_sched_schedule *s)
+/* The reference job: the one with the most network bytes (-1: none). */
+static size_t reference_job(const struct crux_sched_job *jobs, size_t n,
+			    const struct crux_sched_schedule *s)
 {
 	size_t ref = (size_t)-1;
 	double best = -1;
-	struct kcache *cache = NULL;
-	size_t cache_cap = 0;
-	crux_status_t st = CRUX_OK;
 
 	for (size_t i = 0; i < n; i++) {
 		double tot = 0;
@@ -476,6 +477,30 @@ crux_status_t crux_sched_correction(const struct crux_sched_job *jobs, size_t n,
 			ref = i;
 		}
 	}
+	return ref;
+}
+
+crux_status_t crux_sched_priority_plain(const struct crux_sched_job *jobs, size_t n,
+					struct crux_sched_schedule *s)
+{
+	size_t ref = reference_job(jobs, n, s);
+
+	s->reference = ref == (size_t)-1 ? -1 : (int)ref;
+	for (size_t i = 0; i < n; i++) {
+		s->d[i].k = 1;
+		s->d[i].priority = s->d[i].intensity;
+	}
+	return CRUX_OK;
+}
+
+crux_status_t crux_sched_correction(const struct crux_sched_job *jobs, size_t n,
+				    struct crux_sched_schedule *s)
+{
+	size_t ref = reference_job(jobs, n, s);
+	struct kcache *cache = NULL;
+	size_t cache_cap = 0;
+	crux_status_t st = CRUX_OK;
+
 	s->reference = ref == (size_t)-1 ? -1 : (int)ref;
 	if (ref != (size_t)-1) {
 		cache_cap = 1024;
@@ -643,7 +668,8 @@ crux_status_t crux_sched_run(struct crux_sched_topo *t, const struct crux_sched_
 		/* fall through */
 	case CRUX_SCHED_CRUX_PA:
 		if (!st)
-			st = crux_sched_correction(jobs, n, s);
+			st = p->correction ? crux_sched_correction(jobs, n, s)
+					   : crux_sched_priority_plain(jobs, n, s);
 		if (st)
 			return st;
 		crux_sched_rank(s);

@@ -284,6 +284,7 @@ crux_status_t sim_engine_new(const struct crux_sim_config *cfg, struct sim_engin
 	e->params.levels = (int)cfg->levels;
 	e->params.seed = cfg->seed;
 	e->params.max_slowdown = cfg->max_slowdown;
+	e->params.guard_enforce_all = cfg->guard_enforce_all;
 	if (cfg->eval_model != CRUX_SCHED_EVAL_PHASE_AWARE &&
 	    cfg->eval_model != CRUX_SCHED_EVAL_ALL_AT_ONCE) {
 		snprintf(err, errlen, "eval_model %d: expected 0 (phase-aware) or 1 (all-at-once)",
@@ -692,6 +693,7 @@ crux_status_t sim_engine_eval(struct sim_engine *e, const struct sim_active *job
 		out[i].level = e->cfg->policy == CRUX_SIM_ECMP || e->cfg->policy == CRUX_SIM_CASSINI
 				       ? -1
 				       : s->d[i].level;
+		out[i].infeasible = s->d[i].infeasible;
 	}
 	double mx = 0;
 	for (int l = 0; l < e->n_links; l++) {

@@ -29,6 +29,7 @@ struct run_spec {
 	int weighted;	     /* use --level-weights */
 	double promote;	     /* promotion by measurement at this bound; 0 = off */
 	int per_plan;	     /* "/p": the bound on every plan, not each job's mean */
+	int enforce_all;     /* "/e": every bound enforced, no feasibility estimate */
 };
 
 struct cli {
@@ -72,7 +73,8 @@ static void usage(FILE *f)
 		"                  policy takes the fairness guard as NAME@BOUND (max mean slowdown\n"
 		"                  of each job, e.g. crux-full@2; /p: on every plan instead),\n"
 		"                  NAME~BOUND (cruxd's promotion by measured slowdown, per event)\n"
-		"                  and /w for --level-weights (crux-full@2/w)\n"
+		"                  and /w for --level-weights (crux-full@2/w); /e: the guard\n"
+		"                  enforces every bound, without reporting infeasible jobs\n"
 		"  --level-weights W,W,...  one weight per level, lowest first (guaranteed\n"
 		"                  share weight/sum; default CRUX_LEVEL_WEIGHTS, else 1 per level)\n"
 		"                  CRUX_MAX_SLOWDOWN, when set, bounds the Crux policies named\n"
@@ -149,11 +151,11 @@ static int parse_spec(const char *tok, struct run_spec *out)
 {
 	char name[64], *at, *w, *tl;
 	enum crux_sim_policy p;
-	struct run_spec r = {0, 0, 0, 0, 0};
+	struct run_spec r = {0, 0, 0, 0, 0, 0};
 
 	snprintf(name, sizeof(name), "%s", tok);
-	/* Suffixes /w and /p, in either order. */
-	for (int k = 0; k < 2; k++) {
+	/* Suffixes /w, /p and /e, in any order. */
+	for (int k = 0; k < 3; k++) {
 		size_t len = strlen(name);
 
 		w = len > 2 ? name + len - 2 : NULL;
@@ -161,6 +163,8 @@ static int parse_spec(const char *tok, struct run_spec *out)
 			r.weighted = 1;
 		else if (w && !strcmp(w, "/p"))
 			r.per_plan = 1;
+		else if (w && !strcmp(w, "/e"))
+			r.enforce_all = 1;
 		else
 			break;
 		*w = 0;
@@ -191,6 +195,12 @@ static int parse_spec(const char *tok, struct run_spec *out)
 			tok);
 		return -1;
 	}
+	if (r.enforce_all && !(r.max_slowdown > 0)) {
+		fprintf(stderr, "crux-sim: --policy: '%s': /e enforces every bound and needs one, "
+				"e.g. crux-full@1.5/e\n",
+			tok);
+		return -1;
+	}
 	if (r.per_plan && !(r.max_slowdown > 0)) {
 		fprintf(stderr, "crux-sim: --policy: '%s': /p bounds every plan's prediction and "
 				"needs a bound, e.g. crux-full@2/p\n",
@@ -215,7 +225,7 @@ static int parse_policies(struct cli *c, const char *v)
 			for (int p = 0; p < CRUX_SIM_N_POLICIES; p++) {
 				if (c->n_policies == MAX_RUNS)
 					break;
-				c->specs[c->n_policies++] = (struct run_spec){p, 0, 0, 0, 0};
+				c->specs[c->n_policies++] = (struct run_spec){p, 0, 0, 0, 0, 0};
 			}
 			continue;
 		}
@@ -543,6 +553,7 @@ static int cmd_run(struct cli *c)
 			cfg.max_slowdown = c->env_bound;
 		cfg.promote_bound = rs->promote;
 		cfg.per_plan = rs->per_plan;
+		cfg.guard_enforce_all = rs->enforce_all;
 		if (rs->weighted) {
 			cfg.n_weights = c->n_weights ? c->n_weights : cfg.levels;
 			for (uint32_t l = 0; l < cfg.n_weights; l++)
@@ -719,7 +730,7 @@ int main(int argc, char **argv)
 	memset(&c, 0, sizeof(c));
 	crux_sim_workload_defaults(&c.wp);
 	crux_sim_config_defaults(&c.cfg);
-	c.specs[0] = (struct run_spec){CRUX_SIM_CRUX_FULL, 0, 0, 0, 0};
+	c.specs[0] = (struct run_spec){CRUX_SIM_CRUX_FULL, 0, 0, 0, 0, 0};
 	c.n_policies = 1;
 	c.progress = -1;
 	c.slice_s = 21600;

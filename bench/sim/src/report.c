@@ -110,6 +110,12 @@ void crux_sim_print_summary(FILE *f, const struct crux_sim_result *const *r, siz
 			j->n_hosts, j->iso_iter_s, j->mean_iter_s, j->slowdown, j->level);
 	}
 	free(idx);
+	for (size_t i = 0; i < n; i++)
+		if (r[i]->infeasible_jobs)
+			fprintf(f,
+				"%s: %zu jobs reported infeasible (no schedule keeps them within "
+				"the bound; not enforced)\n",
+				r[i]->label, r[i]->infeasible_jobs);
 	/* Reference-model snapshots of every run that took them. */
 	for (size_t i = 0; i < n; i++) {
 		const struct crux_sim_result *x = r[i];
@@ -185,6 +191,11 @@ static void write_run(FILE *f, const struct crux_sim_result *r, const struct cru
 	json_num(f, r->job_bytes);
 	fprintf(f, ", \"max_link_load\": ");
 	json_num(f, r->max_link_load);
+	fprintf(f, ",\n     \"infeasible_jobs\": %zu, \"infeasible_job_ids\": [", r->infeasible_jobs);
+	for (size_t i = 0, c = 0; i < r->n_jobs; i++)
+		if (r->jobs[i].infeasible)
+			fprintf(f, "%s%u", c++ ? "," : "", r->jobs[i].id);
+	fprintf(f, "]");
 	fprintf(f, ",\n     \"reference_snapshots\": [");
 	for (size_t k = 0; k < r->n_ref_snaps; k++) {
 		const struct crux_sim_ref_snap *q = &r->ref_snaps[k];

@@ -64,6 +64,8 @@ void crux_sim_label(const struct crux_sim_config *c, char *buf, size_t len)
 		n += snprintf(buf + n, len - (size_t)n, "~%g", c->promote_bound);
 	if (n >= 0 && (size_t)n < len && c->max_slowdown > 0 && c->per_plan)
 		n += snprintf(buf + n, len - (size_t)n, "/p");
+	if (n >= 0 && (size_t)n < len && c->max_slowdown > 0 && c->guard_enforce_all)
+		n += snprintf(buf + n, len - (size_t)n, "/e");
 	if (n >= 0 && (size_t)n < len && c->n_weights > 0)
 		snprintf(buf + n, len - (size_t)n, "/w");
 }
@@ -357,6 +359,10 @@ static crux_status_t evaluate(struct sim_run *s)
 		struct sim_job *j = &s->jobs[s->running[i]];
 		j->ev = s->evo[i];
 		s->res->jobs[s->running[i]].level = s->evo[i].level;
+		if (s->evo[i].infeasible && !s->res->jobs[s->running[i]].infeasible) {
+			s->res->jobs[s->running[i]].infeasible = 1;
+			s->res->infeasible_jobs++;
+		}
 	}
 	if (max_load > s->res->max_link_load)
 		s->res->max_link_load = max_load;

@@ -106,7 +106,7 @@ struct cruxd_status_body {
 	uint32_t nhosts_topology; /* 0: single-host view */
 	uint32_t njobs;
 	uint32_t npeers;
-	uint32_t reserved;
+	uint32_t guard_infeasible; /* jobs the last plan found no schedule for within the bound */
 	double max_slowdown;   /* CRUX_MAX_SLOWDOWN; 0 = no bound */
 	uint64_t guard_changes; /* level lifts and returns made by the fairness guard */
 	char topology[CRUX_PATH_MAX];

@@ -177,6 +177,9 @@ struct crux_sched_decision {
 	double priority;  /* P = k I (baselines: their own score) */
 	int rank;	  /* 0 = highest priority */
 	int level;	  /* 0..levels-1, higher = higher priority */
+	int infeasible;	  /* guard on: no schedule can keep it within its bound (its
+			   * bound was relaxed for this plan, not enforced; see
+			   * crux_sched_guard) */
 	int *path;	  /* per flow of the job: index into the pair's candidates, -1 intra-host */
 };
 
@@ -195,6 +198,7 @@ struct crux_sched_schedule {
 	double share[CRUX_SCHED_MAX_LEVELS];
 	int guard_lifts;     /* level lifts made by the slowdown bound (crux_sched_guard) */
 	int guard_violators; /* jobs still predicted above the bound afterwards */
+	int guard_infeasible; /* jobs no schedule can keep within their bound (d[].infeasible) */
 	int reference;	   /* index of the reference job (most traffic), -1 if none */
 	double cut_weight; /* Max-K-Cut objective reached (Crux compression) */
 	struct crux_sched_decision *d;
@@ -241,6 +245,14 @@ struct crux_sched_params {
 	double weight[CRUX_SCHED_MAX_LEVELS];
 	/* Evaluator model of the schedule (and of the guard's evaluations). */
 	enum crux_sched_eval_model eval_model;
+	/* 1: the Crux policies rank by P = k I with the paper's correction
+	 * factor (crux_sched_correction); 0 (default): by P = I, k = 1. Judged
+	 * by the reference model (bench sched-refcheck) k lowers utilisation. */
+	int correction;
+	/* 1: the guard enforces every job's bound, feasible or not (its first
+	 * version); 0 (default): jobs no schedule can hold are reported and
+	 * bounded at what they can get (crux_sched_guard). */
+	int guard_enforce_all;
 };
 void crux_sched_params_default(struct crux_sched_params *p);
 
@@ -267,6 +279,9 @@ crux_status_t crux_sched_paths_select(struct crux_sched_topo *t, const struct cr
 /* t and I on the current paths. */
 crux_status_t crux_sched_intensity(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 				   size_t n, struct crux_sched_schedule *s);
+/* Reference job, k = 1 and P = I (the default of the Crux policies). */
+crux_status_t crux_sched_priority_plain(const struct crux_sched_job *jobs, size_t n,
+					struct crux_sched_schedule *s);
 /* Reference job, k and P = k I (needs comm_time and intensity). */
 crux_status_t crux_sched_correction(const struct crux_sched_job *jobs, size_t n,
 				    struct crux_sched_schedule *s);
@@ -337,9 +352,18 @@ double crux_sched_isolated_iter(const struct crux_sched_job *job, double comm);
  * prediction first goes up to its highest contender's level); where that
  * fails, the top level is theirs alone and every other job is compressed
  * into the levels below. Sets s->guard_lifts (level moves) and
- * s->guard_violators (jobs still above their bound). No-op when max_slowdown
- * is 0 or no job is above its bound and none is urgent. crux_sched_run calls
- * it for the Crux policies.
+ * s->guard_violators (jobs still above their bound, the infeasible ones left
+ * out). No-op when max_slowdown is 0 or no job is above its bound and none is
+ * urgent. crux_sched_run calls it for the Crux policies.
+ * First, jobs no schedule can keep within their bound are estimated from
+ * average loads (at its bound b a job's period is at most b x its isolated
+ * time, so it needs at least its bytes over that on each of its links; where
+ * a link cannot carry what its jobs need together, the job needing the most
+ * of it is given up, until every link fits; a job slower than b alone on its
+ * own paths too). They are reported (s->guard_infeasible, d[].infeasible)
+ * instead of spending the other jobs' gain on them: this plan bounds them at
+ * b x the overload of their most overloaded link (their own slowdown alone
+ * when that is higher), never urgent.
  */
 crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 			       size_t n, const struct crux_sched_params *p,

@@ -98,6 +98,9 @@ struct crux_sim_config {
 	 * scheduler's slowdown account, what CRUX_MAX_SLOWDOWN means); 1: on
 	 * every plan's predicted slowdown ("/p"). */
 	int per_plan;
+	/* 1 ("/e"): the guard enforces every bound, without reporting the jobs
+	 * no schedule can hold (its first version). */
+	int guard_enforce_all;
 	uint32_t n_weights;
 	double weight[CRUX_SIM_MAX_WEIGHTS];
 	/* cruxd's promotion by measurement replayed per event (bound; 0 = off). */
@@ -146,6 +149,7 @@ struct crux_sim_job_result {
 	double slowdown;        /* mean_iter_s / iso_iter_s */
 	double net_bytes;       /* bytes this job put on fabric links (hop-bytes) */
 	int level;              /* last level assigned (K-1 = highest; -1: never ran) */
+	int infeasible;         /* the guard reported it infeasible in some plan */
 };
 
 struct crux_sim_result {
@@ -159,6 +163,7 @@ struct crux_sim_result {
 	int eval_model; /* the config's */
 	size_t n_ref_snaps;
 	struct crux_sim_ref_snap *ref_snaps;
+	size_t infeasible_jobs; /* jobs the guard reported infeasible in some plan */
 	uint32_t total_gpus;
 	uint32_t levels;
 	size_t n_jobs;
