@@ -70,7 +70,7 @@ static double urand(uint64_t *s, double lo, double hi)
 	return lo + (hi - lo) * (double)(rnd(s) >> 11) / 9007199254740992.0;
 }
 
-static void die(const char *what)
+__attribute__((noreturn)) static void die(const char *what)
 {
 	fprintf(stderr, "sched-refcheck: %s\n", what);
 	exit(1);
