@@ -302,6 +302,57 @@ static void test_gid_read_per_connection(void **state)
 	p->ngids = 3;
 }
 
+/*
+ * A port that goes down (the async event PORT_ERR) fails the connections on
+ * it at their next call, and new ones are refused with the reason, instead
+ * of waiting ~34 s for the RC retries to run out; a queue pair's fatal event
+ * fails its own connection. Seen failing before: no async-event thread, the
+ * receive stayed pending.
+ */
+static void test_async_port_error(void **state)
+{
+	static unsigned char rb[4096];
+	void *rreq = NULL, *d = rb, *l2, *s2, *r2;
+	size_t cap = sizeof(rb);
+	cruxn_result_t res = CRUXN_SUCCESS;
+	int done = 0;
+	(void)state;
+
+	assert_int_equal(cruxn_vx_async_start(&cruxn_vx_state), CRUX_OK);
+	/* a QP's fatal event: its connection only */
+	assert_int_equal(pair(&l2, &s2, &r2), 0);
+	assert_int_equal(vxd_raise_event("srxe_lo", IBV_EVENT_QP_FATAL, 0,
+					 vx_of(s2)->cur->qps[0]), 0);
+	for (int i = 0; i < 2000 && res == CRUXN_SUCCESS; i++) {
+		void *sreq = NULL;
+		res = cruxn_isend(s2, rb, 10, 0, NULL, &sreq);
+		usleep(1000);
+	}
+	assert_int_equal(res, CRUXN_REMOTE_ERROR);
+	assert_int_equal(atomic_load(&vx_of(sc)->b.error), 0);
+	cruxn_close_send(s2);
+	cruxn_close_recv(r2);
+	cruxn_close_listen(l2);
+
+	/* the port goes down: every connection on it */
+	assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, NULL, &rreq), CRUXN_SUCCESS);
+	assert_int_equal(vxd_raise_event("srxe_lo", IBV_EVENT_PORT_ERR, 1, NULL), 0);
+	res = CRUXN_SUCCESS;
+	for (int i = 0; i < 2000 && res == CRUXN_SUCCESS; i++) {
+		res = cruxn_test(rreq, &done, NULL);
+		usleep(1000);
+	}
+	assert_int_equal(res, CRUXN_REMOTE_ERROR);
+	assert_false(done);
+	assert_int_equal(pair(&l2, &s2, &r2), -1); /* refused: the port is down */
+	if (s2)
+		cruxn_close_send(s2);
+	if (r2)
+		cruxn_close_recv(r2);
+	cruxn_close_listen(l2);
+	cruxn_vx_async_stop(&cruxn_vx_state);
+}
+
 /* Registered control memory owns its pages: the comms are page-aligned (they were calloc'd). */
 static void test_control_memory_pages(void **state)
 {
@@ -964,6 +1015,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_control_memory_pages, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_relaxed_ordering, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_gid_read_per_connection, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_async_port_error, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_switch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_flip_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_close_waits_for_parts, setup, teardown),

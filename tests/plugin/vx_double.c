@@ -2,6 +2,8 @@
 /* The verbs hardware double: see vx_double.h. */
 #include <endian.h>
 #include <errno.h>
+#include <unistd.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +15,12 @@ struct vxd vxd;
 struct vxd_ctx {
 	struct ibv_context ctx; /* first: the plugin sees this */
 	struct vxd_dev *dev;
+	int async_w;			  /* write end of ctx.async_fd's pipe */
+	struct ibv_async_event events[16]; /* raised, not yet read */
+	int nevents;
 };
+
+static struct vxd_ctx *open_ctx[VXD_MAX_DEVS * 4];
 
 static struct ibv_device *fake_list[VXD_MAX_DEVS + 1];
 
@@ -56,15 +63,84 @@ static struct ibv_context *open_device(struct ibv_device *d)
 	}
 	c = calloc(1, sizeof(*c));
 	c->dev = D(d);
+	{
+		int p[2];
+		if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
+			free(c);
+			return NULL;
+		}
+		c->ctx.async_fd = p[0];
+		c->async_w = p[1];
+	}
+	for (size_t i = 0; i < sizeof(open_ctx) / sizeof(open_ctx[0]); i++)
+		if (!open_ctx[i]) {
+			open_ctx[i] = c;
+			break;
+		}
 	vxd.open_contexts++;
 	return &c->ctx;
 }
 
 static int close_device(struct ibv_context *ctx)
 {
+	struct vxd_ctx *c = (struct vxd_ctx *)(void *)ctx;
+
+	for (size_t i = 0; i < sizeof(open_ctx) / sizeof(open_ctx[0]); i++)
+		if (open_ctx[i] == c)
+			open_ctx[i] = NULL;
+	close(c->async_w);
+	close(ctx->async_fd);
 	vxd.open_contexts--;
 	free(ctx);
 	return 0;
+}
+
+/* rdma-core's async events: one byte in the pipe per event raised */
+static int get_async_event(struct ibv_context *ctx, struct ibv_async_event *e)
+{
+	struct vxd_ctx *c = (struct vxd_ctx *)(void *)ctx;
+	char b;
+
+	if (read(ctx->async_fd, &b, 1) != 1 || c->nevents == 0) {
+		errno = EAGAIN;
+		return -1;
+	}
+	*e = c->events[0];
+	memmove(&c->events[0], &c->events[1], sizeof(c->events[0]) * (size_t)--c->nevents);
+	return 0;
+}
+
+static void ack_async_event(struct ibv_async_event *e)
+{
+	(void)e;
+}
+
+static const char *event_type_str(enum ibv_event_type t)
+{
+	return t == IBV_EVENT_PORT_ERR	       ? "port error"
+	       : t == IBV_EVENT_DEVICE_FATAL ? "local catastrophic error"
+	       : t == IBV_EVENT_QP_FATAL     ? "local work queue catastrophic error"
+				             : "unknown";
+}
+
+int vxd_raise_event(const char *dev, enum ibv_event_type type, int port, struct ibv_qp *qp)
+{
+	for (size_t i = 0; i < sizeof(open_ctx) / sizeof(open_ctx[0]); i++) {
+		struct vxd_ctx *c = open_ctx[i];
+		if (!c || strcmp(c->dev->name, dev) != 0 || c->nevents >= 16)
+			continue;
+		memset(&c->events[c->nevents], 0, sizeof(c->events[0]));
+		c->events[c->nevents].event_type = type;
+		if (qp)
+			c->events[c->nevents].element.qp = qp;
+		else
+			c->events[c->nevents].element.port_num = port;
+		c->nevents++;
+		if (type == IBV_EVENT_PORT_ERR)
+			c->dev->ports[port - 1].state = IBV_PORT_DOWN;
+		return write(c->async_w, "e", 1) == 1 ? 0 : -1;
+	}
+	return -1;
 }
 
 static struct vxd_dev *ctxdev(struct ibv_context *ctx)
@@ -170,6 +246,9 @@ void vxd_reset(struct cruxn_ibv *v)
 	v->alloc_pd = alloc_pd;
 	v->dealloc_pd = dealloc_pd;
 	v->wc_status_str = wc_status_str;
+	v->get_async_event = get_async_event;
+	v->ack_async_event = ack_async_event;
+	v->event_type_str = event_type_str;
 }
 
 struct vxd_dev *vxd_add_roce(const char *name, uint8_t a, uint8_t b, uint8_t c, uint8_t d)
@@ -544,6 +623,7 @@ static struct ibv_qp *create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *ia)
 	q->qp.send_cq = ia->send_cq;
 	q->qp.recv_cq = ia->recv_cq;
 	q->qp.qp_type = ia->qp_type;
+	q->qp.qp_context = ia->qp_context;
 	q->qp.qp_num = next_num++;
 	q->qp.state = IBV_QPS_RESET;
 	pd->context->ops.post_send = post_send;

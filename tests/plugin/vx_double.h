@@ -77,6 +77,11 @@ int vxd_open_lo(struct cruxn_vx *out);
 void vxd_settle(void);
 /* The receive completions held back (vxd.hold_recv) become visible, in order. */
 void vxd_release_held(void);
+/*
+ * Raise an async event on every context of device 'dev' (the double's
+ * events are read in the order raised; PORT_ERR takes the port down).
+ */
+int vxd_raise_event(const char *dev, enum ibv_event_type type, int port, struct ibv_qp *qp);
 /* The access flags of the registration starting at addr (-1: none). */
 int vxd_mr_access(const void *addr);
 /* What a QP was given at RTR. */

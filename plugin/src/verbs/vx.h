@@ -10,6 +10,8 @@
 #define CRUXN_VX_H
 
 #include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -55,6 +57,10 @@ struct cruxn_ibv {
 	int (*destroy_qp)(struct ibv_qp *qp);
 	int (*fork_init)(void); /* optional */
 	const char *(*wc_status_str)(enum ibv_wc_status status);
+	/* optional (IBVERBS_1.1): the async-event thread */
+	int (*get_async_event)(struct ibv_context *ctx, struct ibv_async_event *event);
+	void (*ack_async_event)(struct ibv_async_event *event);
+	const char *(*event_type_str)(enum ibv_event_type type);
 	/* optional, libmlx5 MLX5_1.17: live RoCEv2 UDP source port of an RC QP in RTS */
 	int (*mlx5_udp_sport)(struct ibv_qp *qp, uint16_t port);
 	char mlx5_why[320]; /* without mlx5_udp_sport: why (library or symbol missing) */
@@ -236,10 +242,17 @@ struct cruxn_vx_dev {
 	bool live_sport; /* mlx5dv_modify_qp_udp_sport works here (probed at init) */
 	bool ar;	 /* adaptive routing: big parts as WRITE + 0-byte WRITE WITH IMMEDIATE */
 	uint32_t max_msg_sz; /* the port's largest message (0: not reported) */
+	/* set by the async-event thread: enum vx_dev_health, and why */
+	_Atomic int dead;
+	char dead_why[160];
 	int real_port;       /* earlier devices on the same NIC (merged PCI path), as NCCL */
 };
 
 struct cruxn_vx;
+
+/* The async-event thread over vx's devices (vx_async.c): started after open, stopped before close. */
+crux_status_t cruxn_vx_async_start(struct cruxn_vx *vx);
+void cruxn_vx_async_stop(struct cruxn_vx *vx);
 
 /*
  * d's endpoint as the port is now: state, MTU, LID, and the GID chosen again
@@ -252,9 +265,12 @@ crux_status_t cruxn_vx_ep_refresh(const struct cruxn_vx *vx, const struct cruxn_
 /* Merge a NIC's PCI functions into one path (".x" -> ".0"), as NCCL does (NULL ok). */
 void cruxn_vx_pci_merge(char *path);
 
+enum vx_dev_health { VX_DEV_OK = 0, VX_DEV_PORT_DOWN, VX_DEV_FATAL };
+
 struct cruxn_vx {
 	struct cruxn_ibv ibv;
 	struct cruxn_gid_rules rules;
+	pthread_mutex_t async_lock; /* dead_why */
 	struct cruxn_vx_dev devs[CRUXN_MAX_DEVS];
 	int ndevs;
 };

@@ -55,6 +55,7 @@ static struct ibv_qp *qp_create(struct vx_comm *c)
 	ia.send_cq = c->cq;
 	ia.recv_cq = c->cq;
 	ia.qp_type = IBV_QPT_RC;
+	ia.qp_context = c; /* the async-event thread finds the comm of a failed QP */
 	ia.cap.max_send_wr = VX_SEND_DEPTH;
 	ia.cap.max_recv_wr = VX_RECV_DEPTH;
 	ia.cap.max_send_sge = 1;

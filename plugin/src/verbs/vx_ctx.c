@@ -92,6 +92,12 @@ crux_status_t cruxn_vx_ep_refresh(const struct cruxn_vx *vx, const struct cruxn_
 	struct ibv_port_attr pa;
 
 	*ep = d->ep;
+	if (atomic_load(&d->dead)) {
+		pthread_mutex_lock((pthread_mutex_t *)&vx->async_lock);
+		snprintf(why, whylen, "%s", d->dead_why);
+		pthread_mutex_unlock((pthread_mutex_t *)&vx->async_lock);
+		return CRUX_ERR_NOENT;
+	}
 	memset(&pa, 0, sizeof(pa));
 	if (vx->ibv.query_port(d->ctx, d->ep.port, &pa) != 0) {
 		snprintf(why, whylen, "%s port %u: query failed", d->name, d->ep.port);

@@ -371,6 +371,21 @@ static void vx_progress(struct cruxn_base *b)
 	struct ibv_wc wc[16];
 	int n;
 
+	/* the async-event thread saw the device, the port or one of our QPs fail */
+	if (atomic_load_explicit(&c->dev->dead, memory_order_relaxed) && !atomic_load(&c->b.error)) {
+		char why[160];
+		pthread_mutex_lock(&cruxn_vx_state.async_lock);
+		snprintf(why, sizeof(why), "%s", c->dev->dead_why);
+		pthread_mutex_unlock(&cruxn_vx_state.async_lock);
+		cruxn_vx_fail(c, "device event", why, "check the link and the NIC (ibv_devinfo)");
+	}
+	if (atomic_load_explicit(&c->async_event, memory_order_relaxed) && !atomic_load(&c->b.error))
+		cruxn_vx_fail(c, "queue pair event",
+			      cruxn_vx_state.ibv.event_type_str
+				      ? cruxn_vx_state.ibv.event_type_str(atomic_load(&c->async_event))
+				      : "fatal",
+			      "see the device's error counters and the peer's log");
+	n = 0;
 	while (!atomic_load(&c->b.error) && (n = cruxn_ibv_poll_cq(c->cq, 16, wc)) > 0)
 		for (int i = 0; i < n; i++)
 			on_wc(c, &wc[i]);

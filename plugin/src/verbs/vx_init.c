@@ -122,13 +122,14 @@ crux_status_t cruxn_vx_start(const struct cruxn_config *cfg, char *err, size_t e
 		d->ar = cruxn_vx_qpcfg.ar < 0 ? d->ep.link_layer == IBV_LINK_LAYER_INFINIBAND
 					      : cruxn_vx_qpcfg.ar == 1;
 	}
-	return CRUX_OK;
+	return cruxn_vx_async_start(&cruxn_vx_state);
 }
 
 void cruxn_vx_stop(void)
 {
 	struct cruxn_ibv v = cruxn_vx_state.ibv;
 
+	cruxn_vx_async_stop(&cruxn_vx_state); /* before the devices close */
 	cruxn_vx_close(&cruxn_vx_state);
 	if (v.lib)
 		cruxn_ibv_unload(&v);

@@ -46,6 +46,9 @@ static const struct cruxn_ibv_sym ibv_syms[] = {
 	S(destroy_qp, "ibv_destroy_qp", IBV_V, false),
 	S(fork_init, "ibv_fork_init", IBV_V, true),
 	S(wc_status_str, "ibv_wc_status_str", IBV_V, false),
+	S(get_async_event, "ibv_get_async_event", IBV_V, true),
+	S(ack_async_event, "ibv_ack_async_event", IBV_V, true),
+	S(event_type_str, "ibv_event_type_str", IBV_V, true),
 };
 
 static const struct cruxn_ibv_sym mlx5_sym = {

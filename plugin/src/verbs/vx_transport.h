@@ -125,6 +125,7 @@ struct vx_comm {
 	struct cruxn_base b; /* first: the core's view */
 	struct cruxn_vx_dev *dev;
 	struct cruxn_vx_ep ep; /* our end as this connection found the port (GID read again) */
+	_Atomic int async_event; /* a fatal event on one of its queue pairs (the async thread) */
 	int fd; /* bootstrap / lane-control socket */
 	uint64_t nonce;
 	struct ibv_cq *cq;
