@@ -57,6 +57,16 @@ static void test_config(void **state)
 	assert_int_equal(c.port_hi, 1999);
 	assert_int_equal(c.hops, 3);
 	assert_int_equal(c.timeout_ns, 50000000ull);
+	{
+		/* roce: as RoCEv2 travels, from ports a flow label can name */
+		struct kv roce[] = {{"CRUX_PROBE_PROTO", "roce"}, {NULL, NULL}};
+		cruxd_probe_config_default(&c);
+		assert_int_equal(cruxd_probe_config_env(penv, roce, &c, err, sizeof(err)), CRUX_OK);
+		assert_int_equal(c.proto, CRUXD_PROBE_UDP);
+		assert_int_equal(c.dst_port, CRUXD_ROCE_PORT);
+		assert_int_equal(c.port_lo, 49152);
+		assert_int_equal(c.port_hi, 65535);
+	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct cruxd_probe_config d;
 		cruxd_probe_config_default(&d);

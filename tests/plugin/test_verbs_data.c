@@ -540,6 +540,45 @@ static void test_lane_close_waits_for_parts(void **state)
 	cruxn_dereg_mr(rc, rmr);
 }
 
+/*
+ * A route the device cannot realise (a port below 49152 without the live
+ * source-port call) is refused and reported: the lane hashes (flow label 0)
+ * and the connection says no route, never another path silently. Seen
+ * failing before: the port was mapped to a label naming another port.
+ */
+static void test_unrealisable_route_refused(void **state)
+{
+	static unsigned char sb[4096], rb[4096];
+	struct vx_comm *s = sc;
+	void *smr, *rmr;
+	(void)state;
+
+	assert_int_equal(cruxn_reg_mr(sc, sb, sizeof(sb), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_reg_mr(rc, rb, sizeof(rb), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
+	s->b.tag.route.path_id = 9;
+	s->b.tag.route.nports = 1;
+	s->b.tag.route.ports[0] = 40000;
+	s->b.ops->boundary(&s->b, false, true);
+	send_one(sb, rb, sizeof(sb), 61);
+	assert_int_equal(s->cur->id, 1);
+	assert_true(s->cur->route_refused);
+	assert_int_equal(vxd_qp_flow_label(s->cur->qps[0]->qp_num), 0);
+	assert_int_equal(s->b.route_now.path_id, CRUX_PATH_NONE);
+	assert_int_equal(s->routes_refused, 1);
+	/* a realisable one (49152 and up) is taken */
+	s->b.tag.route.path_id = 10;
+	s->b.tag.route.ports[0] = 50000;
+	s->b.ops->boundary(&s->b, false, true);
+	send_one(sb, rb, sizeof(sb), 62);
+	assert_int_equal(s->cur->id, 2);
+	assert_false(s->cur->route_refused);
+	assert_int_equal(cruxn_vx_sport_of_flow_label(vxd_qp_flow_label(s->cur->qps[0]->qp_num)),
+			 50000);
+	assert_int_equal(s->b.route_now.path_id, 10);
+	cruxn_dereg_mr(sc, smr);
+	cruxn_dereg_mr(rc, rmr);
+}
+
 static uint16_t sport_of[1 << 12];
 
 static int fake_udp_sport(struct ibv_qp *qp, uint16_t port)
@@ -1019,6 +1058,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lane_switch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_flip_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_close_waits_for_parts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unrealisable_route_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_hold_bounds, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_four_qps, setup4, teardown4),
 		cmocka_unit_test_setup_teardown(test_four_qps_split, setup4, teardown4),

@@ -71,7 +71,8 @@ bad:
 crux_status_t cruxd_probe_config_env(crux_getenv_fn fn, void *arg, struct cruxd_probe_config *c,
 				     char *err, size_t errlen)
 {
-	static const char *const protos[] = {"tcp", "udp", NULL};
+	/* roce: UDP to 4791 from the source ports a RoCE flow label can name (49152-65535) */
+	static const char *const protos[] = {"tcp", "udp", "roce", NULL};
 	struct cruxd_probe_config n = *c;
 	const char *range;
 	long long v;
@@ -82,9 +83,14 @@ crux_status_t cruxd_probe_config_env(crux_getenv_fn fn, void *arg, struct cruxd_
 	st = crux_env_enum(fn, arg, "CRUX_PROBE_PROTO", protos, (int)c->proto, &proto, err, errlen);
 	if (st != CRUX_OK)
 		return st;
-	n.proto = (enum cruxd_probe_proto)proto;
+	n.proto = proto == 2 ? CRUXD_PROBE_UDP : (enum cruxd_probe_proto)proto;
 	if (n.proto != c->proto)
 		n.dst_port = n.proto == CRUXD_PROBE_UDP ? CRUXD_ROCE_PORT : 9;
+	if (proto == 2) {
+		n.dst_port = CRUXD_ROCE_PORT;
+		n.port_lo = 49152;
+		n.port_hi = 65535;
+	}
 	st = crux_env_int(fn, arg, "CRUX_PROBE_DST_PORT", n.dst_port, 1, 65535, &v, err, errlen);
 	if (st != CRUX_OK)
 		return st;

@@ -89,15 +89,32 @@ struct vx_lane *cruxn_vx_lane_new(struct vx_comm *c, uint32_t id, const struct c
 	l->cls = *cls;
 	l->route = *route;
 	l->since_ns = crux_now_ns();
+	/*
+	 * A route this device cannot realise (a port below 49152, which a flow
+	 * label cannot name, without the live source-port call) is refused:
+	 * the lane hashes (label 0) and says so, never another path silently.
+	 */
+	for (int i = 0; i < c->nqps && !c->dev->live_sport && route->path_id != CRUX_PATH_NONE; i++) {
+		bool exact = true;
+		(void)cruxn_vx_flow_label_for_sport(cruxn_route_port(route, i), &exact);
+		if (!exact && !l->route_refused) {
+			char peer[80];
+			l->route_refused = true;
+			c->routes_refused++;
+			crux_warn("verbs connection to %s: route %u refused: its source port %u is below "
+				  "49152, which a RoCE flow label cannot reach, and %s has no live "
+				  "source-port change (%s); the lane uses the device's hash (ECMP). "
+				  "Probe RoCE paths with CRUX_PROBE_PROTO=roce (ports 49152-65535)",
+				  cruxn_sa_str(&c->b.peer.sa, peer, sizeof(peer)), route->path_id,
+				  cruxn_route_port(route, i), c->dev->name,
+				  cruxn_vx_state.ibv.mlx5_why[0] ? cruxn_vx_state.ibv.mlx5_why
+								 : "the device refused it");
+		}
+	}
 	for (int i = 0; i < c->nqps; i++) {
 		bool exact = true;
-		l->sport[i] = cruxn_route_port(route, i);
+		l->sport[i] = l->route_refused ? 0 : cruxn_route_port(route, i);
 		l->flow_label[i] = cruxn_vx_flow_label_for_sport(l->sport[i], &exact);
-		if (!exact)
-			crux_log_once(&cruxn_ctx.once_port_fail, CRUX_LOG_WARN,
-				      "route port %u is below 49152: a RoCE flow label can only pick "
-				      "49152-65535, the device uses %u instead",
-				      l->sport[i], cruxn_vx_sport_of_flow_label(l->flow_label[i]));
 		l->qps[i] = qp_create(c);
 		if (!l->qps[i]) {
 			cruxn_vx_lane_free(l);
@@ -314,6 +331,8 @@ void cruxn_vx_lanes_progress(struct vx_comm *c)
 		c->cur = want;
 		c->b.marked = want->cls;
 		c->b.route_now = want->route;
+		if (want->route_refused) /* what the lane realises: the device's hash */
+			c->b.route_now.path_id = CRUX_PATH_NONE, c->b.route_now.nports = 0;
 		lane_close(c, old);
 		crux_info("verbs connection to %s moved to lane %u (traffic class %d, SL %d, "
 			  "%d queue pair(s), first UDP source port %u)",

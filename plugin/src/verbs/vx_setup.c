@@ -246,6 +246,8 @@ static crux_status_t connect_start(int dev, int traffic_class, const struct crux
 	c->next_lane = 1;
 	c->b.marked = l->cls;
 	c->b.route_now = l->route;
+	if (l->route_refused)
+		c->b.route_now.path_id = CRUX_PATH_NONE, c->b.route_now.nports = 0;
 	/* tuned: lane changes are small messages that must not wait for an ACK (Nagle) */
 	if (cruxn_boot_connect(boot, &c->b.peer.sa, c->b.peerlen, 0, 0, &c->fd) != CRUX_OK)
 		goto fail;

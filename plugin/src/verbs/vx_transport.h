@@ -107,6 +107,7 @@ struct vx_lane {
 	struct cruxn_route route;
 	uint16_t sport[VX_MAX_QPS];      /* UDP source port asked for (0: device's hash) */
 	uint32_t flow_label[VX_MAX_QPS]; /* what realises it */
+	bool route_refused;              /* the device cannot realise the route: label 0 (hash) */
 	int outstanding;                 /* signaled work requests not yet completed */
 	/*
 	 * Parts (WRITE WITH IMMEDIATE) the sender posted on the lane / the
@@ -126,6 +127,7 @@ struct vx_comm {
 	struct cruxn_vx_dev *dev;
 	struct cruxn_vx_ep ep; /* our end as this connection found the port (GID read again) */
 	_Atomic int async_event; /* a fatal event on one of its queue pairs (the async thread) */
+	unsigned routes_refused; /* routes this connection could not realise (reported each) */
 	int fd; /* bootstrap / lane-control socket */
 	uint64_t nonce;
 	struct ibv_cq *cq;
