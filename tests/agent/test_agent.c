@@ -439,6 +439,60 @@ static void test_restart_stability(void **state)
 	cruxd_agent_close(a);
 }
 
+/*
+ * A restart while a job's ranks are away (attached over cruxd.sock, they
+ * re-attach to the new agent some passes later): the job keeps its level and
+ * state meanwhile, is not profiled again when its ranks are back, and departs
+ * only if they are not back within the grace (the heartbeat timeout, 1 s here).
+ */
+static void test_restart_reattach(void **state)
+{
+	struct t *t = *state;
+	struct cruxd_agent *a;
+	struct crux_dt_job A1, B1, A2, B2;
+
+	two_jobs(t);
+	a = open_agent(t);
+	schedule_both(t, a);
+	assert_true(table_job(t->shm, "env:A", &A1));
+	assert_true(table_job(t->shm, "env:B", &B1));
+	cruxd_agent_close(a);
+	fx_rank_kill(&t->r[3]); /* B's rank is not back yet when the agent restarts */
+
+	a = open_agent(t);
+	assert_int_equal(cruxd_agent_pass(a, 100 * SEC), CRUX_OK);
+	assert_int_equal(cruxd_agent_pass(a, 100 * SEC + SEC / 2), CRUX_OK);
+	assert_true(table_job(t->shm, "env:B", &B2)); /* was: "departed" at the first pass */
+	assert_int_equal(B2.state, CRUX_JOB_SCHEDULED);
+	assert_int_equal(B2.level, B1.level);
+	assert_true(table_job(t->shm, "env:A", &A2));
+	assert_int_equal(A2.level, A1.level);
+	/* back: scheduled at its level, not profiled again at the top level */
+	rank(t, "env:B", "198.18.0.1", 0.5, 0.05, 0.4, "198.18.0.2", 400000000);
+	assert_int_equal(cruxd_agent_pass(a, 100 * SEC + 3 * SEC / 4), CRUX_OK);
+	assert_int_equal(sjob(a, "env:B")->state, CRUX_JOB_SCHEDULED);
+	assert_true(table_job(t->shm, "env:B", &B2));
+	assert_int_equal(B2.state, CRUX_JOB_SCHEDULED);
+	assert_int_equal(B2.level, B1.level);
+	assert_true(table_job(t->shm, "env:A", &A2));
+	assert_int_equal(A2.level, A1.level);
+	cruxd_agent_close(a);
+
+	/* never back: kept through the grace, then gone; A untouched */
+	fx_rank_kill(&t->r[t->nr - 1]);
+	a = open_agent(t);
+	assert_int_equal(cruxd_agent_pass(a, 200 * SEC), CRUX_OK);
+	assert_true(table_job(t->shm, "env:B", &B2));
+	assert_int_equal(cruxd_agent_pass(a, 200 * SEC + SEC / 2), CRUX_OK);
+	assert_true(table_job(t->shm, "env:B", &B2));
+	assert_int_equal(cruxd_agent_pass(a, 201 * SEC + SEC / 10), CRUX_OK);
+	assert_false(table_job(t->shm, "env:B", &B2));
+	assert_null(sjob(a, "env:B"));
+	assert_true(table_job(t->shm, "env:A", &A2));
+	assert_int_equal(A2.state, CRUX_JOB_SCHEDULED);
+	cruxd_agent_close(a);
+}
+
 static void test_departure(void **state)
 {
 	struct t *t = *state;
@@ -791,6 +845,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hold_time, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_overrides, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restart_stability, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restart_reattach, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_departure, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_clamping, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt_record, setup, teardown),

@@ -132,6 +132,7 @@ static crux_status_t adopt_table(struct cruxd_agent *a, uint64_t now)
 		memcpy(j->id, tj->job_id, sizeof(j->id));
 		j->id[sizeof(j->id) - 1] = '\0';
 		j->since_ns = now;
+		j->restored = true;
 		j->state = tj->state == CRUX_JOB_SCHEDULED ? CRUX_JOB_SCHEDULED : CRUX_JOB_PROFILING;
 		if (j->state == CRUX_JOB_SCHEDULED) {
 			j->adopted = true;

@@ -73,6 +73,11 @@ struct job {
 	uint8_t state; /* CRUX_JOB_PROFILING or CRUX_JOB_SCHEDULED */
 	bool present;
 	bool adopted; /* decision taken over from the table at start-up */
+	/* Taken over at start-up and not seen since: its ranks may still be
+	 * re-attaching to the restarted agent; it departs only when they have
+	 * not come back by grace_until (set at the first pass). */
+	bool restored;
+	uint64_t grace_until;
 	bool clamped;
 	uint64_t since_ns;
 	uint32_t nranks, ncompute;

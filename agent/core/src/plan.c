@@ -225,6 +225,7 @@ crux_status_t ag_plan_take_view(struct cruxd_agent *a, const struct cruxd_view *
 				  (double)a->cfg.profile_window_ns / NS);
 		}
 		j->present = true;
+		j->restored = false; /* back: the usual life cycle from now on */
 		j->nranks = vj->nranks;
 		j->ncompute = vj->ncompute;
 		j->clamped = vj->clamped;
@@ -265,7 +266,26 @@ static void life_cycle(struct cruxd_agent *a, uint64_t now)
 			k++;
 			continue;
 		}
-		crux_info("job %s (0x%016llx) departed", j->id, (unsigned long long)j->key);
+		if (j->restored) {
+			/* After a restart, ranks attached over cruxd.sock re-attach
+			 * within a few passes: keep the job (and its level) meanwhile,
+			 * as long as plugins trust an unrefreshed table, at least 3
+			 * passes. */
+			uint64_t grace = a->cfg.settings.heartbeat_timeout_ns;
+			if (grace < 3 * a->cfg.interval_ns)
+				grace = 3 * a->cfg.interval_ns;
+			if (!j->grace_until)
+				j->grace_until = now + grace;
+			if (now < j->grace_until) {
+				k++;
+				continue;
+			}
+			crux_info("job %s (0x%016llx) departed: its ranks did not come back within "
+				  "%.1f s of the agent's restart",
+				  j->id, (unsigned long long)j->key, (double)grace / NS);
+		} else {
+			crux_info("job %s (0x%016llx) departed", j->id, (unsigned long long)j->key);
+		}
 		if (j->state == CRUX_JOB_SCHEDULED)
 			a->resched_pending = true;
 		ag_job_free(j);
@@ -276,6 +296,8 @@ static void life_cycle(struct cruxd_agent *a, uint64_t now)
 		struct job *j = a->jobs[k];
 		uint64_t el = now - j->since_ns;
 
+		if (j->restored && !j->present)
+			continue; /* nothing measured until its ranks are back */
 		if (j->state == CRUX_JOB_PROFILING) {
 			bool measured = j->ncompute == j->nranks;
 			if (el >= a->cfg.profile_window_ns && (measured || el >= 2 * a->cfg.profile_window_ns)) {
@@ -428,7 +450,10 @@ static crux_status_t reschedule(struct cruxd_agent *a, uint64_t now, bool keep_a
 		struct crux_sched_job sj;
 		int nh = 0, nf = 0;
 
-		if (j->state != CRUX_JOB_SCHEDULED || ag_overridden(a, j->key))
+		/* A job restored at start-up whose ranks have not re-attached yet
+		 * keeps its decision: nothing is measured for it now. */
+		if (j->state != CRUX_JOB_SCHEDULED || ag_overridden(a, j->key) ||
+		    (j->restored && !j->present))
 			continue;
 		for (uint32_t h = 0; h < j->nhosts; h++) {
 			int n = ag_node_of(a, &j->hosts[h]);
