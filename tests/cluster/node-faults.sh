@@ -2,12 +2,15 @@
 # Integration: cluster nodes under faults on etcd's side (node_faults_it.c),
 # against a one-member etcd started here; the test restarts it empty on the
 # same endpoint through a script written here.
-# Usage: node-faults.sh NODE_FAULTS_TEST
+# Host h3 reaches etcd through a TCP proxy (tcp_proxy.c) that can drop or
+# blackhole its connections.
+# Usage: node-faults.sh NODE_FAULTS_TEST TCP_PROXY
 set -eu
 . "$(dirname "$0")/etcd-lib.sh"
 etcd_need
 tmp=$(mktemp -d /tmp/crux-node-faults.XXXXXX)
-trap 'etcd_stop; [ -f "$tmp/pid" ] && kill "$(cat "$tmp/pid")" 2>/dev/null; rm -rf "$tmp"' EXIT INT TERM
+PROXY_PID=
+trap 'etcd_stop; [ -f "$tmp/pid" ] && kill "$(cat "$tmp/pid")" 2>/dev/null; [ -n "$PROXY_PID" ] && kill "$PROXY_PID" 2>/dev/null; rm -rf "$tmp"' EXIT INT TERM
 etcd_start "$tmp" 1
 c=$ETCD_BASE
 p=$((ETCD_BASE + 1))
@@ -29,4 +32,14 @@ until curl -fsS -m 1 http://127.0.0.1:$c/health 2>/dev/null | grep -q '"health":
 done
 EOS
 chmod 755 "$tmp/restart-empty.sh"
-"$1" "$ETCD_ENDPOINTS" $ETCD_PIDS "$tmp/restart-empty.sh"
+pp=$((ETCD_BASE + 2))
+while ! port_free "$pp"; do pp=$((pp + 1)); done
+"$2" "$pp" "$c" >"$tmp/proxy.out" 2>&1 &
+PROXY_PID=$!
+i=0
+until grep -q ready "$tmp/proxy.out"; do
+	i=$((i + 1)); [ $i -le 50 ] || { echo "FAIL: tcp-proxy did not start: $(cat "$tmp/proxy.out")" >&2; exit 1; }
+	sleep 0.1
+done
+"$1" "$ETCD_ENDPOINTS" $ETCD_PIDS "$tmp/restart-empty.sh" "http://127.0.0.1:$pp" "$PROXY_PID" ||
+	{ rc=$?; echo "tcp-proxy said:" >&2; cat "$tmp/proxy.out" >&2; ss -tnp 2>/dev/null | grep -c "127.0.0.1:$pp" >&2; exit $rc; }

@@ -42,7 +42,7 @@ static void ovr_change_free(struct ovr_change *c);
 struct crux_cluster_node {
 	struct crux_cluster_cfg cfg;
 	char cluster[CRUX_CLUSTER_NAME_MAX], host[CRUX_CLUSTER_NAME_MAX];
-	char k_hosts[96], k_me[160], k_ctl[96], k_leader[112], k_sched[112], k_ovr[112];
+	char k_hosts[96], k_me[160], k_ctl[96], k_leader[112], k_sched[112], k_ovr[112], k_beat[112];
 	struct crux_etcd *e;  /* step's handle */
 	struct crux_etcd *we; /* the watcher's handle */
 	int64_t lease, term;
@@ -89,7 +89,14 @@ struct crux_cluster_node {
 	bool resync_pending;
 	uint64_t resyncs;
 	char resync_why[160];
+	/* Watch liveness: the leader beats ctl/beat every beat_s; a watch that
+	 * brought nothing for deadline_s (a connection dropped without RST) is
+	 * restarted and the host is stale until the re-list succeeds. */
+	double watch_last; /* when the watch stream last brought a message (or was listed) */
+	double beat_s, deadline_s;
+	uint64_t watch_restarts;
 	/* step only */
+	double next_beat;
 	int64_t written_rev;  /* revision of this leader's last schedule write */
 	double next_selfcheck; /* next comparison of this host's record with etcd */
 };
@@ -184,6 +191,7 @@ static bool on_watch(void *arg, const struct crux_etcd_watch_msg *m)
 	pthread_mutex_lock(&n->mu);
 	if (m->revision > n->lk_seen)
 		n->lk_seen = m->revision;
+	n->watch_last = mono_s();
 	pthread_mutex_unlock(&n->mu);
 	return !atomic_load(&n->stop);
 }
@@ -224,7 +232,25 @@ static void note_store(struct crux_cluster_node *n, const struct crux_etcd_ident
 static bool watch_stop(void *arg)
 {
 	struct crux_cluster_node *n = arg;
-	return atomic_load(&n->stop);
+	if (atomic_load(&n->stop))
+		return true;
+	pthread_mutex_lock(&n->mu);
+	double now = mono_s(), quiet = now - n->watch_last;
+	bool dead = quiet > n->deadline_s;
+	if (dead) {
+		/* Nothing, not even the leader's beat, for longer than a lease and
+		 * two beats: the stream is dead without having said so. Stale now;
+		 * the re-list says whether etcd answers. */
+		n->watch_restarts++;
+		n->watch.bad_since = now;
+		n->watch.waited = true;
+	}
+	pthread_mutex_unlock(&n->mu);
+	if (dead)
+		crux_warn("cluster %s: host %s: the watch on etcd brought nothing for %.1f s (deadline "
+			  "%.1f s: a lease and two leader beats): restarting it", n->cluster, n->host,
+			  quiet, n->deadline_s);
+	return dead;
 }
 
 static void health_note(struct link_health *h, crux_status_t st, bool ok, double started)
@@ -296,6 +322,7 @@ static void *watcher_main(void *arg)
 		pthread_mutex_lock(&n->mu);
 		note_store(n, &id);
 		leader_key_seen(n, lk);
+		n->watch_last = mono_s();
 		n->lk_known = true;
 		n->lk_seen = r.revision;
 		if (sk && sk->mod_revision > n->sched_key_rev)
@@ -361,6 +388,11 @@ crux_status_t crux_cluster_open(const struct crux_cluster_cfg *cfg, struct crux_
 	snprintf(n->k_ctl, sizeof(n->k_ctl), "/crux/%s/ctl/", n->cluster);
 	snprintf(n->k_leader, sizeof(n->k_leader), "%sleader", n->k_ctl);
 	snprintf(n->k_sched, sizeof(n->k_sched), "%sschedule", n->k_ctl);
+	snprintf(n->k_beat, sizeof(n->k_beat), "%sbeat", n->k_ctl);
+	/* The leader beats a few times per lease (at most every 2 s); a watch
+	 * silent for a lease (no leader: no beat) and two beats is dead. */
+	n->beat_s = (double)n->cfg.ttl_s / 3 < 2.0 ? (double)n->cfg.ttl_s / 3 : 2.0;
+	n->deadline_s = (double)n->cfg.ttl_s + 2 * n->beat_s;
 	snprintf(n->k_ovr, sizeof(n->k_ovr), "/crux/%s/overrides/", n->cluster);
 	/* Stale until etcd first answers. */
 	n->etcd = (struct link_health){.bad_since = mono_s(), .waited = true};
@@ -905,6 +937,33 @@ static crux_status_t publish_view(struct crux_cluster_node *n, bool *mine)
 	return st;
 }
 
+/* The leader's beat under ctl/: every host's watch sees traffic at least
+ * every beat_s, so a watch that sees none for its deadline is dead. Fenced
+ * like every leader write; the leader's next probe does not take its own
+ * beat for a change of the views. */
+static crux_status_t beat(struct crux_cluster_node *n, double now)
+{
+	char v[96];
+	int64_t wrev = 0;
+	int len = snprintf(v, sizeof(v), "%s %lld", n->host, (long long)n->term);
+	crux_status_t st = crux_elect_fenced_put(n->e, n->k_leader, n->term, n->lease, n->k_beat, v,
+						 (size_t)len, &wrev);
+	if (st == CRUX_ERR_PERM) {
+		crux_warn("cluster %s: host %s is no longer the leader (term %lld fenced)", n->cluster,
+			  n->host, (long long)n->term);
+		n->term = 0;
+		n->written_rev = 0;
+		return CRUX_OK;
+	}
+	if (st != CRUX_OK)
+		return st;
+	n->next_beat = now + n->beat_s;
+	n->bytes_written += (size_t)len + strlen(n->k_beat);
+	if (n->seen_rev && wrev == n->seen_rev + 1)
+		n->seen_rev = wrev;
+	return CRUX_OK;
+}
+
 /* Anti-entropy: this host's record as etcd holds it, compared now and then
  * with what we published (deleted or overwritten by hand, lost in a
  * compaction accident): published again when it differs. */
@@ -1046,6 +1105,8 @@ crux_status_t crux_cluster_step(struct crux_cluster_node *n)
 	}
 	if (st == CRUX_OK && n->term > 0)
 		st = lead(n);
+	if (st == CRUX_OK && n->term > 0 && now >= n->next_beat)
+		st = beat(n, now);
 	struct crux_etcd_identity id;
 	crux_etcd_identity(n->e, &id);
 	if (id.answers != n->step_answers) {
@@ -1076,6 +1137,7 @@ void crux_cluster_get_status(struct crux_cluster_node *n, struct crux_cluster_st
 	out->received_revision = n->latest_rev;
 	out->received_at = n->latest_at;
 	out->resyncs = n->resyncs;
+	out->watch_restarts = n->watch_restarts;
 	snprintf(out->resync_why, sizeof(out->resync_why), "%s", n->resync_why);
 	double now = mono_s();
 	bool se = health_stale(&n->etcd, now);

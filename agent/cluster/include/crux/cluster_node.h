@@ -74,6 +74,7 @@ struct crux_cluster_status {
 	char error[160]; /* while stale: etcd's last error in words */
 	uint64_t resyncs; /* another etcd store detected (restored, rebuilt): resynchronised */
 	char resync_why[160]; /* the last one, in words */
+	uint64_t watch_restarts; /* watches found silent past their deadline and restarted */
 };
 
 struct crux_cluster_node;
