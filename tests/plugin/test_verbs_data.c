@@ -579,6 +579,33 @@ static void test_unrealisable_route_refused(void **state)
 	cruxn_dereg_mr(rc, rmr);
 }
 
+/* On InfiniBand a route changes nothing (the LID routes): no new lane for it (one was built before). */
+static void test_ib_ignores_routes(void **state)
+{
+	static unsigned char sb[4096], rb[4096];
+	struct vx_comm *s = sc;
+	void *smr, *rmr;
+	(void)state;
+
+	assert_int_equal(cruxn_reg_mr(sc, sb, sizeof(sb), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_reg_mr(rc, rb, sizeof(rb), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
+	s->ep.link_layer = IBV_LINK_LAYER_INFINIBAND;
+	s->b.tag.route.path_id = 5;
+	s->b.tag.route.nports = 1;
+	s->b.tag.route.ports[0] = 50000;
+	s->b.ops->boundary(&s->b, false, true);
+	send_one(sb, rb, sizeof(sb), 71);
+	assert_int_equal(s->cur->id, 0);
+	assert_null(cruxn_vx_lane_find(s, 1));
+	s->b.tag.cls.sl = 2; /* a class change still moves */
+	s->b.ops->boundary(&s->b, true, false);
+	send_one(sb, rb, sizeof(sb), 72);
+	assert_int_equal(s->cur->id, 1);
+	s->ep.link_layer = IBV_LINK_LAYER_ETHERNET;
+	cruxn_dereg_mr(sc, smr);
+	cruxn_dereg_mr(rc, rmr);
+}
+
 static uint16_t sport_of[1 << 12];
 
 static int fake_udp_sport(struct ibv_qp *qp, uint16_t port)
@@ -623,9 +650,7 @@ static void test_four_qps(void **state)
 		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
 			send_one(sb, rb, sizes[i], seed++);
 
-	/* where the probe found the live change, each QP gets its exact port too */
-	cruxn_vx_state.ibv.mlx5_udp_sport = fake_udp_sport;
-	cruxn_vx_state.devs[0].live_sport = true;
+	/* a route of four ports: a new lane, QP i on port i at both ends (flow labels) */
 	s->b.tag.route.path_id = 3;
 	s->b.tag.route.nports = 4;
 	for (int i = 0; i < 4; i++)
@@ -645,10 +670,27 @@ static void test_four_qps(void **state)
 		else
 			assert_true(vxd_qp_bytes(sq) > 0); /* whole messages round-robin: each QP has some */
 		most = vxd_qp_bytes(sq) > most ? vxd_qp_bytes(sq) : most;
-		assert_int_equal(sport_of[sq % (1 << 12)], 50000 + i);
 	}
 	if (!cruxn_vx_qpcfg.split)
 		assert_true(most >= BUF); /* NCCL's default: the big message whole on one QP */
+
+	/*
+	 * Where the probe found the live change, a route-only change moves the
+	 * drained lane's QPs in place: each its exact port, no new lane.
+	 */
+	cruxn_vx_state.ibv.mlx5_udp_sport = fake_udp_sport;
+	cruxn_vx_state.devs[0].live_sport = true;
+	s->b.tag.route.path_id = 4;
+	for (int i = 0; i < 4; i++)
+		s->b.tag.route.ports[i] = (uint16_t)(50010 + i);
+	s->b.ops->boundary(&s->b, false, true);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		send_one(sb, rb, sizes[i], seed++);
+	assert_int_equal(s->cur->id, 1);
+	assert_int_equal(s->repaths, 1);
+	assert_int_equal(s->b.route_now.path_id, 4);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(sport_of[s->cur->qps[i]->qp_num % (1 << 12)], 50010 + i);
 	cruxn_vx_state.ibv.mlx5_udp_sport = NULL;
 	cruxn_vx_state.devs[0].live_sport = false;
 	cruxn_dereg_mr(sc, smr);
@@ -1059,6 +1101,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lane_flip_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_close_waits_for_parts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unrealisable_route_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ib_ignores_routes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_hold_bounds, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_four_qps, setup4, teardown4),
 		cmocka_unit_test_setup_teardown(test_four_qps_split, setup4, teardown4),

@@ -257,10 +257,12 @@ struct vx_lane *cruxn_vx_lane_find(struct vx_comm *c, uint32_t id)
 }
 
 static bool lane_matches(const struct vx_lane *l, const struct cruxn_class *cls,
-			 const struct cruxn_route *route)
+			 const struct cruxn_route *route, bool ib)
 {
 	if (l->cls.tos != cls->tos || l->cls.sl != cls->sl)
 		return false;
+	if (ib)
+		return true; /* InfiniBand: the LID routes, a route changes nothing */
 	for (int i = 0; i < l->nqps; i++)
 		if (cruxn_route_port(&l->route, i) != cruxn_route_port(route, i))
 			return false;
@@ -275,13 +277,54 @@ static struct vx_lane *lane_matching(struct vx_comm *c, int *nlanes)
 
 	for (struct vx_lane *l = c->lanes; l; l = l->next) {
 		if (!hit && l->state != VX_LANE_CLOSING &&
-		    lane_matches(l, &c->b.tag.cls, &c->b.tag.route))
+		    lane_matches(l, &c->b.tag.cls, &c->b.tag.route,
+				 c->ep.link_layer == IBV_LINK_LAYER_INFINIBAND))
 			hit = l;
 		n++;
 	}
 	if (nlanes)
 		*nlanes = n;
 	return hit;
+}
+
+enum { REPATH_NO, REPATH_WAIT, REPATH_DONE };
+
+/*
+ * A route-only change where the device has the live source-port call: the
+ * current lane's QPs take the new ports in place (RTS2RTS, no new QPs, no
+ * firmware round of create/modify), once the lane drained so no message is
+ * split across two paths. The receiver's QPs (its acknowledgements and CTS
+ * writes) keep their path until the next lane.
+ */
+static int repath(struct vx_comm *c)
+{
+	struct vx_lane *l = c->cur;
+	const struct cruxn_route *r = &c->b.tag.route;
+	char peer[80];
+
+	if (!c->b.is_send || !l || l->state != VX_LANE_UP || !c->dev->live_sport ||
+	    r->path_id == CRUX_PATH_NONE || r->nports == 0 || l->cls.tos != c->b.tag.cls.tos ||
+	    l->cls.sl != c->b.tag.cls.sl)
+		return REPATH_NO;
+	if (l->outstanding > 0)
+		return REPATH_WAIT;
+	for (int i = 0; i < l->nqps; i++) {
+		uint16_t port = cruxn_route_port(r, i);
+		int rc = port ? cruxn_vx_state.ibv.mlx5_udp_sport(l->qps[i], port) : EINVAL;
+		if (rc != 0) {
+			crux_warn("verbs connection to %s: moving queue pair %u to source port %u "
+				  "in place failed (%s): a new lane takes the route",
+				  cruxn_sa_str(&c->b.peer.sa, peer, sizeof(peer)), l->qps[i]->qp_num,
+				  port, strerror(rc > 0 ? rc : EIO));
+			return REPATH_NO; /* QPs already moved are on the new route's ports anyway */
+		}
+		l->sport[i] = port;
+	}
+	l->route = *r;
+	l->route_refused = false;
+	c->b.route_now = *r;
+	c->repaths++;
+	return REPATH_DONE;
 }
 
 struct vx_lane *cruxn_vx_lane_want(struct vx_comm *c)
@@ -293,6 +336,14 @@ struct vx_lane *cruxn_vx_lane_want(struct vx_comm *c)
 	l = lane_matching(c, &n);
 	if (l)
 		return l; /* the current lane, or one built or being built */
+	switch (repath(c)) {
+	case REPATH_DONE:
+		return c->cur;
+	case REPATH_WAIT:
+		return NULL; /* the current lane drains first: ask again on the next call */
+	default:
+		break; /* a new lane */
+	}
 	if (n >= VX_MAX_LANES)
 		return NULL; /* old lanes still closing: ask again on the next call */
 	l = cruxn_vx_lane_new(c, c->next_lane, &c->b.tag.cls, &c->b.tag.route);

@@ -400,8 +400,18 @@ static void vx_progress(struct cruxn_base *b)
 	 * is seen that much later).
 	 */
 	if (ctrl_busy(c) || crux_now_ns() - c->ctrl_ns >= VX_CTRL_POLL_NS) {
+		bool was_open = !c->b.peer_closed;
 		cruxn_vx_ctrl_progress(c);
 		c->ctrl_ns = crux_now_ns();
+		/*
+		 * The peer's end seen just now: a completion it caused before closing
+		 * (written before its last acknowledgement) may have landed after the
+		 * poll above; take it before anyone judges a request orphaned.
+		 */
+		if (was_open && c->b.peer_closed)
+			while (!atomic_load(&c->b.error) && (n = cruxn_ibv_poll_cq(c->cq, 16, wc)) > 0)
+				for (int i = 0; i < n; i++)
+					on_wc(c, &wc[i]);
 	}
 	/* an error completion from a peer that went: its BYE, its socket's end, or the bound decides */
 	if (c->gone_ns && !c->bye && !atomic_load(&c->b.error) &&

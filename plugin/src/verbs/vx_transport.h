@@ -128,6 +128,7 @@ struct vx_comm {
 	struct cruxn_vx_ep ep; /* our end as this connection found the port (GID read again) */
 	_Atomic int async_event; /* a fatal event on one of its queue pairs (the async thread) */
 	unsigned routes_refused; /* routes this connection could not realise (reported each) */
+	unsigned repaths;        /* route changes made in place by the live source-port call */
 	int fd; /* bootstrap / lane-control socket */
 	uint64_t nonce;
 	struct ibv_cq *cq;
