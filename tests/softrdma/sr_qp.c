@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Software RDMA device: CQs, the RC QP state machine, posting and polling. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -193,9 +195,42 @@ int sr_sq_answer(struct sr_qp *qp, enum ibv_wc_status st, const uint8_t *pay, ui
 	return 0;
 }
 
+/*
+ * Firmware latency (CRUX_SOFTRDMA_FW_LATENCY_US="LO-HI" microseconds): QP
+ * create, modify and destroy are firmware commands on a NIC (0.1-1 ms each
+ * on mlx5), run one at a time per device; the double waits a uniformly
+ * drawn time in [LO, HI] under one lock per device.
+ */
+static pthread_mutex_t fw_lock[8] = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+				     PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+				     PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+				     PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER};
+
+static void fw_command(const struct sr_ctx *c)
+{
+	const char *e = getenv("CRUX_SOFTRDMA_FW_LATENCY_US");
+	static _Atomic unsigned seed = 88172645u;
+	unsigned long lo, hi;
+	char *end;
+
+	if (!e || !*e)
+		return;
+	lo = strtoul(e, &end, 10);
+	hi = *end == '-' ? strtoul(end + 1, NULL, 10) : lo;
+	if (hi < lo || hi > 1000000)
+		return;
+	unsigned r = atomic_fetch_add(&seed, 2654435761u) * 2246822519u;
+	unsigned long us = lo + (hi > lo ? (r >> 8) % (hi - lo + 1) : 0);
+	pthread_mutex_t *m = &fw_lock[c->dev->ifindex & 7];
+	pthread_mutex_lock(m);
+	usleep((useconds_t)us);
+	pthread_mutex_unlock(m);
+}
+
 SR_API struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *ia)
 {
 	struct sr_ctx *c = (struct sr_ctx *)pd->context;
+	fw_command(c);
 	if (ia->qp_type != IBV_QPT_RC || ia->srq || !ia->send_cq || !ia->recv_cq ||
 	    ia->send_cq->context != pd->context || ia->recv_cq->context != pd->context ||
 	    ia->cap.max_send_wr > 16384 || ia->cap.max_recv_wr > 16384 ||
@@ -282,6 +317,7 @@ SR_API int ibv_destroy_qp(struct ibv_qp *ib)
 {
 	struct sr_qp *qp = (struct sr_qp *)ib;
 	struct sr_ctx *c = qp->ctx;
+	fw_command(c);
 	pthread_mutex_lock(&c->mu);
 	qp_reset(qp);
 	/* the peer's connections into this QP go too: it sees them close */
@@ -339,6 +375,7 @@ SR_API int ibv_modify_qp(struct ibv_qp *ib, struct ibv_qp_attr *at, int mask)
 	struct sr_qp *qp = (struct sr_qp *)ib;
 	struct sr_ctx *c = qp->ctx;
 	int rc = 0;
+	fw_command(c);
 	pthread_mutex_lock(&c->mu);
 	enum ibv_qp_state cur = qp->ib.state;
 	enum ibv_qp_state nxt = (mask & IBV_QP_STATE) ? at->qp_state : cur;

@@ -258,6 +258,47 @@ static void test_destroy_purges_cqes(void **st)
 	assert_int_equal(ibv_poll_cq(f->b.cq, 1, &wc), 0);
 }
 
+static uint64_t mono_us(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
+}
+
+static void *open_end(void *arg)
+{
+	return (void *)(intptr_t)srt_end_open(arg, 4);
+}
+
+/*
+ * Firmware-latency mode: QP create and modify wait LO-HI us each, one
+ * command at a time per device (a lower bound, not a speed: the double
+ * sleeps). Two ends opened at once take at least both their commands.
+ */
+static void test_fw_latency(void **st)
+{
+	struct srt_end e[2];
+	pthread_t th[2];
+	uint64_t t0;
+	(void)st;
+
+	memset(e, 0, sizeof(e));
+	setenv("CRUX_SOFTRDMA_FW_LATENCY_US", "3000-3000", 1);
+	t0 = mono_us();
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, open_end, &e[i]), 0);
+	for (int i = 0; i < 2; i++) {
+		void *rc;
+		pthread_join(th[i], &rc);
+		assert_int_equal((intptr_t)rc, 0);
+	}
+	/* create + modify to INIT per end, serialised: 4 commands of 3 ms */
+	assert_true(mono_us() - t0 >= 12000);
+	unsetenv("CRUX_SOFTRDMA_FW_LATENCY_US");
+	srt_end_close(&e[0]);
+	srt_end_close(&e[1]);
+}
+
 static void test_read(void **st)
 {
 	struct fx *f = *st;
@@ -597,6 +638,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_write, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_write_imm, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_destroy_purges_cqes, setup, teardown),
+		cmocka_unit_test(test_fw_latency),
 		cmocka_unit_test_setup_teardown(test_read, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_send_recv, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_rkey, setup, teardown),
