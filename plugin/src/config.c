@@ -90,6 +90,10 @@ crux_status_t cruxn_config_load(struct cruxn_config *cfg, char *err, size_t errl
 		if (crux_env_int(NULL, NULL, "NCCL_IB_SL", -1, -1, 15, &v, err, errlen) != CRUX_OK)
 			return CRUX_ERR_INVAL;
 		c.ib_sl = (int)v;
+		if (crux_env_int(NULL, NULL, "NCCL_IB_FIFO_TC", -1, -1, 255, &v, err, errlen) !=
+		    CRUX_OK)
+			return CRUX_ERR_INVAL;
+		c.ib_fifo_tc = (int)v;
 		e = crux_env_get(NULL, NULL, "CRUX_IB_HCA");
 		if (!e)
 			e = crux_env_get(NULL, NULL, "NCCL_IB_HCA");

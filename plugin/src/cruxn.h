@@ -52,6 +52,7 @@ struct cruxn_config {
 	char hca_spec[256];    /* CRUX_IB_HCA, else NCCL_IB_HCA */
 	int ib_tc;             /* NCCL_IB_TC: RoCE traffic class without a decision, -1 unset */
 	int ib_sl;             /* NCCL_IB_SL: IB service level without a decision, -1 unset */
+	int ib_fifo_tc;        /* NCCL_IB_FIFO_TC: the receiver's CTS / ACK class on RoCE, -1 unset */
 };
 
 enum cruxn_transport_kind { CRUXN_TP_AUTO = 0, CRUXN_TP_VERBS, CRUXN_TP_SOCKET };

@@ -606,6 +606,33 @@ static void test_ib_ignores_routes(void **state)
 	cruxn_dereg_mr(rc, rmr);
 }
 
+/*
+ * NCCL_IB_FIFO_TC: on RoCE the receiver's lane QPs (its CTS writes and
+ * acknowledgements) take that class, as NCCL's; the sender's data keeps the
+ * decision's. Seen failing before (the receiver took the sender's class).
+ */
+static void test_fifo_tc(void **state)
+{
+	static unsigned char sb[4096], rb[4096];
+	struct vx_comm *s = sc, *r = rc;
+	void *smr, *rmr;
+	(void)state;
+
+	assert_int_equal(cruxn_reg_mr(sc, sb, sizeof(sb), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_reg_mr(rc, rb, sizeof(rb), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
+	cruxn_ctx.cfg.ib_fifo_tc = 0xb8; /* DSCP 46 */
+	s->b.tag.cls.tos = 26 << 2;
+	s->b.ops->boundary(&s->b, true, false);
+	send_one(sb, rb, sizeof(sb), 81);
+	assert_int_equal(s->cur->id, 1);
+	assert_int_equal(vxd_qp_tc(s->cur->qps[0]->qp_num), 26 << 2);
+	assert_int_equal(r->cur->id, 1);
+	assert_int_equal(vxd_qp_tc(r->cur->qps[0]->qp_num), 0xb8);
+	cruxn_ctx.cfg.ib_fifo_tc = -1;
+	cruxn_dereg_mr(sc, smr);
+	cruxn_dereg_mr(rc, rmr);
+}
+
 static uint16_t sport_of[1 << 12];
 
 static int fake_udp_sport(struct ibv_qp *qp, uint16_t port)
@@ -1102,6 +1129,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lane_close_waits_for_parts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unrealisable_route_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ib_ignores_routes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fifo_tc, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_hold_bounds, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_four_qps, setup4, teardown4),
 		cmocka_unit_test_setup_teardown(test_four_qps_split, setup4, teardown4),

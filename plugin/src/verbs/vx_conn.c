@@ -47,6 +47,13 @@ void cruxn_vx_fail(struct vx_comm *c, const char *what, const char *detail, cons
 
 /* ---- lanes -------------------------------------------------------------------- */
 
+int cruxn_vx_fifo_tos(const struct vx_comm *c, int sender_tos)
+{
+	int fifo = cruxn_ctx.cfg.ib_fifo_tc;
+
+	return fifo >= 0 && c->ep.link_layer == IBV_LINK_LAYER_ETHERNET ? (fifo & 0xfc) : sender_tos;
+}
+
 static struct ibv_qp *qp_create(struct vx_comm *c)
 {
 	struct ibv_qp_init_attr ia;
@@ -478,7 +485,7 @@ static bool msg_valid(const struct vx_comm *c, const struct vx_msg *m)
 /* Receiver: the sender asked for a lane (class, flow label) or closed one. */
 static void recv_ctrl(struct vx_comm *c, const struct vx_msg *m)
 {
-	struct cruxn_class cls = {m->tos, 0, m->level, m->sl};
+	struct cruxn_class cls = {cruxn_vx_fifo_tos(c, m->tos), 0, m->level, m->sl};
 	struct cruxn_route none;
 	struct vx_lane *l;
 	struct vx_msg a;

@@ -363,6 +363,7 @@ static crux_status_t accept_build(struct vx_listen *l)
 		return CRUX_ERR_IO;
 	c->fd = l->afd;
 	l->afd = -1;
+	cls.tos = cruxn_vx_fifo_tos(c, cls.tos); /* NCCL_IB_FIFO_TC: our CTS writes and ACKs */
 	(void)cruxn_sock_tune(c->fd, &cruxn_ctx.cfg);
 	l->c = c;
 	c->nonce = l->nonce;

@@ -225,6 +225,12 @@ extern struct cruxn_vx cruxn_vx_state;
 extern struct cruxn_vx_qp_cfg cruxn_vx_qpcfg;
 
 /* vx_conn.c */
+/*
+ * Receiver: the traffic class of its lane QPs (their packets are the CTS
+ * writes and acknowledgements): NCCL_IB_FIFO_TC on RoCE when set, as NCCL,
+ * else the sender's.
+ */
+int cruxn_vx_fifo_tos(const struct vx_comm *c, int sender_tos);
 crux_status_t cruxn_vx_listen(int dev, void *handle, void **listen_comm);
 crux_status_t cruxn_vx_connect(int dev, int traffic_class, void *handle, struct cruxn_base **out);
 crux_status_t cruxn_vx_accept(void *listen_comm, struct cruxn_base **out);
