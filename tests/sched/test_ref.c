@@ -346,6 +346,24 @@ static void test_plan_cli_reference(void **state)
 	assert_non_null(strstr(out, "\"ref_model\":{\"fairness\":\"flow\",\"phases\":0,"
 				    "\"gpu_util\":0.500000"));
 	assert_non_null(strstr(out, "\"ref_iter_time\":2,"));
+	/* The guard's report: two jobs each needing 2e9 / (1.1 x 2.2 s) = 0.83
+	 * GB/s of x's 1 GB/s link at bound 1.1: one is infeasible. */
+	fp = fopen(jp, "w");
+	assert_non_null(fp);
+	fputs("job 1 hosts=a,x gpus=2 compute=0.2\nflow 1 a x 2e9\n"
+	      "job 2 hosts=b,x gpus=2 compute=0.2\nflow 2 b x 2e9\n",
+	      fp);
+	fclose(fp);
+	snprintf(cmd, sizeof(cmd), "%s --topology %s --jobs %s --max-slowdown 1.1 --json 2>&1",
+		 g_plan_exe, tp, jp);
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "\"guard_infeasible\":1,"));
+	assert_non_null(strstr(out, "\"infeasible\":true"));
+	assert_non_null(strstr(out, "\"infeasible\":false"));
+	snprintf(cmd, sizeof(cmd), "%s --topology %s --jobs %s --max-slowdown 1.1 2>&1", g_plan_exe,
+		 tp, jp);
+	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "1 jobs no schedule can hold within it"));
 	snprintf(cmd, sizeof(cmd), "%s --topology %s --jobs %s --reference --ref-fairness tcp 2>&1",
 		 g_plan_exe, tp, jp);
 	assert_int_equal(run_cmd(cmd, out, sizeof(out)), 2);

@@ -256,7 +256,24 @@ static void test_guard_bound(void **state)
 	assert_near(r->jobs[0].slowdown, 1.9, 1e-6);
 	assert_near(r->jobs[1].slowdown, 1.85 / 0.95, 1e-6);
 	assert_int_equal(r->jobs[0].level, r->jobs[1].level);
+	assert_int_equal(r->infeasible_jobs, 0);
 	crux_sim_result_free(r);
+	/* At 1.2 the two need 1.8e9 / (1.2 x 2 s) + 0.9e9 / (1.2 x 0.95 s) = 1.54
+	 * GB/s of the 1 GB/s cable: the light job (needing more) is reported
+	 * infeasible; "/e" enforces every bound and reports none. */
+	c.max_slowdown = 1.2;
+	assert_int_equal(crux_sim_run(t, &c, &r, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(r->infeasible_jobs, 1);
+	assert_int_equal(r->jobs[1].infeasible, 1);
+	assert_int_equal(r->jobs[0].infeasible, 0);
+	crux_sim_result_free(r);
+	c.guard_enforce_all = 1;
+	assert_int_equal(crux_sim_run(t, &c, &r, err, sizeof(err)), CRUX_OK);
+	assert_string_equal(r->label, "crux-full@1.2/e");
+	assert_int_equal(r->infeasible_jobs, 0);
+	crux_sim_result_free(r);
+	c.guard_enforce_all = 0;
+	c.max_slowdown = 2;
 	/* Weights must match the levels. */
 	c.n_weights = 3;
 	c.weight[0] = c.weight[1] = c.weight[2] = 1;
