@@ -98,6 +98,16 @@ static void gid_text(const union ibv_gid *g, char *out, size_t n)
 		inet_ntop(AF_INET6, g->raw, out, (socklen_t)n);
 }
 
+/* The lowest source port cruxd probes routes from (its defaults, its variables). */
+static unsigned long probe_port_floor(void)
+{
+	const char *ports = getenv("CRUX_PROBE_PORTS"), *proto = getenv("CRUX_PROBE_PROTO");
+
+	if (ports && *ports)
+		return strtoul(ports, NULL, 10);
+	return proto && !strcmp(proto, "roce") ? 49152 : 40000;
+}
+
 /* Can the QP take a flow label, and can mlx5dv set its source port? A QP
  * looped back to itself through the chosen GID is enough to ask: the flow
  * label is given at RTR, the source port asked for in RTS (mlx5 refuses it
@@ -157,6 +167,7 @@ static void probe_sport(const struct cruxn_ibv *l, struct ibv_context *c, struct
 			warn("cannot bring the test QP to RTS (%s): source-port control not probed",
 			     strerror(rc));
 	}
+	bool live = false;
 	if (!l->mlx5_udp_sport)
 		printf("  mlx5dv source-port control: unavailable (%s)\n", l->mlx5_why);
 	else if (rc)
@@ -164,7 +175,14 @@ static void probe_sport(const struct cruxn_ibv *l, struct ibv_context *c, struct
 	else if ((rc = l->mlx5_udp_sport(qp, 0xC123)) != 0)
 		printf("  mlx5dv source-port control: refused (%s); the flow label is used\n", strerror(rc));
 	else
-		printf("  mlx5dv source-port control: works\n");
+		live = printf("  mlx5dv source-port control: works\n") > 0;
+	if (!live && probe_port_floor() < 0xC000)
+		warn("the agent probes routes from source ports %lu and up (CRUX_PROBE_PORTS / "
+		     "CRUX_PROBE_PROTO), but without the live source-port change a RoCE flow label "
+		     "reaches only 49152-65535: the plugin refuses every route below that (ECMP). "
+		     "Set CRUX_PROBE_PROTO=roce for cruxd, or enable the firmware's "
+		     "rts2rts_qp_udp_sport capability",
+		     probe_port_floor());
 out:
 	if (qp)
 		l->destroy_qp(qp);
@@ -320,6 +338,13 @@ static void compare_nccl(const struct opts *o)
 	snprintf(p, sizeof p, "%s/all_reduce_perf", o->nccl_tests);
 	if (access(p, X_OK) != 0) {
 		warn("--nccl-tests: %s is not an executable (build nccl-tests, give its build dir)", p);
+		return;
+	}
+	if (!o->launcher || !*o->launcher) {
+		warn("--nccl-tests without --launcher would run one rank on this host: no network "
+		     "traffic, so the bandwidth ratio would say nothing about the NIC. Give a "
+		     "launcher that places ranks on two or more hosts (--launcher \"mpirun -np 2 -H "
+		     "a,b ...\")");
 		return;
 	}
 	double ib = run_allreduce(o, "NCCL's IB transport", "NCCL_NET=IB NCCL_NET_PLUGIN=none");

@@ -10,7 +10,9 @@ W=$(mktemp -d /tmp/cxsr-hw-XXXXXX)
 trap 'rm -rf "$W"' EXIT
 fail() { echo "FAIL: $*"; cat "$W/out"; exit 1; }
 export CRUX_SOFTRDMA_IFNAMES=lo
-unset NCCL_IB_GID_INDEX CRUX_SOFTRDMA_DMABUF CRUX_SOFTRDMA_UDP_SPORT
+unset NCCL_IB_GID_INDEX CRUX_SOFTRDMA_DMABUF CRUX_SOFTRDMA_UDP_SPORT CRUX_PROBE_PORTS
+# routes probed as RoCE travels (49152-65535): realisable by the flow label alone
+export CRUX_PROBE_PROTO=roce
 mkdir -p "$W/sys/module"
 
 "$HW" --lib "$LIB" --mlx5 "$LIB" --sysfs "$W/sys" > "$W/out" 2>&1; rc=$?
@@ -21,6 +23,11 @@ grep -q 'chosen GID index 2 (RoCE v2, 127.0.0.1)' "$W/out" || fail "GID choice"
 grep -q 'mlx5dv source-port control: refused' "$W/out" || fail "sport probe (off)"
 grep -q 'DMA-BUF registration: not supported' "$W/out" || fail "DMA-BUF probe (off)"
 grep -q 'nvidia-peermem: not loaded' "$W/out" || fail "peermem (absent)"
+
+# routes from ports below 49152 without the live source-port change: a finding (exit 1)
+CRUX_PROBE_PROTO=tcp "$HW" --lib "$LIB" --mlx5 "$LIB" --sysfs "$W/sys" > "$W/out" 2>&1; rc=$?
+[ $rc = 1 ] || fail "exit $rc with routes below 49152 and no live source port (want 1)"
+grep -q 'WARNING: the agent probes routes from source ports 40000' "$W/out" || fail "low-port routes"
 
 CRUX_SOFTRDMA_UDP_SPORT=1 CRUX_SOFTRDMA_DMABUF=1 NCCL_IB_GID_INDEX=1 \
 	"$HW" --lib "$LIB" --mlx5 "$LIB" --sysfs "$W/sys" > "$W/out" 2>&1
@@ -46,7 +53,13 @@ else echo "unexpected environment"; exit 1; fi
 echo "# Avg bus bandwidth    : $bw"
 X
 chmod +x "$W/nt/all_reduce_perf"
+# one rank on this host moves nothing over the network: refused, a finding
 "$HW" --lib "$LIB" --mlx5 "$LIB" --sysfs "$W/sys" --nccl-tests "$W/nt" > "$W/out" 2>&1; rc=$?
+[ $rc = 1 ] || fail "exit $rc with nccl-tests and no launcher (want 1)"
+grep -q 'WARNING: --nccl-tests without --launcher' "$W/out" || fail "one-rank comparison ran"
+grep -q 'Crux / NCCL IB' "$W/out" && fail "a one-rank ratio was printed"
+"$HW" --lib "$LIB" --mlx5 "$LIB" --sysfs "$W/sys" --nccl-tests "$W/nt" --launcher env \
+	> "$W/out" 2>&1; rc=$?
 [ $rc = 0 ] || fail "exit $rc with nccl-tests"
 grep -q 'Crux / NCCL IB: 0.950 (19.000 vs 20.000 GB/s)' "$W/out" || fail "nccl-tests ratio"
 
