@@ -45,6 +45,8 @@ struct cruxn_hello {
 	uint64_t chunk_bytes;
 };
 
+_Static_assert(sizeof(struct cruxn_hello) <= CRUXN_BOOT_HELLO_MAX, "a hello must fit a greeting");
+
 enum cruxn_task_kind { CRUXN_TASK_IO = 0, CRUXN_TASK_MARK = 1 };
 
 struct cruxn_req;
