@@ -501,6 +501,9 @@ void crux_prof_publish_net(struct crux_prof_handle *h, const struct crux_prof_ne
 	s->data.local_addr = n->local_addr;
 	memcpy(s->data.peers, n->peers, np * sizeof(n->peers[0]));
 	memcpy(s->data.tx_bytes_by_kind, n->tx_bytes_by_kind, sizeof(n->tx_bytes_by_kind));
+	s->data.busy_ns = n->busy_ns;
+	s->data.busy_window_ns = n->busy_window_ns;
+	s->data.busy_period_ns = n->busy_period_ns;
 	s->count++;
 	crux_seq_write_end(&s->seq);
 	touch(h->f);
@@ -622,6 +625,9 @@ crux_status_t crux_prof_validate_buffer(const void *base, size_t size, pid_t exp
 		       (CRUX_PROF_MAX_PEERS - cp) * sizeof(out->net.peers[0]));
 		memcpy(out->net.tx_bytes_by_kind, f->net.data.tx_bytes_by_kind,
 		       sizeof(out->net.tx_bytes_by_kind));
+		out->net.busy_ns = f->net.data.busy_ns;
+		out->net.busy_window_ns = f->net.data.busy_window_ns;
+		out->net.busy_period_ns = f->net.data.busy_period_ns;
 		ok = crux_seq_read_ok(&f->net.seq, s);
 	}
 	if (!ok) {
@@ -632,6 +638,14 @@ crux_status_t crux_prof_validate_buffer(const void *base, size_t size, pid_t exp
 	if (out->net.npeers > CRUX_PROF_MAX_PEERS) {
 		crux_set_err(err, errlen, "net section: %u peers, at most %d",
 			     (unsigned)out->net.npeers, CRUX_PROF_MAX_PEERS);
+		return CRUX_ERR_CORRUPT;
+	}
+	if (out->net.busy_period_ns > out->net.busy_window_ns ||
+	    out->net.busy_period_ns > out->net.busy_ns) {
+		crux_set_err(err, errlen,
+			     "net section: busy %" PRIu64 " ns in a period of %" PRIu64
+			     " ns (cumulative %" PRIu64 " ns): more than the period or the total",
+			     out->net.busy_period_ns, out->net.busy_window_ns, out->net.busy_ns);
 		return CRUX_ERR_CORRUPT;
 	}
 	if (!addr_family_ok(&out->net.local_addr, true)) {

@@ -69,6 +69,10 @@ crux_status_t cruxn_config_load(struct cruxn_config *cfg, char *err, size_t errl
 				 60000000000ull, 1000000ull, &ns, err, errlen) != CRUX_OK)
 		return CRUX_ERR_INVAL;
 	c.publish_ns = ns;
+	if (crux_env_duration_ns(NULL, NULL, "CRUX_BUSY_PERIOD", 10000000000ull, 1000000000ull,
+				 600000000000ull, 1000000000ull, &ns, err, errlen) != CRUX_OK)
+		return CRUX_ERR_INVAL;
+	c.busy_period_ns = ns;
 	if (crux_env_int(NULL, NULL, "CRUX_SOCKET_BUFSIZE", 0, 0, 1 << 30, &v, err, errlen) !=
 	    CRUX_OK)
 		return CRUX_ERR_INVAL;

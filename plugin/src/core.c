@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "busy.h"
 #include "core.h"
 #include "crux/log.h"
 #include "cruxn.h"
@@ -328,6 +329,7 @@ cruxn_result_t cruxn_isend(void *send_comm, void *data, size_t size, int tag, vo
 	r->level = c->tag.cls.level;
 	rc = post_result(c, r, c->ops->post_send(c, r), "posting a send", request);
 	if (*request) {
+		cruxn_busy_req_begin(&r->busy);
 		atomic_fetch_add_explicit(&c->stats->tx[r->level], size, memory_order_relaxed);
 		if (c->nctx)
 			cruxn_count_tx_kind(c->nctx, size);
@@ -370,6 +372,8 @@ cruxn_result_t cruxn_irecv(void *recv_comm, int n, void **data, const size_t *si
 		r->mh[i] = mhandles ? mhandles[i] : NULL;
 	}
 	rc = post_result(c, r, c->ops->post_recv(c, r), "posting a receive", request);
+	if (*request)
+		cruxn_busy_req_begin(&r->busy);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }
@@ -412,6 +416,7 @@ cruxn_result_t cruxn_test(void *request, int *done, int *sizes)
 				sizes[i] = (int)(r->got[i] > 0x7fffffff ? 0x7fffffff : r->got[i]);
 		if (c->ops->req_release)
 			c->ops->req_release(c, r);
+		cruxn_busy_req_end(&r->busy);
 		r->used = false;
 		*done = 1;
 	} else {
@@ -434,6 +439,14 @@ cruxn_result_t cruxn_test(void *request, int *done, int *sizes)
 	return rc;
 }
 
+/* Requests a closing connection never completed leave the busy time. */
+static void busy_forget(struct cruxn_base *c)
+{
+	for (int i = 0; i < CRUXN_NET_MAX_REQUESTS; i++)
+		if (c->reqs[i].used)
+			cruxn_busy_req_end(&c->reqs[i].busy);
+}
+
 cruxn_result_t cruxn_close_send(void *send_comm)
 {
 	struct cruxn_base *c = send_comm;
@@ -443,6 +456,7 @@ cruxn_result_t cruxn_close_send(void *send_comm)
 		return CRUXN_INVALID_ARGUMENT;
 	x = c->nctx;
 	c->nctx = NULL;
+	busy_forget(c);
 	c->ops->destroy(c);
 	cruxn_comm_ctx_put(x);
 	return CRUXN_SUCCESS;
@@ -454,6 +468,7 @@ cruxn_result_t cruxn_close_recv(void *recv_comm)
 
 	if (!c || c->magic != CRUXN_RECV_MAGIC)
 		return CRUXN_INVALID_ARGUMENT;
+	busy_forget(c);
 	c->ops->destroy(c);
 	return CRUXN_SUCCESS;
 }

@@ -45,6 +45,7 @@ struct cruxn_req {
 	bool matched[CRUXN_NET_MAX_RECVS];
 	int nmatched;
 	int level;
+	bool busy; /* counted in the plugin's busy time (busy.c) */
 	_Alignas(16) unsigned char tp[CRUXN_REQ_TP_BYTES]; /* the transport's part */
 };
 

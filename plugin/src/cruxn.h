@@ -45,6 +45,7 @@ struct cruxn_config {
 	bool tagging;          /* CRUX_TAGGING */
 	uint64_t timeout_ms;   /* CRUX_TIMEOUT: dead-peer detection bound */
 	uint64_t publish_ns;   /* CRUX_PUBLISH_INTERVAL */
+	uint64_t busy_period_ns; /* CRUX_BUSY_PERIOD */
 	int sockbuf;           /* CRUX_SOCKET_BUFSIZE: SO_SNDBUF/SO_RCVBUF, 0 = kernel auto */
 	int transport;         /* CRUX_TRANSPORT: enum cruxn_transport_kind */
 	char ibverbs_lib[256]; /* CRUX_IBVERBS_LIB, "" = libibverbs.so.1 */

@@ -18,6 +18,7 @@
 #include "crux/log.h"
 #include "crux/shm.h"
 #include "cruxn.h"
+#include "busy.h"
 
 enum dt_cond { DT_UNKNOWN = 0, DT_OK, DT_MISSING, DT_STALE, DT_CORRUPT };
 
@@ -390,6 +391,8 @@ static void publish_once(void)
 	}
 	for (int k = 0; k < CRUX_COLL_KINDS; k++)
 		net.tx_bytes_by_kind[k] = atomic_load_explicit(&c->tx_kind[k], memory_order_relaxed);
+	cruxn_busy_sample(net.update_ns, c->cfg.busy_period_ns, &net.busy_ns, &net.busy_window_ns,
+			  &net.busy_period_ns);
 	crux_prof_publish_net(c->prof, &net);
 }
 

@@ -230,8 +230,20 @@ static void fuzz_profile(size_t off, const uint8_t *p, size_t n)
 		st == CRUX_OK ? "" : err);
 #endif
 	if (st == CRUX_OK && (fz.snap->net.npeers > CRUX_PROF_MAX_PEERS ||
-			      !memchr(fz.snap->id.job_id, '\0', sizeof(fz.snap->id.job_id))))
+			      !memchr(fz.snap->id.job_id, '\0', sizeof(fz.snap->id.job_id)) ||
+			      fz.snap->net.busy_period_ns > fz.snap->net.busy_window_ns ||
+			      fz.snap->net.busy_period_ns > fz.snap->net.busy_ns))
 		abort();
+	if (st == CRUX_OK) {
+		/* the stall breakdown of whatever passed: fractions in range, summing to 1 */
+		struct crux_prof_stalls sb;
+		crux_prof_stalls_of(&fz.snap->compute, fz.snap->has_compute, &fz.snap->net,
+				    fz.snap->has_net, &sb);
+		if (sb.valid && !(sb.compute >= 0 && sb.interconnect >= 0 && sb.network >= 0 &&
+				  sb.other >= 0 &&
+				  sb.compute + sb.interconnect + sb.network + sb.other < 1.000001))
+			abort();
+	}
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -145,9 +145,15 @@ static void test_open_self_twice(void **state)
 	crux_addr_parse("198.18.0.3", &n->peers[1].peer);
 	n->peers[0].tx_bytes[3] = 1000;
 	n->peers[1].rx_bytes[0] = 77;
+	n->busy_ns = 9000;
+	n->busy_window_ns = 5000;
+	n->busy_period_ns = 1234;
 	crux_prof_publish_net(plugin, n);
 
 	assert_int_equal(crux_prof_read(d->shm, name, snap), CRUX_OK);
+	/* v5: the plugin's busy time goes through publish and read */
+	assert_true(snap->net.busy_ns == 9000 && snap->net.busy_window_ns == 5000 &&
+		    snap->net.busy_period_ns == 1234);
 	assert_true(snap->has_compute);
 	assert_true(snap->has_net);
 	assert_true(snap->compute.iter_time_s == 0.5);
@@ -478,6 +484,16 @@ static void test_scan_invalid(void **state)
 	tu_write_file(ppath, bad, len, 0644);
 	assert_int_equal(crux_prof_read_ex(d->shm, pname, snap, err, sizeof(err)),
 			 CRUX_ERR_VERSION);
+	/*
+	 * A record of the previous layout (v4: no busy time in the net section,
+	 * 64 bytes shorter) is refused by its version, with the fix named.
+	 */
+	((struct crux_shm_header *)(void *)bad)->layout_version = 4;
+	tu_write_file(ppath, bad, len - 64, 0644);
+	assert_int_equal(crux_prof_read_ex(d->shm, pname, snap, err, sizeof(err)),
+			 CRUX_ERR_VERSION);
+	assert_non_null(strstr(err, "layout version 4, but this build reads version 5"));
+	assert_non_null(strstr(err, "same version everywhere"));
 	/* wrong magic */
 	((struct crux_shm_header *)(void *)bad)->layout_version = CRUX_PROF_VERSION;
 	((struct crux_shm_header *)(void *)bad)->magic = 0x12345678;

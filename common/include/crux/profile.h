@@ -32,8 +32,11 @@ extern "C" {
 #endif
 
 #define CRUX_PROF_MAGIC 0x50585243u /* "CRXP" little-endian */
-/* 4: net section has bytes by collective kind; 3: contract v2 (sealed memfd); 2: local address */
-#define CRUX_PROF_VERSION 4
+/*
+ * 5: net section has the plugin's busy time (stall breakdown); 4: bytes by collective kind;
+ * 3: contract v2 (sealed memfd); 2: local address
+ */
+#define CRUX_PROF_VERSION 5
 #define CRUX_PROF_PREFIX "prof-"
 #define CRUX_PROF_SUFFIX ".rec"
 #define CRUX_PROF_MAX_PEERS 64
@@ -123,6 +126,18 @@ struct crux_prof_net {
 	 * the preload. All zero when NCCL gives no hints (older NCCL or ABI).
 	 */
 	uint64_t tx_bytes_by_kind[CRUX_COLL_KINDS];
+	/*
+	 * (v5) Busy time of the plugin: time during which at least one send or
+	 * receive was posted through it and not yet reported complete, as a
+	 * union over all its connections (the time NCCL waits on inter-host
+	 * transfers, or would if nothing else ran). busy_ns is cumulative up to
+	 * update_ns; busy_period_ns of it fell in the last busy_window_ns
+	 * before update_ns (the plugin's averaging period, CRUX_BUSY_PERIOD).
+	 * All zero when the plugin moved nothing yet.
+	 */
+	uint64_t busy_ns;
+	uint64_t busy_window_ns;
+	uint64_t busy_period_ns; /* <= busy_window_ns */
 };
 
 /* A validated, consistent copy of one record (what the scan delivers). */
@@ -138,6 +153,44 @@ struct crux_prof_snapshot {
 	struct crux_prof_compute compute;
 	struct crux_prof_net net;
 };
+
+/*
+ * Stall breakdown of one rank's iteration, as fractions of the iteration
+ * time (they sum to 1 with 'other'):
+ *   compute:      GPU compute busy time (compute_s);
+ *   network:      exposed communication (stall_s) spent while the net plugin
+ *                 had transfers in flight;
+ *   interconnect: the rest of the exposed communication (NCCL's work inside
+ *                 the host: P2P/SHM/NVLink, reductions, launch);
+ *   other:        neither (data loading, host work, idle).
+ * The plugin's busy time per iteration is its busy fraction over its period
+ * times the iteration time, capped at comm_s; exposed communication is
+ * attributed to the network in the proportion busy/comm (method and error:
+ * common/README.md, "Stall breakdown").
+ */
+struct crux_prof_stalls {
+	bool valid;	  /* the compute section gave an iteration time */
+	bool net_known;	  /* the net plugin published its busy time */
+	double iter_s;
+	double compute;
+	double interconnect;
+	double network; /* 0 when !net_known: then all exposed comm is interconnect */
+	double other;
+	double net_busy_s; /* the plugin's busy time per iteration (<= comm_s) */
+};
+
+/* From the figures of one record (either section may be missing: has_*). */
+void crux_prof_stalls_of(const struct crux_prof_compute *c, bool has_compute,
+			 const struct crux_prof_net *n, bool has_net,
+			 struct crux_prof_stalls *out);
+
+/*
+ * The same from per-iteration figures (seconds; negative busy_frac =
+ * unknown): for aggregates over ranks. busy_frac is the plugin's busy time
+ * over its period (0..1).
+ */
+void crux_prof_stalls_from(double iter_s, double compute_s, double comm_s, double stall_s,
+			   double busy_frac, struct crux_prof_stalls *out);
 
 /* ---- Writer side: this process's own record ---- */
 

@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Busy time of the plugin: the union over all connections of the time during
+ * which at least one send or receive is posted and not yet reported complete
+ * (NCCL waits on inter-host transfers). On the data path only an atomic
+ * counter per post and per completion; the clock is read and a lock taken
+ * only when the count leaves or returns to zero. The publisher samples the
+ * cumulative figure once per publish interval into a ring and reports the
+ * busy time over the last CRUX_BUSY_PERIOD (see crux/profile.h, v5).
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "crux/clock.h"
+#include "busy.h"
+
+#define BUSY_SAMPLES 128
+
+struct busy_sample {
+	uint64_t t;
+	uint64_t total;
+};
+
+static struct {
+	_Atomic int64_t inflight;
+	pthread_mutex_t lock;
+	bool open;
+	uint64_t since; /* start of the open busy interval */
+	uint64_t total; /* closed busy intervals, ns */
+	/* publisher only */
+	struct busy_sample ring[BUSY_SAMPLES];
+	unsigned head, count;
+} B = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+void cruxn_busy_begin_at(uint64_t now)
+{
+	if (atomic_fetch_add_explicit(&B.inflight, 1, memory_order_acq_rel) != 0)
+		return;
+	pthread_mutex_lock(&B.lock);
+	/* a completion that raced us may have left it open; it stays one interval */
+	if (atomic_load_explicit(&B.inflight, memory_order_acquire) > 0 && !B.open) {
+		B.open = true;
+		B.since = now;
+	}
+	pthread_mutex_unlock(&B.lock);
+}
+
+void cruxn_busy_end_at(uint64_t now)
+{
+	if (atomic_fetch_sub_explicit(&B.inflight, 1, memory_order_acq_rel) != 1)
+		return;
+	pthread_mutex_lock(&B.lock);
+	/* a post that raced us keeps the interval open */
+	if (atomic_load_explicit(&B.inflight, memory_order_acquire) == 0 && B.open) {
+		B.total += now > B.since ? now - B.since : 0;
+		B.open = false;
+	}
+	pthread_mutex_unlock(&B.lock);
+}
+
+void cruxn_busy_begin(void)
+{
+	cruxn_busy_begin_at(crux_now_ns());
+}
+
+void cruxn_busy_end(void)
+{
+	cruxn_busy_end_at(crux_now_ns());
+}
+
+uint64_t cruxn_busy_total_at(uint64_t now)
+{
+	uint64_t t;
+
+	pthread_mutex_lock(&B.lock);
+	t = B.total + (B.open && now > B.since ? now - B.since : 0);
+	pthread_mutex_unlock(&B.lock);
+	return t;
+}
+
+void cruxn_busy_sample(uint64_t now, uint64_t period_ns, uint64_t *total, uint64_t *window,
+		       uint64_t *in_window)
+{
+	uint64_t tot = cruxn_busy_total_at(now);
+	const struct busy_sample *from = NULL;
+
+	/* the newest sample at least one period old, else the oldest there is */
+	for (unsigned i = 0; i < B.count; i++) {
+		const struct busy_sample *s = &B.ring[(B.head + BUSY_SAMPLES - 1 - i) % BUSY_SAMPLES];
+		if (s->t > now || s->total > tot)
+			break; /* not ours: a reset (tests) */
+		from = s;
+		if (now - s->t >= period_ns)
+			break;
+	}
+	*total = tot;
+	*window = from ? now - from->t : 0;
+	*in_window = from ? tot - from->total : 0;
+	if (*in_window > *window)
+		*in_window = *window;
+	B.ring[B.head] = (struct busy_sample){now, tot};
+	B.head = (B.head + 1) % BUSY_SAMPLES;
+	if (B.count < BUSY_SAMPLES)
+		B.count++;
+}
+
+void cruxn_busy_reset(void)
+{
+	pthread_mutex_lock(&B.lock);
+	atomic_store(&B.inflight, 0);
+	B.open = false;
+	B.since = B.total = 0;
+	memset(B.ring, 0, sizeof(B.ring));
+	B.head = B.count = 0;
+	pthread_mutex_unlock(&B.lock);
+}
+
+void cruxn_busy_req_begin(bool *flag)
+{
+	if (*flag)
+		return;
+	*flag = true;
+	cruxn_busy_begin();
+}
+
+void cruxn_busy_req_end(bool *flag)
+{
+	if (!*flag)
+		return;
+	*flag = false;
+	cruxn_busy_end();
+}
