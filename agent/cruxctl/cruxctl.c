@@ -22,6 +22,7 @@
 #include "crux/sched_cli.h"
 #include "crux_config.h"
 #include "json.h"
+#include "placement.h"
 #include "show.h"
 
 /* Set by SIGINT/SIGTERM during 'top': cruxctl's only global state. */
@@ -41,6 +42,9 @@ static void usage(FILE *f)
 		"                              profile records with their byte counters\n"
 		"  top [--interval DUR] [--iterations N]\n"
 		"                              live view; q or Ctrl-C quits\n"
+		"  placement                   per job: GPU intensity, compute / network / intra-host\n"
+		"                              stall fractions, bytes per iteration by host pair\n"
+		"                              (--json: schema crux.placement/1, for schedulers)\n"
 		"  set --job ID --level N [--route PEER=PATH[:PORT,PORT...]]... [--timeout DUR]\n"
 		"                              override a job's level (and paths)\n"
 		"  clear [--job ID]            remove one override, or all of them\n"
@@ -60,6 +64,7 @@ static void usage(FILE *f)
 struct ctx {
 	char dir[CRUX_PATH_MAX];
 	bool json;
+	bool placement; /* cruxctl placement: the network-sensitivity view (placement.c) */
 };
 
 static int fail(const struct ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -117,8 +122,13 @@ static int cmd_status(const struct ctx *c)
 	if (c->json) {
 		struct json j;
 		json_init(&j, stdout);
-		view_json(&v, &j);
+		if (c->placement)
+			cc_placement_json(&v, &j);
+		else
+			view_json(&v, &j);
 		json_done(&j);
+	} else if (c->placement) {
+		cc_placement_text(&v, stdout);
 	} else {
 		view_text(&v, stdout, false);
 	}
@@ -1052,6 +1062,12 @@ int main(int argc, char **argv)
 		return fail(&c, "status takes no arguments ('%s')", rest[0]);
 	if (!strcmp(cmd, "top"))
 		return cmd_top(&c, nrest, rest);
+	if (!strcmp(cmd, "placement")) {
+		if (nrest)
+			return fail(&c, "placement takes no arguments ('%s')", rest[0]);
+		c.placement = true;
+		return cmd_status(&c);
+	}
 	if (!strcmp(cmd, "set"))
 		return cmd_change(&c, true, nrest, rest);
 	if (!strcmp(cmd, "clear"))

@@ -9,6 +9,7 @@
 
 #include "crux/log.h"
 #include "crux/sched.h"
+#include "placement.h"
 #include "show.h"
 
 static const char *state_name(unsigned s)
@@ -145,6 +146,7 @@ struct row {
 	char id[CRUX_JOB_ID_LEN];
 	uint32_t ranks, hosts;
 	double iter, compute, comm, overlap, stall, I, k, P;
+	struct crux_prof_stalls split; /* stall breakdown (placement.c) */
 	bool have_metrics, have_sched;
 	int level, state; /* -1 unknown */
 	const struct cruxd_status_job *aj;
@@ -194,6 +196,7 @@ done:
 		uint32_t nc = 0;
 
 		r->aj = aj;
+		cc_job_stalls(v, r->key, aj, &r->split);
 		if (tj) {
 			r->level = tj->level;
 			r->state = tj->state;
@@ -478,6 +481,13 @@ void view_text(const struct view *v, FILE *f, bool compact)
 			r->id[0] ? r->id : "-", (unsigned long long)r->key, r->ranks, r->hosts, it,
 			cp, cm, ov, st, I, k, P, lv, sd,
 			r->state >= 0 ? state_name((unsigned)r->state) : "untabled", paths);
+	}
+	/* what each job loses to the network and inside its hosts (cruxctl placement: more) */
+	fprintf(f, "\nstall breakdown (fraction of the iteration)\n");
+	for (size_t i = 0; i < n; i++) {
+		char sb[160];
+		cc_fmt_stalls(&rows[i].split, sb, sizeof(sb));
+		fprintf(f, "  %-24.24s %s\n", rows[i].id[0] ? rows[i].id : "-", sb);
 	}
 	free(rows);
 	if (compact)
@@ -901,6 +911,8 @@ void view_json(const struct view *v, struct json *j)
 		NUM("k", r->k, r->have_sched);
 		NUM("priority", r->P, r->have_sched);
 #undef NUM
+		json_key(j, "stalls");
+		cc_json_stalls(j, &r->split);
 		json_key(j, "level");
 		if (r->level >= 0)
 			json_i64(j, r->level);

@@ -123,6 +123,68 @@ static void job_family(FILE *f, const struct cruxd_status_body *b, const char *n
 	}
 }
 
+static void put_job_label(FILE *f, const struct cruxd_status_job *j)
+{
+	char id[CRUX_JOB_ID_LEN + 1];
+
+	snprintf(id, sizeof(id), "%.*s", (int)CRUX_JOB_ID_LEN, j->job_id);
+	fputs("{job=\"", f);
+	cruxd_prom_put_label(f, id);
+	fputc('"', f);
+}
+
+/*
+ * Stall breakdown (fractions of the iteration, mean over this host's ranks):
+ * jobs without a profiled iteration have no sample; the network fraction
+ * only where every rank's plugin published its busy time.
+ */
+static void stall_families(FILE *f, const struct cruxd_status_body *b)
+{
+	static const char *const names[4] = {
+		"crux_job_compute_fraction", "crux_job_interconnect_stall_fraction",
+		"crux_job_network_stall_fraction", "crux_job_other_fraction"};
+	static const char *const helps[4] = {
+		"Fraction of the iteration the GPUs compute, mean over ranks.",
+		"Fraction of the iteration lost to communication inside the host (exposed, not "
+		"waiting on the net plugin).",
+		"Fraction of the iteration lost waiting on inter-host transfers through the net plugin.",
+		"Fraction of the iteration neither computing nor communicating."};
+
+	for (int k = 0; k < 4; k++) {
+		head(f, names[k], "gauge", helps[k]);
+		for (uint32_t i = 0; i < b->njobs && i < CRUXD_STATUS_MAX_JOBS; i++) {
+			const struct cruxd_status_job *j = &b->jobs[i];
+			const double v[4] = {j->frac_compute, j->frac_interconnect, j->frac_network,
+					     j->frac_other};
+
+			if (!j->stalls_valid || (k == 2 && !j->stalls_net_known))
+				continue;
+			fputs(names[k], f);
+			put_job_label(f, j);
+			fputs("} ", f);
+			num(f, v[k]);
+			fputc('\n', f);
+		}
+	}
+	head(f, "crux_job_peer_bytes_per_iteration", "gauge",
+	     "Bytes per iteration the job's ranks on this host send to a peer host (largest 16).");
+	for (uint32_t i = 0; i < b->njobs && i < CRUXD_STATUS_MAX_JOBS; i++) {
+		const struct cruxd_status_job *j = &b->jobs[i];
+
+		for (uint8_t p = 0; p < j->npeer_bytes && p < CRUXD_STATUS_JOB_PEERS; p++) {
+			char s[CRUX_ADDR_STRLEN], d[CRUX_ADDR_STRLEN];
+
+			crux_addr_format(&j->peer_bytes[p].src, s, sizeof(s));
+			crux_addr_format(&j->peer_bytes[p].dst, d, sizeof(d));
+			fputs("crux_job_peer_bytes_per_iteration", f);
+			put_job_label(f, j);
+			fprintf(f, ",src=\"%s\",dst=\"%s\"} ", s, d);
+			num(f, j->peer_bytes[p].bytes_per_iter);
+			fputc('\n', f);
+		}
+	}
+}
+
 static void jobs(FILE *f, const struct cruxd_status_body *b)
 {
 	job_family(f, b, "crux_job_state",
@@ -145,6 +207,7 @@ static void jobs(FILE *f, const struct cruxd_status_body *b)
 	job_family(f, b, "crux_job_slowdown",
 		   "Measured iteration time over the isolated estimate (0 = no estimate yet).",
 		   JF_SLOW);
+	stall_families(f, b);
 
 	double per_level[CRUX_MAX_LEVELS] = {0};
 	for (uint32_t i = 0; i < b->njobs && i < CRUXD_STATUS_MAX_JOBS; i++)

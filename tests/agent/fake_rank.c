@@ -6,6 +6,8 @@
  * section as the plugin would, advancing every 100 ms) until killed.
  * With FAKE_RANK_ATTACH=1 it attaches to cruxd over its socket (contract v2,
  * record in a sealed memfd) instead of writing a v1 record file.
+ * With FAKE_RANK_BUSY=F (0..1) its net section says the plugin was busy a
+ * fraction F of its 10 s period (the stall breakdown's input).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -71,6 +73,8 @@ int main(int argc, char **argv)
 	c.timing_backend = CRUX_TIMING_HOST;
 	c.window_s = 0.1;
 	n->npeers = 1;
+	const char *busy = getenv("FAKE_RANK_BUSY");
+	double busy_frac = busy ? atof(busy) : -1;
 	for (;;) {
 		struct timespec ts = {0, 100000000L};
 		iters += 10;
@@ -80,6 +84,11 @@ int main(int argc, char **argv)
 		c.window_end_ns = crux_now_ns();
 		n->peers[0].tx_bytes[0] = (uint64_t)(bpi * (double)iters);
 		n->update_ns = crux_now_ns();
+		if (busy_frac >= 0) {
+			n->busy_window_ns = 10000000000ull;
+			n->busy_period_ns = (uint64_t)(busy_frac * 1e10);
+			n->busy_ns = n->busy_period_ns + iters * 1000000ull;
+		}
 		crux_prof_publish_compute(h, &c);
 		crux_prof_publish_net(h, n);
 		nanosleep(&ts, NULL);

@@ -99,11 +99,60 @@ static void test_render(void **state)
 	free(s);
 }
 
+/* Stall breakdown and bytes by peer host (issue 31): samples only where known. */
+static void test_render_sensitivity(void **state)
+{
+	struct cruxd_prom_snapshot *s = calloc(1, sizeof(*s));
+	char *text = NULL;
+	size_t len = 0;
+
+	(void)state;
+	assert_non_null(s);
+	s->body.nlevels = 2;
+	s->body.njobs = 3;
+	strcpy(s->body.jobs[0].job_id, "env:net");
+	s->body.jobs[0].stalls_valid = 1;
+	s->body.jobs[0].stalls_net_known = 1;
+	s->body.jobs[0].frac_compute = 0.5;
+	s->body.jobs[0].frac_interconnect = 0.125;
+	s->body.jobs[0].frac_network = 0.25;
+	s->body.jobs[0].frac_other = 0.125;
+	s->body.jobs[0].npeer_bytes = 2;
+	crux_addr_parse("198.18.0.1", &s->body.jobs[0].peer_bytes[0].src);
+	crux_addr_parse("198.18.0.2", &s->body.jobs[0].peer_bytes[0].dst);
+	s->body.jobs[0].peer_bytes[0].bytes_per_iter = 4096;
+	crux_addr_parse("198.18.0.1", &s->body.jobs[0].peer_bytes[1].src);
+	crux_addr_parse("fd00::3", &s->body.jobs[0].peer_bytes[1].dst);
+	s->body.jobs[0].peer_bytes[1].bytes_per_iter = 512;
+	strcpy(s->body.jobs[1].job_id, "env:noplugin");
+	s->body.jobs[1].stalls_valid = 1;
+	s->body.jobs[1].frac_compute = 0.75;
+	s->body.jobs[1].frac_interconnect = 0.25;
+	strcpy(s->body.jobs[2].job_id, "env:new"); /* no profile yet */
+	assert_int_equal(cruxd_prom_render(s, 5000000000ull, &text, &len), CRUX_OK);
+	assert_non_null(strstr(text, "# TYPE crux_job_network_stall_fraction gauge\n"));
+	assert_non_null(strstr(text, "crux_job_compute_fraction{job=\"env:net\"} 0.5\n"));
+	assert_non_null(strstr(text, "crux_job_interconnect_stall_fraction{job=\"env:net\"} 0.125\n"));
+	assert_non_null(strstr(text, "crux_job_network_stall_fraction{job=\"env:net\"} 0.25\n"));
+	assert_non_null(strstr(text, "crux_job_other_fraction{job=\"env:net\"} 0.125\n"));
+	assert_non_null(strstr(text, "crux_job_compute_fraction{job=\"env:noplugin\"} 0.75\n"));
+	/* unknown network part: no sample, not a made-up 0 */
+	assert_null(strstr(text, "crux_job_network_stall_fraction{job=\"env:noplugin\"}"));
+	assert_null(strstr(text, "crux_job_compute_fraction{job=\"env:new\"}"));
+	assert_non_null(strstr(text, "crux_job_peer_bytes_per_iteration{job=\"env:net\",src=\"198.18.0.1\","
+				     "dst=\"198.18.0.2\"} 4096\n"));
+	assert_non_null(strstr(text, "crux_job_peer_bytes_per_iteration{job=\"env:net\",src=\"198.18.0.1\","
+				     "dst=\"fd00::3\"} 512\n"));
+	free(text);
+	free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_parse),
 	    cmocka_unit_test(test_render),
+	    cmocka_unit_test(test_render_sensitivity),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

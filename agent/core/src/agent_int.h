@@ -49,6 +49,7 @@ struct rank {
 	bool clamp_logged;
 	bool have_ref;
 	double iter, compute, comm, overlap, stall;
+	struct crux_prof_stalls split; /* stall breakdown of this rank (issue 31) */
 	uint32_t npeers;
 	struct crux_addr peer[CRUX_PROF_MAX_PEERS];
 	double bpi[CRUX_PROF_MAX_PEERS]; /* bytes per iteration to each peer */
@@ -126,6 +127,9 @@ struct cruxd_view_job {
 	uint32_t nranks, ncompute; /* ncompute: ranks with a compute profile */
 	bool clamped;
 	double iter_sum, compute_sum, comm_sum, overlap_sum, stall_sum; /* over ncompute */
+	/* Stall breakdown: sums of the ranks' fractions (nsplit ranks; nsplit_net with the plugin's busy time) */
+	uint32_t nsplit, nsplit_net;
+	double split_compute_sum, split_inter_sum, split_net_sum, split_other_sum;
 	uint32_t nhosts;
 	struct crux_addr hosts[MAX_JOB_HOSTS];
 	uint32_t nflows, capflows;

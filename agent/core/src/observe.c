@@ -75,6 +75,19 @@ static void clamp_rank(struct cruxd_agent *a, struct rank *r, const struct crux_
 	r->stall = sl;
 }
 
+/* The rank's stall breakdown from its clamped figures and the plugin's busy fraction. */
+static void split_rank(struct rank *r, const struct crux_prof_snapshot *s)
+{
+	double busy = -1;
+
+	memset(&r->split, 0, sizeof(r->split));
+	if (!r->has_compute)
+		return;
+	if (s->has_net && s->net.busy_window_ns > 0)
+		busy = (double)s->net.busy_period_ns / (double)s->net.busy_window_ns;
+	crux_prof_stalls_from(r->iter, r->compute, r->comm, r->stall, busy, &r->split);
+}
+
 static uint64_t tx_total(const struct crux_prof_peer *p)
 {
 	uint64_t s = 0;
@@ -203,6 +216,7 @@ static int scan_cb(void *arg, const struct crux_prof_snapshot *s)
 		clamp_rank(a, r, &s->compute);
 	else
 		r->iter = r->compute = r->comm = r->overlap = r->stall = 0;
+	split_rank(r, s);
 	update_traffic(a, r, s, a->now);
 	if (r->clamped && !r->clamp_logged) {
 		crux_warn("profile %s (pid %d, job %s): implausible values clamped (iteration %.3g s, "

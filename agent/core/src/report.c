@@ -9,6 +9,48 @@
 
 /* ---- status for cruxctl ------------------------------------------------- */
 
+static int flow_bytes_desc(const void *x, const void *y)
+{
+	const struct cruxd_status_path *a = x, *b = y;
+	return (a->bytes_per_iter < b->bytes_per_iter) - (a->bytes_per_iter > b->bytes_per_iter);
+}
+
+/*
+ * A job's network sensitivity from this host's view: the mean stall
+ * breakdown of its ranks and its bytes per iteration by host pair (the
+ * largest CRUXD_STATUS_JOB_PEERS).
+ */
+static void put_sensitivity(struct cruxd_status_job *sj, const struct cruxd_view *v, uint64_t key)
+{
+	for (size_t i = 0; i < v->njobs; i++) {
+		const struct cruxd_view_job *vj = &v->jobs[i];
+		struct cruxd_status_path all[64];
+		uint32_t n = 0;
+
+		if (vj->key != key)
+			continue;
+		if (vj->nsplit) {
+			sj->stalls_valid = 1;
+			sj->stalls_net_known = vj->nsplit_net == vj->nsplit;
+			sj->frac_compute = vj->split_compute_sum / vj->nsplit;
+			sj->frac_interconnect = vj->split_inter_sum / vj->nsplit;
+			sj->frac_network = vj->split_net_sum / vj->nsplit;
+			sj->frac_other = vj->split_other_sum / vj->nsplit;
+		}
+		for (uint32_t f = 0; f < vj->nflows && n < 64; f++) {
+			memset(&all[n], 0, sizeof(all[n]));
+			all[n].src = vj->flows[f].src;
+			all[n].dst = vj->flows[f].dst;
+			all[n].bytes_per_iter = vj->flows[f].bytes;
+			n++;
+		}
+		qsort(all, n, sizeof(all[0]), flow_bytes_desc);
+		sj->npeer_bytes = (uint8_t)(n < CRUXD_STATUS_JOB_PEERS ? n : CRUXD_STATUS_JOB_PEERS);
+		memcpy(sj->peer_bytes, all, sj->npeer_bytes * sizeof(all[0]));
+		return;
+	}
+}
+
 /*
  * Cluster mode: every job of the table this host applies, with this host's
  * share of its profile (its local ranks) and, on the leader, the planner's
@@ -61,6 +103,7 @@ static uint32_t cluster_jobs(struct cruxd_agent *a, struct cruxd_status_body *b)
 				sj->npaths++;
 			}
 		}
+		put_sensitivity(sj, &a->view, tj->job_key);
 		if (pj) {
 			sj->comm_time_s = pj->t;
 			sj->intensity = pj->intensity;
@@ -123,6 +166,7 @@ void ag_report(struct cruxd_agent *a, uint64_t pass_ns)
 		sj->priority = j->priority;
 		sj->clamped = j->clamped;
 		sj->iso_iter_s = j->iso;
+		put_sensitivity(sj, &a->view, j->key);
 		sj->slowdown = cruxd_guard_slowdown(a->guard, j->key);
 		if (!(sj->slowdown > 0) && j->iso > 0 && j->iter > 0)
 			sj->slowdown = j->iter / j->iso;

@@ -218,6 +218,14 @@ crux_status_t ag_view_build(const struct rank *ranks, size_t n, struct cruxd_vie
 				j->overlap_sum += r->overlap;
 				j->stall_sum += r->stall;
 			}
+			if (r->split.valid) {
+				j->nsplit++;
+				j->nsplit_net += r->split.net_known;
+				j->split_compute_sum += r->split.compute;
+				j->split_inter_sum += r->split.interconnect;
+				j->split_net_sum += r->split.network;
+				j->split_other_sum += r->split.other;
+			}
 			for (uint32_t hi = 0; hi < j->nhosts; hi++)
 				known |= crux_addr_equal(&j->hosts[hi], &r->host) &&
 					 (r->host.family || hi == 0);

@@ -25,12 +25,13 @@ extern "C" {
 
 #define CRUXD_STATUS_FILE "agent.status"
 #define CRUXD_STATUS_MAGIC 0x41585243u /* "CRXA" little-endian */
-#define CRUXD_STATUS_VERSION 5
+#define CRUXD_STATUS_VERSION 6 /* 6: stall breakdown and bytes per peer host per job */
 #define CRUXD_STATUS_MAX_JOBS CRUX_DT_MAX_JOBS
 #define CRUXD_STATUS_JOB_HOSTS 8
 #define CRUXD_STATUS_JOB_PATHS 8
 #define CRUXD_STATUS_MAX_PEERS 256
 #define CRUXD_STATUS_PEER_PATHS 16
+#define CRUXD_STATUS_JOB_PEERS 16
 
 struct cruxd_status_path {
 	struct crux_addr src;  /* host the traffic leaves */
@@ -70,6 +71,20 @@ struct cruxd_status_job {
 	double iso_iter_s; /* isolated iteration estimate on its paths; 0 = none yet */
 	double slowdown;   /* measured: iter_time_s / iso_iter_s (smoothed when guarded) */
 	double mean_slowdown; /* guarded: mean of the measured slowdown since scheduled */
+	/*
+	 * (v6) Stall breakdown: mean over this host's ranks of their fractions of
+	 * the iteration (crux/profile.h, crux_prof_stalls), summing to 1.
+	 */
+	double frac_compute;
+	double frac_interconnect;
+	double frac_network;
+	double frac_other;
+	uint8_t stalls_valid;	  /* some rank had an iteration time */
+	uint8_t stalls_net_known; /* every such rank's net plugin published its busy time */
+	uint8_t npeer_bytes;
+	uint8_t reserved4[5];
+	/* (v6) Bytes per iteration by host pair, this host's ranks as the source, largest first */
+	struct cruxd_status_path peer_bytes[CRUXD_STATUS_JOB_PEERS]; /* src, dst, bytes_per_iter */
 };
 
 struct cruxd_status_peer_path {
