@@ -780,6 +780,15 @@ static void test_config_network_control(void **state)
 	tset(t, "CRUX_LEVEL_DSCP", "0,8,16,24,32,40,26,34");
 	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_OK);
 	assert_int_equal(c.settings.levels[7].dscp, 34);
+	/* IB service levels only from the allowed set */
+	tset(t, "CRUX_IB_ALLOWED_SLS", "0,1,2,3");
+	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_ERR_INVAL);
+	assert_non_null(strstr(err, "level 4 would use IB service level 4"));
+	tset(t, "CRUX_LEVEL_SL", "0,0,1,1,2,2,3,3");
+	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_OK);
+	tset(t, "CRUX_IB_ALLOWED_SLS", "0,16");
+	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_ERR_INVAL);
+	assert_non_null(strstr(err, "CRUX_IB_ALLOWED_SLS"));
 }
 
 static void test_config_strict(void **state)

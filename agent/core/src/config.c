@@ -2,6 +2,7 @@
 /* cruxd configuration from CRUX_ variables, parsed strictly. */
 #include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -255,6 +256,45 @@ crux_status_t cruxd_config_env(crux_getenv_fn fn, void *arg, struct cruxd_config
 					 (unsigned)l, (unsigned)d, (unsigned)d / 8,
 					 gd ? " in CRUX_LEVEL_DSCP" : " by the default map (CRUX_LEVELS > 6)");
 			return CRUX_ERR_INVAL;
+		}
+	}
+	/*
+	 * InfiniBand: an SL is only as good as the subnet manager's SL2VL and
+	 * QoS set-up (routing engines that use SLs against credit loops may drop
+	 * or deadlock others). CRUX_IB_ALLOWED_SLS names the ones configured.
+	 */
+	{
+		const char *allowed = crux_env_get(fn, arg, "CRUX_IB_ALLOWED_SLS");
+		if (allowed) {
+			uint32_t mask = 0;
+			const char *p = allowed;
+			char *end;
+			while (*p) {
+				long x = strtol(p, &end, 10);
+				if (end == p || x < 0 || x > 15 || (*end && *end != ',') ||
+				    (*end == ',' && !end[1])) {
+					if (err && errlen)
+						snprintf(err, errlen,
+							 "CRUX_IB_ALLOWED_SLS='%s' is not valid: expected "
+							 "comma-separated service levels in [0, 15]",
+							 allowed);
+					return CRUX_ERR_INVAL;
+				}
+				mask |= 1u << x;
+				p = *end ? end + 1 : end;
+			}
+			for (uint32_t l = 0; l < c.settings.nlevels; l++) {
+				if (!(mask & (1u << c.settings.levels[l].ib_sl))) {
+					if (err && errlen)
+						snprintf(err, errlen,
+							 "level %u would use IB service level %u, which "
+							 "CRUX_IB_ALLOWED_SLS='%s' does not allow: give "
+							 "CRUX_LEVEL_SL one allowed SL per level",
+							 (unsigned)l, (unsigned)c.settings.levels[l].ib_sl,
+							 allowed);
+					return CRUX_ERR_INVAL;
+				}
+			}
 		}
 	}
 	st = crux_env_int(fn, arg, "CRUX_DEFAULT_LEVEL", 0, 0, c.settings.nlevels - 1, &v, err,
