@@ -631,6 +631,10 @@ static void json_record(struct json *j, const struct crux_prof_snapshot *s)
 		json_num(j, c->overlap_s);
 		json_key(j, "stall_s");
 		json_num(j, c->stall_s);
+		json_key(j, "window_end_ns"); /* CLOCK_MONOTONIC */
+		json_u64(j, c->window_end_ns);
+		json_key(j, "window_s");
+		json_num(j, c->window_s);
 		json_key(j, "timing");
 		json_str(j, backend_name(c->timing_backend));
 		/* Which component measured it: the preload or the NCCL profiler plugin. */
@@ -679,6 +683,26 @@ static void json_record(struct json *j, const struct crux_prof_snapshot *s)
 		json_end_obj(j);
 	} else {
 		json_null(j);
+	}
+	{
+		/* the plugin's busy time (v5) and this rank's stall breakdown */
+		struct crux_prof_stalls sb;
+		json_key(j, "net_busy");
+		if (s->has_net && s->net.busy_window_ns) {
+			json_obj(j);
+			json_key(j, "total_s");
+			json_num(j, (double)s->net.busy_ns / 1e9);
+			json_key(j, "period_s");
+			json_num(j, (double)s->net.busy_window_ns / 1e9);
+			json_key(j, "busy_s");
+			json_num(j, (double)s->net.busy_period_ns / 1e9);
+			json_end_obj(j);
+		} else {
+			json_null(j);
+		}
+		crux_prof_stalls_of(&s->compute, s->has_compute, &s->net, s->has_net, &sb);
+		json_key(j, "stalls");
+		cc_json_stalls(j, &sb);
 	}
 	json_end_obj(j);
 }

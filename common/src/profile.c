@@ -504,6 +504,13 @@ void crux_prof_publish_net(struct crux_prof_handle *h, const struct crux_prof_ne
 	s->data.busy_ns = n->busy_ns;
 	s->data.busy_window_ns = n->busy_window_ns;
 	s->data.busy_period_ns = n->busy_period_ns;
+	{
+		uint32_t nh = n->nbusy_hist < CRUX_PROF_BUSY_SAMPLES ? n->nbusy_hist
+								      : CRUX_PROF_BUSY_SAMPLES;
+		s->data.nbusy_hist = nh;
+		s->data.reserved2 = 0;
+		memcpy(s->data.busy_hist, n->busy_hist, nh * sizeof(n->busy_hist[0]));
+	}
 	s->count++;
 	crux_seq_write_end(&s->seq);
 	touch(h->f);
@@ -628,6 +635,16 @@ crux_status_t crux_prof_validate_buffer(const void *base, size_t size, pid_t exp
 		out->net.busy_ns = f->net.data.busy_ns;
 		out->net.busy_window_ns = f->net.data.busy_window_ns;
 		out->net.busy_period_ns = f->net.data.busy_period_ns;
+		{
+			uint32_t nh = __atomic_load_n(&f->net.data.nbusy_hist, __ATOMIC_RELAXED);
+			uint32_t ch = nh < CRUX_PROF_BUSY_SAMPLES ? nh : CRUX_PROF_BUSY_SAMPLES;
+			out->net.nbusy_hist = nh;
+			out->net.reserved2 = 0;
+			memcpy(out->net.busy_hist, f->net.data.busy_hist,
+			       ch * sizeof(out->net.busy_hist[0]));
+			memset(out->net.busy_hist + ch, 0,
+			       (CRUX_PROF_BUSY_SAMPLES - ch) * sizeof(out->net.busy_hist[0]));
+		}
 		ok = crux_seq_read_ok(&f->net.seq, s);
 	}
 	if (!ok) {
@@ -647,6 +664,22 @@ crux_status_t crux_prof_validate_buffer(const void *base, size_t size, pid_t exp
 			     " ns (cumulative %" PRIu64 " ns): more than the period or the total",
 			     out->net.busy_period_ns, out->net.busy_window_ns, out->net.busy_ns);
 		return CRUX_ERR_CORRUPT;
+	}
+	if (out->net.nbusy_hist > CRUX_PROF_BUSY_SAMPLES) {
+		crux_set_err(err, errlen, "net section: %u busy samples, at most %d",
+			     (unsigned)out->net.nbusy_hist, CRUX_PROF_BUSY_SAMPLES);
+		return CRUX_ERR_CORRUPT;
+	}
+	for (uint32_t i = 0; i < out->net.nbusy_hist; i++) {
+		const struct crux_prof_busy_sample *b = &out->net.busy_hist[i];
+		if (b->busy_ns > out->net.busy_ns ||
+		    (i && (b->t_ns < b[-1].t_ns || b->busy_ns < b[-1].busy_ns))) {
+			crux_set_err(err, errlen,
+				     "net section: busy sample %u goes back in time, or beyond the "
+				     "total busy time",
+				     (unsigned)i);
+			return CRUX_ERR_CORRUPT;
+		}
 	}
 	if (!addr_family_ok(&out->net.local_addr, true)) {
 		crux_set_err(err, errlen, "net section: local address has family %u",

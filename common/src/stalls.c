@@ -47,14 +47,53 @@ void crux_prof_stalls_from(double iter_s, double compute_s, double comm_s, doubl
 	*out = r;
 }
 
+/* Cumulative busy time at t, interpolated linearly between history samples. */
+static double busy_at(const struct crux_prof_busy_sample *h, uint32_t n, uint64_t t)
+{
+	uint32_t i = 1;
+
+	while (i < n - 1 && h[i].t_ns < t)
+		i++;
+	if (h[i].t_ns == h[i - 1].t_ns)
+		return (double)h[i].busy_ns;
+	return (double)h[i - 1].busy_ns + (double)(h[i].busy_ns - h[i - 1].busy_ns) *
+						  ((double)t - (double)h[i - 1].t_ns) /
+						  (double)(h[i].t_ns - h[i - 1].t_ns);
+}
+
+double crux_prof_busy_fraction(const struct crux_prof_compute *c, bool has_compute,
+			       const struct crux_prof_net *n, bool has_net, bool *over_window)
+{
+	if (over_window)
+		*over_window = false;
+	if (!has_net || !n)
+		return -1;
+	uint32_t nh = n->nbusy_hist <= CRUX_PROF_BUSY_SAMPLES ? n->nbusy_hist : 0;
+	if (has_compute && c && nh >= 2 && isfinite(c->window_s) && c->window_s > 0 &&
+	    c->window_end_ns > 0) {
+		const struct crux_prof_busy_sample *h = n->busy_hist;
+		uint64_t len = (uint64_t)(c->window_s * 1e9);
+		/* a window that ends after the newest sample is measured up to that sample */
+		uint64_t end = c->window_end_ns < h[nh - 1].t_ns ? c->window_end_ns : h[nh - 1].t_ns;
+
+		if (len > 0 && end >= len && end - len >= h[0].t_ns) {
+			double b = busy_at(h, nh, end) - busy_at(h, nh, end - len);
+			if (over_window)
+				*over_window = true;
+			return fmin(fmax(b / (double)len, 0.0), 1.0);
+		}
+	}
+	if (n->busy_window_ns > 0 && n->busy_period_ns <= n->busy_window_ns)
+		return (double)n->busy_period_ns / (double)n->busy_window_ns;
+	return -1;
+}
+
 void crux_prof_stalls_of(const struct crux_prof_compute *c, bool has_compute,
 			 const struct crux_prof_net *n, bool has_net,
 			 struct crux_prof_stalls *out)
 {
-	double busy = -1;
+	double busy = crux_prof_busy_fraction(c, has_compute, n, has_net, NULL);
 
-	if (has_net && n && n->busy_window_ns > 0 && n->busy_period_ns <= n->busy_window_ns)
-		busy = (double)n->busy_period_ns / (double)n->busy_window_ns;
 	if (!has_compute || !c) {
 		memset(out, 0, sizeof(*out));
 		return;

@@ -28,9 +28,13 @@ static struct {
 	bool open;
 	uint64_t since; /* start of the open busy interval */
 	uint64_t total; /* closed busy intervals, ns */
+	uint64_t reported; /* the largest cumulative figure handed out: they never decrease */
 	/* publisher only */
 	struct busy_sample ring[BUSY_SAMPLES];
 	unsigned head, count;
+	/* the history published for readers: at least period / CRUX_PROF_BUSY_SAMPLES apart */
+	struct crux_prof_busy_sample hist[CRUX_PROF_BUSY_SAMPLES];
+	unsigned hhead, hcount;
 } B = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 void cruxn_busy_begin_at(uint64_t now)
@@ -75,6 +79,13 @@ uint64_t cruxn_busy_total_at(uint64_t now)
 
 	pthread_mutex_lock(&B.lock);
 	t = B.total + (B.open && now > B.since ? now - B.since : 0);
+	/*
+	 * An interval closed with a clock reading taken before an earlier
+	 * sample's would make the figure go back: readers must never see that.
+	 */
+	if (t < B.reported)
+		t = B.reported;
+	B.reported = t;
 	pthread_mutex_unlock(&B.lock);
 	return t;
 }
@@ -105,14 +116,46 @@ void cruxn_busy_sample(uint64_t now, uint64_t period_ns, uint64_t *total, uint64
 		B.count++;
 }
 
+void cruxn_busy_publish(uint64_t now, uint64_t period_ns, struct crux_prof_net *net)
+{
+	uint64_t spacing = period_ns / CRUX_PROF_BUSY_SAMPLES;
+	unsigned last = (B.hhead + CRUX_PROF_BUSY_SAMPLES - 1) % CRUX_PROF_BUSY_SAMPLES;
+
+	cruxn_busy_sample(now, period_ns, &net->busy_ns, &net->busy_window_ns,
+			  &net->busy_period_ns);
+	if (B.hcount && B.hist[last].t_ns > now)
+		B.hcount = 0; /* not ours: a reset (tests) */
+	if (!B.hcount || now - B.hist[last].t_ns >= spacing) {
+		B.hist[B.hhead] = (struct crux_prof_busy_sample){now, net->busy_ns};
+		B.hhead = (B.hhead + 1) % CRUX_PROF_BUSY_SAMPLES;
+		if (B.hcount < CRUX_PROF_BUSY_SAMPLES)
+			B.hcount++;
+	}
+	/* oldest first, then this moment (the newest is never older than the publish) */
+	net->nbusy_hist = 0;
+	for (unsigned i = 0; i < B.hcount; i++) {
+		unsigned k = (B.hhead + CRUX_PROF_BUSY_SAMPLES - B.hcount + i) % CRUX_PROF_BUSY_SAMPLES;
+		net->busy_hist[net->nbusy_hist++] = B.hist[k];
+	}
+	if (net->nbusy_hist && net->busy_hist[net->nbusy_hist - 1].t_ns != now) {
+		if (net->nbusy_hist == CRUX_PROF_BUSY_SAMPLES) {
+			memmove(net->busy_hist, net->busy_hist + 1,
+				(CRUX_PROF_BUSY_SAMPLES - 1) * sizeof(net->busy_hist[0]));
+			net->nbusy_hist--;
+		}
+		net->busy_hist[net->nbusy_hist++] = (struct crux_prof_busy_sample){now, net->busy_ns};
+	}
+}
+
 void cruxn_busy_reset(void)
 {
 	pthread_mutex_lock(&B.lock);
 	atomic_store(&B.inflight, 0);
 	B.open = false;
-	B.since = B.total = 0;
+	B.since = B.total = B.reported = 0;
 	memset(B.ring, 0, sizeof(B.ring));
 	B.head = B.count = 0;
+	B.hhead = B.hcount = 0;
 	pthread_mutex_unlock(&B.lock);
 }
 

@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "crux/profile.h"
+
 /* A transfer was posted / completed (or abandoned) at 'now' (crux_now_ns). */
 void cruxn_busy_begin_at(uint64_t now);
 void cruxn_busy_end_at(uint64_t now);
@@ -23,6 +25,12 @@ uint64_t cruxn_busy_total_at(uint64_t now);
  */
 void cruxn_busy_sample(uint64_t now, uint64_t period_ns, uint64_t *total, uint64_t *window,
 		       uint64_t *in_window);
+/*
+ * Publisher: cruxn_busy_sample into net's busy fields, and the history
+ * (samples at least period_ns / CRUX_PROF_BUSY_SAMPLES apart, oldest first,
+ * ending at 'now') into net->busy_hist.
+ */
+void cruxn_busy_publish(uint64_t now, uint64_t period_ns, struct crux_prof_net *net);
 /* Forget everything (tests). */
 void cruxn_busy_reset(void);
 

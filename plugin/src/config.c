@@ -69,7 +69,7 @@ crux_status_t cruxn_config_load(struct cruxn_config *cfg, char *err, size_t errl
 				 60000000000ull, 1000000ull, &ns, err, errlen) != CRUX_OK)
 		return CRUX_ERR_INVAL;
 	c.publish_ns = ns;
-	if (crux_env_duration_ns(NULL, NULL, "CRUX_BUSY_PERIOD", 10000000000ull, 1000000000ull,
+	if (crux_env_duration_ns(NULL, NULL, "CRUX_BUSY_PERIOD", 30000000000ull, 1000000000ull,
 				 600000000000ull, 1000000000ull, &ns, err, errlen) != CRUX_OK)
 		return CRUX_ERR_INVAL;
 	c.busy_period_ns = ns;

@@ -391,8 +391,7 @@ static void publish_once(void)
 	}
 	for (int k = 0; k < CRUX_COLL_KINDS; k++)
 		net.tx_bytes_by_kind[k] = atomic_load_explicit(&c->tx_kind[k], memory_order_relaxed);
-	cruxn_busy_sample(net.update_ns, c->cfg.busy_period_ns, &net.busy_ns, &net.busy_window_ns,
-			  &net.busy_period_ns);
+	cruxn_busy_publish(net.update_ns, c->cfg.busy_period_ns, &net);
 	crux_prof_publish_net(c->prof, &net);
 }
 

@@ -136,7 +136,7 @@ while [ $round -lt 6 ]; do
 		ctl_ok
 		sleep 0.1
 	done
-	junk 10432 >"$S/prof-1-1.rec"; chmod 644 "$S/prof-1-1.rec"
+	junk 11456 >"$S/prof-1-1.rec"; chmod 644 "$S/prof-1-1.rec"
 	ln -sf /etc/passwd "$S/prof-2-2.rec"
 	# cruxd recreates its socket within a second; then it gets garbage.
 	i=0

@@ -148,12 +148,18 @@ static void test_open_self_twice(void **state)
 	n->busy_ns = 9000;
 	n->busy_window_ns = 5000;
 	n->busy_period_ns = 1234;
+	n->nbusy_hist = 2;
+	n->busy_hist[0] = (struct crux_prof_busy_sample){10, 100};
+	n->busy_hist[1] = (struct crux_prof_busy_sample){42, 9000};
 	crux_prof_publish_net(plugin, n);
 
 	assert_int_equal(crux_prof_read(d->shm, name, snap), CRUX_OK);
 	/* v5: the plugin's busy time goes through publish and read */
 	assert_true(snap->net.busy_ns == 9000 && snap->net.busy_window_ns == 5000 &&
 		    snap->net.busy_period_ns == 1234);
+	/* v6: and its history */
+	assert_int_equal(snap->net.nbusy_hist, 2);
+	assert_true(snap->net.busy_hist[0].t_ns == 10 && snap->net.busy_hist[1].busy_ns == 9000);
 	assert_true(snap->has_compute);
 	assert_true(snap->has_net);
 	assert_true(snap->compute.iter_time_s == 0.5);
@@ -485,15 +491,21 @@ static void test_scan_invalid(void **state)
 	assert_int_equal(crux_prof_read_ex(d->shm, pname, snap, err, sizeof(err)),
 			 CRUX_ERR_VERSION);
 	/*
-	 * A record of the previous layout (v4: no busy time in the net section,
-	 * 64 bytes shorter) is refused by its version, with the fix named.
+	 * Records of the previous layouts (v4: no busy time in the net section,
+	 * 10,368 bytes; v5: no busy history, 10,432 bytes) are refused by their
+	 * version, with the fix named.
 	 */
 	((struct crux_shm_header *)(void *)bad)->layout_version = 4;
-	tu_write_file(ppath, bad, len - 64, 0644);
+	tu_write_file(ppath, bad, 10368, 0644);
 	assert_int_equal(crux_prof_read_ex(d->shm, pname, snap, err, sizeof(err)),
 			 CRUX_ERR_VERSION);
-	assert_non_null(strstr(err, "layout version 4, but this build reads version 5"));
+	assert_non_null(strstr(err, "layout version 4, but this build reads version 6"));
 	assert_non_null(strstr(err, "same version everywhere"));
+	((struct crux_shm_header *)(void *)bad)->layout_version = 5;
+	tu_write_file(ppath, bad, 10432, 0644);
+	assert_int_equal(crux_prof_read_ex(d->shm, pname, snap, err, sizeof(err)),
+			 CRUX_ERR_VERSION);
+	assert_non_null(strstr(err, "layout version 5, but this build reads version 6"));
 	/* wrong magic */
 	((struct crux_shm_header *)(void *)bad)->layout_version = CRUX_PROF_VERSION;
 	((struct crux_shm_header *)(void *)bad)->magic = 0x12345678;

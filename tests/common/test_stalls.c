@@ -294,6 +294,38 @@ static void test_of_record(void **state)
 	assert_true(s.valid && s.net_known);
 	assert_true(fabs(s.network - 0.30) < EPS && fabs(s.interconnect - 0.10) < EPS);
 	assert_true(fabs(s.net_busy_s - 0.06) < EPS);
+	/*
+	 * With a busy history the compute window's own span counts, not the
+	 * plugin's period: window [20 s, 22 s], busy 1.0 s of it (50 %); the
+	 * period says 30 %. Samples 1 s apart, busy linear inside each.
+	 */
+	c.window_end_ns = 22000000000ull;
+	c.window_s = 2.0;
+	n->nbusy_hist = 5;
+	for (int i = 0; i < 5; i++) /* t = 19..23 s; 0.5 s busy per second from 19 s */
+		n->busy_hist[i] = (struct crux_prof_busy_sample){(19ull + i) * 1000000000ull,
+								 40000000000ull + i * 500000000ull};
+	n->busy_ns = n->busy_hist[4].busy_ns;
+	bool over = false;
+	assert_true(fabs(crux_prof_busy_fraction(&c, true, n, true, &over) - 0.5) < EPS && over);
+	crux_prof_stalls_of(&c, true, n, true, &s);
+	/* busy 100 ms of the 200 ms iteration, comm 80 ms: capped, all exposed comm is network */
+	assert_true(fabs(s.network - 0.40) < EPS && s.interconnect < EPS);
+	/* half a sample interval: interpolated (21.5 s .. 23.5 s -> moved back to end at 23 s) */
+	c.window_end_ns = 23500000000ull;
+	assert_true(fabs(crux_prof_busy_fraction(&c, true, n, true, &over) - 0.5) < EPS && over);
+	/* a window older than the history: the period's figure */
+	c.window_end_ns = 19500000000ull;
+	assert_true(fabs(crux_prof_busy_fraction(&c, true, n, true, &over) - 0.3) < EPS && !over);
+	/* uneven busy inside the history: exact at the samples */
+	n->busy_hist[2].busy_ns = n->busy_hist[1].busy_ns; /* nothing in 20..21 s */
+	n->busy_hist[3].busy_ns = n->busy_hist[2].busy_ns + 900000000ull;
+	n->busy_hist[4].busy_ns = n->busy_hist[3].busy_ns + 100000000ull;
+	c.window_end_ns = 22000000000ull; /* 20..22 s: 0 + 0.9 s */
+	assert_true(fabs(crux_prof_busy_fraction(&c, true, n, true, &over) - 0.45) < EPS && over);
+	n->nbusy_hist = 0;
+	c.window_end_ns = 0;
+	c.window_s = 0;
 	crux_prof_stalls_of(&c, true, n, false, &s);
 	assert_true(s.valid && !s.net_known && fabs(s.interconnect - 0.4) < EPS);
 	n->busy_window_ns = 0; /* published before any period: unknown */

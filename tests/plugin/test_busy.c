@@ -59,6 +59,39 @@ static void test_period(void **state)
 	}
 }
 
+/* the published history: spaced by period / 64, oldest first, ending now, monotonic */
+static void test_history(void **state)
+{
+	(void)state;
+	static struct crux_prof_net net;
+
+	cruxn_busy_reset();
+	/* publishes every 10 ms, period 6.4 s: samples kept 100 ms apart */
+	for (uint64_t k = 1; k <= 1000; k++) {
+		uint64_t now = k * 10 * MS;
+		if (k % 10 == 3)
+			cruxn_busy_begin_at(now - 5 * MS);
+		if (k % 10 == 7)
+			cruxn_busy_end_at(now - 5 * MS);
+		cruxn_busy_publish(now, 6400 * MS, &net);
+		assert_true(net.nbusy_hist >= 1 && net.nbusy_hist <= CRUX_PROF_BUSY_SAMPLES);
+		assert_true(net.busy_hist[net.nbusy_hist - 1].t_ns == now);
+		assert_true(net.busy_hist[net.nbusy_hist - 1].busy_ns == net.busy_ns);
+		for (uint32_t i = 1; i < net.nbusy_hist; i++) {
+			assert_true(net.busy_hist[i].t_ns > net.busy_hist[i - 1].t_ns);
+			assert_true(net.busy_hist[i].busy_ns >= net.busy_hist[i - 1].busy_ns);
+			if (i + 1 < net.nbusy_hist)
+				assert_true(net.busy_hist[i].t_ns - net.busy_hist[i - 1].t_ns >= 100 * MS);
+		}
+	}
+	assert_int_equal(net.nbusy_hist, CRUX_PROF_BUSY_SAMPLES);
+	/* 40 ms busy in every 100 ms: over the history's span, 40 % */
+	uint64_t span = net.busy_hist[63].t_ns - net.busy_hist[0].t_ns;
+	uint64_t busy = net.busy_hist[63].busy_ns - net.busy_hist[0].busy_ns;
+	assert_true(span >= 6000 * MS);
+	assert_true(busy * 100 / span >= 39 && busy * 100 / span <= 41);
+}
+
 /* a request counted once, whatever the number of ends (close after completion) */
 static void test_request_flag(void **state)
 {
@@ -110,6 +143,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_union),
 		cmocka_unit_test(test_period),
+		cmocka_unit_test(test_history),
 		cmocka_unit_test(test_request_flag),
 		cmocka_unit_test(test_threads),
 	};

@@ -78,13 +78,12 @@ static void clamp_rank(struct cruxd_agent *a, struct rank *r, const struct crux_
 /* The rank's stall breakdown from its clamped figures and the plugin's busy fraction. */
 static void split_rank(struct rank *r, const struct crux_prof_snapshot *s)
 {
-	double busy = -1;
+	double busy;
 
 	memset(&r->split, 0, sizeof(r->split));
 	if (!r->has_compute)
 		return;
-	if (s->has_net && s->net.busy_window_ns > 0)
-		busy = (double)s->net.busy_period_ns / (double)s->net.busy_window_ns;
+	busy = crux_prof_busy_fraction(&s->compute, s->has_compute, &s->net, s->has_net, NULL);
 	crux_prof_stalls_from(r->iter, r->compute, r->comm, r->stall, busy, &r->split);
 }
 

@@ -33,15 +33,16 @@ extern "C" {
 
 #define CRUX_PROF_MAGIC 0x50585243u /* "CRXP" little-endian */
 /*
- * 5: net section has the plugin's busy time (stall breakdown); 4: bytes by collective kind;
- * 3: contract v2 (sealed memfd); 2: local address
+ * 6: the plugin's busy-time history; 5: net section has the plugin's busy time (stall
+ * breakdown); 4: bytes by collective kind; 3: contract v2 (sealed memfd); 2: local address
  */
-#define CRUX_PROF_VERSION 5
+#define CRUX_PROF_VERSION 6
 #define CRUX_PROF_PREFIX "prof-"
 #define CRUX_PROF_SUFFIX ".rec"
 #define CRUX_PROF_MAX_PEERS 64
 #define CRUX_HOSTNAME_LEN 64
 #define CRUX_DEVICE_LEN 64
+#define CRUX_PROF_BUSY_SAMPLES 64
 
 enum crux_coll_kind {
 	CRUX_COLL_ALLREDUCE = 0,
@@ -102,6 +103,12 @@ struct crux_prof_compute {
 #define CRUX_PROF_F_STATIC_NCCL 0x4u   /* NCCL linked statically: nothing intercepted */
 #define CRUX_PROF_F_SRC_PROFILER 0x8u  /* from the NCCL profiler plugin (else the preload) */
 
+/* The plugin's cumulative busy time at one moment (CLOCK_MONOTONIC). */
+struct crux_prof_busy_sample {
+	uint64_t t_ns;
+	uint64_t busy_ns;
+};
+
 struct crux_prof_peer {
 	struct crux_addr peer;
 	uint64_t tx_bytes[CRUX_MAX_LEVELS]; /* by the level the bytes were sent at */
@@ -138,6 +145,16 @@ struct crux_prof_net {
 	uint64_t busy_ns;
 	uint64_t busy_window_ns;
 	uint64_t busy_period_ns; /* <= busy_window_ns */
+	/*
+	 * (v6) History of busy_ns, oldest first, at least CRUX_BUSY_PERIOD / 64
+	 * apart (so it spans at least CRUX_BUSY_PERIOD once the plugin is that
+	 * old): readers take the busy time over the compute section's own window
+	 * from it. Times and totals never decrease; the newest is at most
+	 * (update_ns, busy_ns).
+	 */
+	uint32_t nbusy_hist;
+	uint32_t reserved2;
+	struct crux_prof_busy_sample busy_hist[CRUX_PROF_BUSY_SAMPLES];
 };
 
 /* A validated, consistent copy of one record (what the scan delivers). */
@@ -163,9 +180,10 @@ struct crux_prof_snapshot {
  *   interconnect: the rest of the exposed communication (NCCL's work inside
  *                 the host: P2P/SHM/NVLink, reductions, launch);
  *   other:        neither (data loading, host work, idle).
- * The plugin's busy time per iteration is its busy fraction over its period
- * times the iteration time, capped at comm_s; exposed communication is
- * attributed to the network in the proportion busy/comm (method and error:
+ * The plugin's busy time per iteration is its busy fraction (over the
+ * compute window, from the busy history; else over the plugin's period) times
+ * the iteration time, capped at comm_s; exposed communication is attributed
+ * to the network in the proportion busy/comm (method and error:
  * common/README.md, "Stall breakdown").
  */
 struct crux_prof_stalls {
@@ -178,6 +196,15 @@ struct crux_prof_stalls {
 	double other;
 	double net_busy_s; /* the plugin's busy time per iteration (<= comm_s) */
 };
+
+/*
+ * The plugin's busy fraction for the compute section's window: from the
+ * busy history over [window_end - window_s, window_end] (moved back to the
+ * newest sample when the window ends after it), else over the plugin's
+ * period; -1 when unknown. *over_window (may be NULL) says which.
+ */
+double crux_prof_busy_fraction(const struct crux_prof_compute *c, bool has_compute,
+			       const struct crux_prof_net *n, bool has_net, bool *over_window);
 
 /* From the figures of one record (either section may be missing: has_*). */
 void crux_prof_stalls_of(const struct crux_prof_compute *c, bool has_compute,
