@@ -358,15 +358,28 @@ cluster_status() {
 		echo "h$h: $("$CRUXCTL" --shm-dir "$shm/h$h" status 2>/dev/null | grep '^cluster' || echo 'no agent') | routes with ports: $nr"
 	done
 }
-# Did every host apply the same schedule revision (the last one)?
+# Did every host apply the same schedule revision (the last one)? This runs
+# right after the ranks were stopped: their jobs depart, the leader writes new
+# schedules and each host applies them at its next pass, while the hosts are
+# read one after the other. Reading once then caught the cluster mid-way (6 of
+# 18 runs "not all equal"): read until every host shows one revision, for up
+# to three leases (a leader change included), and say how long it took.
 cluster_summary() {
-	local dir="$1" shm="$2" h revs="" r lead="" l js n=$((LEAVES * HOSTS_PER_LEAF))
-	for ((h = 0; h < n; h++)); do
-		js="$("$CRUXCTL" --shm-dir "$shm/h$h" --json status 2>/dev/null)"
-		r="$(echo "$js" | grep -o '"schedule_revision":[0-9]*' | head -n 1 | cut -d: -f2)"
-		l="$(echo "$js" | grep -o '"leader":"[^"]*"' | head -n 1 | cut -d'"' -f4)"
-		revs="$revs ${r:-none}"
-		[ -n "$l" ] && lead="$l"
+	local dir="$1" shm="$2" h revs r lead l js n=$((LEAVES * HOSTS_PER_LEAF)) t0 waited=0
+	t0=$(date +%s%N)
+	while :; do
+		revs="" lead=""
+		for ((h = 0; h < n; h++)); do
+			js="$("$CRUXCTL" --shm-dir "$shm/h$h" --json status 2>/dev/null)"
+			r="$(echo "$js" | grep -o '"schedule_revision":[0-9]*' | head -n 1 | cut -d: -f2)"
+			l="$(echo "$js" | grep -o '"leader":"[^"]*"' | head -n 1 | cut -d'"' -f4)"
+			revs="$revs ${r:-none}"
+			[ -n "$l" ] && lead="$l"
+		done
+		waited=$((($(date +%s%N) - t0) / 1000000))
+		[ "$(echo $revs | tr ' ' '\n' | sort -u | wc -l)" -eq 1 ] && break
+		[ "$waited" -lt 15000 ] || break
+		sleep 0.5
 	done
 	# the most routes with ports the hosts held at once (summed over hosts, per snapshot)
 	local routes
@@ -374,9 +387,9 @@ cluster_summary() {
 		[ -f "$f" ] && sed -n 's/.*routes with ports: \([0-9]*\)$/\1/p' "$f" | awk '{s += $1} END {print s + 0}'
 	done | sort -n | tail -n 1)"
 	if [ "$(echo $revs | tr ' ' '\n' | sort -u | wc -l)" -eq 1 ]; then
-		echo "  cluster: $n cruxd on etcd, leader $lead, every host applied schedule revision $(echo $revs | cut -d' ' -f1), $(cat "$dir"/cruxd-h*.log | grep -c rescheduled) reschedule(s), at most ${routes:-0} route(s) with probed ports"
+		echo "  cluster: $n cruxd on etcd, leader $lead, every host applied schedule revision $(echo $revs | cut -d' ' -f1) ($waited ms after the ranks stopped), $(cat "$dir"/cruxd-h*.log | grep -c rescheduled) reschedule(s), at most ${routes:-0} route(s) with probed ports"
 	else
-		echo "  cluster: $n cruxd on etcd, leader $lead, hosts' schedule revisions:$revs (not all equal at the end of the run)"
+		echo "  cluster: $n cruxd on etcd, leader $lead, hosts' schedule revisions:$revs (not all equal $waited ms after the ranks stopped)"
 	fi
 }
 
