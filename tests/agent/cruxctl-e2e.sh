@@ -217,5 +217,13 @@ sleep 1.2
 "$CTL" --json plan --topology "$tmp/t.topo" --jobs "$tmp/j.jobs" --levels 2 >"$tmp/plan.json" ||
 	fail "plan"
 grep -q '"levels":2' "$tmp/plan.json" || fail "plan output: $(cat "$tmp/plan.json")"
+# CRUX_LEVELS is honoured as cruxd reads it (it was ignored: 8 levels, even for 'banana').
+CRUX_LEVELS=3 "$CTL" --json plan --topology "$tmp/t.topo" --jobs "$tmp/j.jobs" >"$tmp/plan.json" ||
+	fail "plan with CRUX_LEVELS=3"
+grep -q '"levels":3' "$tmp/plan.json" || fail "plan ignored CRUX_LEVELS=3: $(cat "$tmp/plan.json")"
+rc=0
+CRUX_LEVELS=banana "$CTL" plan --topology "$tmp/t.topo" --jobs "$tmp/j.jobs" >/dev/null 2>"$tmp/err" || rc=$?
+[ "$rc" = 2 ] || fail "plan with CRUX_LEVELS=banana: exit $rc"
+grep -q "CRUX_LEVELS" "$tmp/err" || fail "plan CRUX_LEVELS=banana message: $(cat "$tmp/err")"
 expect_fail "$CTL" plan --topology "$tmp/nonexistent" --jobs "$tmp/j.jobs"
 echo "cruxctl end-to-end: ok"
