@@ -1040,6 +1040,51 @@ static crux_status_t drop_leaseless(struct crux_cluster_node *n, bool *dropped)
 	return st;
 }
 
+/*
+ * One campaign: the leader key created on our lease if absent (Patroni's
+ * txn), and nothing sent while the watcher shows a leader key on a lease:
+ * with N hosts, a leader's end made all N campaign with a txn and a read
+ * each, and the once-per-TTL fallback cost every host two requests per TTL.
+ * The term is the txn's revision (the key's create revision); the holder
+ * otherwise comes from the watcher.
+ */
+static crux_status_t campaign(struct crux_cluster_node *n, bool force)
+{
+	size_t kl = strlen(n->k_leader), ml = strlen(n->host);
+	pthread_mutex_lock(&n->mu);
+	bool known = n->lk_known && n->lk_present;
+	int64_t create = n->lk_create, lease = n->lk_lease;
+	char holder[CRUX_CLUSTER_NAME_MAX];
+	snprintf(holder, sizeof(holder), "%s", n->lk_holder);
+	pthread_mutex_unlock(&n->mu);
+	if (known && !force && lease) {
+		if (lease == n->lease && !strcmp(holder, n->host))
+			n->term = create; /* ours already (a term of ours the store kept) */
+		else
+			snprintf(n->leader_name, sizeof(n->leader_name), "%s", holder);
+		return CRUX_OK;
+	}
+	if (!n->lease)
+		return CRUX_ERR_INVAL;
+	struct crux_etcd_cmp absent = {.target = CRUX_ETCD_CMP_CREATE, .result = CRUX_ETCD_EQUAL,
+				       .key = n->k_leader, .klen = kl, .number = 0};
+	struct crux_etcd_op put = {.kind = CRUX_ETCD_OP_PUT, .key = n->k_leader, .klen = kl,
+				   .value = n->host, .vlen = ml, .lease = n->lease};
+	bool created = false;
+	int64_t rev = 0;
+	crux_status_t st = crux_etcd_txn(n->e, &absent, 1, &put, 1, NULL, 0, &created, &rev);
+	if (st != CRUX_OK)
+		return st;
+	if (created) {
+		n->term = rev;
+		snprintf(n->leader_name, sizeof(n->leader_name), "%s", n->host);
+	} else {
+		n->term = 0;
+		snprintf(n->leader_name, sizeof(n->leader_name), "%s", known ? holder : "");
+	}
+	return CRUX_OK;
+}
+
 /* After another store was detected: everything this node remembers of the
  * old one (its lease may be unknown there, its record and the schedule
  * absent or old) is checked again: republish, campaign, rewrite. */
@@ -1096,8 +1141,7 @@ crux_status_t crux_cluster_step(struct crux_cluster_node *n)
 	 * case a deletion fell between a list and its watch. */
 	if (st == CRUX_OK && n->term == 0 &&
 	    (dropped || now >= n->next_campaign || atomic_exchange(&n->leader_gone, false))) {
-		st = crux_elect_campaign(n->e, n->k_leader, n->host, n->lease, &n->term, n->leader_name,
-					 sizeof(n->leader_name));
+		st = campaign(n, dropped);
 		n->next_campaign = now + (double)n->cfg.ttl_s;
 		if (st == CRUX_OK && n->term > 0)
 			crux_info("cluster %s: host %s leads (term %lld)", n->cluster, n->host,
