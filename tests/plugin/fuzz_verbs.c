@@ -191,7 +191,7 @@ static void send_ctrl(int fd, const uint8_t *p, size_t n, uint64_t nonce)
 			m.magic = VX_MAGIC;
 			m.version = VX_VERSION;
 			m.nonce = nonce;
-			m.kind = (uint16_t)(m.kind % 9);
+			m.kind = (uint16_t)(m.kind % 10);
 		}
 		if (send(fd, &m, k, MSG_NOSIGNAL) < 0)
 			return;

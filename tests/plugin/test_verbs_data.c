@@ -461,9 +461,10 @@ static void test_lane_switch(void **state)
 	/* the receiver's CTS queue pair took the same class */
 	assert_int_equal(r->cur->id, 1);
 	assert_int_equal(vxd_qp_tc(r->cur->qps[0]->qp_num), 46 << 2);
-	/* the old lane is gone at both ends */
-	assert_null(cruxn_vx_lane_find(s, 0));
-	assert_null(cruxn_vx_lane_find(r, 0));
+	/* the old lane stays warm at both ends (up, not current: CRUX_IB_WARM_LANES) */
+	assert_non_null(cruxn_vx_lane_find(s, 0));
+	assert_int_equal(cruxn_vx_lane_find(s, 0)->state, VX_LANE_UP);
+	assert_non_null(cruxn_vx_lane_find(r, 0));
 	assert_int_equal(s->b.marked.tos, 46 << 2);
 	cruxn_dereg_mr(sc, smr);
 	cruxn_dereg_mr(rc, rmr);
@@ -488,6 +489,7 @@ static void test_lane_close_waits_for_parts(void **state)
 
 	assert_int_equal(cruxn_reg_mr(sc, sb, sizeof(sb), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
 	assert_int_equal(cruxn_reg_mr(rc, rb, sizeof(rb), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
+	cruxn_vx_qpcfg.warm_lanes = 0; /* the old lane closes at once */
 	vxd.hold_recv = true;
 	fill(sb, sizeof(sb), 21);
 	{
@@ -536,6 +538,48 @@ static void test_lane_close_waits_for_parts(void **state)
 	}
 	assert_null(cruxn_vx_lane_find(r, 0));
 	assert_null(cruxn_vx_lane_find(s, 0));
+	cruxn_vx_qpcfg.warm_lanes = 2;
+	cruxn_dereg_mr(sc, smr);
+	cruxn_dereg_mr(rc, rmr);
+}
+
+/*
+ * Warm lanes: a decision that returns to a class (and path) used before
+ * moves back by pointer at a message boundary: no queue pair is created or
+ * modified (the firmware commands stay out of the data path), and the
+ * receiver's CTS writes follow (LANE_MOVE). Before, every change built a
+ * new lane and closed the old one.
+ */
+static void test_warm_lane_return(void **state)
+{
+	static unsigned char sb[8192], rb[8192];
+	struct vx_comm *s = sc, *r = rc;
+	struct cruxn_class a = s->b.tag.cls;
+	void *smr, *rmr;
+	int qps;
+	(void)state;
+
+	assert_int_equal(cruxn_reg_mr(sc, sb, sizeof(sb), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_reg_mr(rc, rb, sizeof(rb), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
+	send_one(sb, rb, sizeof(sb), 91);
+	s->b.tag.cls.tos = 34 << 2;
+	s->b.ops->boundary(&s->b, true, false);
+	send_one(sb, rb, sizeof(sb), 92);
+	assert_int_equal(s->cur->id, 1);
+	assert_int_equal(r->cur->id, 1);
+	qps = vxd.qps;
+	s->b.tag.cls = a; /* back to the first class */
+	s->b.ops->boundary(&s->b, true, false);
+	send_one(sb, rb, sizeof(sb), 93);
+	assert_int_equal(s->cur->id, 0); /* the warm lane, by pointer */
+	assert_int_equal(vxd.qps, qps); /* no queue pair created */
+	assert_int_equal(vxd_qp_tc(s->cur->qps[0]->qp_num), a.tos & 0xfc);
+	for (int i = 0; i < 100 && r->cur->id != 0; i++) {
+		r->b.ops->progress(&r->b);
+		usleep(100);
+	}
+	assert_int_equal(r->cur->id, 0); /* the receiver's CTS followed */
+	send_one(sb, rb, sizeof(sb), 94);
 	cruxn_dereg_mr(sc, smr);
 	cruxn_dereg_mr(rc, rmr);
 }
@@ -851,14 +895,18 @@ static void test_lane_flip_back(void **state)
 	assert_int_equal(s->cur->id, 0);
 	assert_int_equal(r->cur->id, 0);
 	/* idle ends read their control sockets at least every millisecond */
-	for (int i = 0; i < 2000 && (cruxn_vx_lane_find(s, 1) || cruxn_vx_lane_find(r, 1)); i++) {
+	for (int i = 0; i < 2000 && (!cruxn_vx_lane_find(s, 1) ||
+				     cruxn_vx_lane_find(s, 1)->state != VX_LANE_UP); i++) {
 		s->b.ops->progress(&s->b);
 		r->b.ops->progress(&r->b);
 		usleep(100);
 	}
-	assert_null(cruxn_vx_lane_find(s, 1));
-	assert_null(cruxn_vx_lane_find(r, 1));
+	/* the lane built for the short-lived decision stays warm, unused */
+	assert_non_null(cruxn_vx_lane_find(s, 1));
+	assert_int_equal(cruxn_vx_lane_find(s, 1)->state, VX_LANE_UP);
+	assert_non_null(cruxn_vx_lane_find(r, 1));
 	assert_int_equal(s->cur->id, 0);
+	assert_int_equal(r->cur->id, 0);
 	cruxn_dereg_mr(sc, smr);
 	cruxn_dereg_mr(rc, rmr);
 }
@@ -1127,6 +1175,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lane_switch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_flip_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_close_waits_for_parts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_warm_lane_return, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unrealisable_route_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ib_ignores_routes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fifo_tc, setup, teardown),

@@ -21,7 +21,7 @@
 struct cruxn_vx cruxn_vx_state;
 struct cruxn_vx_qp_cfg cruxn_vx_qpcfg = {
 	.timeout = 20, .retry_cnt = 7, .pkey = 0, .nqps = 1, .split = false, .ar = -1, .ar_threshold = 8192,
-	.relaxed = 2};
+	.relaxed = 2, .warm_lanes = 2};
 
 /* ---- failure ---------------------------------------------------------------- */
 
@@ -294,6 +294,9 @@ static struct vx_lane *lane_matching(struct vx_comm *c, int *nlanes)
 	return hit;
 }
 
+static void lane_close(struct vx_comm *c, struct vx_lane *l);
+static struct vx_lane *oldest_parked(struct vx_comm *c, const struct vx_lane *keep, int *count);
+
 enum { REPATH_NO, REPATH_WAIT, REPATH_DONE };
 
 /*
@@ -351,8 +354,13 @@ struct vx_lane *cruxn_vx_lane_want(struct vx_comm *c)
 	default:
 		break; /* a new lane */
 	}
-	if (n >= VX_MAX_LANES)
+	if (n >= VX_MAX_LANES) {
+		/* room for the new lane: the oldest warm one closes */
+		struct vx_lane *p = oldest_parked(c, NULL, NULL);
+		if (p)
+			lane_close(c, p);
 		return NULL; /* old lanes still closing: ask again on the next call */
+	}
 	l = cruxn_vx_lane_new(c, c->next_lane, &c->b.tag.cls, &c->b.tag.route);
 	if (!l) {
 		cruxn_vx_fail(c, "new lane", "cannot create its queue pairs", "device out of resources?");
@@ -377,13 +385,33 @@ static void lane_close(struct vx_comm *c, struct vx_lane *l)
 	cruxn_vx_ctrl_send(c, &m);
 }
 
+/* Sender: the oldest warm lane (up, not current, not 'keep'), or NULL. */
+static struct vx_lane *oldest_parked(struct vx_comm *c, const struct vx_lane *keep, int *count)
+{
+	struct vx_lane *old = NULL;
+	int n = 0;
+
+	for (struct vx_lane *l = c->lanes; l; l = l->next) {
+		if (l->state != VX_LANE_UP || l == c->cur || l == keep)
+			continue;
+		n++;
+		if (!old || l->parked_ns < old->parked_ns)
+			old = l;
+	}
+	if (count)
+		*count = n;
+	return old;
+}
+
 void cruxn_vx_lanes_progress(struct vx_comm *c)
 {
-	struct vx_lane *want = lane_matching(c, NULL);
+	struct vx_lane *want = lane_matching(c, NULL), *p;
+	int nparked;
 
 	/* the decision's lane is up and the current one drained: the next message moves */
 	if (want && want != c->cur && want->state == VX_LANE_UP && c->cur->outstanding == 0) {
 		struct vx_lane *old = c->cur;
+		struct vx_msg m;
 		char peer[80];
 
 		c->cur = want;
@@ -391,16 +419,23 @@ void cruxn_vx_lanes_progress(struct vx_comm *c)
 		c->b.route_now = want->route;
 		if (want->route_refused) /* what the lane realises: the device's hash */
 			c->b.route_now.path_id = CRUX_PATH_NONE, c->b.route_now.nports = 0;
-		lane_close(c, old);
+		/*
+		 * The old lane stays up (warm): a decision that returns to it moves
+		 * back by pointer, no queue pairs built. The receiver's CTS writes
+		 * follow the sender (LANE_MOVE); lanes beyond CRUX_IB_WARM_LANES close.
+		 */
+		old->parked_ns = crux_now_ns();
+		msg_init(c, &m, VX_LANE_MOVE, old->id);
+		m.addr = want->id;
+		cruxn_vx_ctrl_send(c, &m);
 		crux_info("verbs connection to %s moved to lane %u (traffic class %d, SL %d, "
 			  "%d queue pair(s), first UDP source port %u)",
 			  cruxn_sa_str(&c->b.peer.sa, peer, sizeof(peer)), want->id, want->cls.tos,
 			  want->cls.sl, want->nqps, want->sport[0]);
 	}
-	/* lanes built for a decision that changed again before they were used */
-	for (struct vx_lane *l = c->lanes; l; l = l->next)
-		if (l->state == VX_LANE_UP && l != c->cur && l != want)
-			lane_close(c, l);
+	/* warm lanes (used before, or built for a decision that changed again) beyond the limit close */
+	while ((p = oldest_parked(c, want, &nparked)) && nparked > cruxn_vx_qpcfg.warm_lanes)
+		lane_close(c, p);
 }
 
 static void lane_unlink_free(struct vx_comm *c, uint32_t id)
@@ -517,6 +552,13 @@ static void recv_ctrl(struct vx_comm *c, const struct vx_msg *m)
 			return;
 		cruxn_vx_ep_to_msg(c, l, &a, VX_LANE_ACK);
 		cruxn_vx_ctrl_send(c, &a);
+	} else if (m->kind == VX_LANE_MOVE) {
+		/* the sender moved onto lane m->addr, lane m->lane stays warm: CTS follows */
+		struct vx_lane *to = cruxn_vx_lane_find(c, (uint32_t)m->addr);
+		if (to && to->state == VX_LANE_UP) {
+			c->cur = to;
+			c->b.marked = to->cls;
+		}
 	} else if (m->kind == VX_LANE_CLOSE) {
 		/*
 		 * The sender moved off this lane onto lane m->addr, which is in RTS

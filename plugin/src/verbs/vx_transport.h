@@ -59,6 +59,7 @@ enum vx_msg_kind {
 	VX_LANE_CLOSE, /* sender -> receiver: drained, close 'lane' */
 	VX_LANE_GONE, /* receiver -> sender: closed */
 	VX_BYE,       /* either way, on close: receiver's 'done' says which sends arrived */
+	VX_LANE_MOVE, /* sender -> receiver: moved from 'lane' (kept warm) to lane 'addr' */
 };
 
 /*
@@ -117,6 +118,7 @@ struct vx_lane {
 	uint32_t parts;
 	uint32_t close_parts; /* receiver: the count LANE_CLOSE gave */
 	uint64_t since_ns;               /* when the sender asked for it (bounds the build) */
+	uint64_t parked_ns;              /* sender: when it stopped being current (warm, reusable) */
 	struct vx_lane *next;
 };
 
