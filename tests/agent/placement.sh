@@ -88,6 +88,9 @@ PY
 grep -q "env:net .*compute 60.0%  interconnect 10.0%  network 30.0%  other 0.0%" "$tmp/s1.txt" ||
 	fail "status text: $(cat "$tmp/s1.txt")"
 grep -q "env:intra .*network -" "$tmp/s1.txt" || fail "status text, unknown network: $(cat "$tmp/s1.txt")"
+"$CTL" top --iterations 1 --interval 100ms >"$tmp/top.txt" </dev/null || fail "top"
+grep -q "env:net .*compute 60.0%  interconnect 10.0%  network 30.0%  other 0.0%" "$tmp/top.txt" ||
+	fail "top: $(cat "$tmp/top.txt")"
 "$CTL" placement extra >/dev/null 2>"$tmp/err" && fail "placement took an argument"
 grep -q "placement takes no arguments ('extra')" "$tmp/err" || fail "argument error: $(cat "$tmp/err")"
 for p in $pids; do kill -KILL "$p"; wait "$p" 2>/dev/null || true; done
