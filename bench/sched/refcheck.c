@@ -416,50 +416,6 @@ static void measure(struct crux_sched_topo *t, const struct crux_sched_jobs *js,
 	push(&a->by_topo[single][multi], e);
 	push(&a->by_topo_job[single][multi], (m->ue - m->uj) / m->uj);
 	push(&a->uerr_job, (m->ue - m->uj) / m->uj);
-	if (model == 1 && getenv("REFCHECK_DEBUG") && fabs(m->ue - m->ur) > atof(getenv("REFCHECK_DEBUG")) * m->ur) {
-		fprintf(stderr, "case: eval %.4f ref %.4f per-job ref %.4f, %zu jobs\n", m->ue, m->ur,
-			m->uj, n);
-		for (size_t i = 0; i < n; i++)
-			fprintf(stderr,
-				"  job %zu level %d c %.3f ov %.2f comm %.3f flows %d Te %.4f Tr %.4f\n",
-				i, s->d[i].level, js->v[i].compute, js->v[i].overlap,
-				s->d[i].comm_time, js->v[i].n_flows, Te[i], Tr[i]);
-		if (getenv("REFCHECK_DUMP")) {
-			/* The case as crux-plan files: "DUMPT" topology, "DUMP" jobs. */
-			fprintf(stderr, "DUMPT host");
-			for (int h = 0; h < crux_sched_topo_n_hosts(t); h++)
-				fprintf(stderr, " %s", crux_sched_topo_node_name(t, h));
-			fprintf(stderr, "\nDUMPT switch");
-			for (int h = crux_sched_topo_n_hosts(t); h < crux_sched_topo_n_nodes(t); h++)
-				fprintf(stderr, " %s", crux_sched_topo_node_name(t, h));
-			fprintf(stderr, "\n");
-			for (int l = 0; l < crux_sched_topo_n_links(t); l++) {
-				int fr, to;
-				double bw;
-
-				crux_sched_topo_link(t, l, &fr, &to, &bw);
-				if (fr < to)
-					fprintf(stderr, "DUMPT link %s %s %.9g\n",
-						crux_sched_topo_node_name(t, fr),
-						crux_sched_topo_node_name(t, to), bw * 8 / 1e9);
-			}
-			for (size_t i = 0; i < n; i++) {
-				fprintf(stderr, "DUMP job %zu hosts=", i + 1);
-				for (int h = 0; h < js->v[i].n_hosts; h++)
-					fprintf(stderr, "%s%s", h ? "," : "",
-						crux_sched_topo_node_name(t, js->v[i].hosts[h]));
-				fprintf(stderr, " gpus=%d compute=%.9g overlap=%.9g\n",
-					js->v[i].gpus, js->v[i].compute, js->v[i].overlap);
-				for (int f = 0; f < js->v[i].n_flows; f++)
-					fprintf(stderr, "DUMP flow %zu %s %s %.9g # path %d level %d\n",
-						i + 1,
-						crux_sched_topo_node_name(t, js->v[i].flows[f].src),
-						crux_sched_topo_node_name(t, js->v[i].flows[f].dst),
-						js->v[i].flows[f].bytes, s->d[i].path[f],
-						s->d[i].level);
-			}
-		}
-	}
 	/* Iteration times of jobs the reference saw run (a starved job's time is
 	 * only a lower bound there: at least the measured window). */
 	for (size_t i = 0; i < n; i++) {
