@@ -145,8 +145,8 @@ static void stall_families(FILE *f, const struct cruxd_status_body *b)
 		"crux_job_network_stall_fraction", "crux_job_other_fraction"};
 	static const char *const helps[4] = {
 		"Fraction of the iteration the GPUs compute, mean over ranks.",
-		"Fraction of the iteration lost to communication inside the host (exposed, not "
-		"waiting on the net plugin).",
+		("Fraction of the iteration lost to communication inside the host (exposed, not "
+		 "waiting on the net plugin)."),
 		"Fraction of the iteration lost waiting on inter-host transfers through the net plugin.",
 		"Fraction of the iteration neither computing nor communicating."};
 

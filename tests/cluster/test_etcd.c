@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "crux/etcd.h"
+#include "etcd_internal.h"
 
 #define S(x) x, strlen(x)
 
@@ -102,6 +103,35 @@ static void test_range_hostile(void **state)
 		assert_int_equal(crux_etcd_parse_range(bad[i], strlen(bad[i]), &r), CRUX_ERR_CORRUPT);
 		assert_int_equal(r.n, 0);
 	}
+}
+
+/* The header's cluster and member ids are unsigned 64-bit (etcd's are often
+ * above INT64_MAX); a malformed id is "not said" (0), never an error. */
+static void test_header_identity(void **state)
+{
+	(void)state;
+	struct crux_etcd_identity id;
+	int64_t rev = 0;
+	assert_int_equal(crux_etcd_parse_header(S("{\"header\":{\"cluster_id\":\"14841639068965178418\","
+						  "\"member_id\":\"10276657743932975437\","
+						  "\"revision\":\"42\",\"raft_term\":\"2\"}}"),
+						&rev), CRUX_OK);
+	etcd_last_header(&id);
+	assert_int_equal(rev, 42);
+	assert_int_equal(id.revision, 42);
+	assert_true(id.cluster_id == 14841639068965178418ull);
+	assert_true(id.member_id == 10276657743932975437ull);
+	/* 2^64 overflows, letters and numbers are not ids: 0, the answer still parses */
+	assert_int_equal(crux_etcd_parse_header(S("{\"header\":{\"cluster_id\":\"18446744073709551616\","
+						  "\"member_id\":7,\"revision\":\"5\"}}"),
+						&rev), CRUX_OK);
+	etcd_last_header(&id);
+	assert_int_equal(id.revision, 5);
+	assert_true(id.cluster_id == 0 && id.member_id == 0);
+	assert_int_equal(crux_etcd_parse_header(S("{\"header\":{\"cluster_id\":\"12x\",\"revision\":\"6\"}}"),
+						&rev), CRUX_OK);
+	etcd_last_header(&id);
+	assert_true(id.cluster_id == 0 && id.revision == 6);
 }
 
 static void test_txn_grant_keepalive(void **state)
@@ -249,6 +279,7 @@ int main(void)
 		cmocka_unit_test(test_b64_refuses),
 		cmocka_unit_test(test_range),
 		cmocka_unit_test(test_range_hostile),
+		cmocka_unit_test(test_header_identity),
 		cmocka_unit_test(test_txn_grant_keepalive),
 		cmocka_unit_test(test_error),
 		cmocka_unit_test(test_watch),
