@@ -53,7 +53,8 @@ if [ -n "$crux_env_missing" ]; then
 		"build directory works)" >&2
 	exit 1
 fi
-if ! pgrep -x cruxd >/dev/null 2>&1; then
+# pgrep without the preload crux-env.sh just exported: it is for the training processes only
+if ! env -u LD_PRELOAD pgrep -x cruxd >/dev/null 2>&1; then
 	echo "torchrun-crux.sh: warning: no cruxd on this node: the plugin runs on its defaults" >&2
 fi
 exec torchrun "$@"
