@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cases.h"
 #include "crux/sched.h"
 #include "crux/sched_ref.h"
 #include "internal.h" /* sched_evaluate_links: the enumeration's inner loop */
@@ -77,21 +78,6 @@ __attribute__((noreturn)) static void die(const char *what)
 	exit(1);
 }
 
-static uint64_t rnd(uint64_t *s)
-{
-	*s += 0x9e3779b97f4a7c15ULL;
-	uint64_t x = *s;
-
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-	return x ^ (x >> 31);
-}
-
-static double urand(uint64_t *s, double lo, double hi)
-{
-	return lo + (hi - lo) * (double)(rnd(s) >> 11) / 9007199254740992.0;
-}
-
 struct ctx {
 	struct crux_sched_topo *t;
 	struct crux_sched_jobs js;
@@ -106,55 +92,10 @@ struct ctx {
 /* The case generator of sched-optimality (same seeds, same cases). */
 static void gen_case(struct ctx *c, uint64_t seed)
 {
-	struct crux_sched_clos2_params cp;
-	struct crux_sched_err err;
-	int used[20] = {0};
+	const char *e = crux_bench_small_case(seed, NJ, &c->t, &c->js);
 
-	cp.n_tor = 2 + (int)(rnd(&seed) % 3);
-	cp.n_agg = 2;
-	int hosts = cp.n_tor * 2 + (int)(rnd(&seed) % (unsigned)(20 - cp.n_tor * 2 + 1));
-
-	cp.hosts_per_tor = hosts / cp.n_tor;
-	cp.tor_uplinks = 1;
-	cp.host_gbps = 100;
-	cp.tor_gbps = 100;
-	if (crux_sched_topo_clos2(&cp, &c->t, &err))
-		die(err.msg);
-	if (crux_sched_topo_n_links(c->t) > 64)
-		die("more than 64 links");
-	int nh = crux_sched_topo_n_hosts(c->t), free_hosts = nh;
-
-	crux_sched_jobs_init(&c->js);
-	for (int j = 0; j < NJ; j++) {
-		int k = 2 + (int)(rnd(&seed) % 3), h[4];
-
-		for (int a = 0; a < k; a++) {
-			int ok;
-
-			do {
-				h[a] = (int)(rnd(&seed) % (unsigned)nh);
-				ok = !(free_hosts >= k - a && used[h[a]]);
-				for (int b = 0; b < a; b++)
-					ok &= h[b] != h[a];
-			} while (!ok);
-			if (!used[h[a]]) {
-				used[h[a]] = 1;
-				free_hosts--;
-			}
-		}
-		static const double ov[4] = {0, 0.25, 0.5, 0.75};
-		struct crux_sched_job jb = {.id = (uint64_t)j + 1,
-					    .gpus = 8 * k,
-					    .n_hosts = k,
-					    .hosts = h,
-					    .compute = urand(&seed, 0.05, 0.5),
-					    .overlap = ov[rnd(&seed) % 4]};
-
-		jb.work = jb.gpus * jb.compute;
-		if (crux_sched_jobs_add(&c->js, &jb) ||
-		    crux_sched_jobs_add_ring(&c->js, c->js.n - 1, urand(&seed, 1e8, 2e9)))
-			die("out of memory");
-	}
+	if (e)
+		die(e);
 	if (crux_sched_schedule_new(c->js.v, c->js.n, K3, &c->s3) ||
 	    crux_sched_schedule_new(c->js.v, c->js.n, 5, &c->s5) ||
 	    crux_sched_schedule_new(c->js.v, c->js.n, K3, &c->opt))
@@ -430,7 +371,7 @@ int main(int argc, char **argv)
 
 				for (int j = 0; j < NJ; j++) {
 					if (m == PA_RANDOM)
-						c.s3->d[j].priority = urand(&rs, 0, 1);
+						c.s3->d[j].priority = crux_bench_urand(&rs, 0, 1);
 					if (m == PA_REVERSED)
 						c.s3->d[j].priority = 1.0 / (crux_p[j] + 1e-12);
 				}

@@ -31,6 +31,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cases.h"
 #include "crux/sched.h"
 #include "crux/sched_ref.h"
 
@@ -54,21 +55,6 @@ static const char *const sch_name[N_SCH] = {"crux-full", "crux-paper-k", "random
 					     "crux-rank-map"};
 
 static int g_levels = 8; /* K of every schedule (argument 4) */
-
-static uint64_t rnd(uint64_t *s)
-{
-	*s += 0x9e3779b97f4a7c15ULL;
-	uint64_t x = *s;
-
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-	return x ^ (x >> 31);
-}
-
-static double urand(uint64_t *s, double lo, double hi)
-{
-	return lo + (hi - lo) * (double)(rnd(s) >> 11) / 9007199254740992.0;
-}
 
 __attribute__((noreturn)) static void die(const char *what)
 {
@@ -157,7 +143,7 @@ static struct crux_sched_topo *make_topo(uint64_t *rs, int *single)
 	struct crux_sched_topo *t = NULL;
 	struct crux_sched_err err;
 
-	*single = rnd(rs) % 4 == 0;
+	*single = crux_bench_rnd(rs) % 4 == 0;
 	if (*single) {
 		const char *txt = "host h0 h1 h2 h3 h4 h5 h6 h7 h8 h9 h10\nswitch s\n"
 				  "link h0 s 100\nlink h1 s 100\nlink h2 s 100\nlink h3 s 100\n"
@@ -169,9 +155,9 @@ static struct crux_sched_topo *make_topo(uint64_t *rs, int *single)
 		return t;
 	}
 	struct crux_sched_clos2_params cp = {
-	    .n_tor = 2 + (int)(rnd(rs) % 3),
+	    .n_tor = 2 + (int)(crux_bench_rnd(rs) % 3),
 	    .n_agg = 2,
-	    .hosts_per_tor = 2 + (int)(rnd(rs) % 3),
+	    .hosts_per_tor = 2 + (int)(crux_bench_rnd(rs) % 3),
 	    .tor_uplinks = 1,
 	    .host_gbps = 100,
 	    .tor_gbps = 100,
@@ -190,16 +176,16 @@ static void make_jobs(uint64_t *rs, struct crux_sched_topo *t, int single, int n
 	for (int j = 0; j < nj; j++) {
 		int hosts[4], nh;
 		struct crux_sched_flow fl[4];
-		double c = urand(rs, 0.05, 0.5), ratio = urand(rs, 0.1, 1.5);
-		double ov = rnd(rs) % 2 ? urand(rs, 0, 0.6) : 0;
+		double c = crux_bench_urand(rs, 0.05, 0.5), ratio = crux_bench_urand(rs, 0.1, 1.5);
+		double ov = crux_bench_rnd(rs) % 2 ? crux_bench_urand(rs, 0, 0.6) : 0;
 		struct crux_sched_job jb = {.id = (uint64_t)j + 1, .compute = c, .overlap = ov};
 
 		if (single) {
 			/* Every job sends from its own hosts into h0: one shared link. */
-			nh = 1 + (int)(rnd(rs) % 3);
+			nh = 1 + (int)(crux_bench_rnd(rs) % 3);
 			hosts[0] = 0;
 			for (int k = 1; k <= nh; k++)
-				hosts[k] = 1 + (int)(rnd(rs) % (uint64_t)(H - 1));
+				hosts[k] = 1 + (int)(crux_bench_rnd(rs) % (uint64_t)(H - 1));
 			int m = 1;
 
 			for (int k = 1; k <= nh; k++) {
@@ -217,12 +203,12 @@ static void make_jobs(uint64_t *rs, struct crux_sched_topo *t, int single, int n
 				fl[k - 1] = (struct crux_sched_flow){hosts[k], 0, per};
 			jb.n_flows = nh - 1;
 		} else {
-			nh = 2 + (int)(rnd(rs) % 3);
+			nh = 2 + (int)(crux_bench_rnd(rs) % 3);
 			for (int k = 0; k < nh; k++) {
 				int h, dup;
 
 				do {
-					h = (int)(rnd(rs) % (uint64_t)H);
+					h = (int)(crux_bench_rnd(rs) % (uint64_t)H);
 					dup = 0;
 					for (int q = 0; q < k; q++)
 						dup |= hosts[q] == h;
@@ -366,7 +352,7 @@ static void plan(struct crux_sched_topo *t, const struct crux_sched_jobs *js, en
 	for (size_t i = 0; i < js->n; i++) {
 		double P = s->d[i].priority;
 
-		s->d[i].priority = k == S_RANDOM ? urand(&r, 0, 1) : 1.0 / (P + 1e-12);
+		s->d[i].priority = k == S_RANDOM ? crux_bench_urand(&r, 0, 1) : 1.0 / (P + 1e-12);
 	}
 	crux_sched_rank(s);
 	if (crux_sched_compress(t, js->v, js->n, &p, s))
@@ -601,7 +587,7 @@ int main(int argc, char **argv)
 		die("out of memory");
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (int c = 0; c < cases; c++) {
-		int single, nj = 2 + (int)(rnd(&rs) % 9);
+		int single, nj = 2 + (int)(crux_bench_rnd(&rs) % 9);
 		struct crux_sched_topo *t = make_topo(&rs, &single);
 		struct crux_sched_jobs js;
 		struct meas m[N_SCH];

@@ -31,6 +31,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cases.h"
 #include "crux/sched.h"
 #include "internal.h" /* sched_eval_set_resume: the guard's baseline */
 
@@ -50,16 +51,6 @@ static const struct model models[6] = {
     {0.05, 0.0, 1e8},	{0.12, 0.25, 4e8}, {0.2, 0.5, 1e9},
     {0.3, 0.75, 1.4e9}, {0.45, 0.5, 2e9},  {0.6, 0.25, 7e8},
 };
-
-static uint64_t rnd(uint64_t *s)
-{
-	*s += 0x9e3779b97f4a7c15ULL;
-	uint64_t x = *s;
-
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-	return x ^ (x >> 31);
-}
 
 static int gen_jobs(struct crux_sched_topo *t, int n, uint64_t seed, int multi_host,
 		    struct crux_sched_jobs *js)
@@ -96,12 +87,12 @@ static int gen_jobs(struct crux_sched_topo *t, int n, uint64_t seed, int multi_h
 		order[b] = v;
 	}
 	for (int i = 0; i < n; i++) {
-		int r = (int)(rnd(&seed) % 100), k = 0, acc = weight[0];
+		int r = (int)(crux_bench_rnd(&seed) % 100), k = 0, acc = weight[0];
 
 		while (r >= acc)
 			acc += weight[++k];
 		int g = sizes[k];
-		const struct model *m = &models[rnd(&seed) % 6];
+		const struct model *m = &models[crux_bench_rnd(&seed) % 6];
 		int nhj = (g + 7) / 8;
 
 		if (cursor % 8 + (g < 8 ? g : 8) > 8)

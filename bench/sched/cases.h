@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What the scheduler benchmarks share: one seeded random stream (splitmix64,
+ * so every bench draws the same numbers from the same seed) and the small
+ * optimality case (a 2:1 Clos of 2-4 ToRs, ring all-reduce jobs), so that
+ * sched-optimality and sched-optimality-honest score the very same cases.
+ */
+#ifndef CRUX_BENCH_SCHED_CASES_H
+#define CRUX_BENCH_SCHED_CASES_H
+
+#include <stdint.h>
+
+#include "crux/sched.h"
+
+uint64_t crux_bench_rnd(uint64_t *s);
+double crux_bench_urand(uint64_t *s, double lo, double hi);
+
+/* NJ jobs (at most 16) of 2-4 hosts each on a topology of at most 64 links;
+ * NULL, or what went wrong. The caller frees *t and *js. */
+const char *crux_bench_small_case(uint64_t seed, int nj, struct crux_sched_topo **t,
+				  struct crux_sched_jobs *js);
+
+#endif
