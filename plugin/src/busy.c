@@ -37,10 +37,9 @@ static struct {
 	unsigned hhead, hcount;
 } B = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-void cruxn_busy_begin_at(uint64_t now)
+/* The count crossed 0 -> 1: open the interval (only now is the clock read). */
+static void busy_open(uint64_t now)
 {
-	if (atomic_fetch_add_explicit(&B.inflight, 1, memory_order_acq_rel) != 0)
-		return;
 	pthread_mutex_lock(&B.lock);
 	/* a completion that raced us may have left it open; it stays one interval */
 	if (atomic_load_explicit(&B.inflight, memory_order_acquire) > 0 && !B.open) {
@@ -50,10 +49,9 @@ void cruxn_busy_begin_at(uint64_t now)
 	pthread_mutex_unlock(&B.lock);
 }
 
-void cruxn_busy_end_at(uint64_t now)
+/* The count crossed 1 -> 0: close the interval. */
+static void busy_close(uint64_t now)
 {
-	if (atomic_fetch_sub_explicit(&B.inflight, 1, memory_order_acq_rel) != 1)
-		return;
 	pthread_mutex_lock(&B.lock);
 	/* a post that raced us keeps the interval open */
 	if (atomic_load_explicit(&B.inflight, memory_order_acquire) == 0 && B.open) {
@@ -63,14 +61,40 @@ void cruxn_busy_end_at(uint64_t now)
 	pthread_mutex_unlock(&B.lock);
 }
 
+static bool busy_up(void)
+{
+	return atomic_fetch_add_explicit(&B.inflight, 1, memory_order_acq_rel) == 0;
+}
+
+static bool busy_down(void)
+{
+	return atomic_fetch_sub_explicit(&B.inflight, 1, memory_order_acq_rel) == 1;
+}
+
+void cruxn_busy_begin_at(uint64_t now)
+{
+	if (busy_up())
+		busy_open(now);
+}
+
+void cruxn_busy_end_at(uint64_t now)
+{
+	if (busy_down())
+		busy_close(now);
+}
+
+/* The data path's calls: one atomic per post and per completion; the clock
+ * and the lock only where the count crosses zero. */
 void cruxn_busy_begin(void)
 {
-	cruxn_busy_begin_at(crux_now_ns());
+	if (busy_up())
+		busy_open(crux_now_ns());
 }
 
 void cruxn_busy_end(void)
 {
-	cruxn_busy_end_at(crux_now_ns());
+	if (busy_down())
+		busy_close(crux_now_ns());
 }
 
 uint64_t cruxn_busy_total_at(uint64_t now)
