@@ -30,83 +30,13 @@
 #include <time.h>
 
 #include "crux/cluster_node.h"
-
-#define CHECK(c)                                                                                   \
-	do {                                                                                       \
-		if (!(c)) {                                                                        \
-			fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #c);               \
-			exit(1);                                                                   \
-		}                                                                                  \
-	} while (0)
+#include "node_fixture.h"
 
 #define NN 3
-struct host {
-	const char *name, *addr;
-	struct crux_cluster_node *n;
-	struct crux_cv_host view;
-	int64_t rev;
-	uint32_t njobs;
-	uint64_t keys[16];
-	uint8_t levels[16];
-};
 static struct host H[NN] = {{.name = "h1", .addr = "10.0.0.1"},
 			    {.name = "h2", .addr = "10.0.0.2"},
 			    {.name = "h3", .addr = "10.0.0.3"}};
 static struct crux_etcd *E; /* the operator's etcdctl */
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static crux_status_t plan(void *arg, const struct crux_cv_host *m, const char *ovr, size_t ovr_len,
-			  struct crux_cv_schedule *out)
-{
-	(void)ovr;
-	(void)ovr_len;
-	(void)arg;
-	out->levels = 4;
-	out->njobs = m->njobs;
-	out->jobs = m->njobs ? calloc(m->njobs, sizeof(*out->jobs)) : NULL;
-	for (uint32_t i = 0; i < m->njobs; i++) {
-		out->jobs[i].key = m->jobs[i].key;
-		out->jobs[i].level = (uint8_t)(m->jobs[i].nranks < 3 ? m->jobs[i].nranks : 3);
-	}
-	return CRUX_OK;
-}
-
-static void apply(void *arg, const struct crux_cv_schedule *s, int64_t rev)
-{
-	struct host *h = arg;
-	h->rev = rev;
-	h->njobs = s->njobs < 16 ? s->njobs : 16;
-	for (uint32_t i = 0; i < h->njobs; i++) {
-		h->keys[i] = s->jobs[i].key;
-		h->levels[i] = s->jobs[i].level;
-	}
-}
-
-static void add_job(struct host *h, const char *id, uint32_t ranks)
-{
-	struct crux_cv_job j = {.nranks = ranks, .ncompute = ranks, .iter_sum = ranks,
-				.compute_sum = ranks * 0.5, .nhosts = 1};
-	snprintf(j.id, sizeof(j.id), "%s", id);
-	j.key = crux_job_key_of(id);
-	CHECK(crux_addr_parse(h->addr, &j.hosts[0]) == CRUX_OK);
-	CHECK(crux_cv_host_add_job(&h->view, &j) == CRUX_OK);
-	CHECK(crux_cluster_set_view(h->n, &h->view) == CRUX_OK);
-}
-
-static int level_of(const struct host *h, const char *id)
-{
-	uint64_t k = crux_job_key_of(id);
-	for (uint32_t i = 0; i < h->njobs; i++)
-		if (h->keys[i] == k)
-			return h->levels[i];
-	return -1;
-}
 
 static void step_all(void)
 {
@@ -118,27 +48,27 @@ static void step_all(void)
 
 static void run_for(double s)
 {
-	double t0 = now_s();
-	while (now_s() - t0 < s)
+	double t0 = nfx_now_s();
+	while (nfx_now_s() - t0 < s)
 		step_all();
 }
 
 static bool agreed(const char *id, int lvl)
 {
 	for (int i = 0; i < NN; i++)
-		if (level_of(&H[i], id) != lvl || H[i].rev != H[0].rev)
+		if (nfx_level_of(&H[i], id) != lvl || H[i].rev != H[0].rev)
 			return false;
 	return true;
 }
 
 static double wait_for(const char *id, int lvl, double limit)
 {
-	double t0 = now_s();
+	double t0 = nfx_now_s();
 	while (!agreed(id, lvl)) {
-		CHECK(now_s() - t0 < limit);
+		CHECK(nfx_now_s() - t0 < limit);
 		step_all();
 	}
-	return now_s() - t0;
+	return nfx_now_s() - t0;
 }
 
 static int leaders(int *which)
@@ -189,15 +119,15 @@ static bool schedule_is_leaders(void)
 
 static double wait_until(bool (*cond)(void), double limit, const char *what)
 {
-	double t0 = now_s();
+	double t0 = nfx_now_s();
 	while (!cond()) {
-		if (now_s() - t0 >= limit) {
+		if (nfx_now_s() - t0 >= limit) {
 			fprintf(stderr, "FAIL: %s within %.1f s\n", what, limit);
 			exit(1);
 		}
 		step_all();
 	}
-	return now_s() - t0;
+	return nfx_now_s() - t0;
 }
 
 static bool one_leader_on_lease(void)
@@ -226,11 +156,11 @@ static bool all_resynced(void)
 	static double t0;
 	bool all = true;
 	if (!t0)
-		t0 = now_s();
+		t0 = nfx_now_s();
 	for (int i = 0; i < NN; i++) {
 		struct crux_cluster_status s;
 		crux_cluster_get_status(H[i].n, &s);
-		if (!s.resyncs && now_s() - t0 > 9.5)
+		if (!s.resyncs && nfx_now_s() - t0 > 9.5)
 			fprintf(stderr, "h%d: not resynchronised (applied %lld, stale %d)\n", i + 1,
 				(long long)s.applied_revision, s.stale);
 		all &= s.resyncs > 0;
@@ -250,7 +180,7 @@ int main(int argc, char **argv)
 		struct crux_cluster_cfg c = {.etcd = {.endpoints = i == 2 ? argv[4] : argv[1],
 						      .timeout_ms = 1000},
 					     .cluster = "it", .host = H[i].name, .ttl_s = 2,
-					     .plan = plan, .apply = apply, .arg = &H[i]};
+					     .plan = nfx_plan, .apply = nfx_apply, .arg = &H[i]};
 		if (crux_cluster_open(&c, &H[i].n, err, sizeof(err)) != CRUX_OK) {
 			fprintf(stderr, "open: %s\n", err);
 			return 1;
@@ -258,9 +188,9 @@ int main(int argc, char **argv)
 		snprintf(H[i].view.name, sizeof(H[i].view.name), "%s", H[i].name);
 		CHECK(crux_addr_parse(H[i].addr, &H[i].view.addr) == CRUX_OK);
 	}
-	add_job(&H[0], "job-a", 1);
-	add_job(&H[1], "job-a", 1);
-	add_job(&H[2], "local-3", 3);
+	nfx_add_job(&H[0], "job-a", 1);
+	nfx_add_job(&H[1], "job-a", 1);
+	nfx_add_job(&H[2], "local-3", 3);
 	printf("first schedule on every host after %.2f s\n", wait_for("job-a", 2, 10));
 	CHECK(leaders(NULL) == 1);
 
@@ -305,7 +235,7 @@ int main(int argc, char **argv)
 	free(txt);
 	run_for(0.5);
 	for (int i = 0; i < NN; i++)
-		CHECK(level_of(&H[i], "forged") < 0 && level_of(&H[i], "job-a") == 2);
+		CHECK(nfx_level_of(&H[i], "forged") < 0 && nfx_level_of(&H[i], "job-a") == 2);
 	printf("schedule rewritten by the leader after a stale-term one: %.2f s\n",
 	       wait_until(schedule_is_leaders, 3, "the leader rewrote its schedule"));
 	/* ... and a value that is no schedule at all */
@@ -327,7 +257,7 @@ int main(int argc, char **argv)
 	int old = -1;
 	CHECK(leaders(&old) == 1);
 	CHECK(crux_etcd_delete(E, "/crux/it/ctl/leader", 19, false, NULL) == CRUX_OK);
-	double t0 = now_s(), two = 0, t2 = 0;
+	double t0 = nfx_now_s(), two = 0, t2 = 0;
 	for (;;) {
 		/* The old leader stops at its next step after its watcher saw the
 		 * delete; another may have taken over a step earlier: two hosts say
@@ -335,24 +265,24 @@ int main(int argc, char **argv)
 		 * tried to write, never in an idle cluster). */
 		if (leaders(NULL) > 1) {
 			if (!t2)
-				t2 = now_s();
+				t2 = nfx_now_s();
 		} else if (t2) {
-			two += now_s() - t2;
+			two += nfx_now_s() - t2;
 			t2 = 0;
 		}
-		CHECK(two + (t2 ? now_s() - t2 : 0) < 0.5);
+		CHECK(two + (t2 ? nfx_now_s() - t2 : 0) < 0.5);
 		if (leaders(NULL) == 1 && one_leader_on_lease() && schedule_is_leaders())
 			break;
-		CHECK(now_s() - t0 < 3);
+		CHECK(nfx_now_s() - t0 < 3);
 		step_all();
 	}
 	printf("leader key deleted: one leader on a lease with its schedule after %.2f s (two "
-	       "hosts said they lead for %.2f s)\n", now_s() - t0, two);
+	       "hosts said they lead for %.2f s)\n", nfx_now_s() - t0, two);
 
 	/* ---- the leader key detached from its lease by a plain put ---- */
 	CHECK(leaders(&old) == 1);
 	CHECK(crux_etcd_put(E, "/crux/it/ctl/leader", 19, H[old].name, 2, 0, NULL) == CRUX_OK);
-	t0 = now_s();
+	t0 = nfx_now_s();
 	printf("leader key put without a lease: one leader on a lease after %.2f s\n",
 	       wait_until(one_leader_on_lease, 2 + 2, "a leader on a lease again"));
 	wait_until(schedule_is_leaders, 3, "the new leader's schedule");
@@ -361,61 +291,61 @@ int main(int argc, char **argv)
 	/* ---- h3's connections silently dropped: its watch is found dead ---- */
 	struct crux_cluster_status s3;
 	CHECK(kill(proxy, SIGUSR1) == 0);
-	add_job(&H[0], "after-drop", 1);
-	t0 = now_s();
+	nfx_add_job(&H[0], "after-drop", 1);
+	t0 = nfx_now_s();
 	/* deadline: TTL 2 s + two beats of 0.67 s; then a re-list and a step */
 	while (!agreed("after-drop", 1)) {
-		CHECK(now_s() - t0 < 2 + 2 * 0.67 + 4);
+		CHECK(nfx_now_s() - t0 < 2 + 2 * 0.67 + 4);
 		step_all();
 	}
 	crux_cluster_get_status(H[2].n, &s3);
 	CHECK(s3.watch_restarts >= 1);
 	printf("h3's connections dropped silently: watch restarted, new job applied after %.2f s\n",
-	       now_s() - t0);
+	       nfx_now_s() - t0);
 	run_for(0.5);
 	crux_cluster_get_status(H[2].n, &s3);
 	CHECK(!s3.stale);
 
 	/* ---- h3 blackholed: stale, the others not; healed: back ---- */
 	CHECK(kill(proxy, SIGUSR2) == 0);
-	t0 = now_s();
+	t0 = nfx_now_s();
 	for (;;) {
 		step_all();
 		crux_cluster_get_status(H[2].n, &s3);
 		if (s3.stale)
 			break;
-		CHECK(now_s() - t0 < 2 + 2 * 0.67 + 2);
+		CHECK(nfx_now_s() - t0 < 2 + 2 * 0.67 + 2);
 	}
-	printf("h3 blackholed: stale after %.2f s\n", now_s() - t0);
+	printf("h3 blackholed: stale after %.2f s\n", nfx_now_s() - t0);
 	for (int i = 0; i < 2; i++) {
 		crux_cluster_get_status(H[i].n, &cs);
 		CHECK(!cs.stale);
 	}
 	CHECK(kill(proxy, SIGHUP) == 0);
-	add_job(&H[1], "after-heal", 2);
-	t0 = now_s();
+	nfx_add_job(&H[1], "after-heal", 2);
+	t0 = nfx_now_s();
 	while (!agreed("after-heal", 2)) {
-		CHECK(now_s() - t0 < 2 + 2 * 0.67 + 4);
+		CHECK(nfx_now_s() - t0 < 2 + 2 * 0.67 + 4);
 		step_all();
 	}
 	run_for(0.3);
 	crux_cluster_get_status(H[2].n, &s3);
 	CHECK(!s3.stale);
-	printf("h3 healed: not stale, new job applied after %.2f s\n", now_s() - t0);
+	printf("h3 healed: not stale, new job applied after %.2f s\n", nfx_now_s() - t0);
 
 	/* ---- etcd restarted empty on the same endpoint ---- */
 	int64_t before = H[0].rev;
 	CHECK(system(argv[3]) == 0);
-	t0 = now_s();
+	t0 = nfx_now_s();
 	wait_until(all_resynced, 10, "every host says it resynchronised");
 	wait_until(h3_record_ok, 5, "h3's record published on the new etcd");
 	wait_for("job-a", 2, 10);
 	CHECK(H[0].rev < before); /* the new store's revisions */
 	printf("etcd restarted empty: every host resynchronised and applies revision %lld (was "
-	       "%lld) after %.2f s\n", (long long)H[0].rev, (long long)before, now_s() - t0);
+	       "%lld) after %.2f s\n", (long long)H[0].rev, (long long)before, nfx_now_s() - t0);
 	crux_cluster_get_status(H[0].n, &cs);
 	printf("  h1 says: %s\n", cs.resync_why);
-	add_job(&H[2], "after-restore", 2);
+	nfx_add_job(&H[2], "after-restore", 2);
 	printf("new job applied on every host after %.2f s\n", wait_for("after-restore", 2, 10));
 
 	for (int i = 0; i < NN; i++) {

@@ -15,83 +15,12 @@
 #include <time.h>
 
 #include "crux/cluster_node.h"
-
-#define CHECK(c)                                                                                   \
-	do {                                                                                       \
-		if (!(c)) {                                                                        \
-			fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #c);               \
-			exit(1);                                                                   \
-		}                                                                                  \
-	} while (0)
+#include "node_fixture.h"
 
 #define NN 3
-struct host {
-	const char *name, *addr;
-	struct crux_cluster_node *n;
-	struct crux_cv_host view;
-	int64_t rev;
-	uint32_t njobs;
-	uint64_t keys[16];
-	uint8_t levels[16];
-	bool alive;
-};
 static struct host H[NN] = {{.name = "h1", .addr = "10.0.0.1"},
 			    {.name = "h2", .addr = "10.0.0.2"},
 			    {.name = "h3", .addr = "10.0.0.3"}};
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static crux_status_t plan(void *arg, const struct crux_cv_host *m, const char *ovr, size_t ovr_len,
-			  struct crux_cv_schedule *out)
-{
-	(void)ovr;
-	(void)ovr_len;
-	(void)arg;
-	out->levels = 4;
-	out->njobs = m->njobs;
-	out->jobs = m->njobs ? calloc(m->njobs, sizeof(*out->jobs)) : NULL;
-	for (uint32_t i = 0; i < m->njobs; i++) {
-		out->jobs[i].key = m->jobs[i].key;
-		out->jobs[i].level = (uint8_t)(m->jobs[i].nranks < 3 ? m->jobs[i].nranks : 3);
-	}
-	return CRUX_OK;
-}
-
-static void apply(void *arg, const struct crux_cv_schedule *s, int64_t rev)
-{
-	struct host *h = arg;
-	h->rev = rev;
-	h->njobs = s->njobs < 16 ? s->njobs : 16;
-	for (uint32_t i = 0; i < h->njobs; i++) {
-		h->keys[i] = s->jobs[i].key;
-		h->levels[i] = s->jobs[i].level;
-	}
-}
-
-static void add_job(struct host *h, const char *id, uint32_t ranks)
-{
-	struct crux_cv_job j = {.nranks = ranks, .ncompute = ranks, .iter_sum = ranks,
-				.compute_sum = ranks * 0.5, .nhosts = 1};
-	snprintf(j.id, sizeof(j.id), "%s", id);
-	j.key = crux_job_key_of(id);
-	CHECK(crux_addr_parse(h->addr, &j.hosts[0]) == CRUX_OK);
-	CHECK(crux_cv_host_add_job(&h->view, &j) == CRUX_OK);
-	CHECK(crux_cluster_set_view(h->n, &h->view) == CRUX_OK);
-}
-
-static int level_of(const struct host *h, const char *id)
-{
-	uint64_t k = crux_job_key_of(id);
-	for (uint32_t i = 0; i < h->njobs; i++)
-		if (h->keys[i] == k)
-			return h->levels[i];
-	return -1;
-}
 
 static void step_all(void)
 {
@@ -109,7 +38,7 @@ static bool agreed(const char *id, int lvl)
 	for (int i = 0; i < NN; i++) {
 		if (!H[i].alive)
 			continue;
-		if (level_of(&H[i], id) != lvl || (rev >= 0 && H[i].rev != rev))
+		if (nfx_level_of(&H[i], id) != lvl || (rev >= 0 && H[i].rev != rev))
 			return false;
 		rev = H[i].rev;
 	}
@@ -118,12 +47,12 @@ static bool agreed(const char *id, int lvl)
 
 static double wait_for(const char *id, int lvl, double limit)
 {
-	double t0 = now_s();
+	double t0 = nfx_now_s();
 	while (!agreed(id, lvl)) {
-		CHECK(now_s() - t0 < limit);
+		CHECK(nfx_now_s() - t0 < limit);
 		step_all();
 	}
-	return now_s() - t0;
+	return nfx_now_s() - t0;
 }
 
 static int leaders(void)
@@ -148,7 +77,7 @@ int main(int argc, char **argv)
 		char err[256];
 		struct crux_cluster_cfg c = {.etcd = {.endpoints = argv[1], .timeout_ms = 1000},
 					     .cluster = "it", .host = H[i].name, .ttl_s = 2,
-					     .plan = plan, .apply = apply, .arg = &H[i]};
+					     .plan = nfx_plan, .apply = nfx_apply, .arg = &H[i]};
 		if (crux_cluster_open(&c, &H[i].n, err, sizeof(err)) != CRUX_OK) {
 			fprintf(stderr, "open: %s\n", err);
 			return 1;
@@ -158,14 +87,14 @@ int main(int argc, char **argv)
 		H[i].alive = true;
 	}
 	/* job-a spans h1 and h2 (one rank each: merged 2 ranks -> level 2). */
-	add_job(&H[0], "job-a", 1);
-	add_job(&H[1], "job-a", 1);
-	add_job(&H[2], "local-3", 3);
+	nfx_add_job(&H[0], "job-a", 1);
+	nfx_add_job(&H[1], "job-a", 1);
+	nfx_add_job(&H[2], "local-3", 3);
 	printf("first schedule on every host after %.2f s\n", wait_for("job-a", 2, 10));
 	CHECK(agreed("local-3", 3));
 	CHECK(leaders() == 1);
 
-	add_job(&H[1], "job-new", 1);
+	nfx_add_job(&H[1], "job-new", 1);
 	printf("job arrival -> applied on every host: %.2f s\n", wait_for("job-new", 1, 10));
 
 	/* The leader crashes; its lease is left to expire. */
@@ -181,22 +110,22 @@ int main(int argc, char **argv)
 	H[l].alive = false;
 	/* The survivors reschedule without the dead host's ranks. */
 	const char *probe = l == 2 ? "job-a" : l == 0 ? "local-3" : "local-3";
-	double t0 = now_s();
+	double t0 = nfx_now_s();
 	while (!(leaders() == 1 && agreed(probe, l == 2 ? 2 : 3) &&
-		 (l == 2 ? level_of(&H[0], "local-3") < 0 : level_of(&H[2], "job-a") == 1))) {
-		CHECK(now_s() - t0 < 2 + 6);
+		 (l == 2 ? nfx_level_of(&H[0], "local-3") < 0 : nfx_level_of(&H[2], "job-a") == 1))) {
+		CHECK(nfx_now_s() - t0 < 2 + 6);
 		step_all();
 	}
 	printf("leader %s crashed: new leader and schedule without it after %.2f s\n", H[l].name,
-	       now_s() - t0);
+	       nfx_now_s() - t0);
 
 	/* etcd frozen: schedules kept, stale said; then back. */
 	int64_t before[NN];
 	for (int i = 0; i < NN; i++)
 		before[i] = H[i].rev;
 	CHECK(kill(etcd, SIGSTOP) == 0);
-	t0 = now_s();
-	while (now_s() - t0 < 2.5)
+	t0 = nfx_now_s();
+	while (nfx_now_s() - t0 < 2.5)
 		step_all();
 	for (int i = 0; i < NN; i++) {
 		struct crux_cluster_status s;
@@ -208,7 +137,7 @@ int main(int argc, char **argv)
 	}
 	CHECK(kill(etcd, SIGCONT) == 0);
 	int k = l == 0 ? 1 : 0;
-	add_job(&H[k], "after-thaw", 2);
+	nfx_add_job(&H[k], "after-thaw", 2);
 	printf("etcd back: new job applied on every host after %.2f s\n", wait_for("after-thaw", 2, 15));
 	for (int i = 0; i < NN; i++) {
 		struct crux_cluster_status s;
