@@ -745,3 +745,29 @@ out:
 	crux_sched_jobs_free(&js);
 	return st;
 }
+
+void sim_engine_group_rates(const struct sim_engine *e, uint32_t q, double *host_bw, double *up_bw)
+{
+	int sw = -1;
+
+	*host_bw = 0;
+	*up_bw = 0;
+	/* The group's switch: the lowest neighbour of its hosts (build_groups). */
+	for (int l = 0; l < e->n_links; l++) {
+		int a, b;
+		double bw;
+		if (crux_sched_topo_link(e->topo, l, &a, &b, &bw) != CRUX_OK || a < 0 ||
+		    (uint32_t)a >= e->n_hosts || e->group[a] != q)
+			continue;
+		*host_bw = bw > *host_bw ? bw : *host_bw;
+		if (sw < 0 || b < sw)
+			sw = b;
+	}
+	for (int l = 0; sw >= 0 && l < e->n_links; l++) {
+		int a, b;
+		double bw;
+		if (crux_sched_topo_link(e->topo, l, &a, &b, &bw) == CRUX_OK && a == sw &&
+		    b >= 0 && (uint32_t)b >= e->n_hosts)
+			*up_bw += bw;
+	}
+}

@@ -66,7 +66,11 @@ static void usage(FILE *f)
 		"  --topo clos2|dsided|clos3|lingjun:CSV|file:PATH (clos2)\n"
 		"  --host-gbps X --tor-gbps X --agg-gbps X --hosts-per-tor N --hosts N\n"
 		"  --gpus-per-host N --channels N --tors N --aggs N --cores N\n"
-		"  --placement pack|random (pack: fewest ToRs; random: scattered free hosts)\n"
+		"  --placement pack|random|dally|sjf-bco (pack: fewest ToRs; random: scattered\n"
+		"                  free hosts; dally: wait for one ToR, network-sensitive\n"
+		"                  preemption; sjf-bco: smallest job first, least contended ToRs)\n"
+		"  --delay-timer-s S (dally: the same timer for every sensitive job; default\n"
+		"                  auto-tuned per job)  --no-preempt (dally without preemption)\n"
 		"policies:\n"
 		"  --policy LIST   comma-separated: ecmp,sincronia,taccl,cassini,crux-pa,\n"
 		"                  crux-ps-pa,crux-full, or 'all' (default crux-full); a Crux\n"
@@ -98,6 +102,7 @@ enum {
 	O_HOSTG, O_TORG, O_AGGG, O_HPT, O_HOSTS, O_GPH, O_CHAN, O_TORS, O_AGGS, O_CORES,
 	O_POLICY, O_LEVELS, O_HORIZON, O_WINDOW, O_BIN, O_JSON, O_CSV, O_PLOT, O_TITLE,
 	O_EXP, O_PROGRESS, O_NOPROGRESS, O_TRACE, O_OUT, O_SLICE, O_HELP, O_PLACE, O_WEIGHTS, O_EVALM, O_REFSNAP,
+	O_DELAY, O_NOPREEMPT,
 };
 
 static const struct option opts[] = {
@@ -120,7 +125,8 @@ static const struct option opts[] = {
 	{"out", 1, 0, O_OUT},	      {"slice-s", 1, 0, O_SLICE},
 	{"help", 0, 0, O_HELP},	      {"placement", 1, 0, O_PLACE},
 	{"level-weights", 1, 0, O_WEIGHTS}, {"eval-model", 1, 0, O_EVALM},
-	{"ref-snapshots", 1, 0, O_REFSNAP},
+	{"ref-snapshots", 1, 0, O_REFSNAP}, {"delay-timer-s", 1, 0, O_DELAY},
+	{"no-preempt", 0, 0, O_NOPREEMPT},
 	{0, 0, 0, 0},
 };
 
@@ -442,15 +448,18 @@ static int parse_args(struct cli *c, int argc, char **argv)
 			}
 			break;
 		case O_PLACE:
-			if (strcmp(optarg, "pack") == 0) {
-				c->cfg.placement = CRUX_SIM_PLACE_PACK;
-			} else if (strcmp(optarg, "random") == 0) {
-				c->cfg.placement = CRUX_SIM_PLACE_RANDOM;
-			} else {
-				fprintf(stderr, "crux-sim: --placement: '%s' is not pack or random\n",
+			if (crux_sim_placement_parse(optarg, &c->cfg.placement) != CRUX_OK) {
+				fprintf(stderr, "crux-sim: --placement: '%s' is not pack, random, "
+						"dally or sjf-bco\n",
 					optarg);
 				bad = 1;
 			}
+			break;
+		case O_DELAY:
+			bad |= num("--delay-timer-s", optarg, 1, 30 * 86400.0, &c->cfg.delay_timer_s);
+			break;
+		case O_NOPREEMPT:
+			c->cfg.no_preempt = 1;
 			break;
 		case O_HELP:
 			usage(stdout);
@@ -520,12 +529,13 @@ static void topo_json(const struct cli *c, char *buf, size_t len)
 		 "\"topology\": {\"kind\": \"%s\", \"tors\": %u, \"aggs\": %u, \"cores\": %u, "
 		 "\"hosts_per_tor\": %u, \"hosts\": %u, \"host_links\": %u, \"gpus_per_host\": %u, "
 		 "\"channels\": %u, \"host_gbps\": %g, \"tor_gbps\": %g, \"agg_gbps\": %g, "
-		 "\"placement\": \"%s\"}, "
+		 "\"placement\": \"%s\", \"delay_timer_s\": %g, \"preempt\": %s}, "
 		 "\"workload\": {\"trace\": \"%s\", \"jobs\": %u, \"days\": %g, \"load\": %g, "
 		 "\"seed\": %llu}",
 		 kinds[c->cfg.topo], p->n_tor, p->n_agg, p->n_core, p->hosts_per_tor, p->n_hosts,
 		 p->host_links, p->gpus_per_host, p->channels, p->host_gbps, p->tor_gbps,
-		 p->agg_gbps, c->cfg.placement == CRUX_SIM_PLACE_RANDOM ? "random" : "pack",
+		 p->agg_gbps, crux_sim_placement_name(c->cfg.placement), c->cfg.delay_timer_s,
+		 c->cfg.no_preempt ? "false" : "true",
 		 c->trace_path ? c->trace_path : "generated", c->wp.n_jobs,
 		 c->wp.span_s / 86400, c->wp.load, (unsigned long long)c->wp.seed);
 }

@@ -191,6 +191,7 @@ static void write_run(FILE *f, const struct crux_sim_result *r, const struct cru
 	json_num(f, r->job_bytes);
 	fprintf(f, ", \"max_link_load\": ");
 	json_num(f, r->max_link_load);
+	fprintf(f, ", \"preemptions\": %zu", r->preemptions);
 	fprintf(f, ",\n     \"infeasible_jobs\": %zu, \"infeasible_job_ids\": [", r->infeasible_jobs);
 	for (size_t i = 0, c = 0; i < r->n_jobs; i++)
 		if (r->jobs[i].infeasible)

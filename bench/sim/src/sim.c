@@ -4,13 +4,12 @@
  * steady state of the running set after every change, and between two events
  * every job advances at its steady rate (the simulator jumps).
  *
- * Placement (jobs without hosts in the trace): a job smaller than a host goes
- * to the fullest host it fits on (best fit); a larger one takes whole free
- * hosts, all in one ToR group if one has room (the group with the fewest free
- * hosts that fits), else from the groups with the most free hosts first.
- * Queue: first come first served with backfilling, except that a job waiting
- * longer than CRUX_SIM_STARVE_S at the head of the queue stops backfilling
- * until it starts (so large jobs are not starved).
+ * Placement (placement.c) owns the free GPUs and says, job by job, whether
+ * and where a waiting job starts, or which running jobs to preempt for it.
+ * Queue: first come first served (or the placement's order) with
+ * backfilling, except that a job waiting longer than CRUX_SIM_STARVE_S at
+ * the head of the queue stops backfilling until it starts (so large jobs
+ * are not starved).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -20,9 +19,12 @@
 
 #include "crux/sched.h"
 #include "crux/sim.h"
+#include "placement.h"
 #include "sim_engine.h"
 
 #define CRUX_SIM_STARVE_S (6 * 3600.0)
+/* A preempted job restarts from its checkpoint: this much work is lost (our assumption). */
+#define CRUX_SIM_RESTART_S 60.0
 
 static const char *const policy_names[CRUX_SIM_N_POLICIES] = {
 	"ecmp", "sincronia", "taccl", "cassini", "crux-pa", "crux-ps-pa", "crux-full",
@@ -75,11 +77,12 @@ enum job_state { J_FUTURE = 0, J_WAITING, J_RUNNING, J_DONE };
 struct sim_job {
 	const struct crux_sim_trace_job *tj;
 	enum job_state state;
-	uint32_t *hosts; /* owned when placed by the simulator */
+	uint32_t *hosts;
 	uint32_t n_hosts;
-	int own_hosts;
 	double remaining;
 	double iso_s; /* iteration time alone, from placement on */
+	double enq_s; /* start of its current wait (arrival, or preemption) */
+	double run_s; /* time run before its current placement (preempted runs) */
 	struct sim_eval_out ev;
 	struct crux_sched_account acct; /* the guard's slowdown account */
 };
@@ -88,22 +91,21 @@ struct sim_job {
 struct sim_run {
 	const struct crux_sim_config *cfg;
 	struct sim_engine *eng;
-	uint32_t n_hosts, gph, n_groups;
-	const uint32_t *group;
-	uint32_t *free_gpus;     /* per host */
-	uint32_t *group_free;    /* fully free hosts per group */
+	struct sim_place *place;
+	uint32_t n_hosts, gph;
 	struct sim_job *jobs;    /* trace order */
 	size_t *order;           /* by arrival */
 	size_t *running;         /* indices into jobs */
 	size_t n_running;
 	size_t *waiting;         /* FIFO of indices */
 	size_t wait_head, wait_tail;
+	double place_retry;      /* the placement's next timer (INFINITY: none) */
+	double now;              /* for the queue order */
 	struct sim_active *act;
 	struct sim_eval_out *evo;
 	struct step_ent *heap;   /* step mode */
 	double *last_t;          /* step mode: last accounting time per running slot */
 	double link_rate_sum;
-	uint64_t rng;            /* placement randomness */
 	struct crux_sim_result *res;
 	char *err;
 	size_t errlen;
@@ -124,128 +126,25 @@ static uint32_t hosts_needed(const struct sim_run *s, uint32_t gpus)
 	return (gpus + s->gph - 1) / s->gph;
 }
 
-static void take_host(struct sim_run *s, uint32_t h, uint32_t gpus)
+static void place_job(const struct sim_run *s, size_t idx, struct sim_place_job *pj)
 {
-	if (s->free_gpus[h] == s->gph)
-		s->group_free[s->group[h]]--;
-	s->free_gpus[h] -= gpus;
-}
+	const struct sim_job *j = &s->jobs[idx];
 
-static void give_host(struct sim_run *s, uint32_t h, uint32_t gpus)
-{
-	s->free_gpus[h] += gpus;
-	if (s->free_gpus[h] == s->gph)
-		s->group_free[s->group[h]]++;
-}
-
-static uint32_t gpus_on_host(const struct sim_run *s, const struct sim_job *j, uint32_t k)
-{
-	/* The job's GPUs fill its hosts in order; the last may be partial. */
-	uint32_t left = j->tj->gpus - k * s->gph;
-	return left < s->gph ? left : s->gph;
-}
-
-static uint64_t rng_next(uint64_t *st)
-{
-	uint64_t z = (*st += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-/* 'need' of the 'total' fully free hosts, uniformly at random, in host order. */
-static int place_random(struct sim_run *s, struct sim_job *j, uint32_t need, uint32_t total)
-{
-	uint32_t n = 0, left = total;
-	/* Selection sampling (Knuth's algorithm S): one pass, sorted output. */
-	for (uint32_t h = 0; h < s->n_hosts && n < need; h++) {
-		if (s->free_gpus[h] != s->gph)
-			continue;
-		uint64_t r = rng_next(&s->rng) % left;
-		if (r < need - n) {
-			j->hosts[n] = h;
-			n++;
-		}
-		left--;
-	}
-	for (uint32_t k = 0; k < n; k++)
-		take_host(s, j->hosts[k], gpus_on_host(s, j, k));
-	j->n_hosts = n;
-	return 1;
-}
-
-/* Returns 1 if placed. */
-static int try_place(struct sim_run *s, struct sim_job *j)
-{
-	uint32_t g = j->tj->gpus;
-	if (j->tj->n_hosts) {
-		for (uint32_t k = 0; k < j->tj->n_hosts; k++) {
-			if (s->free_gpus[j->tj->hosts[k]] < gpus_on_host(s, j, k))
-				return 0;
-		}
-		for (uint32_t k = 0; k < j->tj->n_hosts; k++)
-			take_host(s, j->tj->hosts[k], gpus_on_host(s, j, k));
-		j->hosts = j->tj->hosts;
-		j->n_hosts = j->tj->n_hosts;
-		j->own_hosts = 0;
-		return 1;
-	}
-	if (g < s->gph) {
-		uint32_t best = UINT32_MAX;
-		for (uint32_t h = 0; h < s->n_hosts; h++) {
-			if (s->free_gpus[h] >= g &&
-			    (best == UINT32_MAX || s->free_gpus[h] < s->free_gpus[best]))
-				best = h;
-		}
-		if (best == UINT32_MAX)
-			return 0;
-		j->hosts[0] = best;
-		j->n_hosts = 1;
-		take_host(s, best, g);
-		return 1;
-	}
-	uint32_t need = hosts_needed(s, g);
-	uint64_t total = 0;
-	for (uint32_t q = 0; q < s->n_groups; q++)
-		total += s->group_free[q];
-	if (total < need)
-		return 0;
-	if (s->cfg->placement == CRUX_SIM_PLACE_RANDOM)
-		return place_random(s, j, need, (uint32_t)total);
-	uint32_t n = 0;
-	uint32_t fit = UINT32_MAX;
-	for (uint32_t q = 0; q < s->n_groups; q++) {
-		if (s->group_free[q] >= need &&
-		    (fit == UINT32_MAX || s->group_free[q] < s->group_free[fit]))
-			fit = q;
-	}
-	while (n < need) {
-		uint32_t q = fit;
-		if (q == UINT32_MAX) {
-			/* Spill: the group with the most fully free hosts. */
-			for (uint32_t p = 0; p < s->n_groups; p++) {
-				if (s->group_free[p] &&
-				    (q == UINT32_MAX || s->group_free[p] > s->group_free[q]))
-					q = p;
-			}
-		}
-		for (uint32_t h = 0; h < s->n_hosts && n < need; h++) {
-			if (s->group[h] == q && s->free_gpus[h] == s->gph) {
-				j->hosts[n] = h;
-				n++;
-				take_host(s, h, gpus_on_host(s, j, n - 1));
-			}
-		}
-		fit = UINT32_MAX;
-	}
-	j->n_hosts = n;
-	return 1;
+	pj->idx = idx;
+	pj->gpus = j->tj->gpus;
+	pj->compute_s = j->tj->compute_s;
+	pj->comm_bytes = j->tj->comm_bytes;
+	pj->overlap = j->tj->overlap;
+	pj->remaining = j->remaining;
+	pj->arrival_s = j->tj->arrival_s;
+	pj->enq_s = j->enq_s;
+	pj->fixed = j->tj->n_hosts ? j->tj->hosts : NULL;
+	pj->n_fixed = j->tj->n_hosts;
 }
 
 static void release(struct sim_run *s, struct sim_job *j)
 {
-	for (uint32_t k = 0; k < j->n_hosts; k++)
-		give_host(s, j->hosts[k], gpus_on_host(s, j, k));
+	sim_place_release(s->place, (size_t)(j - s->jobs), j->hosts, j->n_hosts, j->tj->gpus);
 }
 
 static void fill_active(const struct sim_job *j, struct sim_active *a)
@@ -364,6 +263,7 @@ static crux_status_t evaluate(struct sim_run *s)
 			s->res->infeasible_jobs++;
 		}
 	}
+	sim_place_observe(s->place, s->running, s->act, s->evo, s->n_running);
 	if (max_load > s->res->max_link_load)
 		s->res->max_link_load = max_load;
 	s->res->evaluations++;
@@ -575,11 +475,10 @@ static crux_status_t setup(struct sim_run *s, const struct crux_sim_trace *t)
 		return st;
 	s->n_hosts = sim_engine_hosts(s->eng);
 	s->gph = s->cfg->tp.gpus_per_host;
-	s->group = sim_engine_host_group(s->eng, &s->n_groups);
 	if ((st = check_trace(s, t)) != CRUX_OK)
 		return st;
-	s->free_gpus = calloc(s->n_hosts, sizeof(*s->free_gpus));
-	s->group_free = calloc(s->n_groups, sizeof(*s->group_free));
+	if ((st = sim_place_new(s->cfg, s->eng, n, &s->place, s->err, s->errlen)) != CRUX_OK)
+		return st;
 	s->jobs = calloc(n ? n : 1, sizeof(*s->jobs));
 	s->order = calloc(n ? n : 1, sizeof(*s->order));
 	s->running = calloc(n ? n : 1, sizeof(*s->running));
@@ -589,13 +488,9 @@ static crux_status_t setup(struct sim_run *s, const struct crux_sim_trace *t)
 	s->heap = calloc(n ? n : 1, sizeof(*s->heap));
 	s->last_t = calloc(n ? n : 1, sizeof(*s->last_t));
 	s->res = calloc(1, sizeof(*s->res));
-	if (!s->free_gpus || !s->group_free || !s->jobs || !s->order || !s->running ||
+	if (!s->jobs || !s->order || !s->running ||
 	    !s->waiting || !s->act || !s->evo || !s->heap || !s->last_t || !s->res)
 		return CRUX_ERR_NOMEM;
-	for (uint32_t h = 0; h < s->n_hosts; h++) {
-		s->free_gpus[h] = s->gph;
-		s->group_free[s->group[h]]++;
-	}
 	struct crux_sim_result *r = s->res;
 	r->policy = s->cfg->policy;
 	crux_sim_label(s->cfg, r->label, sizeof(r->label));
@@ -625,12 +520,9 @@ static crux_status_t setup(struct sim_run *s, const struct crux_sim_trace *t)
 		struct sim_job *j = &s->jobs[i];
 		j->tj = tj;
 		j->remaining = (double)tj->iterations;
-		j->own_hosts = !tj->n_hosts;
-		if (j->own_hosts) {
-			j->hosts = calloc(hosts_needed(s, tj->gpus), sizeof(*j->hosts));
-			if (!j->hosts)
-				return CRUX_ERR_NOMEM;
-		}
+		j->hosts = calloc(hosts_needed(s, tj->gpus), sizeof(*j->hosts));
+		if (!j->hosts)
+			return CRUX_ERR_NOMEM;
 		s->order[i] = i;
 		struct crux_sim_job_result *jr = &r->jobs[i];
 		jr->id = tj->id;
@@ -664,36 +556,117 @@ static crux_status_t setup(struct sim_run *s, const struct crux_sim_trace *t)
 	return CRUX_OK;
 }
 
-/* Start queued jobs that fit (FCFS with backfilling and a starvation guard). */
+/* Stop a running job and put it back in the queue (Dally's preemption). */
+static void preempt(struct sim_run *s, size_t idx, double now)
+{
+	struct sim_job *j = &s->jobs[idx];
+
+	for (size_t i = 0; i < s->n_running; i++) {
+		if (s->running[i] == idx) {
+			s->running[i] = s->running[--s->n_running];
+			break;
+		}
+	}
+	release(s, j);
+	j->run_s += now - s->res->jobs[idx].start_s;
+	/* The work since its last checkpoint is lost, and it restarts. */
+	if (j->iso_s > 0)
+		j->remaining = fmin((double)j->tj->iterations, j->remaining + CRUX_SIM_RESTART_S / j->iso_s);
+	j->state = J_WAITING;
+	j->enq_s = now;
+	s->waiting[s->wait_tail++] = idx;
+	s->res->preemptions++;
+}
+
+static int cmp_queue(const void *a, const void *b, void *arg)
+{
+	const struct sim_run *s = arg;
+	struct sim_place_job x, y;
+	place_job(s, *(const size_t *)a, &x);
+	place_job(s, *(const size_t *)b, &y);
+	double kx = sim_place_key(s->place, &x, s->now, CRUX_SIM_STARVE_S);
+	double ky = sim_place_key(s->place, &y, s->now, CRUX_SIM_STARVE_S);
+	if (kx != ky)
+		return kx < ky ? -1 : 1;
+	if (x.arrival_s != y.arrival_s)
+		return x.arrival_s < y.arrival_s ? -1 : 1;
+	return s->jobs[x.idx].tj->id < s->jobs[y.idx].tj->id ? -1 : 1;
+}
+
+static crux_status_t start_job(struct sim_run *s, size_t idx, double now)
+{
+	struct sim_job *j = &s->jobs[idx];
+	struct crux_sim_job_result *jr = &s->res->jobs[idx];
+	struct sim_active a;
+
+	j->state = J_RUNNING;
+	if (jr->start_s < 0)
+		jr->start_s = now;
+	else
+		j->run_s -= now - jr->start_s; /* a restart: the run time counts from here */
+	jr->n_hosts = j->n_hosts;
+	fill_active(j, &a);
+	crux_status_t st = sim_engine_isolated(s->eng, &a, &jr->iso_iter_s, s->err, s->errlen);
+	if (st != CRUX_OK)
+		return st;
+	j->iso_s = jr->iso_iter_s;
+	crux_sched_account_init(&j->acct);
+	s->running[s->n_running++] = idx;
+	return CRUX_OK;
+}
+
+/* Start queued jobs the placement takes (with backfilling and a starvation
+ * guard); preempted jobs go back to the queue's tail and get one more pass. */
 static crux_status_t schedule_queue(struct sim_run *s, double now, int *changed)
 {
-	size_t keep = s->wait_head;
-	int blocked = 0;
-	for (size_t w = s->wait_head; w < s->wait_tail; w++) {
-		size_t idx = s->waiting[w];
-		struct sim_job *j = &s->jobs[idx];
-		if (!blocked && try_place(s, j)) {
-			struct crux_sim_job_result *jr = &s->res->jobs[idx];
-			j->state = J_RUNNING;
-			jr->start_s = now;
-			jr->n_hosts = j->n_hosts;
-			struct sim_active a;
-			fill_active(j, &a);
-			crux_status_t st = sim_engine_isolated(s->eng, &a, &jr->iso_iter_s, s->err,
-							       s->errlen);
-			if (st != CRUX_OK)
-				return st;
-			j->iso_s = jr->iso_iter_s;
-			crux_sched_account_init(&j->acct);
-			s->running[s->n_running++] = idx;
-			*changed = 1;
-			continue;
+	s->place_retry = INFINITY;
+	for (int pass = 0; pass < 2; pass++) {
+		size_t keep = s->wait_head, tail = s->wait_tail, preempted = 0;
+		int blocked = 0;
+
+		s->now = now;
+		if (sim_place_reorders(s->place))
+			qsort_r(s->waiting + s->wait_head, tail - s->wait_head, sizeof(*s->waiting),
+				cmp_queue, s);
+		for (size_t w = s->wait_head; w < tail; w++) {
+			size_t idx = s->waiting[w];
+			struct sim_job *j = &s->jobs[idx];
+			struct sim_place_job pj;
+			const size_t *victims;
+			size_t n_victims;
+			double retry = INFINITY;
+			enum sim_place_verdict v = SIM_PLACE_WAIT;
+
+			place_job(s, idx, &pj);
+			for (int tries = 0; !blocked && tries < 2; tries++) {
+				v = sim_place_try(s->place, &pj, now, j->hosts, &j->n_hosts, &retry,
+						  &victims, &n_victims);
+				if (v != SIM_PLACE_PREEMPT)
+					break;
+				for (size_t k = 0; k < n_victims; k++)
+					preempt(s, victims[k], now);
+				preempted += n_victims;
+				*changed = 1;
+			}
+			if (v == SIM_PLACE_OK) {
+				crux_status_t st = start_job(s, idx, now);
+				if (st != CRUX_OK)
+					return st;
+				*changed = 1;
+				continue;
+			}
+			if (!blocked && retry < s->place_retry)
+				s->place_retry = retry;
+			if (w == s->wait_head && now - j->tj->arrival_s > CRUX_SIM_STARVE_S)
+				blocked = 1;
+			s->waiting[keep++] = idx;
 		}
-		if (w == s->wait_head && now - j->tj->arrival_s > CRUX_SIM_STARVE_S)
-			blocked = 1;
-		s->waiting[keep++] = idx;
+		/* The preempted jobs, queued behind the jobs kept. */
+		memmove(s->waiting + keep, s->waiting + tail, preempted * sizeof(*s->waiting));
+		s->wait_tail = keep + preempted;
+		if (!preempted)
+			break;
 	}
-	s->wait_tail = keep;
 	return CRUX_OK;
 }
 
@@ -706,7 +679,6 @@ crux_status_t crux_sim_run(const struct crux_sim_trace *trace, const struct crux
 
 	memset(&s, 0, sizeof(s));
 	s.cfg = cfg;
-	s.rng = cfg->seed ^ 0x5ca1ab1e0ddba11ull;
 	s.err = err;
 	s.errlen = errlen;
 	clock_gettime(CLOCK_MONOTONIC, &w0);
@@ -730,6 +702,7 @@ crux_status_t crux_sim_run(const struct crux_sim_trace *trace, const struct crux
 		}
 		double tn = t_arr < t_fin ? t_arr : t_fin;
 		tn = fmin(tn, account_next(&s, t));
+		tn = fmin(tn, s.place_retry);
 		if (!isfinite(tn))
 			break;
 		/* Reference snapshots of the plan in force, between events. */
@@ -768,6 +741,7 @@ crux_status_t crux_sim_run(const struct crux_sim_trace *trace, const struct crux
 				j->remaining = 0;
 				j->state = J_DONE;
 				r->jobs[idx].finish_s = t;
+				j->run_s += t - r->jobs[idx].start_s;
 				release(&s, j);
 				s.running[i] = s.running[--s.n_running];
 				finished++;
@@ -780,6 +754,7 @@ crux_status_t crux_sim_run(const struct crux_sim_trace *trace, const struct crux
 		while (next < n && trace->jobs[s.order[next]].arrival_s <= t) {
 			size_t idx = s.order[next++];
 			s.jobs[idx].state = J_WAITING;
+			s.jobs[idx].enq_s = t;
 			s.waiting[s.wait_tail++] = idx;
 			r->events++;
 		}
@@ -808,7 +783,8 @@ crux_status_t crux_sim_run(const struct crux_sim_trace *trace, const struct crux
 	r->busy_of_held = held > 0 ? busy / held : 0;
 	for (size_t i = 0; i < n; i++) {
 		struct crux_sim_job_result *jr = &r->jobs[i];
-		double ran = (jr->finish_s >= 0 ? jr->finish_s : t) - jr->start_s;
+		const struct sim_job *j = &s.jobs[i];
+		double ran = j->state == J_RUNNING ? j->run_s + t - jr->start_s : j->run_s;
 		if (jr->start_s >= 0 && jr->iterations_done > 0) {
 			jr->mean_iter_s = ran / jr->iterations_done;
 			jr->slowdown = jr->iso_iter_s > 0 ? jr->mean_iter_s / jr->iso_iter_s : 0;
@@ -824,13 +800,11 @@ crux_status_t crux_sim_run(const struct crux_sim_trace *trace, const struct crux
 done:
 	if (s.jobs) {
 		for (size_t i = 0; i < trace->n_jobs; i++) {
-			if (s.jobs[i].own_hosts)
-				free(s.jobs[i].hosts);
+			free(s.jobs[i].hosts);
 		}
 	}
 	crux_sim_result_free(s.res);
-	free(s.free_gpus);
-	free(s.group_free);
+	sim_place_free(s.place);
 	free(s.jobs);
 	free(s.order);
 	free(s.running);

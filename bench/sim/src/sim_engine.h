@@ -44,6 +44,10 @@ uint32_t sim_engine_hosts(const struct sim_engine *e);
 /* Placement locality group (ToR) of each host; groups are 0..n_groups-1. */
 const uint32_t *sim_engine_host_group(const struct sim_engine *e, uint32_t *n_groups);
 
+/* Rate of group q's host links (the fastest, bytes/s) and of its switch's
+ * links up the fabric (sum, bytes/s): what placement's contention model needs. */
+void sim_engine_group_rates(const struct sim_engine *e, uint32_t q, double *host_bw, double *up_bw);
+
 /*
  * Run the policy on the running set and evaluate the steady state. 'out' has
  * one entry per job. '*link_rate_sum' is the sum over links of the average

@@ -71,7 +71,16 @@ enum crux_sim_placement {
 	CRUX_SIM_PLACE_PACK = 0, /* fewest ToR groups: best-fit group, then fullest groups */
 	CRUX_SIM_PLACE_RANDOM,   /* uniformly random free hosts (scattered, as fragmented
 				  * production clusters place jobs); ring in host order */
+	CRUX_SIM_PLACE_DALLY,    /* delay scheduling for a one-ToR placement (timer from the
+				  * job's network sensitivity), network-sensitive preemption */
+	CRUX_SIM_PLACE_SJF_BCO,  /* smallest job first; spread over the ToR groups whose
+				  * uplinks the fewest rings cross (balanced contention/overhead) */
+	CRUX_SIM_N_PLACEMENTS,
 };
+
+/* "pack", "random", "dally", "sjf-bco". */
+const char *crux_sim_placement_name(enum crux_sim_placement p);
+crux_status_t crux_sim_placement_parse(const char *s, enum crux_sim_placement *out);
 
 #define CRUX_SIM_MAX_WEIGHTS 64
 #define CRUX_SIM_LABEL_MAX   48
@@ -82,6 +91,10 @@ struct crux_sim_config {
 	const char *topo_path;  /* CRUX_SIM_TOPO_FILE / LINGJUN: file to load */
 	struct crux_sim_topo_params tp;
 	enum crux_sim_placement placement;
+	/* Dally: the delay timer in seconds (> 0: the same for every job that
+	 * is network-sensitive; 0: auto-tuned per job) and no preemption (1). */
+	double delay_timer_s;
+	int no_preempt;
 	uint32_t levels;        /* K priority levels (8) */
 	uint64_t seed;          /* scheduler and placement randomness */
 	double horizon_s;       /* stop here; 0 = when every job has finished */
@@ -182,6 +195,7 @@ struct crux_sim_result {
 	size_t evaluations; /* policy runs + steady-state evaluations */
 	uint64_t steps;     /* iteration boundaries stepped through (step mode) */
 	size_t finished;
+	size_t preemptions; /* jobs stopped and requeued by the placement (Dally) */
 	double link_bytes;  /* total bytes carried over fabric links (hop-bytes) */
 	double job_bytes;   /* sum over jobs of their per-link bytes x iterations done */
 	double max_link_load; /* highest average load / capacity seen on any link */
