@@ -415,6 +415,12 @@ static double group_stretch(const struct sim_place *p, uint32_t q, uint32_t extr
 	return p->up_bw[q] > 0 ? fmax(1, need / p->up_bw[q]) : 1;
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
 static int cmp_free_desc(const void *a, const void *b, void *arg)
 {
 	const struct sim_place *p = arg;
@@ -424,45 +430,61 @@ static int cmp_free_desc(const void *a, const void *b, void *arg)
 	return x < y ? -1 : x > y;
 }
 
-/*
- * sjf-bco, a job that no group holds: for each contention threshold k (the
- * rings already crossing a group), the groups with at most k crossing, most
- * free hosts first (fewest groups: least overhead). The candidate whose
- * worst group stretches the ring least wins; ties go to fewer groups.
- */
-static uint32_t pick_bco(struct sim_place *p, const struct sim_place_job *j, uint32_t need,
-			 uint32_t *hosts)
+static int cmp_cross_asc(const void *a, const void *b, void *arg)
 {
-	double best = INFINITY;
-	uint32_t best_n = 0, best_groups = UINT32_MAX, m = 0;
-	(void)j;
+	const struct sim_place *p = arg;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	if (p->cross[x] != p->cross[y])
+		return p->cross[x] < p->cross[y] ? -1 : 1;
+	return cmp_free_desc(a, b, arg);
+}
+
+/*
+ * sjf-bco, a job that no group holds. For each contention threshold k (the
+ * rings already crossing a group), the groups with at most k, taken most
+ * free hosts first (fewest groups: least overhead) and least contended
+ * first (balance). The candidate whose worst group stretches the ring least
+ * wins; then the least contention it adds in all (sum of its groups'
+ * stretches), then the fewest groups.
+ */
+static uint32_t pick_bco(struct sim_place *p, uint32_t need, uint32_t *hosts)
+{
+	double best = INFINITY, best_sum = INFINITY;
+	uint32_t best_n = 0, best_groups = UINT32_MAX, m = 0, kmax = 0;
 
 	for (uint32_t q = 0; q < p->n_groups; q++) {
-		if (p->group_free[q])
+		if (p->group_free[q]) {
 			p->order[m++] = q;
+			kmax = p->cross[q] > kmax ? p->cross[q] : kmax;
+		}
 	}
-	qsort_r(p->order, m, sizeof(*p->order), cmp_free_desc, p);
-	for (uint32_t k = 0;; k++) {
-		uint32_t n = 0, groups = 0, more = 0;
-		double worst = 1;
-		for (uint32_t i = 0; i < m && n < need; i++) {
-			uint32_t q = p->order[i];
-			if (p->cross[q] > k) {
-				more = 1;
-				continue;
+	for (int by_cross = 0; by_cross < 2; by_cross++) {
+		qsort_r(p->order, m, sizeof(*p->order), by_cross ? cmp_cross_asc : cmp_free_desc, p);
+		for (uint32_t k = 0; k <= kmax; k++) {
+			uint32_t n = 0, groups = 0;
+			double worst = 1, sum = 0;
+			for (uint32_t i = 0; i < m && n < need; i++) {
+				uint32_t q = p->order[i];
+				double x = group_stretch(p, q, 1);
+				if (p->cross[q] > k)
+					continue;
+				n = pick_group(p, q, need, p->trial, n);
+				groups++;
+				worst = fmax(worst, x);
+				sum += x;
 			}
-			n = pick_group(p, q, need, p->trial, n);
-			groups++;
-			worst = fmax(worst, group_stretch(p, q, 1));
+			if (n < need)
+				continue;
+			if (worst < best ||
+			    (worst == best && (sum < best_sum ||
+					       (sum == best_sum && groups < best_groups)))) {
+				best = worst;
+				best_sum = sum;
+				best_groups = groups;
+				best_n = n;
+				memcpy(hosts, p->trial, n * sizeof(*hosts));
+			}
 		}
-		if (n == need && (worst < best || (worst == best && groups < best_groups))) {
-			best = worst;
-			best_groups = groups;
-			best_n = n;
-			memcpy(hosts, p->trial, n * sizeof(*hosts));
-		}
-		if (!more)
-			break;
 	}
 	return best_n;
 }
@@ -604,7 +626,8 @@ enum sim_place_verdict sim_place_try(struct sim_place *p, const struct sim_place
 		if (total < need)
 			return SIM_PLACE_WAIT;
 		n = fit != UINT32_MAX ? pick_group(p, fit, need, hosts, 0)
-				      : pick_bco(p, j, need, hosts);
+				      : pick_bco(p, need, hosts);
+		qsort(hosts, n, sizeof(*hosts), cmp_u32); /* the ring in host order */
 		break;
 	}
 	default:
