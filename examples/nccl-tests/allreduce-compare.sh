@@ -107,7 +107,7 @@ crux_vars() {
 
 run_arm() { # prints "SIZE BUSBW" of the last data row on stdout; the rest goes to stderr
 	local arm="$1" log="$OUT/$1.log"
-	local -a envs=(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET)
+	local -a envs=(NCCL_DEBUG=INFO "NCCL_DEBUG_SUBSYS=INIT,NET")
 	[ -n "$IFNAME" ] && envs+=("NCCL_SOCKET_IFNAME=$IFNAME")
 	if [ "$arm" = crux ]; then
 		local vars v

@@ -306,7 +306,7 @@ phase_ntdirect() {
 	mkdir -p "$OUT/ntdirect" "$W/shm"
 	local arm
 	for arm in socket crux; do
-		local -a e=(-genv NCCL_TESTS_DEVICE 0 -genv NCCL_SOCKET_IFNAME =lo -genv NCCL_DEBUG INFO -genv NCCL_DEBUG_SUBSYS INIT,NET)
+		local -a e=(-genv NCCL_TESTS_DEVICE 0 -genv NCCL_SOCKET_IFNAME "=lo" -genv NCCL_DEBUG INFO -genv NCCL_DEBUG_SUBSYS "INIT,NET")
 		if [ $arm = crux ]; then
 			e+=(-genv NCCL_NET Crux -genv NCCL_NET_PLUGIN crux -genv CRUX_SHM_DIR "$W/shm"
 				-genv LD_PRELOAD "$B/preload/libcrux-preload.so" -genv CRUX_JOB_ID ntdirect)
@@ -328,7 +328,7 @@ phase_nccltests() {
 	local rep
 	mkdir -p "$OUT/nccltests"
 	for rep in $(seq 1 "$REPS"); do
-		NCCL_SOCKET_IFNAME==lo CRUX_SHM_DIR="$W/shm-nt" \
+		NCCL_SOCKET_IFNAME="=lo" CRUX_SHM_DIR="$W/shm-nt" \
 			bash examples/nccl-tests/allreduce-compare.sh --nccl-tests "$NT" --crux "$PREFIX" \
 			--one-gpu --start-agent --sizes "1M 256M" --iters 20 --out "$OUT/nccltests/r$rep" \
 			>"$OUT/nccltests/r$rep.txt" 2>&1 || { echo "allreduce-compare.sh rep $rep FAILED"; fail=1; }
@@ -390,9 +390,9 @@ phase_fourrank() {
 			for arm in socket crux; do
 				local lp="$OUT/fourrank/$cond.$arm.r$rep" f=sock_env t0=$SECONDS
 				[ $arm = crux ] && f=crux_env
-				local pin=0
-				[ "$cond" = pin ] && pin=1
-				if ! $f NCCL_IGNORE_CPU_AFFINITY=$pin CRUX_GPU_PIN=$pin bash -c "$(declare -f launch); GC='$GC' W='$W'; launch 4 '$lp' -- bw --min 16M --max 64M --step 4 --iters 10"; then
+				local pinned=0
+				[ "$cond" = pin ] && pinned=1
+				if ! $f NCCL_IGNORE_CPU_AFFINITY=$pinned CRUX_GPU_PIN=$pinned bash -c "$(declare -f launch); GC='$GC' W='$W'; launch 4 '$lp' -- bw --min 16M --max 64M --step 4 --iters 10"; then
 					echo "fourrank: $cond $arm rep $rep FAILED"; tail -3 "$lp".rank*.err; fail=1
 				fi
 				echo "fourrank: $cond $arm r$rep $(grep -h '^{' "$lp.rank0.out" | tail -1) ($((SECONDS - t0)) s)"
