@@ -4,8 +4,8 @@
 # and the receiver's own packets (ACKs) follow the sender's class.
 # usage: wire_dscp.sh CONFORMANCE DTSET PLUGIN_DIR [SOFTRDMA_LIB]
 # With SOFTRDMA_LIB the plugin runs its verbs transport on the software RDMA
-# device (tests/softrdma), which carries each QP's traffic over TCP marked with
-# the QP's traffic class: the same capture then shows the QPs' class.
+# device (tests/softrdma), whose packets are RoCEv2's (UDP to 4791) marked with
+# the QP's traffic class: the capture then shows the QPs' class on those.
 set -u
 CONF=$1 DTSET=$2 PLUGDIR=$3 SRLIB=${4:-}
 if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root for network namespaces"; exit 77; fi
@@ -36,7 +36,13 @@ export CRUX_SHM_DIR="$W/shm" CRUX_JOB_ID="$P" NCCL_NET_PLUGIN=crux LD_LIBRARY_PA
 # re-mark in place; verbs builds a lane (QPs at the new class) on the change
 # and holds the next message until that lane is up and the old one drained.
 SLACK=0
+CAP=tcp TXF='src host 198.18.1.1 and greater 200' RXF='src host 198.18.1.2'
 if [ -n "$SRLIB" ]; then
+	# the plugin's bootstrap socket (set-up, lane control) is TCP and unmarked;
+	# the RDMA traffic of both ends is UDP to 4791
+	CAP='tcp or udp port 4791'
+	TXF='src host 198.18.1.1 and udp dst port 4791 and greater 200'
+	RXF='src host 198.18.1.2 and udp dst port 4791'
 	# one device per namespace: the veth, the only interface with an address there
 	export CRUX_TRANSPORT=verbs CRUX_IBVERBS_LIB="$SRLIB" CRUX_MLX5_LIB="$SRLIB"
 	SLACK=${CRUX_WIRE_LANE_SLACK:-0}
@@ -46,7 +52,7 @@ MIN2=$(((16 - SLACK) * 1048576))
 
 # level 1 -> DSCP 8 (TOS 0x20); level 3 -> DSCP 24 (TOS 0x60) in the default map
 "$DTSET" "$W/shm" "$P" 1 || exit 1
-ip netns exec "$B" tcpdump -i "${P}y" -n -s 96 -U --immediate-mode -Z root -w "$W/cap.pcap" tcp 2>"$W/tcpdump.log" &
+ip netns exec "$B" tcpdump -i "${P}y" -n -s 96 -U --immediate-mode -Z root -w "$W/cap.pcap" "$CAP" 2>"$W/tcpdump.log" &
 TD=$!
 # tcpdump captures once it says "listening on" (a fixed sleep can miss the first packets).
 i=0; until grep -q "listening on" "$W/tcpdump.log" 2>/dev/null || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
@@ -69,17 +75,8 @@ cat "$W/send.log" "$W/recv.log"
 [ $S = 0 ] && [ $R = 0 ] || { echo "FAIL: transfer failed (send $S, recv $R)"; exit 1; }
 
 # tos of data packets (sender -> receiver, > 200 bytes) in capture order
-tcpdump -r "$W/cap.pcap" -n -v 'src host 198.18.1.1 and greater 200' 2>/dev/null |
+tcpdump -r "$W/cap.pcap" -n -v "$TXF" 2>/dev/null |
 	sed -n 's/.*(tos \(0x[0-9a-f]*\),.* length \([0-9]*\)).*/\1 \2/p' > "$W/tx.txt"
-RXF='src host 198.18.1.2'
-if [ -n "$SRLIB" ]; then
-	# Over verbs the plugin's own bootstrap socket (the first connection, set-up and
-	# lane control) stays unmarked; the receiver's RDMA traffic is on the QPs' connections.
-	BOOT=$(tcpdump -r "$W/cap.pcap" -n -c 1 'tcp[tcpflags] & (tcp-syn|tcp-ack) == tcp-syn' 2>/dev/null |
-		sed -n 's/.* 198\.18\.1\.[12]\.\([0-9]*\) > 198\.18\.1\.[12]\.\([0-9]*\):.*/\1 \2/p')
-	set -- $BOOT
-	[ $# = 2 ] && RXF="$RXF and not (port $1 and port $2)"
-fi
 tcpdump -r "$W/cap.pcap" -n -v "$RXF" 2>/dev/null |
 	sed -n 's/.*(tos \(0x[0-9a-f]*\),.*/\1/p' > "$W/rx.txt"
 awk -v min2=$MIN2 '

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Software RDMA device (test double): internal types. One context owns a TCP
- * listener on its interface address and a progress thread; a QP number
- * carries the listener's port (qpn = port << 8 | slot), so a peer reaches a
- * QP knowing only its GID and QP number, as RoCE does. Everything a context
+ * Software RDMA device (test double): internal types. One context owns a raw
+ * IP socket that sends and receives RoCEv2-shaped UDP packets (destination
+ * port 4791) on its interface address, and a progress thread. A QP number
+ * carries the context's id (qpn = id << 8 | slot; the id is the port of a UDP
+ * socket the context holds, unique per address), so a peer reaches a QP
+ * knowing only its GID and QP number, as RoCE does. Everything a context
  * owns is guarded by its one mutex.
  */
 #ifndef SR_H
@@ -24,6 +26,13 @@
 #define SR_HDR_LEN 40
 #define SR_MAX_MSG (1u << 31)
 #define SR_MAX_SEND (64u << 20) /* largest SEND the responder buffers */
+#define SR_ROCE_PORT 4791       /* RoCEv2's UDP destination port */
+#define SR_PKT_HDR 28           /* BTH (12 bytes) + stream header (16) after UDP */
+#define SR_BATCH 32             /* packets per sendmmsg / recvmmsg */
+#define SR_PKT_MAX (20 + 8 + SR_PKT_HDR + 4096) /* IPv4 + UDP + ours + an IB MTU */
+
+/* packet kinds (BTH opcode byte): which end of a QP pair's stream sent it */
+enum sr_pkind { SR_P_FROM_REQ = 1, SR_P_FROM_RESP = 2 };
 
 enum sr_ftype { SR_F_HELLO = 1, SR_F_REQ = 2, SR_F_RESP = 3 };
 enum sr_fop { SR_OP_WRITE = 1, SR_OP_WRITE_IMM, SR_OP_SEND, SR_OP_SEND_IMM, SR_OP_READ };
@@ -51,24 +60,41 @@ struct sr_dev {
 
 struct sr_obuf {
 	struct sr_obuf *next;
-	size_t len, off;
+	size_t len;
 	uint8_t data[];
 };
 
+/*
+ * One direction of a QP pair: the requester's outbound conn carries requests
+ * out and responses in; the responder's inbound conn the reverse. Bytes are
+ * a reliable stream over UDP packets: go-back-N from the first unacknowledged
+ * byte, a window, cumulative acknowledgements in every packet.
+ */
 struct sr_conn {
 	struct sr_conn *next;
-	uint64_t id;
-	int fd;
-	bool outbound, connecting, hello_seen;
-	struct sr_qp *qp;     /* owner (outbound) or target (inbound, after HELLO) */
+	bool outbound, hello_seen;
+	struct sr_qp *qp;     /* owner (outbound) or target (inbound) */
 	uint32_t expect;      /* inbound: next request sequence to execute */
-	uint32_t src_qpn;     /* inbound: the requester's QP (from HELLO) */
+	uint32_t src_qpn;     /* inbound: the requester's QP */
+	struct in_addr peer;  /* the other end's address */
+	uint32_t peer_qpn;    /* the other end's QP */
+	uint32_t epoch;       /* chosen by the requester per conn */
+	/* send side: stream offsets (wrap-safe 32-bit arithmetic) */
+	uint32_t una, nxt, end, head_off; /* head_off: stream offset of oq->data[0] */
+	uint32_t cwnd, recover;
+	int dupacks;
+	bool ack_due;
+	uint64_t progress_ns, rto_ns, rtx_at;
+	/* receive side */
+	uint32_t rcv_nxt;
 	uint8_t hbuf[SR_HDR_LEN];
 	size_t hgot;
 	struct sr_hdr h;
 	uint8_t *pay;
 	size_t pgot;
 	struct sr_obuf *oq, *oq_tail;
+	struct sr_obuf *cur;  /* send cursor: the buffer holding cur_off.. */
+	uint32_t cur_off;
 };
 
 struct sr_mr {
@@ -124,7 +150,8 @@ struct sr_qp {
 	uint32_t next_seq;
 	int rnr_left;
 	bool stalled;              /* a WR with a local error is queued */
-	bool dead;                 /* the peer closed its end */
+	bool dead;                 /* the peer broke the protocol */
+	struct sr_conn *in;        /* the inbound conn last served */
 	uint64_t resend_ns;        /* RNR back-off deadline, 0 = none */
 	struct sr_rwqe *rq;
 	int rq_head, rq_n;
@@ -136,11 +163,19 @@ struct sr_ctx {
 	pthread_mutex_t mu;
 	pthread_t thr;
 	bool stop;
-	int efd, lfd;
+	int efd;                   /* wakes the progress thread */
+	int rfd;                   /* raw IPv4/UDP socket: every packet in and out */
+	int idfd;                  /* UDP socket whose port is the context's id */
+	int sinkfd;                /* UDP :4791, drops all (no ICMP unreachable) */
 	int async_wfd;             /* write end of ib.async_fd's pipe */
-	uint16_t lport;
-	uint64_t next_conn_id;
+	uint16_t lport;            /* the context's id */
+	uint32_t mss;              /* stream bytes per packet: an IB MTU within the interface's */
+	uint32_t psn;
 	struct sr_conn *conns;
+	uint8_t (*pkts)[SR_PKT_MAX]; /* SR_BATCH packet buffers (out, then in) */
+	struct sr_txmeta { struct sr_conn *cn; uint32_t seq, len, plen; struct in_addr to; } tx[SR_BATCH];
+	int npkt;
+	bool tx_blocked;           /* the socket's buffer is full: wait for POLLOUT */
 	struct sr_qp *qps[SR_MAX_QP + 1];
 	struct sr_mr **mrs;
 	uint32_t nmr;
@@ -169,6 +204,10 @@ int sr_conn_open(struct sr_qp *qp);
 void sr_conn_close(struct sr_ctx *c, struct sr_conn *cn);
 int sr_send_wqe(struct sr_qp *qp, struct sr_wqe *w);
 void sr_flush(struct sr_conn *cn);
+int sr_conn_rx(struct sr_ctx *c, struct sr_conn *cn, const uint8_t *b, size_t n);
+void sr_packet_in(struct sr_ctx *c, const uint8_t *pkt, size_t len);
+struct sr_conn *sr_conn_inbound(struct sr_ctx *c, struct sr_qp *qp, struct in_addr peer,
+				uint32_t src_qpn, uint32_t epoch);
 void sr_wake(struct sr_ctx *c);
 uint16_t sr_qp_sport(const struct sr_qp *qp);
 

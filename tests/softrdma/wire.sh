@@ -1,7 +1,8 @@
 #!/bin/sh
-# The software RDMA device on the wire between two network namespaces: a QP's
-# bytes carry its traffic class as IP TOS and leave from the RoCE v2 source
-# port its flow label gives (or the one mlx5dv_modify_qp_udp_sport set).
+# The software RDMA device on the wire between two network namespaces, as a
+# RoCEv2 NIC frames it: a QP's packets are UDP to port 4791, carry its traffic
+# class as IP TOS (DSCP << 2 | ECN) and leave from the RoCE v2 source port its
+# flow label gives (or the one mlx5dv_modify_qp_udp_sport set); no TCP at all.
 # usage: wire.sh SRT_PEER
 set -u
 PEER=$1
@@ -31,7 +32,7 @@ set +e
 run() {
 	name=$1 tc=$2 fl=$3 want=$4
 	mkdir -p "$W/$name"
-	ip netns exec "$B" tcpdump -i "${P}y" -n -s 96 -U --immediate-mode -Z root -w "$W/$name.pcap" tcp 2>"$W/$name.td.log" &
+	ip netns exec "$B" tcpdump -i "${P}y" -n -s 96 -U --immediate-mode -Z root -w "$W/$name.pcap" 2>"$W/$name.td.log" &
 	TD=$!
 	# tcpdump captures once it says "listening on" (a fixed sleep can miss the first packets).
 	i=0; until grep -q "listening on" "$W/$name.td.log" 2>/dev/null || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
@@ -44,10 +45,18 @@ run() {
 	kill -INT "$TD"; wait "$TD" 2>/dev/null; TD=""
 	cat "$W/$name.a.log" "$W/$name.b.log"
 	[ $S = 0 ] && [ $R = 0 ] || { echo "FAIL: $name: transfer failed (active $S, passive $R)"; exit 1; }
-	tcpdump -r "$W/$name.pcap" -n -v 'src host 198.18.7.1 and greater 200' 2>/dev/null |
+	DATA='src host 198.18.7.1 and udp dst port 4791 and greater 200'
+	tcpdump -r "$W/$name.pcap" -n -v "$DATA" 2>/dev/null |
 		sed -n 's/.*(tos \(0x[0-9a-f]*\),.* length \([0-9]*\)).*/\1 \2/p' > "$W/$name.tos"
-	tcpdump -r "$W/$name.pcap" -n 'src host 198.18.7.1 and greater 200' 2>/dev/null |
+	tcpdump -r "$W/$name.pcap" -n "$DATA" 2>/dev/null |
 		sed -n 's/.* 198\.18\.7\.1\.\([0-9]*\) > .*/\1/p' | sort -u > "$W/$name.ports"
+	tcp=$(tcpdump -r "$W/$name.pcap" -n tcp 2>/dev/null | wc -l)
+	echo "$name: $tcp TCP packets"
+	[ "$tcp" = 0 ] || { echo "FAIL: $name: the device sent TCP; RoCEv2 is UDP"; exit 1; }
+	# the responder's acknowledgements come back to 4791 from its QP's own port
+	back=$(tcpdump -r "$W/$name.pcap" -n 'src host 198.18.7.2 and udp dst port 4791' 2>/dev/null | wc -l)
+	echo "$name: $back packets back to 4791"
+	[ "$back" -gt 0 ] || { echo "FAIL: $name: no acknowledgements to port 4791"; exit 1; }
 	wtos=$(printf '0x%x' "$tc")
 	awk -v w="$wtos" -v name="$name" '
 		$1 == w { b += $2 } $1 != w { other++ }
