@@ -8,24 +8,14 @@
 set -eu
 AGENT=$1
 CTL=$2
+# shellcheck disable=SC2034 # read by spine_of in fabric.sh
 SEND=$3
 RANK=$4
-if [ "$(id -u)" != 0 ]; then
-	echo "agent-fabric: needs root for network namespaces: skipped"
-	exit 77
-fi
-command -v ip >/dev/null || { echo "agent-fabric: iproute2 missing: skipped"; exit 77; }
 . "$(dirname "$0")/fabric.sh"
-tmp=$(mktemp -d /tmp/cxag-fab.XXXXXX)
-chmod 755 "$tmp"
-pids=""
-cleanup() {
-	for p in $pids; do kill -KILL "$p" 2>/dev/null || true; done
-	for p in $pids; do wait "$p" 2>/dev/null || true; done
-	teardown
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+cxt_need_root "network namespaces"
+cxt_need_cmd ip iproute2
+cxt_workdir cxag-fab
+tmp=$CXT_W
 
 build 2
 cat >"$tmp/topo" <<TOPO
@@ -47,7 +37,7 @@ export CRUX_HEARTBEAT_TIMEOUT=1s
 export CRUX_PROBE_PORTS_PER_PATH=4
 export CRUX_PROBE_PORTS=41000-48999
 ip netns exec ${P}h1 "$AGENT" 2>"$tmp/agent.log" &
-pids="$pids $!"
+cxt_kill_at_exit $!
 i=0
 until [ -f "$tmp/shm/decision.tbl" ]; do
 	i=$((i + 1)); [ $i -lt 50 ] || fail "agent did not start: $(cat "$tmp/agent.log")"
@@ -55,9 +45,9 @@ until [ -f "$tmp/shm/decision.tbl" ]; do
 done
 # J1 turns its bytes into much more compute than J2
 ip netns exec ${P}h1 "$RANK" "$tmp/shm" env:J1 198.19.1.2 198.19.2.2 1000000 0.1 0.09 0.01 &
-pids="$pids $!"
+cxt_kill_at_exit $!
 ip netns exec ${P}h1 "$RANK" "$tmp/shm" env:J2 198.19.1.2 198.19.2.2 100000000 0.1 0.01 0.08 &
-pids="$pids $!"
+cxt_kill_at_exit $!
 
 routes() {
 	"$CTL" --json status |

@@ -7,28 +7,18 @@
 # usage: agent-killed.sh CRUXD CRUXCTL CONFORMANCE PLUGIN_DIR
 set -u
 AGENT=$1 CTL=$2 CONF=$3 PLUGDIR=$4
-if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root for network namespaces"; exit 77; fi
-command -v tcpdump >/dev/null 2>&1 || { echo "SKIP: tcpdump is not installed"; exit 77; }
+. "$(dirname "$0")/../lib/harness.sh"
+cxt_need_root "network namespaces"
+cxt_need_cmd tcpdump
 P=cxag$$
 A=${P}a B=${P}b
-W=$(mktemp -d /tmp/cxag-kill-XXXXXX)
-TD="" AP="" SP="" RP=""
-cleanup() {
-	for p in $TD $AP $SP $RP; do kill -KILL "$p" 2>/dev/null; done
-	ip netns del "$A" 2>/dev/null
-	ip netns del "$B" 2>/dev/null
-	rm -rf "$W"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; cat "$W"/*.log 2>/dev/null; exit 1; }
-chmod 755 "$W"
+cxt_workdir cxag-kill
+W=$CXT_W
+fail() { CXT_LOG_LINES=200 cxt_fail "$@"; }
 set -e
-ip netns add "$A"; ip netns add "$B"
-ip link add "${P}x" netns "$A" type veth peer name "${P}y" netns "$B"
-ip -n "$A" addr add 198.18.1.1/24 dev "${P}x"
-ip -n "$B" addr add 198.18.1.2/24 dev "${P}y"
-for n in "$A" "$B"; do ip -n "$n" link set lo up; done
-ip -n "$A" link set "${P}x" up; ip -n "$B" link set "${P}y" up
+cxt_ns "$A"
+cxt_ns "$B"
+cxt_veth "$A" "${P}x" 198.18.1.1 "$B" "${P}y" 198.18.1.2
 set +e
 export CRUX_SHM_DIR="$W/shm" CRUX_JOB_ID="$P" NCCL_NET_PLUGIN=crux LD_LIBRARY_PATH="$PLUGDIR" \
 	CRUX_SOCKET_IFNAME="$P" CRUX_TIMEOUT=10s CRUX_HEARTBEAT_TIMEOUT=1s \
@@ -36,6 +26,7 @@ export CRUX_SHM_DIR="$W/shm" CRUX_JOB_ID="$P" NCCL_NET_PLUGIN=crux LD_LIBRARY_PA
 
 "$AGENT" 2>"$W/agent.log" &
 AP=$!
+cxt_kill_at_exit "$AP"
 i=0
 until "$CTL" --json status 2>/dev/null | grep -q '"running":true'; do
 	i=$((i + 1)); [ $i -lt 50 ] || fail "agent did not start"
@@ -46,12 +37,15 @@ grep -q "applied by the agent" "$W/set.log" || fail "set did not go through the 
 
 ip netns exec "$B" tcpdump -i "${P}y" -n -s 96 -U --immediate-mode -Z root -w "$W/cap.pcap" tcp 2>"$W/tcpdump.cap" &
 TD=$!
+cxt_kill_at_exit "$TD"
 # tcpdump captures once it says "listening on" (a fixed sleep can miss the first packets).
 i=0; until grep -q "listening on" "$W/tcpdump.cap" 2>/dev/null || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
 ip netns exec "$B" "$CONF" xfer-recv "$W" > "$W/recv.log" 2>&1 &
 RP=$!
+cxt_kill_at_exit "$RP"
 ip netns exec "$A" "$CONF" xfer-send "$W" 1048576 16 16 > "$W/send.log" 2>&1 &
 SP=$!
+cxt_kill_at_exit "$SP"
 i=0
 while [ ! -e "$W/phase1.done" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
 [ -e "$W/phase1.done" ] || fail "phase 1 did not finish"

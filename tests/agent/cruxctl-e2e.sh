@@ -124,7 +124,9 @@ grep -q "\"attached\":\[{\"pid\":$rank_pid,\"uid\":$(id -u),\"job_key\":\"0x[0-9
 	"$tmp/st.json" || fail "attached entry lacks pid, uid or job: $(cat "$tmp/st.json")"
 grep -q '"source":"preload+plugin","peers":\[{"peer":"198.18.7.2","tx_bytes":\[[1-9]' "$tmp/st.json" ||
 	fail "attached entry lacks source or byte counters: $(cat "$tmp/st.json")"
-ls "$CRUX_SHM_DIR" | grep -q '^prof-' && fail "an attached rank left a v1 record file"
+for f in "$CRUX_SHM_DIR"/prof-*; do
+	[ -e "$f" ] && fail "an attached rank left a v1 record file: $f"
+done
 "$CTL" status >"$tmp/st.txt"
 grep -A2 "attached processes" "$tmp/st.txt" | grep -q "^ *$rank_pid  *$(id -u) env:att .*preload+plugin" ||
 	fail "text status lacks the attached rank: $(cat "$tmp/st.txt")"

@@ -6,19 +6,13 @@
 # Usage: probe-ecmp.sh CRUXCTL PROBE_SEND
 set -eu
 CTL=$1
+# shellcheck disable=SC2034 # read by spine_of in fabric.sh
 SEND=$2
-if [ "$(id -u)" != 0 ]; then
-	echo "probe-ecmp: needs root for network namespaces: skipped"
-	exit 77
-fi
-command -v ip >/dev/null || { echo "probe-ecmp: iproute2 missing: skipped"; exit 77; }
 . "$(dirname "$0")/fabric.sh"
-tmp=$(mktemp -d /tmp/cxag-probe.XXXXXX)
-cleanup() {
-	teardown
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+cxt_need_root "network namespaces"
+cxt_need_cmd ip iproute2
+cxt_workdir cxag-probe
+tmp=$CXT_W
 
 check() {
 	n=$1

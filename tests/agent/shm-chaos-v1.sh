@@ -9,29 +9,20 @@
 # usage: shm-chaos-v1.sh CONFORMANCE DTSET PLUGIN_DIR
 set -u
 CONF=$1 DTSET=$2 PLUGDIR=$3
-if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root for network namespaces"; exit 77; fi
+. "$(dirname "$0")/../lib/harness.sh"
+cxt_need_root "network namespaces"
 P=cxcv$$
 A=${P}a B=${P}b
-W=$(mktemp -d /tmp/cxcv-XXXXXX)
+cxt_workdir cxcv
+W=$CXT_W
 SP="" RP=""
-cleanup() {
-	for p in $SP $RP; do kill -KILL "$p" 2>/dev/null; done
-	ip netns del "$A" 2>/dev/null
-	ip netns del "$B" 2>/dev/null
-	[ -n "${KEEP:-}" ] || rm -rf "$W"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; tail -n 30 "$W"/*.log 2>/dev/null; exit 1; }
-chmod 755 "$W"
+fail() { cxt_fail "$@"; }
 S="$W/shm"
 mkdir -m 755 "$S"
 set -e
-ip netns add "$A"; ip netns add "$B"
-ip link add "${P}x" netns "$A" type veth peer name "${P}y" netns "$B"
-ip -n "$A" addr add 198.18.1.1/24 dev "${P}x"
-ip -n "$B" addr add 198.18.1.2/24 dev "${P}y"
-for n in "$A" "$B"; do ip -n "$n" link set lo up; done
-ip -n "$A" link set "${P}x" up; ip -n "$B" link set "${P}y" up
+cxt_ns "$A"
+cxt_ns "$B"
+cxt_veth "$A" "${P}x" 198.18.1.1 "$B" "${P}y" 198.18.1.2
 # The sender's link at 1 Gbit/s, so that the held phase 1 does not move tens of
 # gigabytes through the receiver's checks on a fast machine.
 tc -n "$A" qdisc add dev "${P}x" root tbf rate 1gbit burst 256kb latency 100ms ||
@@ -43,19 +34,23 @@ export CRUX_SHM_DIR="$S" CRUX_JOB_ID="$P" NCCL_NET_PLUGIN=crux LD_LIBRARY_PATH="
 "$DTSET" "$S" "$P" 2 >/dev/null || fail "cannot write the decision table"
 ip netns exec "$B" "$CONF" xfer-recv "$W" >"$W/recv.log" 2>&1 &
 RP=$!
+cxt_kill_at_exit "$RP"
 # Phase 1 holds until the attack is over (phase1.stop), however fast this machine
 # is, and publishes its message count in $W/sent: every round must see it grow.
 SIZE=262144
 ip netns exec "$A" "$CONF" xfer-send "$W" $SIZE 64 400 hold >"$W/send.log" 2>&1 &
 SP=$!
+cxt_kill_at_exit "$SP"
 
 # Both ranks publish their records (v1 files) before the attack starts.
 i=0
-until [ "$(ls "$S" | grep -c '^prof-.*\.rec$')" -ge 2 ] || [ $i -ge 100 ]; do
+# recs: the profile record files in $S, one name a line.
+recs() { for f in "$S"/prof-*.rec; do [ -e "$f" ] && basename "$f"; done; }
+until [ "$(recs | wc -l)" -ge 2 ] || [ $i -ge 100 ]; do
 	sleep 0.1; i=$((i + 1))
 done
-[ "$(ls "$S" | grep -c '^prof-.*\.rec$')" -ge 2 ] || fail "the ranks wrote no profile records"
-RECS=$(ls "$S" | grep '^prof-.*\.rec$')
+[ "$(recs | wc -l)" -ge 2 ] || fail "the ranks wrote no profile records"
+RECS=$(recs)
 [ -e "$S/cruxd.sock" ] && fail "an agent socket exists: this test is about contract v1"
 
 junk() { head -c "$1" /dev/urandom; }

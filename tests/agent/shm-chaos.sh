@@ -12,31 +12,22 @@
 # usage: shm-chaos.sh CRUXD CONFORMANCE PLUGIN_DIR CRUXCTL
 set -u
 AGENT=$1 CONF=$2 PLUGDIR=$3 CTL=$4
-if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root for network namespaces"; exit 77; fi
+. "$(dirname "$0")/../lib/harness.sh"
+cxt_need_root "network namespaces"
 P=cxch$$
 A=${P}a B=${P}b
-W=$(mktemp -d /tmp/cxch-XXXXXX)
+cxt_workdir cxch
+W=$CXT_W
 AP="" SP="" RP=""
 # The unprivileged rank's account: ours if it carries this comment (a run that was
 # killed left it: reused, then removed); another account of that name is used, never removed.
 RU=crux-test RU_TAG="Crux test account (tests/agent/shm-chaos.sh)" RU_OURS=""
-cleanup() {
-	for p in $AP $SP $RP; do kill -KILL "$p" 2>/dev/null; done
-	ip netns del "$A" 2>/dev/null
-	ip netns del "$B" 2>/dev/null
-	[ -n "$RU_OURS" ] && userdel "$RU" 2>/dev/null
-	[ -n "${KEEP:-}" ] || rm -rf "$W"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; tail -n 30 "$W"/*.log 2>/dev/null; exit 1; }
-chmod 755 "$W"
+cxt_at_exit '[ -z "$RU_OURS" ] || userdel "$RU"'
+fail() { cxt_fail "$@"; }
 set -e
-ip netns add "$A"; ip netns add "$B"
-ip link add "${P}x" netns "$A" type veth peer name "${P}y" netns "$B"
-ip -n "$A" addr add 198.18.1.1/24 dev "${P}x"
-ip -n "$B" addr add 198.18.1.2/24 dev "${P}y"
-for n in "$A" "$B"; do ip -n "$n" link set lo up; done
-ip -n "$A" link set "${P}x" up; ip -n "$B" link set "${P}y" up
+cxt_ns "$A"
+cxt_ns "$B"
+cxt_veth "$A" "${P}x" 198.18.1.1 "$B" "${P}y" 198.18.1.2
 # The sender's link at 1 Gbit/s, so that the held phase 1 does not move tens of
 # gigabytes through the receiver's checks on a fast machine.
 tc -n "$A" qdisc add dev "${P}x" root tbf rate 1gbit burst 256kb latency 100ms ||
@@ -49,18 +40,21 @@ export CRUX_SHM_DIR="$S" CRUX_JOB_ID="$P" NCCL_NET_PLUGIN=crux LD_LIBRARY_PATH="
 
 "$AGENT" >"$W/agent.log" 2>&1 &
 AP=$!
+cxt_kill_at_exit "$AP"
 i=0
 while [ ! -S "$S/cruxd.sock" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 [ -S "$S/cruxd.sock" ] || fail "cruxd did not open its socket"
 
 ip netns exec "$B" "$CONF" xfer-recv "$W" >"$W/recv.log" 2>&1 &
 RP=$!
+cxt_kill_at_exit "$RP"
 # The sender runs as an unprivileged user (root agent, root receiver): any user attaches.
 if ! getent passwd "$RU" >/dev/null; then
 	command -v useradd >/dev/null 2>&1 || fail "useradd is missing: cannot create the unprivileged user"
 	useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
 		--comment "$RU_TAG" "$RU" || fail "useradd $RU failed"
 fi
+# shellcheck disable=SC2034 # read by the exit action above
 [ "$(getent passwd "$RU" | cut -d: -f5)" = "$RU_TAG" ] && RU_OURS=1
 RUID=$(id -u "$RU") RGID=$(id -g "$RU")
 [ "$RUID" != 0 ] || fail "user $RU is root"
@@ -85,6 +79,7 @@ echo "the sender runs as $RU (uid $RUID): $AS"
 ip netns exec "$A" $AS env LD_LIBRARY_PATH="$W/bin" "$UCONF" xfer-send "$W" 262144 64 400 hold \
 	>"$W/send.log" 2>&1 &
 SP=$!
+cxt_kill_at_exit "$SP"
 
 # Wait until both ranks are attached (the agent names the job).
 i=0
