@@ -172,6 +172,9 @@ struct sr_ctx {
 	uint32_t mss;              /* stream bytes per packet: an IB MTU within the interface's */
 	uint32_t psn;
 	struct sr_conn *conns;
+	struct sr_torn *torn;      /* WRITE pieces not yet visible (CRUX_SOFTRDMA_TORN) */
+	uint32_t torn_chunk, torn_seed;
+	size_t torn_bytes;
 	uint8_t (*pkts)[SR_PKT_MAX]; /* SR_BATCH packet buffers (out, then in) */
 	struct sr_txmeta { struct sr_conn *cn; uint32_t seq, len, plen; struct in_addr to; } tx[SR_BATCH];
 	int npkt;
@@ -194,6 +197,15 @@ void sr_cq_push(struct sr_cq *cq, const struct ibv_wc *wc);
 void sr_qp_fail(struct sr_qp *qp, enum ibv_wc_status head_status);
 void sr_ops_fill(struct ibv_context_ops *ops);
 int sr_sq_answer(struct sr_qp *qp, enum ibv_wc_status st, const uint8_t *pay, uint32_t plen);
+
+/* sr_torn.c */
+uint32_t sr_torn_chunk(void);
+void sr_torn_write(struct sr_ctx *c, struct sr_qp *qp, uint8_t *dst, const uint8_t *src,
+		   uint32_t len, bool defer);
+void sr_torn_land_qp(struct sr_ctx *c, const struct sr_qp *qp);
+void sr_torn_land_range(struct sr_ctx *c, const uint8_t *p, size_t len);
+uint64_t sr_torn_tick(struct sr_ctx *c, uint64_t now);
+void sr_torn_drop(struct sr_ctx *c);
 
 /* sr_wire.c */
 void sr_hdr_encode(const struct sr_hdr *h, uint8_t *b);

@@ -466,6 +466,8 @@ SR_API int ibv_dereg_mr(struct ibv_mr *mr)
 	uint32_t i = (mr->lkey >> 8) - 1;
 	if (i < c->nmr && c->mrs[i] == m)
 		c->mrs[i] = NULL;
+	/* WRITEs acknowledged into it are in memory before it goes */
+	sr_torn_land_range(c, m->host, mr->length);
 	pthread_mutex_unlock(&c->mu);
 	if (m->map)
 		munmap(m->map, m->maplen);

@@ -319,6 +319,7 @@ SR_API int ibv_destroy_qp(struct ibv_qp *ib)
 	struct sr_ctx *c = qp->ctx;
 	fw_command(c);
 	pthread_mutex_lock(&c->mu);
+	sr_torn_land_qp(c, qp);
 	qp_reset(qp);
 	/* the peer's connections into this QP go too: it sees them close */
 	for (struct sr_conn *cn = c->conns, *nx; cn; cn = nx) {

@@ -433,6 +433,9 @@ static void recv_done(struct sr_qp *qp, struct sr_conn *cn, enum ibv_wc_status s
 	free(r->sg);
 	qp->rq_head = (qp->rq_head + 1) % (int)qp->cap.max_recv_wr;
 	qp->rq_n--;
+	/* a completion of a QP comes after every earlier WRITE of it is visible */
+	if (qp->ctx->torn)
+		sr_torn_land_qp(qp->ctx, qp);
 	sr_cq_push((struct sr_cq *)qp->ib.recv_cq, &wc);
 }
 
@@ -494,11 +497,15 @@ static int serve(struct sr_ctx *c, struct sr_conn *cn, const struct sr_hdr *h)
 		if (!p || !(m->access & need) || !(qp->a.qp_access_flags & need))
 			return respond(cn, h, SR_S_ACCESS, NULL, 0);
 	}
-	if (rd)
+	if (rd) {
+		sr_torn_land_range(c, p, len); /* a READ sees the WRITEs before it */
 		return respond(cn, h, SR_S_OK, p, len);
+	}
 	if (len && !cn->pay)
 		return respond(cn, h, SR_S_ACCESS, NULL, 0);
-	if (len)
+	if (len && c->torn_chunk)
+		sr_torn_write(c, qp, p, cn->pay, len, !imm);
+	else if (len)
 		memcpy(p, cn->pay, len);
 	if (imm)
 		recv_done(qp, cn, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, len, h);
@@ -783,6 +790,9 @@ static void *progress(void *arg)
 		for (int i = 1; i <= SR_MAX_QP; i++)
 			if (c->qps[i] && c->qps[i]->resend_ns && c->qps[i]->resend_ns < wake)
 				wake = c->qps[i]->resend_ns;
+		uint64_t torn = c->torn ? sr_torn_tick(c, now) : 0;
+		if (torn && torn < wake)
+			wake = torn;
 		int tmo = wake > now ? (int)((wake - now + 999999) / 1000000) : 0;
 		pthread_mutex_unlock(&c->mu);
 		poll(pf, 2, tmo);
@@ -894,6 +904,8 @@ int sr_ctx_start(struct sr_ctx *c)
 	c->lport = ntohs(a.sin_port);
 	c->mss = path_mss(c);
 	c->sinkfd = sink_open(c);
+	c->torn_chunk = sr_torn_chunk();
+	c->torn_seed = (uint32_t)sr_now_ns();
 	c->pkts = malloc(SR_BATCH * sizeof *c->pkts);
 	if (!c->pkts) {
 		rc = ENOMEM;
@@ -922,6 +934,7 @@ void sr_ctx_stop(struct sr_ctx *c)
 	pthread_join(c->thr, NULL);
 	while (c->conns)
 		sr_conn_close(c, c->conns);
+	sr_torn_drop(c);
 	close(c->rfd);
 	close(c->idfd);
 	if (c->sinkfd >= 0)

@@ -239,6 +239,61 @@ static void test_write_imm(void **st)
 }
 
 /*
+ * Torn visibility (CRUX_SOFTRDMA_TORN=64): a plain WRITE's requester
+ * completion can come before all of its bytes are visible at the responder,
+ * as on a NIC; a later WRITE_WITH_IMM's completion, a READ or a WRITE of the
+ * same bytes comes after all of it. Seen failing without the mode (a WRITE
+ * was always whole before its acknowledgement left).
+ */
+static int setup_torn(void **st)
+{
+	setenv("CRUX_SOFTRDMA_TORN", "64", 1);
+	int rc = setup(st);
+	unsetenv("CRUX_SOFTRDMA_TORN");
+	return rc;
+}
+
+static void test_torn(void **st)
+{
+	struct fx *f = *st;
+	struct ibv_wc wc;
+	int early = 0;
+	for (int round = 0; round < 40; round++) {
+		uint8_t *src = f->ba + 8192, *dst = f->bb + 8192;
+		for (int i = 0; i < 4096; i++)
+			src[i] = (uint8_t)(i * 13 + round * 7 + 1);
+		assert_int_equal(srt_post(f->a.qp, IBV_WR_RDMA_WRITE, 1, src, 4096, f->ma->lkey,
+					  (uintptr_t)dst, f->mb->rkey, 0, true), 0);
+		assert_int_equal(srt_wait(f->a.cq, &wc, 1, 5000), 1);
+		assert_int_equal(wc.status, IBV_WC_SUCCESS);
+		if (memcmp(src, dst, 4096) != 0)
+			early++; /* completed before it was all visible: allowed */
+		assert_int_equal(srt_recv(f->b.qp, 2, NULL, 0, 0), 0);
+		assert_int_equal(srt_post(f->a.qp, IBV_WR_RDMA_WRITE_WITH_IMM, 3, NULL, 0, 0,
+					  (uintptr_t)dst, f->mb->rkey, 1, true), 0);
+		assert_int_equal(srt_wait(f->b.cq, &wc, 1, 5000), 1);
+		assert_int_equal(wc.status, IBV_WC_SUCCESS);
+		assert_memory_equal(src, dst, 4096); /* the later completion: all there */
+		assert_int_equal(srt_wait(f->a.cq, &wc, 1, 5000), 1);
+	}
+	print_message("torn: %d of 40 WRITEs completed before all their bytes were visible\n", early);
+	assert_true(early > 0);
+	/* a second WRITE of the same bytes lands after the first; a READ sees both */
+	uint8_t *src = f->ba + 16384, *dst = f->bb + 16384, *back = f->ba + 32768;
+	memset(src, 0x11, 4096);
+	memset(src + 4096, 0x22, 4096);
+	assert_int_equal(srt_post(f->a.qp, IBV_WR_RDMA_WRITE, 4, src, 4096, f->ma->lkey,
+				  (uintptr_t)dst, f->mb->rkey, 0, false), 0);
+	assert_int_equal(srt_post(f->a.qp, IBV_WR_RDMA_WRITE, 5, src + 4096, 4096, f->ma->lkey,
+				  (uintptr_t)dst, f->mb->rkey, 0, false), 0);
+	assert_int_equal(srt_post(f->a.qp, IBV_WR_RDMA_READ, 6, back, 4096, f->ma->lkey,
+				  (uintptr_t)dst, f->mb->rkey, 0, true), 0);
+	assert_int_equal(srt_wait(f->a.cq, &wc, 1, 5000), 1);
+	assert_int_equal(wc.status, IBV_WC_SUCCESS);
+	assert_memory_equal(back, src + 4096, 4096);
+}
+
+/*
  * destroy_qp takes the QP's unpolled completions out of its CQ, as mlx5
  * does (a completion of a QP destroyed too early is lost). Seen failing
  * before: the receive completion was still there to poll.
@@ -638,6 +693,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_write, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_write_imm, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_destroy_purges_cqes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_torn, setup_torn, teardown),
 		cmocka_unit_test(test_fw_latency),
 		cmocka_unit_test_setup_teardown(test_read, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_send_recv, setup, teardown),
