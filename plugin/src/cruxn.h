@@ -128,6 +128,9 @@ void cruxn_tag_init(struct cruxn_tag_state *ts, const struct crux_addr *peer, in
  * last call (the caller re-marks / moves sockets).
  */
 bool cruxn_tag_refresh(struct cruxn_tag_state *ts);
+/* The classes of the levels a decision can name: the open table's levels, or
+ * (dflt) the default map's when none is open; at most max. Returns how many. */
+int cruxn_tag_level_classes(struct cruxn_class *out, int max, bool dflt);
 struct cruxn_peer_stats *cruxn_peer_stats_get(const struct crux_addr *peer);
 
 crux_status_t cruxn_tagging_start(void);

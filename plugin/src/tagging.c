@@ -243,6 +243,22 @@ static void class_from_level(int level, const struct crux_dt_reader *r, struct c
 	cls->level = level;
 }
 
+int cruxn_tag_level_classes(struct cruxn_class *out, int max, bool dflt)
+{
+	struct crux_dt_reader *r = atomic_load_explicit(&cruxn_ctx.dt, memory_order_acquire);
+	struct crux_level_map m;
+	int n = 0;
+
+	if (!r && !dflt)
+		return 0;
+	for (int lv = 0; lv < CRUX_MAX_LEVELS && n < max; lv++) {
+		if (r && crux_dt_level_map(r, (uint32_t)lv, &m) != CRUX_OK)
+			break; /* past the table's levels */
+		class_from_level(lv, r, &out[n++]);
+	}
+	return n;
+}
+
 bool cruxn_tag_refresh(struct cruxn_tag_state *ts)
 {
 	const struct cruxn_config *cfg = &cruxn_ctx.cfg;

@@ -585,6 +585,59 @@ static void test_warm_lane_return(void **state)
 }
 
 /*
+ * Lanes built ahead (CRUX_IB_LANES_AHEAD): once the connection is up, a lane
+ * per level is built off the message boundary, so a decision that moves to
+ * another level takes its lane by pointer: no queue pair is created at the
+ * change. Seen failing before (lanes only for decisions taken): a new lane,
+ * its queue pairs created inside the send.
+ */
+static bool ahead_up(const struct vx_comm *s, const struct cruxn_class *cls, int n)
+{
+	for (int i = 0; i < n; i++) {
+		const struct vx_lane *l = s->lanes;
+		while (l && !(l->state == VX_LANE_UP && l->cls.tos == cls[i].tos && l->cls.sl == cls[i].sl))
+			l = l->next;
+		if (!l)
+			return false;
+	}
+	return true;
+}
+
+static void test_lanes_ahead(void **state)
+{
+	static unsigned char sb[8192], rb[8192];
+	struct vx_comm *s = sc, *r = rc;
+	struct cruxn_class cls[2], to;
+	void *smr, *rmr;
+	int qps;
+	(void)state;
+
+	assert_int_equal(cruxn_tag_level_classes(cls, 2, true), 2);
+	assert_int_not_equal(cls[0].tos, cls[1].tos);
+	cruxn_vx_qpcfg.lanes_ahead = 2;
+	assert_int_equal(cruxn_reg_mr(sc, sb, sizeof(sb), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_reg_mr(rc, rb, sizeof(rb), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
+	send_one(sb, rb, sizeof(sb), 81);
+	for (int i = 0; i < 2000 && !ahead_up(s, cls, 2); i++) {
+		s->b.ops->progress(&s->b);
+		r->b.ops->progress(&r->b);
+		usleep(100);
+	}
+	assert_true(ahead_up(s, cls, 2));
+	qps = vxd.qps;
+	to = s->cur->cls.tos == cls[0].tos ? cls[1] : cls[0];
+	s->b.tag.cls = to; /* the decision moves to the other level */
+	s->b.ops->boundary(&s->b, true, false);
+	send_one(sb, rb, sizeof(sb), 82);
+	assert_int_equal(s->cur->cls.tos, to.tos);
+	assert_int_equal(vxd_qp_tc(s->cur->qps[0]->qp_num), to.tos & 0xfc);
+	assert_int_equal(vxd.qps, qps); /* no queue pair created at the change */
+	cruxn_vx_qpcfg.lanes_ahead = -1;
+	cruxn_dereg_mr(sc, smr);
+	cruxn_dereg_mr(rc, rmr);
+}
+
+/*
  * A route the device cannot realise (a port below 49152 without the live
  * source-port call) is refused and reported: the lane hashes (flow label 0)
  * and the connection says no route, never another path silently. Seen
@@ -1176,6 +1229,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lane_flip_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lane_close_waits_for_parts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_warm_lane_return, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lanes_ahead, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unrealisable_route_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ib_ignores_routes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fifo_tc, setup, teardown),

@@ -172,6 +172,7 @@ struct cruxn_vx_qp_cfg {
 	size_t ar_threshold; /* NCCL_IB_AR_THRESHOLD (8192): bigger parts go WRITE + 0-byte IMM */
 	int relaxed;   /* NCCL_IB_PCI_RELAXED_ORDERING: 0 off, 1 on, 2 auto (on when available) */
 	int warm_lanes; /* CRUX_IB_WARM_LANES (2): lanes kept up after use, for a decision's return */
+	int lanes_ahead; /* CRUX_IB_LANES_AHEAD: -1 the table's levels, 0 none, N: N levels */
 };
 
 /*

@@ -21,7 +21,8 @@
 struct cruxn_vx cruxn_vx_state;
 struct cruxn_vx_qp_cfg cruxn_vx_qpcfg = {
 	.timeout = 20, .retry_cnt = 7, .pkey = 0, .nqps = 1, .split = false, .ar = -1, .ar_threshold = 8192,
-	.relaxed = 2, .warm_lanes = 2};
+	.relaxed = 2, .warm_lanes = 2,
+					 .lanes_ahead = -1};
 
 /* ---- failure ---------------------------------------------------------------- */
 
@@ -295,7 +296,8 @@ static struct vx_lane *lane_matching(struct vx_comm *c, int *nlanes)
 }
 
 static void lane_close(struct vx_comm *c, struct vx_lane *l);
-static struct vx_lane *oldest_parked(struct vx_comm *c, const struct vx_lane *keep, int *count);
+static struct vx_lane *oldest_parked(struct vx_comm *c, const struct vx_lane *keep, bool ahead,
+				     int *count);
 
 enum { REPATH_NO, REPATH_WAIT, REPATH_DONE };
 
@@ -356,7 +358,7 @@ struct vx_lane *cruxn_vx_lane_want(struct vx_comm *c)
 	}
 	if (n >= VX_MAX_LANES) {
 		/* room for the new lane: the oldest warm one closes */
-		struct vx_lane *p = oldest_parked(c, NULL, NULL);
+		struct vx_lane *p = oldest_parked(c, NULL, true, NULL);
 		if (p)
 			lane_close(c, p);
 		return NULL; /* old lanes still closing: ask again on the next call */
@@ -385,14 +387,16 @@ static void lane_close(struct vx_comm *c, struct vx_lane *l)
 	cruxn_vx_ctrl_send(c, &m);
 }
 
-/* Sender: the oldest warm lane (up, not current, not 'keep'), or NULL. */
-static struct vx_lane *oldest_parked(struct vx_comm *c, const struct vx_lane *keep, int *count)
+/* Sender: the oldest warm lane (up, not current, not 'keep'; lanes built
+ * ahead only if 'ahead'), or NULL. */
+static struct vx_lane *oldest_parked(struct vx_comm *c, const struct vx_lane *keep, bool ahead,
+				     int *count)
 {
 	struct vx_lane *old = NULL;
 	int n = 0;
 
 	for (struct vx_lane *l = c->lanes; l; l = l->next) {
-		if (l->state != VX_LANE_UP || l == c->cur || l == keep)
+		if (l->state != VX_LANE_UP || l == c->cur || l == keep || (l->ahead && !ahead))
 			continue;
 		n++;
 		if (!old || l->parked_ns < old->parked_ns)
@@ -401,6 +405,53 @@ static struct vx_lane *oldest_parked(struct vx_comm *c, const struct vx_lane *ke
 	if (count)
 		*count = n;
 	return old;
+}
+
+/*
+ * Lanes built ahead (CRUX_IB_LANES_AHEAD): one lane per level a decision
+ * can name (the open table's levels), on the device's hash, built one at a
+ * time once the connection is up and no other lane is being built. A later
+ * decision for a level moves by pointer: no queue pair is created or
+ * modified at a message boundary (firmware commands of 0.1-1 ms each on
+ * mlx5). They are not counted as warm lanes, so they stay up.
+ */
+static void lanes_ahead(struct vx_comm *c)
+{
+	struct cruxn_class cls[CRUX_MAX_LEVELS];
+	struct cruxn_route none;
+	struct vx_msg m;
+	int want = cruxn_vx_qpcfg.lanes_ahead, n, nl = 0;
+
+	if (!want || !c->cur || c->cur->state != VX_LANE_UP)
+		return;
+	for (struct vx_lane *l = c->lanes; l; l = l->next, nl++)
+		if (l->state == VX_LANE_BUILDING)
+			return; /* one at a time */
+	if (nl >= VX_MAX_LANES)
+		return;
+	n = cruxn_tag_level_classes(cls, CRUX_MAX_LEVELS, want > 0);
+	if (want > 0 && n > want)
+		n = want;
+	memset(&none, 0, sizeof(none));
+	none.path_id = CRUX_PATH_NONE;
+	for (int i = 0; i < n; i++) {
+		struct vx_lane *l;
+		for (l = c->lanes; l; l = l->next)
+			if (l->state != VX_LANE_CLOSING && lane_matches(l, &cls[i], &none,
+								      c->ep.link_layer == IBV_LINK_LAYER_INFINIBAND))
+				break;
+		if (l)
+			continue;
+		l = cruxn_vx_lane_new(c, c->next_lane, &cls[i], &none);
+		if (!l)
+			return; /* not fatal: a decision for that level builds it then */
+		l->ahead = true;
+		c->next_lane++;
+		cruxn_vx_lane_link(c, l);
+		cruxn_vx_ep_to_msg(c, l, &m, VX_LANE);
+		cruxn_vx_ctrl_send(c, &m);
+		return;
+	}
 }
 
 void cruxn_vx_lanes_progress(struct vx_comm *c)
@@ -434,8 +485,9 @@ void cruxn_vx_lanes_progress(struct vx_comm *c)
 			  want->cls.sl, want->nqps, want->sport[0]);
 	}
 	/* warm lanes (used before, or built for a decision that changed again) beyond the limit close */
-	while ((p = oldest_parked(c, want, &nparked)) && nparked > cruxn_vx_qpcfg.warm_lanes)
+	while ((p = oldest_parked(c, want, false, &nparked)) && nparked > cruxn_vx_qpcfg.warm_lanes)
 		lane_close(c, p);
+	lanes_ahead(c);
 }
 
 static void lane_unlink_free(struct vx_comm *c, uint32_t id)

@@ -72,6 +72,10 @@ static crux_status_t qp_cfg_load(struct cruxn_vx_qp_cfg *q, char *err, size_t er
 	    CRUX_OK)
 		return CRUX_ERR_INVAL;
 	q->warm_lanes = (int)v;
+	if (crux_env_int(NULL, NULL, "CRUX_IB_LANES_AHEAD", -1, -1, VX_MAX_LANES - 1, &v, err,
+			 errlen) != CRUX_OK)
+		return CRUX_ERR_INVAL;
+	q->lanes_ahead = (int)v;
 	/* not fatal: a job runs on one QP per connection rather than not at all */
 	if (cruxn_vx_nqps_load(&q->nqps, err, errlen) != CRUX_OK) {
 		crux_log_once(&once_nqps, CRUX_LOG_WARN, "%s; using 1 queue pair per connection",

@@ -22,6 +22,7 @@ void cruxn_vx_qp_cfg_default(struct cruxn_vx_qp_cfg *q)
 	q->ar_threshold = 8192;
 	q->relaxed = 2;
 	q->warm_lanes = 2;
+	q->lanes_ahead = -1;
 }
 
 void cruxn_vx_split(size_t size, int nqps, size_t *chunk, int *nparts)

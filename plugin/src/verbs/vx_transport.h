@@ -119,6 +119,7 @@ struct vx_lane {
 	uint32_t close_parts; /* receiver: the count LANE_CLOSE gave */
 	uint64_t since_ns;               /* when the sender asked for it (bounds the build) */
 	uint64_t parked_ns;              /* sender: when it stopped being current (warm, reusable) */
+	bool ahead;                      /* sender: built ahead for a level, kept up while idle */
 	struct vx_lane *next;
 };
 
