@@ -2,7 +2,7 @@
 # The fairness guard across workload seeds, on the two experiments where it
 # acts (2:1 Clos 40x8 and double-sided, both with scattered placement). Per
 # experiment and seed, three crux-sim runs: the baselines and unguarded
-# Crux-full (ecmp,sincronia,taccl,cassini,crux-full), and Crux-full with the
+# Crux-full (ecmp,sincronia,taccl,cassini-lite,crux-full), and Crux-full with the
 # bound on each job's mean slowdown at 4 (crux-full@4) and at 2 (crux-full@2).
 # Prints, per guarded run, the gain kept = (util - best baseline's) /
 # (Crux-full's - best baseline's) and the worst slowdown, then the median,
@@ -33,7 +33,7 @@ if [ "${1:-}" = --one ]; then
 	*) echo "guard-seeds: unknown experiment $exp" >&2; exit 1 ;;
 	esac
 	case $group in
-	base) pol=ecmp,sincronia,taccl,cassini,crux-full ;;
+	base) pol=ecmp,sincronia,taccl,cassini-lite,crux-full ;;
 	*) pol=$group ;;
 	esac
 	# shellcheck disable=SC2086 # topo is a list of options
@@ -131,9 +131,9 @@ function sorted_median(a, n,    i, j, t) {
 	if (!(key in seen_s)) { seen_s[key] = 1; nseed[$1]++; seeds[$1, nseed[$1]] = $2 }
 }
 END {
-	nb = split("ecmp sincronia taccl cassini", base, " ")
+	nb = split("ecmp sincronia taccl cassini-lite", base, " ")
 	ng = split(guards, gp, " ")
-	runs = "ecmp,sincronia,taccl,cassini,crux-full"
+	runs = "ecmp,sincronia,taccl,cassini-lite,crux-full"
 	for (g = 1; g <= ng; g++)
 		runs = runs (g == ng ? " and " : ", ") gp[g]
 	printf "{\n  \"description\": \"crux-sim, 5000 jobs over 14 days per seed; per seed %d runs: %s\",\n", ng + 1, runs

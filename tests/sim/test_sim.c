@@ -14,6 +14,7 @@
 
 #include "cassini.h"
 #include "crux/sched.h"
+#include "sim_engine.h"
 
 /* cmocka 1.1.5 has no floating-point assertion. */
 #define assert_near(a, b, eps)                                                                     \
@@ -606,6 +607,155 @@ static void test_workload_catalogue(void **state)
 	crux_sim_trace_free(t);
 }
 
+/*
+ * The baseline rules on a small Clos with thin uplinks (8 ToR x 2 hosts, 4 x
+ * 20G uplinks, 4 channels): job 1 on one host (no network traffic), jobs 2-4
+ * across ToRs with different intensities.
+ */
+static const uint32_t rule_hosts[4][4] = {{0}, {2, 4, 6, 8}, {3, 5, 7, 9}, {10, 12}};
+
+static void rule_jobs(struct sim_active *a)
+{
+	static const uint32_t nh[4] = {1, 4, 4, 2};
+	static const double compute[4] = {0.2, 0.3, 0.1, 0.05};
+	static const double bytes[4] = {1e8, 4e8, 2e8, 1e8};
+
+	for (int i = 0; i < 4; i++)
+		a[i] = (struct sim_active){.id = (uint32_t)i + 1, .gpus = 8 * nh[i],
+					   .n_hosts = nh[i], .hosts = rule_hosts[i],
+					   .compute_s = compute[i], .comm_bytes = bytes[i],
+					   .overlap = 0.2};
+}
+
+static struct crux_sched_schedule *rule_plan(enum crux_sim_policy p, struct crux_sim_config *c)
+{
+	struct sim_engine *e;
+	struct crux_sched_schedule *s;
+	struct sim_active a[4];
+	char err[256];
+
+	small_clos(c, p);
+	c->levels = 2;
+	assert_int_equal(sim_engine_new(c, &e, err, sizeof(err)), CRUX_OK);
+	rule_jobs(a);
+	assert_int_equal(sim_engine_plan(e, a, 4, &s, err, sizeof(err)), CRUX_OK);
+	sim_engine_free(e);
+	return s;
+}
+
+/* Sincronia ranks the job without network traffic last, on ECMP paths and on
+ * Crux's: the levels of its rank mapping go to jobs that use the network. */
+static void test_sincronia_no_traffic_last(void **state)
+{
+	static const enum crux_sim_policy pols[] = {CRUX_SIM_SINCRONIA, CRUX_SIM_SINCRONIA_LCP};
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(pols) / sizeof(pols[0]); k++) {
+		struct crux_sim_config c;
+		struct crux_sched_schedule *s = rule_plan(pols[k], &c);
+
+		assert_int_equal(s->d[0].rank, 3);
+		assert_int_equal(s->d[0].level, 0);
+		int top = 0;
+		for (int i = 1; i < 4; i++)
+			top += s->d[i].level == 1;
+		assert_int_equal(top, 1); /* K = 2: the top-ranked networked job alone above */
+		crux_sched_schedule_free(s);
+	}
+}
+
+/* The baselines on least-congested paths and the diagnostic orders use
+ * exactly Crux-full's paths; plain Sincronia keeps ECMP's (which differ here). */
+static void test_lcp_same_paths_as_crux(void **state)
+{
+	static const enum crux_sim_policy same[] = {
+		CRUX_SIM_CRUX_PS_PA,	 CRUX_SIM_SINCRONIA_LCP, CRUX_SIM_CASSINI_LCP,
+		CRUX_SIM_DIAG_RANDOM,	 CRUX_SIM_DIAG_REVERSED, CRUX_SIM_DIAG_ONE_LEVEL};
+	struct crux_sim_config c;
+	struct crux_sched_schedule *crux = rule_plan(CRUX_SIM_CRUX_FULL, &c);
+	size_t flows = 0;
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(same) / sizeof(same[0]); k++) {
+		struct crux_sched_schedule *s = rule_plan(same[k], &c);
+
+		assert_int_equal(s->n_paths, crux->n_paths);
+		for (size_t f = 0; f < s->n_paths; f++)
+			if (s->path_store[f] != crux->path_store[f])
+				fail_msg("%s: flow %zu on path %d, Crux-full's %d",
+					 crux_sim_policy_name(same[k]), f, s->path_store[f],
+					 crux->path_store[f]);
+		flows = s->n_paths;
+		crux_sched_schedule_free(s);
+	}
+	assert_true(flows > 0);
+	struct crux_sched_schedule *ecmp = rule_plan(CRUX_SIM_SINCRONIA, &c);
+	size_t differ = 0;
+	for (size_t f = 0; f < ecmp->n_paths; f++)
+		differ += ecmp->path_store[f] != crux->path_store[f];
+	assert_true(differ > 0);
+	/* One level and CASSINI-lite on Crux's paths keep no priority. */
+	struct crux_sched_schedule *one = rule_plan(CRUX_SIM_DIAG_ONE_LEVEL, &c);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(one->d[i].level, 0);
+	crux_sched_schedule_free(one);
+	crux_sched_schedule_free(ecmp);
+	crux_sched_schedule_free(crux);
+}
+
+/*
+ * The generator's offered load: GPU time asked at the isolated iteration
+ * time it assumes (200 Gb/s per host, ring all-reduce) over the GPU time of
+ * the span is the requested load; a lower load shortens the same jobs.
+ */
+static double offered_load(const struct crux_sim_trace *t, const struct crux_sim_workload_params *wp)
+{
+	double asked = 0;
+
+	for (size_t i = 0; i < t->n_jobs; i++) {
+		const struct crux_sim_trace_job *j = &t->jobs[i];
+		double h = ceil(j->gpus / 8.0);
+		double comm = h > 1 ? 2 * (h - 1) / h * j->comm_bytes * 8 / (wp->host_gbps * 1e9) : 0;
+		double it = fmax(j->compute_s, (1 - j->overlap) * j->compute_s + comm);
+
+		asked += (double)j->gpus * (double)j->iterations * it;
+	}
+	return asked / ((double)wp->total_gpus * wp->span_s);
+}
+
+static void test_workload_offered_load(void **state)
+{
+	static const double loads[] = {0.6, 0.8, 1.0};
+	struct crux_sim_trace *t[3];
+	char err[256];
+
+	(void)state;
+	for (int k = 0; k < 3; k++) {
+		struct crux_sim_workload_params wp;
+
+		crux_sim_workload_defaults(&wp);
+		wp.seed = 5;
+		wp.n_jobs = 300;
+		wp.span_s = 2 * 86400;
+		wp.total_gpus = 1024;
+		wp.max_job_gpus = 128;
+		wp.load = loads[k];
+		assert_int_equal(crux_sim_workload_generate(&wp, &t[k], err, sizeof(err)), CRUX_OK);
+		assert_near(offered_load(t[k], &wp), loads[k], 0.01 * loads[k]);
+	}
+	/* Same jobs and arrivals; iterations scale with the load. */
+	for (size_t i = 0; i < t[0]->n_jobs; i++) {
+		assert_int_equal(t[0]->jobs[i].gpus, t[2]->jobs[i].gpus);
+		assert_near(t[0]->jobs[i].arrival_s, t[2]->jobs[i].arrival_s, 0);
+		if (t[2]->jobs[i].iterations >= 100)
+			assert_near((double)t[0]->jobs[i].iterations,
+				    0.6 * (double)t[2]->jobs[i].iterations,
+				    0.01 * (double)t[2]->jobs[i].iterations);
+	}
+	for (int k = 0; k < 3; k++)
+		crux_sim_trace_free(t[k]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -623,6 +773,9 @@ int main(void)
 		cmocka_unit_test(test_trace_errors),
 		cmocka_unit_test(test_cassini_geometry),
 		cmocka_unit_test(test_workload_catalogue),
+		cmocka_unit_test(test_sincronia_no_traffic_last),
+		cmocka_unit_test(test_lcp_same_paths_as_crux),
+		cmocka_unit_test(test_workload_offered_load),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

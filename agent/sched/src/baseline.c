@@ -170,8 +170,10 @@ crux_status_t crux_sched_prio_sincronia(struct crux_sched_topo *t,
 	for (size_t i = 0; i < n; i++) {
 		w[i] = 1.0;
 		if (jl.off[i + 1] == jl.off[i]) {
-			/* No network traffic: ordered first, it contends with nobody. */
-			s->d[i].priority = (double)n + 1.0;
+			/* No network traffic: ordered last. It contends with nobody, and
+			 * ranking it first would spend the few levels of the rank mapping
+			 * (max(K-1-rank, 0)) on jobs that never use the network. */
+			s->d[i].priority = -1.0;
 			gone[i] = 1;
 			continue;
 		}

@@ -202,7 +202,13 @@ static enum crux_sched_policy to_sched(enum crux_sim_policy p)
 	case CRUX_SIM_CRUX_PS_PA:
 		return CRUX_SCHED_CRUX_PS_PA;
 	case CRUX_SIM_CRUX_FULL:
+	case CRUX_SIM_DIAG_RANDOM:
+	case CRUX_SIM_DIAG_REVERSED:
+	case CRUX_SIM_DIAG_ONE_LEVEL:
 		return CRUX_SCHED_CRUX_FULL;
+	case CRUX_SIM_SINCRONIA_LCP:
+	case CRUX_SIM_CASSINI_LCP:
+		return CRUX_SCHED_CRUX_PS_PA; /* for its paths; the levels are replaced */
 	case CRUX_SIM_ECMP:
 	case CRUX_SIM_CASSINI:
 	default:
@@ -537,6 +543,58 @@ out:
 	return st;
 }
 
+static int is_cassini(enum crux_sim_policy p)
+{
+	return p == CRUX_SIM_CASSINI || p == CRUX_SIM_CASSINI_LCP;
+}
+
+/* A uniform draw in [0, 1) fixed by (seed, job id), so that a job keeps its
+ * place in the random order across re-plans (splitmix64). */
+static double job_draw(uint64_t seed, uint64_t id)
+{
+	uint64_t z = seed * 0x9e3779b97f4a7c15ull + id + 0x632be59bd9b4e019ull;
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	z ^= z >> 31;
+	return (double)(z >> 11) * 0x1.0p-53;
+}
+
+/*
+ * The policies that keep Crux's least-congested paths (computed by the
+ * scheduler's crux-ps-pa or crux-full run) and replace its levels: a
+ * baseline's priorities on equal paths, or a diagnostic order.
+ */
+static crux_status_t relevel(struct sim_engine *e, enum crux_sim_policy pol,
+			     const struct crux_sched_jobs *js, struct crux_sched_schedule *s)
+{
+	crux_status_t st;
+
+	switch (pol) {
+	case CRUX_SIM_SINCRONIA_LCP:
+		if ((st = crux_sched_prio_sincronia(e->topo, js->v, js->n, s)) != CRUX_OK)
+			return st;
+		crux_sched_rank(s);
+		crux_sched_compress_rank(s);
+		return CRUX_OK;
+	case CRUX_SIM_CASSINI_LCP:
+	case CRUX_SIM_DIAG_ONE_LEVEL:
+		for (size_t i = 0; i < js->n; i++)
+			s->d[i].level = 0;
+		return CRUX_OK;
+	case CRUX_SIM_DIAG_RANDOM:
+	case CRUX_SIM_DIAG_REVERSED:
+		for (size_t i = 0; i < js->n; i++)
+			s->d[i].priority = pol == CRUX_SIM_DIAG_RANDOM
+						   ? job_draw(e->cfg->seed, js->v[i].id)
+						   : -s->d[i].priority;
+		crux_sched_rank(s);
+		return crux_sched_compress(e->topo, js->v, js->n, &e->params, s);
+	default:
+		return CRUX_OK;
+	}
+}
+
 static crux_status_t run_policy(struct sim_engine *e, const struct crux_sim_config *cfg,
 				enum crux_sim_policy pol, enum crux_sched_policy spol,
 				const struct crux_sched_jobs *js, struct crux_sched_schedule **out,
@@ -554,6 +612,11 @@ static crux_status_t run_policy(struct sim_engine *e, const struct crux_sim_conf
 	if (uses_ecmp_paths(pol) && cfg->tp.channels > 1 &&
 	    (st = ecmp_channels(e, js, s)) != CRUX_OK) {
 		snprintf(err, errlen, "ECMP over channels failed: %s", crux_status_str(st));
+		goto fail;
+	}
+	if ((st = relevel(e, pol, js, s)) != CRUX_OK) {
+		snprintf(err, errlen, "%s's levels failed: %s", crux_sim_policy_name(pol),
+			 crux_status_str(st));
 		goto fail;
 	}
 	*out = s;
@@ -660,7 +723,7 @@ crux_status_t sim_engine_eval(struct sim_engine *e, const struct sim_active *job
 		e->stamp[l] = -1;
 		e->link_load[l] = 0;
 	}
-	if (e->cfg->policy == CRUX_SIM_CASSINI)
+	if (is_cassini(e->cfg->policy))
 		st = eval_cassini(e, &js, s, 0);
 	else
 		st = crux_sched_evaluate(e->ev, e->topo, js.v, js.n, s, e->iter, &util);
@@ -690,7 +753,7 @@ crux_status_t sim_engine_eval(struct sim_engine *e, const struct sim_active *job
 		    (st = sim_promote_update(e->promote, jobs[i].id, e->iter[i] / jobs[i].iso_s,
 					     e->cfg->promote_bound, (uint32_t)s->levels)) != CRUX_OK)
 			goto out;
-		out[i].level = e->cfg->policy == CRUX_SIM_ECMP || e->cfg->policy == CRUX_SIM_CASSINI
+		out[i].level = e->cfg->policy == CRUX_SIM_ECMP || is_cassini(e->cfg->policy)
 				       ? -1
 				       : s->d[i].level;
 		out[i].infeasible = s->d[i].infeasible;
@@ -708,7 +771,7 @@ crux_status_t sim_engine_eval(struct sim_engine *e, const struct sim_active *job
 	crux_sched_schedule_free(e->last_s);
 	crux_sched_jobs_free(&e->last_js);
 	e->last_s = NULL;
-	if (e->cfg->policy != CRUX_SIM_CASSINI) {
+	if (!is_cassini(e->cfg->policy)) {
 		e->last_s = s;
 		e->last_js = js;
 		e->last_util = util;
@@ -716,6 +779,19 @@ crux_status_t sim_engine_eval(struct sim_engine *e, const struct sim_active *job
 	}
 out:
 	crux_sched_schedule_free(s);
+	crux_sched_jobs_free(&js);
+	return st;
+}
+
+crux_status_t sim_engine_plan(struct sim_engine *e, const struct sim_active *jobs, size_t n,
+			      struct crux_sched_schedule **out, char *err, size_t errlen)
+{
+	struct crux_sched_jobs js;
+	crux_status_t st = build_jobs(e, jobs, n, &js);
+
+	*out = NULL;
+	if (st == CRUX_OK)
+		st = run_policy(e, e->cfg, e->cfg->policy, e->spol, &js, out, err, errlen);
 	crux_sched_jobs_free(&js);
 	return st;
 }

@@ -20,7 +20,7 @@
 #include "crux/sched.h"
 #include "crux/sim.h"
 
-#define MAX_RUNS 16
+#define MAX_RUNS 24
 
 /* One policy run of "run": the policy and its fairness guard settings. */
 struct run_spec {
@@ -72,8 +72,11 @@ static void usage(FILE *f)
 		"  --delay-timer-s S (dally: the same timer for every sensitive job; default\n"
 		"                  auto-tuned per job)  --no-preempt (dally without preemption)\n"
 		"policies:\n"
-		"  --policy LIST   comma-separated: ecmp,sincronia,taccl,cassini,crux-pa,\n"
-		"                  crux-ps-pa,crux-full, or 'all' (default crux-full); a Crux\n"
+		"  --policy LIST   comma-separated: ecmp,sincronia,taccl,cassini-lite,crux-pa,\n"
+		"                  crux-ps-pa,crux-full; on Crux's paths: sincronia-lcp,\n"
+		"                  cassini-lite-lcp; diagnostics (Crux's paths and compression):\n"
+		"                  crux-random-order,crux-reversed-order,crux-one-level;\n"
+		"                  or 'all' (default crux-full); a Crux\n"
 		"                  policy takes the fairness guard as NAME@BOUND (max mean slowdown\n"
 		"                  of each job, e.g. crux-full@2; /p: on every plan instead),\n"
 		"                  NAME~BOUND (cruxd's promotion by measured slowdown, per event)\n"
@@ -189,7 +192,9 @@ static int parse_spec(const char *tok, struct run_spec *out)
 	}
 	if (crux_sim_policy_parse(name, &p) != CRUX_OK) {
 		fprintf(stderr, "crux-sim: --policy: unknown policy '%s' (ecmp, sincronia, "
-				"taccl, cassini, crux-pa, crux-ps-pa, crux-full, all; a Crux policy "
+				"taccl, cassini-lite, crux-pa, crux-ps-pa, crux-full, sincronia-lcp, "
+				"cassini-lite-lcp, crux-random-order, crux-reversed-order, "
+				"crux-one-level, all; a Crux policy "
 				"may end in @BOUND, /w and /p, e.g. crux-full@2/w)\n",
 			tok);
 		return -1;

@@ -63,7 +63,7 @@ void crux_sim_print_summary(FILE *f, const struct crux_sim_result *const *r, siz
 	if (!n)
 		return;
 	const struct crux_sim_result *base = r[0];
-	fprintf(f, "%-15s %9s %9s %9s %8s %10s %7s %7s %7s %7s %8s\n", "policy", "util%",
+	fprintf(f, "%-19s %9s %9s %9s %8s %10s %7s %7s %7s %7s %8s\n", "policy", "util%",
 		"vs-first", "busy/held", "done", "meanJCT(h)", "sd-p50", "sd-p90", "sd-p99",
 		"sd-max", "wall(s)");
 	for (size_t i = 0; i < n; i++) {
@@ -72,7 +72,7 @@ void crux_sim_print_summary(FILE *f, const struct crux_sim_result *const *r, siz
 		double mj;
 		size_t done;
 		jct_stats(r[i], &mj, &done);
-		fprintf(f, "%-15s %9.2f %+8.2f%% %9.3f %8zu %10.2f %7.3f %7.3f %7.3f %7.3f %8.2f\n",
+		fprintf(f, "%-19s %9.2f %+8.2f%% %9.3f %8zu %10.2f %7.3f %7.3f %7.3f %7.3f %8.2f\n",
 			r[i]->label, 100 * r[i]->mean_util,
 			100 * (r[i]->mean_util / base->mean_util - 1), r[i]->busy_of_held, done,
 			mj / 3600, pct(sd, m, 0.5), pct(sd, m, 0.9), pct(sd, m, 0.99),
@@ -280,7 +280,8 @@ static void write_run(FILE *f, const struct crux_sim_result *r, const struct cru
 static int is_baseline(const struct crux_sim_result *r)
 {
 	return r->policy == CRUX_SIM_ECMP || r->policy == CRUX_SIM_SINCRONIA ||
-	       r->policy == CRUX_SIM_TACCL || r->policy == CRUX_SIM_CASSINI;
+	       r->policy == CRUX_SIM_TACCL || r->policy == CRUX_SIM_CASSINI ||
+	       r->policy == CRUX_SIM_SINCRONIA_LCP || r->policy == CRUX_SIM_CASSINI_LCP;
 }
 
 /*

@@ -27,7 +27,9 @@
 #define CRUX_SIM_RESTART_S 60.0
 
 static const char *const policy_names[CRUX_SIM_N_POLICIES] = {
-	"ecmp", "sincronia", "taccl", "cassini", "crux-pa", "crux-ps-pa", "crux-full",
+	"ecmp",		 "sincronia",	     "taccl",		   "cassini-lite",
+	"crux-pa",	 "crux-ps-pa",	     "crux-full",	   "sincronia-lcp",
+	"cassini-lite-lcp", "crux-random-order", "crux-reversed-order", "crux-one-level",
 };
 
 const char *crux_sim_policy_name(enum crux_sim_policy p)
@@ -37,6 +39,10 @@ const char *crux_sim_policy_name(enum crux_sim_policy p)
 
 crux_status_t crux_sim_policy_parse(const char *s, enum crux_sim_policy *out)
 {
+	if (strcmp(s, "cassini") == 0) { /* the name before it was called "lite" */
+		*out = CRUX_SIM_CASSINI;
+		return CRUX_OK;
+	}
 	for (int i = 0; i < CRUX_SIM_N_POLICIES; i++) {
 		if (strcmp(s, policy_names[i]) == 0) {
 			*out = (enum crux_sim_policy)i;
@@ -509,7 +515,8 @@ static crux_status_t setup(struct sim_run *s, const struct crux_sim_trace *t)
 			 s->cfg->ref_snapshots);
 		return CRUX_ERR_INVAL;
 	}
-	if (s->cfg->ref_snapshots && s->cfg->policy != CRUX_SIM_CASSINI) {
+	if (s->cfg->ref_snapshots && s->cfg->policy != CRUX_SIM_CASSINI &&
+	    s->cfg->policy != CRUX_SIM_CASSINI_LCP) {
 		r->ref_snaps = calloc(s->cfg->ref_snapshots, sizeof(*r->ref_snaps));
 		if (!r->ref_snaps)
 			return CRUX_ERR_NOMEM;

@@ -58,6 +58,16 @@ crux_status_t sim_engine_eval(struct sim_engine *e, const struct sim_active *job
 			      char *err, size_t errlen);
 
 /*
+ * The policy's plan for the running set (paths and levels), not evaluated:
+ * for tests and tools. Free *out with crux_sched_schedule_free; its d[i].path
+ * index each flow's candidates (crux_sched_topo_paths), flows in ring order,
+ * 'channels' per host pair.
+ */
+struct crux_sched_schedule;
+crux_status_t sim_engine_plan(struct sim_engine *e, const struct sim_active *jobs, size_t n,
+			      struct crux_sched_schedule **out, char *err, size_t errlen);
+
+/*
  * The plan in force (the last sim_engine_eval's, for the same n jobs) run
  * through the reference model: fills *snap but t_s. CRUX_ERR_INVAL when
  * there is no such plan (CASSINI keeps none).

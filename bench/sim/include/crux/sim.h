@@ -27,14 +27,27 @@ enum crux_sim_policy {
 	CRUX_SIM_ECMP = 0,     /* ECMP paths, one level, fair sharing */
 	CRUX_SIM_SINCRONIA,    /* BSSI order, level = max(K-1-rank, 0) */
 	CRUX_SIM_TACCL,        /* least congested links, more hops = higher level */
-	CRUX_SIM_CASSINI,      /* ECMP paths, one level, time-shifted phases */
+	CRUX_SIM_CASSINI,      /* CASSINI-lite: ECMP paths, one level, time-shifted phases
+				* (no placement affinity) */
 	CRUX_SIM_CRUX_PA,      /* Crux priority assignment only */
 	CRUX_SIM_CRUX_PS_PA,   /* + path selection */
 	CRUX_SIM_CRUX_FULL,    /* + priority compression */
+	/* The baselines on equal paths: Crux's own least-congested paths (those
+	 * of crux-ps-pa and crux-full), so that only the priority or phase
+	 * mechanism differs. */
+	CRUX_SIM_SINCRONIA_LCP, /* Sincronia's order and rank mapping */
+	CRUX_SIM_CASSINI_LCP,   /* CASSINI-lite's shifts, one level */
+	/* Diagnostics of the evaluator (review F2): Crux-full's paths and
+	 * Max-K-Cut compression with another priority order, or one level. */
+	CRUX_SIM_DIAG_RANDOM,   /* a random order (fixed per job id and seed) */
+	CRUX_SIM_DIAG_REVERSED, /* the least intense job first */
+	CRUX_SIM_DIAG_ONE_LEVEL, /* every job on one level (fair sharing) */
 	CRUX_SIM_N_POLICIES,
 };
 
-/* "ecmp", "sincronia", "taccl", "cassini", "crux-pa", "crux-ps-pa", "crux-full". */
+/* "ecmp", "sincronia", "taccl", "cassini-lite", "crux-pa", "crux-ps-pa", "crux-full",
+ * "sincronia-lcp", "cassini-lite-lcp", "crux-random-order", "crux-reversed-order",
+ * "crux-one-level"; parse also takes "cassini" for "cassini-lite". */
 const char *crux_sim_policy_name(enum crux_sim_policy p);
 crux_status_t crux_sim_policy_parse(const char *s, enum crux_sim_policy *out);
 
