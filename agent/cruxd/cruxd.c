@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,19 +112,27 @@ static void usage(FILE *f)
 		CRUX_SHM_DIR_DEFAULT);
 }
 
-static void sleep_until(uint64_t deadline)
+/* Until the next pass; in cluster mode a schedule arriving meanwhile is
+ * applied at once (a pass a second away would add up to that second to
+ * every host's reaction). */
+static void sleep_until(struct cruxd_agent *agent, uint64_t deadline)
 {
+	int fd = cruxd_agent_wake_fd(agent);
+
 	for (;;) {
 		uint64_t now = crux_now_ns();
-		struct timespec ts;
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		uint64_t left;
+		int ms, rc;
 
 		if (now >= deadline || cruxd_sig_stop || cruxd_sig_reload)
 			return;
-		ts.tv_sec = (time_t)((deadline - now) / 1000000000ull);
-		ts.tv_nsec = (long)((deadline - now) % 1000000000ull);
-		if (nanosleep(&ts, NULL) == 0)
-			return;
-		if (errno != EINTR)
+		left = deadline - now;
+		ms = (int)((left + 999999u) / 1000000u);
+		rc = poll(&p, fd >= 0 ? 1 : 0, ms);
+		if (rc > 0)
+			cruxd_agent_apply_received(agent, crux_now_ns());
+		else if (rc < 0 && errno != EINTR)
 			return;
 	}
 }
@@ -316,7 +325,7 @@ int main(int argc, char **argv)
 			cruxd_metrics_publish(metrics, cruxd_agent_status(agent), crux_now_ns());
 		if (passes && ++done >= passes)
 			break;
-		sleep_until(start + cfg.interval_ns);
+		sleep_until(agent, start + cfg.interval_ns);
 	}
 	crux_info("stopping: the decision table stays valid until its heartbeat times out");
 	rc = 0;

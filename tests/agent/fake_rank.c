@@ -5,11 +5,14 @@
  * record through common's API (compute section as the preload would, net
  * section as the plugin would, advancing every 100 ms) until killed.
  * With FAKE_RANK_ATTACH=1 it attaches to cruxd over its socket (contract v2,
- * record in a sealed memfd) instead of writing a v1 record file.
+ * record in a sealed memfd) instead of writing a v1 record file, and, as the
+ * preload does, attaches again (same record) when the agent closed the
+ * connection (cruxd restarted).
  * With FAKE_RANK_BUSY=F (0..1) its net section says the plugin was busy a
  * fraction F of its 10 s period (the stall breakdown's input).
  */
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +23,35 @@
 #include "crux/jobid.h"
 #include "crux/profile.h"
 #include "crux/shm.h"
+
+/* The preload's keep_attached: a closed connection is opened again, never
+ * blocking; the same record goes with the new HELLO. */
+static void keep_attached(const char *dir, struct crux_prof_handle *h,
+			  struct crux_agent_conn **conn, bool *welcomed)
+{
+	struct crux_dt_reader *r = NULL;
+	char err[512];
+
+	if (*conn && *welcomed && !crux_agent_conn_alive(*conn)) {
+		crux_agent_conn_close(*conn);
+		*conn = NULL;
+		*welcomed = false;
+	}
+	if (!*conn && crux_agent_conn_open(dir, h, conn, err, sizeof(err)) != CRUX_OK) {
+		*conn = NULL;
+		return;
+	}
+	if (*welcomed)
+		return;
+	crux_status_t st = crux_agent_conn_poll(*conn, &r, err, sizeof(err));
+	if (st == CRUX_OK) {
+		*welcomed = true;
+		crux_dt_reader_close(r);
+	} else if (st != CRUX_ERR_BUSY) {
+		crux_agent_conn_close(*conn);
+		*conn = NULL;
+	}
+}
 
 int main(int argc, char **argv)
 {
@@ -48,8 +80,9 @@ int main(int argc, char **argv)
 	id.world_size = 1;
 	id.local_rank = 0;
 	const char *att = getenv("FAKE_RANK_ATTACH");
-	if (att && !strcmp(att, "1")) {
-		struct crux_agent_conn *conn = NULL;
+	struct crux_agent_conn *conn = NULL;
+	bool welcomed = false, attach = att && !strcmp(att, "1");
+	if (attach) {
 		struct crux_dt_reader *table = NULL;
 		char err[512];
 		if (crux_prof_open_shared_ex(&id, &h, err, sizeof(err)) != CRUX_OK ||
@@ -58,6 +91,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "fake-rank: cannot attach: %s\n", err);
 			return 1;
 		}
+		crux_dt_reader_close(table);
+		welcomed = true;
 		/* The connection stays open (the record lives as long as it) until killed. */
 	} else if (crux_prof_open_self(argv[1], &id, &h) != CRUX_OK) {
 		return 1;
@@ -91,6 +126,8 @@ int main(int argc, char **argv)
 		}
 		crux_prof_publish_compute(h, &c);
 		crux_prof_publish_net(h, n);
+		if (attach)
+			keep_attached(argv[1], h, &conn, &welcomed);
 		nanosleep(&ts, NULL);
 	}
 }

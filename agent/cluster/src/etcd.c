@@ -363,17 +363,27 @@ static crux_status_t p_header(const char *b, size_t n, void *out)
 	return crux_etcd_parse_header(b, n, out);
 }
 
-crux_status_t crux_etcd_get(struct crux_etcd *e, const void *key, size_t klen, bool prefix,
-			    struct crux_etcd_range *out)
+crux_status_t crux_etcd_get_at(struct crux_etcd *e, const void *key, size_t klen, bool prefix,
+			       bool keys_only, int64_t revision, struct crux_etcd_range *out)
 {
 	json_object *req = json_object_new_object();
 	if (!req)
 		return CRUX_ERR_NOMEM;
 	crux_status_t st = etcd_key_json(req, "key", key, klen, prefix);
+	if (st == CRUX_OK && keys_only)
+		json_object_object_add(req, "keys_only", json_object_new_boolean(1));
+	if (st == CRUX_OK && revision > 0)
+		etcd_add_i64(req, "revision", revision);
 	if (st == CRUX_OK)
 		st = call_parse(e, "/v3/kv/range", req, p_range, out);
 	json_object_put(req);
 	return st;
+}
+
+crux_status_t crux_etcd_get(struct crux_etcd *e, const void *key, size_t klen, bool prefix,
+			    struct crux_etcd_range *out)
+{
+	return crux_etcd_get_at(e, key, klen, prefix, false, 0, out);
 }
 
 crux_status_t crux_etcd_put(struct crux_etcd *e, const void *key, size_t klen, const void *val,

@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "crux/cluster_node.h"
 #include "crux/elect.h"
@@ -39,6 +41,13 @@ struct ovr_change {
 
 static void ovr_change_free(struct ovr_change *c);
 
+struct view_entry {
+	char *key;
+	int64_t mod;	/* the record's mod revision: same key and mod, same value */
+	bool ok;	/* decoded (an unreadable record is left out, said once) */
+	struct crux_cv_host h;
+};
+
 struct crux_cluster_node {
 	struct crux_cluster_cfg cfg;
 	char cluster[CRUX_CLUSTER_NAME_MAX], host[CRUX_CLUSTER_NAME_MAX];
@@ -68,6 +77,8 @@ struct crux_cluster_node {
 
 	pthread_t watcher;
 	bool watcher_started;
+	int wake_fd; /* eventfd: the watcher took something the next apply may use */
+	atomic_bool woken; /* wake_fd was written and not drained: steps make no syscall otherwise */
 	atomic_bool stop;
 	atomic_bool leader_gone; /* the watcher saw the leader key deleted */
 	pthread_mutex_t mu; /* guards the fields below */
@@ -95,6 +106,10 @@ struct crux_cluster_node {
 	double watch_last; /* when the watch stream last brought a message (or was listed) */
 	double beat_s, deadline_s;
 	uint64_t watch_restarts;
+	/* The leader's decoded host records, in key order: a round reads the
+	 * keys and revisions and fetches only the records that changed. */
+	struct view_entry *vc;
+	size_t nvc;
 	/* step only */
 	double next_beat;
 	int64_t written_rev;  /* revision of this leader's last schedule write */
@@ -106,6 +121,17 @@ static double mono_s(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Tell the agent's loop that a schedule (or the leader key fencing it)
+ * arrived: it applies it now instead of at its next pass. */
+static void wake(struct crux_cluster_node *n)
+{
+	uint64_t one = 1;
+	if (n->wake_fd < 0 || atomic_exchange(&n->woken, true))
+		return; /* said already */
+	ssize_t w = write(n->wake_fd, &one, sizeof(one));
+	(void)w; /* best effort: without it the next pass applies anyway */
 }
 
 static bool name_ok(const char *s)
@@ -141,9 +167,11 @@ static void take_schedule(struct crux_cluster_node *n, const struct crux_etcd_kv
 		n->latest = s;
 		n->latest_rev = kv->mod_revision;
 		n->latest_at = mono_s();
-	} else {
-		crux_cv_schedule_free(&s);
+		pthread_mutex_unlock(&n->mu);
+		wake(n);
+		return;
 	}
+	crux_cv_schedule_free(&s);
 	pthread_mutex_unlock(&n->mu);
 }
 
@@ -186,6 +214,8 @@ static bool on_watch(void *arg, const struct crux_etcd_watch_msg *m)
 			pthread_mutex_unlock(&n->mu);
 			if (!put)
 				atomic_store(&n->leader_gone, true); /* campaign now, not at the next timer */
+			else
+				wake(n); /* a schedule held for its term may be the new leader's */
 		}
 	}
 	pthread_mutex_lock(&n->mu);
@@ -398,6 +428,7 @@ crux_status_t crux_cluster_open(const struct crux_cluster_cfg *cfg, struct crux_
 	n->etcd = (struct link_health){.bad_since = mono_s(), .waited = true};
 	n->watch = n->etcd;
 	pthread_mutex_init(&n->mu, NULL);
+	n->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	crux_status_t st = crux_etcd_open(&cfg->etcd, &n->e, err, errlen);
 	if (st == CRUX_OK)
 		st = crux_etcd_open(&cfg->etcd, &n->we, err, errlen);
@@ -408,6 +439,8 @@ crux_status_t crux_cluster_open(const struct crux_cluster_cfg *cfg, struct crux_
 	if (st != CRUX_OK) {
 		crux_etcd_close(n->e);
 		crux_etcd_close(n->we);
+		if (n->wake_fd >= 0)
+			close(n->wake_fd);
 		pthread_mutex_destroy(&n->mu);
 		free(n);
 		return st;
@@ -417,6 +450,17 @@ crux_status_t crux_cluster_open(const struct crux_cluster_cfg *cfg, struct crux_
 	return CRUX_OK;
 }
 
+static void view_cache_drop(struct crux_cluster_node *n)
+{
+	for (size_t i = 0; i < n->nvc; i++) {
+		free(n->vc[i].key);
+		crux_cv_host_free(&n->vc[i].h);
+	}
+	free(n->vc);
+	n->vc = NULL;
+	n->nvc = 0;
+}
+
 static void teardown(struct crux_cluster_node *n)
 {
 	atomic_store(&n->stop, true);
@@ -424,6 +468,8 @@ static void teardown(struct crux_cluster_node *n)
 		pthread_join(n->watcher, NULL);
 	crux_etcd_close(n->e);
 	crux_etcd_close(n->we);
+	if (n->wake_fd >= 0)
+		close(n->wake_fd);
 	crux_cv_schedule_free(&n->latest);
 	pthread_mutex_destroy(&n->mu);
 	free(n->view_text);
@@ -431,6 +477,7 @@ static void teardown(struct crux_cluster_node *n)
 		ovr_change_free(&n->ovr[i]);
 	free(n->ovr);
 	free(n->last_plan);
+	view_cache_drop(n);
 	free(n);
 }
 
@@ -736,6 +783,104 @@ static crux_status_t overrides_text(struct crux_cluster_node *n, const struct cr
 	return CRUX_OK;
 }
 
+/*
+ * The host records listed in keys (keys and revisions, read at one
+ * revision) as decoded views, from the cache where the key and its mod
+ * revision are unchanged; the others are fetched at that same revision (all
+ * of them in one read when many changed: a start, a resync). At 1,000 hosts
+ * a job's arrival changes one record: one small read instead of every
+ * record's value read and decoded again. *views: shallow copies owned by the
+ * cache.
+ */
+static crux_status_t read_views(struct crux_cluster_node *n, const struct crux_etcd_range *keys,
+				struct crux_cv_host **views, size_t *nv)
+{
+	struct view_entry *nc = keys->n ? calloc(keys->n, sizeof(*nc)) : NULL;
+	bool *need = keys->n ? calloc(keys->n, sizeof(*need)) : NULL;
+	struct crux_etcd_range full = {0};
+	size_t miss = 0, j = 0, f = 0;
+	crux_status_t st = CRUX_OK;
+
+	*views = NULL;
+	*nv = 0;
+	if (keys->n && (!nc || !need)) {
+		st = CRUX_ERR_NOMEM;
+		goto out;
+	}
+	/* Both lists are in key order: one merge pass takes over what is unchanged. */
+	for (size_t i = 0; i < keys->n; i++) {
+		const struct crux_etcd_kv *kv = &keys->kvs[i];
+		int c = 1;
+		while (j < n->nvc && (c = strcmp(n->vc[j].key, (const char *)kv->key)) < 0)
+			j++;
+		if (j < n->nvc && c == 0 && n->vc[j].mod == kv->mod_revision) {
+			nc[i] = n->vc[j];
+			memset(&n->vc[j++], 0, sizeof(n->vc[0])); /* moved */
+			continue;
+		}
+		nc[i].mod = kv->mod_revision;
+		if (!(nc[i].key = strdup((const char *)kv->key))) {
+			st = CRUX_ERR_NOMEM;
+			goto out;
+		}
+		need[i] = true;
+		miss++;
+	}
+	if (miss > 8 && miss > keys->n / 8 &&
+	    (st = crux_etcd_get_at(n->e, n->k_hosts, strlen(n->k_hosts), true, false, keys->revision,
+				   &full)) != CRUX_OK)
+		goto out;
+	for (size_t i = 0; i < keys->n; i++) {
+		struct crux_etcd_range one = {0};
+		const struct crux_etcd_kv *kv = NULL;
+		if (!need[i])
+			continue;
+		if (miss > 8 && miss > keys->n / 8) {
+			while (f < full.n && strcmp((const char *)full.kvs[f].key, nc[i].key) < 0)
+				f++;
+			if (f < full.n && !strcmp((const char *)full.kvs[f].key, nc[i].key))
+				kv = &full.kvs[f];
+		} else {
+			st = crux_etcd_get_at(n->e, nc[i].key, strlen(nc[i].key), false, false,
+					      keys->revision, &one);
+			if (st != CRUX_OK)
+				goto out;
+			kv = one.n == 1 ? &one.kvs[0] : NULL;
+		}
+		crux_status_t d = kv && kv->mod_revision == nc[i].mod
+					  ? crux_cv_host_decode((const char *)kv->value, kv->value_len,
+								&nc[i].h)
+					  : CRUX_ERR_CORRUPT;
+		nc[i].ok = d == CRUX_OK;
+		if (d != CRUX_OK && crux_log_once_key(0x40575ull ^ (uint64_t)nc[i].mod))
+			crux_warn("cluster %s: host record %s is unreadable (%s): left out", n->cluster,
+				  nc[i].key, crux_status_str(d));
+		crux_etcd_range_free(&one);
+	}
+	if (keys->n && !(*views = calloc(keys->n, sizeof(**views)))) {
+		st = CRUX_ERR_NOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < keys->n; i++)
+		if (nc[i].ok)
+			(*views)[(*nv)++] = nc[i].h;
+out:
+	crux_etcd_range_free(&full);
+	free(need);
+	view_cache_drop(n);
+	if (st != CRUX_OK) {
+		for (size_t i = 0; nc && i < keys->n; i++) {
+			free(nc[i].key);
+			crux_cv_host_free(&nc[i].h);
+		}
+		free(nc);
+		return st;
+	}
+	n->vc = nc;
+	n->nvc = keys->n;
+	return CRUX_OK;
+}
+
 /* The leader's round: views at one revision -> merge -> plan -> fenced write. */
 static crux_status_t lead(struct crux_cluster_node *n)
 {
@@ -762,7 +907,9 @@ static crux_status_t lead(struct crux_cluster_node *n)
 		if (same)
 			return CRUX_OK;
 	}
-	if ((st = crux_etcd_get(n->e, n->k_hosts, strlen(n->k_hosts), true, &r)) != CRUX_OK)
+	/* Keys and revisions only: the values come from read_views. */
+	if ((st = crux_etcd_get_at(n->e, n->k_hosts, strlen(n->k_hosts), true, true, 0, &r)) !=
+	    CRUX_OK)
 		return st;
 	n->seen_rev = 0; /* set again once this read is fully handled */
 	struct crux_etcd_range ro;
@@ -779,25 +926,14 @@ static crux_status_t lead(struct crux_cluster_node *n)
 		return CRUX_OK;
 	}
 	n->replan = false;
-	struct crux_cv_host *views = r.n ? calloc(r.n, sizeof(*views)) : NULL;
+	struct crux_cv_host *views = NULL;
 	size_t nv = 0;
 	struct crux_cv_host merged = {0};
 	struct crux_cv_schedule s = {0};
 	char *txt = NULL, *cmp = NULL, *otext = NULL;
 	size_t len = 0, cmp_len = 0, olen = 0;
-	if (r.n && !views) {
-		st = CRUX_ERR_NOMEM;
+	if ((st = read_views(n, &r, &views, &nv)) != CRUX_OK)
 		goto out;
-	}
-	for (size_t i = 0; i < r.n; i++) {
-		crux_status_t d = crux_cv_host_decode((const char *)r.kvs[i].value, r.kvs[i].value_len,
-						      &views[nv]);
-		if (d == CRUX_OK)
-			nv++;
-		else if (crux_log_once_key(0x40575ull ^ (uint64_t)r.kvs[i].mod_revision))
-			crux_warn("cluster %s: host record %s is unreadable (%s): left out", n->cluster,
-				  (const char *)r.kvs[i].key, crux_status_str(d));
-	}
 	crux_status_t pst = crux_cv_merge(views, nv, &merged);
 	if (pst == CRUX_OK)
 		pst = overrides_text(n, &ro, &otext, &olen);
@@ -859,15 +995,16 @@ out:
 	crux_etcd_range_free(&ro);
 	crux_cv_schedule_free(&s);
 	crux_cv_host_free(&merged);
-	for (size_t i = 0; i < nv; i++)
-		crux_cv_host_free(&views[i]);
-	free(views);
+	free(views); /* the cache's */
 	crux_etcd_range_free(&r);
 	return st;
 }
 
 static void apply_latest(struct crux_cluster_node *n)
 {
+	uint64_t cnt;
+	if (atomic_exchange(&n->woken, false) && read(n->wake_fd, &cnt, sizeof(cnt)) < 0)
+		atomic_store(&n->woken, true); /* its write is on its way: drain it next time */
 	pthread_mutex_lock(&n->mu);
 	if (n->latest_rev > n->applied_rev && n->latest_rev != n->held_rev) {
 		const struct crux_cv_schedule *l = &n->latest;
@@ -1112,6 +1249,7 @@ static void resync(struct crux_cluster_node *n)
 	n->last_plan = NULL;
 	n->last_plan_len = 0;
 	n->next_campaign = 0;
+	view_cache_drop(n); /* another store: its revisions say nothing of our copies */
 }
 
 crux_status_t crux_cluster_step(struct crux_cluster_node *n)
@@ -1163,6 +1301,16 @@ crux_status_t crux_cluster_step(struct crux_cluster_node *n)
 	etcd_state(n, st, now);
 	apply_latest(n);
 	return st;
+}
+
+int crux_cluster_wake_fd(const struct crux_cluster_node *n)
+{
+	return n->wake_fd;
+}
+
+void crux_cluster_apply_received(struct crux_cluster_node *n)
+{
+	apply_latest(n);
 }
 
 void crux_cluster_get_status(struct crux_cluster_node *n, struct crux_cluster_status *out)

@@ -13,6 +13,7 @@
 
 struct watch_ctx {
 	struct etcd_buf line;
+	size_t scanned; /* bytes of line already searched for a newline */
 	crux_etcd_watch_fn fn;
 	crux_etcd_stop_fn stop;
 	void *arg;
@@ -53,8 +54,9 @@ static size_t watch_write(char *data, size_t size, size_t nmemb, void *arg)
 		w->done = true;
 		return 0;
 	}
+	/* A large message comes in many pieces: search only the new bytes. */
 	size_t start = 0;
-	for (size_t i = 0; i < w->line.len; i++) {
+	for (size_t i = w->scanned; i < w->line.len; i++) {
 		if (w->line.p[i] != '\n')
 			continue;
 		if (!watch_line(w, w->line.p + start, i - start)) {
@@ -65,6 +67,7 @@ static size_t watch_write(char *data, size_t size, size_t nmemb, void *arg)
 	}
 	memmove(w->line.p, w->line.p + start, w->line.len - start);
 	w->line.len -= start;
+	w->scanned = w->line.len;
 	return n;
 }
 

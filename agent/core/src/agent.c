@@ -320,6 +320,22 @@ crux_status_t cruxd_agent_pass(struct cruxd_agent *a, uint64_t now_ns)
 	return st;
 }
 
+int cruxd_agent_wake_fd(const struct cruxd_agent *a)
+{
+	return ag_cluster_wake_fd(a);
+}
+
+/* The table takes the new schedule now; the view, plan and report stay the
+ * last pass's (the next pass refreshes them). */
+void cruxd_agent_apply_received(struct cruxd_agent *a, uint64_t now_ns)
+{
+	if (!ag_cluster_apply_received(a))
+		return;
+	a->now = now_ns;
+	(void)ag_realise(a, now_ns);
+	cruxd_agent_heartbeat(a);
+}
+
 crux_status_t cruxd_agent_reload(struct cruxd_agent *a, const struct cruxd_config *cfg)
 {
 	struct crux_sched_topo *t = NULL;

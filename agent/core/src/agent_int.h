@@ -251,6 +251,9 @@ crux_status_t ag_cluster_open(struct cruxd_agent *a, char *err, size_t errlen);
 void ag_cluster_close(struct cruxd_agent *a);
 /* Publish this host's view; one round of the cluster node (the leader plans). */
 void ag_cluster_pass(struct cruxd_agent *a, uint64_t now);
+/* The schedule the watcher took since the pass, applied now (true: one was). */
+bool ag_cluster_apply_received(struct cruxd_agent *a);
+int ag_cluster_wake_fd(const struct cruxd_agent *a);
 /* The applied schedule as this host's table; false: no schedule yet. */
 bool ag_cluster_table(struct cruxd_agent *a, uint32_t *njobs, uint32_t *nroutes);
 void ag_cluster_report(struct cruxd_agent *a, struct cruxd_status_body *b);

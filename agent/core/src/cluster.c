@@ -26,6 +26,7 @@ struct ag_cluster {
 	struct crux_cluster_node *node;
 	struct crux_cv_schedule sched; /* the schedule applied */
 	int64_t sched_rev;
+	uint64_t applies; /* schedules taken by apply_cb */
 	bool have_sched;
 	int64_t plan_term;	     /* the term the planner's jobs belong to */
 	struct cruxd_overrides *ovr; /* the cluster's overrides (leader) */
@@ -412,6 +413,7 @@ static void apply_cb(void *arg, const struct crux_cv_schedule *s, int64_t revisi
 	crux_cv_schedule_free(&cl->sched);
 	cl->sched = c;
 	cl->sched_rev = revision;
+	cl->applies++;
 	cl->have_sched = true;
 	crux_info("cluster %s: applying schedule revision %lld (from revision %lld, term %lld): "
 		  "%u job(s)",
@@ -513,6 +515,23 @@ void ag_cluster_pass(struct cruxd_agent *a, uint64_t now)
 	if (cs.leader && (cs.term != cl->plan_term || ag_plan_due(a)))
 		crux_cluster_replan(cl->node);
 	(void)crux_cluster_step(cl->node);
+}
+
+bool ag_cluster_apply_received(struct cruxd_agent *a)
+{
+	struct ag_cluster *cl = a->cl;
+	uint64_t before;
+
+	if (!cl)
+		return false;
+	before = cl->applies;
+	crux_cluster_apply_received(cl->node);
+	return cl->applies != before;
+}
+
+int ag_cluster_wake_fd(const struct cruxd_agent *a)
+{
+	return a->cl ? crux_cluster_wake_fd(a->cl->node) : -1;
 }
 
 /* This host's overrides file changed: hand every job whose override changed

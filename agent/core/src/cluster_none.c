@@ -25,6 +25,18 @@ void ag_cluster_pass(struct cruxd_agent *a, uint64_t now)
 	(void)now;
 }
 
+bool ag_cluster_apply_received(struct cruxd_agent *a)
+{
+	(void)a;
+	return false;
+}
+
+int ag_cluster_wake_fd(const struct cruxd_agent *a)
+{
+	(void)a;
+	return -1;
+}
+
 bool ag_cluster_table(struct cruxd_agent *a, uint32_t *njobs, uint32_t *nroutes)
 {
 	(void)a;

@@ -18,7 +18,8 @@
  * merges them, asks the plan callback for a schedule and writes it fenced
  * by its term. A watcher thread follows ctl/ by list-then-watch (a deleted
  * leader key makes the next step campaign);
- * step hands each new schedule to the apply callback in the caller's thread.
+ * step hands each new schedule to the apply callback in the caller's thread
+ * (and so does crux_cluster_apply_received, as soon as it arrives).
  * When etcd cannot be reached the last applied schedule stays in force
  * (stale-but-usable), said once in the log and in crux_cluster_status:
  * after 2 s of failures (a leader election answers errors that long), or at
@@ -108,6 +109,17 @@ void crux_cluster_replan(struct crux_cluster_node *n);
 /* One round; never blocks longer than the etcd timeout per call. */
 crux_status_t crux_cluster_step(struct crux_cluster_node *n);
 void crux_cluster_get_status(struct crux_cluster_node *n, struct crux_cluster_status *out);
+/*
+ * Apply on arrival: a descriptor that becomes readable when the watcher took
+ * a new schedule (or the leader key that fences one); -1 when none could be
+ * made (then only steps apply). The agent polls it between its passes and
+ * calls crux_cluster_apply_received, which applies the newest schedule the
+ * fencing allows, in the caller's thread, without any etcd call: the
+ * schedule takes effect within milliseconds of its arrival, not at the next
+ * pass (cruxd's passes are a second apart).
+ */
+int crux_cluster_wake_fd(const struct crux_cluster_node *n);
+void crux_cluster_apply_received(struct crux_cluster_node *n);
 
 #ifdef __cplusplus
 }

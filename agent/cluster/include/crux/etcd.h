@@ -80,6 +80,10 @@ void crux_etcd_range_free(struct crux_etcd_range *r);
 /* Range over one key, or over every key starting with key when prefix. */
 crux_status_t crux_etcd_get(struct crux_etcd *e, const void *key, size_t klen, bool prefix,
 			    struct crux_etcd_range *out);
+/* The same at store revision 'revision' (0: the newest); keys_only: keys and
+ * revisions without the values (every value_len 0). */
+crux_status_t crux_etcd_get_at(struct crux_etcd *e, const void *key, size_t klen, bool prefix,
+			       bool keys_only, int64_t revision, struct crux_etcd_range *out);
 crux_status_t crux_etcd_put(struct crux_etcd *e, const void *key, size_t klen, const void *val,
 			    size_t vlen, int64_t lease, int64_t *revision);
 crux_status_t crux_etcd_delete(struct crux_etcd *e, const void *key, size_t klen, bool prefix,

@@ -84,6 +84,14 @@ crux_status_t cruxd_agent_pass(struct cruxd_agent *a, uint64_t now_ns);
  */
 crux_status_t cruxd_agent_join(struct cruxd_agent *a, char *err, size_t errlen);
 
+/*
+ * Cluster mode, between passes: a descriptor readable when a new schedule
+ * arrived from etcd (-1: none, single-host mode), and the call that applies
+ * it to the decision table at once (no etcd call, no observation).
+ */
+int cruxd_agent_wake_fd(const struct cruxd_agent *a);
+void cruxd_agent_apply_received(struct cruxd_agent *a, uint64_t now_ns);
+
 /* Heartbeat only (between passes). */
 void cruxd_agent_heartbeat(struct cruxd_agent *a);
 
