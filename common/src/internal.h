@@ -42,14 +42,12 @@ static inline uint64_t crux_mix64(uint64_t x)
 	return x;
 }
 
-/* Spin-wait hint between seqlock retries: lets a writer on the sibling thread finish. */
-static inline void cpu_relax(void)
+/* pwrite of exactly 'len' bytes at 'off' (records mirrored into files, never mapped). */
+#include <sys/types.h>
+#include <unistd.h>
+static inline bool crux_put(int fd, const void *p, size_t len, size_t off)
 {
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
+	return pwrite(fd, p, len, (off_t)off) == (ssize_t)len;
 }
 
 /*

@@ -89,15 +89,7 @@ crux_status_t crux_wire_decode_reply(const void *buf, size_t len, int nfds,
 
 /* ---- Process side ---- */
 
-/*
- * This process's profile record, shared by its components: the preload and
- * the plugin link separate copies of this library, so the second finds the
- * first's memfd among this process's descriptors (named
- * CRUX_PROF_MEMFD_PREFIX<pid>) instead of making another. Two racing
- * creators both settle on the lowest-numbered descriptor.
- */
-crux_status_t crux_prof_open_shared_ex(const struct crux_prof_identity *id,
-				       struct crux_prof_handle **out, char *err, size_t errlen);
+/* This process's own record: crux_prof_open_shared_ex (crux/profile.h). */
 
 /* One connection to the agent; never blocks. */
 struct crux_agent_conn;

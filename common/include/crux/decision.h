@@ -160,7 +160,7 @@ crux_status_t crux_dt_level_map(const struct crux_dt_reader *r, uint32_t level,
  */
 crux_status_t crux_dt_read_all(const struct crux_dt_reader *r, struct crux_dt_contents *out);
 
-/* ---- Writer (cruxd; cruxctl set/clear when no agent runs) ---- */
+/* ---- Writer (cruxd; cruxctl set/clear when no agent runs): libcrux-agentside ---- */
 
 struct crux_dt_writer;
 

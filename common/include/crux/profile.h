@@ -238,7 +238,7 @@ void crux_prof_publish_net(struct crux_prof_handle *h, const struct crux_prof_ne
 /* Unmap; the file stays until the agent reaps it (or crux_prof_remove_self). */
 void crux_prof_close(struct crux_prof_handle *h);
 
-/* ---- Agent side ---- */
+/* ---- Agent side (libcrux-agentside: cruxd, cruxctl) ---- */
 
 enum crux_prof_scan_flags {
 	CRUX_PROF_SCAN_REAP = 0x1, /* remove records of processes that no longer exist */
@@ -267,7 +267,7 @@ typedef int (*crux_prof_scan_fn)(void *arg, const struct crux_prof_snapshot *sna
 crux_status_t crux_prof_scan(const char *dir, unsigned flags, crux_prof_scan_fn fn, void *arg,
 			     struct crux_prof_scan_stats *stats);
 
-/* Read one record file by name (cruxctl, tests). */
+/* Read one record file by name (cruxctl, tests; libcrux-agentside like crux_prof_read_ex). */
 crux_status_t crux_prof_read(const char *dir, const char *name, struct crux_prof_snapshot *out);
 
 /* ---- Additions ---- */
@@ -295,7 +295,7 @@ bool crux_prof_parse_name(const char *name, pid_t *pid, uint64_t *start_time);
 size_t crux_prof_file_size(void);
 
 /*
- * The readers' validation on a record image of 'size' bytes (8-byte aligned):
+ * Agent side (libcrux-agentside): the readers' validation on a record image of 'size' bytes (8-byte aligned):
  * header, identity, both sections (consistent copies, bounds). With
  * expect_pid > 0 the header must name that pid and start time (as the file
  * name does). Fills 'out' except out->file; 'out' is scratch space here and
@@ -307,7 +307,7 @@ crux_status_t crux_prof_validate_buffer(const void *base, size_t size, pid_t exp
 					char *err, size_t errlen);
 
 /*
- * cruxd's copies of the attached records, for cruxctl: one record file per
+ * Agent side (libcrux-agentside): cruxd's copies of the attached records, for cruxctl: one record file per
  * attached process in CRUX_SHM_DIR/attached/ (a directory cruxd owns, mode
  * 0755), named and headed with the kernel's pid and start time, the
  * identity carrying the kernel's uid (agent_uid). Written with pwrite under
@@ -338,12 +338,21 @@ crux_status_t crux_prof_create_fd_ex(const struct crux_prof_identity *id,
 /* Map a record memfd another component of this process created (same writer). */
 crux_status_t crux_prof_adopt_fd_ex(int fd, struct crux_prof_handle **out, char *err,
 				    size_t errlen);
+/*
+ * This process's profile record, shared by its components: the preload and
+ * the plugin link separate copies of this library, so the second finds the
+ * first's memfd among this process's descriptors (named
+ * CRUX_PROF_MEMFD_PREFIX<pid>) instead of making another. Two racing
+ * creators both settle on the lowest-numbered descriptor.
+ */
+crux_status_t crux_prof_open_shared_ex(const struct crux_prof_identity *id,
+				       struct crux_prof_handle **out, char *err, size_t errlen);
 /* The identity the record was created with. */
 void crux_prof_identity_of(const struct crux_prof_handle *h, struct crux_prof_identity *out);
 /* The record's descriptor (owned by the handle). */
 int crux_prof_handle_fd(const struct crux_prof_handle *h);
 /*
- * Agent side: map a received record read-only after checking it is a
+ * Agent side (libcrux-agentside): map a received record read-only after checking it is a
  * sealed memfd of the right size and header; read it with
  * crux_prof_validate_buffer(map.base, map.size, 0, 0, ...).
  */

@@ -52,6 +52,50 @@ static inline int crux_seq_read_ok(const crux_seq_t *seq, uint64_t start)
 	       atomic_load_explicit((crux_seq_t *)seq, memory_order_relaxed) == start;
 }
 
+/* Spin-wait hint between read attempts: lets a writer on the sibling thread finish. */
+static inline void crux_seq_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+/* Which region of 'rec' to read now; the region begins with its counter. */
+typedef const void *(*crux_seq_pick_fn)(const void *rec);
+/* Copy what is needed out of 'region', read under counter value 'seq'. */
+typedef void (*crux_seq_read_fn)(const void *region, uint64_t seq, void *arg);
+
+/*
+ * The reader's side of the protocol, the one loop every record reader uses.
+ * Each attempt asks 'pick' for the region (a double-buffered record may have
+ * switched banks since; NULL: 'rec' itself), whose first member is its
+ * crux_seq_t, and lets 'read' copy out of it. What 'read' sees may be torn:
+ * it must stay in bounds whatever it reads, and its result may be used only
+ * when this returns CRUX_OK. CRUX_ERR_BUSY after 'retries' attempts. Inlined
+ * so that the data path's lookups make no indirect calls.
+ */
+static inline __attribute__((always_inline)) crux_status_t
+crux_seq_read(const void *rec, crux_seq_pick_fn pick, crux_seq_read_fn read, void *arg,
+	      unsigned retries)
+{
+	for (unsigned t = 0; t < retries; t++) {
+		const void *region = pick ? pick(rec) : rec;
+		const crux_seq_t *seq = (const crux_seq_t *)region;
+		uint64_t s = crux_seq_read_begin(seq);
+		if (s & 1u) {
+			crux_seq_relax();
+			continue;
+		}
+		read(region, s, arg);
+		if (crux_seq_read_ok(seq, s))
+			return CRUX_OK;
+		crux_seq_relax();
+	}
+	return CRUX_ERR_BUSY;
+}
+
 /*
  * Copy 'len' bytes from a seqlock-protected 'src' to private 'dst'.
  * CRUX_OK with a consistent copy, or CRUX_ERR_BUSY after max_retries
