@@ -538,6 +538,8 @@ run_one() {
 	fi
 	if [ ${#AGENT_PIDS[@]} -gt 0 ]; then
 		cluster_summary "$dir" "$shm" | tee "$dir/cluster.txt"
+		grep -q "not all equal" "$dir/cluster.txt" &&
+			echo "$PROG: $label: the hosts ended on different schedule revisions (see $dir/cluster.txt)" >&2
 		stop_agents
 	fi
 	if [ "$fail" -ne 0 ]; then
