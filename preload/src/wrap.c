@@ -7,9 +7,13 @@
  * lock-free ring. No lock, allocation or system call on this path; the
  * result is returned untouched.
  */
+#include "crux/clock.h"
+#include "crux/collect.h"
+#include "crux/collect_nccl.h"
 #include "crux/log.h"
 #include "crux/nccl_api.h"
-#include "cruxp.h"
+
+#define CRUXP_EXPORT __attribute__((visibility("default")))
 
 /* Per-thread part of the context: recursion guard and group state. */
 struct cruxp_tls {
@@ -33,8 +37,7 @@ static inline bool ok_result(ncclResult_t r)
 
 static inline bool enter(struct cruxp_tls *t)
 {
-	if (t->depth ||
-	    atomic_load_explicit(&cruxp_ctx.state, memory_order_acquire) != CRUXP_ST_ACTIVE)
+	if (t->depth || !cruxc_active())
 		return false;
 	t->depth = 1;
 	return true;
@@ -51,21 +54,21 @@ static inline void begin(struct cruxp_tls *t, struct pend *p, cudaStream_t strea
 		t->group_calls++;
 		return;
 	}
-	if (atomic_load_explicit(&cruxp_ctx.backend, memory_order_relaxed) == CRUX_TIMING_EVENTS)
-		p->slot = cruxp_events_begin(cruxp_ctx.events, stream, p->t0);
+	if (cruxc_events_on())
+		p->slot = cruxc_events_begin(cruxc_hot.events, stream, p->t0);
 }
 
 static inline void finish(struct cruxp_tls *t, const struct pend *p, ncclResult_t r, int op,
 			  size_t count, ncclDataType_t dtype, int peer, ncclComm_t comm,
 			  cudaStream_t stream)
 {
-	struct cruxp_call c;
+	struct cruxc_call c;
 
 	if (p->slot != UINT32_MAX) {
 		if (ok_result(r))
-			cruxp_events_end(cruxp_ctx.events, p->slot, stream);
+			cruxc_events_end(cruxc_hot.events, p->slot, stream);
 		else
-			cruxp_events_cancel(cruxp_ctx.events, p->slot);
+			cruxc_events_cancel(cruxc_hot.events, p->slot);
 	}
 	if (ok_result(r)) {
 		c.t_enter = p->t0;
@@ -77,7 +80,7 @@ static inline void finish(struct cruxp_tls *t, const struct pend *p, ncclResult_
 		c.ev_slot = p->slot;
 		c.op = (uint8_t)op;
 		c.dtype = (uint8_t)dtype;
-		cruxp_ring_push(&cruxp_ctx.ring, &c);
+		cruxc_push(&c);
 	}
 	t->depth = 0;
 }
@@ -100,7 +103,7 @@ typedef ncclResult_t (*comm_fn)(ncclComm_t);
 /* One collective: the same steps for every signature. */
 #define CRUXP_WRAP(FN, TYPE, OP, COUNT, DTYPE, PEER, COMM, STREAM, ...)                            \
 	do {                                                                                       \
-		TYPE real = (TYPE)cruxp_real(FN);                                                  \
+		TYPE real = (TYPE)cruxc_real(FN);                                                  \
 		struct cruxp_tls *t = &cruxp_tls;                                                  \
 		struct pend p;                                                                     \
 		ncclResult_t r;                                                                    \
@@ -118,7 +121,7 @@ CRUXP_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, si
 					ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
 					cudaStream_t stream)
 {
-	CRUXP_WRAP(CRUXP_FN_ALLREDUCE, coll_red_fn, CRUXP_OP_ALLREDUCE, count, datatype, -1, comm,
+	CRUXP_WRAP(CRUXC_FN_ALLREDUCE, coll_red_fn, CRUXC_OP_ALLREDUCE, count, datatype, -1, comm,
 		   stream, sendbuff, recvbuff, count, datatype, op, comm, stream);
 }
 
@@ -126,7 +129,7 @@ CRUXP_EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, si
 					ncclDataType_t datatype, ncclComm_t comm,
 					cudaStream_t stream)
 {
-	CRUXP_WRAP(CRUXP_FN_ALLGATHER, coll_fn, CRUXP_OP_ALLGATHER, sendcount, datatype, -1, comm,
+	CRUXP_WRAP(CRUXC_FN_ALLGATHER, coll_fn, CRUXC_OP_ALLGATHER, sendcount, datatype, -1, comm,
 		   stream, sendbuff, recvbuff, sendcount, datatype, comm, stream);
 }
 
@@ -134,7 +137,7 @@ CRUXP_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff
 					    ncclDataType_t datatype, ncclRedOp_t op,
 					    ncclComm_t comm, cudaStream_t stream)
 {
-	CRUXP_WRAP(CRUXP_FN_REDUCESCATTER, coll_red_fn, CRUXP_OP_REDUCESCATTER, recvcount, datatype,
+	CRUXP_WRAP(CRUXC_FN_REDUCESCATTER, coll_red_fn, CRUXC_OP_REDUCESCATTER, recvcount, datatype,
 		   -1, comm, stream, sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
 }
 
@@ -142,14 +145,14 @@ CRUXP_EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, si
 					ncclDataType_t datatype, int root, ncclComm_t comm,
 					cudaStream_t stream)
 {
-	CRUXP_WRAP(CRUXP_FN_BROADCAST, coll_root_fn, CRUXP_OP_BROADCAST, count, datatype, root,
+	CRUXP_WRAP(CRUXC_FN_BROADCAST, coll_root_fn, CRUXC_OP_BROADCAST, count, datatype, root,
 		   comm, stream, sendbuff, recvbuff, count, datatype, root, comm, stream);
 }
 
 CRUXP_EXPORT ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
 				    ncclComm_t comm, cudaStream_t stream)
 {
-	CRUXP_WRAP(CRUXP_FN_BCAST, bcast_fn, CRUXP_OP_BROADCAST, count, datatype, root, comm,
+	CRUXP_WRAP(CRUXC_FN_BCAST, bcast_fn, CRUXC_OP_BROADCAST, count, datatype, root, comm,
 		   stream, buff, count, datatype, root, comm, stream);
 }
 
@@ -157,7 +160,7 @@ CRUXP_EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_
 				     ncclDataType_t datatype, ncclRedOp_t op, int root,
 				     ncclComm_t comm, cudaStream_t stream)
 {
-	CRUXP_WRAP(CRUXP_FN_REDUCE, reduce_fn, CRUXP_OP_REDUCE, count, datatype, root, comm, stream,
+	CRUXP_WRAP(CRUXC_FN_REDUCE, reduce_fn, CRUXC_OP_REDUCE, count, datatype, root, comm, stream,
 		   sendbuff, recvbuff, count, datatype, op, root, comm, stream);
 }
 
@@ -165,7 +168,7 @@ CRUXP_EXPORT ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, siz
 				       ncclDataType_t datatype, ncclComm_t comm,
 				       cudaStream_t stream)
 {
-	CRUXP_WRAP(CRUXP_FN_ALLTOALL, coll_fn, CRUXP_OP_ALLTOALL, count, datatype, -1, comm, stream,
+	CRUXP_WRAP(CRUXC_FN_ALLTOALL, coll_fn, CRUXC_OP_ALLTOALL, count, datatype, -1, comm, stream,
 		   sendbuff, recvbuff, count, datatype, comm, stream);
 }
 
@@ -173,7 +176,7 @@ CRUXP_EXPORT ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_
 				     ncclDataType_t datatype, int root, ncclComm_t comm,
 				     cudaStream_t stream)
 {
-	CRUXP_WRAP(CRUXP_FN_GATHER, coll_root_fn, CRUXP_OP_GATHER, count, datatype, root, comm,
+	CRUXP_WRAP(CRUXC_FN_GATHER, coll_root_fn, CRUXC_OP_GATHER, count, datatype, root, comm,
 		   stream, sendbuff, recvbuff, count, datatype, root, comm, stream);
 }
 
@@ -181,27 +184,27 @@ CRUXP_EXPORT ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size
 				      ncclDataType_t datatype, int root, ncclComm_t comm,
 				      cudaStream_t stream)
 {
-	CRUXP_WRAP(CRUXP_FN_SCATTER, coll_root_fn, CRUXP_OP_SCATTER, count, datatype, root, comm,
+	CRUXP_WRAP(CRUXC_FN_SCATTER, coll_root_fn, CRUXC_OP_SCATTER, count, datatype, root, comm,
 		   stream, sendbuff, recvbuff, count, datatype, root, comm, stream);
 }
 
 CRUXP_EXPORT ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype,
 				   int peer, ncclComm_t comm, cudaStream_t stream)
 {
-	CRUXP_WRAP(CRUXP_FN_SEND, send_fn, CRUXP_OP_SEND, count, datatype, peer, comm, stream,
+	CRUXP_WRAP(CRUXC_FN_SEND, send_fn, CRUXC_OP_SEND, count, datatype, peer, comm, stream,
 		   sendbuff, count, datatype, peer, comm, stream);
 }
 
 CRUXP_EXPORT ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
 				   ncclComm_t comm, cudaStream_t stream)
 {
-	CRUXP_WRAP(CRUXP_FN_RECV, recv_fn, CRUXP_OP_RECV, count, datatype, peer, comm, stream,
+	CRUXP_WRAP(CRUXC_FN_RECV, recv_fn, CRUXC_OP_RECV, count, datatype, peer, comm, stream,
 		   recvbuff, count, datatype, peer, comm, stream);
 }
 
 CRUXP_EXPORT ncclResult_t ncclGroupStart(void)
 {
-	void_fn real = (void_fn)cruxp_real(CRUXP_FN_GROUPSTART);
+	void_fn real = (void_fn)cruxc_real(CRUXC_FN_GROUPSTART);
 	struct cruxp_tls *t = &cruxp_tls;
 	ncclResult_t r;
 
@@ -217,7 +220,7 @@ CRUXP_EXPORT ncclResult_t ncclGroupStart(void)
 
 CRUXP_EXPORT ncclResult_t ncclGroupEnd(void)
 {
-	void_fn real = (void_fn)cruxp_real(CRUXP_FN_GROUPEND);
+	void_fn real = (void_fn)cruxc_real(CRUXC_FN_GROUPEND);
 	struct cruxp_tls *t = &cruxp_tls;
 	cudaStream_t stream;
 	struct pend p;
@@ -243,7 +246,7 @@ CRUXP_EXPORT ncclResult_t ncclGroupEnd(void)
 	t->group_calls = 0;
 	begin(t, &p, stream);
 	r = real();
-	finish(t, &p, r, CRUXP_OP_GROUP_END, 0, ncclInt8, -1, NULL, stream);
+	finish(t, &p, r, CRUXC_OP_GROUP_END, 0, ncclInt8, -1, NULL, stream);
 	return r;
 }
 
@@ -257,16 +260,7 @@ CRUXP_EXPORT ncclResult_t ncclGroupEnd(void)
  */
 CRUXP_EXPORT int crux_profile_claim(int source, void (*mark)(void))
 {
-	int none = CRUXP_SRC_NONE;
-
-	if (source != CRUXP_SRC_PRELOAD && source != CRUXP_SRC_PROFILER)
-		return atomic_load(&cruxp_ctx.publisher);
-	if (atomic_compare_exchange_strong(&cruxp_ctx.publisher, &none, source)) {
-		if (source == CRUXP_SRC_PROFILER && mark)
-			atomic_store(&cruxp_ctx.mark, mark);
-		return source;
-	}
-	return none; /* the winner */
+	return cruxc_claim(source, mark);
 }
 
 /* ---- Communicator life cycle ---- */
@@ -276,21 +270,19 @@ static inline void created(ncclResult_t r, ncclComm_t *comm, int rank, int nrank
 	if (!ok_result(r) || !comm || !*comm)
 		return;
 	/* NCCL loaded our profiler plugin during this init: it publishes, we pass through. */
-	if (crux_profile_claim(CRUXP_SRC_PRELOAD, NULL) != CRUXP_SRC_PRELOAD) {
-		int uninit = CRUXP_ST_UNINIT;
-
-		if (atomic_compare_exchange_strong(&cruxp_ctx.state, &uninit, CRUXP_ST_OFF))
+	if (crux_profile_claim(CRUXC_SRC_PRELOAD, NULL) != CRUXC_SRC_PRELOAD) {
+		if (cruxc_stand_down())
 			crux_info("the Crux NCCL profiler plugin profiles this process; the "
 				  "preload passes calls through");
 		return;
 	}
-	cruxp_comm_ranks((uintptr_t)*comm, &rank, &nranks);
-	cruxp_ctx_attach((uintptr_t)*comm, rank, nranks);
+	cruxc_comm_ranks((uintptr_t)*comm, &rank, &nranks);
+	cruxc_comm_add((uintptr_t)*comm, rank, nranks);
 }
 
 #define CRUXP_LIFE(FN, TYPE, AFTER, ...)                                                           \
 	do {                                                                                       \
-		TYPE real = (TYPE)cruxp_real(FN);                                                  \
+		TYPE real = (TYPE)cruxc_real(FN);                                                  \
 		struct cruxp_tls *t = &cruxp_tls;                                                  \
 		ncclResult_t r;                                                                    \
 		if (__builtin_expect(!real, 0))                                                    \
@@ -315,20 +307,20 @@ typedef ncclResult_t (*shrink_fn)(ncclComm_t, int *, int, ncclComm_t *, ncclConf
 CRUXP_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId,
 					   int rank)
 {
-	CRUXP_LIFE(CRUXP_FN_INITRANK, init_rank_fn, created(r, comm, rank, nranks), comm, nranks,
+	CRUXP_LIFE(CRUXC_FN_INITRANK, init_rank_fn, created(r, comm, rank, nranks), comm, nranks,
 		   commId, rank);
 }
 
 CRUXP_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId,
 						 int rank, ncclConfig_t *config)
 {
-	CRUXP_LIFE(CRUXP_FN_INITRANKCONFIG, init_rank_config_fn, created(r, comm, rank, nranks),
+	CRUXP_LIFE(CRUXC_FN_INITRANKCONFIG, init_rank_config_fn, created(r, comm, rank, nranks),
 		   comm, nranks, commId, rank, config);
 }
 
 CRUXP_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
 {
-	CRUXP_LIFE(CRUXP_FN_INITALL, init_all_fn,
+	CRUXP_LIFE(CRUXC_FN_INITALL, init_all_fn,
 		   for (int i = 0; comm && ok_result(r) && i < ndev; i++)
 		       created(r, &comm[i], i, ndev),
 		   comm, ndev, devlist);
@@ -338,7 +330,7 @@ CRUXP_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nran
 						   int nId, ncclUniqueId *commIds,
 						   ncclConfig_t *config)
 {
-	CRUXP_LIFE(CRUXP_FN_INITRANKSCALABLE, init_scalable_fn, created(r, newcomm, myrank, nranks),
+	CRUXP_LIFE(CRUXC_FN_INITRANKSCALABLE, init_scalable_fn, created(r, newcomm, myrank, nranks),
 		   newcomm, nranks, myrank, nId, commIds, config);
 }
 
@@ -346,7 +338,7 @@ CRUXP_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncc
 					ncclConfig_t *config)
 {
 	/* Rank and size of the new communicator are asked from NCCL. */
-	CRUXP_LIFE(CRUXP_FN_SPLIT, split_fn, created(r, newcomm, -1, -1), comm, color, key, newcomm,
+	CRUXP_LIFE(CRUXC_FN_SPLIT, split_fn, created(r, newcomm, -1, -1), comm, color, key, newcomm,
 		   config);
 }
 
@@ -354,44 +346,28 @@ CRUXP_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList,
 					 int excludeRanksCount, ncclComm_t *newcomm,
 					 ncclConfig_t *config, int shrinkFlags)
 {
-	CRUXP_LIFE(CRUXP_FN_SHRINK, shrink_fn, created(r, newcomm, -1, -1), comm, excludeRanksList,
+	CRUXP_LIFE(CRUXC_FN_SHRINK, shrink_fn, created(r, newcomm, -1, -1), comm, excludeRanksList,
 		   excludeRanksCount, newcomm, config, shrinkFlags);
 }
 
 CRUXP_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm)
 {
-	CRUXP_LIFE(CRUXP_FN_FINALIZE, comm_fn, (void)0, comm);
+	CRUXP_LIFE(CRUXC_FN_FINALIZE, comm_fn, (void)0, comm);
 }
 
 CRUXP_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
-	CRUXP_LIFE(CRUXP_FN_DESTROY, comm_fn, cruxp_comm_remove((uintptr_t)comm), comm);
+	CRUXP_LIFE(CRUXC_FN_DESTROY, comm_fn, cruxc_comm_remove((uintptr_t)comm), comm);
 }
 
 CRUXP_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
 {
-	CRUXP_LIFE(CRUXP_FN_ABORT, comm_fn, cruxp_comm_remove((uintptr_t)comm), comm);
+	CRUXP_LIFE(CRUXC_FN_ABORT, comm_fn, cruxc_comm_remove((uintptr_t)comm), comm);
 }
 
 /* ---- Explicit iteration marks ---- */
 
 CRUXP_EXPORT void crux_iteration_mark(void)
 {
-	struct cruxp_call c = {0};
-	void (*plugin_mark)(void) = atomic_load(&cruxp_ctx.mark);
-
-	if (plugin_mark) {
-		plugin_mark(); /* the profiler plugin publishes this process's record */
-		return;
-	}
-	cruxp_ctx_start(0, -1, -1);
-	if (atomic_load_explicit(&cruxp_ctx.state, memory_order_acquire) != CRUXP_ST_ACTIVE)
-		return;
-	if (!atomic_load_explicit(&cruxp_ctx.marked, memory_order_relaxed))
-		atomic_store(&cruxp_ctx.marked, true);
-	c.t_enter = c.t_exit = crux_now_ns();
-	c.op = CRUXP_OP_MARK;
-	c.peer = -1;
-	c.ev_slot = UINT32_MAX;
-	cruxp_ring_push(&cruxp_ctx.ring, &c);
+	cruxc_iteration_mark();
 }

@@ -132,7 +132,7 @@ void cruxf_chain_start(void *context, void **handle, void *descr, cruxf_core_sta
 void cruxf_chain_stop(void *handle);
 void cruxf_chain_state(void *handle, int state, cruxf_state_args_t *args);
 
-/* enum cruxp_op for an ncclFuncToString name, -1 for none of ours. */
+/* enum cruxc_op for an ncclFuncToString name, -1 for none of ours. */
 int cruxf_op_from_func(const char *func);
 /* ncclDataType_t value for an ncclDatatypeToString name (0 when unknown). */
 int cruxf_dtype_from_name(const char *name);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The Crux NCCL profiler plugin's core: NCCL's profiler events become the
- * same call records the preload's wrappers make, pushed into the same ring
- * of the same core (preload/src), so iteration detection, timing backends
- * and the profile record are shared code.
+ * same call records the preload's wrappers make, pushed into the profiling
+ * engine (crux/collect.h) that the preload feeds too, so iteration
+ * detection, timing backends and the profile record are shared code.
  *
  * Event handlers (start, stop, state) run on NCCL's critical path: they read
  * the clock (vDSO), fill a slot of a per-communicator array chosen by an
@@ -12,15 +12,15 @@
  * per launched group, as the preload does.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "crux/clock.h"
+#include "crux/collect.h"
 #include "crux/log.h"
 #include "cruxf.h"
-#include "cruxp.h"
-#include "timing.h"
 
 static struct {
 	pthread_mutex_t lock; /* init/finalize only */
@@ -39,33 +39,33 @@ int cruxf_op_from_func(const char *f)
 	switch (f[0]) {
 	case 'A':
 		if (!strcmp(f, "AllReduce"))
-			return CRUXP_OP_ALLREDUCE;
+			return CRUXC_OP_ALLREDUCE;
 		if (!strcmp(f, "AllGather"))
-			return CRUXP_OP_ALLGATHER;
+			return CRUXC_OP_ALLGATHER;
 		if (!strcmp(f, "AlltoAll") || !strcmp(f, "AllToAll"))
-			return CRUXP_OP_ALLTOALL;
+			return CRUXC_OP_ALLTOALL;
 		break;
 	case 'R':
 		if (!strcmp(f, "ReduceScatter"))
-			return CRUXP_OP_REDUCESCATTER;
+			return CRUXC_OP_REDUCESCATTER;
 		if (!strcmp(f, "Reduce"))
-			return CRUXP_OP_REDUCE;
+			return CRUXC_OP_REDUCE;
 		if (!strcmp(f, "Recv"))
-			return CRUXP_OP_RECV;
+			return CRUXC_OP_RECV;
 		break;
 	case 'B':
 		if (!strcmp(f, "Broadcast"))
-			return CRUXP_OP_BROADCAST;
+			return CRUXC_OP_BROADCAST;
 		break;
 	case 'G':
 		if (!strcmp(f, "Gather"))
-			return CRUXP_OP_GATHER;
+			return CRUXC_OP_GATHER;
 		break;
 	case 'S':
 		if (!strcmp(f, "Send"))
-			return CRUXP_OP_SEND;
+			return CRUXC_OP_SEND;
 		if (!strcmp(f, "Scatter"))
-			return CRUXP_OP_SCATTER;
+			return CRUXC_OP_SCATTER;
 		break;
 	default:
 		break;
@@ -104,24 +104,9 @@ static void nccl_sink(void *arg, enum crux_log_level level, const char *file, in
 
 /* ---- Claim: exactly one of the preload and this plugin publishes ---- */
 
-static void cruxf_mark_at(uint64_t t)
-{
-	struct cruxp_call c = {0};
-
-	if (atomic_load_explicit(&cruxp_ctx.state, memory_order_acquire) != CRUXP_ST_ACTIVE)
-		return;
-	if (!atomic_load_explicit(&cruxp_ctx.marked, memory_order_relaxed))
-		atomic_store(&cruxp_ctx.marked, true);
-	c.t_enter = c.t_exit = t;
-	c.op = CRUXP_OP_MARK;
-	c.peer = -1;
-	c.ev_slot = UINT32_MAX;
-	cruxp_ring_push(&cruxp_ctx.ring, &c);
-}
-
 static void cruxf_mark(void)
 {
-	cruxf_mark_at(crux_now_ns());
+	cruxc_mark(crux_now_ns());
 }
 
 /*
@@ -137,14 +122,14 @@ static inline void tag_seen(uint64_t tag, uint64_t t)
 {
 	uint64_t last;
 
-	if (!tag || (tag >> 63) || cruxp_ctx.cfg.mark != CRUXP_MARK_AUTO)
+	if (!tag || (tag >> 63) || !cruxc_hot.mark_auto)
 		return;
 	last = atomic_load_explicit(&cruxf_state.last_tag, memory_order_relaxed);
 	if (last == tag)
 		return;
 	last = atomic_exchange_explicit(&cruxf_state.last_tag, tag, memory_order_relaxed);
 	if (last && last != tag)
-		cruxf_mark_at(t);
+		cruxc_mark(t);
 }
 
 /* Decided once per process, under cruxf_state.lock. */
@@ -157,7 +142,7 @@ static int decide(void)
 		return cruxf_state.decided;
 	/* The preload, when present, exports its claim (LD_PRELOAD: global scope). */
 	claim = (claim_fn)dlsym(RTLD_DEFAULT, "crux_profile_claim");
-	if (!claim || claim(CRUXP_SRC_PROFILER, cruxf_mark) == CRUXP_SRC_PROFILER)
+	if (!claim || claim(CRUXC_SRC_PROFILER, cruxf_mark) == CRUXC_SRC_PROFILER)
 		cruxf_state.decided = 1;
 	else
 		cruxf_state.decided = -1;
@@ -212,15 +197,13 @@ cruxf_result_t cruxf_init(void **context, int *mask, int version, const char *na
 	c->rank = rank;
 	c->nranks = nranks;
 	snprintf(c->name, sizeof(c->name), "%s", name ? name : "");
-	if (cruxp_ctx.device_ordinal < 0)
-		cruxp_ctx.device_ordinal = current_device();
-	cruxp_ctx.source = CRUXP_SRC_PROFILER;
+	cruxc_set_source(CRUXC_SRC_PROFILER, current_device);
 	pthread_mutex_unlock(&cruxf_state.lock);
 
-	cruxp_ctx_attach((uintptr_t)c, rank, nranks);
-	if (atomic_load(&cruxp_ctx.state) != CRUXP_ST_ACTIVE) {
+	cruxc_comm_add((uintptr_t)c, rank, nranks);
+	if (!cruxc_active()) {
 		/* Off by configuration (said once by the core): no events at all. */
-		cruxp_comm_remove((uintptr_t)c);
+		cruxc_comm_remove((uintptr_t)c);
 		free(c);
 		return CRUXF_SUCCESS;
 	}
@@ -236,7 +219,7 @@ cruxf_result_t cruxf_finalize(void *context)
 
 	if (!c || c->magic != CRUXF_COMM_MAGIC)
 		return CRUXF_SUCCESS;
-	cruxp_comm_remove((uintptr_t)c);
+	cruxc_comm_remove((uintptr_t)c);
 	c->magic = 0;
 	free(c);
 	return CRUXF_SUCCESS;
@@ -253,15 +236,10 @@ static inline struct cruxf_event *slot(struct cruxf_comm *c)
 	return e;
 }
 
-static inline bool active(void)
-{
-	return atomic_load_explicit(&cruxp_ctx.state, memory_order_acquire) == CRUXP_ST_ACTIVE;
-}
-
 static inline void push_call(struct cruxf_comm *c, uint64_t t0, uint64_t t1, int op,
 			     uint64_t count, int dtype, int peer, uintptr_t stream, uint32_t ev)
 {
-	struct cruxp_call k;
+	struct cruxc_call k;
 
 	k.t_enter = t0;
 	k.t_exit = t1;
@@ -273,7 +251,7 @@ static inline void push_call(struct cruxf_comm *c, uint64_t t0, uint64_t t1, int
 	k.op = (uint8_t)op;
 	k.dtype = (uint8_t)dtype;
 	memset(k.pad, 0, sizeof(k.pad));
-	cruxp_ring_push(&cruxp_ctx.ring, &k);
+	cruxc_push(&k);
 }
 
 /*
@@ -294,10 +272,6 @@ static inline int cached(_Atomic uint64_t *cache, const char *str, int (*decode)
 	return r;
 }
 
-static inline bool events_backend(void)
-{
-	return atomic_load_explicit(&cruxp_ctx.backend, memory_order_relaxed) == CRUX_TIMING_EVENTS;
-}
 
 /*
  * A call queued in group g. The first one waits in the group: most groups
@@ -329,7 +303,7 @@ void cruxf_start(void *context, void **handle, const struct cruxf_desc *d)
 	int op;
 
 	*handle = NULL;
-	if (!c || c->magic != CRUXF_COMM_MAGIC || !active())
+	if (!c || c->magic != CRUXF_COMM_MAGIC || !cruxc_active())
 		return;
 	if (parent && (parent < c->evs || parent >= c->evs + CRUXF_EVENTS ||
 		       parent->type != CRUXF_K_GROUP))
@@ -365,9 +339,9 @@ void cruxf_start(void *context, void **handle, const struct cruxf_desc *d)
 				/* v4 has no launch state: the launch starts with its first task. */
 				if (!parent->ncalls) {
 					parent->t0 = call.t0;
-					if (events_backend())
-						parent->ev_slot = cruxp_events_begin(
-						    cruxp_ctx.events, d->stream, call.t0);
+					if (cruxc_events_on())
+						parent->ev_slot = cruxc_events_begin(
+						    cruxc_hot.events, d->stream, call.t0);
 				}
 				group_add(parent, &call, 0);
 			} else {
@@ -398,7 +372,7 @@ void cruxf_stop(void *handle)
 	struct cruxf_event *e = handle;
 	uint64_t now;
 
-	if (!e || !active())
+	if (!e || !cruxc_active())
 		return;
 	if (e->type == CRUXF_K_CALL) {
 		if (e->parent && e->parent->type == CRUXF_K_GROUP) {
@@ -418,12 +392,12 @@ void cruxf_stop(void *handle)
 	} else if (e->type == CRUXF_K_GROUP && e->ncalls) {
 		now = crux_now_ns();
 		if (e->ev_slot != UINT32_MAX)
-			cruxp_events_end(cruxp_ctx.events, e->ev_slot, (void *)e->stream);
+			cruxc_events_end(cruxc_hot.events, e->ev_slot, (void *)e->stream);
 		if (e->has_pending && e->ncalls == 1)
 			push_call(e->comm_of, e->pending.t0, now, e->pending.op, e->pending.count,
 				  e->pending.dtype, e->pending.peer, e->stream, e->ev_slot);
 		else
-			push_call(e->comm_of, e->t0 ? e->t0 : now, now, CRUXP_OP_GROUP_END, 0, 0, -1,
+			push_call(e->comm_of, e->t0 ? e->t0 : now, now, CRUXC_OP_GROUP_END, 0, 0, -1,
 				  e->stream, e->ev_slot);
 	}
 	e->type = 0;
@@ -434,16 +408,16 @@ void cruxf_state_change(void *handle, int state)
 	struct cruxf_event *e = handle;
 
 	if (!e || e->type != CRUXF_K_GROUP || state != CRUXF_STATE_GROUP_END_API_START ||
-	    !e->ncalls || !active())
+	    !e->ncalls || !cruxc_active())
 		return;
 	/*
 	 * ncclGroupEnd entered: the queued work is launched from here on. A
 	 * group of several calls is timed from here (its calls were enqueues);
 	 * the events backend brackets the launch on the group's stream.
 	 */
-	if (e->ncalls > 1 || events_backend()) {
+	if (e->ncalls > 1 || cruxc_events_on()) {
 		e->t0 = crux_now_ns();
-		if (events_backend() && e->ev_slot == UINT32_MAX)
-			e->ev_slot = cruxp_events_begin(cruxp_ctx.events, (void *)e->stream, e->t0);
+		if (cruxc_events_on() && e->ev_slot == UINT32_MAX)
+			e->ev_slot = cruxc_events_begin(cruxc_hot.events, (void *)e->stream, e->t0);
 	}
 }

@@ -9,8 +9,8 @@ void abi_facts_ours(struct abi_facts *f)
 {
 	memset(f, 0, sizeof(*f));
 #include "abi_facts.inc"
-	f->kernel_off[0] = offsetof(struct cruxp_cupti_kernel, kind);
-	f->kernel_off[1] = offsetof(struct cruxp_cupti_kernel, start);
-	f->kernel_off[2] = offsetof(struct cruxp_cupti_kernel, end);
-	f->kernel_off[3] = offsetof(struct cruxp_cupti_kernel, name);
+	f->kernel_off[0] = offsetof(struct cruxc_cupti_kernel, kind);
+	f->kernel_off[1] = offsetof(struct cruxc_cupti_kernel, start);
+	f->kernel_off[2] = offsetof(struct cruxc_cupti_kernel, end);
+	f->kernel_off[3] = offsetof(struct cruxc_cupti_kernel, name);
 }

@@ -16,7 +16,7 @@ typedef CUpti_ActivityKernel10 fake_record_t;
 #else
 #include "cuda_decl.h"
 typedef struct {
-	struct cruxp_cupti_kernel k;
+	struct cruxc_cupti_kernel k;
 	uint8_t tail[96];
 } fake_record_t;
 #define REC(r) (r).k

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cruxp.h"
+#include "collect_int.h"
 
 struct fz_env {
 	const char *mark, *window, *timing;
@@ -37,7 +37,7 @@ static void fuzz_config(const uint8_t *data, size_t size)
 	char buf[256];
 	char *parts[3] = {NULL, NULL, NULL};
 	struct fz_env e;
-	struct cruxp_config cfg;
+	struct cruxc_config cfg;
 	bool on;
 	size_t len = size < sizeof(buf) - 1 ? size : sizeof(buf) - 1;
 	int k = 0;
@@ -50,10 +50,10 @@ static void fuzz_config(const uint8_t *data, size_t size)
 			parts[k++] = &buf[i + 1];
 	}
 	e = (struct fz_env){parts[0], parts[1], parts[2]};
-	if (cruxp_config_parse(fz_getenv, &e, &cfg, &on) == CRUX_OK) {
+	if (cruxc_config_parse(fz_getenv, &e, &cfg, &on) == CRUX_OK) {
 		if (cfg.window_ns < 100000000ull || cfg.timing < 0 || cfg.timing > 3)
 			abort();
-		if (cfg.mark == CRUXP_MARK_OP && (cfg.mark_op < 0 || cfg.mark_op > CRUXP_OP_RECV))
+		if (cfg.mark == CRUXC_MARK_OP && (cfg.mark_op < 0 || cfg.mark_op > CRUXC_OP_RECV))
 			abort();
 	}
 }
@@ -62,14 +62,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static uint32_t sig[CRUXP_DET_MAX_CALLS];
-	static uint64_t t[CRUXP_DET_MAX_CALLS];
-	static struct cruxp_iv iv[CRUXP_DET_MAX_CALLS];
-	static struct cruxp_iv_event ev[2 * CRUXP_DET_MAX_CALLS];
-	struct cruxp_det_scratch *s;
-	struct cruxp_det_result r;
-	struct cruxp_span span;
-	struct cruxp_busy b;
+	static uint32_t sig[CRUXC_DET_MAX_CALLS];
+	static uint64_t t[CRUXC_DET_MAX_CALLS];
+	static struct cruxc_iv iv[CRUXC_DET_MAX_CALLS];
+	static struct cruxc_iv_event ev[2 * CRUXC_DET_MAX_CALLS];
+	struct cruxc_det_scratch *s;
+	struct cruxc_det_result r;
+	struct cruxc_span span;
+	struct cruxc_busy b;
 	size_t n = 0, i = 1;
 	uint32_t alphabet;
 	uint64_t now = 0;
@@ -77,27 +77,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1)
 		return 0;
 	alphabet = (uint32_t)data[0] % 16 + 1;
-	for (; i + 1 < size && data[i] != 0xff && n < CRUXP_DET_MAX_CALLS; i += 2) {
+	for (; i + 1 < size && data[i] != 0xff && n < CRUXC_DET_MAX_CALLS; i += 2) {
 		sig[n] = data[i] % alphabet;
 		now += (uint64_t)data[i + 1] * 1000 + 1;
 		t[n] = now;
-		iv[n] = (struct cruxp_iv){now, now + (uint64_t)data[i] * 700, data[i + 1] & 1, 0};
+		iv[n] = (struct cruxc_iv){now, now + (uint64_t)data[i] * 700, data[i + 1] & 1, 0};
 		n++;
 	}
 	if (i < size && data[i] == 0xff)
 		fuzz_config(data + i + 1, size - i - 1);
-	if (cruxp_det_scratch_new(&s) != CRUX_OK)
+	if (cruxc_det_scratch_new(&s) != CRUX_OK)
 		return 0;
 	for (int timed = 0; timed < 2; timed++) {
-		if (cruxp_detect(sig, timed ? t : NULL, n, s, &r) != CRUX_OK)
+		if (cruxc_detect(sig, timed ? t : NULL, n, s, &r) != CRUX_OK)
 			continue;
-		if (r.length < 1 || r.length > n || r.gram < 1 || r.gram > CRUXP_DET_MAX_GRAM ||
+		if (r.length < 1 || r.length > n || r.gram < 1 || r.gram > CRUXC_DET_MAX_GRAM ||
 		    r.repeats < 2 || r.share < 0.5 || r.share > 1.0 || r.coverage > 1.0 + 1e-9)
 			abort();
 	}
-	cruxp_det_scratch_free(s);
-	span = (struct cruxp_span){0, now + 1000000};
-	if (cruxp_iv_account(iv, n, &span, 1, ev, &b) != CRUX_OK)
+	cruxc_det_scratch_free(s);
+	span = (struct cruxc_span){0, now + 1000000};
+	if (cruxc_iv_account(iv, n, &span, 1, ev, &b) != CRUX_OK)
 		abort();
 	if (b.overlap_ns > b.compute_ns || b.overlap_ns > b.comm_ns ||
 	    b.compute_ns > span.end - span.start || b.comm_ns > span.end - span.start)

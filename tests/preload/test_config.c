@@ -12,7 +12,7 @@
 
 #include "crux/log.h"
 #include "crux/nccl_api.h"
-#include "cruxp.h"
+#include "collect_int.h"
 
 struct kv {
 	const char *name;
@@ -28,15 +28,15 @@ static const char *fixture(void *arg, const char *name)
 	return NULL;
 }
 
-static crux_status_t parse(const struct kv *env, struct cruxp_config *cfg, bool *on)
+static crux_status_t parse(const struct kv *env, struct cruxc_config *cfg, bool *on)
 {
-	return cruxp_config_parse(fixture, (void *)env, cfg, on);
+	return cruxc_config_parse(fixture, (void *)env, cfg, on);
 }
 
 static void test_defaults(void **state)
 {
 	const struct kv env[] = {{"CRUX_SHM_DIR", "/tmp/x"}, {NULL, NULL}};
-	struct cruxp_config cfg;
+	struct cruxc_config cfg;
 	bool on = false;
 
 	(void)state;
@@ -44,7 +44,7 @@ static void test_defaults(void **state)
 	assert_true(on);
 	assert_int_equal(cfg.timing, 0);
 	assert_int_equal(cfg.window_ns, 30000000000ull);
-	assert_int_equal(cfg.mark, CRUXP_MARK_AUTO);
+	assert_int_equal(cfg.mark, CRUXC_MARK_AUTO);
 	assert_string_equal(cfg.shm_dir, "/tmp/x");
 	assert_string_equal(cfg.cupti_lib, "");
 }
@@ -60,7 +60,7 @@ static void test_values(void **state)
 	const struct kv env2[] = {
 	    {"CRUX_ITERATION_MARK", "api"}, {"CRUX_PROFILE_WINDOW", "5"}, {NULL, NULL}};
 	const struct kv env3[] = {{"CRUX_ITERATION_MARK", "send"}, {NULL, NULL}};
-	struct cruxp_config cfg;
+	struct cruxc_config cfg;
 	bool on = true;
 
 	(void)state;
@@ -68,15 +68,15 @@ static void test_values(void **state)
 	assert_false(on);
 	assert_int_equal(cfg.timing, 2);
 	assert_int_equal(cfg.window_ns, 250000000ull);
-	assert_int_equal(cfg.mark, CRUXP_MARK_OP);
-	assert_int_equal(cfg.mark_op, CRUXP_OP_ALLREDUCE);
+	assert_int_equal(cfg.mark, CRUXC_MARK_OP);
+	assert_int_equal(cfg.mark_op, CRUXC_OP_ALLREDUCE);
 	assert_int_equal(cfg.mark_bytes, 4096);
 	assert_string_equal(cfg.cupti_lib, "/opt/cuda/lib64/libcupti.so");
 	assert_int_equal(parse(env2, &cfg, &on), CRUX_OK);
-	assert_int_equal(cfg.mark, CRUXP_MARK_API);
+	assert_int_equal(cfg.mark, CRUXC_MARK_API);
 	assert_int_equal(cfg.window_ns, 5000000000ull);
 	assert_int_equal(parse(env3, &cfg, &on), CRUX_OK);
-	assert_int_equal(cfg.mark_op, CRUXP_OP_SEND);
+	assert_int_equal(cfg.mark_op, CRUXC_OP_SEND);
 	assert_int_equal(cfg.mark_bytes, 0);
 }
 
@@ -92,7 +92,7 @@ static void test_bad_values(void **state)
 	    {{"CRUX_PRELOAD", "maybe"}, {NULL, NULL}},
 	    {{"CRUX_SHM_DIR", "relative/dir"}, {NULL, NULL}},
 	};
-	struct cruxp_config cfg;
+	struct cruxc_config cfg;
 	bool on;
 
 	(void)state;
@@ -118,7 +118,7 @@ static void keep_sink(void *arg, enum crux_log_level level, const char *file, in
 static void test_bad_shm_dir_message(void **state)
 {
 	static const struct kv env[] = {{"CRUX_SHM_DIR", "relative/dir"}, {NULL, NULL}};
-	struct cruxp_config cfg;
+	struct cruxc_config cfg;
 	bool on;
 
 	(void)state;
@@ -133,58 +133,58 @@ static void test_bad_shm_dir_message(void **state)
 
 static void test_signature_and_bytes(void **state)
 {
-	struct cruxp_comm comm = {.rank = 1, .nranks = 4, .index = 0};
-	struct cruxp_comm other = {.rank = 1, .nranks = 4, .index = 1};
-	struct cruxp_call c = {
-	    .count = 1000, .op = CRUXP_OP_ALLGATHER, .dtype = ncclFloat16, .peer = -1};
-	struct cruxp_call d = c;
+	struct cruxc_comm comm = {.rank = 1, .nranks = 4, .index = 0};
+	struct cruxc_comm other = {.rank = 1, .nranks = 4, .index = 1};
+	struct cruxc_call c = {
+	    .count = 1000, .op = CRUXC_OP_ALLGATHER, .dtype = ncclFloat16, .peer = -1};
+	struct cruxc_call d = c;
 
 	(void)state;
-	assert_int_equal(cruxp_call_bytes(&c, &comm), 1000 * 2 * 4);
-	c.op = CRUXP_OP_ALLREDUCE;
-	assert_int_equal(cruxp_call_bytes(&c, &comm), 1000 * 2);
-	c.op = CRUXP_OP_SEND;
+	assert_int_equal(cruxc_call_bytes(&c, &comm), 1000 * 2 * 4);
+	c.op = CRUXC_OP_ALLREDUCE;
+	assert_int_equal(cruxc_call_bytes(&c, &comm), 1000 * 2);
+	c.op = CRUXC_OP_SEND;
 	c.dtype = ncclFloat64;
-	assert_int_equal(cruxp_call_bytes(&c, NULL), 8000);
+	assert_int_equal(cruxc_call_bytes(&c, NULL), 8000);
 	/* Same call, same signature; any field that differs changes it. */
 	d = c;
-	assert_int_equal(cruxp_call_sig(&c, &comm), cruxp_call_sig(&d, &comm));
-	assert_int_not_equal(cruxp_call_sig(&c, &comm), cruxp_call_sig(&d, &other));
+	assert_int_equal(cruxc_call_sig(&c, &comm), cruxc_call_sig(&d, &comm));
+	assert_int_not_equal(cruxc_call_sig(&c, &comm), cruxc_call_sig(&d, &other));
 	d.peer = 3;
-	assert_int_not_equal(cruxp_call_sig(&c, &comm), cruxp_call_sig(&d, &comm));
+	assert_int_not_equal(cruxc_call_sig(&c, &comm), cruxc_call_sig(&d, &comm));
 	d = c;
 	d.count++;
-	assert_int_not_equal(cruxp_call_sig(&c, &comm), cruxp_call_sig(&d, &comm));
-	assert_int_equal(cruxp_op_kind(CRUXP_OP_RECV), CRUX_COLL_SENDRECV);
-	assert_int_equal(cruxp_op_kind(CRUXP_OP_GROUP_END), -1);
-	assert_int_equal(cruxp_op_from_name("ReduceScatter"), CRUXP_OP_REDUCESCATTER);
-	assert_int_equal(cruxp_op_from_name("barrier"), -1);
+	assert_int_not_equal(cruxc_call_sig(&c, &comm), cruxc_call_sig(&d, &comm));
+	assert_int_equal(cruxc_op_kind(CRUXC_OP_RECV), CRUX_COLL_SENDRECV);
+	assert_int_equal(cruxc_op_kind(CRUXC_OP_GROUP_END), -1);
+	assert_int_equal(cruxc_op_from_name("ReduceScatter"), CRUXC_OP_REDUCESCATTER);
+	assert_int_equal(cruxc_op_from_name("barrier"), -1);
 	assert_int_equal(crux_nccl_type_size(ncclBfloat16), 2);
 	assert_int_equal(crux_nccl_type_size(ncclNumTypes), 0);
 }
 
 static void test_ring(void **state)
 {
-	struct cruxp_ring r;
-	struct cruxp_call c = {.count = 1}, out;
+	struct cruxc_ring r;
+	struct cruxc_call c = {.count = 1}, out;
 
 	(void)state;
-	assert_int_equal(cruxp_ring_init(&r, 2), CRUX_OK);
+	assert_int_equal(cruxc_ring_init(&r, 2), CRUX_OK);
 	for (int i = 0; i < 6; i++) {
 		c.count = (uint64_t)i;
-		cruxp_ring_push(&r, &c);
+		cruxc_ring_push(&r, &c);
 	}
 	/* 4 cells: two records were dropped, the first four kept in order. */
 	assert_int_equal(atomic_load(&r.dropped), 2);
 	for (uint64_t i = 0; i < 4; i++) {
-		assert_true(cruxp_ring_pop(&r, &out));
+		assert_true(cruxc_ring_pop(&r, &out));
 		assert_int_equal(out.count, i);
 	}
-	assert_false(cruxp_ring_pop(&r, &out));
-	cruxp_ring_push(&r, &c);
-	assert_true(cruxp_ring_pop(&r, &out));
+	assert_false(cruxc_ring_pop(&r, &out));
+	cruxc_ring_push(&r, &c);
+	assert_true(cruxc_ring_pop(&r, &out));
 	assert_int_equal(out.count, 5);
-	cruxp_ring_fini(&r);
+	cruxc_ring_fini(&r);
 }
 
 int main(void)

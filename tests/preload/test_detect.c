@@ -18,8 +18,8 @@
 #include "detect.h"
 
 struct trace {
-	uint32_t sig[CRUXP_DET_MAX_CALLS];
-	uint64_t t[CRUXP_DET_MAX_CALLS]; /* start times, for the timed variants */
+	uint32_t sig[CRUXC_DET_MAX_CALLS];
+	uint64_t t[CRUXC_DET_MAX_CALLS]; /* start times, for the timed variants */
 	uint64_t now;
 	size_t n;
 };
@@ -28,7 +28,7 @@ struct trace {
 static void put_at(struct trace *t, uint32_t s, uint64_t gap)
 {
 	t->now += gap;
-	if (t->n < CRUXP_DET_MAX_CALLS) {
+	if (t->n < CRUXC_DET_MAX_CALLS) {
 		t->t[t->n] = t->now;
 		t->sig[t->n++] = s;
 	}
@@ -47,34 +47,34 @@ static void put(struct trace *t, uint32_t s)
 #define RECV(x) (0x05000000u | (x))
 #define BC(x)	(0x06000000u | (x))
 
-static struct cruxp_det_scratch *scratch;
+static struct cruxc_det_scratch *scratch;
 
 static int setup(void **state)
 {
 	(void)state;
-	return cruxp_det_scratch_new(&scratch) == CRUX_OK ? 0 : -1;
+	return cruxc_det_scratch_new(&scratch) == CRUX_OK ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	cruxp_det_scratch_free(scratch);
+	cruxc_det_scratch_free(scratch);
 	return 0;
 }
 
-static struct cruxp_det_result detect_ok(const struct trace *t)
+static struct cruxc_det_result detect_ok(const struct trace *t)
 {
-	struct cruxp_det_result r;
+	struct cruxc_det_result r;
 
-	assert_int_equal(cruxp_detect(t->sig, NULL, t->n, scratch, &r), CRUX_OK);
+	assert_int_equal(cruxc_detect(t->sig, NULL, t->n, scratch, &r), CRUX_OK);
 	return r;
 }
 
-static struct cruxp_det_result detect_timed_ok(const struct trace *t)
+static struct cruxc_det_result detect_timed_ok(const struct trace *t)
 {
-	struct cruxp_det_result r;
+	struct cruxc_det_result r;
 
-	assert_int_equal(cruxp_detect(t->sig, t->t, t->n, scratch, &r), CRUX_OK);
+	assert_int_equal(cruxc_detect(t->sig, t->t, t->n, scratch, &r), CRUX_OK);
 	return r;
 }
 
@@ -90,7 +90,7 @@ static void ddp_iter(struct trace *t, int k)
 static void test_ddp_rebuild(void **state)
 {
 	struct trace t = {.n = 0};
-	struct cruxp_det_result r;
+	struct cruxc_det_result r;
 
 	(void)state;
 	/* Two iterations before the rebuild: other bucket sizes and order. */
@@ -120,7 +120,7 @@ static void test_ddp_many_equal_buckets(void **state)
 static void test_ddp_metric_noise(void **state)
 {
 	struct trace t = {.n = 0};
-	struct cruxp_det_result r;
+	struct cruxc_det_result r;
 
 	(void)state;
 	for (int i = 0; i < 200; i++) {
@@ -250,7 +250,7 @@ static void test_pipeline_1f1b(void **state)
 static void test_pipeline_no_dp(void **state)
 {
 	struct trace t = {.n = 0};
-	struct cruxp_det_result r;
+	struct cruxc_det_result r;
 
 	(void)state;
 	for (int i = 0; i < 60; i++) {
@@ -281,7 +281,7 @@ static void test_random_noise(void **state)
 				j++;
 			}
 		}
-		if (t.n > CRUXP_DET_MAX_CALLS - 40)
+		if (t.n > CRUXC_DET_MAX_CALLS - 40)
 			break;
 	}
 	assert_int_equal(detect_ok(&t).length, 6 * 3 + 3);
@@ -290,7 +290,7 @@ static void test_random_noise(void **state)
 static void test_no_pattern(void **state)
 {
 	struct trace t = {.n = 0};
-	struct cruxp_det_result r;
+	struct cruxc_det_result r;
 	unsigned seed = 1;
 
 	(void)state;
@@ -298,10 +298,10 @@ static void test_no_pattern(void **state)
 		seed = seed * 1103515245u + 12345u;
 		put(&t, AR(seed >> 8 & 0xffff));
 	}
-	assert_int_equal(cruxp_detect(t.sig, NULL, t.n, scratch, &r), CRUX_ERR_NOENT);
-	assert_int_equal(cruxp_detect(t.sig, t.t, t.n, scratch, &r), CRUX_ERR_NOENT);
-	assert_int_equal(cruxp_detect(t.sig, NULL, 3, scratch, &r), CRUX_ERR_NOENT);
-	assert_int_equal(cruxp_detect(t.sig, NULL, CRUXP_DET_MAX_CALLS + 1, scratch, &r),
+	assert_int_equal(cruxc_detect(t.sig, NULL, t.n, scratch, &r), CRUX_ERR_NOENT);
+	assert_int_equal(cruxc_detect(t.sig, t.t, t.n, scratch, &r), CRUX_ERR_NOENT);
+	assert_int_equal(cruxc_detect(t.sig, NULL, 3, scratch, &r), CRUX_ERR_NOENT);
+	assert_int_equal(cruxc_detect(t.sig, NULL, CRUXC_DET_MAX_CALLS + 1, scratch, &r),
 			 CRUX_ERR_INVAL);
 }
 

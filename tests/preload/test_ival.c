@@ -10,25 +10,25 @@
 
 #include "ival.h"
 
-#define C CRUXP_IV_COMPUTE
-#define N CRUXP_IV_COMM
+#define C CRUXC_IV_COMPUTE
+#define N CRUXC_IV_COMM
 
-static struct cruxp_iv_event scratch[256];
+static struct cruxc_iv_event scratch[256];
 
-static struct cruxp_busy acc(const struct cruxp_iv *iv, size_t n, const struct cruxp_span *sp,
+static struct cruxc_busy acc(const struct cruxc_iv *iv, size_t n, const struct cruxc_span *sp,
 			     size_t ns)
 {
-	struct cruxp_busy b;
+	struct cruxc_busy b;
 
-	assert_int_equal(cruxp_iv_account(iv, n, sp, ns, scratch, &b), CRUX_OK);
+	assert_int_equal(cruxc_iv_account(iv, n, sp, ns, scratch, &b), CRUX_OK);
 	return b;
 }
 
 static void test_disjoint(void **state)
 {
-	const struct cruxp_iv iv[] = {{0, 10, C, 0}, {10, 15, N, 0}, {20, 30, C, 0}};
-	const struct cruxp_span sp[] = {{0, 40}};
-	struct cruxp_busy b = acc(iv, 3, sp, 1);
+	const struct cruxc_iv iv[] = {{0, 10, C, 0}, {10, 15, N, 0}, {20, 30, C, 0}};
+	const struct cruxc_span sp[] = {{0, 40}};
+	struct cruxc_busy b = acc(iv, 3, sp, 1);
 
 	(void)state;
 	assert_int_equal(b.compute_ns, 20);
@@ -39,13 +39,13 @@ static void test_disjoint(void **state)
 /* Concurrent kernels of one kind count once; overlap is the intersection of unions. */
 static void test_unions_and_overlap(void **state)
 {
-	const struct cruxp_iv iv[] = {
+	const struct cruxc_iv iv[] = {
 	    {0, 100, C, 0},   {50, 150, C, 0},			  /* compute union [0,150) */
 	    {120, 200, N, 0}, {130, 140, N, 0}, {190, 260, N, 0}, /* comm [120,260) */
 	    {250, 255, C, 0},
 	};
-	const struct cruxp_span sp[] = {{0, 1000}};
-	struct cruxp_busy b = acc(iv, 6, sp, 1);
+	const struct cruxc_span sp[] = {{0, 1000}};
+	struct cruxc_busy b = acc(iv, 6, sp, 1);
 
 	(void)state;
 	assert_int_equal(b.compute_ns, 155);
@@ -56,9 +56,9 @@ static void test_unions_and_overlap(void **state)
 /* Only time inside the spans counts; gaps between spans are skipped. */
 static void test_spans_clip(void **state)
 {
-	const struct cruxp_iv iv[] = {{0, 100, C, 0}, {40, 80, N, 0}};
-	const struct cruxp_span sp[] = {{10, 20}, {30, 50}, {70, 90}, {200, 300}};
-	struct cruxp_busy b = acc(iv, 2, sp, 4);
+	const struct cruxc_iv iv[] = {{0, 100, C, 0}, {40, 80, N, 0}};
+	const struct cruxc_span sp[] = {{10, 20}, {30, 50}, {70, 90}, {200, 300}};
+	struct cruxc_busy b = acc(iv, 2, sp, 4);
 
 	(void)state;
 	assert_int_equal(b.compute_ns, 10 + 20 + 20);
@@ -68,9 +68,9 @@ static void test_spans_clip(void **state)
 
 static void test_unsorted_input_and_empty(void **state)
 {
-	const struct cruxp_iv iv[] = {{70, 90, N, 0}, {5, 5, C, 0}, {0, 60, C, 0}};
-	const struct cruxp_span sp[] = {{0, 100}};
-	struct cruxp_busy b = acc(iv, 3, sp, 1);
+	const struct cruxc_iv iv[] = {{70, 90, N, 0}, {5, 5, C, 0}, {0, 60, C, 0}};
+	const struct cruxc_span sp[] = {{0, 100}};
+	struct cruxc_busy b = acc(iv, 3, sp, 1);
 
 	(void)state;
 	assert_int_equal(b.compute_ns, 60);
@@ -83,26 +83,26 @@ static void test_unsorted_input_and_empty(void **state)
 
 static void test_bad_input(void **state)
 {
-	const struct cruxp_iv bad[] = {{10, 5, C, 0}};
-	const struct cruxp_iv ok[] = {{0, 5, C, 0}};
-	const struct cruxp_span overlapping[] = {{0, 10}, {5, 20}};
-	const struct cruxp_span sp[] = {{0, 10}};
-	struct cruxp_busy b;
+	const struct cruxc_iv bad[] = {{10, 5, C, 0}};
+	const struct cruxc_iv ok[] = {{0, 5, C, 0}};
+	const struct cruxc_span overlapping[] = {{0, 10}, {5, 20}};
+	const struct cruxc_span sp[] = {{0, 10}};
+	struct cruxc_busy b;
 
 	(void)state;
-	assert_int_equal(cruxp_iv_account(bad, 1, sp, 1, scratch, &b), CRUX_ERR_INVAL);
-	assert_int_equal(cruxp_iv_account(ok, 1, overlapping, 2, scratch, &b), CRUX_ERR_INVAL);
-	assert_int_equal(cruxp_iv_account(ok, 1, sp, 1, NULL, &b), CRUX_ERR_INVAL);
+	assert_int_equal(cruxc_iv_account(bad, 1, sp, 1, scratch, &b), CRUX_ERR_INVAL);
+	assert_int_equal(cruxc_iv_account(ok, 1, overlapping, 2, scratch, &b), CRUX_ERR_INVAL);
+	assert_int_equal(cruxc_iv_account(ok, 1, sp, 1, NULL, &b), CRUX_ERR_INVAL);
 }
 
 /* Many random intervals against a brute-force count per nanosecond. */
 static void test_random_against_bruteforce(void **state)
 {
-	struct cruxp_iv iv[100];
-	const struct cruxp_span sp[] = {{50, 300}, {400, 900}};
+	struct cruxc_iv iv[100];
+	const struct cruxc_span sp[] = {{50, 300}, {400, 900}};
 	unsigned seed = 7;
 	uint64_t c = 0, n = 0, o = 0;
-	struct cruxp_busy b;
+	struct cruxc_busy b;
 
 	(void)state;
 	for (int i = 0; i < 100; i++) {
@@ -112,7 +112,7 @@ static void test_random_against_bruteforce(void **state)
 		s = (seed >> 8) % 1000;
 		seed = seed * 1103515245u + 12345u;
 		len = (seed >> 8) % 40;
-		iv[i] = (struct cruxp_iv){s, s + len, (seed >> 4) & 1, 0};
+		iv[i] = (struct cruxc_iv){s, s + len, (seed >> 4) & 1, 0};
 	}
 	for (uint64_t t = 0; t < 1100; t++) {
 		int in = (t >= 50 && t < 300) || (t >= 400 && t < 900), hc = 0, hn = 0;

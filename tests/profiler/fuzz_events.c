@@ -16,17 +16,17 @@
 #include <string.h>
 
 #include "cruxf.h"
-#include "cruxp.h"
+#include "collect_int.h"
 
 #define MAX_NAMES 8
 #define MAX_LIVE 32
 
 static void drain(void)
 {
-	struct cruxp_call c;
+	struct cruxc_call c;
 
-	while (cruxp_ring_pop(&cruxp_ctx.ring, &c)) {
-		if (c.op != CRUXP_OP_GROUP_END && c.op > CRUXP_OP_RECV)
+	while (cruxc_ring_pop(&cruxc_hot.ring, &c)) {
+		if (c.op != CRUXC_OP_GROUP_END && c.op > CRUXC_OP_RECV)
 			abort();
 		if (c.dtype >= 12 || c.t_exit < c.t_enter)
 			abort();
@@ -44,10 +44,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	void *live[MAX_LIVE];
 	size_t i = 0, len = 0, nlive = 0, n = 0, start = 0;
 
-	if (!cruxp_ctx.ring.cells && cruxp_ring_init(&cruxp_ctx.ring, 10) != CRUX_OK)
+	if (!cruxc_hot.ring.cells && cruxc_ring_init(&cruxc_hot.ring, 10) != CRUX_OK)
 		return 0;
-	atomic_store(&cruxp_ctx.state, CRUXP_ST_ACTIVE);
-	atomic_store(&cruxp_ctx.backend, CRUX_TIMING_HOST);
+	atomic_store(&cruxc_hot.state, CRUXC_ST_ACTIVE);
+	atomic_store(&cruxc_hot.backend, CRUX_TIMING_HOST);
 	if (!comm && !(comm = calloc(1, sizeof(*comm))))
 		return 0;
 	memset(comm, 0, sizeof(*comm));

@@ -6,39 +6,39 @@
  * of communication intervals and their intersection (overlap). Exposed
  * communication ("stall") is comm - overlap.
  */
-#ifndef CRUXP_IVAL_H
-#define CRUXP_IVAL_H
+#ifndef CRUXC_IVAL_H
+#define CRUXC_IVAL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "crux/status.h"
 
-enum cruxp_iv_kind {
-	CRUXP_IV_COMPUTE = 0,
-	CRUXP_IV_COMM = 1,
+enum cruxc_iv_kind {
+	CRUXC_IV_COMPUTE = 0,
+	CRUXC_IV_COMM = 1,
 };
 
-struct cruxp_iv {
+struct cruxc_iv {
 	uint64_t start; /* ns */
 	uint64_t end;	/* ns, >= start */
-	uint32_t kind;	/* enum cruxp_iv_kind */
+	uint32_t kind;	/* enum cruxc_iv_kind */
 	uint32_t reserved;
 };
 
-struct cruxp_span {
+struct cruxc_span {
 	uint64_t start;
 	uint64_t end;
 };
 
-struct cruxp_busy {
+struct cruxc_busy {
 	uint64_t compute_ns; /* union of compute intervals inside the spans */
 	uint64_t comm_ns;    /* union of communication intervals inside the spans */
 	uint64_t overlap_ns; /* both at once */
 };
 
 /* One sweep event; callers provide 2 * n of them as scratch. */
-struct cruxp_iv_event {
+struct cruxc_iv_event {
 	uint64_t t;
 	int32_t delta;
 	uint32_t kind;
@@ -50,8 +50,8 @@ struct cruxp_iv_event {
  * CRUX_ERR_INVAL for unsorted or overlapping spans or an interval ending
  * before it starts.
  */
-crux_status_t cruxp_iv_account(const struct cruxp_iv *iv, size_t n, const struct cruxp_span *spans,
-			       size_t nspans, struct cruxp_iv_event *scratch,
-			       struct cruxp_busy *out);
+crux_status_t cruxc_iv_account(const struct cruxc_iv *iv, size_t n, const struct cruxc_span *spans,
+			       size_t nspans, struct cruxc_iv_event *scratch,
+			       struct cruxc_busy *out);
 
-#endif /* CRUXP_IVAL_H */
+#endif /* CRUXC_IVAL_H */

@@ -4,7 +4,7 @@
  *
  * A training iteration repeats the same calls in the same order. For every
  * anchor x that occurs several times (a call signature, or a short run of up
- * to CRUXP_DET_MAX_GRAM consecutive signatures when no single call is unique
+ * to CRUXC_DET_MAX_GRAM consecutive signatures when no single call is unique
  * per iteration, as in pure pipeline parallelism), the calls between two
  * consecutive occurrences of x form a segment; if x occurs once per
  * iteration, most of its segments are identical (the "mode segment") and
@@ -13,23 +13,23 @@
  * long one is only "short period repeated q times plus or minus a few calls" (a metric all-reduce
  * every q steps, say).
  *
- * Pure code on arrays; no allocation after cruxp_det_init.
+ * Pure code on arrays; no allocation after cruxc_det_init.
  */
-#ifndef CRUXP_DETECT_H
-#define CRUXP_DETECT_H
+#ifndef CRUXC_DETECT_H
+#define CRUXC_DETECT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "crux/status.h"
 
-#define CRUXP_DET_MAX_CALLS    4096 /* longest sequence analysed */
-#define CRUXP_DET_MAX_DISTINCT 256  /* distinct anchors considered per gram length */
-#define CRUXP_DET_MAX_GRAM     4    /* longest run of calls used as an anchor */
+#define CRUXC_DET_MAX_CALLS    4096 /* longest sequence analysed */
+#define CRUXC_DET_MAX_DISTINCT 256  /* distinct anchors considered per gram length */
+#define CRUXC_DET_MAX_GRAM     4    /* longest run of calls used as an anchor */
 
-struct cruxp_det_result {
+struct cruxc_det_result {
 	uint64_t
-	    anchor; /* cruxp_det_seq_hash of the 'gram' calls ending at an iteration's first call */
+	    anchor; /* cruxc_det_seq_hash of the 'gram' calls ending at an iteration's first call */
 	uint32_t gram;	   /* how many calls the anchor spans (1: a single call) */
 	uint32_t length;   /* calls per iteration */
 	uint64_t seg_hash; /* hash of the iteration's call sequence */
@@ -38,21 +38,21 @@ struct cruxp_det_result {
 	double coverage;   /* calls inside identical iterations / all calls */
 };
 
-struct cruxp_det_scratch;
+struct cruxc_det_scratch;
 
-crux_status_t cruxp_det_scratch_new(struct cruxp_det_scratch **out);
-void cruxp_det_scratch_free(struct cruxp_det_scratch *s);
+crux_status_t cruxc_det_scratch_new(struct cruxc_det_scratch **out);
+void cruxc_det_scratch_free(struct cruxc_det_scratch *s);
 
 /*
- * Analyse sig[0..n) (oldest first, n <= CRUXP_DET_MAX_CALLS); t[0..n) are
+ * Analyse sig[0..n) (oldest first, n <= CRUXC_DET_MAX_CALLS); t[0..n) are
  * the calls' start times (ns) or NULL. Times only settle whether a long
  * period is a short one plus noise: with them, a pause (compute) in every
  * short period is required. CRUX_ERR_NOENT when no repeating pattern is found.
  */
-crux_status_t cruxp_detect(const uint32_t *sig, const uint64_t *t, size_t n,
-			   struct cruxp_det_scratch *s, struct cruxp_det_result *out);
+crux_status_t cruxc_detect(const uint32_t *sig, const uint64_t *t, size_t n,
+			   struct cruxc_det_scratch *s, struct cruxc_det_result *out);
 
 /* Hash of sig[0..n) as used for seg_hash. */
-uint64_t cruxp_det_seq_hash(const uint32_t *sig, size_t n);
+uint64_t cruxc_det_seq_hash(const uint32_t *sig, size_t n);
 
-#endif /* CRUXP_DETECT_H */
+#endif /* CRUXC_DETECT_H */

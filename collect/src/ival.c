@@ -5,7 +5,7 @@
 
 static int event_cmp(const void *a, const void *b)
 {
-	const struct cruxp_iv_event *x = a, *y = b;
+	const struct cruxc_iv_event *x = a, *y = b;
 
 	if (x->t != y->t)
 		return x->t < y->t ? -1 : 1;
@@ -13,7 +13,7 @@ static int event_cmp(const void *a, const void *b)
 }
 
 /* Length of [a, b) inside the spans; *k only moves forward (a never decreases). */
-static uint64_t inside(const struct cruxp_span *sp, size_t ns, size_t *k, uint64_t a, uint64_t b)
+static uint64_t inside(const struct cruxc_span *sp, size_t ns, size_t *k, uint64_t a, uint64_t b)
 {
 	uint64_t len = 0;
 
@@ -29,11 +29,11 @@ static uint64_t inside(const struct cruxp_span *sp, size_t ns, size_t *k, uint64
 	return len;
 }
 
-crux_status_t cruxp_iv_account(const struct cruxp_iv *iv, size_t n, const struct cruxp_span *spans,
-			       size_t nspans, struct cruxp_iv_event *scratch,
-			       struct cruxp_busy *out)
+crux_status_t cruxc_iv_account(const struct cruxc_iv *iv, size_t n, const struct cruxc_span *spans,
+			       size_t nspans, struct cruxc_iv_event *scratch,
+			       struct cruxc_busy *out)
 {
-	struct cruxp_busy b = {0, 0, 0};
+	struct cruxc_busy b = {0, 0, 0};
 	size_t ne = 0, k = 0;
 	int32_t count[2] = {0, 0};
 
@@ -44,14 +44,14 @@ crux_status_t cruxp_iv_account(const struct cruxp_iv *iv, size_t n, const struct
 			return CRUX_ERR_INVAL;
 	}
 	for (size_t i = 0; i < n; i++) {
-		uint32_t kind = iv[i].kind == CRUXP_IV_COMM ? 1 : 0;
+		uint32_t kind = iv[i].kind == CRUXC_IV_COMM ? 1 : 0;
 
 		if (iv[i].end < iv[i].start)
 			return CRUX_ERR_INVAL;
 		if (iv[i].end == iv[i].start)
 			continue;
-		scratch[ne++] = (struct cruxp_iv_event){iv[i].start, 1, kind};
-		scratch[ne++] = (struct cruxp_iv_event){iv[i].end, -1, kind};
+		scratch[ne++] = (struct cruxc_iv_event){iv[i].start, 1, kind};
+		scratch[ne++] = (struct cruxc_iv_event){iv[i].end, -1, kind};
 	}
 	qsort(scratch, ne, sizeof(*scratch), event_cmp);
 	for (size_t i = 0; i < ne; i++) {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Life cycle of the preload's context: configuration, job identity, timing
+ * Life cycle of the engine's context: configuration, job identity, timing
  * backend choice, the background thread's start and stop, and fork. The
  * background work itself is bg.c's; this file only drives it through bg.h.
  */
@@ -14,7 +14,7 @@
 #include "crux/jobid.h"
 #include "crux/log.h"
 #include "crux/shm.h"
-#include "cruxp.h"
+#include "collect_int.h"
 
 #define RING_ORDER  16
 #define EVENT_SLOTS 1024
@@ -22,7 +22,7 @@
 
 static void pick_backend(void)
 {
-	const struct cruxp_config *cfg = &cruxp_ctx.cfg;
+	const struct cruxc_config *cfg = &cruxc_ctx.cfg;
 	int want = cfg->timing;
 	void *cuda;
 	crux_status_t st;
@@ -35,24 +35,24 @@ static void pick_backend(void)
 		want = cuda ? 1 : 3;
 	}
 	if (want == 1) {
-		st = cruxp_cupti_new(cfg->cupti_lib, CRUXP_IV_CAP, &cruxp_ctx.cupti);
+		st = cruxc_cupti_new(cfg->cupti_lib, CRUXC_IV_CAP, &cruxc_ctx.cupti);
 		if (st == CRUX_OK) {
-			atomic_store(&cruxp_ctx.backend, CRUX_TIMING_CUPTI);
+			atomic_store(&cruxc_hot.backend, CRUX_TIMING_CUPTI);
 			return;
 		}
 		crux_warn("CUPTI timing unavailable (%s); trying CUDA events", crux_status_str(st));
 		want = 2;
 	}
 	if (want == 2) {
-		st = cruxp_events_new(cfg->cudart_lib, EVENT_SLOTS, &cruxp_ctx.events);
+		st = cruxc_events_new(cfg->cudart_lib, EVENT_SLOTS, &cruxc_hot.events);
 		if (st == CRUX_OK) {
-			atomic_store(&cruxp_ctx.backend, CRUX_TIMING_EVENTS);
+			atomic_store(&cruxc_hot.backend, CRUX_TIMING_EVENTS);
 			return;
 		}
 		crux_warn("CUDA event timing unavailable (%s); using the host clock",
 			  crux_status_str(st));
 	}
-	atomic_store(&cruxp_ctx.backend, CRUX_TIMING_HOST);
+	atomic_store(&cruxc_hot.backend, CRUX_TIMING_HOST);
 }
 
 /* False when the job identity cannot be derived (a bad CRUX_JOB_ID, logged). */
@@ -60,7 +60,7 @@ static bool identity(void)
 {
 	struct crux_job_identity job;
 	struct crux_rank_info ri;
-	struct crux_prof_identity *id = &cruxp_ctx.ident;
+	struct crux_prof_identity *id = &cruxc_ctx.ident;
 
 	memset(id, 0, sizeof(*id));
 	id->rank = id->world_size = id->local_rank = -1;
@@ -81,12 +81,12 @@ static bool identity(void)
 
 static void atfork_prepare(void)
 {
-	pthread_mutex_lock(&cruxp_ctx.lock);
+	pthread_mutex_lock(&cruxc_ctx.lock);
 }
 
 static void atfork_parent(void)
 {
-	pthread_mutex_unlock(&cruxp_ctx.lock);
+	pthread_mutex_unlock(&cruxc_ctx.lock);
 }
 
 static void atfork_child(void)
@@ -96,14 +96,14 @@ static void atfork_child(void)
 	 * parent's CUDA state is unusable. Recording stops until this child
 	 * creates a communicator of its own, which starts everything afresh.
 	 */
-	pthread_mutex_init(&cruxp_ctx.lock, NULL);
-	pthread_mutex_init(&cruxp_ctx.resolve_lock, NULL);
-	if (atomic_load(&cruxp_ctx.state) == CRUXP_ST_ACTIVE)
-		atomic_store(&cruxp_ctx.state, CRUXP_ST_UNINIT);
-	cruxp_ctx.thread_running = false;
-	cruxp_ctx.events = NULL;
-	cruxp_ctx.cupti = NULL;
-	atomic_store(&cruxp_ctx.intercepted, false);
+	pthread_mutex_init(&cruxc_ctx.lock, NULL);
+	pthread_mutex_init(&cruxc_ctx.resolve_lock, NULL);
+	if (atomic_load(&cruxc_hot.state) == CRUXC_ST_ACTIVE)
+		atomic_store(&cruxc_hot.state, CRUXC_ST_UNINIT);
+	cruxc_ctx.thread_running = false;
+	cruxc_hot.events = NULL;
+	cruxc_ctx.cupti = NULL;
+	atomic_store(&cruxc_ctx.intercepted, false);
 }
 
 static void start_locked(uintptr_t comm, int rank, int nranks)
@@ -112,112 +112,118 @@ static void start_locked(uintptr_t comm, int rank, int nranks)
 	sigset_t all, old;
 	crux_status_t st;
 
-	if (cruxp_ctx.pid == 0)
+	if (cruxc_ctx.pid == 0)
 		pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
-	cruxp_ctx.pid = getpid();
+	cruxc_ctx.pid = getpid();
 	/* A bad CRUX_ value (CRUX_LOG_LEVEL included) turns profiling off, as documented. */
-	if (crux_log_init(cruxp_ctx.source == CRUXP_SRC_PROFILER ? "crux-profiler" : "crux-preload") !=
+	if (crux_log_init(cruxc_ctx.source == CRUXC_SRC_PROFILER ? "crux-profiler" : "crux-preload") !=
 		CRUX_OK ||
-	    cruxp_config_parse(NULL, NULL, &cruxp_ctx.cfg, &enabled) != CRUX_OK) {
+	    cruxc_config_parse(NULL, NULL, &cruxc_ctx.cfg, &enabled) != CRUX_OK) {
 		crux_err("profiling is off for this process; fix the variable above");
-		atomic_store(&cruxp_ctx.state, CRUXP_ST_OFF);
+		atomic_store(&cruxc_hot.state, CRUXC_ST_OFF);
 		return;
 	}
+	cruxc_hot.mark_auto = cruxc_ctx.cfg.mark == CRUXC_MARK_AUTO;
 	if (!enabled) {
-		atomic_store(&cruxp_ctx.state, CRUXP_ST_OFF);
+		atomic_store(&cruxc_hot.state, CRUXC_ST_OFF);
 		return;
 	}
 	if (!identity()) {
 		/* A record under job key 0 would merge unrelated jobs in the agent's view. */
 		crux_err("profiling is off for this process; fix CRUX_JOB_ID (see above)");
-		atomic_store(&cruxp_ctx.state, CRUXP_ST_OFF);
+		atomic_store(&cruxc_hot.state, CRUXC_ST_OFF);
 		return;
 	}
 	/* Launchers that set no RANK/WORLD_SIZE: the first communicator says. */
-	if (cruxp_ctx.ident.rank < 0 && rank >= 0) {
-		cruxp_ctx.ident.rank = rank;
-		cruxp_ctx.ident.world_size = nranks;
+	if (cruxc_ctx.ident.rank < 0 && rank >= 0) {
+		cruxc_ctx.ident.rank = rank;
+		cruxc_ctx.ident.world_size = nranks;
 	}
-	if (cruxp_ctx.source == CRUXP_SRC_PROFILER)
-		cruxp_device_identity_ordinal(cruxp_ctx.device_ordinal);
+	if (cruxc_ctx.source == CRUXC_SRC_PROFILER)
+		cruxc_device_identity_ordinal(cruxc_ctx.device_ordinal);
 	else if (comm)
-		cruxp_device_identity(comm);
+		cruxc_device_identity(comm);
 	else
-		snprintf(cruxp_ctx.device, sizeof(cruxp_ctx.device), "unknown");
-	if (!cruxp_ctx.ring.cells)
-		st = cruxp_ring_init(&cruxp_ctx.ring, RING_ORDER);
+		snprintf(cruxc_ctx.device, sizeof(cruxc_ctx.device), "unknown");
+	if (!cruxc_hot.ring.cells)
+		st = cruxc_ring_init(&cruxc_hot.ring, RING_ORDER);
 	else {
-		cruxp_ring_reset(&cruxp_ctx.ring);
+		cruxc_ring_reset(&cruxc_hot.ring);
 		st = CRUX_OK;
 	}
 	if (st == CRUX_OK) {
 		/* After fork: drop our view of the parent's record; the file is the parent's. */
-		cruxp_bg_close_record(cruxp_ctx.bg);
-		cruxp_bg_free(cruxp_ctx.bg);
-		cruxp_ctx.bg = NULL;
-		st = cruxp_bg_new(&cruxp_ctx.bg);
+		cruxc_bg_close_record(cruxc_ctx.bg);
+		cruxc_bg_free(cruxc_ctx.bg);
+		cruxc_ctx.bg = NULL;
+		st = cruxc_bg_new(&cruxc_ctx.bg);
 	}
 	if (st != CRUX_OK) {
 		crux_err("out of memory; profiling is off for this process");
-		atomic_store(&cruxp_ctx.state, CRUXP_ST_OFF);
+		atomic_store(&cruxc_hot.state, CRUXC_ST_OFF);
 		return;
 	}
 	pick_backend();
-	cruxp_bg_start_window(cruxp_ctx.bg, crux_now_ns());
-	atomic_store(&cruxp_ctx.stop, false);
+	cruxc_bg_start_window(cruxc_ctx.bg, crux_now_ns());
+	atomic_store(&cruxc_ctx.stop, false);
 	/* The thread must not take the application's signals. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	cruxp_ctx.thread_running =
-	    pthread_create(&cruxp_ctx.thread, NULL, cruxp_bg_main, cruxp_ctx.bg) == 0;
+	cruxc_ctx.thread_running =
+	    pthread_create(&cruxc_ctx.thread, NULL, cruxc_bg_main, cruxc_ctx.bg) == 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (!cruxp_ctx.thread_running) {
+	if (!cruxc_ctx.thread_running) {
 		crux_err("cannot start the background thread; profiling is off");
-		atomic_store(&cruxp_ctx.state, CRUXP_ST_OFF);
+		atomic_store(&cruxc_hot.state, CRUXC_ST_OFF);
 		return;
 	}
-	pthread_setname_np(cruxp_ctx.thread, "crux-preload");
-	crux_info("profiling pid %d, timing %d, window %.1f s", (int)cruxp_ctx.pid,
-		  (int)atomic_load(&cruxp_ctx.backend), (double)cruxp_ctx.cfg.window_ns / 1e9);
-	atomic_store(&cruxp_ctx.state, CRUXP_ST_ACTIVE);
+	pthread_setname_np(cruxc_ctx.thread, "crux-preload");
+	crux_info("profiling pid %d, timing %d, window %.1f s", (int)cruxc_ctx.pid,
+		  (int)atomic_load(&cruxc_hot.backend), (double)cruxc_ctx.cfg.window_ns / 1e9);
+	atomic_store(&cruxc_hot.state, CRUXC_ST_ACTIVE);
 }
 
-void cruxp_ctx_start(uintptr_t comm, int rank, int nranks)
+void cruxc_start(uintptr_t comm, int rank, int nranks)
 {
-	if (atomic_load_explicit(&cruxp_ctx.state, memory_order_acquire) != CRUXP_ST_UNINIT)
+	if (atomic_load_explicit(&cruxc_hot.state, memory_order_acquire) != CRUXC_ST_UNINIT)
 		return;
-	pthread_mutex_lock(&cruxp_ctx.lock);
-	if (atomic_load(&cruxp_ctx.state) == CRUXP_ST_UNINIT)
+	pthread_mutex_lock(&cruxc_ctx.lock);
+	if (atomic_load(&cruxc_hot.state) == CRUXC_ST_UNINIT)
 		start_locked(comm, rank, nranks);
-	pthread_mutex_unlock(&cruxp_ctx.lock);
+	pthread_mutex_unlock(&cruxc_ctx.lock);
 }
 
-void cruxp_ctx_attach(uintptr_t comm, int rank, int nranks)
+void cruxc_comm_add(uintptr_t comm, int rank, int nranks)
 {
-	cruxp_ctx_start(comm, rank, nranks);
-	cruxp_comm_add(comm, rank, nranks);
+	cruxc_start(comm, rank, nranks);
+	cruxc_comm_insert(comm, rank, nranks);
 }
 
-__attribute__((destructor)) static void cruxp_fini(void)
+void cruxc_stop(void)
+{
+	if (cruxc_ctx.thread_running && cruxc_ctx.pid == getpid()) {
+		atomic_store(&cruxc_ctx.stop, true);
+		pthread_join(cruxc_ctx.thread, NULL);
+		cruxc_ctx.thread_running = false;
+		cruxc_bg_close_record(cruxc_ctx.bg);
+	}
+}
+
+__attribute__((destructor)) static void cruxc_fini(void)
 {
 	char obj[256];
 
-	if (cruxp_ctx.thread_running && cruxp_ctx.pid == getpid()) {
-		atomic_store(&cruxp_ctx.stop, true);
-		pthread_join(cruxp_ctx.thread, NULL);
-		cruxp_ctx.thread_running = false;
-		cruxp_bg_close_record(cruxp_ctx.bg);
-	}
+	cruxc_stop();
 	/* Never reached by any communicator: was NCCL in here all along? */
 	/* Not a question for the profiler plugin, nor when the plugin profiled it. */
-	if (cruxp_ctx.source == CRUXP_SRC_PROFILER ||
-	    atomic_load(&cruxp_ctx.publisher) == CRUXP_SRC_PROFILER ||
-	    atomic_load(&cruxp_ctx.intercepted) || cruxp_ctx.static_nccl ||
-	    !cruxp_static_nccl_scan(obj, sizeof(obj)))
+	if (cruxc_ctx.source == CRUXC_SRC_PROFILER ||
+	    atomic_load(&cruxc_ctx.publisher) == CRUXC_SRC_PROFILER ||
+	    atomic_load(&cruxc_ctx.intercepted) || cruxc_ctx.static_nccl ||
+	    !cruxc_static_nccl_scan(obj, sizeof(obj)))
 		return;
-	if (!cruxp_ctx.pid)
+	if (!cruxc_ctx.pid)
 		crux_log_init("crux-preload"); /* never started: name our lines */
-	crux_log_once(&cruxp_ctx.static_said, CRUX_LOG_WARN,
+	crux_log_once(&cruxc_ctx.static_said, CRUX_LOG_WARN,
 		      "NCCL is linked statically into %s: its calls could not be intercepted and "
 		      "this process was not profiled",
 		      obj);

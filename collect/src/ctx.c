@@ -14,18 +14,20 @@
 #include "crux/log.h"
 #include "crux/nccl_api.h"
 #include "crux/shm.h"
-#include "cruxp.h"
+#include "collect_int.h"
 
-struct cruxp_ctx cruxp_ctx = {
+struct cruxc_ctx cruxc_ctx = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .resolve_lock = PTHREAD_MUTEX_INITIALIZER,
-    .source = CRUXP_SRC_PRELOAD,
+    .source = CRUXC_SRC_PRELOAD,
     .device_ordinal = -1,
 };
 
+struct cruxc_hot cruxc_hot;
+
 /* ---- Ring ---- */
 
-crux_status_t cruxp_ring_init(struct cruxp_ring *r, uint32_t order)
+crux_status_t cruxc_ring_init(struct cruxc_ring *r, uint32_t order)
 {
 	size_t n = (size_t)1 << order;
 
@@ -33,11 +35,11 @@ crux_status_t cruxp_ring_init(struct cruxp_ring *r, uint32_t order)
 	if (!r->cells)
 		return CRUX_ERR_NOMEM;
 	r->mask = n - 1;
-	cruxp_ring_reset(r);
+	cruxc_ring_reset(r);
 	return CRUX_OK;
 }
 
-void cruxp_ring_reset(struct cruxp_ring *r)
+void cruxc_ring_reset(struct cruxc_ring *r)
 {
 	for (uint64_t i = 0; i <= r->mask; i++)
 		atomic_store_explicit(&r->cells[i].seq, i, memory_order_relaxed);
@@ -46,15 +48,15 @@ void cruxp_ring_reset(struct cruxp_ring *r)
 	r->tail = 0;
 }
 
-void cruxp_ring_fini(struct cruxp_ring *r)
+void cruxc_ring_fini(struct cruxc_ring *r)
 {
 	free(r->cells);
 	r->cells = NULL;
 }
 
-bool cruxp_ring_pop(struct cruxp_ring *r, struct cruxp_call *out)
+bool cruxc_ring_pop(struct cruxc_ring *r, struct cruxc_call *out)
 {
-	struct cruxp_cell *cell = &r->cells[r->tail & r->mask];
+	struct cruxc_cell *cell = &r->cells[r->tail & r->mask];
 	uint64_t seq = atomic_load_explicit(&cell->seq, memory_order_acquire);
 
 	if (seq != r->tail + 1)
@@ -68,48 +70,48 @@ bool cruxp_ring_pop(struct cruxp_ring *r, struct cruxp_call *out)
 /* ---- Operations ---- */
 
 static const char *const op_names[] = {
-    [CRUXP_OP_ALLREDUCE] = "allreduce",
-    [CRUXP_OP_ALLGATHER] = "allgather",
-    [CRUXP_OP_REDUCESCATTER] = "reducescatter",
-    [CRUXP_OP_BROADCAST] = "broadcast",
-    [CRUXP_OP_REDUCE] = "reduce",
-    [CRUXP_OP_ALLTOALL] = "alltoall",
-    [CRUXP_OP_GATHER] = "gather",
-    [CRUXP_OP_SCATTER] = "scatter",
-    [CRUXP_OP_SEND] = "send",
-    [CRUXP_OP_RECV] = "recv",
+    [CRUXC_OP_ALLREDUCE] = "allreduce",
+    [CRUXC_OP_ALLGATHER] = "allgather",
+    [CRUXC_OP_REDUCESCATTER] = "reducescatter",
+    [CRUXC_OP_BROADCAST] = "broadcast",
+    [CRUXC_OP_REDUCE] = "reduce",
+    [CRUXC_OP_ALLTOALL] = "alltoall",
+    [CRUXC_OP_GATHER] = "gather",
+    [CRUXC_OP_SCATTER] = "scatter",
+    [CRUXC_OP_SEND] = "send",
+    [CRUXC_OP_RECV] = "recv",
 };
 
-int cruxp_op_from_name(const char *name)
+int cruxc_op_from_name(const char *name)
 {
-	for (int i = 0; i <= CRUXP_OP_RECV; i++) {
+	for (int i = 0; i <= CRUXC_OP_RECV; i++) {
 		if (strcasecmp(name, op_names[i]) == 0)
 			return i;
 	}
 	return -1;
 }
 
-int cruxp_op_kind(int op)
+int cruxc_op_kind(int op)
 {
 	switch (op) {
-	case CRUXP_OP_ALLREDUCE:
+	case CRUXC_OP_ALLREDUCE:
 		return CRUX_COLL_ALLREDUCE;
-	case CRUXP_OP_ALLGATHER:
+	case CRUXC_OP_ALLGATHER:
 		return CRUX_COLL_ALLGATHER;
-	case CRUXP_OP_REDUCESCATTER:
+	case CRUXC_OP_REDUCESCATTER:
 		return CRUX_COLL_REDUCESCATTER;
-	case CRUXP_OP_BROADCAST:
+	case CRUXC_OP_BROADCAST:
 		return CRUX_COLL_BROADCAST;
-	case CRUXP_OP_REDUCE:
+	case CRUXC_OP_REDUCE:
 		return CRUX_COLL_REDUCE;
-	case CRUXP_OP_ALLTOALL:
+	case CRUXC_OP_ALLTOALL:
 		return CRUX_COLL_ALLTOALL;
-	case CRUXP_OP_GATHER:
+	case CRUXC_OP_GATHER:
 		return CRUX_COLL_GATHER;
-	case CRUXP_OP_SCATTER:
+	case CRUXC_OP_SCATTER:
 		return CRUX_COLL_SCATTER;
-	case CRUXP_OP_SEND:
-	case CRUXP_OP_RECV:
+	case CRUXC_OP_SEND:
+	case CRUXC_OP_RECV:
 		return CRUX_COLL_SENDRECV;
 	default:
 		return -1;
@@ -120,24 +122,24 @@ int cruxp_op_kind(int op)
  * Bytes of one call in the nccl-tests "size" convention: the larger of the
  * send and receive buffers of this rank.
  */
-uint64_t cruxp_call_bytes(const struct cruxp_call *c, const struct cruxp_comm *comm)
+uint64_t cruxc_call_bytes(const struct cruxc_call *c, const struct cruxc_comm *comm)
 {
 	uint64_t n = comm && comm->nranks > 0 ? (uint64_t)comm->nranks : 1;
 	uint64_t bytes = c->count * crux_nccl_type_size((ncclDataType_t)c->dtype);
 
 	switch (c->op) {
-	case CRUXP_OP_ALLGATHER:
-	case CRUXP_OP_REDUCESCATTER:
-	case CRUXP_OP_ALLTOALL:
-	case CRUXP_OP_GATHER:
-	case CRUXP_OP_SCATTER:
+	case CRUXC_OP_ALLGATHER:
+	case CRUXC_OP_REDUCESCATTER:
+	case CRUXC_OP_ALLTOALL:
+	case CRUXC_OP_GATHER:
+	case CRUXC_OP_SCATTER:
 		return bytes * n;
 	default:
 		return bytes;
 	}
 }
 
-uint32_t cruxp_call_sig(const struct cruxp_call *c, const struct cruxp_comm *comm)
+uint32_t cruxc_call_sig(const struct cruxc_call *c, const struct cruxc_comm *comm)
 {
 	/* FNV-1a over what makes two calls "the same call" in the next iteration. */
 	uint64_t fields[5] = {c->op, comm ? comm->index : 0xffff, c->count, c->dtype,
@@ -154,7 +156,7 @@ uint32_t cruxp_call_sig(const struct cruxp_call *c, const struct cruxp_comm *com
 
 static const char *const timing_names[] = {"auto", "cupti", "events", "host", NULL};
 
-static crux_status_t parse_mark(const char *v, struct cruxp_config *cfg)
+static crux_status_t parse_mark(const char *v, struct cruxc_config *cfg)
 {
 	char op[32];
 	const char *colon;
@@ -163,11 +165,11 @@ static crux_status_t parse_mark(const char *v, struct cruxp_config *cfg)
 	size_t len;
 
 	if (!v || strcasecmp(v, "auto") == 0) {
-		cfg->mark = CRUXP_MARK_AUTO;
+		cfg->mark = CRUXC_MARK_AUTO;
 		return CRUX_OK;
 	}
 	if (strcasecmp(v, "api") == 0) {
-		cfg->mark = CRUXP_MARK_API;
+		cfg->mark = CRUXC_MARK_API;
 		return CRUX_OK;
 	}
 	colon = strchr(v, ':');
@@ -176,13 +178,13 @@ static crux_status_t parse_mark(const char *v, struct cruxp_config *cfg)
 		goto bad;
 	memcpy(op, v, len);
 	op[len] = '\0';
-	cfg->mark_op = cruxp_op_from_name(op);
+	cfg->mark_op = cruxc_op_from_name(op);
 	if (cfg->mark_op < 0)
 		goto bad;
 	if (colon && crux_parse_int("CRUX_ITERATION_MARK", colon + 1, 1, INT64_MAX, &bytes, err,
 				    sizeof(err)) != CRUX_OK)
 		goto bad;
-	cfg->mark = CRUXP_MARK_OP;
+	cfg->mark = CRUXC_MARK_OP;
 	cfg->mark_bytes = (uint64_t)bytes;
 	return CRUX_OK;
 bad:
@@ -210,10 +212,10 @@ static crux_status_t copy_path(crux_getenv_fn fn, void *arg, const char *name, c
 	return CRUX_OK;
 }
 
-crux_status_t cruxp_config_parse(crux_getenv_fn fn, void *arg, struct cruxp_config *out,
+crux_status_t cruxc_config_parse(crux_getenv_fn fn, void *arg, struct cruxc_config *out,
 				 bool *enabled)
 {
-	struct cruxp_config cfg;
+	struct cruxc_config cfg;
 	char err[256];
 	bool on = true;
 	int timing = 0;
@@ -261,17 +263,17 @@ bad:
 
 static size_t comm_slot(uintptr_t key)
 {
-	return (size_t)((key >> 4) * 0x9e3779b97f4a7c15ull >> 56) & (CRUXP_MAX_COMMS - 1);
+	return (size_t)((key >> 4) * 0x9e3779b97f4a7c15ull >> 56) & (CRUXC_MAX_COMMS - 1);
 }
 
-const struct cruxp_comm *cruxp_comm_find(uintptr_t comm)
+const struct cruxc_comm *cruxc_comm_find(uintptr_t comm)
 {
 	size_t s = comm_slot(comm);
 
 	if (comm == 0 || comm == UINTPTR_MAX)
 		return NULL;
-	for (size_t i = 0; i < CRUXP_MAX_COMMS; i++) {
-		const struct cruxp_comm *c = &cruxp_ctx.comms[(s + i) & (CRUXP_MAX_COMMS - 1)];
+	for (size_t i = 0; i < CRUXC_MAX_COMMS; i++) {
+		const struct cruxc_comm *c = &cruxc_ctx.comms[(s + i) & (CRUXC_MAX_COMMS - 1)];
 		uintptr_t k = atomic_load_explicit(&c->key, memory_order_acquire);
 
 		if (k == comm)
@@ -284,9 +286,9 @@ const struct cruxp_comm *cruxp_comm_find(uintptr_t comm)
 
 typedef ncclResult_t (*query_fn)(ncclComm_t, int *);
 
-static int query(enum cruxp_fn f, uintptr_t comm, int fallback)
+static int query(enum cruxc_fn f, uintptr_t comm, int fallback)
 {
-	query_fn q = (query_fn)cruxp_real(f);
+	query_fn q = (query_fn)cruxc_real(f);
 	int v = fallback;
 
 	if (q && q((ncclComm_t)comm, &v) != ncclSuccess)
@@ -294,12 +296,12 @@ static int query(enum cruxp_fn f, uintptr_t comm, int fallback)
 	return v;
 }
 
-void cruxp_device_identity(uintptr_t comm)
+void cruxc_device_identity(uintptr_t comm)
 {
-	cruxp_device_identity_ordinal(query(CRUXP_FN_CUDEVICE, comm, -1));
+	cruxc_device_identity_ordinal(query(CRUXC_FN_CUDEVICE, comm, -1));
 }
 
-void cruxp_device_identity_ordinal(int ordinal)
+void cruxc_device_identity_ordinal(int ordinal)
 {
 	typedef int (*cu_init_fn)(unsigned int);
 	typedef int (*cu_get_fn)(int *, int);
@@ -312,10 +314,10 @@ void cruxp_device_identity_ordinal(int ordinal)
 	cu_uuid_fn uuid;
 
 	/* No CUDA driver in the process: this NCCL runs on the CPU. */
-	snprintf(cruxp_ctx.device, sizeof(cruxp_ctx.device), "cpu");
+	snprintf(cruxc_ctx.device, sizeof(cruxc_ctx.device), "cpu");
 	if (!cuda)
 		return;
-	snprintf(cruxp_ctx.device, sizeof(cruxp_ctx.device), "cuda:%d", ordinal);
+	snprintf(cruxc_ctx.device, sizeof(cruxc_ctx.device), "cuda:%d", ordinal);
 	init = (cu_init_fn)dlsym(cuda, "cuInit");
 	get = (cu_get_fn)dlsym(cuda, "cuDeviceGet");
 	uuid = (cu_uuid_fn)dlsym(cuda, "cuDeviceGetUuid_v2");
@@ -323,31 +325,31 @@ void cruxp_device_identity_ordinal(int ordinal)
 		uuid = (cu_uuid_fn)dlsym(cuda, "cuDeviceGetUuid");
 	if (ordinal >= 0 && init && get && uuid && init(0) == 0 && get(&dev, ordinal) == 0 &&
 	    uuid(u, dev) == 0)
-		snprintf(cruxp_ctx.device, sizeof(cruxp_ctx.device),
+		snprintf(cruxc_ctx.device, sizeof(cruxc_ctx.device),
 			 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
 			 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11],
 			 u[12], u[13], u[14], u[15]);
 	dlclose(cuda);
 }
 
-void cruxp_comm_ranks(uintptr_t comm, int *rank, int *nranks)
+void cruxc_comm_ranks(uintptr_t comm, int *rank, int *nranks)
 {
 	if (*rank < 0)
-		*rank = query(CRUXP_FN_USERRANK, comm, -1);
+		*rank = query(CRUXC_FN_USERRANK, comm, -1);
 	if (*nranks < 0)
-		*nranks = query(CRUXP_FN_COMMCOUNT, comm, -1);
+		*nranks = query(CRUXC_FN_COMMCOUNT, comm, -1);
 }
 
-void cruxp_comm_add(uintptr_t comm, int rank, int nranks)
+void cruxc_comm_insert(uintptr_t comm, int rank, int nranks)
 {
 	size_t s = comm_slot(comm);
-	struct cruxp_comm *slot = NULL;
+	struct cruxc_comm *slot = NULL;
 
-	if (atomic_load(&cruxp_ctx.state) != CRUXP_ST_ACTIVE)
+	if (atomic_load(&cruxc_hot.state) != CRUXC_ST_ACTIVE)
 		return;
-	pthread_mutex_lock(&cruxp_ctx.lock);
-	for (size_t i = 0; i < CRUXP_MAX_COMMS; i++) {
-		struct cruxp_comm *c = &cruxp_ctx.comms[(s + i) & (CRUXP_MAX_COMMS - 1)];
+	pthread_mutex_lock(&cruxc_ctx.lock);
+	for (size_t i = 0; i < CRUXC_MAX_COMMS; i++) {
+		struct cruxc_comm *c = &cruxc_ctx.comms[(s + i) & (CRUXC_MAX_COMMS - 1)];
 		uintptr_t k = atomic_load(&c->key);
 
 		if (k == comm || k == 0 || k == UINTPTR_MAX) {
@@ -358,21 +360,21 @@ void cruxp_comm_add(uintptr_t comm, int rank, int nranks)
 	if (slot) {
 		slot->rank = rank;
 		slot->nranks = nranks;
-		slot->index = cruxp_ctx.ncomms_created++;
+		slot->index = cruxc_ctx.ncomms_created++;
 		atomic_store_explicit(&slot->key, comm, memory_order_release);
 	}
-	atomic_store(&cruxp_ctx.intercepted, true);
-	pthread_mutex_unlock(&cruxp_ctx.lock);
+	atomic_store(&cruxc_ctx.intercepted, true);
+	pthread_mutex_unlock(&cruxc_ctx.lock);
 	if (!slot)
 		crux_warn("more than %d communicators; calls on the others count as one",
-			  CRUXP_MAX_COMMS);
+			  CRUXC_MAX_COMMS);
 }
 
-void cruxp_comm_remove(uintptr_t comm)
+void cruxc_comm_remove(uintptr_t comm)
 {
-	pthread_mutex_lock(&cruxp_ctx.lock);
-	for (size_t i = 0, s = comm_slot(comm); i < CRUXP_MAX_COMMS; i++) {
-		struct cruxp_comm *c = &cruxp_ctx.comms[(s + i) & (CRUXP_MAX_COMMS - 1)];
+	pthread_mutex_lock(&cruxc_ctx.lock);
+	for (size_t i = 0, s = comm_slot(comm); i < CRUXC_MAX_COMMS; i++) {
+		struct cruxc_comm *c = &cruxc_ctx.comms[(s + i) & (CRUXC_MAX_COMMS - 1)];
 		uintptr_t k = atomic_load(&c->key);
 
 		if (k == 0)
@@ -383,5 +385,5 @@ void cruxp_comm_remove(uintptr_t comm)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&cruxp_ctx.lock);
+	pthread_mutex_unlock(&cruxc_ctx.lock);
 }

@@ -24,14 +24,14 @@ static const char *const cupti_names[] = {
 };
 
 /* The one subscribed instance, the state CUPTI's callbacks work on. */
-static _Atomic(struct cruxp_cupti *) cb_owner;
+static _Atomic(struct cruxc_cupti *) cb_owner;
 
-struct cruxp_cupti *cruxp_cupti_callback_owner(void)
+struct cruxc_cupti *cruxc_cupti_callback_owner(void)
 {
 	return atomic_load(&cb_owner);
 }
 
-bool cruxp_is_nccl_kernel(const char *name)
+bool cruxc_is_nccl_kernel(const char *name)
 {
 	if (!name)
 		return false;
@@ -44,9 +44,9 @@ bool cruxp_is_nccl_kernel(const char *name)
 	return strncmp(name, "ncclKernel", 10) == 0 || strncmp(name, "ncclDevKernel", 13) == 0;
 }
 
-crux_status_t cruxp_cupti_load(const char *lib, struct cruxp_cupti_api *out)
+crux_status_t cruxc_cupti_load(const char *lib, struct cruxc_cupti_api *out)
 {
-	struct cruxp_cupti_api a;
+	struct cruxc_cupti_api a;
 	void *h = NULL;
 
 	memset(&a, 0, sizeof(a));
@@ -80,11 +80,11 @@ crux_status_t cruxp_cupti_load(const char *lib, struct cruxp_cupti_api *out)
 	return CRUX_OK;
 }
 
-static const char *res_str(const struct cruxp_cupti_api *a, cruxp_cupti_res_t r)
+static const char *res_str(const struct cruxc_cupti_api *a, cruxc_cupti_res_t r)
 {
 	const char *s = NULL;
 
-	if (a->result_string && a->result_string(r, &s) == CRUXP_CUPTI_SUCCESS && s)
+	if (a->result_string && a->result_string(r, &s) == CRUXC_CUPTI_SUCCESS && s)
 		return s;
 	return "unknown CUPTI error";
 }
@@ -97,64 +97,64 @@ static void noop_callback(void *userdata, int domain, uint32_t cbid, const void 
 	(void)cbdata;
 }
 
-static void sample_offset(struct cruxp_cupti *cu)
+static void sample_offset(struct cruxc_cupti *cu)
 {
 	uint64_t ts = 0, before = crux_now_ns(), after;
 
-	if (cu->api.timestamp(&ts) != CRUXP_CUPTI_SUCCESS)
+	if (cu->api.timestamp(&ts) != CRUXC_CUPTI_SUCCESS)
 		return;
 	after = crux_now_ns();
 	cu->offset_ns = (int64_t)(before / 2 + after / 2) - (int64_t)ts;
 }
 
-void cruxp_cupti_free(struct cruxp_cupti *cu)
+void cruxc_cupti_free(struct cruxc_cupti *cu)
 {
 	if (!cu)
 		return;
 	if (cu->api.handle) {
 		if (cu->sub) {
-			cu->api.disable(CRUXP_CUPTI_KIND_CONCURRENT_KERNEL);
+			cu->api.disable(CRUXC_CUPTI_KIND_CONCURRENT_KERNEL);
 			cu->api.flush_all(0);
 			cu->api.unsubscribe(cu->sub);
 		}
 		dlclose(cu->api.handle);
 	}
 	/* Only after unsubscribing: no callback can still be on its way to cu. */
-	atomic_compare_exchange_strong(&cb_owner, &(struct cruxp_cupti *){cu}, NULL);
+	atomic_compare_exchange_strong(&cb_owner, &(struct cruxc_cupti *){cu}, NULL);
 	pthread_mutex_destroy(&cu->lock);
 	free(cu->buf_mem);
 	free(cu->staging);
 	free(cu);
 }
 
-crux_status_t cruxp_cupti_new(const char *lib, size_t staging_cap, struct cruxp_cupti **out)
+crux_status_t cruxc_cupti_new(const char *lib, size_t staging_cap, struct cruxc_cupti **out)
 {
-	struct cruxp_cupti *cu = calloc(1, sizeof(*cu));
-	cruxp_cupti_res_t r;
+	struct cruxc_cupti *cu = calloc(1, sizeof(*cu));
+	cruxc_cupti_res_t r;
 	crux_status_t st = CRUX_ERR_NOMEM;
 
 	if (!cu)
 		return CRUX_ERR_NOMEM;
 	pthread_mutex_init(&cu->lock, NULL);
 	cu->buf_size = CUPTI_BUF_SIZE;
-	cu->buf_mem = aligned_alloc(8, (size_t)CRUXP_CUPTI_NBUF * CUPTI_BUF_SIZE);
+	cu->buf_mem = aligned_alloc(8, (size_t)CRUXC_CUPTI_NBUF * CUPTI_BUF_SIZE);
 	cu->staging = calloc(staging_cap, sizeof(*cu->staging));
 	cu->cap = staging_cap;
 	if (!cu->buf_mem || !cu->staging)
 		goto fail;
-	st = cruxp_cupti_load(lib, &cu->api);
+	st = cruxc_cupti_load(lib, &cu->api);
 	if (st != CRUX_OK)
 		goto fail;
 	/* Holding a subscription tells us (and later tools) the process is taken. */
 	r = cu->api.subscribe(&cu->sub, noop_callback, NULL);
-	if (r == CRUXP_CUPTI_MULTIPLE_SUBSCRIBERS) {
+	if (r == CRUXC_CUPTI_MULTIPLE_SUBSCRIBERS) {
 		crux_warn("another CUPTI client (a profiler such as torch.profiler or Nsight) "
 			  "holds this process; backing off from CUPTI timing");
 		cu->sub = NULL;
 		st = CRUX_ERR_BUSY;
 		goto fail;
 	}
-	if (r != CRUXP_CUPTI_SUCCESS) {
+	if (r != CRUXC_CUPTI_SUCCESS) {
 		crux_warn("cuptiSubscribe failed: %s", res_str(&cu->api, r));
 		cu->sub = NULL;
 		st = CRUX_ERR_UNSUPPORTED;
@@ -162,10 +162,10 @@ crux_status_t cruxp_cupti_new(const char *lib, size_t staging_cap, struct cruxp_
 	}
 	/* CUPTI's buffer callbacks carry no user data: they find this instance here. */
 	atomic_store(&cb_owner, cu);
-	r = cu->api.register_callbacks(cruxp_cupti_buf_request, cruxp_cupti_buf_complete);
-	if (r == CRUXP_CUPTI_SUCCESS)
-		r = cu->api.enable(CRUXP_CUPTI_KIND_CONCURRENT_KERNEL);
-	if (r != CRUXP_CUPTI_SUCCESS) {
+	r = cu->api.register_callbacks(cruxc_cupti_buf_request, cruxc_cupti_buf_complete);
+	if (r == CRUXC_CUPTI_SUCCESS)
+		r = cu->api.enable(CRUXC_CUPTI_KIND_CONCURRENT_KERNEL);
+	if (r != CRUXC_CUPTI_SUCCESS) {
 		crux_warn("enabling CUPTI kernel activity failed: %s", res_str(&cu->api, r));
 		st = CRUX_ERR_UNSUPPORTED;
 		goto fail;
@@ -174,20 +174,20 @@ crux_status_t cruxp_cupti_new(const char *lib, size_t staging_cap, struct cruxp_
 	*out = cu;
 	return CRUX_OK;
 fail:
-	cruxp_cupti_free(cu);
+	cruxc_cupti_free(cu);
 	return st;
 }
 
-void cruxp_cupti_buf_request(uint8_t **buffer, size_t *size, size_t *max_records)
+void cruxc_cupti_buf_request(uint8_t **buffer, size_t *size, size_t *max_records)
 {
-	struct cruxp_cupti *cu = atomic_load(&cb_owner);
+	struct cruxc_cupti *cu = atomic_load(&cb_owner);
 
 	*buffer = NULL;
 	*size = 0;
 	*max_records = 0;
 	if (!cu)
 		return;
-	for (uint32_t i = 0; i < CRUXP_CUPTI_NBUF; i++) {
+	for (uint32_t i = 0; i < CRUXC_CUPTI_NBUF; i++) {
 		uint32_t bit = 1u << i;
 
 		if (atomic_fetch_or(&cu->buf_busy, bit) & bit)
@@ -200,10 +200,10 @@ void cruxp_cupti_buf_request(uint8_t **buffer, size_t *size, size_t *max_records
 	atomic_fetch_add(&cu->dropped, 1);
 }
 
-void cruxp_cupti_buf_complete(void *context, uint32_t stream_id, uint8_t *buffer, size_t size,
+void cruxc_cupti_buf_complete(void *context, uint32_t stream_id, uint8_t *buffer, size_t size,
 			      size_t valid_size)
 {
-	struct cruxp_cupti *cu = atomic_load(&cb_owner);
+	struct cruxc_cupti *cu = atomic_load(&cb_owner);
 	void *rec = NULL;
 	size_t idx;
 
@@ -213,30 +213,30 @@ void cruxp_cupti_buf_complete(void *context, uint32_t stream_id, uint8_t *buffer
 	if (!cu || !buffer)
 		return;
 	pthread_mutex_lock(&cu->lock);
-	while (cu->api.next_record(buffer, valid_size, &rec) == CRUXP_CUPTI_SUCCESS) {
-		const struct cruxp_cupti_record *h = rec;
-		const struct cruxp_cupti_kernel *k = rec;
+	while (cu->api.next_record(buffer, valid_size, &rec) == CRUXC_CUPTI_SUCCESS) {
+		const struct cruxc_cupti_record *h = rec;
+		const struct cruxc_cupti_kernel *k = rec;
 
-		if (h->kind != CRUXP_CUPTI_KIND_CONCURRENT_KERNEL &&
-		    h->kind != CRUXP_CUPTI_KIND_KERNEL)
+		if (h->kind != CRUXC_CUPTI_KIND_CONCURRENT_KERNEL &&
+		    h->kind != CRUXC_CUPTI_KIND_KERNEL)
 			continue;
 		atomic_fetch_add_explicit(&cu->kernels, 1, memory_order_relaxed);
 		if (cu->staged == cu->cap || k->end < k->start) {
 			atomic_fetch_add_explicit(&cu->dropped, 1, memory_order_relaxed);
 			continue;
 		}
-		cu->staging[cu->staged++] = (struct cruxp_iv){
+		cu->staging[cu->staged++] = (struct cruxc_iv){
 		    (uint64_t)((int64_t)k->start + cu->offset_ns),
 		    (uint64_t)((int64_t)k->end + cu->offset_ns),
-		    cruxp_is_nccl_kernel(k->name) ? CRUXP_IV_COMM : CRUXP_IV_COMPUTE, 0};
+		    cruxc_is_nccl_kernel(k->name) ? CRUXC_IV_COMM : CRUXC_IV_COMPUTE, 0};
 	}
 	pthread_mutex_unlock(&cu->lock);
 	idx = (size_t)(buffer - cu->buf_mem) / cu->buf_size;
-	if (buffer >= cu->buf_mem && idx < CRUXP_CUPTI_NBUF)
+	if (buffer >= cu->buf_mem && idx < CRUXC_CUPTI_NBUF)
 		atomic_fetch_and(&cu->buf_busy, ~(1u << idx));
 }
 
-size_t cruxp_cupti_poll(struct cruxp_cupti *cu, struct cruxp_iv *out, size_t cap)
+size_t cruxc_cupti_poll(struct cruxc_cupti *cu, struct cruxc_iv *out, size_t cap)
 {
 	size_t n;
 

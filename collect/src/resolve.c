@@ -12,34 +12,36 @@
 #include <string.h>
 
 #include "crux/log.h"
-#include "cruxp.h"
+#include "collect_int.h"
 
-static const char *const fn_names[CRUXP_FN_COUNT] = {
-    [CRUXP_FN_ALLREDUCE] = "AllReduce",
-    [CRUXP_FN_ALLGATHER] = "AllGather",
-    [CRUXP_FN_REDUCESCATTER] = "ReduceScatter",
-    [CRUXP_FN_BROADCAST] = "Broadcast",
-    [CRUXP_FN_BCAST] = "Bcast",
-    [CRUXP_FN_REDUCE] = "Reduce",
-    [CRUXP_FN_ALLTOALL] = "AlltoAll",
-    [CRUXP_FN_GATHER] = "Gather",
-    [CRUXP_FN_SCATTER] = "Scatter",
-    [CRUXP_FN_SEND] = "Send",
-    [CRUXP_FN_RECV] = "Recv",
-    [CRUXP_FN_GROUPSTART] = "GroupStart",
-    [CRUXP_FN_GROUPEND] = "GroupEnd",
-    [CRUXP_FN_INITRANK] = "CommInitRank",
-    [CRUXP_FN_INITRANKCONFIG] = "CommInitRankConfig",
-    [CRUXP_FN_INITALL] = "CommInitAll",
-    [CRUXP_FN_INITRANKSCALABLE] = "CommInitRankScalable",
-    [CRUXP_FN_SPLIT] = "CommSplit",
-    [CRUXP_FN_SHRINK] = "CommShrink",
-    [CRUXP_FN_FINALIZE] = "CommFinalize",
-    [CRUXP_FN_DESTROY] = "CommDestroy",
-    [CRUXP_FN_ABORT] = "CommAbort",
-    [CRUXP_FN_COMMCOUNT] = "CommCount",
-    [CRUXP_FN_USERRANK] = "CommUserRank",
-    [CRUXP_FN_CUDEVICE] = "CommCuDevice",
+_Atomic(void *) cruxc_real_fns[CRUXC_FN_COUNT];
+
+static const char *const fn_names[CRUXC_FN_COUNT] = {
+    [CRUXC_FN_ALLREDUCE] = "AllReduce",
+    [CRUXC_FN_ALLGATHER] = "AllGather",
+    [CRUXC_FN_REDUCESCATTER] = "ReduceScatter",
+    [CRUXC_FN_BROADCAST] = "Broadcast",
+    [CRUXC_FN_BCAST] = "Bcast",
+    [CRUXC_FN_REDUCE] = "Reduce",
+    [CRUXC_FN_ALLTOALL] = "AlltoAll",
+    [CRUXC_FN_GATHER] = "Gather",
+    [CRUXC_FN_SCATTER] = "Scatter",
+    [CRUXC_FN_SEND] = "Send",
+    [CRUXC_FN_RECV] = "Recv",
+    [CRUXC_FN_GROUPSTART] = "GroupStart",
+    [CRUXC_FN_GROUPEND] = "GroupEnd",
+    [CRUXC_FN_INITRANK] = "CommInitRank",
+    [CRUXC_FN_INITRANKCONFIG] = "CommInitRankConfig",
+    [CRUXC_FN_INITALL] = "CommInitAll",
+    [CRUXC_FN_INITRANKSCALABLE] = "CommInitRankScalable",
+    [CRUXC_FN_SPLIT] = "CommSplit",
+    [CRUXC_FN_SHRINK] = "CommShrink",
+    [CRUXC_FN_FINALIZE] = "CommFinalize",
+    [CRUXC_FN_DESTROY] = "CommDestroy",
+    [CRUXC_FN_ABORT] = "CommAbort",
+    [CRUXC_FN_COMMCOUNT] = "CommCount",
+    [CRUXC_FN_USERRANK] = "CommUserRank",
+    [CRUXC_FN_CUDEVICE] = "CommCuDevice",
 };
 
 /* Our own load address: a symbol found there would call ourselves. */
@@ -102,13 +104,13 @@ static void *loaded_nccl(void)
 	return f.handle;
 }
 
-void *cruxp_real_resolve(enum cruxp_fn f)
+void *cruxc_real_resolve(enum cruxc_fn f)
 {
 	void *handle = NULL, *p;
 
-	pthread_mutex_lock(&cruxp_ctx.resolve_lock);
-	for (int i = 0; i < CRUXP_FN_COUNT; i++) {
-		if (atomic_load(&cruxp_ctx.real[i]))
+	pthread_mutex_lock(&cruxc_ctx.resolve_lock);
+	for (int i = 0; i < CRUXC_FN_COUNT; i++) {
+		if (atomic_load(&cruxc_real_fns[i]))
 			continue;
 		p = lookup(RTLD_NEXT, fn_names[i]);
 		if (!p) {
@@ -118,15 +120,15 @@ void *cruxp_real_resolve(enum cruxp_fn f)
 				p = lookup(handle, fn_names[i]);
 		}
 		if (p)
-			atomic_store_explicit(&cruxp_ctx.real[i], p, memory_order_release);
+			atomic_store_explicit(&cruxc_real_fns[i], p, memory_order_release);
 	}
 	/* The NOLOAD handle only pins a library that was loaded anyway. */
 	if (handle)
 		dlclose(handle);
-	pthread_mutex_unlock(&cruxp_ctx.resolve_lock);
-	p = atomic_load(&cruxp_ctx.real[f]);
+	pthread_mutex_unlock(&cruxc_ctx.resolve_lock);
+	p = atomic_load(&cruxc_real_fns[f]);
 	if (!p)
-		crux_log_once(&cruxp_ctx.missing_said, CRUX_LOG_ERROR,
+		crux_log_once(&cruxc_ctx.missing_said, CRUX_LOG_ERROR,
 			      "nccl%s called but no NCCL library providing it is loaded; returning "
 			      "ncclSystemError",
 			      fn_names[f]);
@@ -168,7 +170,7 @@ static int static_scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	return s->found;
 }
 
-bool cruxp_static_nccl_scan(char *obj, size_t len)
+bool cruxc_static_nccl_scan(char *obj, size_t len)
 {
 	struct static_scan s = {obj, len, false};
 	void *p = dlsym(RTLD_DEFAULT, "ncclGetVersion");

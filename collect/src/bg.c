@@ -16,7 +16,7 @@
 #include "crux/attach.h"
 #include "crux/log.h"
 #include "crux/shm.h"
-#include "cruxp.h"
+#include "collect_int.h"
 
 #define TICK_NS	       20000000ull
 #define DETECT_NS      500000000ull
@@ -33,19 +33,19 @@ struct span_rec {
 	uint64_t bytes[CRUX_COLL_KINDS];
 };
 
-struct cruxp_bg {
+struct cruxc_bg {
 	/* Call history for the detector (ring indexed by total count). */
-	uint32_t hist[CRUXP_DET_MAX_CALLS];
-	uint64_t hist_t[CRUXP_DET_MAX_CALLS];
+	uint32_t hist[CRUXC_DET_MAX_CALLS];
+	uint64_t hist_t[CRUXC_DET_MAX_CALLS];
 	uint64_t hist_total;
-	uint32_t lin[CRUXP_DET_MAX_CALLS];
-	uint64_t lin_t[CRUXP_DET_MAX_CALLS];
-	struct cruxp_det_scratch *det;
+	uint32_t lin[CRUXC_DET_MAX_CALLS];
+	uint64_t lin_t[CRUXC_DET_MAX_CALLS];
+	struct cruxc_det_scratch *det;
 	bool det_valid;
-	struct cruxp_det_result res;
+	struct cruxc_det_result res;
 	uint64_t cand_anchor; /* a different result, waiting for confirmation */
 	uint32_t cand_len;
-	uint32_t recent[CRUXP_DET_MAX_GRAM]; /* the last calls' signatures, oldest first */
+	uint32_t recent[CRUXC_DET_MAX_GRAM]; /* the last calls' signatures, oldest first */
 	uint64_t det_at_total, det_at_ns;
 	/* The iteration in progress. */
 	bool it_open;
@@ -55,12 +55,12 @@ struct cruxp_bg {
 	/* Closed iterations waiting for their intervals. */
 	struct span_rec spans[MAX_SPANS];
 	size_t nspans;
-	struct cruxp_span acc[MAX_SPANS];
+	struct cruxc_span acc[MAX_SPANS];
 	/* Busy intervals not yet accounted. */
-	struct cruxp_iv *ivs;
+	struct cruxc_iv *ivs;
 	size_t niv;
-	struct cruxp_iv_event *events;
-	struct cruxp_iv poll[POLL_CAP];
+	struct cruxc_iv_event *events;
+	struct cruxc_iv poll[POLL_CAP];
 	uint64_t iv_dropped;
 	/* The current window. */
 	uint64_t win_start;
@@ -76,47 +76,47 @@ struct cruxp_bg {
 	bool conn_welcomed;
 };
 
-void cruxp_bg_free(struct cruxp_bg *bg)
+void cruxc_bg_free(struct cruxc_bg *bg)
 {
 	if (!bg)
 		return;
-	cruxp_det_scratch_free(bg->det);
+	cruxc_det_scratch_free(bg->det);
 	free(bg->ivs);
 	free(bg->events);
 	free(bg);
 }
 
-crux_status_t cruxp_bg_new(struct cruxp_bg **out)
+crux_status_t cruxc_bg_new(struct cruxc_bg **out)
 {
-	struct cruxp_bg *bg = calloc(1, sizeof(*bg));
+	struct cruxc_bg *bg = calloc(1, sizeof(*bg));
 
 	if (!bg)
 		return CRUX_ERR_NOMEM;
-	bg->ivs = calloc(CRUXP_IV_CAP, sizeof(*bg->ivs));
-	bg->events = calloc(2 * (size_t)CRUXP_IV_CAP, sizeof(*bg->events));
-	if (!bg->ivs || !bg->events || cruxp_det_scratch_new(&bg->det) != CRUX_OK) {
-		cruxp_bg_free(bg);
+	bg->ivs = calloc(CRUXC_IV_CAP, sizeof(*bg->ivs));
+	bg->events = calloc(2 * (size_t)CRUXC_IV_CAP, sizeof(*bg->events));
+	if (!bg->ivs || !bg->events || cruxc_det_scratch_new(&bg->det) != CRUX_OK) {
+		cruxc_bg_free(bg);
 		return CRUX_ERR_NOMEM;
 	}
 	*out = bg;
 	return CRUX_OK;
 }
 
-static void add_iv(struct cruxp_bg *bg, uint64_t start, uint64_t end, uint32_t kind)
+static void add_iv(struct cruxc_bg *bg, uint64_t start, uint64_t end, uint32_t kind)
 {
-	if (bg->niv == CRUXP_IV_CAP) {
+	if (bg->niv == CRUXC_IV_CAP) {
 		bg->iv_dropped++;
 		return;
 	}
-	bg->ivs[bg->niv++] = (struct cruxp_iv){start, end, kind, 0};
+	bg->ivs[bg->niv++] = (struct cruxc_iv){start, end, kind, 0};
 }
 
 static bool auto_mode(void)
 {
-	return cruxp_ctx.cfg.mark == CRUXP_MARK_AUTO && !atomic_load(&cruxp_ctx.marked);
+	return cruxc_ctx.cfg.mark == CRUXC_MARK_AUTO && !atomic_load(&cruxc_hot.marked);
 }
 
-static void boundary(struct cruxp_bg *bg, uint64_t t)
+static void boundary(struct cruxc_bg *bg, uint64_t t)
 {
 	if (bg->it_open && t > bg->it_start) {
 		struct span_rec *s;
@@ -140,39 +140,39 @@ static void boundary(struct cruxp_bg *bg, uint64_t t)
 	memset(bg->it_bytes, 0, sizeof(bg->it_bytes));
 }
 
-static void on_call(struct cruxp_bg *bg, const struct cruxp_call *c)
+static void on_call(struct cruxc_bg *bg, const struct cruxc_call *c)
 {
-	const struct cruxp_config *cfg = &cruxp_ctx.cfg;
-	const struct cruxp_comm *comm;
+	const struct cruxc_config *cfg = &cruxc_ctx.cfg;
+	const struct cruxc_comm *comm;
 	uint64_t bytes;
 	uint32_t sig;
 	bool mark = false;
 	int kind;
 
-	if (c->op == CRUXP_OP_MARK) {
-		if (cfg->mark != CRUXP_MARK_OP)
+	if (c->op == CRUXC_OP_MARK) {
+		if (cfg->mark != CRUXC_MARK_OP)
 			boundary(bg, c->t_enter);
 		return;
 	}
-	if (atomic_load_explicit(&cruxp_ctx.backend, memory_order_relaxed) == CRUX_TIMING_HOST)
-		add_iv(bg, c->t_enter, c->t_exit, CRUXP_IV_COMM);
-	if (c->op == CRUXP_OP_GROUP_END)
+	if (atomic_load_explicit(&cruxc_hot.backend, memory_order_relaxed) == CRUX_TIMING_HOST)
+		add_iv(bg, c->t_enter, c->t_exit, CRUXC_IV_COMM);
+	if (c->op == CRUXC_OP_GROUP_END)
 		return;
-	comm = cruxp_comm_find(c->comm);
-	sig = cruxp_call_sig(c, comm);
-	bytes = cruxp_call_bytes(c, comm);
-	bg->hist_t[bg->hist_total % CRUXP_DET_MAX_CALLS] = c->t_enter;
-	bg->hist[bg->hist_total++ % CRUXP_DET_MAX_CALLS] = sig;
+	comm = cruxc_comm_find(c->comm);
+	sig = cruxc_call_sig(c, comm);
+	bytes = cruxc_call_bytes(c, comm);
+	bg->hist_t[bg->hist_total % CRUXC_DET_MAX_CALLS] = c->t_enter;
+	bg->hist[bg->hist_total++ % CRUXC_DET_MAX_CALLS] = sig;
 	memmove(bg->recent, bg->recent + 1, sizeof(bg->recent) - sizeof(bg->recent[0]));
-	bg->recent[CRUXP_DET_MAX_GRAM - 1] = sig;
-	if (cfg->mark == CRUXP_MARK_OP)
+	bg->recent[CRUXC_DET_MAX_GRAM - 1] = sig;
+	if (cfg->mark == CRUXC_MARK_OP)
 		mark = c->op == cfg->mark_op && (!cfg->mark_bytes || cfg->mark_bytes == bytes);
 	else if (auto_mode() && bg->det_valid && bg->hist_total >= bg->res.gram)
-		mark = cruxp_det_seq_hash(bg->recent + CRUXP_DET_MAX_GRAM - bg->res.gram,
+		mark = cruxc_det_seq_hash(bg->recent + CRUXC_DET_MAX_GRAM - bg->res.gram,
 					  bg->res.gram) == bg->res.anchor;
 	if (mark)
 		boundary(bg, c->t_enter);
-	kind = cruxp_op_kind(c->op);
+	kind = cruxc_op_kind(c->op);
 	if (bg->it_open) {
 		bg->it_calls++;
 		if (kind >= 0)
@@ -180,18 +180,18 @@ static void on_call(struct cruxp_bg *bg, const struct cruxp_call *c)
 	}
 }
 
-static void run_detect(struct cruxp_bg *bg, uint64_t now)
+static void run_detect(struct cruxc_bg *bg, uint64_t now)
 {
-	size_t n = bg->hist_total < CRUXP_DET_MAX_CALLS ? bg->hist_total : CRUXP_DET_MAX_CALLS;
-	struct cruxp_det_result r;
+	size_t n = bg->hist_total < CRUXC_DET_MAX_CALLS ? bg->hist_total : CRUXC_DET_MAX_CALLS;
+	struct cruxc_det_result r;
 
 	bg->det_at_total = bg->hist_total;
 	bg->det_at_ns = now;
 	for (size_t i = 0; i < n; i++) {
-		bg->lin[i] = bg->hist[(bg->hist_total - n + i) % CRUXP_DET_MAX_CALLS];
-		bg->lin_t[i] = bg->hist_t[(bg->hist_total - n + i) % CRUXP_DET_MAX_CALLS];
+		bg->lin[i] = bg->hist[(bg->hist_total - n + i) % CRUXC_DET_MAX_CALLS];
+		bg->lin_t[i] = bg->hist_t[(bg->hist_total - n + i) % CRUXC_DET_MAX_CALLS];
 	}
-	if (cruxp_detect(bg->lin, bg->lin_t, n, bg->det, &r) != CRUX_OK)
+	if (cruxc_detect(bg->lin, bg->lin_t, n, bg->det, &r) != CRUX_OK)
 		return;
 	/*
 	 * Same period through another anchor (equivalent calls of one iteration):
@@ -216,26 +216,26 @@ static void run_detect(struct cruxp_bg *bg, uint64_t now)
 	bg->it_open = false; /* the next anchor starts a fresh iteration */
 }
 
-static void poll_backend(struct cruxp_bg *bg)
+static void poll_backend(struct cruxc_bg *bg)
 {
-	uint32_t backend = atomic_load(&cruxp_ctx.backend);
+	uint32_t backend = atomic_load(&cruxc_hot.backend);
 	size_t n = 0;
 
-	if (backend == CRUX_TIMING_EVENTS && cruxp_ctx.events)
-		n = cruxp_events_poll(cruxp_ctx.events, bg->poll, POLL_CAP);
-	else if (backend == CRUX_TIMING_CUPTI && cruxp_ctx.cupti)
-		n = cruxp_cupti_poll(cruxp_ctx.cupti, bg->poll, POLL_CAP);
+	if (backend == CRUX_TIMING_EVENTS && cruxc_hot.events)
+		n = cruxc_events_poll(cruxc_hot.events, bg->poll, POLL_CAP);
+	else if (backend == CRUX_TIMING_CUPTI && cruxc_ctx.cupti)
+		n = cruxc_cupti_poll(cruxc_ctx.cupti, bg->poll, POLL_CAP);
 	for (size_t i = 0; i < n; i++)
 		add_iv(bg, bg->poll[i].start, bg->poll[i].end, bg->poll[i].kind);
 }
 
-static void account(struct cruxp_bg *bg, uint64_t now)
+static void account(struct cruxc_bg *bg, uint64_t now)
 {
-	uint32_t backend = atomic_load(&cruxp_ctx.backend);
+	uint32_t backend = atomic_load(&cruxc_hot.backend);
 	uint64_t margin = backend == CRUX_TIMING_HOST ? HOST_MARGIN_NS : GPU_MARGIN_NS;
 	uint64_t frontier = now > margin ? now - margin : 0, until = 0, dur = 0;
 	size_t take = 0, nacc = 0, keep = 0;
-	struct cruxp_busy busy;
+	struct cruxc_busy busy;
 
 	while (take < bg->nspans && bg->spans[take].end <= frontier)
 		take++;
@@ -250,13 +250,13 @@ static void account(struct cruxp_bg *bg, uint64_t now)
 		until = s->end;
 		if (!s->regular)
 			continue;
-		bg->acc[nacc++] = (struct cruxp_span){s->start, s->end};
+		bg->acc[nacc++] = (struct cruxc_span){s->start, s->end};
 		dur += s->end - s->start;
 		for (int k = 0; k < CRUX_COLL_KINDS; k++)
 			bg->w_bytes[k] += s->bytes[k];
 	}
 	if (take &&
-	    cruxp_iv_account(bg->ivs, bg->niv, bg->acc, nacc, bg->events, &busy) == CRUX_OK) {
+	    cruxc_iv_account(bg->ivs, bg->niv, bg->acc, nacc, bg->events, &busy) == CRUX_OK) {
 		bg->w_iters += take;
 		bg->w_regular += nacc;
 		bg->w_dur += dur;
@@ -272,7 +272,7 @@ static void account(struct cruxp_bg *bg, uint64_t now)
 	memmove(bg->spans, bg->spans + take, (bg->nspans - take) * sizeof(bg->spans[0]));
 	bg->nspans -= take;
 	for (size_t i = 0; i < bg->niv; i++) {
-		const struct cruxp_iv *v = &bg->ivs[i];
+		const struct cruxc_iv *v = &bg->ivs[i];
 
 		if (v->end <= until || v->end + ORPHAN_NS < now)
 			continue;
@@ -286,12 +286,12 @@ static bool agent_socket_present(void)
 {
 	char path[CRUX_PATH_MAX + 32];
 	struct stat sb;
-	snprintf(path, sizeof(path), "%.255s/%s", cruxp_ctx.cfg.shm_dir, CRUX_AGENT_SOCK);
+	snprintf(path, sizeof(path), "%.255s/%s", cruxc_ctx.cfg.shm_dir, CRUX_AGENT_SOCK);
 	return lstat(path, &sb) == 0 && S_ISSOCK(sb.st_mode);
 }
 
 /* Keep this process attached to cruxd (once a window, never blocking). */
-static void keep_attached(struct cruxp_bg *bg)
+static void keep_attached(struct cruxc_bg *bg)
 {
 	char err[512] = "";
 	struct crux_dt_reader *r = NULL;
@@ -300,7 +300,7 @@ static void keep_attached(struct cruxp_bg *bg)
 		bg->conn = NULL;
 		bg->conn_welcomed = false;
 	}
-	if (!bg->conn && crux_agent_conn_open(cruxp_ctx.cfg.shm_dir, bg->prof, &bg->conn, err,
+	if (!bg->conn && crux_agent_conn_open(cruxc_ctx.cfg.shm_dir, bg->prof, &bg->conn, err,
 					      sizeof(err)) != CRUX_OK) {
 		bg->conn = NULL;
 		return;
@@ -318,7 +318,7 @@ static void keep_attached(struct cruxp_bg *bg)
 	}
 }
 
-static void open_record(struct cruxp_bg *bg)
+static void open_record(struct cruxc_bg *bg)
 {
 	crux_status_t st;
 
@@ -332,9 +332,9 @@ static void open_record(struct cruxp_bg *bg)
 	char err[512] = "";
 	/* v2 agent: a sealed memfd shared with the plugin; else a v1 record file. */
 	if (agent_socket_present())
-		st = crux_prof_open_shared_ex(&cruxp_ctx.ident, &bg->prof, err, sizeof(err));
+		st = crux_prof_open_shared_ex(&cruxc_ctx.ident, &bg->prof, err, sizeof(err));
 	else
-		st = crux_prof_open_self_ex(cruxp_ctx.cfg.shm_dir, &cruxp_ctx.ident, &bg->prof,
+		st = crux_prof_open_self_ex(cruxc_ctx.cfg.shm_dir, &cruxc_ctx.ident, &bg->prof,
 					    err, sizeof(err));
 	if (st == CRUX_OK && agent_socket_present())
 		keep_attached(bg);
@@ -342,21 +342,21 @@ static void open_record(struct cruxp_bg *bg)
 		crux_log_once(&bg->prof_said, CRUX_LOG_WARN,
 			      "cannot open the profile record in %s (%s); is cruxd running with "
 			      "the same CRUX_SHM_DIR?",
-			      cruxp_ctx.cfg.shm_dir, err[0] ? err : crux_status_str(st));
+			      cruxc_ctx.cfg.shm_dir, err[0] ? err : crux_status_str(st));
 }
 
-static void publish(struct cruxp_bg *bg, uint64_t now)
+static void publish(struct cruxc_bg *bg, uint64_t now)
 {
 	struct crux_prof_compute c;
 	char obj[256];
 	double n = (double)bg->w_regular;
 
-	if (cruxp_ctx.source != CRUXP_SRC_PROFILER && !atomic_load(&cruxp_ctx.intercepted) &&
+	if (cruxc_ctx.source != CRUXC_SRC_PROFILER && !atomic_load(&cruxc_ctx.intercepted) &&
 	    !bg->scanned) {
 		bg->scanned = true;
-		if (cruxp_static_nccl_scan(obj, sizeof(obj))) {
-			cruxp_ctx.static_nccl = true;
-			crux_log_once(&cruxp_ctx.static_said, CRUX_LOG_WARN,
+		if (cruxc_static_nccl_scan(obj, sizeof(obj))) {
+			cruxc_ctx.static_nccl = true;
+			crux_log_once(&cruxc_ctx.static_said, CRUX_LOG_WARN,
 				      "NCCL is linked statically into %s: its calls cannot be "
 				      "intercepted, so this process is not profiled (use a "
 				      "framework build that links libnccl.so.2 dynamically)",
@@ -381,17 +381,17 @@ static void publish(struct cruxp_bg *bg, uint64_t now)
 		for (int k = 0; k < CRUX_COLL_KINDS; k++)
 			c.bytes_per_iter[k] = (uint64_t)((double)bg->w_bytes[k] / n + 0.5);
 	}
-	c.timing_backend = atomic_load(&cruxp_ctx.backend);
-	if (atomic_load(&cruxp_ctx.marked) || cruxp_ctx.cfg.mark != CRUXP_MARK_AUTO)
+	c.timing_backend = atomic_load(&cruxc_hot.backend);
+	if (atomic_load(&cruxc_hot.marked) || cruxc_ctx.cfg.mark != CRUXC_MARK_AUTO)
 		c.flags |= CRUX_PROF_F_ITER_MARKED;
 	else if (bg->det_valid)
 		c.flags |= CRUX_PROF_F_ITER_DETECTED;
-	if (cruxp_ctx.static_nccl)
+	if (cruxc_ctx.static_nccl)
 		c.flags |= CRUX_PROF_F_STATIC_NCCL;
-	if (cruxp_ctx.source == CRUXP_SRC_PROFILER)
+	if (cruxc_ctx.source == CRUXC_SRC_PROFILER)
 		c.flags |= CRUX_PROF_F_SRC_PROFILER;
 	snprintf(c.device, sizeof(c.device), "%s",
-		 cruxp_ctx.device[0] ? cruxp_ctx.device : "unknown");
+		 cruxc_ctx.device[0] ? cruxc_ctx.device : "unknown");
 	open_record(bg);
 	if (bg->prof)
 		crux_prof_publish_compute(bg->prof, &c);
@@ -405,16 +405,16 @@ static void publish(struct cruxp_bg *bg, uint64_t now)
 	memset(bg->w_bytes, 0, sizeof(bg->w_bytes));
 }
 
-static void drain(struct cruxp_bg *bg)
+static void drain(struct cruxc_bg *bg)
 {
-	struct cruxp_call c;
+	struct cruxc_call c;
 
-	while (cruxp_ring_pop(&cruxp_ctx.ring, &c))
+	while (cruxc_ring_pop(&cruxc_hot.ring, &c))
 		on_call(bg, &c);
 }
 
 /* One pass of the loop; 'final' publishes what the last window holds. */
-static void step(struct cruxp_bg *bg, bool final)
+static void step(struct cruxc_bg *bg, bool final)
 {
 	uint64_t now = crux_now_ns();
 
@@ -431,20 +431,20 @@ static void step(struct cruxp_bg *bg, bool final)
 	 * at least half a window: a sliver of a few iterations would replace a
 	 * better figure.
 	 */
-	if (now - bg->win_start >= cruxp_ctx.cfg.window_ns ||
+	if (now - bg->win_start >= cruxc_ctx.cfg.window_ns ||
 	    (final && bg->w_regular &&
-	     (!bg->windows || 2 * (now - bg->win_start) >= cruxp_ctx.cfg.window_ns)))
+	     (!bg->windows || 2 * (now - bg->win_start) >= cruxc_ctx.cfg.window_ns)))
 		publish(bg, now);
 }
 
-void *cruxp_bg_main(void *arg)
+void *cruxc_bg_main(void *arg)
 {
-	struct cruxp_bg *bg = arg;
+	struct cruxc_bg *bg = arg;
 	struct timespec ts = {0, (long)TICK_NS};
 
 	/* The record exists from the start: the agent sees a job being profiled. */
 	open_record(bg);
-	while (!atomic_load(&cruxp_ctx.stop)) {
+	while (!atomic_load(&cruxc_ctx.stop)) {
 		nanosleep(&ts, NULL);
 		step(bg, false);
 	}
@@ -452,12 +452,12 @@ void *cruxp_bg_main(void *arg)
 	return NULL;
 }
 
-void cruxp_bg_start_window(struct cruxp_bg *bg, uint64_t now)
+void cruxc_bg_start_window(struct cruxc_bg *bg, uint64_t now)
 {
 	bg->win_start = now;
 }
 
-void cruxp_bg_close_record(struct cruxp_bg *bg)
+void cruxc_bg_close_record(struct cruxc_bg *bg)
 {
 	if (bg && bg->prof) {
 		crux_prof_close(bg->prof);

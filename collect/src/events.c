@@ -5,16 +5,16 @@
 #include <string.h>
 
 #include "crux/log.h"
-#include "cruxp.h"
+#include "collect_int.h"
 #include "timing.h"
 
 static const char *const cudart_names[] = {
     "libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", NULL,
 };
 
-crux_status_t cruxp_cudart_load(const char *lib, struct cruxp_cudart *out)
+crux_status_t cruxc_cudart_load(const char *lib, struct cruxc_cudart *out)
 {
-	struct cruxp_cudart rt;
+	struct cruxc_cudart rt;
 	void *h = NULL;
 
 	memset(&rt, 0, sizeof(rt));
@@ -48,7 +48,7 @@ crux_status_t cruxp_cudart_load(const char *lib, struct cruxp_cudart *out)
 	return CRUX_OK;
 }
 
-void cruxp_events_free(struct cruxp_events *ev)
+void cruxc_events_free(struct cruxc_events *ev)
 {
 	if (!ev)
 		return;
@@ -65,9 +65,9 @@ void cruxp_events_free(struct cruxp_events *ev)
 	free(ev);
 }
 
-crux_status_t cruxp_events_new(const char *lib, uint32_t nslots, struct cruxp_events **out)
+crux_status_t cruxc_events_new(const char *lib, uint32_t nslots, struct cruxc_events **out)
 {
-	struct cruxp_events *ev;
+	struct cruxc_events *ev;
 	crux_status_t st;
 
 	if (!nslots || (nslots & (nslots - 1)))
@@ -75,7 +75,7 @@ crux_status_t cruxp_events_new(const char *lib, uint32_t nslots, struct cruxp_ev
 	ev = calloc(1, sizeof(*ev));
 	if (!ev)
 		return CRUX_ERR_NOMEM;
-	st = cruxp_cudart_load(lib, &ev->rt);
+	st = cruxc_cudart_load(lib, &ev->rt);
 	if (st != CRUX_OK)
 		goto fail;
 	st = CRUX_ERR_NOMEM;
@@ -86,8 +86,8 @@ crux_status_t cruxp_events_new(const char *lib, uint32_t nslots, struct cruxp_ev
 	ev->nslots = nslots;
 	ev->ref = -1;
 	for (uint32_t i = 0; i < nslots; i++) {
-		if (ev->rt.event_create(&ev->slots[i].start, CRUXP_CUDA_EVENT_DEFAULT) != 0 ||
-		    ev->rt.event_create(&ev->slots[i].end, CRUXP_CUDA_EVENT_DEFAULT) != 0) {
+		if (ev->rt.event_create(&ev->slots[i].start, CRUXC_CUDA_EVENT_DEFAULT) != 0 ||
+		    ev->rt.event_create(&ev->slots[i].end, CRUXC_CUDA_EVENT_DEFAULT) != 0) {
 			crux_warn("cudaEventCreateWithFlags failed; no CUDA device here?");
 			st = CRUX_ERR_UNSUPPORTED;
 			goto fail;
@@ -96,28 +96,28 @@ crux_status_t cruxp_events_new(const char *lib, uint32_t nslots, struct cruxp_ev
 	*out = ev;
 	return CRUX_OK;
 fail:
-	cruxp_events_free(ev);
+	cruxc_events_free(ev);
 	return st;
 }
 
-uint32_t cruxp_events_begin(struct cruxp_events *ev, void *stream, uint64_t host_now)
+uint32_t cruxc_events_begin(struct cruxc_events *ev, void *stream, uint64_t host_now)
 {
 	uint64_t order = atomic_fetch_add_explicit(&ev->claims, 1, memory_order_relaxed);
 
 	/* Try a few slots from our claim position; all busy means the poller is behind. */
 	for (uint32_t k = 0; k < 4; k++) {
 		uint32_t i = (uint32_t)(order + k) & (ev->nslots - 1);
-		struct cruxp_ev_slot *s = &ev->slots[i];
-		uint32_t expect = CRUXP_EV_FREE;
+		struct cruxc_ev_slot *s = &ev->slots[i];
+		uint32_t expect = CRUXC_EV_FREE;
 
-		if (!atomic_compare_exchange_strong_explicit(&s->state, &expect, CRUXP_EV_BUSY,
+		if (!atomic_compare_exchange_strong_explicit(&s->state, &expect, CRUXC_EV_BUSY,
 							     memory_order_acquire,
 							     memory_order_relaxed))
 			continue;
 		s->order = order;
 		s->host_enter = host_now;
-		if (ev->rt.event_record(s->start, (cruxp_cuda_stream_t)stream) != 0) {
-			atomic_store_explicit(&s->state, CRUXP_EV_FREE, memory_order_release);
+		if (ev->rt.event_record(s->start, (cruxc_cuda_stream_t)stream) != 0) {
+			atomic_store_explicit(&s->state, CRUXC_EV_FREE, memory_order_release);
 			break;
 		}
 		return i;
@@ -126,44 +126,44 @@ uint32_t cruxp_events_begin(struct cruxp_events *ev, void *stream, uint64_t host
 	return UINT32_MAX;
 }
 
-void cruxp_events_end(struct cruxp_events *ev, uint32_t slot, void *stream)
+void cruxc_events_end(struct cruxc_events *ev, uint32_t slot, void *stream)
 {
-	struct cruxp_ev_slot *s = &ev->slots[slot];
+	struct cruxc_ev_slot *s = &ev->slots[slot];
 
-	if (ev->rt.event_record(s->end, (cruxp_cuda_stream_t)stream) != 0) {
-		atomic_store_explicit(&s->state, CRUXP_EV_FREE, memory_order_release);
+	if (ev->rt.event_record(s->end, (cruxc_cuda_stream_t)stream) != 0) {
+		atomic_store_explicit(&s->state, CRUXC_EV_FREE, memory_order_release);
 		return;
 	}
-	atomic_store_explicit(&s->state, CRUXP_EV_RECORDED, memory_order_release);
+	atomic_store_explicit(&s->state, CRUXC_EV_RECORDED, memory_order_release);
 }
 
-void cruxp_events_cancel(struct cruxp_events *ev, uint32_t slot)
+void cruxc_events_cancel(struct cruxc_events *ev, uint32_t slot)
 {
-	atomic_store_explicit(&ev->slots[slot].state, CRUXP_EV_FREE, memory_order_release);
+	atomic_store_explicit(&ev->slots[slot].state, CRUXC_EV_FREE, memory_order_release);
 }
 
 static int order_cmp(const void *a, const void *b, void *arg)
 {
-	const struct cruxp_events *ev = arg;
+	const struct cruxc_events *ev = arg;
 	uint64_t x = ev->slots[*(const uint32_t *)a].order;
 	uint64_t y = ev->slots[*(const uint32_t *)b].order;
 
 	return x < y ? -1 : x > y;
 }
 
-size_t cruxp_events_poll(struct cruxp_events *ev, struct cruxp_iv *out, size_t cap)
+size_t cruxc_events_poll(struct cruxc_events *ev, struct cruxc_iv *out, size_t cap)
 {
 	size_t n = 0, done = 0;
 
 	for (uint32_t i = 0; i < ev->nslots; i++) {
 		if (atomic_load_explicit(&ev->slots[i].state, memory_order_acquire) ==
-			CRUXP_EV_RECORDED &&
-		    ev->rt.event_query(ev->slots[i].end) == CRUXP_CUDA_SUCCESS)
+			CRUXC_EV_RECORDED &&
+		    ev->rt.event_query(ev->slots[i].end) == CRUXC_CUDA_SUCCESS)
 			ev->scratch[n++] = i;
 	}
 	qsort_r(ev->scratch, n, sizeof(*ev->scratch), order_cmp, ev);
 	for (size_t k = 0; k < n && done < cap; k++) {
-		struct cruxp_ev_slot *s = &ev->slots[ev->scratch[k]];
+		struct cruxc_ev_slot *s = &ev->slots[ev->scratch[k]];
 		float dur_ms = 0, rel_ms = 0;
 		double pos;
 
@@ -179,15 +179,15 @@ size_t cruxp_events_poll(struct cruxp_events *ev, struct cruxp_iv *out, size_t c
 		else
 			pos = (double)s->host_enter;
 		if (ev->ref >= 0)
-			atomic_store_explicit(&ev->slots[ev->ref].state, CRUXP_EV_FREE,
+			atomic_store_explicit(&ev->slots[ev->ref].state, CRUXC_EV_FREE,
 					      memory_order_release);
-		atomic_store_explicit(&s->state, CRUXP_EV_HELD, memory_order_relaxed);
+		atomic_store_explicit(&s->state, CRUXC_EV_HELD, memory_order_relaxed);
 		ev->ref = (int32_t)ev->scratch[k];
 		ev->ref_pos_ns = pos;
 		if (pos < 0)
 			pos = 0;
-		out[done++] = (struct cruxp_iv){
-		    (uint64_t)pos, (uint64_t)pos + (uint64_t)(dur_ms * 1e6), CRUXP_IV_COMM, 0};
+		out[done++] = (struct cruxc_iv){
+		    (uint64_t)pos, (uint64_t)pos + (uint64_t)(dur_ms * 1e6), CRUXC_IV_COMM, 0};
 	}
 	return done;
 }

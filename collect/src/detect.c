@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HASH_SLOTS	   1024 /* > 2 * CRUXP_DET_MAX_DISTINCT, power of two */
+#define HASH_SLOTS	   1024 /* > 2 * CRUXC_DET_MAX_DISTINCT, power of two */
 #define HASH_BASE	   0x100000001b3ull
 #define MIN_SHARE	   0.5 /* the mode segment must be most of the anchor's segments */
 #define MIN_COVERAGE	   0.3 /* ... and cover this much of the sequence */
@@ -35,31 +35,31 @@ struct distinct {
 	uint32_t last;
 };
 
-struct cruxp_det_scratch {
-	uint64_t prefix[CRUXP_DET_MAX_CALLS + 1];
-	uint64_t power[CRUXP_DET_MAX_CALLS + 1];
-	uint32_t next[CRUXP_DET_MAX_CALLS];
-	uint64_t gram[CRUXP_DET_MAX_CALLS];
+struct cruxc_det_scratch {
+	uint64_t prefix[CRUXC_DET_MAX_CALLS + 1];
+	uint64_t power[CRUXC_DET_MAX_CALLS + 1];
+	uint32_t next[CRUXC_DET_MAX_CALLS];
+	uint64_t gram[CRUXC_DET_MAX_CALLS];
 	int16_t slot[HASH_SLOTS]; /* index into dist, -1 empty */
-	struct distinct dist[CRUXP_DET_MAX_DISTINCT];
-	struct seg segs[CRUXP_DET_MAX_CALLS];
-	struct cand cands[CRUXP_DET_MAX_GRAM * CRUXP_DET_MAX_DISTINCT];
+	struct distinct dist[CRUXC_DET_MAX_DISTINCT];
+	struct seg segs[CRUXC_DET_MAX_CALLS];
+	struct cand cands[CRUXC_DET_MAX_GRAM * CRUXC_DET_MAX_DISTINCT];
 };
 
-crux_status_t cruxp_det_scratch_new(struct cruxp_det_scratch **out)
+crux_status_t cruxc_det_scratch_new(struct cruxc_det_scratch **out)
 {
-	struct cruxp_det_scratch *s = calloc(1, sizeof(*s));
+	struct cruxc_det_scratch *s = calloc(1, sizeof(*s));
 
 	if (!s)
 		return CRUX_ERR_NOMEM;
 	s->power[0] = 1;
-	for (size_t i = 1; i <= CRUXP_DET_MAX_CALLS; i++)
+	for (size_t i = 1; i <= CRUXC_DET_MAX_CALLS; i++)
 		s->power[i] = s->power[i - 1] * HASH_BASE;
 	*out = s;
 	return CRUX_OK;
 }
 
-void cruxp_det_scratch_free(struct cruxp_det_scratch *s)
+void cruxc_det_scratch_free(struct cruxc_det_scratch *s)
 {
 	free(s);
 }
@@ -69,7 +69,7 @@ static inline uint64_t mix(uint32_t sig)
 	return (uint64_t)sig * 0x9e3779b97f4a7c15ull + 1;
 }
 
-uint64_t cruxp_det_seq_hash(const uint32_t *sig, size_t n)
+uint64_t cruxc_det_seq_hash(const uint32_t *sig, size_t n)
 {
 	uint64_t h = 0;
 
@@ -78,7 +78,7 @@ uint64_t cruxp_det_seq_hash(const uint32_t *sig, size_t n)
 	return h;
 }
 
-static uint64_t range_hash(const struct cruxp_det_scratch *s, size_t p, size_t q)
+static uint64_t range_hash(const struct cruxc_det_scratch *s, size_t p, size_t q)
 {
 	return s->prefix[q] - s->prefix[p] * s->power[q - p];
 }
@@ -95,10 +95,10 @@ static int seg_cmp(const void *a, const void *b)
 }
 
 /* Number the distinct keys of s->gram[from..n) and link their occurrences. */
-static size_t index_distinct(size_t from, size_t n, struct cruxp_det_scratch *s)
+static size_t index_distinct(size_t from, size_t n, struct cruxc_det_scratch *s)
 {
 	size_t nd = 0;
-	uint32_t last_pos[CRUXP_DET_MAX_DISTINCT];
+	uint32_t last_pos[CRUXC_DET_MAX_DISTINCT];
 
 	memset(s->slot, 0xff, sizeof(s->slot));
 	for (size_t i = from; i < n; i++) {
@@ -111,7 +111,7 @@ static size_t index_distinct(size_t from, size_t n, struct cruxp_det_scratch *s)
 			size_t k = (h + probe) & (HASH_SLOTS - 1);
 
 			if (s->slot[k] < 0) {
-				if (nd == CRUXP_DET_MAX_DISTINCT)
+				if (nd == CRUXC_DET_MAX_DISTINCT)
 					break; /* too many kinds: ignore the rest as anchors */
 				s->slot[k] = (int16_t)nd;
 				s->dist[nd] = (struct distinct){key, 0, (uint32_t)i, (uint32_t)i};
@@ -135,7 +135,7 @@ static size_t index_distinct(size_t from, size_t n, struct cruxp_det_scratch *s)
 }
 
 /* Mode segment of the anchor 'd'; false when it does not repeat. */
-static bool anchor_mode(struct cruxp_det_scratch *s, const struct distinct *d, size_t n,
+static bool anchor_mode(struct cruxc_det_scratch *s, const struct distinct *d, size_t n,
 			uint32_t gram, struct cand *c)
 {
 	size_t k = 0, best = 0, run = 0;
@@ -291,20 +291,20 @@ static bool repeat_plus_noise(const uint32_t *sig, const uint64_t *t, size_t n, 
 	return false;
 }
 
-crux_status_t cruxp_detect(const uint32_t *sig, const uint64_t *t, size_t n,
-			   struct cruxp_det_scratch *s, struct cruxp_det_result *out)
+crux_status_t cruxc_detect(const uint32_t *sig, const uint64_t *t, size_t n,
+			   struct cruxc_det_scratch *s, struct cruxc_det_result *out)
 {
 	size_t nc = 0;
 	struct cand *best = NULL;
 
-	if (!sig || !s || !out || n > CRUXP_DET_MAX_CALLS)
+	if (!sig || !s || !out || n > CRUXC_DET_MAX_CALLS)
 		return CRUX_ERR_INVAL;
 	if (n < 4)
 		return CRUX_ERR_NOENT;
 	s->prefix[0] = 0;
 	for (size_t i = 0; i < n; i++)
 		s->prefix[i + 1] = s->prefix[i] * HASH_BASE + mix(sig[i]);
-	for (uint32_t g = 1; g <= CRUXP_DET_MAX_GRAM; g++) {
+	for (uint32_t g = 1; g <= CRUXC_DET_MAX_GRAM; g++) {
 		size_t nd;
 
 		for (size_t i = g - 1; i < n; i++)
@@ -351,7 +351,7 @@ crux_status_t cruxp_detect(const uint32_t *sig, const uint64_t *t, size_t n,
 			changed = true;
 		}
 	}
-	*out = (struct cruxp_det_result){
+	*out = (struct cruxc_det_result){
 	    .anchor = best->anchor,
 	    .gram = best->gram,
 	    .length = best->len,
