@@ -47,6 +47,7 @@ static int setup(void **state)
 		return -1;
 	if (vxd_open_lo(&cruxn_vx_state) != 0)
 		return -1;
+	cruxn_vx_qpcfg.lane_interval_ns = 0; /* these tests move lanes back to back */
 	init_ops = cruxn_ctx.ops; /* the socket transport's: finalize stops it, not the double */
 	cruxn_ctx.ops = &cruxn_verbs_ops;
 	if (cruxn_listen(0, handle, &lc) != CRUXN_SUCCESS)
@@ -633,6 +634,45 @@ static void test_lanes_ahead(void **state)
 	assert_int_equal(vxd_qp_tc(s->cur->qps[0]->qp_num), to.tos & 0xfc);
 	assert_int_equal(vxd.qps, qps); /* no queue pair created at the change */
 	cruxn_vx_qpcfg.lanes_ahead = -1;
+	cruxn_dereg_mr(sc, smr);
+	cruxn_dereg_mr(rc, rmr);
+}
+
+/*
+ * Lane moves are rate-limited per connection (CRUX_IB_LANE_INTERVAL): a
+ * decision that flips back within the interval keeps its messages on the
+ * current lane, nothing built or moved, and is taken at the first boundary
+ * after it. Seen failing before (no limit): the connection moved at once.
+ */
+static void test_lane_rate_limit(void **state)
+{
+	static unsigned char sb[4096], rb[4096];
+	struct vx_comm *s = sc;
+	struct cruxn_class a = s->b.tag.cls;
+	void *smr, *rmr;
+	int qps;
+	(void)state;
+
+	assert_int_equal(cruxn_reg_mr(sc, sb, sizeof(sb), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_reg_mr(rc, rb, sizeof(rb), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
+	cruxn_vx_qpcfg.lane_interval_ns = 300000000ull;
+	send_one(sb, rb, sizeof(sb), 101);
+	s->b.tag.cls.tos = 34 << 2;
+	s->b.ops->boundary(&s->b, true, false);
+	send_one(sb, rb, sizeof(sb), 102); /* the first move is free */
+	assert_int_equal(s->cur->cls.tos, 34 << 2);
+	qps = vxd.qps;
+	s->b.tag.cls.tos = 36 << 2; /* and another within 300 ms */
+	s->b.ops->boundary(&s->b, true, false);
+	send_one(sb, rb, sizeof(sb), 103);
+	assert_int_equal(s->cur->cls.tos, 34 << 2); /* held to the current lane */
+	assert_int_equal(vxd.qps, qps);             /* nothing built meanwhile */
+	usleep(320000);
+	send_one(sb, rb, sizeof(sb), 104);
+	send_one(sb, rb, sizeof(sb), 105);
+	assert_int_equal(s->cur->cls.tos, 36 << 2); /* taken after the interval */
+	cruxn_vx_qpcfg.lane_interval_ns = 0;
+	s->b.tag.cls = a;
 	cruxn_dereg_mr(sc, smr);
 	cruxn_dereg_mr(rc, rmr);
 }
@@ -1230,6 +1270,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lane_close_waits_for_parts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_warm_lane_return, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lanes_ahead, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lane_rate_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unrealisable_route_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ib_ignores_routes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fifo_tc, setup, teardown),

@@ -173,6 +173,7 @@ struct cruxn_vx_qp_cfg {
 	int relaxed;   /* NCCL_IB_PCI_RELAXED_ORDERING: 0 off, 1 on, 2 auto (on when available) */
 	int warm_lanes; /* CRUX_IB_WARM_LANES (2): lanes kept up after use, for a decision's return */
 	int lanes_ahead; /* CRUX_IB_LANES_AHEAD: -1 the table's levels, 0 none, N: N levels */
+	uint64_t lane_interval_ns; /* CRUX_IB_LANE_INTERVAL (10 ms): least time between two lane moves */
 };
 
 /*

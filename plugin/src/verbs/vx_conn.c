@@ -22,7 +22,7 @@ struct cruxn_vx cruxn_vx_state;
 struct cruxn_vx_qp_cfg cruxn_vx_qpcfg = {
 	.timeout = 20, .retry_cnt = 7, .pkey = 0, .nqps = 1, .split = false, .ar = -1, .ar_threshold = 8192,
 	.relaxed = 2, .warm_lanes = 2,
-					 .lanes_ahead = -1};
+					 .lanes_ahead = -1, .lane_interval_ns = 10000000ull};
 
 /* ---- failure ---------------------------------------------------------------- */
 
@@ -206,6 +206,7 @@ crux_status_t cruxn_vx_lane_connect(struct vx_comm *c, struct vx_lane *l, const 
 			(void)cruxn_vx_state.ibv.mlx5_udp_sport(l->qps[i], l->sport[i]);
 	}
 	l->state = VX_LANE_UP;
+	c->settled = false;
 	return CRUX_OK;
 }
 
@@ -252,6 +253,7 @@ crux_status_t cruxn_vx_flush_qp(struct vx_comm *c)
 
 void cruxn_vx_lane_link(struct vx_comm *c, struct vx_lane *l)
 {
+	c->settled = false;
 	l->next = c->lanes;
 	c->lanes = l;
 }
@@ -336,6 +338,7 @@ static int repath(struct vx_comm *c)
 	l->route_refused = false;
 	c->b.route_now = *r;
 	c->repaths++;
+	c->moved_ns = crux_now_ns();
 	return REPATH_DONE;
 }
 
@@ -345,6 +348,8 @@ struct vx_lane *cruxn_vx_lane_want(struct vx_comm *c)
 	struct vx_msg m;
 	int n;
 
+	if (c->settled && c->settled_dt == atomic_load_explicit(&cruxn_ctx.dt, memory_order_relaxed))
+		return c->cur;
 	l = lane_matching(c, &n);
 	if (l)
 		return l; /* the current lane, or one built or being built */
@@ -381,6 +386,7 @@ static void lane_close(struct vx_comm *c, struct vx_lane *l)
 	struct vx_msg m;
 
 	l->state = VX_LANE_CLOSING;
+	c->settled = false;
 	msg_init(c, &m, VX_LANE_CLOSE, l->id);
 	m.addr = c->cur->id; /* the lane the sender is on */
 	m.parts = l->parts;  /* what the receiver must have counted before the lane goes */
@@ -415,7 +421,7 @@ static struct vx_lane *oldest_parked(struct vx_comm *c, const struct vx_lane *ke
  * modified at a message boundary (firmware commands of 0.1-1 ms each on
  * mlx5). They are not counted as warm lanes, so they stay up.
  */
-static void lanes_ahead(struct vx_comm *c)
+static bool lanes_ahead(struct vx_comm *c)
 {
 	struct cruxn_class cls[CRUX_MAX_LEVELS];
 	struct cruxn_route none;
@@ -423,12 +429,12 @@ static void lanes_ahead(struct vx_comm *c)
 	int want = cruxn_vx_qpcfg.lanes_ahead, n, nl = 0;
 
 	if (!want || !c->cur || c->cur->state != VX_LANE_UP)
-		return;
+		return c->cur && c->cur->state != VX_LANE_UP;
 	for (struct vx_lane *l = c->lanes; l; l = l->next, nl++)
 		if (l->state == VX_LANE_BUILDING)
-			return; /* one at a time */
+			return true; /* one at a time */
 	if (nl >= VX_MAX_LANES)
-		return;
+		return false;
 	n = cruxn_tag_level_classes(cls, CRUX_MAX_LEVELS, want > 0);
 	if (want > 0 && n > want)
 		n = want;
@@ -444,28 +450,35 @@ static void lanes_ahead(struct vx_comm *c)
 			continue;
 		l = cruxn_vx_lane_new(c, c->next_lane, &cls[i], &none);
 		if (!l)
-			return; /* not fatal: a decision for that level builds it then */
+			return false; /* not fatal: a decision for that level builds it then */
 		l->ahead = true;
 		c->next_lane++;
 		cruxn_vx_lane_link(c, l);
 		cruxn_vx_ep_to_msg(c, l, &m, VX_LANE);
 		cruxn_vx_ctrl_send(c, &m);
-		return;
+		return true;
 	}
+	return false;
 }
 
 void cruxn_vx_lanes_progress(struct vx_comm *c)
 {
-	struct vx_lane *want = lane_matching(c, NULL), *p;
+	const void *dt = atomic_load_explicit(&cruxn_ctx.dt, memory_order_relaxed);
+	struct vx_lane *want, *p;
 	int nparked;
 
+	if (c->settled && c->settled_dt == dt)
+		return;
+	want = lane_matching(c, NULL);
 	/* the decision's lane is up and the current one drained: the next message moves */
-	if (want && want != c->cur && want->state == VX_LANE_UP && c->cur->outstanding == 0) {
+	if (want && want != c->cur && want->state == VX_LANE_UP && c->cur->outstanding == 0 &&
+	    (!c->moved_ns || crux_now_ns() - c->moved_ns >= cruxn_vx_qpcfg.lane_interval_ns)) {
 		struct vx_lane *old = c->cur;
 		struct vx_msg m;
 		char peer[80];
 
 		c->cur = want;
+		c->moved_ns = crux_now_ns();
 		c->b.marked = want->cls;
 		c->b.route_now = want->route;
 		if (want->route_refused) /* what the lane realises: the device's hash */
@@ -487,7 +500,9 @@ void cruxn_vx_lanes_progress(struct vx_comm *c)
 	/* warm lanes (used before, or built for a decision that changed again) beyond the limit close */
 	while ((p = oldest_parked(c, want, false, &nparked)) && nparked > cruxn_vx_qpcfg.warm_lanes)
 		lane_close(c, p);
-	lanes_ahead(c);
+	/* nothing left to do until the decision, a lane or the table changes */
+	c->settled = !lanes_ahead(c) && want && want == c->cur && want->state == VX_LANE_UP;
+	c->settled_dt = dt;
 }
 
 static void lane_unlink_free(struct vx_comm *c, uint32_t id)
@@ -645,8 +660,10 @@ static void send_ctrl(struct vx_comm *c, const struct vx_msg *m)
 		c->ready = true;
 	} else if (m->kind == VX_LANE_ACK && l && l->state == VX_LANE_BUILDING)
 		(void)cruxn_vx_lane_connect(c, l, m);
-	else if (m->kind == VX_LANE_GONE && l && l->state == VX_LANE_CLOSING)
+	else if (m->kind == VX_LANE_GONE && l && l->state == VX_LANE_CLOSING) {
 		lane_unlink_free(c, m->lane);
+		c->settled = false; /* room for a lane ahead */
+	}
 }
 
 void cruxn_vx_ctrl_progress(struct vx_comm *c)
@@ -663,6 +680,7 @@ void cruxn_vx_ctrl_progress(struct vx_comm *c)
 		c->out_off = 0;
 		c->out_head = (c->out_head + 1) % VX_OUTQ;
 		c->out_count--;
+		c->ctrl_event_ns = crux_now_ns();
 	}
 	while (!c->b.peer_closed && !atomic_load(&c->b.error)) {
 		int e = cruxn_boot_read_some(c->fd, &c->in, sizeof(c->in), &c->in_off);
@@ -677,6 +695,7 @@ void cruxn_vx_ctrl_progress(struct vx_comm *c)
 		if (c->in_off < sizeof(c->in))
 			break;
 		c->in_off = 0;
+		c->ctrl_event_ns = crux_now_ns();
 		if (!msg_valid(c, &c->in)) {
 			cruxn_vx_fail(c, "control socket", "malformed message", "not a Crux peer?");
 			return;

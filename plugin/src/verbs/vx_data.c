@@ -359,10 +359,15 @@ static bool ctrl_busy(const struct vx_comm *c)
 {
 	if (!c->ready || c->out_count > 0 || c->in_off > 0 || c->gone_ns)
 		return true;
+	/*
+	 * A lane being built or closed, or lane traffic within the last
+	 * VX_CTRL_EVENT_NS (the peer's LANE_MOVE follows); warm lanes and lanes
+	 * built ahead otherwise wait quietly.
+	 */
 	for (const struct vx_lane *l = c->lanes; l; l = l->next)
-		if (l != c->cur || l->state != VX_LANE_UP)
+		if (l->state != VX_LANE_UP)
 			return true;
-	return false;
+	return c->lanes && c->lanes->next && crux_now_ns() - c->ctrl_event_ns < VX_CTRL_EVENT_NS;
 }
 
 static void vx_progress(struct cruxn_base *b)
@@ -425,9 +430,14 @@ static void vx_progress(struct cruxn_base *b)
 
 static void vx_boundary(struct cruxn_base *b, bool class_changed, bool route_changed)
 {
+	struct vx_comm *c = vx_of(b);
+
 	(void)class_changed;
 	(void)route_changed;
-	(void)cruxn_vx_lane_want(vx_of(b)); /* start building at once */
+	c->settled = false; /* a new decision: look for its lane */
+	if (c->moved_ns && crux_now_ns() - c->moved_ns < cruxn_vx_qpcfg.lane_interval_ns)
+		return; /* rate-limited: the decision is looked at after the interval */
+	(void)cruxn_vx_lane_want(c); /* start building at once */
 }
 
 static int once_valve;
@@ -444,9 +454,18 @@ static int once_valve;
  */
 static bool lane_ready(struct vx_comm *c)
 {
-	struct vx_lane *want = cruxn_vx_lane_want(c);
+	struct vx_lane *want;
 	uint64_t now;
 
+	/*
+	 * Lane moves are rate-limited per connection (CRUX_IB_LANE_INTERVAL): a
+	 * decision that flaps faster waits on the current lane, building
+	 * nothing, and is taken at the first boundary after the interval.
+	 */
+	if (!c->settled && c->moved_ns && c->cur && c->cur->state == VX_LANE_UP &&
+	    crux_now_ns() - c->moved_ns < cruxn_vx_qpcfg.lane_interval_ns)
+		return true;
+	want = cruxn_vx_lane_want(c);
 	if (want != c->cur)
 		cruxn_vx_lanes_progress(c);
 	if (want && want == c->cur) {

@@ -76,6 +76,9 @@ static crux_status_t qp_cfg_load(struct cruxn_vx_qp_cfg *q, char *err, size_t er
 			 errlen) != CRUX_OK)
 		return CRUX_ERR_INVAL;
 	q->lanes_ahead = (int)v;
+	if (crux_env_duration_ns(NULL, NULL, "CRUX_IB_LANE_INTERVAL", 10000000ull, 0, 60000000000ull,
+				 1000000ull, &q->lane_interval_ns, err, errlen) != CRUX_OK)
+		return CRUX_ERR_INVAL;
 	/* not fatal: a job runs on one QP per connection rather than not at all */
 	if (cruxn_vx_nqps_load(&q->nqps, err, errlen) != CRUX_OK) {
 		crux_log_once(&once_nqps, CRUX_LOG_WARN, "%s; using 1 queue pair per connection",

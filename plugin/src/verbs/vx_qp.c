@@ -23,6 +23,7 @@ void cruxn_vx_qp_cfg_default(struct cruxn_vx_qp_cfg *q)
 	q->relaxed = 2;
 	q->warm_lanes = 2;
 	q->lanes_ahead = -1;
+	q->lane_interval_ns = 10000000ull;
 }
 
 void cruxn_vx_split(size_t size, int nqps, size_t *chunk, int *nparts)

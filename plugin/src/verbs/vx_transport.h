@@ -33,6 +33,7 @@
 #define VX_MAX_MSG    0x7fffffffull /* NCCL's IB transport: int sizes */
 /* the control socket is read at least this often when nothing is under way there */
 #define VX_CTRL_POLL_NS 1000000ull
+#define VX_CTRL_EVENT_NS 100000000ull /* after a control message, read on every call this long */
 /* the longest a message waits for a decision's lane that is not up yet */
 #define VX_HOLD_MAX_NS 1000000000ull
 /* how long an error completion waits for a closing peer's BYE */
@@ -137,6 +138,15 @@ struct vx_comm {
 	struct ibv_cq *cq;
 	struct vx_lane *cur;   /* lane new messages (sender) / CTS writes (receiver) use */
 	struct vx_lane *lanes; /* every lane, newest first */
+	/*
+	 * Sender: the current lane realises the decision, no lane is being
+	 * built and none is due to close, for this table (settled_dt): the
+	 * message boundary and progress skip the lane search. Cleared by
+	 * anything that changes the decision or a lane's state.
+	 */
+	bool settled;
+	const void *settled_dt;
+	uint64_t moved_ns; /* sender: when it last moved lanes (CRUX_IB_LANE_INTERVAL) */
 	uint32_t next_lane;
 	int nqps;     /* queue pairs per lane (the sender's CRUX_IB_QPS_PER_CONNECTION) */
 	uint32_t qrr; /* sender: the QP the next message starts on (round robin) */
@@ -149,6 +159,7 @@ struct vx_comm {
 	 * causes wait (bounded) for the BYE or the socket's end to say which.
 	 */
 	uint64_t ctrl_ns; /* when the control socket was last read */
+	uint64_t ctrl_event_ns; /* when a control message last went or came (a lane change under way) */
 	bool bye;
 	uint32_t bye_rrow;
 	uint8_t bye_done[VX_FIFO];
