@@ -84,31 +84,25 @@ if command -v gnuplot >/dev/null; then
 		echo "set key outside right top vertical"
 		echo "set xtics rotate by -20"
 		echo "set grid ytics"
-		while read -r l; do
-			echo "set title 'GPU utilisation %, offered load $l'"
-			echo "set yrange [0:*]"
-			printf "plot"
-			c=0
-			for p in $PLACEMENTS; do
-				[ $c -gt 0 ] && printf ","
-				printf " '%s' using %d:%d:%d:xtic(1) title '%s'" "$TMP/plot-$l.dat" \
-					$((2 + c * 6)) $((3 + c * 6)) $((4 + c * 6)) "$p"
-				c=$((c + 1))
-			done
-			echo
-		done <"$TMP/loads"
-		while read -r l; do
-			echo "set title 'mean JCT (h), offered load $l'"
-			printf "plot"
-			c=0
-			for p in $PLACEMENTS; do
-				[ $c -gt 0 ] && printf ","
-				printf " '%s' using %d:%d:%d:xtic(1) title '%s'" "$TMP/plot-$l.dat" \
-					$((5 + c * 6)) $((6 + c * 6)) $((7 + c * 6)) "$p"
-				c=$((c + 1))
-			done
-			echo
-		done <"$TMP/loads"
+		# Row 1: utilisation (columns 2-4 of each placement), row 2: mean JCT (5-7).
+		for metric in "2:GPU_utilisation_%" "5:mean_JCT_(h)"; do
+			first=${metric%%:*}
+			name=$(echo "${metric#*:}" | tr _ ' ')
+			while read -r l; do
+				echo "set title '$name, offered load $l'"
+				echo "set yrange [0:*]"
+				printf "plot"
+				c=0
+				for p in $PLACEMENTS; do
+					[ $c -gt 0 ] && printf ","
+					k=$((first + c * 6))
+					printf " '%s' using %d:%d:%d:xtic(1) title '%s'" "$TMP/plot-$l.dat" \
+						"$k" $((k + 1)) $((k + 2)) "$p"
+					c=$((c + 1))
+				done
+				echo
+			done <"$TMP/loads"
+		done
 		echo "unset multiplot"
 	} >"$TMP/plot.gp"
 	gnuplot "$TMP/plot.gp"
