@@ -461,7 +461,7 @@ static int parse_args(struct cli *c, int argc, char **argv)
 			}
 			break;
 		case O_DELAY:
-			bad |= num("--delay-timer-s", optarg, 1, 30 * 86400.0, &c->cfg.delay_timer_s);
+			bad |= num("delay-timer-s", optarg, 1, 30 * 86400.0, &c->cfg.delay_timer_s);
 			break;
 		case O_NOPREEMPT:
 			c->cfg.no_preempt = 1;
@@ -478,6 +478,13 @@ static int parse_args(struct cli *c, int argc, char **argv)
 	}
 	if (optind < argc) {
 		fprintf(stderr, "crux-sim: unexpected argument '%s'\n", argv[optind]);
+		return -1;
+	}
+	if ((c->cfg.delay_timer_s > 0 || c->cfg.no_preempt) &&
+	    c->cfg.placement != CRUX_SIM_PLACE_DALLY) {
+		fprintf(stderr, "crux-sim: --delay-timer-s and --no-preempt set Dally's placement: "
+				"add --placement dally (now %s)\n",
+			crux_sim_placement_name(c->cfg.placement));
 		return -1;
 	}
 	c->wp.total_gpus = c->cfg.tp.gpus_per_host *
