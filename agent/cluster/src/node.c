@@ -786,12 +786,16 @@ static crux_status_t overrides_text(struct crux_cluster_node *n, const struct cr
 /*
  * The host records listed in keys (keys and revisions, read at one
  * revision) as decoded views, from the cache where the key and its mod
- * revision are unchanged; the others are fetched at that same revision (all
- * of them in one read when many changed: a start, a resync). At 1,000 hosts
+ * revision are unchanged; the others are fetched at that same revision, one
+ * by one when at most VIEW_FETCH_MAX changed, else all in one read (each
+ * fetch is a round trip the leader's loop waits for: a start, a resync or
+ * leases expiring together take the one read). At 1,000 hosts
  * a job's arrival changes one record: one small read instead of every
  * record's value read and decoded again. *views: shallow copies owned by the
  * cache.
  */
+#define VIEW_FETCH_MAX 2
+
 static crux_status_t read_views(struct crux_cluster_node *n, const struct crux_etcd_range *keys,
 				struct crux_cv_host **views, size_t *nv)
 {
@@ -826,7 +830,7 @@ static crux_status_t read_views(struct crux_cluster_node *n, const struct crux_e
 		need[i] = true;
 		miss++;
 	}
-	if (miss > 8 && miss > keys->n / 8 &&
+	if (miss > VIEW_FETCH_MAX &&
 	    (st = crux_etcd_get_at(n->e, n->k_hosts, strlen(n->k_hosts), true, false, keys->revision,
 				   &full)) != CRUX_OK)
 		goto out;
@@ -835,7 +839,7 @@ static crux_status_t read_views(struct crux_cluster_node *n, const struct crux_e
 		const struct crux_etcd_kv *kv = NULL;
 		if (!need[i])
 			continue;
-		if (miss > 8 && miss > keys->n / 8) {
+		if (miss > VIEW_FETCH_MAX) {
 			while (f < full.n && strcmp((const char *)full.kvs[f].key, nc[i].key) < 0)
 				f++;
 			if (f < full.n && !strcmp((const char *)full.kvs[f].key, nc[i].key))
