@@ -2,11 +2,13 @@
 /*
  * Cluster nodes against a real etcd (started by etcd-client.sh): three hosts
  * publish views, one leads, all apply the same schedule; a job arrives and
- * every host applies it; the leader crashes (its lease left to expire): a
+ * every host applies it (also a host that does not step, through its wake
+ * descriptor); the leader crashes (its lease left to expire): a
  * new leader takes over and reschedules without the dead host's job; etcd
  * frozen (SIGSTOP): every host keeps its schedule and says it is stale, then
  * recovers when etcd resumes. argv[1]: endpoints, argv[2]: etcd's pid.
  */
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +70,38 @@ static int leaders(void)
 	return n;
 }
 
+/* A job arrives on h2; only h2 and the leader step. The other hosts apply
+ * the new schedule through their wake descriptor, as cruxd does between its
+ * passes (crux_cluster_apply_received: no step, no etcd call). */
+static double arrival_by_wake(void)
+{
+	int l = -1;
+	for (int i = 0; i < NN; i++) {
+		struct crux_cluster_status s;
+		crux_cluster_get_status(H[i].n, &s);
+		if (s.leader)
+			l = i;
+		CHECK(crux_cluster_wake_fd(H[i].n) >= 0);
+	}
+	CHECK(l >= 0);
+	nfx_add_job(&H[1], "job-woken", 1);
+	double t0 = nfx_now_s();
+	while (!agreed("job-woken", 1)) {
+		CHECK(nfx_now_s() - t0 < 10);
+		(void)crux_cluster_step(H[1].n);
+		if (l != 1)
+			(void)crux_cluster_step(H[l].n);
+		for (int i = 0; i < NN; i++) {
+			struct pollfd p = {.fd = crux_cluster_wake_fd(H[i].n), .events = POLLIN};
+			if (i != 1 && i != l && poll(&p, 1, 0) > 0)
+				crux_cluster_apply_received(H[i].n);
+		}
+		struct timespec ts = {0, 20000000};
+		nanosleep(&ts, NULL);
+	}
+	return nfx_now_s() - t0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 3)
@@ -96,6 +130,7 @@ int main(int argc, char **argv)
 
 	nfx_add_job(&H[1], "job-new", 1);
 	printf("job arrival -> applied on every host: %.2f s\n", wait_for("job-new", 1, 10));
+	printf("apply on arrival, without a step: %.2f s\n", arrival_by_wake());
 
 	/* The leader crashes; its lease is left to expire. */
 	int l = -1;

@@ -78,7 +78,7 @@ struct crux_cluster_node {
 	pthread_t watcher;
 	bool watcher_started;
 	int wake_fd; /* eventfd: the watcher took something the next apply may use */
-	atomic_bool woken; /* wake_fd was written and not drained: steps make no syscall otherwise */
+	atomic_bool woken; /* wake_fd was written since the last drain: steps make no syscall otherwise */
 	atomic_bool stop;
 	atomic_bool leader_gone; /* the watcher saw the leader key deleted */
 	pthread_mutex_t mu; /* guards the fields below */
@@ -128,10 +128,13 @@ static double mono_s(void)
 static void wake(struct crux_cluster_node *n)
 {
 	uint64_t one = 1;
-	if (n->wake_fd < 0 || atomic_exchange(&n->woken, true))
-		return; /* said already */
+	if (n->wake_fd < 0)
+		return;
+	/* Written every time, flagged after: a wake is never lost, and the
+	 * flag tells apply_latest when a read is worth its syscall. */
 	ssize_t w = write(n->wake_fd, &one, sizeof(one));
 	(void)w; /* best effort: without it the next pass applies anyway */
+	atomic_store(&n->woken, true);
 }
 
 static bool name_ok(const char *s)
@@ -1007,8 +1010,10 @@ out:
 static void apply_latest(struct crux_cluster_node *n)
 {
 	uint64_t cnt;
-	if (atomic_exchange(&n->woken, false) && read(n->wake_fd, &cnt, sizeof(cnt)) < 0)
-		atomic_store(&n->woken, true); /* its write is on its way: drain it next time */
+	if (atomic_exchange(&n->woken, false)) {
+		ssize_t got = read(n->wake_fd, &cnt, sizeof(cnt));
+		(void)got; /* drained (or already drained with an earlier flag) */
+	}
 	pthread_mutex_lock(&n->mu);
 	if (n->latest_rev > n->applied_rev && n->latest_rev != n->held_rev) {
 		const struct crux_cv_schedule *l = &n->latest;
