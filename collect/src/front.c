@@ -3,8 +3,8 @@
  * What the front-ends call besides start and stop: who they are, who of the
  * two publishes, and iteration marks.
  */
-#include "crux/clock.h"
 #include "collect_int.h"
+#include "crux/clock.h"
 
 void cruxc_set_source(enum cruxc_source source, int (*device)(void))
 {

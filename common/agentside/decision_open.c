@@ -47,15 +47,15 @@ crux_status_t crux_dt_writer_open_ex(const char *dir, const struct crux_dt_setti
 		keep = st == CRUX_OK;
 		if (st == CRUX_ERR_NOENT) {
 			st = crux_shm_create_ex(dir, CRUX_DT_FILE, CRUX_DT_MAGIC, CRUX_DT_VERSION,
-						sizeof(struct dt_file), 0644, true, crux_dt_init_file,
-						&s, &w->map, why, sizeof(why));
+						sizeof(struct dt_file), 0644, true,
+						crux_dt_init_file, &s, &w->map, why, sizeof(why));
 			if (st == CRUX_ERR_EXIST)
 				continue; /* another writer created it: open theirs */
 		} else if (st == CRUX_ERR_CORRUPT || st == CRUX_ERR_VERSION) {
 			crux_warn("%s; replacing it with an empty table", why);
 			st = crux_shm_create_ex(dir, CRUX_DT_FILE, CRUX_DT_MAGIC, CRUX_DT_VERSION,
-						sizeof(struct dt_file), 0644, false, crux_dt_init_file,
-						&s, &w->map, why, sizeof(why));
+						sizeof(struct dt_file), 0644, false,
+						crux_dt_init_file, &s, &w->map, why, sizeof(why));
 		}
 		if (st != CRUX_OK) {
 			crux_set_err(err, errlen, "%s", why);
@@ -156,11 +156,10 @@ static crux_status_t shadow_create(struct crux_dt_writer *w, int dfd, bool repla
 		crux_set_err(err, errlen, "cannot create a file in %s: %s", w->shadow_dir,
 			     strerror(errno));
 		return errno == EACCES || errno == EPERM || errno == EROFS ? CRUX_ERR_PERM
-									    : CRUX_ERR_IO;
+									   : CRUX_ERR_IO;
 	}
 	crux_status_t st = CRUX_OK;
-	if (fchmod(fd, 0644) != 0 ||
-	    pwrite(fd, w->f, sizeof(*w->f), 0) != (ssize_t)sizeof(*w->f) ||
+	if (fchmod(fd, 0644) != 0 || pwrite(fd, w->f, sizeof(*w->f), 0) != (ssize_t)sizeof(*w->f) ||
 	    flock(fd, LOCK_EX | LOCK_NB) != 0) {
 		crux_set_err(err, errlen, "cannot write %s: %s", w->shadow_path, strerror(errno));
 		st = CRUX_ERR_IO;
@@ -179,8 +178,8 @@ static crux_status_t shadow_create(struct crux_dt_writer *w, int dfd, bool repla
 }
 
 static crux_status_t open_shadow(const char *dir, const struct crux_dt_settings *settings,
-				 struct crux_dt_writer **out, pid_t *holder_pid, int tries, char *err,
-				 size_t errlen)
+				 struct crux_dt_writer **out, pid_t *holder_pid, int tries,
+				 char *err, size_t errlen)
 {
 	crux_status_t st;
 	char why[512];
@@ -190,8 +189,8 @@ static crux_status_t open_shadow(const char *dir, const struct crux_dt_settings 
 	st = crux_dt_writer_new(settings, &s, &w, err, errlen);
 	if (st != CRUX_OK)
 		return st;
-	if ((size_t)snprintf(w->shadow_path, sizeof(w->shadow_path), "%s/%s", dir,
-			     CRUX_DT_FILE) >= sizeof(w->shadow_path)) {
+	if ((size_t)snprintf(w->shadow_path, sizeof(w->shadow_path), "%s/%s", dir, CRUX_DT_FILE) >=
+	    sizeof(w->shadow_path)) {
 		crux_set_err(err, errlen, "directory name %s is too long", dir);
 		st = CRUX_ERR_INVAL;
 		goto out_free;
@@ -201,8 +200,8 @@ static crux_status_t open_shadow(const char *dir, const struct crux_dt_settings 
 	if (st != CRUX_OK)
 		goto out_free;
 	st = crux_memfd_create("crux-decision", CRUX_DT_MAGIC, CRUX_DT_VERSION,
-			       sizeof(struct dt_file), CRUX_SEALS_TABLE, crux_dt_init_file, &s, &w->map,
-			       err, errlen);
+			       sizeof(struct dt_file), CRUX_SEALS_TABLE, crux_dt_init_file, &s,
+			       &w->map, err, errlen);
 	if (st != CRUX_OK)
 		goto out_free;
 	w->f = w->map.base;
@@ -235,10 +234,11 @@ static crux_status_t open_shadow(const char *dir, const struct crux_dt_settings 
 				if (holder_pid)
 					*holder_pid = holder;
 				if (holder > 0)
-					crux_set_err(err, errlen,
-						     "%s is held by another writer (pid %d); stop it "
-						     "first (cruxd, or a running cruxctl)",
-						     w->shadow_path, (int)holder);
+					crux_set_err(
+					    err, errlen,
+					    "%s is held by another writer (pid %d); stop it "
+					    "first (cruxd, or a running cruxctl)",
+					    w->shadow_path, (int)holder);
 				else
 					crux_set_err(err, errlen, "%s is held by another writer",
 						     w->shadow_path);

@@ -140,8 +140,8 @@ void crux_dt_shadow_rewrite(struct crux_dt_writer *w)
 	}
 	if (!shadow_put(w, w->f, sizeof(*w->f), 0) ||
 	    ftruncate(w->shadow_fd, (off_t)sizeof(*w->f)) != 0)
-		crux_log_once(&w->shadow_said, CRUX_LOG_WARN, "cannot write %s: %s",
-			      w->shadow_path, strerror(errno));
+		crux_log_once(&w->shadow_said, CRUX_LOG_WARN, "cannot write %s: %s", w->shadow_path,
+			      strerror(errno));
 }
 
 /*
@@ -169,8 +169,8 @@ static void shadow_sync(struct crux_dt_writer *w, uint32_t i)
 		  shadow_put(w, &w->f->top, sizeof(w->f->top), offsetof(struct dt_file, top)) &&
 		  shadow_put(w, &w->f->hdr, sizeof(w->f->hdr), 0);
 	if (!ok)
-		crux_log_once(&w->shadow_said, CRUX_LOG_WARN, "cannot write %s: %s",
-			      w->shadow_path, strerror(errno));
+		crux_log_once(&w->shadow_said, CRUX_LOG_WARN, "cannot write %s: %s", w->shadow_path,
+			      strerror(errno));
 }
 
 /* Copy the stage into the inactive bank and make it the active one. */

@@ -20,7 +20,6 @@
 #include "internal.h"
 #include "profile_layout.h"
 
-
 #define COPIES_MAX 4096 /* processes remembered per pass (more are copied, not cleaned up) */
 
 struct copy_key {
@@ -118,8 +117,8 @@ void crux_prof_copies_put(struct crux_prof_copies *c, const struct crux_prof_sna
 			     crux_put(fd, (char *)img + offs[k], 8, offs[k]);
 		ok = ok && crux_put(fd, &img->hdr, sizeof(img->hdr), 0);
 		if (!ok)
-			crux_log_once(&c->said, CRUX_LOG_WARN, "cannot write %s/%s: %s", c->dir, name,
-				      strerror(errno));
+			crux_log_once(&c->said, CRUX_LOG_WARN, "cannot write %s/%s: %s", c->dir,
+				      name, strerror(errno));
 		goto out;
 	}
 	if (fd >= 0)

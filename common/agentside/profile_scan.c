@@ -219,8 +219,10 @@ static crux_status_t prof_read(const char *dir, const char *name, unsigned flags
 		if (pread(map.fd, &q[0], 8, offsetof(struct prof_file, compute.seq)) != 8 ||
 		    pread(map.fd, &q[1], 8, offsetof(struct prof_file, net.seq)) != 8 ||
 		    pread(map.fd, &q[2], 8,
-			  offsetof(struct prof_file, hdr) + offsetof(struct crux_shm_header, generation)) != 8 ||
-		    q[0] != atomic_load(&copy->compute.seq) || q[1] != atomic_load(&copy->net.seq) ||
+			  offsetof(struct prof_file, hdr) +
+			      offsetof(struct crux_shm_header, generation)) != 8 ||
+		    q[0] != atomic_load(&copy->compute.seq) ||
+		    q[1] != atomic_load(&copy->net.seq) ||
 		    q[2] != atomic_load(&copy->hdr.generation) || (q[0] & 1u) || (q[1] & 1u))
 			continue; /* the writer moved while we copied */
 		st = crux_prof_validate_buffer(copy, sizeof(*copy), pid, start, out, why,
@@ -230,7 +232,8 @@ static crux_status_t prof_read(const char *dir, const char *name, unsigned flags
 		snprintf(why, sizeof(why), "its writer kept it busy");
 	free(copy);
 	if (st == CRUX_OK) {
-		/* Who wrote it, from the kernel: the file's owner, or cruxd's word for its copies. */
+		/* Who wrote it, from the kernel: the file's owner, or cruxd's word for its copies.
+		 */
 		struct stat fsb;
 		out->attached = (flags & CRUX_PROF_SCAN_AGENT_COPIES) != 0;
 		if (out->attached)

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Decision table: settings and bank validation, the consistent bank read (layout: decision_layout.h). */
+/* Decision table: settings and bank validation, the consistent bank read (layout:
+ * decision_layout.h). */
 #include <stdlib.h>
 #include <string.h>
 

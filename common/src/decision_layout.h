@@ -91,9 +91,6 @@ struct crux_dt_reader {
 	void *owned; /* a private copy this reader frees (crux_dt_reader_open_copy) */
 };
 
-
-
-
 /* Plain loads the compiler may not repeat: a value checked is the value used. */
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 
@@ -134,7 +131,6 @@ static inline uint32_t route_hash(uint64_t key, const struct peer_words *p)
 	    key ^ (p->lo * 0xff51afd7ed558ccdull) ^ (p->hi * 0xc4ceb9fe1a85ec53ull) ^ p->family;
 	return job_hash(x);
 }
-
 
 _Static_assert(offsetof(struct dt_bank, seq) == 0, "a bank begins with its counter");
 

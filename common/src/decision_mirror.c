@@ -26,13 +26,14 @@ static bool copy_still_current(int fd, const struct dt_file *c)
 	uint64_t gen, q[2];
 	for (int i = 0; i < 2; i++)
 		if (pread(fd, &q[i], sizeof(q[i]),
-			  (off_t)(offsetof(struct dt_file, bank) + (size_t)i * sizeof(struct dt_bank))) !=
-		    (ssize_t)sizeof(q[i]))
+			  (off_t)(offsetof(struct dt_file, bank) +
+				  (size_t)i * sizeof(struct dt_bank))) != (ssize_t)sizeof(q[i]))
 			return false;
-	if (pread(fd, &top, sizeof(top), (off_t)offsetof(struct dt_file, top)) != (ssize_t)sizeof(top) ||
+	if (pread(fd, &top, sizeof(top), (off_t)offsetof(struct dt_file, top)) !=
+		(ssize_t)sizeof(top) ||
 	    pread(fd, &gen, sizeof(gen),
-		  (off_t)(offsetof(struct dt_file, hdr) + offsetof(struct crux_shm_header, generation))) !=
-		(ssize_t)sizeof(gen))
+		  (off_t)(offsetof(struct dt_file, hdr) +
+			  offsetof(struct crux_shm_header, generation))) != (ssize_t)sizeof(gen))
 		return false;
 	return q[0] == atomic_load(&c->bank[0].seq) && q[1] == atomic_load(&c->bank[1].seq) &&
 	       !(q[0] & 1u) && !(q[1] & 1u) &&
@@ -44,22 +45,23 @@ static bool copy_still_current(int fd, const struct dt_file *c)
  * Why the file on 'fd' (of st_size 'size') is not a table of this layout:
  * the header's own complaint (magic, layout version) when it has one.
  */
-static crux_status_t copy_refusal(int fd, long long size, const char *dir, char *err,
-				  size_t errlen)
+static crux_status_t copy_refusal(int fd, long long size, const char *dir, char *err, size_t errlen)
 {
 	struct crux_shm_header h;
 	char why[256];
 	crux_status_t st = CRUX_ERR_CORRUPT;
 	if (pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h))
-		st = crux_shm_validate_ex(&h, sizeof(struct dt_file), CRUX_DT_MAGIC, CRUX_DT_VERSION,
-					  sizeof(struct dt_file), why, sizeof(why));
+		st =
+		    crux_shm_validate_ex(&h, sizeof(struct dt_file), CRUX_DT_MAGIC, CRUX_DT_VERSION,
+					 sizeof(struct dt_file), why, sizeof(why));
 	if (st == CRUX_OK || st == CRUX_ERR_CORRUPT)
 		snprintf(why, sizeof(why),
 			 "%lld bytes, this layout needs %zu (truncated, resized or not a table)",
 			 size, sizeof(struct dt_file));
 	/* The version message carries its own fix. */
 	crux_set_err(err, errlen, "%s/%s is not a usable decision table: %s%s", dir, CRUX_DT_FILE,
-		     why, st == CRUX_ERR_VERSION ? "" : "; fix: restart cruxd (it rewrites the table)");
+		     why,
+		     st == CRUX_ERR_VERSION ? "" : "; fix: restart cruxd (it rewrites the table)");
 	return st == CRUX_ERR_VERSION ? CRUX_ERR_VERSION : CRUX_ERR_CORRUPT;
 }
 
@@ -70,7 +72,8 @@ crux_status_t crux_dt_copy_from_fd(int fd, const char *dir, struct dt_file *buf,
 	crux_status_t st = CRUX_ERR_BUSY;
 	for (int t = 0; t < tries && st == CRUX_ERR_BUSY; t++) {
 		if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-			crux_set_err(err, errlen, "%s/%s is not a regular file; fix: restart cruxd "
+			crux_set_err(err, errlen,
+				     "%s/%s is not a regular file; fix: restart cruxd "
 				     "(it rewrites the table)",
 				     dir, CRUX_DT_FILE);
 			return CRUX_ERR_CORRUPT;
@@ -108,10 +111,11 @@ static crux_status_t open_table_file(const char *dir, int *fd_out, char *err, si
 		if (e == ENOENT)
 			crux_set_err(err, errlen, "%s/%s does not exist", dir, CRUX_DT_FILE);
 		else if (e == ELOOP) /* cruxd refuses it too: the link must go */
-			crux_set_err(err, errlen,
-				     "%s/%s is a symbolic link; refusing to follow it; fix: rm %s/%s "
-				     "(the link only; cruxd writes a new table)",
-				     dir, CRUX_DT_FILE, dir, CRUX_DT_FILE);
+			crux_set_err(
+			    err, errlen,
+			    "%s/%s is a symbolic link; refusing to follow it; fix: rm %s/%s "
+			    "(the link only; cruxd writes a new table)",
+			    dir, CRUX_DT_FILE, dir, CRUX_DT_FILE);
 		else
 			crux_set_err(err, errlen, "cannot open %s/%s: %s", dir, CRUX_DT_FILE,
 				     strerror(e));
@@ -152,7 +156,7 @@ crux_status_t crux_dt_reader_open_copy(const char *dir, struct crux_dt_reader **
 
 struct crux_dt_mirror {
 	char dir[CRUX_PATH_MAX];
-	int cur; /* the copy in use; -1 before the first */
+	int cur;		     /* the copy in use; -1 before the first */
 	struct crux_shm_header last; /* the file's header when copy 'cur' was taken */
 	struct crux_dt_reader rd[DT_MIRROR_COPIES];
 	struct dt_file *buf[DT_MIRROR_COPIES];

@@ -66,8 +66,7 @@ crux_status_t crux_dt_reader_open_buffer(const void *base, size_t size, struct c
 	return CRUX_OK;
 }
 
-crux_status_t crux_dt_reader_open_fd(int fd, struct crux_dt_reader **out, char *err,
-				     size_t errlen)
+crux_status_t crux_dt_reader_open_fd(int fd, struct crux_dt_reader **out, char *err, size_t errlen)
 {
 	char why[256];
 	crux_status_t st;

@@ -49,7 +49,8 @@ _Static_assert(offsetof(struct prof_file, id) == 64, "identity follows the heade
  * writer copying a whole section (~10 KB) rather than skip the record.
  */
 #define PROF_READ_RETRIES 4096
-_Static_assert(offsetof(struct prof_compute_sec, seq) == 0 && offsetof(struct prof_net_sec, seq) == 0,
+_Static_assert(offsetof(struct prof_compute_sec, seq) == 0 &&
+		   offsetof(struct prof_net_sec, seq) == 0,
 	       "a section begins with its counter");
 
 #endif /* CRUX_PROFILE_LAYOUT_H */

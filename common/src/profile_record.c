@@ -225,14 +225,15 @@ static void mirror_sync(struct crux_prof_handle *h)
 		const void *sec = k == 0 ? (const void *)&h->f->compute : (const void *)&h->f->net;
 		void *dst = k == 0 ? (void *)&img->compute : (void *)&img->net;
 		size_t len = k == 0 ? sizeof(img->compute) : sizeof(img->net);
-		size_t off = k == 0 ? offsetof(struct prof_file, compute)
-				    : offsetof(struct prof_file, net);
+		size_t off =
+		    k == 0 ? offsetof(struct prof_file, compute) : offsetof(struct prof_file, net);
 		if (!section_snapshot(sec, dst, len))
 			continue; /* its writer is busy: the next publish copies it */
 		uint64_t q = *(uint64_t *)dst;
 		uint64_t odd = q - 1;
 		ok = crux_put(h->mirror_fd, &odd, sizeof(odd), off) &&
-		     crux_put(h->mirror_fd, (char *)dst + sizeof(q), len - sizeof(q), off + sizeof(q)) &&
+		     crux_put(h->mirror_fd, (char *)dst + sizeof(q), len - sizeof(q),
+			      off + sizeof(q)) &&
 		     crux_put(h->mirror_fd, &q, sizeof(q), off);
 	}
 	memcpy(&img->hdr, &h->f->hdr, sizeof(img->hdr));
@@ -345,8 +346,7 @@ crux_status_t crux_prof_create_fd_ex(const struct crux_prof_identity *id,
 	return CRUX_OK;
 }
 
-crux_status_t crux_prof_adopt_fd_ex(int fd, struct crux_prof_handle **out, char *err,
-				    size_t errlen)
+crux_status_t crux_prof_adopt_fd_ex(int fd, struct crux_prof_handle **out, char *err, size_t errlen)
 {
 	uint64_t start = 0;
 	crux_status_t st;
@@ -413,8 +413,8 @@ void crux_prof_publish_net(struct crux_prof_handle *h, const struct crux_prof_ne
 	s->data.busy_window_ns = n->busy_window_ns;
 	s->data.busy_period_ns = n->busy_period_ns;
 	{
-		uint32_t nh = n->nbusy_hist < CRUX_PROF_BUSY_SAMPLES ? n->nbusy_hist
-								      : CRUX_PROF_BUSY_SAMPLES;
+		uint32_t nh =
+		    n->nbusy_hist < CRUX_PROF_BUSY_SAMPLES ? n->nbusy_hist : CRUX_PROF_BUSY_SAMPLES;
 		s->data.nbusy_hist = nh;
 		s->data.reserved2 = 0;
 		memcpy(s->data.busy_hist, n->busy_hist, nh * sizeof(n->busy_hist[0]));

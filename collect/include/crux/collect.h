@@ -93,10 +93,10 @@ struct cruxc_events;
 
 /* What the front-ends' inline calls read: written by the engine only. */
 struct cruxc_hot {
-	_Atomic int state;	  /* enum cruxc_state */
-	_Atomic uint32_t backend; /* enum crux_timing_backend */
-	_Atomic bool marked;	  /* an explicit iteration mark was seen */
-	bool mark_auto;		  /* CRUX_ITERATION_MARK=auto: the detector (or user tags) */
+	_Atomic int state;	     /* enum cruxc_state */
+	_Atomic uint32_t backend;    /* enum crux_timing_backend */
+	_Atomic bool marked;	     /* an explicit iteration mark was seen */
+	bool mark_auto;		     /* CRUX_ITERATION_MARK=auto: the detector (or user tags) */
 	struct cruxc_events *events; /* the events backend, when it is the one */
 	struct cruxc_ring ring;
 };
