@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "crux/agent.h"
+#include "crux/decision_writer.h"
 #include "crux/env.h"
 #include "crux/log.h"
 #include "crux/overrides.h"

@@ -10,6 +10,7 @@
 #include "crux/decision.h"
 #include "crux/probe.h"
 #include "crux/profile.h"
+#include "crux/profile_scan.h"
 #include "json.h"
 
 struct view {

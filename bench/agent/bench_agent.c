@@ -21,6 +21,7 @@
 #include "crux/log.h"
 #include "crux/overrides.h"
 #include "crux/profile.h"
+#include "crux/profile_scan.h"
 
 #define RUNS 21
 

@@ -31,6 +31,7 @@
 #include "crux/env.h"
 #include "crux/log.h"
 #include "crux/shm.h"
+#include "crux/decision_writer.h"
 
 #define NJOBS	    64
 #define NPEERS	    4

@@ -19,6 +19,8 @@
 #include "crux/env.h"
 #include "crux/jobid.h"
 #include "crux/log.h"
+#include "crux/decision_writer.h"
+#include "crux/broker.h"
 
 struct crux_tb_decide {
 	volatile sig_atomic_t stop;

@@ -21,7 +21,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "crux/attach.h"
+#include "crux/broker.h"
 #include "crux/log.h"
 #include "internal.h"
 

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "crux/shm.h"
-#include "decision_writer.h"
+#include "decision_writer_int.h"
 #include "internal.h"
 
 /* The pid holding an flock on (dev, ino), from /proc/locks; 0 when not found. */

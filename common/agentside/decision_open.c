@@ -16,7 +16,7 @@
 #include "crux/decision.h"
 #include "crux/log.h"
 #include "crux/shm.h"
-#include "decision_writer.h"
+#include "decision_writer_int.h"
 #include "internal.h"
 
 crux_status_t crux_dt_writer_open_ex(const char *dir, const struct crux_dt_settings *settings,

@@ -15,7 +15,7 @@
 #include "crux/decision.h"
 #include "crux/log.h"
 #include "crux/shm.h"
-#include "decision_writer.h"
+#include "decision_writer_int.h"
 #include "internal.h"
 
 static uint32_t buckets_for(uint32_t n, uint32_t max)

@@ -16,6 +16,7 @@
 #include "crux/clock.h"
 #include "crux/log.h"
 #include "crux/profile.h"
+#include "crux/profile_scan.h"
 #include "crux/shm.h"
 #include "internal.h"
 #include "profile_layout.h"

@@ -18,6 +18,7 @@
 #include "crux/jobid.h"
 #include "crux/log.h"
 #include "crux/profile.h"
+#include "crux/profile_scan.h"
 #include "crux/shm.h"
 #include "internal.h"
 #include "profile_layout.h"

@@ -23,6 +23,8 @@
 #include "crux/log.h"
 #include "crux/profile.h"
 #include "crux/shm.h"
+#include "crux/decision_writer.h"
+#include "crux/profile_scan.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -12,6 +12,7 @@
 
 #include "crux/attach.h"
 #include "crux/log.h"
+#include "crux/broker.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

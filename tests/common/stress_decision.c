@@ -26,6 +26,8 @@
 #include "crux/decision.h"
 #include "crux/profile.h"
 #include "crux/shm.h"
+#include "crux/decision_writer.h"
+#include "crux/profile_scan.h"
 #include "testutil.h"
 
 #define NREADERS      3

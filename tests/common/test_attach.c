@@ -22,6 +22,9 @@
 
 #include "crux/attach.h"
 #include "crux/log.h"
+#include "crux/decision_writer.h"
+#include "crux/profile_scan.h"
+#include "crux/broker.h"
 #include "testutil.h"
 
 struct fx {

@@ -13,6 +13,7 @@
 
 #include "crux/decision.h"
 #include "crux/shm.h"
+#include "crux/decision_writer.h"
 #include "testutil.h"
 
 static int setup(void **state)

@@ -14,6 +14,8 @@
 
 #include "crux/decision.h"
 #include "crux/profile.h"
+#include "crux/decision_writer.h"
+#include "crux/profile_scan.h"
 #include "testutil.h"
 
 static int setup(void **state)

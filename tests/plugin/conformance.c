@@ -47,6 +47,8 @@
 #include "crux/decision.h"
 #include "crux/jobid.h"
 #include "crux/profile.h"
+#include "crux/decision_writer.h"
+#include "crux/profile_scan.h"
 #include "netdrv.h"
 
 static const cruxn_net_v12_t *net;

@@ -15,6 +15,8 @@
 #include "crux/decision.h"
 #include "crux/jobid.h"
 #include "crux/profile.h"
+#include "crux/decision_writer.h"
+#include "crux/profile_scan.h"
 
 static int print_record(void *arg, const struct crux_prof_snapshot *snap)
 {

@@ -16,6 +16,7 @@
 #include "crux/decision.h"
 #include "crux/jobid.h"
 #include "crux/log.h"
+#include "crux/decision_writer.h"
 #include "cruxn.h"
 #include "socket/sock_transport.h"
 

@@ -28,6 +28,7 @@
 #include <cmocka.h>
 
 #include "crux/profile.h"
+#include "crux/profile_scan.h"
 
 #define MAX_SNAPS 4
 

@@ -41,6 +41,7 @@
 
 #include "crux/nccl_profiler_abi.h"
 #include "crux/profile.h"
+#include "crux/profile_scan.h"
 
 #define MAX_COMMS 8
 #define MAX_LINES 256

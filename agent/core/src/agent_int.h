@@ -27,6 +27,8 @@
 
 #include "crux/agent.h"
 #include "crux/attach.h"
+#include "crux/broker.h"
+#include "crux/decision_writer.h"
 #include "crux/guard.h"
 #include "crux/overrides.h"
 #include "crux/profile.h"

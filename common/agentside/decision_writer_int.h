@@ -5,12 +5,13 @@
  * decision_open.c (file, memfd and shadow opening, adoption of a previous
  * writer's entries), decision_holder.c (who holds the table's lock).
  */
-#ifndef CRUX_DECISION_WRITER_H
-#define CRUX_DECISION_WRITER_H
+#ifndef CRUX_DECISION_WRITER_INT_H
+#define CRUX_DECISION_WRITER_INT_H
 
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "crux/decision_writer.h"
 #include "decision_layout.h"
 
 struct crux_dt_writer {
@@ -45,4 +46,4 @@ bool crux_dt_still_named_fd(int fd, const char *path);
 pid_t crux_dt_holder_of_map(const struct crux_shm_map *m);
 pid_t crux_dt_holder_of_fd(int fd);
 
-#endif /* CRUX_DECISION_WRITER_H */
+#endif /* CRUX_DECISION_WRITER_INT_H */
