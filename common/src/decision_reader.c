@@ -188,9 +188,12 @@ struct lookup {
 	uint32_t nlevels, level, state, nports;
 	uint64_t gen;
 	uint16_t path_id;
-	uint16_t ports[CRUX_ROUTE_MAX_PORTS];
+	uint64_t ports[2]; /* the route's CRUX_ROUTE_MAX_PORTS ports, as two words */
 	struct crux_level_map cm;
 };
+
+_Static_assert(sizeof(((struct dt_route_slot *)0)->ports) == 2 * sizeof(uint64_t),
+	       "ports fit two words");
 
 static void lookup_read(const void *region, uint64_t seq, void *arg)
 {
@@ -250,7 +253,8 @@ static void lookup_read(const void *region, uint64_t seq, void *arg)
 				    rt->peer.family == pw.family) {
 					path_id = rt->path_id;
 					nports = LOAD(rt->nports);
-					memcpy(lk->ports, rt->ports, sizeof(lk->ports));
+					memcpy(&lk->ports[0], &rt->ports[0], 8);
+					memcpy(&lk->ports[1], &rt->ports[4], 8);
 					route_found = true;
 					break;
 				}
@@ -278,7 +282,7 @@ crux_status_t crux_dt_lookup(const struct crux_dt_reader *r, uint64_t job_key,
 	lk.job_key = job_key;
 	lk.peer = peer;
 	lk.pw = peer ? peer_words(peer) : (struct peer_words){0, 0, 0};
-	memset(lk.ports, 0, sizeof(lk.ports));
+	lk.ports[0] = lk.ports[1] = 0;
 	crux_status_t st = crux_dt_bank_read(r->f, lookup_read, &lk, CRUX_SEQ_MAX_RETRIES);
 	if (st != CRUX_OK)
 		return st;
