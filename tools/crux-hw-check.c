@@ -18,6 +18,19 @@
 #include <string.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <linux/dcbnl.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "crux/decision.h"
 
 #include "vx.h"
 
@@ -190,6 +203,319 @@ out:
 		l->destroy_cq(cq);
 }
 
+/* ---- per level: the DSCP on the wire, and DSCP -> priority -> PFC/ECN on the NIC ---- */
+
+/* The levels' DSCPs the agent marks with: the default map for CRUX_LEVELS levels. */
+static int levels_load(struct crux_dt_settings *s)
+{
+	const char *e = getenv("CRUX_LEVELS");
+	long n = e && *e ? strtol(e, NULL, 10) : CRUX_DEFAULT_LEVELS;
+	if (n < 1 || n > CRUX_MAX_LEVELS)
+		n = CRUX_DEFAULT_LEVELS;
+	crux_dt_settings_default((uint32_t)n, s);
+	return (int)n;
+}
+
+/* the interface holding the GID's IPv4 address (RoCE v2 over IPv4), or "" */
+static void gid_netdev(const union ibv_gid *g, char *ifname, size_t n, int *ifindex)
+{
+	struct ifaddrs *ifa = NULL;
+	ifname[0] = '\0';
+	*ifindex = 0;
+	if (getifaddrs(&ifa) != 0)
+		return;
+	for (struct ifaddrs *i = ifa; i; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+		    !memcmp(&((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr, g->raw + 12, 4)) {
+			snprintf(ifname, n, "%s", i->ifa_name);
+			*ifindex = (int)if_nametoindex(i->ifa_name);
+			break;
+		}
+	freeifaddrs(ifa);
+}
+
+/* A QP looped to itself at traffic class tos, RTS; NULL on failure. */
+static struct ibv_qp *loop_qp(const struct cruxn_ibv *l, struct ibv_pd *pd, struct ibv_cq *cq,
+			      int port, int gid_index, const union ibv_gid *gid, int tos)
+{
+	struct ibv_qp_init_attr ia = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+				      .cap = {4, 1, 1, 1, 0}};
+	struct ibv_qp *qp = l->create_qp(pd, &ia);
+	if (!qp)
+		return NULL;
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = (uint8_t)port,
+				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE};
+	int rc = l->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+					      IBV_QP_ACCESS_FLAGS);
+	memset(&a, 0, sizeof a);
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = qp->qp_num;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.port_num = (uint8_t)port;
+	a.ah_attr.grh.dgid = *gid;
+	a.ah_attr.grh.sgid_index = (uint8_t)gid_index;
+	a.ah_attr.grh.hop_limit = 64;
+	a.ah_attr.grh.traffic_class = (uint8_t)tos;
+	if (!rc)
+		rc = l->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+						  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+						  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	memset(&a, 0, sizeof a);
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 1;
+	if (!rc)
+		rc = l->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+						  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+	if (rc) {
+		l->destroy_qp(qp);
+		errno = rc;
+		return NULL;
+	}
+	return qp;
+}
+
+/* RoCEv2 packets (IPv4, UDP to 4791) from src to QP qpn (its BTH) in what the capture holds, for
+ * ms at most (the interface may never be quiet): count per TOS */
+static int capture_drain(int fd, const uint8_t src[4], uint32_t qpn, long ms, unsigned counts[256])
+{
+	uint8_t b[2048];
+	int n = 0;
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		long left = ms - ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
+		if (left < 0 || poll(&p, 1, (int)left) != 1)
+			return n;
+		ssize_t r = recv(fd, b, sizeof b, MSG_DONTWAIT);
+		if (r < 28 || (b[0] >> 4) != 4 || b[9] != IPPROTO_UDP || memcmp(b + 12, src, 4))
+			continue;
+		size_t ihl = (size_t)(b[0] & 15) * 4;
+		if ((size_t)r < ihl + 8 + 12 || ((b[ihl + 2] << 8) | b[ihl + 3]) != 4791)
+			continue;
+		const uint8_t *bth = b + ihl + 8;
+		if (((uint32_t)bth[5] << 16 | (uint32_t)bth[6] << 8 | bth[7]) != (qpn & 0xffffff))
+			continue; /* another QP's traffic on the same interface */
+		counts[b[1]]++;
+		n++;
+	}
+}
+
+/*
+ * Per level: a WRITE on a QP at the level's traffic class, captured on the
+ * GID's interface (AF_PACKET, IP frames). A NIC's RoCE bypasses the kernel,
+ * so an empty capture says nothing (the switch's or the NIC's per-priority
+ * counters must); a packet at another DSCP breaks the level (a finding).
+ */
+static void check_wire_dscp(const struct cruxn_ibv *l, struct ibv_pd *pd, int port, int gid_index,
+			    const union ibv_gid *gid, const char *ifname, int ifindex,
+			    const struct crux_dt_settings *s, int nlevels)
+{
+	static uint8_t buf[65536];
+	int fd = socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC, htons(ETH_P_IP));
+	struct sockaddr_ll sll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_IP),
+				  .sll_ifindex = ifindex};
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sll, sizeof sll) != 0) {
+		printf("  DSCP on the wire: cannot capture on %s (%s; needs CAP_NET_RAW)\n", ifname,
+		       strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	struct ibv_cq *cq = l->create_cq(pd->context, 8, NULL, NULL, 0);
+	struct ibv_mr *mr = cq ? l->reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE |
+							       IBV_ACCESS_REMOTE_WRITE)
+			       : NULL;
+	for (int lv = 0; mr && lv < nlevels; lv++) {
+		int dscp = s->levels[lv].dscp;
+		unsigned counts[256] = {0};
+		struct ibv_qp *qp = loop_qp(l, pd, cq, port, gid_index, gid, dscp << 2);
+		if (!qp) {
+			warn("level %d: cannot bring a test QP at DSCP %d to RTS (%s)", lv, dscp,
+			     strerror(errno));
+			continue;
+		}
+		capture_drain(fd, gid->raw + 12, qp->qp_num, 0, counts); /* what came before */
+		memset(counts, 0, sizeof counts);
+		struct ibv_sge sg = {(uintptr_t)buf, 16384, mr->lkey};
+		struct ibv_send_wr wr = {.sg_list = &sg, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+					 .send_flags = IBV_SEND_SIGNALED,
+					 .wr.rdma = {(uintptr_t)buf + 32768, mr->rkey}},
+				   *bad;
+		struct ibv_wc wc;
+		int got = 0;
+		if (cruxn_ibv_post_send(qp, &wr, &bad) == 0)
+			for (int i = 0; i < 5000 && (got = cruxn_ibv_poll_cq(cq, 1, &wc)) == 0; i++)
+				usleep(1000);
+		int seen = capture_drain(fd, gid->raw + 12, qp->qp_num, 100, counts);
+		unsigned other = 0;
+		for (int t = 0; t < 256; t++)
+			if ((t >> 2) != dscp)
+				other += counts[t];
+		if (got != 1 || wc.status != IBV_WC_SUCCESS)
+			warn("level %d: the test WRITE at DSCP %d did not complete", lv, dscp);
+		else if (!seen)
+			printf("  level %d: DSCP %d: not visible to a capture on %s (RDMA bypasses the "
+			       "kernel): check the NIC's per-priority counters or the switch\n",
+			       lv, dscp, ifname);
+		else if (other)
+			warn("level %d: asked for DSCP %d, %u of %d RoCE packets on %s carried another "
+			     "DSCP (a traffic-class override? see %s/class/infiniband/*/tc): the level's "
+			     "queue is not the one the switch gives it",
+			     lv, dscp, other, seen, ifname, "/sys");
+		else
+			printf("  level %d: DSCP %d on the wire (%d RoCE packets on %s, UDP to 4791)\n",
+			       lv, dscp, seen, ifname);
+		l->destroy_qp(qp);
+	}
+	if (mr)
+		l->dereg_mr(mr);
+	if (cq)
+		l->destroy_cq(cq);
+	close(fd);
+}
+
+/* DCB (IEEE) of a netdev over rtnetlink: the DSCP -> priority APP table and the PFC bitmap. */
+struct dcb_view {
+	int prio_of[64]; /* -1: no DSCP APP entry */
+	int ndscp;       /* DSCP APP entries: none means the port trusts PCP, not DSCP */
+	unsigned pfc_en; /* priorities with PFC */
+};
+
+static int dcb_read(const char *ifname, struct dcb_view *v, char *why, size_t whylen)
+{
+	struct {
+		struct nlmsghdr n;
+		struct dcbmsg d;
+		char attrs[64];
+	} req;
+	static char resp[16384];
+	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	memset(v->prio_of, -1, sizeof v->prio_of);
+	v->ndscp = 0;
+	v->pfc_en = 0;
+	if (fd < 0) {
+		snprintf(why, whylen, "rtnetlink: %s", strerror(errno));
+		return -1;
+	}
+	memset(&req, 0, sizeof req);
+	req.n.nlmsg_type = RTM_GETDCB;
+	req.n.nlmsg_flags = NLM_F_REQUEST;
+	req.d.dcb_family = AF_UNSPEC;
+	req.d.cmd = DCB_CMD_IEEE_GET;
+	struct rtattr *ra = (struct rtattr *)(void *)req.attrs;
+	ra->rta_type = DCB_ATTR_IFNAME;
+	ra->rta_len = (unsigned short)RTA_LENGTH(strlen(ifname) + 1);
+	memcpy(RTA_DATA(ra), ifname, strlen(ifname) + 1);
+	req.n.nlmsg_len = NLMSG_LENGTH(sizeof req.d) + RTA_ALIGN(ra->rta_len);
+	ssize_t r = -1;
+	if (send(fd, &req, req.n.nlmsg_len, 0) >= 0) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (poll(&p, 1, 1000) == 1)
+			r = recv(fd, resp, sizeof resp, 0);
+	}
+	close(fd);
+	struct nlmsghdr *h = (struct nlmsghdr *)(void *)resp;
+	if (r < (ssize_t)sizeof *h || !NLMSG_OK(h, (size_t)r)) {
+		snprintf(why, whylen, "no answer from rtnetlink");
+		return -1;
+	}
+	if (h->nlmsg_type == NLMSG_ERROR) {
+		struct nlmsgerr *e = NLMSG_DATA(h);
+		snprintf(why, whylen, "%s", strerror(-e->error));
+		return -1;
+	}
+	int len = (int)h->nlmsg_len - (int)NLMSG_LENGTH(sizeof(struct dcbmsg));
+	for (ra = (struct rtattr *)(void *)((char *)NLMSG_DATA(h) + NLMSG_ALIGN(sizeof(struct dcbmsg)));
+	     RTA_OK(ra, len); ra = RTA_NEXT(ra, len)) {
+		if (ra->rta_type != DCB_ATTR_IEEE)
+			continue;
+		int l2 = (int)RTA_PAYLOAD(ra);
+		for (struct rtattr *a = RTA_DATA(ra); RTA_OK(a, l2); a = RTA_NEXT(a, l2)) {
+			if (a->rta_type == DCB_ATTR_IEEE_PFC && RTA_PAYLOAD(a) >= sizeof(struct ieee_pfc)) {
+				struct ieee_pfc pfc;
+				memcpy(&pfc, RTA_DATA(a), sizeof pfc);
+				v->pfc_en = pfc.pfc_en;
+			} else if (a->rta_type == DCB_ATTR_IEEE_APP_TABLE) {
+				int l3 = (int)RTA_PAYLOAD(a);
+				for (struct rtattr *e = RTA_DATA(a); RTA_OK(e, l3); e = RTA_NEXT(e, l3)) {
+					struct dcb_app app;
+					if (e->rta_type != DCB_ATTR_IEEE_APP || RTA_PAYLOAD(e) < sizeof app)
+						continue;
+					memcpy(&app, RTA_DATA(e), sizeof app);
+					if (app.selector == IEEE_8021QAZ_APP_SEL_DSCP && app.protocol < 64) {
+						v->prio_of[app.protocol] = app.priority;
+						v->ndscp++;
+					}
+				}
+			}
+		}
+	}
+	return 0;
+}
+
+/* 1, 0, or -1 (unknown): mlx5's per-priority ECN switch for RoCE (sysfs) */
+static int ecn_on(const struct opts *o, const char *ifname, const char *role, int prio)
+{
+	char path[512], v[16] = "";
+	snprintf(path, sizeof path, "%s/class/net/%s/ecn/%s/enable/%d", o->sysfs, ifname, role, prio);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	int ok = fgets(v, sizeof v, f) != NULL;
+	fclose(f);
+	return ok ? atoi(v) != 0 : -1;
+}
+
+/*
+ * Per level: DSCP -> priority (the APP table; none means PCP trust), PFC on
+ * that priority (RoCE without it drops, and a lost tail costs a retry
+ * timeout), ECN (DCQCN) notification and reaction on it where the NIC says.
+ */
+static void check_dcb(const struct opts *o, const char *ifname, const struct crux_dt_settings *s,
+		      int nlevels)
+{
+	struct dcb_view v;
+	char why[160];
+	if (dcb_read(ifname, &v, why, sizeof why) != 0) {
+		printf("  DCB on %s: not available (%s): trust mode, DSCP -> priority and PFC not "
+		       "checked (a NIC with DCB answers; see 'dcb app show dev %s')\n",
+		       ifname, why, ifname);
+		return;
+	}
+	if (!v.ndscp) {
+		warn("%s trusts PCP, not DSCP (no DSCP -> priority entries): the levels' DSCP marks "
+		     "choose no queue on the NIC; set 'dcb app add dev %s dscp-prio D:P' per level "
+		     "(mlx5: mlnx_qos --trust dscp)",
+		     ifname, ifname);
+		return;
+	}
+	for (int lv = 0; lv < nlevels; lv++) {
+		int d = s->levels[lv].dscp, p = v.prio_of[d];
+		if (p < 0) {
+			warn("level %d: DSCP %d has no priority on %s: it falls into the default queue",
+			     lv, d, ifname);
+			continue;
+		}
+		int np = ecn_on(o, ifname, "roce_np", p), rp = ecn_on(o, ifname, "roce_rp", p);
+		printf("  level %d: DSCP %d -> priority %d, PFC %s, ECN %s\n", lv, d, p,
+		       v.pfc_en & (1u << p) ? "on" : "off",
+		       np < 0 || rp < 0 ? "unknown" : np && rp ? "on" : "off");
+		if (!(v.pfc_en & (1u << p)))
+			warn("level %d: priority %d has no PFC on %s: RoCE at this level is lossy", lv, p,
+			     ifname);
+		if (np == 0 || rp == 0)
+			warn("level %d: ECN (DCQCN) is off for priority %d on %s", lv, p, ifname);
+	}
+}
+
 static void probe_dmabuf(const struct cruxn_ibv *l, struct ibv_pd *pd)
 {
 	if (!l->reg_dmabuf_mr) {
@@ -297,6 +623,18 @@ static int check_port(const struct cruxn_ibv *l, const struct opts *o, struct ib
 			printf("  chosen GID index %d (%s, %s)%s\n", idx, gid_type_name(cand[i].type), t,
 			       rules->index >= 0 ? " from NCCL_IB_GID_INDEX" : "");
 			probe_sport(l, c, pd, port, idx, &cand[i].gid);
+			struct crux_dt_settings lv;
+			int nl = levels_load(&lv), ifindex;
+			char ifname[IF_NAMESIZE];
+			gid_netdev(&cand[i].gid, ifname, sizeof ifname, &ifindex);
+			if (!ifindex) {
+				printf("  levels: the GID's interface is not found (an IPv6 GID?): "
+				       "DSCP and PFC checks skipped\n");
+				continue;
+			}
+			printf("  levels (%d, CRUX_LEVELS; DSCPs of the default map) on %s:\n", nl, ifname);
+			check_dcb(o, ifname, &lv, nl);
+			check_wire_dscp(l, pd, port, idx, &cand[i].gid, ifname, ifindex, &lv, nl);
 		}
 	check_tc_override(o, dev, port);
 	return 0;

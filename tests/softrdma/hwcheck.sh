@@ -23,6 +23,16 @@ grep -q 'chosen GID index 2 (RoCE v2, 127.0.0.1)' "$W/out" || fail "GID choice"
 grep -q 'mlx5dv source-port control: refused' "$W/out" || fail "sport probe (off)"
 grep -q 'DMA-BUF registration: not supported' "$W/out" || fail "DMA-BUF probe (off)"
 grep -q 'nvidia-peermem: not loaded' "$W/out" || fail "peermem (absent)"
+# per level: no DCB on lo (said, not a finding), each level's DSCP seen on the wire
+grep -q 'DCB on lo: not available' "$W/out" || fail "DCB (absent on lo)"
+for l in "0: DSCP 0" "1: DSCP 8" "2: DSCP 16" "3: DSCP 24"; do
+	grep -q "level $l on the wire" "$W/out" || fail "level $l on the wire"
+done
+# a host-wide traffic-class override (mlx5's tc/<port>/traffic_class) remarks every
+# packet: the levels' DSCPs are not what leaves, a finding (exit 1)
+CRUX_SOFTRDMA_GLOBAL_TCLASS=106 "$HW" --lib "$LIB" --mlx5 "$LIB" --sysfs "$W/sys" > "$W/out" 2>&1; rc=$?
+[ $rc = 1 ] || fail "exit $rc with every packet remarked (want 1)"
+grep -q 'WARNING: level 0: asked for DSCP 0, .* carried another DSCP' "$W/out" || fail "remarked DSCP"
 
 # routes from ports below 49152 without the live source-port change: a finding (exit 1)
 CRUX_PROBE_PROTO=tcp "$HW" --lib "$LIB" --mlx5 "$LIB" --sysfs "$W/sys" > "$W/out" 2>&1; rc=$?

@@ -174,6 +174,7 @@ struct sr_ctx {
 	struct sr_conn *conns;
 	struct sr_torn *torn;      /* WRITE pieces not yet visible (CRUX_SOFTRDMA_TORN) */
 	uint32_t torn_chunk, torn_seed;
+	int global_tclass;         /* CRUX_SOFTRDMA_GLOBAL_TCLASS: every packet's TOS, -1: the QP's */
 	size_t torn_bytes;
 	uint8_t (*pkts)[SR_PKT_MAX]; /* SR_BATCH packet buffers (out, then in) */
 	struct sr_txmeta { struct sr_conn *cn; uint32_t seq, len, plen; struct in_addr to; } tx[SR_BATCH];

@@ -290,6 +290,8 @@ static void stream_copy(struct sr_conn *cn, uint32_t off, uint8_t *d, uint32_t n
 static int conn_tos(const struct sr_conn *cn)
 {
 	const struct sr_qp *qp = cn->qp;
+	if (qp->ctx->global_tclass >= 0)
+		return qp->ctx->global_tclass; /* mlx5's host-wide override (tc/<port>/traffic_class) */
 	if (!cn->outbound && qp->ib.state != IBV_QPS_RTR && qp->ib.state != IBV_QPS_RTS)
 		return 0;
 	return qp->a.ah_attr.grh.traffic_class;
@@ -905,6 +907,8 @@ int sr_ctx_start(struct sr_ctx *c)
 	c->mss = path_mss(c);
 	c->sinkfd = sink_open(c);
 	c->torn_chunk = sr_torn_chunk();
+	const char *gt = getenv("CRUX_SOFTRDMA_GLOBAL_TCLASS");
+	c->global_tclass = gt && *gt ? (int)(strtoul(gt, NULL, 0) & 0xff) : -1;
 	c->torn_seed = (uint32_t)sr_now_ns();
 	c->pkts = malloc(SR_BATCH * sizeof *c->pkts);
 	if (!c->pkts) {
