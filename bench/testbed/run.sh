@@ -184,6 +184,8 @@ esac
 PLUGIN_DIR="$(dirname "$PLUGIN")"
 # The transport the ranks' plugin uses: extra environment for every rank.
 TRANSPORT_ENV=(CRUX_TRANSPORT=socket)
+# how the agents probe paths: the way the transport's bytes travel (ECMP hashes the protocol)
+PROBE_PROTO=tcp
 case "$TRANSPORT" in
 socket) ;;
 verbs)
@@ -193,6 +195,8 @@ verbs)
 	# NCCL_DEBUG=INFO: the plugin names its transport and each lane move in the ranks' logs
 	TRANSPORT_ENV=(CRUX_TRANSPORT=verbs CRUX_IBVERBS_LIB="$SOFTRDMA" CRUX_MLX5_LIB="$SOFTRDMA"
 		NCCL_DEBUG=INFO)
+	# the device's packets are RoCEv2's (UDP to 4791 from the QP's source port)
+	PROBE_PROTO=roce
 	;;
 *) die "--transport '$TRANSPORT' is not valid: expected socket or verbs" ;;
 esac
@@ -346,6 +350,17 @@ tcp_counters() {
 	echo "$rs $to"
 }
 
+# Bytes each spine forwarded (every port's transmit counter, summed per spine namespace).
+spine_bytes() {
+	local s v out=""
+	for ((s = 0; s < SPINES; s++)); do
+		v="$(ip netns exec "${PFX}-s$s" sh -c 'cat /sys/class/net/*/statistics/tx_bytes' 2>/dev/null |
+			awk '{ t += $1 } END { printf "%.0f\n", t }')"
+		out="$out ${v:-0}"
+	done
+	echo "$out"
+}
+
 # Per-host agents: h0's view of the cluster table (every job), then one line
 # per host: leader, applied schedule revision, stale, and its routes with
 # probed source ports (the paths this host's traffic is put on).
@@ -404,8 +419,9 @@ run_one() {
 	mkdir -p "$dir/logs" "$shm"
 	chmod 0755 "$dir" "$shm"
 	: >"$dir/jobs.txt"
-	local tcp0
+	local tcp0 sp0
 	tcp0="$(tcp_counters)"
+	sp0="$(spine_bytes)"
 	if [ "$arm" = crux ] && [ "$DECIDER" = agent ]; then
 		# One agent schedules every emulated host: all profiles land in one directory.
 		# The fairness guard acts within seconds here: jobs run for a minute.
@@ -426,7 +442,7 @@ run_one() {
 			ip netns exec "$(host_ns "h$h")" env CRUX_SHM_DIR="$shm/h$h" CRUX_TOPOLOGY="$TOPO" \
 				CRUX_PROFILE_WINDOW="$AGENT_WINDOW" CRUX_LEVELS="$LEVELS" \
 				CRUX_AGENT_INTERVAL=250ms CRUX_AGENT_HOLD=2s CRUX_PROBE="$probe" \
-				CRUX_PROBE_PORTS_PER_PATH=4 \
+				CRUX_PROBE_PROTO="$PROBE_PROTO" CRUX_PROBE_PORTS_PER_PATH=4 \
 				CRUX_MAX_SLOWDOWN="$MAX_SLOWDOWN" CRUX_GUARD_AGE=2s CRUX_GUARD_HOLD=10s \
 				${WEIGHTS_CSV:+CRUX_LEVEL_WEIGHTS="$WEIGHTS_CSV"} \
 				CRUX_ETCD="$ETCD_URL" CRUX_CLUSTER="tb-$arm-$rep-$$" CRUX_HOST="h$h" \
@@ -560,6 +576,14 @@ run_one() {
 		[ "$nv" -eq "$nr" ] || { echo "$PROG: $label: not every rank used the verbs transport" >&2; return 1; }
 	fi
 	"$FABRIC" status --tag "$TAG" >"$dir/fabric-counters.txt" 2>&1 || true
+	local spl="" s
+	local -a spa spb
+	read -r -a spa <<<"$sp0"
+	read -r -a spb <<<"$(spine_bytes)"
+	for ((s = 0; s < SPINES; s++)); do
+		spl="$spl${spl:+, }spine $s $(((${spb[s]:-0} - ${spa[s]:-0}) / 1000000)) MB"
+	done
+	echo "  $label: bytes through the spines: $spl" | tee "$dir/spines.txt"
 	local tcp1
 	tcp1="$(tcp_counters)"
 	set -- $tcp0 $tcp1
@@ -569,7 +593,7 @@ run_one() {
 }
 
 echo "crux testbed: scenario '$SCENARIO': $SCEN_DESC"
-echo "  transport: $TRANSPORT$([ "$TRANSPORT" = verbs ] && echo " (plugin's verbs transport on the software RDMA device, a TCP-backed test double)")"
+echo "  transport: $TRANSPORT$([ "$TRANSPORT" = verbs ] && echo " (plugin's verbs transport on the software RDMA device, a test double whose packets are RoCEv2's: UDP to 4791)")"
 echo "  arms: $ARMS, $REPS repetitions each; results in $OUT"
 RUNS=()
 total=$((REPS * $(echo $ARMS | wc -w)))
