@@ -121,21 +121,10 @@ static unsigned long probe_port_floor(void)
 	return proto && !strcmp(proto, "roce") ? 49152 : 40000;
 }
 
-/* Can the QP take a flow label, and can mlx5dv set its source port? A QP
- * looped back to itself through the chosen GID is enough to ask: the flow
- * label is given at RTR, the source port asked for in RTS (mlx5 refuses it
- * in any other state, as the plugin's own probe knows). */
-static void probe_sport(const struct cruxn_ibv *l, struct ibv_context *c, struct ibv_pd *pd, int port,
-			int gid_index, const union ibv_gid *gid)
+/* A QP to INIT, then RTR looped to itself through the GID at traffic class tos, flow label fl. */
+static int qp_init_rtr(const struct cruxn_ibv *l, struct ibv_qp *qp, int port, int gid_index,
+		       const union ibv_gid *gid, int tos, uint32_t fl)
 {
-	struct ibv_cq *cq = l->create_cq(c, 4, NULL, NULL, 0);
-	struct ibv_qp_init_attr ia = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-				      .cap = {1, 1, 1, 1, 0}};
-	struct ibv_qp *qp = cq ? l->create_qp(pd, &ia) : NULL;
-	if (!qp) {
-		warn("cannot create a test QP (%s): source-port checks skipped", strerror(errno));
-		goto out;
-	}
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = (uint8_t)port,
 				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE};
 	int rc = l->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
@@ -151,12 +140,39 @@ static void probe_sport(const struct cruxn_ibv *l, struct ibv_context *c, struct
 	a.ah_attr.grh.dgid = *gid;
 	a.ah_attr.grh.sgid_index = (uint8_t)gid_index;
 	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.grh.flow_label = 0x12345;
-	a.ah_attr.grh.traffic_class = 0x60;
+	a.ah_attr.grh.flow_label = fl;
+	a.ah_attr.grh.traffic_class = (uint8_t)tos;
 	if (!rc)
 		rc = l->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
 						  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
 						  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	return rc;
+}
+
+static int qp_rts(const struct cruxn_ibv *l, struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTS, .timeout = 14, .retry_cnt = 7,
+				.rnr_retry = 7, .max_rd_atomic = 1};
+	return l->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+					    IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* Can the QP take a flow label, and can mlx5dv set its source port? A QP
+ * looped back to itself through the chosen GID is enough to ask: the flow
+ * label is given at RTR, the source port asked for in RTS (mlx5 refuses it
+ * in any other state, as the plugin's own probe knows). */
+static void probe_sport(const struct cruxn_ibv *l, struct ibv_context *c, struct ibv_pd *pd, int port,
+			int gid_index, const union ibv_gid *gid)
+{
+	struct ibv_cq *cq = l->create_cq(c, 4, NULL, NULL, 0);
+	struct ibv_qp_init_attr ia = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+				      .cap = {1, 1, 1, 1, 0}};
+	struct ibv_qp *qp = cq ? l->create_qp(pd, &ia) : NULL;
+	if (!qp) {
+		warn("cannot create a test QP (%s): source-port checks skipped", strerror(errno));
+		goto out;
+	}
+	int rc = qp_init_rtr(l, qp, port, gid_index, gid, 0x60, 0x12345);
 	struct ibv_qp_attr q;
 	struct ibv_qp_init_attr qi;
 	if (rc)
@@ -168,14 +184,7 @@ static void probe_sport(const struct cruxn_ibv *l, struct ibv_context *c, struct
 		printf("  flow label -> UDP source port: accepted (0x12345 gives port %u)\n",
 		       0xC000u | ((0x12345u & 0x3fff) ^ ((0x12345u & 0xFC000) >> 14)));
 	if (!rc) {
-		memset(&a, 0, sizeof a);
-		a.qp_state = IBV_QPS_RTS;
-		a.timeout = 14;
-		a.retry_cnt = 7;
-		a.rnr_retry = 7;
-		a.max_rd_atomic = 1;
-		rc = l->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-						  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+		rc = qp_rts(l, qp);
 		if (rc)
 			warn("cannot bring the test QP to RTS (%s): source-port control not probed",
 			     strerror(rc));
@@ -243,35 +252,9 @@ static struct ibv_qp *loop_qp(const struct cruxn_ibv *l, struct ibv_pd *pd, stru
 	struct ibv_qp *qp = l->create_qp(pd, &ia);
 	if (!qp)
 		return NULL;
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = (uint8_t)port,
-				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE};
-	int rc = l->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-					      IBV_QP_ACCESS_FLAGS);
-	memset(&a, 0, sizeof a);
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = qp->qp_num;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.port_num = (uint8_t)port;
-	a.ah_attr.grh.dgid = *gid;
-	a.ah_attr.grh.sgid_index = (uint8_t)gid_index;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.grh.traffic_class = (uint8_t)tos;
+	int rc = qp_init_rtr(l, qp, port, gid_index, gid, tos, 0);
 	if (!rc)
-		rc = l->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-						  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-						  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-	memset(&a, 0, sizeof a);
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 1;
-	if (!rc)
-		rc = l->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-						  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+		rc = qp_rts(l, qp);
 	if (rc) {
 		l->destroy_qp(qp);
 		errno = rc;
