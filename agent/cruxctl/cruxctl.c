@@ -22,7 +22,7 @@
 #include "crux/probe.h"
 #include "crux/sched_cli.h"
 #include "crux_config.h"
-#include "json.h"
+#include "crux/json.h"
 #include "placement.h"
 #include "show.h"
 
@@ -79,15 +79,15 @@ static int fail(const struct ctx *c, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	if (c->json) {
-		struct json j;
-		json_init(&j, stdout);
-		json_obj(&j);
-		json_key(&j, "ok");
-		json_bool(&j, false);
-		json_key(&j, "error");
-		json_str(&j, msg);
-		json_end_obj(&j);
-		json_done(&j);
+		struct crux_json j;
+		crux_json_init(&j, stdout);
+		crux_json_obj(&j);
+		crux_json_key(&j, "ok");
+		crux_json_bool(&j, false);
+		crux_json_key(&j, "error");
+		crux_json_str(&j, msg);
+		crux_json_end_obj(&j);
+		crux_json_done(&j);
 	}
 	fprintf(stderr, "cruxctl: %s\n", msg);
 	return 1;
@@ -121,13 +121,13 @@ static int cmd_status(const struct ctx *c)
 		return rc;
 	}
 	if (c->json) {
-		struct json j;
-		json_init(&j, stdout);
+		struct crux_json j;
+		crux_json_init(&j, stdout);
 		if (c->placement)
 			cc_placement_json(&v, &j);
 		else
 			view_json(&v, &j);
-		json_done(&j);
+		crux_json_done(&j);
 	} else if (c->placement) {
 		cc_placement_text(&v, stdout);
 	} else {
@@ -180,10 +180,10 @@ static int cmd_top(const struct ctx *c, int argc, char **argv)
 
 		if (view_load(&v, c->dir) == CRUX_OK) {
 			if (c->json) {
-				struct json j;
-				json_init(&j, stdout);
+				struct crux_json j;
+				crux_json_init(&j, stdout);
 				view_json(&v, &j);
-				json_done(&j);
+				crux_json_done(&j);
 			} else {
 				time_t now = time(NULL);
 				char ts[32];
@@ -452,29 +452,29 @@ static int change_table(const struct ctx *c, struct crux_dt_writer *w, const str
 static int report(const struct ctx *c, const struct change *ch, const char *via)
 {
 	if (c->json) {
-		struct json j;
+		struct crux_json j;
 		char k[24];
-		json_init(&j, stdout);
-		json_obj(&j);
-		json_key(&j, "ok");
-		json_bool(&j, true);
-		json_key(&j, "via");
-		json_str(&j, via);
-		json_key(&j, "action");
-		json_str(&j, ch->set ? "set" : "clear");
+		crux_json_init(&j, stdout);
+		crux_json_obj(&j);
+		crux_json_key(&j, "ok");
+		crux_json_bool(&j, true);
+		crux_json_key(&j, "via");
+		crux_json_str(&j, via);
+		crux_json_key(&j, "action");
+		crux_json_str(&j, ch->set ? "set" : "clear");
 		if (!ch->all) {
 			snprintf(k, sizeof(k), "0x%016llx", (unsigned long long)ch->key);
-			json_key(&j, "key");
-			json_str(&j, k);
-			json_key(&j, "id");
-			json_str(&j, ch->id);
+			crux_json_key(&j, "key");
+			crux_json_str(&j, k);
+			crux_json_key(&j, "id");
+			crux_json_str(&j, ch->id);
 		}
 		if (ch->set) {
-			json_key(&j, "level");
-			json_i64(&j, ch->level);
+			crux_json_key(&j, "level");
+			crux_json_i64(&j, ch->level);
 		}
-		json_end_obj(&j);
-		json_done(&j);
+		crux_json_end_obj(&j);
+		crux_json_done(&j);
 	} else if (ch->set) {
 		printf("job %s (0x%016llx) set to level %d (%s)\n", ch->id[0] ? ch->id : "-",
 		       (unsigned long long)ch->key, ch->level, via);
@@ -892,37 +892,37 @@ static int cmd_probe(const struct ctx *c, int argc, char **argv)
 				    : "");
 	}
 	if (c->json) {
-		struct json j;
-		json_init(&j, stdout);
-		json_obj(&j);
-		json_key(&j, "ok");
-		json_bool(&j, true);
-		json_key(&j, "peer");
-		json_str(&j, peer_s);
-		json_key(&j, "sent");
-		json_u64(&j, r->sent);
-		json_key(&j, "answered");
-		json_u64(&j, r->answered);
-		json_key(&j, "paths");
-		json_arr(&j);
+		struct crux_json j;
+		crux_json_init(&j, stdout);
+		crux_json_obj(&j);
+		crux_json_key(&j, "ok");
+		crux_json_bool(&j, true);
+		crux_json_key(&j, "peer");
+		crux_json_str(&j, peer_s);
+		crux_json_key(&j, "sent");
+		crux_json_u64(&j, r->sent);
+		crux_json_key(&j, "answered");
+		crux_json_u64(&j, r->answered);
+		crux_json_key(&j, "paths");
+		crux_json_arr(&j);
 		for (uint32_t i = 0; i < r->npaths; i++) {
 			char hb[CRUX_ADDR_STRLEN];
 			crux_addr_format(&r->paths[i].hop, hb, sizeof(hb));
-			json_obj(&j);
-			json_key(&j, "path");
-			json_u64(&j, i);
-			json_key(&j, "hop");
-			json_str(&j, hb);
-			json_key(&j, "ports");
-			json_arr(&j);
+			crux_json_obj(&j);
+			crux_json_key(&j, "path");
+			crux_json_u64(&j, i);
+			crux_json_key(&j, "hop");
+			crux_json_str(&j, hb);
+			crux_json_key(&j, "ports");
+			crux_json_arr(&j);
 			for (uint8_t k = 0; k < r->paths[i].nports; k++)
-				json_u64(&j, r->paths[i].ports[k]);
-			json_end_arr(&j);
-			json_end_obj(&j);
+				crux_json_u64(&j, r->paths[i].ports[k]);
+			crux_json_end_arr(&j);
+			crux_json_end_obj(&j);
 		}
-		json_end_arr(&j);
-		json_end_obj(&j);
-		json_done(&j);
+		crux_json_end_arr(&j);
+		crux_json_end_obj(&j);
+		crux_json_done(&j);
 	} else {
 		printf("peer %s: %u path(s) (%u probes, %u answered, %u ports busy)\n", peer_s,
 		       r->npaths, r->sent, r->answered, r->bind_failed);

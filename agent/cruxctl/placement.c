@@ -11,27 +11,27 @@
 
 #include "placement.h"
 
-void cc_json_stalls(struct json *j, const struct crux_prof_stalls *s)
+void cc_json_stalls(struct crux_json *j, const struct crux_prof_stalls *s)
 {
 	if (!s->valid) {
-		json_null(j);
+		crux_json_null(j);
 		return;
 	}
-	json_obj(j);
-	json_key(j, "compute");
-	json_num(j, s->compute);
-	json_key(j, "interconnect");
-	json_num(j, s->interconnect);
-	json_key(j, "network");
+	crux_json_obj(j);
+	crux_json_key(j, "compute");
+	crux_json_num(j, s->compute);
+	crux_json_key(j, "interconnect");
+	crux_json_num(j, s->interconnect);
+	crux_json_key(j, "network");
 	if (s->net_known)
-		json_num(j, s->network);
+		crux_json_num(j, s->network);
 	else
-		json_null(j);
-	json_key(j, "other");
-	json_num(j, s->other);
-	json_key(j, "net_known");
-	json_bool(j, s->net_known);
-	json_end_obj(j);
+		crux_json_null(j);
+	crux_json_key(j, "other");
+	crux_json_num(j, s->other);
+	crux_json_key(j, "net_known");
+	crux_json_bool(j, s->net_known);
+	crux_json_end_obj(j);
 }
 
 void cc_fmt_stalls(const struct crux_prof_stalls *s, char *buf, size_t len)
@@ -250,101 +250,101 @@ static struct sens *collect(const struct view *v, size_t *n_out)
 	return out;
 }
 
-static void json_addr_(struct json *j, const struct crux_addr *a)
+static void json_addr_(struct crux_json *j, const struct crux_addr *a)
 {
 	char b[CRUX_ADDR_STRLEN];
 	if (!a->family) {
-		json_null(j);
+		crux_json_null(j);
 		return;
 	}
 	crux_addr_format(a, b, sizeof(b));
-	json_str(j, b);
+	crux_json_str(j, b);
 }
 
-void cc_placement_json(const struct view *v, struct json *j)
+void cc_placement_json(const struct view *v, struct crux_json *j)
 {
 	size_t n;
 	struct sens *s = collect(v, &n);
 	char key[24];
 
-	json_obj(j);
-	json_key(j, "schema");
-	json_str(j, "crux.placement/1");
-	json_key(j, "host");
+	crux_json_obj(j);
+	crux_json_key(j, "schema");
+	crux_json_str(j, "crux.placement/1");
+	crux_json_key(j, "host");
 	if (v->agent_st == CRUX_OK && v->agent->host[0])
-		json_str(j, v->agent->host);
+		crux_json_str(j, v->agent->host);
 	else
-		json_null(j);
-	json_key(j, "agent");
-	json_bool(j, v->agent_alive);
-	json_key(j, "jobs");
-	json_arr(j);
+		crux_json_null(j);
+	crux_json_key(j, "agent");
+	crux_json_bool(j, v->agent_alive);
+	crux_json_key(j, "jobs");
+	crux_json_arr(j);
 	for (size_t i = 0; i < n; i++) {
 		const struct sens *x = &s[i];
-		json_obj(j);
-		json_key(j, "id");
-		json_str(j, x->id);
-		json_key(j, "key");
+		crux_json_obj(j);
+		crux_json_key(j, "id");
+		crux_json_str(j, x->id);
+		crux_json_key(j, "key");
 		snprintf(key, sizeof(key), "0x%016llx", (unsigned long long)x->key);
-		json_str(j, key);
-		json_key(j, "source");
-		json_str(j, x->source);
-		json_key(j, "ranks");
-		json_u64(j, x->ranks);
-		json_key(j, "hosts");
-		json_arr(j);
+		crux_json_str(j, key);
+		crux_json_key(j, "source");
+		crux_json_str(j, x->source);
+		crux_json_key(j, "ranks");
+		crux_json_u64(j, x->ranks);
+		crux_json_key(j, "hosts");
+		crux_json_arr(j);
 		for (uint32_t h = 0; h < x->nhosts; h++)
 			json_addr_(j, &x->hosts[h]);
-		json_end_arr(j);
-		json_key(j, "iter_time_s");
+		crux_json_end_arr(j);
+		crux_json_key(j, "iter_time_s");
 		if (x->st.valid || x->iter_s > 0)
-			json_num(j, x->iter_s);
+			crux_json_num(j, x->iter_s);
 		else
-			json_null(j);
-		json_key(j, "gpu_intensity");
+			crux_json_null(j);
+		crux_json_key(j, "gpu_intensity");
 		if (x->have_intensity)
-			json_num(j, x->intensity);
+			crux_json_num(j, x->intensity);
 		else
-			json_null(j);
-		json_key(j, "compute_fraction");
+			crux_json_null(j);
+		crux_json_key(j, "compute_fraction");
 		if (x->st.valid)
-			json_num(j, x->st.compute);
+			crux_json_num(j, x->st.compute);
 		else
-			json_null(j);
-		json_key(j, "network_stall_fraction");
+			crux_json_null(j);
+		crux_json_key(j, "network_stall_fraction");
 		if (x->st.valid && x->st.net_known)
-			json_num(j, x->st.network);
+			crux_json_num(j, x->st.network);
 		else
-			json_null(j);
-		json_key(j, "interconnect_stall_fraction");
+			crux_json_null(j);
+		crux_json_key(j, "interconnect_stall_fraction");
 		if (x->st.valid)
-			json_num(j, x->st.interconnect);
+			crux_json_num(j, x->st.interconnect);
 		else
-			json_null(j);
-		json_key(j, "other_fraction");
+			crux_json_null(j);
+		crux_json_key(j, "other_fraction");
 		if (x->st.valid)
-			json_num(j, x->st.other);
+			crux_json_num(j, x->st.other);
 		else
-			json_null(j);
-		json_key(j, "bytes_per_iter");
-		json_num(j, x->bytes);
-		json_key(j, "peers");
-		json_arr(j);
+			crux_json_null(j);
+		crux_json_key(j, "bytes_per_iter");
+		crux_json_num(j, x->bytes);
+		crux_json_key(j, "peers");
+		crux_json_arr(j);
 		for (uint32_t p = 0; p < x->npairs; p++) {
-			json_obj(j);
-			json_key(j, "src");
+			crux_json_obj(j);
+			crux_json_key(j, "src");
 			json_addr_(j, &x->pairs[p].src);
-			json_key(j, "dst");
+			crux_json_key(j, "dst");
 			json_addr_(j, &x->pairs[p].dst);
-			json_key(j, "bytes_per_iter");
-			json_num(j, x->pairs[p].bytes);
-			json_end_obj(j);
+			crux_json_key(j, "bytes_per_iter");
+			crux_json_num(j, x->pairs[p].bytes);
+			crux_json_end_obj(j);
 		}
-		json_end_arr(j);
-		json_end_obj(j);
+		crux_json_end_arr(j);
+		crux_json_end_obj(j);
 	}
-	json_end_arr(j);
-	json_end_obj(j);
+	crux_json_end_arr(j);
+	crux_json_end_obj(j);
 	free(s);
 }
 

@@ -571,357 +571,357 @@ void view_text(const struct view *v, FILE *f, bool compact)
 	}
 }
 
-static void json_addr(struct json *j, const struct crux_addr *a)
+static void json_addr(struct crux_json *j, const struct crux_addr *a)
 {
 	char b[CRUX_ADDR_STRLEN];
 	if (!a->family) {
-		json_null(j);
+		crux_json_null(j);
 		return;
 	}
 	crux_addr_format(a, b, sizeof(b));
-	json_str(j, b);
+	crux_json_str(j, b);
 }
 
-static void json_keyhex(struct json *j, uint64_t key)
+static void json_keyhex(struct crux_json *j, uint64_t key)
 {
 	char b[24];
 	snprintf(b, sizeof(b), "0x%016llx", (unsigned long long)key);
-	json_str(j, b);
+	crux_json_str(j, b);
 }
 
 /* One record: a v1 file's, or an attached process's as cruxd copied it. */
-static void json_record(struct json *j, const struct crux_prof_snapshot *s)
+static void json_record(struct crux_json *j, const struct crux_prof_snapshot *s)
 {
-	json_obj(j);
+	crux_json_obj(j);
 	if (!s->attached) {
-		json_key(j, "file");
-		json_str(j, s->file);
+		crux_json_key(j, "file");
+		crux_json_str(j, s->file);
 	}
-	json_key(j, "pid");
-	json_i64(j, s->pid);
-	json_key(j, "uid");
-	json_i64(j, s->uid);
-	json_key(j, "job_key");
+	crux_json_key(j, "pid");
+	crux_json_i64(j, s->pid);
+	crux_json_key(j, "uid");
+	crux_json_i64(j, s->uid);
+	crux_json_key(j, "job_key");
 	json_keyhex(j, s->id.job_key);
-	json_key(j, "job_id");
-	json_str(j, s->id.job_id);
-	json_key(j, "hostname");
-	json_str(j, s->id.hostname);
-	json_key(j, "host_addr");
+	crux_json_key(j, "job_id");
+	crux_json_str(j, s->id.job_id);
+	crux_json_key(j, "hostname");
+	crux_json_str(j, s->id.hostname);
+	crux_json_key(j, "host_addr");
 	json_addr(j, &s->id.host_addr);
-	json_key(j, "rank");
-	json_i64(j, s->id.rank);
-	json_key(j, "world_size");
-	json_i64(j, s->id.world_size);
-	json_key(j, "compute");
+	crux_json_key(j, "rank");
+	crux_json_i64(j, s->id.rank);
+	crux_json_key(j, "world_size");
+	crux_json_i64(j, s->id.world_size);
+	crux_json_key(j, "compute");
 	if (s->has_compute) {
 		const struct crux_prof_compute *c = &s->compute;
-		json_obj(j);
-		json_key(j, "windows");
-		json_u64(j, c->windows);
-		json_key(j, "iterations");
-		json_u64(j, c->total_iterations);
-		json_key(j, "iter_time_s");
-		json_num(j, c->iter_time_s);
-		json_key(j, "compute_s");
-		json_num(j, c->compute_s);
-		json_key(j, "comm_s");
-		json_num(j, c->comm_s);
-		json_key(j, "overlap_s");
-		json_num(j, c->overlap_s);
-		json_key(j, "stall_s");
-		json_num(j, c->stall_s);
-		json_key(j, "window_end_ns"); /* CLOCK_MONOTONIC */
-		json_u64(j, c->window_end_ns);
-		json_key(j, "window_s");
-		json_num(j, c->window_s);
-		json_key(j, "timing");
-		json_str(j, backend_name(c->timing_backend));
+		crux_json_obj(j);
+		crux_json_key(j, "windows");
+		crux_json_u64(j, c->windows);
+		crux_json_key(j, "iterations");
+		crux_json_u64(j, c->total_iterations);
+		crux_json_key(j, "iter_time_s");
+		crux_json_num(j, c->iter_time_s);
+		crux_json_key(j, "compute_s");
+		crux_json_num(j, c->compute_s);
+		crux_json_key(j, "comm_s");
+		crux_json_num(j, c->comm_s);
+		crux_json_key(j, "overlap_s");
+		crux_json_num(j, c->overlap_s);
+		crux_json_key(j, "stall_s");
+		crux_json_num(j, c->stall_s);
+		crux_json_key(j, "window_end_ns"); /* CLOCK_MONOTONIC */
+		crux_json_u64(j, c->window_end_ns);
+		crux_json_key(j, "window_s");
+		crux_json_num(j, c->window_s);
+		crux_json_key(j, "timing");
+		crux_json_str(j, backend_name(c->timing_backend));
 		/* Which component measured it: the preload or the NCCL profiler plugin. */
-		json_key(j, "source");
-		json_str(j, (c->flags & CRUX_PROF_F_SRC_PROFILER) ? "profiler" : "preload");
-		json_key(j, "flags");
-		json_u64(j, c->flags);
-		json_end_obj(j);
+		crux_json_key(j, "source");
+		crux_json_str(j, (c->flags & CRUX_PROF_F_SRC_PROFILER) ? "profiler" : "preload");
+		crux_json_key(j, "flags");
+		crux_json_u64(j, c->flags);
+		crux_json_end_obj(j);
 	} else {
-		json_null(j);
+		crux_json_null(j);
 	}
 	if (s->attached) {
 		char src[40];
 		source_of(s, src, sizeof(src));
-		json_key(j, "source");
-		json_str(j, src);
+		crux_json_key(j, "source");
+		crux_json_str(j, src);
 	}
-	json_key(j, "peers");
-	json_arr(j);
+	crux_json_key(j, "peers");
+	crux_json_arr(j);
 	for (uint32_t p = 0; s->has_net && p < s->net.npeers && p < CRUX_PROF_MAX_PEERS; p++) {
 		const struct crux_prof_peer *pp = &s->net.peers[p];
-		json_obj(j);
-		json_key(j, "peer");
+		crux_json_obj(j);
+		crux_json_key(j, "peer");
 		json_addr(j, &pp->peer);
-		json_key(j, "tx_bytes");
-		json_arr(j);
+		crux_json_key(j, "tx_bytes");
+		crux_json_arr(j);
 		for (int l = 0; l < CRUX_MAX_LEVELS; l++)
-			json_u64(j, pp->tx_bytes[l]);
-		json_end_arr(j);
-		json_key(j, "rx_bytes");
-		json_arr(j);
+			crux_json_u64(j, pp->tx_bytes[l]);
+		crux_json_end_arr(j);
+		crux_json_key(j, "rx_bytes");
+		crux_json_arr(j);
 		for (int l = 0; l < CRUX_MAX_LEVELS; l++)
-			json_u64(j, pp->rx_bytes[l]);
-		json_end_arr(j);
-		json_end_obj(j);
+			crux_json_u64(j, pp->rx_bytes[l]);
+		crux_json_end_arr(j);
+		crux_json_end_obj(j);
 	}
-	json_end_arr(j);
+	crux_json_end_arr(j);
 	/* Bytes the plugin sent by the collective kind NCCL announced (net ABI v11/v12 hints). */
-	json_key(j, "net_tx_bytes_by_kind");
+	crux_json_key(j, "net_tx_bytes_by_kind");
 	if (s->has_net) {
-		json_obj(j);
+		crux_json_obj(j);
 		for (int k = 0; k < CRUX_COLL_KINDS; k++) {
-			json_key(j, coll_kind_names[k]);
-			json_u64(j, s->net.tx_bytes_by_kind[k]);
+			crux_json_key(j, coll_kind_names[k]);
+			crux_json_u64(j, s->net.tx_bytes_by_kind[k]);
 		}
-		json_end_obj(j);
+		crux_json_end_obj(j);
 	} else {
-		json_null(j);
+		crux_json_null(j);
 	}
 	{
 		/* the plugin's busy time (v5) and this rank's stall breakdown */
 		struct crux_prof_stalls sb;
-		json_key(j, "net_busy");
+		crux_json_key(j, "net_busy");
 		if (s->has_net && s->net.busy_window_ns) {
-			json_obj(j);
-			json_key(j, "total_s");
-			json_num(j, (double)s->net.busy_ns / 1e9);
-			json_key(j, "period_s");
-			json_num(j, (double)s->net.busy_window_ns / 1e9);
-			json_key(j, "busy_s");
-			json_num(j, (double)s->net.busy_period_ns / 1e9);
-			json_end_obj(j);
+			crux_json_obj(j);
+			crux_json_key(j, "total_s");
+			crux_json_num(j, (double)s->net.busy_ns / 1e9);
+			crux_json_key(j, "period_s");
+			crux_json_num(j, (double)s->net.busy_window_ns / 1e9);
+			crux_json_key(j, "busy_s");
+			crux_json_num(j, (double)s->net.busy_period_ns / 1e9);
+			crux_json_end_obj(j);
 		} else {
-			json_null(j);
+			crux_json_null(j);
 		}
 		crux_prof_stalls_of(&s->compute, s->has_compute, &s->net, s->has_net, &sb);
-		json_key(j, "stalls");
+		crux_json_key(j, "stalls");
 		cc_json_stalls(j, &sb);
 	}
-	json_end_obj(j);
+	crux_json_end_obj(j);
 }
 
-void view_json(const struct view *v, struct json *j)
+void view_json(const struct view *v, struct crux_json *j)
 {
 	struct row *rows = NULL;
 	size_t n;
 
-	json_obj(j);
-	json_key(j, "shm_dir");
-	json_str(j, v->dir);
-	json_key(j, "table");
+	crux_json_obj(j);
+	crux_json_key(j, "shm_dir");
+	crux_json_str(j, v->dir);
+	crux_json_key(j, "table");
 	if (v->table_st == CRUX_OK) {
 		const struct crux_dt_settings *s = &v->table->settings;
-		json_obj(j);
-		json_key(j, "generation");
-		json_u64(j, v->table->generation);
-		json_key(j, "heartbeat_age_s");
+		crux_json_obj(j);
+		crux_json_key(j, "generation");
+		crux_json_u64(j, v->table->generation);
+		crux_json_key(j, "heartbeat_age_s");
 		if (v->table_hb_age_ns == UINT64_MAX)
-			json_null(j);
+			crux_json_null(j);
 		else
-			json_num(j, (double)v->table_hb_age_ns / 1e9);
-		json_key(j, "stale");
-		json_bool(j, v->table_stale);
-		json_key(j, "heartbeat_timeout_s");
-		json_num(j, (double)s->heartbeat_timeout_ns / 1e9);
-		json_key(j, "writer_pid");
-		json_i64(j, v->table->writer_pid);
-		json_key(j, "nlevels");
-		json_u64(j, s->nlevels);
-		json_key(j, "default_level");
-		json_u64(j, s->default_level);
-		json_key(j, "levels");
-		json_arr(j);
+			crux_json_num(j, (double)v->table_hb_age_ns / 1e9);
+		crux_json_key(j, "stale");
+		crux_json_bool(j, v->table_stale);
+		crux_json_key(j, "heartbeat_timeout_s");
+		crux_json_num(j, (double)s->heartbeat_timeout_ns / 1e9);
+		crux_json_key(j, "writer_pid");
+		crux_json_i64(j, v->table->writer_pid);
+		crux_json_key(j, "nlevels");
+		crux_json_u64(j, s->nlevels);
+		crux_json_key(j, "default_level");
+		crux_json_u64(j, s->default_level);
+		crux_json_key(j, "levels");
+		crux_json_arr(j);
 		for (uint32_t l = 0; l < s->nlevels && l < CRUX_MAX_LEVELS; l++) {
-			json_obj(j);
-			json_key(j, "level");
-			json_u64(j, l);
-			json_key(j, "dscp");
-			json_u64(j, s->levels[l].dscp);
-			json_key(j, "sock_prio");
-			json_i64(j, s->levels[l].sock_prio);
-			json_key(j, "ib_sl");
-			json_u64(j, s->levels[l].ib_sl);
-			json_key(j, "weight");
-			json_u64(j, s->levels[l].weight);
-			json_end_obj(j);
+			crux_json_obj(j);
+			crux_json_key(j, "level");
+			crux_json_u64(j, l);
+			crux_json_key(j, "dscp");
+			crux_json_u64(j, s->levels[l].dscp);
+			crux_json_key(j, "sock_prio");
+			crux_json_i64(j, s->levels[l].sock_prio);
+			crux_json_key(j, "ib_sl");
+			crux_json_u64(j, s->levels[l].ib_sl);
+			crux_json_key(j, "weight");
+			crux_json_u64(j, s->levels[l].weight);
+			crux_json_end_obj(j);
 		}
-		json_end_arr(j);
-		json_key(j, "jobs");
-		json_arr(j);
+		crux_json_end_arr(j);
+		crux_json_key(j, "jobs");
+		crux_json_arr(j);
 		for (uint32_t i = 0; i < v->table->njobs; i++) {
 			const struct crux_dt_job *tj = &v->table->jobs[i];
-			json_obj(j);
-			json_key(j, "key");
+			crux_json_obj(j);
+			crux_json_key(j, "key");
 			json_keyhex(j, tj->job_key);
-			json_key(j, "id");
-			json_str(j, tj->job_id);
-			json_key(j, "level");
-			json_u64(j, tj->level);
-			json_key(j, "state");
-			json_str(j, state_name(tj->state));
-			json_end_obj(j);
+			crux_json_key(j, "id");
+			crux_json_str(j, tj->job_id);
+			crux_json_key(j, "level");
+			crux_json_u64(j, tj->level);
+			crux_json_key(j, "state");
+			crux_json_str(j, state_name(tj->state));
+			crux_json_end_obj(j);
 		}
-		json_end_arr(j);
-		json_key(j, "routes");
-		json_arr(j);
+		crux_json_end_arr(j);
+		crux_json_key(j, "routes");
+		crux_json_arr(j);
 		for (uint32_t i = 0; i < v->table->nroutes; i++) {
 			const struct crux_dt_route *rt = &v->table->routes[i];
-			json_obj(j);
-			json_key(j, "key");
+			crux_json_obj(j);
+			crux_json_key(j, "key");
 			json_keyhex(j, rt->job_key);
-			json_key(j, "peer");
+			crux_json_key(j, "peer");
 			json_addr(j, &rt->peer);
-			json_key(j, "path");
-			json_u64(j, rt->path_id);
-			json_key(j, "ports");
-			json_arr(j);
+			crux_json_key(j, "path");
+			crux_json_u64(j, rt->path_id);
+			crux_json_key(j, "ports");
+			crux_json_arr(j);
 			for (uint8_t p = 0; p < rt->nports && p < CRUX_ROUTE_MAX_PORTS; p++)
-				json_u64(j, rt->ports[p]);
-			json_end_arr(j);
-			json_end_obj(j);
+				crux_json_u64(j, rt->ports[p]);
+			crux_json_end_arr(j);
+			crux_json_end_obj(j);
 		}
-		json_end_arr(j);
-		json_end_obj(j);
+		crux_json_end_arr(j);
+		crux_json_end_obj(j);
 	} else {
-		json_obj(j);
-		json_key(j, "error");
-		json_str(j, v->table_st == CRUX_ERR_NOENT ? "absent" : crux_status_str(v->table_st));
-		json_key(j, "message");
-		json_str(j, v->table_st == CRUX_ERR_NOENT ? "" : v->table_err);
-		json_end_obj(j);
+		crux_json_obj(j);
+		crux_json_key(j, "error");
+		crux_json_str(j, v->table_st == CRUX_ERR_NOENT ? "absent" : crux_status_str(v->table_st));
+		crux_json_key(j, "message");
+		crux_json_str(j, v->table_st == CRUX_ERR_NOENT ? "" : v->table_err);
+		crux_json_end_obj(j);
 	}
-	json_key(j, "agent");
+	crux_json_key(j, "agent");
 	if (v->agent_st == CRUX_OK) {
-		json_obj(j);
-		json_key(j, "pid");
-		json_u64(j, v->agent->agent_pid);
-		json_key(j, "running");
-		json_bool(j, v->agent_alive);
-		json_key(j, "heartbeat_age_s");
+		crux_json_obj(j);
+		crux_json_key(j, "pid");
+		crux_json_u64(j, v->agent->agent_pid);
+		crux_json_key(j, "running");
+		crux_json_bool(j, v->agent_alive);
+		crux_json_key(j, "heartbeat_age_s");
 		if (v->agent_hb_age_ns == UINT64_MAX)
-			json_null(j);
+			crux_json_null(j);
 		else
-			json_num(j, (double)v->agent_hb_age_ns / 1e9);
-		json_key(j, "passes");
-		json_u64(j, v->agent->passes);
-		json_key(j, "last_pass_ms");
-		json_num(j, (double)v->agent->last_pass_ns / 1e6);
-		json_key(j, "reschedules");
-		json_u64(j, v->agent->reschedules);
-		json_key(j, "max_slowdown");
+			crux_json_num(j, (double)v->agent_hb_age_ns / 1e9);
+		crux_json_key(j, "passes");
+		crux_json_u64(j, v->agent->passes);
+		crux_json_key(j, "last_pass_ms");
+		crux_json_num(j, (double)v->agent->last_pass_ns / 1e6);
+		crux_json_key(j, "reschedules");
+		crux_json_u64(j, v->agent->reschedules);
+		crux_json_key(j, "max_slowdown");
 		if (v->agent->max_slowdown > 0)
-			json_num(j, v->agent->max_slowdown);
+			crux_json_num(j, v->agent->max_slowdown);
 		else
-			json_null(j);
-		json_key(j, "guard_changes");
-		json_u64(j, v->agent->guard_changes);
-		json_key(j, "guard_infeasible");
-		json_u64(j, v->agent->guard_infeasible);
-		json_key(j, "overrides_seq");
-		json_u64(j, v->agent->overrides_seq);
-		json_key(j, "overrides_error");
-		json_str(j, v->agent->overrides_error);
-		json_key(j, "topology");
-		json_str(j, v->agent->topology);
-		json_key(j, "cluster");
+			crux_json_null(j);
+		crux_json_key(j, "guard_changes");
+		crux_json_u64(j, v->agent->guard_changes);
+		crux_json_key(j, "guard_infeasible");
+		crux_json_u64(j, v->agent->guard_infeasible);
+		crux_json_key(j, "overrides_seq");
+		crux_json_u64(j, v->agent->overrides_seq);
+		crux_json_key(j, "overrides_error");
+		crux_json_str(j, v->agent->overrides_error);
+		crux_json_key(j, "topology");
+		crux_json_str(j, v->agent->topology);
+		crux_json_key(j, "cluster");
 		if (v->agent->cluster[0]) {
-			json_obj(j);
-			json_key(j, "name");
-			json_str(j, v->agent->cluster);
-			json_key(j, "host");
-			json_str(j, v->agent->host);
-			json_key(j, "leader");
-			json_str(j, v->agent->leader);
-			json_key(j, "leading");
-			json_bool(j, v->agent->term > 0);
-			json_key(j, "schedule_revision");
-			json_u64(j, (uint64_t)v->agent->schedule_revision);
-			json_key(j, "schedule_input_revision");
-			json_u64(j, (uint64_t)v->agent->schedule_input);
-			json_key(j, "stale");
-			json_bool(j, v->agent->cluster_stale);
-			json_key(j, "error");
-			json_str(j, v->agent->cluster_error);
-			json_key(j, "resyncs");
-			json_u64(j, v->agent->cluster_resyncs);
-			json_key(j, "last_resync");
-			json_str(j, v->agent->cluster_resync);
-			json_end_obj(j);
+			crux_json_obj(j);
+			crux_json_key(j, "name");
+			crux_json_str(j, v->agent->cluster);
+			crux_json_key(j, "host");
+			crux_json_str(j, v->agent->host);
+			crux_json_key(j, "leader");
+			crux_json_str(j, v->agent->leader);
+			crux_json_key(j, "leading");
+			crux_json_bool(j, v->agent->term > 0);
+			crux_json_key(j, "schedule_revision");
+			crux_json_u64(j, (uint64_t)v->agent->schedule_revision);
+			crux_json_key(j, "schedule_input_revision");
+			crux_json_u64(j, (uint64_t)v->agent->schedule_input);
+			crux_json_key(j, "stale");
+			crux_json_bool(j, v->agent->cluster_stale);
+			crux_json_key(j, "error");
+			crux_json_str(j, v->agent->cluster_error);
+			crux_json_key(j, "resyncs");
+			crux_json_u64(j, v->agent->cluster_resyncs);
+			crux_json_key(j, "last_resync");
+			crux_json_str(j, v->agent->cluster_resync);
+			crux_json_end_obj(j);
 		} else {
-			json_null(j);
+			crux_json_null(j);
 		}
-		json_key(j, "peers");
-		json_arr(j);
+		crux_json_key(j, "peers");
+		crux_json_arr(j);
 		for (uint32_t i = 0; i < v->agent->npeers; i++) {
 			const struct cruxd_status_peer *p = &v->agent->peers[i];
-			json_obj(j);
-			json_key(j, "peer");
+			crux_json_obj(j);
+			crux_json_key(j, "peer");
 			json_addr(j, &p->peer);
-			json_key(j, "state");
-			json_str(j, probe_state_name(p->state));
-			json_key(j, "failures");
-			json_u64(j, p->failures);
-			json_key(j, "age_s");
+			crux_json_key(j, "state");
+			crux_json_str(j, probe_state_name(p->state));
+			crux_json_key(j, "failures");
+			crux_json_u64(j, p->failures);
+			crux_json_key(j, "age_s");
 			if (p->age_ms == UINT64_MAX)
-				json_null(j);
+				crux_json_null(j);
 			else
-				json_num(j, (double)p->age_ms / 1e3);
-			json_key(j, "paths");
-			json_arr(j);
+				crux_json_num(j, (double)p->age_ms / 1e3);
+			crux_json_key(j, "paths");
+			crux_json_arr(j);
 			for (uint8_t q = 0; q < p->npaths && q < CRUXD_STATUS_PEER_PATHS; q++) {
-				json_obj(j);
-				json_key(j, "hop");
+				crux_json_obj(j);
+				crux_json_key(j, "hop");
 				json_addr(j, &p->paths[q].hop);
-				json_key(j, "ports");
-				json_arr(j);
+				crux_json_key(j, "ports");
+				crux_json_arr(j);
 				for (uint8_t k = 0; k < p->paths[q].nports && k < CRUX_ROUTE_MAX_PORTS;
 				     k++)
-					json_u64(j, p->paths[q].ports[k]);
-				json_end_arr(j);
-				json_end_obj(j);
+					crux_json_u64(j, p->paths[q].ports[k]);
+				crux_json_end_arr(j);
+				crux_json_end_obj(j);
 			}
-			json_end_arr(j);
-			json_end_obj(j);
+			crux_json_end_arr(j);
+			crux_json_end_obj(j);
 		}
-		json_end_arr(j);
-		json_end_obj(j);
+		crux_json_end_arr(j);
+		crux_json_end_obj(j);
 	} else {
-		json_null(j);
+		crux_json_null(j);
 	}
-	json_key(j, "jobs");
-	json_arr(j);
+	crux_json_key(j, "jobs");
+	crux_json_arr(j);
 	n = collect_rows(v, &rows);
 	for (size_t i = 0; i < n; i++) {
 		const struct row *r = &rows[i];
-		json_obj(j);
-		json_key(j, "key");
+		crux_json_obj(j);
+		crux_json_key(j, "key");
 		json_keyhex(j, r->key);
-		json_key(j, "id");
-		json_str(j, r->id);
-		json_key(j, "ranks");
-		json_u64(j, r->ranks);
-		json_key(j, "hosts");
-		json_arr(j);
+		crux_json_key(j, "id");
+		crux_json_str(j, r->id);
+		crux_json_key(j, "ranks");
+		crux_json_u64(j, r->ranks);
+		crux_json_key(j, "hosts");
+		crux_json_arr(j);
 		if (r->aj)
 			for (uint32_t h = 0; h < r->aj->nhosts && h < CRUXD_STATUS_JOB_HOSTS; h++)
 				json_addr(j, &r->aj->hosts[h]);
-		json_end_arr(j);
-		json_key(j, "nhosts");
-		json_u64(j, r->hosts);
+		crux_json_end_arr(j);
+		crux_json_key(j, "nhosts");
+		crux_json_u64(j, r->hosts);
 #define NUM(name, val, have)                                                                       \
 	do {                                                                                       \
-		json_key(j, name);                                                                 \
+		crux_json_key(j, name);                                                                 \
 		if (have)                                                                          \
-			json_num(j, val);                                                          \
+			crux_json_num(j, val);                                                          \
 		else                                                                               \
-			json_null(j);                                                              \
+			crux_json_null(j);                                                              \
 	} while (0)
 		NUM("iter_time_s", r->iter, r->have_metrics);
 		NUM("compute_s", r->compute, r->have_metrics);
@@ -935,86 +935,86 @@ void view_json(const struct view *v, struct json *j)
 		NUM("k", r->k, r->have_sched);
 		NUM("priority", r->P, r->have_sched);
 #undef NUM
-		json_key(j, "stalls");
+		crux_json_key(j, "stalls");
 		cc_json_stalls(j, &r->split);
-		json_key(j, "level");
+		crux_json_key(j, "level");
 		if (r->level >= 0)
-			json_i64(j, r->level);
+			crux_json_i64(j, r->level);
 		else
-			json_null(j);
-		json_key(j, "state");
-		json_str(j, r->state >= 0 ? state_name((unsigned)r->state) : "untabled");
-		json_key(j, "clamped");
-		json_bool(j, r->aj && r->aj->clamped);
-		json_key(j, "iso_iter_s");
+			crux_json_null(j);
+		crux_json_key(j, "state");
+		crux_json_str(j, r->state >= 0 ? state_name((unsigned)r->state) : "untabled");
+		crux_json_key(j, "clamped");
+		crux_json_bool(j, r->aj && r->aj->clamped);
+		crux_json_key(j, "iso_iter_s");
 		if (r->aj && r->aj->iso_iter_s > 0)
-			json_num(j, r->aj->iso_iter_s);
+			crux_json_num(j, r->aj->iso_iter_s);
 		else
-			json_null(j);
-		json_key(j, "slowdown");
+			crux_json_null(j);
+		crux_json_key(j, "slowdown");
 		if (r->aj && r->aj->slowdown > 0)
-			json_num(j, r->aj->slowdown);
+			crux_json_num(j, r->aj->slowdown);
 		else
-			json_null(j);
-		json_key(j, "guard_lift");
-		json_u64(j, r->aj ? r->aj->lift : 0);
-		json_key(j, "mean_slowdown");
+			crux_json_null(j);
+		crux_json_key(j, "guard_lift");
+		crux_json_u64(j, r->aj ? r->aj->lift : 0);
+		crux_json_key(j, "mean_slowdown");
 		if (r->aj && r->aj->mean_slowdown > 0)
-			json_num(j, r->aj->mean_slowdown);
+			crux_json_num(j, r->aj->mean_slowdown);
 		else
-			json_null(j);
-		json_key(j, "guard_state");
+			crux_json_null(j);
+		crux_json_key(j, "guard_state");
 		if (r->aj && v->agent->max_slowdown > 0)
-			json_str(j, crux_sched_account_state_name(r->aj->guard_state));
+			crux_json_str(j, crux_sched_account_state_name(r->aj->guard_state));
 		else
-			json_null(j);
-		json_key(j, "profiling_left_s");
-		json_num(j, r->aj ? (double)r->aj->profiling_left_ms / 1e3 : 0);
-		json_key(j, "paths");
-		json_arr(j);
+			crux_json_null(j);
+		crux_json_key(j, "profiling_left_s");
+		crux_json_num(j, r->aj ? (double)r->aj->profiling_left_ms / 1e3 : 0);
+		crux_json_key(j, "paths");
+		crux_json_arr(j);
 		for (uint8_t p = 0; r->aj && p < r->aj->npaths && p < CRUXD_STATUS_JOB_PATHS; p++) {
 			const struct cruxd_status_path *sp = &r->aj->paths[p];
-			json_obj(j);
-			json_key(j, "src");
+			crux_json_obj(j);
+			crux_json_key(j, "src");
 			json_addr(j, &sp->src);
-			json_key(j, "dst");
+			crux_json_key(j, "dst");
 			json_addr(j, &sp->dst);
-			json_key(j, "path");
-			json_u64(j, sp->path_id);
-			json_key(j, "ports");
-			json_u64(j, sp->nports);
-			json_key(j, "bytes_per_iter");
-			json_num(j, sp->bytes_per_iter);
-			json_end_obj(j);
+			crux_json_key(j, "path");
+			crux_json_u64(j, sp->path_id);
+			crux_json_key(j, "ports");
+			crux_json_u64(j, sp->nports);
+			crux_json_key(j, "bytes_per_iter");
+			crux_json_num(j, sp->bytes_per_iter);
+			crux_json_end_obj(j);
 		}
-		json_end_arr(j);
-		json_end_obj(j);
+		crux_json_end_arr(j);
+		crux_json_end_obj(j);
 	}
 	free(rows);
-	json_end_arr(j);
-	json_key(j, "records");
-	json_obj(j);
-	json_key(j, "valid");
-	json_u64(j, v->scan.valid);
-	json_key(j, "invalid");
-	json_u64(j, v->scan.invalid);
-	json_key(j, "busy");
-	json_u64(j, v->scan.busy);
-	json_key(j, "list");
-	json_arr(j);
+	crux_json_end_arr(j);
+	crux_json_key(j, "records");
+	crux_json_obj(j);
+	crux_json_key(j, "valid");
+	crux_json_u64(j, v->scan.valid);
+	crux_json_key(j, "invalid");
+	crux_json_u64(j, v->scan.invalid);
+	crux_json_key(j, "busy");
+	crux_json_u64(j, v->scan.busy);
+	crux_json_key(j, "list");
+	crux_json_arr(j);
 	for (size_t i = 0; i < v->nrecs; i++)
 		json_record(j, &v->recs[i]);
-	json_end_arr(j);
-	json_end_obj(j);
+	crux_json_end_arr(j);
+	crux_json_end_obj(j);
 	/* Processes attached to a running cruxd (null: no agent runs). */
-	json_key(j, "attached");
+	crux_json_key(j, "attached");
 	if (v->agent_alive) {
-		json_arr(j);
+		crux_json_arr(j);
 		for (size_t i = 0; i < v->narecs; i++)
 			json_record(j, &v->arecs[i]);
-		json_end_arr(j);
+		crux_json_end_arr(j);
 	} else {
-		json_null(j);
+		crux_json_null(j);
 	}
-	json_end_obj(j);
+	crux_json_end_obj(j);
 }

@@ -11,7 +11,7 @@
 #include "crux/probe.h"
 #include "crux/profile.h"
 #include "crux/profile_scan.h"
-#include "json.h"
+#include "crux/json.h"
 
 struct view {
 	char dir[CRUX_PATH_MAX];
@@ -37,6 +37,6 @@ struct view {
 crux_status_t view_load(struct view *v, const char *dir);
 void view_free(struct view *v);
 void view_text(const struct view *v, FILE *f, bool compact);
-void view_json(const struct view *v, struct json *j);
+void view_json(const struct view *v, struct crux_json *j);
 
 #endif

@@ -6,13 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A value shown in a message: at most this many bytes, non-printables as '?'. */
-#define CRUX_ENV_SHOWN_LEN 80
-void crux_env_quote(const char *value, char *buf, size_t len);
-
-/* snprintf into err when err is non-NULL. */
-void crux_set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+#include "crux/errmsg.h"
+#include "crux/hash.h"
 
 /*
  * Check the shared-memory directory (crux_shm_dir_check_ex), open it and
@@ -30,17 +25,6 @@ crux_status_t crux_shm_open_dir(const char *dir, bool create, int *dfd_out, char
  */
 crux_status_t crux_shm_open_checked(const char *dir, const char *name, bool writable, int *fd_out,
 				   char *path_out, size_t pathlen, char *err, size_t errlen);
-
-/* 64-bit mixer (splitmix64 finaliser): the hash of the decision table index. */
-static inline uint64_t crux_mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 31;
-	return x;
-}
 
 /* pwrite of exactly 'len' bytes at 'off' (records mirrored into files, never mapped). */
 #include <sys/types.h>

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "crux/addr.h"
-#include "internal.h"
+#include "crux/hash.h"
 
 static const uint8_t v4mapped_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 

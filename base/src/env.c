@@ -9,7 +9,7 @@
 #include <strings.h>
 
 #include "crux/env.h"
-#include "internal.h"
+#include "crux/errmsg.h"
 
 void crux_set_err(char *err, size_t errlen, const char *fmt, ...)
 {

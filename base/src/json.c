@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The streaming JSON writer: separators by nesting level, strict escaping. */
+#include <math.h>
+
+#include "crux/json.h"
+
+void crux_json_put_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20 || *p >= 0x7f)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+void crux_json_init(struct crux_json *j, FILE *f)
+{
+	j->f = f;
+	j->depth = 0;
+	j->first[0] = true;
+	j->after_key = false;
+}
+
+/* Before any value or key: a comma unless first at its level or after a key. */
+static void sep(struct crux_json *j)
+{
+	if (j->after_key) {
+		j->after_key = false;
+		return;
+	}
+	if (!j->first[j->depth])
+		fputc(',', j->f);
+	j->first[j->depth] = false;
+}
+
+static void open_level(struct crux_json *j, char c)
+{
+	sep(j);
+	fputc(c, j->f);
+	if (j->depth < CRUX_JSON_MAX_DEPTH - 1)
+		j->depth++;
+	j->first[j->depth] = true;
+}
+
+static void close_level(struct crux_json *j, char c)
+{
+	fputc(c, j->f);
+	if (j->depth > 0)
+		j->depth--;
+}
+
+void crux_json_obj(struct crux_json *j)
+{
+	open_level(j, '{');
+}
+
+void crux_json_end_obj(struct crux_json *j)
+{
+	close_level(j, '}');
+}
+
+void crux_json_arr(struct crux_json *j)
+{
+	open_level(j, '[');
+}
+
+void crux_json_end_arr(struct crux_json *j)
+{
+	close_level(j, ']');
+}
+
+void crux_json_key(struct crux_json *j, const char *k)
+{
+	sep(j);
+	crux_json_put_str(j->f, k);
+	fputc(':', j->f);
+	j->after_key = true;
+}
+
+void crux_json_str(struct crux_json *j, const char *s)
+{
+	sep(j);
+	crux_json_put_str(j->f, s);
+}
+
+void crux_json_num(struct crux_json *j, double v)
+{
+	crux_json_numf(j, "%.9g", v);
+}
+
+void crux_json_numf(struct crux_json *j, const char *fmt, double v)
+{
+	sep(j);
+	if (isfinite(v))
+		fprintf(j->f, fmt, v);
+	else
+		fputs("null", j->f);
+}
+
+void crux_json_u64(struct crux_json *j, uint64_t v)
+{
+	sep(j);
+	fprintf(j->f, "%llu", (unsigned long long)v);
+}
+
+void crux_json_i64(struct crux_json *j, int64_t v)
+{
+	sep(j);
+	fprintf(j->f, "%lld", (long long)v);
+}
+
+void crux_json_bool(struct crux_json *j, bool v)
+{
+	sep(j);
+	fputs(v ? "true" : "false", j->f);
+}
+
+void crux_json_null(struct crux_json *j)
+{
+	sep(j);
+	fputs("null", j->f);
+}
+
+void crux_json_done(struct crux_json *j)
+{
+	fputc('\n', j->f);
+	fflush(j->f);
+	j->first[0] = true;
+	j->depth = 0;
+	j->after_key = false;
+}
