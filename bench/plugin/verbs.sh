@@ -1,6 +1,6 @@
 #!/bin/sh
 # Per-message software cost of the verbs transport on the software RDMA device
-# (tests/softrdma: a TCP-backed test double, no RDMA hardware) against the
+# (tests/softrdma: a test double sending RoCEv2-shaped UDP, no RDMA hardware) against the
 # socket transport, both measured in the same run with the same driver
 # (cruxn-bench pp-server / pp-client, registered buffers):
 #   round trip: isend+test / irecv+test ping-pong, small messages, ROUNDS
@@ -138,7 +138,7 @@ cat > "$OUT.tmp" <<JSON
   "benchmark": "plugin-verbs",
   "date": "$(date -u +%Y-%m-%dT%H:%M:%SZ)",
   "machine": "$(uname -srm), $(nproc) cores, shared with other jobs (noisy)",
-  "what": "software cost per message of the plugin's verbs transport over the software RDMA device (tests/softrdma, a test double that carries RC over TCP on loopback through a progress thread), against the socket transport in the same run; not RDMA bandwidth or latency, which need hardware (tools/crux-hw-check)",
+  "what": "software cost per message of the plugin's verbs transport over the software RDMA device (tests/softrdma, a test double that carries RC as RoCEv2-shaped UDP packets on loopback through a progress thread), against the socket transport in the same run; not RDMA bandwidth or latency, which need hardware (tools/crux-hw-check)",
   "round_trip": {
     "what": "ping-pong of one message each way (isend+test, irecv+test, buffers registered with regMr), private loopback, callers spin on test",
     "runs": $ROUNDS, "iterations": $ITERS,
