@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "crux/attach.h"
+#include "crux/clock.h"
 #include "crux/log.h"
 #include "crux/shm.h"
 #include "cruxn.h"
@@ -459,16 +460,11 @@ static void open_profile(void)
 static void *publisher_main(void *arg)
 {
 	struct cruxn_context *c = &cruxn_ctx;
-	struct timespec until;
 	(void)arg;
 
 	pthread_mutex_lock(&c->pub_lock);
 	while (!c->pub_stop) {
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		uint64_t t = (uint64_t)until.tv_nsec + c->cfg.publish_ns;
-		until.tv_sec += (time_t)(t / 1000000000ull);
-		until.tv_nsec = (long)(t % 1000000000ull);
-		pthread_cond_timedwait(&c->pub_cond, &c->pub_lock, &until);
+		crux_cond_wait_ns(&c->pub_cond, &c->pub_lock, c->cfg.publish_ns);
 		pthread_mutex_unlock(&c->pub_lock);
 		if (!c->prof)
 			open_profile();
@@ -483,12 +479,8 @@ static void *publisher_main(void *arg)
 crux_status_t cruxn_tagging_start(void)
 {
 	struct cruxn_context *c = &cruxn_ctx;
-	pthread_condattr_t ca;
 
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&c->pub_cond, &ca);
-	pthread_condattr_destroy(&ca);
+	crux_cond_init_monotonic(&c->pub_cond);
 	c->pub_stop = false;
 	/* First look at the table now, so a missing one is reported at init. */
 	atomic_store(&c->dt_next_try_ns, crux_coarse_ns() + DT_RETRY_NS);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "crux/clock.h"
 #include "crux/log.h"
 #include "crux/probe.h"
 #include "crux/shm.h"
@@ -73,7 +74,7 @@ crux_status_t cruxd_probe_cache_create(const struct cruxd_probe_cache_config *cf
 		free(c);
 		return CRUX_ERR_NOMEM;
 	}
-	if (pthread_cond_init(&c->wake, NULL) != 0) {
+	if (crux_cond_init_monotonic(&c->wake) != 0) {
 		pthread_mutex_destroy(&c->lock);
 		free(c);
 		return CRUX_ERR_NOMEM;
@@ -336,7 +337,6 @@ static void *thread_main(void *arg)
 	struct cruxd_probe_cache *c = arg;
 
 	for (;;) {
-		struct timespec ts;
 		bool worked;
 
 		pthread_mutex_lock(&c->lock);
@@ -348,13 +348,7 @@ static void *thread_main(void *arg)
 		worked = cruxd_probe_cache_step(c, crux_now_ns());
 		pthread_mutex_lock(&c->lock);
 		if (!c->stop && !worked) {
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 200000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
-			pthread_cond_timedwait(&c->wake, &c->lock, &ts);
+			crux_cond_wait_ns(&c->wake, &c->lock, 200000000ull);
 		}
 		pthread_mutex_unlock(&c->lock);
 	}

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "crux/clock.h"
 #include "crux/log.h"
 #include "core.h"
 #include "cruxn.h"
@@ -34,18 +35,10 @@ static bool helper_has_work(const struct cruxn_comm *c, int id)
 
 static void helper_wait(struct cruxn_comm *c, int id)
 {
-	struct timespec until;
-
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_nsec += HELPER_WAIT_MS * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
 	pthread_mutex_lock(&c->wake_lock);
 	atomic_fetch_add(&c->sleepers, 1);
 	if (!atomic_load(&c->stop) && (atomic_load(&c->b.error) || !helper_has_work(c, id)))
-		pthread_cond_timedwait(&c->wake, &c->wake_lock, &until);
+		crux_cond_wait_ns(&c->wake, &c->wake_lock, HELPER_WAIT_MS * 1000000ull);
 	atomic_fetch_sub(&c->sleepers, 1);
 	pthread_mutex_unlock(&c->wake_lock);
 }
@@ -252,7 +245,6 @@ crux_status_t cruxn_sk_comm_create(bool is_send, int dev, int nsocks, int family
 				 struct cruxn_comm **out)
 {
 	struct cruxn_comm *c = calloc(1, sizeof(*c));
-	pthread_condattr_t ca;
 
 	if (!c)
 		return CRUX_ERR_NOMEM;
@@ -268,10 +260,7 @@ crux_status_t cruxn_sk_comm_create(bool is_send, int dev, int nsocks, int family
 	c->nsocks = nsocks;
 	c->nthreads = cruxn_ctx.cfg.nthreads < nsocks ? cruxn_ctx.cfg.nthreads : nsocks;
 	pthread_mutex_init(&c->wake_lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&c->wake, &ca);
-	pthread_condattr_destroy(&ca);
+	crux_cond_init_monotonic(&c->wake);
 	*out = c;
 	return CRUX_OK;
 }
