@@ -8,6 +8,7 @@ ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 TRANSPORT  ?= socket
 CHECK      ?= 0
+SCENARIO   ?= default
 MESON      ?= meson
 CRUX_FUZZ_SECONDS ?= 20
 export CRUX_FUZZ_SECONDS
@@ -64,8 +65,9 @@ test-fuzz: deps
 # emulated training jobs, no scheduling vs Crux (root).
 # TRANSPORT=verbs: the plugin's verbs transport on the software RDMA device.
 # CHECK=1: exit non-zero when a goal of the demo is missed (the last line says which).
+# SCENARIO=mix: the second testbed scenario (bench/testbed/README.md, "Scenarios").
 demo: build
-	sh bench/testbed/demo.sh $(BUILD) $(TRANSPORT) $(CHECK)
+	sh bench/testbed/demo.sh $(BUILD) $(TRANSPORT) $(CHECK) $(SCENARIO)
 
 bench: build
 	$(MESON) compile -C $(BUILD)

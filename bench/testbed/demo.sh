@@ -1,9 +1,10 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
 #
-# demo.sh [BUILD [socket|verbs [CHECK]]]: the README's demo (make demo). Runs the
-# default testbed scenario: an emulated leaf-spine fabric in network
-# namespaces, a GPT-like job contending with BERT- and ResNet-like jobs, under
+# demo.sh [BUILD [socket|verbs [CHECK [SCENARIO]]]]: the README's demo (make demo).
+# Runs a testbed scenario (SCENARIO: default or mix; make demo SCENARIO=mix): an
+# emulated leaf-spine fabric in network namespaces, a GPT-like job contending
+# with BERT- and ResNet-like jobs, under
 # three arms interleaved, 3 repetitions each (about 7 minutes):
 #   none   no scheduling (default class, ECMP paths)
 #   crux   Crux priorities, ECMP paths
@@ -26,6 +27,11 @@ set -eu
 BUILD="${1:-build}"
 TRANSPORT="${2:-socket}"
 CHECK="${3:-0}"
+SCENARIO="${4:-default}"
+case "$SCENARIO" in
+default | mix) ;;
+*) echo "make demo: SCENARIO='$SCENARIO': expected default or mix" >&2; exit 2 ;;
+esac
 case "$CHECK" in
 0 | 1) ;;
 *) echo "make demo: CHECK='$CHECK': expected 0 or 1" >&2; exit 2 ;;
@@ -70,13 +76,14 @@ OUT="$(mktemp -d /tmp/crux-demo.XXXXXX)"
 ARMS="none crux paths"
 rc=0
 if [ "$TRANSPORT" = verbs ]; then
-	echo "make demo: Crux testbed, default scenario, arms $ARMS, plugin over verbs on the software RDMA device (about 8 minutes; Ctrl-C tears everything down)"
+	echo "make demo: Crux testbed, scenario '$SCENARIO', arms $ARMS, plugin over verbs on the software RDMA device (about 8 minutes; Ctrl-C tears everything down)"
 	NAME=testbed-verbs
 else
-	echo "make demo: Crux testbed, default scenario, arms $ARMS (about 7 minutes; Ctrl-C tears everything down)"
+	echo "make demo: Crux testbed, scenario '$SCENARIO', arms $ARMS (about 7 minutes; Ctrl-C tears everything down)"
 	NAME=testbed
 fi
-bash "$HERE/run.sh" --build "$BUILD" --scenario default --reps 3 --arms "$ARMS" --decider cluster --out "$OUT" \
+[ "$SCENARIO" = default ] || NAME="$NAME-$SCENARIO"
+bash "$HERE/run.sh" --build "$BUILD" --scenario "$SCENARIO" --reps 3 --arms "$ARMS" --decider cluster --out "$OUT" \
 	--transport "$TRANSPORT" --json "$OUT/$NAME.json" --plot "$OUT/$NAME.png" || rc=$?
 echo "make demo: results in $OUT/$NAME.json and $OUT/$NAME.png, per-run logs in $OUT"
 echo "make demo: the committed figures (bench/results/$NAME.json) are such a run, copied there by hand"
@@ -84,6 +91,6 @@ echo "make demo: the committed figures (bench/results/$NAME.json) are such a run
 # The model's prediction for the same scenario beside the measured medians, then the verdict line.
 chk=""
 [ "$CHECK" = 1 ] && chk=--check
-python3 "$HERE/predict.py" --build "$BUILD" --measured "$OUT/$NAME.json" --out "$OUT/$NAME-calibration.json" \
+python3 "$HERE/predict.py" --build "$BUILD" --scenario "$SCENARIO" --measured "$OUT/$NAME.json" --out "$OUT/$NAME-calibration.json" \
 	--verdict $chk || rc=$?
 exit $rc

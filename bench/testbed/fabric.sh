@@ -45,6 +45,17 @@ WEIGHTS=""
 # none): a drop behind a burst of higher-priority traffic then costs tens of
 # milliseconds, not 200 ms doubling into seconds.
 RTO_MIN=20
+# Queue per class: a tail-drop FIFO of --queue bytes (or --queue-us of the
+# link's rate, at least 3 packets of --gso bytes). Hosts send TSO/GSO packets
+# of at most --gso bytes and clamp every connection's congestion window to
+# --cwnd segments (a route's locked cwnd): TCP (BBR here) otherwise keeps
+# 100 kB and more queued at a 50 Mbit/s uplink (16 ms and more), paid by
+# every ring step of every job crossing it, where a datacenter fabric's
+# queues hold microseconds at its line rate (RoCE bounds what a queue pair
+# has in flight). This kernel has no AQM qdisc for ECN marking.
+QUEUE_US=0
+GSO_MAX=8192
+CWND=10
 OWNER=""
 STATE=""
 
@@ -57,12 +68,16 @@ usage() {
 	cat <<EOF
 usage: $PROG up [--tag T] [--leaves N] [--hosts-per-leaf N] [--spines N]
                 [--host-rate MBIT] [--spine-rate MBIT] [--dscp "D0 D1 ..."]
-                [--queue BYTES] [--rto-min MS] [--weights "W0 W1 ..."] [--owner PID]
+                [--queue BYTES] [--queue-us US] [--gso BYTES] [--cwnd SEGMENTS]
+                [--rto-min MS] [--weights "W0 W1 ..."] [--owner PID]
        $PROG down [--tag T]
        $PROG status [--tag T]
 Namespaces are named cxtb<T>-h<i>, cxtb<T>-l<j>, cxtb<T>-s<k> (T: letters/digits, <= 4).
 Defaults: 2 leaves x 4 hosts, 2 spines, hosts at 100 Mbit/s, spine links at 50 Mbit/s,
-DSCP by level "0 8 16 24 32 40 48 56" (level 0 lowest), 200000-byte queue per class,
+DSCP by level "0 8 16 24 32 40 48 56" (level 0 lowest), a 200000-byte tail-drop queue
+per class (--queue; --queue-us sizes it by the link's rate instead), hosts sending GSO
+packets of at most 8192 bytes (--gso) with TCP windows clamped to 10 segments (--cwnd;
+0: no clamp),
 TCP minimum RTO 20 ms on the hosts' routes, 10% guaranteed rate per class
 (--weights: link x w_l / sum of the weights for level l, as CRUX_LEVEL_WEIGHTS).
 EOF
@@ -94,6 +109,9 @@ parse_args() {
 		--dscp) DSCPS="${2-}"; shift 2 ;;
 		--queue) QUEUE="${2-}"; shift 2 ;;
 		--rto-min) RTO_MIN="${2-}"; shift 2 ;;
+		--queue-us) QUEUE_US="${2-}"; shift 2 ;;
+		--cwnd) CWND="${2-}"; shift 2 ;;
+		--gso) GSO_MAX="${2-}"; shift 2 ;;
 		--weights) WEIGHTS="${2-}"; shift 2 ;;
 		--owner) OWNER="${2-}"; shift 2 ;;
 		-h | --help) usage; exit 0 ;;
@@ -111,6 +129,9 @@ parse_args() {
 	check_range --spine-rate "$SPINE_RATE" 1 10000
 	check_range --queue "$QUEUE" 3000 100000000
 	check_range --rto-min "$RTO_MIN" 1 1000
+	check_range --queue-us "$QUEUE_US" 0 1000000
+	check_range --cwnd "$CWND" 0 100000
+	check_range --gso "$GSO_MAX" 1500 65536
 	local n=0 d
 	for d in $DSCPS; do
 		check_range "--dscp entry" "$d" 0 63
@@ -202,6 +223,15 @@ class_rate() {
 	echo "$w"
 }
 
+# queue_bytes MBIT: the FIFO limit of a class on a link of MBIT.
+queue_bytes() {
+	local b
+	[ "$QUEUE_US" -gt 0 ] || { echo "$QUEUE"; return; }
+	b=$(($1 * QUEUE_US / 8))
+	[ "$b" -ge $((3 * GSO_MAX)) ] || b=$((3 * GSO_MAX))
+	echo "$b"
+}
+
 # shape NS DEV MBIT: HTB root, parent class at the link rate, one child per
 # level selected by DSCP. HTB prio 0 is served first, so level i gets
 # prio (nlevels-1-i). Children keep a guaranteed rate (class_rate) so that a
@@ -230,7 +260,7 @@ shape() {
 		child="$(class_rate "$i" "$kbit")"
 		tc -n "$ns" class add dev "$dev" parent 1:1 classid "1:$cid" htb \
 			rate "${child}kbit" ceil "${kbit}kbit" prio "$prio" burst 64k cburst 64k quantum 9000
-		tc -n "$ns" qdisc add dev "$dev" parent "1:$cid" handle "$cid:" bfifo limit "$QUEUE"
+		tc -n "$ns" qdisc add dev "$dev" parent "1:$cid" handle "$cid:" bfifo limit "$(queue_bytes "$mbit")"
 		tc -n "$ns" filter add dev "$dev" parent 1: protocol ip prio 2 u32 \
 			match ip dsfield $((d << 2)) 0xfc flowid "1:$cid"
 		i=$((i + 1))
@@ -262,6 +292,9 @@ HOST_RATE_MBIT=$HOST_RATE
 SPINE_RATE_MBIT=$SPINE_RATE
 DSCPS="$DSCPS"
 QUEUE_BYTES=$QUEUE
+QUEUE_US=$QUEUE_US
+GSO_MAX=$GSO_MAX
+CWND=$CWND
 RTO_MIN_MS=$RTO_MIN
 EOF
 	: >"$STATE/hosts"
@@ -286,7 +319,13 @@ EOF
 			ip -n "$hns" addr add "198.18.$l.$((4 * h + 2))/30" dev eth0
 			ip -n "$lns" link set "h$h" up
 			ip -n "$hns" link set eth0 up
-			ip -n "$hns" route add default via "198.18.$l.$((4 * h + 1))" rto_min "${RTO_MIN}ms"
+			if [ "$CWND" -gt 0 ]; then
+				ip -n "$hns" route add default via "198.18.$l.$((4 * h + 1))" rto_min "${RTO_MIN}ms" \
+					cwnd lock "$CWND"
+			else
+				ip -n "$hns" route add default via "198.18.$l.$((4 * h + 1))" rto_min "${RTO_MIN}ms"
+			fi
+			ip -n "$hns" link set eth0 gso_max_size "$GSO_MAX"
 			shape "$hns" eth0 "$HOST_RATE"
 			shape "$lns" "h$h" "$HOST_RATE"
 			echo "h$i $hns 198.18.$l.$((4 * h + 2)) $l" >>"$STATE/hosts"

@@ -43,6 +43,11 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOL = 0.10
+# TCP segment payload on the fabric's 1500-byte MTU (20 + 20 + 12 bytes of
+# IP, TCP and timestamp headers): a clamped window of W segments keeps at most
+# W x MSS bytes of a flow in flight, nearly all of it queued (the fabric's
+# propagation delay is microseconds)
+MSS = 1448
 
 
 def die(msg):
@@ -72,6 +77,8 @@ def scenario(name):
             sc[key] = [int(w) for w in rest.split()]
         elif key == "max_slowdown":
             sc[key] = float(rest)
+        elif key == "cwnd":
+            sc[key] = int(rest)
     return sc
 
 
@@ -92,11 +99,17 @@ def models(build):
     return m
 
 
-def write_inputs(sc, mods, d):
+def ring_steps(mo, n):
+    """Sequential ring steps per iteration: 2(n-1) per bucket (reduce-scatter + all-gather)."""
+    return mo["buckets"] * 2 * (n - 1) if n > 1 else 0
+
+
+def write_inputs(sc, mods, d, extra=None):
     f = sc["fabric"]
     leaves, hpl, spines = f["leaves"], f["hosts-per-leaf"], f["spines"]
     host_g, spine_g = f["host-rate"] / 1000.0, f["spine-rate"] / 1000.0
     topo = os.path.join(d, "testbed.topo")
+    jobs = os.path.join(d, "testbed.jobs")
     with open(topo, "w") as t:
         t.write("# the testbed's fabric (bench/testbed/fabric.sh), rates in Gbit/s\n")
         for s in range(spines):
@@ -109,7 +122,6 @@ def write_inputs(sc, mods, d):
                 t.write(f"host h{i}\nlink h{i} l{l} {host_g:g}\n")
             for s in range(spines):
                 t.write(f"link l{l} s{s} {spine_g:g}\n")
-    jobs = os.path.join(d, "testbed.jobs")
     ids = {}
     with open(jobs, "w") as j:
         j.write("# the testbed's jobs: compute then a ring all-reduce of the gradient, no overlap\n")
@@ -118,9 +130,58 @@ def write_inputs(sc, mods, d):
             if mo is None:
                 die(f"scenario job {job['name']}: model {job['model']} unknown to crux-tb-trainer")
             ids[k] = job["name"]
-            j.write(f"job {k} hosts={','.join(job['hosts'])} gpus={len(job['hosts'])} "
-                    f"compute={mo['compute_s']:g} overlap=0 allreduce={mo['grad_bytes']:.0f}\n")
+            n = len(job["hosts"])
+            # compute = time per iteration off the wire: the GPU's compute plus the ring steps'
+            # queueing latency (queue_latency); work = GPU-busy time, what utilisation counts
+            lat = (extra or {}).get(job["name"], 0.0)
+            j.write(f"job {k} hosts={','.join(job['hosts'])} gpus={n} "
+                    f"compute={mo['compute_s'] + lat:g} work={n * mo['compute_s']:g} overlap=0 "
+                    f"allreduce={mo['grad_bytes']:.0f}\n")
     return topo, jobs, ids
+
+
+def queue_latency(sc, mods, run, ids, standing):
+    """Per job, the queueing latency of its ring steps in one iteration (seconds).
+
+    A ring step cannot start before the previous one's last byte has arrived, so
+    every step waits once behind what the other flows of its class keep queued at
+    the bottleneck; a fluid model has no such wait. With `standing` bytes queued per
+    flow (TCP's standing queue: a property of the stack, measured), a step waits
+    (k-1) x standing / C for k flows of its class sharing C, i.e. about
+    standing / r at the flow's own rate r = C / k. Over a job's steps that is its
+    fluid communication time x standing / (bytes per step). A job alone on its
+    level (Crux's top level) shares no queue and waits for nothing."""
+    by_name = {j["name"]: j for j in sc["jobs"]}
+    level_count = {}
+    for j in run["jobs"]:
+        level_count[j["level"]] = level_count.get(j["level"], 0) + 1
+    lat = {}
+    for j in run["jobs"]:
+        job = by_name[ids[j["id"]]]
+        mo = mods[job["model"]]
+        n = len(job["hosts"])
+        steps = ring_steps(mo, n)
+        if steps == 0 or level_count[j["level"]] < 2:
+            continue
+        step_bytes = mo["grad_bytes"] * 2 * (n - 1) / n / steps
+        comm = max(j["ref_iter_time"] - mo["compute_s"] - lat.get(job["name"], 0.0), 0.0)
+        lat[job["name"]] = comm * standing / step_bytes
+    return lat
+
+
+def plan_arm(build, sc, mods, d, arm, seed, phases, standing):
+    """crux-plan for one arm and seed; with `standing` > 0 a second pass adds the
+    ring steps' queueing latency found from the first pass's rates."""
+    topo, jobs, ids = write_inputs(sc, mods, d)
+    run = plan(build, topo, jobs, arm_args(arm, sc), seed, phases)
+    lat = {}
+    if standing > 0:
+        lat = queue_latency(sc, mods, run, ids, standing)
+        topo, jobs, ids = write_inputs(sc, mods, d, lat)
+        run = plan(build, topo, jobs, arm_args(arm, sc), seed, phases)
+    for j in run["jobs"]:
+        j["queue_latency_s"] = lat.get(ids[j["id"]], 0.0)
+    return run
 
 
 def plan(build, topo, jobs, args, seed, phases):
@@ -163,20 +224,29 @@ def main():
     ap.add_argument("--scenario", default="default")
     ap.add_argument("--seeds", type=int, default=8)
     ap.add_argument("--phases", type=int, default=4)
+    ap.add_argument("--standing-bytes", type=float, default=-1,
+                    help="bytes each flow keeps queued at a shared bottleneck (default: the scenario's TCP "
+                         "window clamp x MSS; 0: a pure fluid model)")
     ap.add_argument("--out", default="")
     ap.add_argument("--verdict", action="store_true")
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--predict-only", action="store_true",
+                    help="no measured file: print the model's figures per arm and its predicted gains")
     a = ap.parse_args()
     if not 1 <= a.seeds <= 100:
         die(f"--seeds {a.seeds}: expected 1..100")
     if not 0 <= a.phases <= 64:
         die(f"--phases {a.phases}: expected 0..64")
+    sc = scenario(a.scenario)
+    mods = models(a.build)
+    if a.standing_bytes < 0:
+        a.standing_bytes = sc.get("cwnd", 0) * MSS
+    if a.predict_only:
+        return predict_only(a, sc, mods)
     try:
         measured = json.load(open(a.measured))
     except (OSError, ValueError) as e:
         die(f"--measured {a.measured}: {e} (a result file of bench/testbed/run.sh)")
-    sc = scenario(a.scenario)
-    mods = models(a.build)
     arms = [x for x in ("none", "crux", "paths") if x in measured.get("arms", {})]
     if not arms:
         die(f"{a.measured} has no arm none/crux/paths")
@@ -185,7 +255,8 @@ def main():
         topo, jobs, ids = write_inputs(sc, mods, d)
         inputs = {"topology": open(topo).read(), "jobs": open(jobs).read()}
         for arm in arms:
-            runs = [plan(a.build, topo, jobs, arm_args(arm, sc), s, a.phases) for s in range(1, a.seeds + 1)]
+            runs = [plan_arm(a.build, sc, mods, d, arm, s, a.phases, a.standing_bytes)
+                    for s in range(1, a.seeds + 1)]
             m = measured["arms"][arm]
             ref_u = med([r["ref_model"]["gpu_util"] for r in runs])
             ev_u = med([r["gpu_util"] for r in runs])
@@ -205,15 +276,18 @@ def main():
                 ref_t = med([jj["ref_iter_time"] for r in runs for jj in r["jobs"] if jj["id"] == j["id"]])
                 ev_t = med([jj["iter_time"] for r in runs for jj in r["jobs"] if jj["id"] == j["id"]])
                 mt = med(mj["iter_time_s"]["runs"])
+                lat = med([jj["queue_latency_s"] for r in runs for jj in r["jobs"] if jj["id"] == j["id"]])
                 rows["jobs"].setdefault(name, {})[arm] = {
                     "measured_iter_s": mt, "reference_iter_s": ref_t, "evaluator_iter_s": ev_t,
+                    "queue_latency_s": lat,
                     "reference_error": err(ref_t, mt), "evaluator_error": err(ev_t, mt),
                     "reference_within_10pct": err(ref_t, mt) is not None and abs(err(ref_t, mt)) <= TOL}
     # print the table
     def pct(x):
         return "   n/a" if x is None else f"{x * 100:+6.1f}%"
     print(f"testbed '{a.scenario}' vs the scheduling model ({a.seeds} ECMP seeds, reference model with "
-          f"{a.phases} start phases); measured: {a.measured}")
+          f"{a.phases} start phases, ring steps queued behind {a.standing_bytes:g} bytes per flow); "
+          f"measured: {a.measured}")
     print(f"{'':22s} {'measured':>9s} {'reference':>10s} {'err':>8s} {'evaluator':>10s} {'err':>8s}")
     for arm, r in rows["arms"].items():
         print(f"util {arm:17s} {r['measured_util'] * 100:8.1f}% {r['reference_util'] * 100:9.1f}% "
@@ -230,9 +304,10 @@ def main():
                "what": "the testbed scenario described to crux-plan (reference model and evaluator) against the "
                        "testbed's measured medians, per arm (cluster GPU utilisation) and per job (iteration time)",
                "scenario": sc, "models": mods, "seeds": a.seeds, "ref_phases": a.phases,
+               "standing_bytes_per_flow": a.standing_bytes,
                "measured_file": os.path.relpath(a.measured, os.path.join(HERE, "..", "..")),
                "measured_scenario": measured.get("scenario"), "tolerance": TOL,
-               "command": f"python3 bench/testbed/predict.py --build BUILD --measured "
+               "command": f"python3 bench/testbed/predict.py --build BUILD --scenario {a.scenario} --measured "
                           f"{os.path.relpath(a.measured, os.path.join(HERE, '..', '..'))} --seeds {a.seeds}",
                "inputs": inputs, "within_tolerance": {"count": sum(allr), "of": len(allr)}, **rows}
         with open(a.out, "w") as f:
@@ -240,9 +315,32 @@ def main():
         print(f"json: {a.out}")
     if a.verdict:
         line, missed = verdict(measured, rows)
+        line = line.replace("verdict:", f"verdict ({a.scenario}):", 1)
         print(line)
         if a.check and missed:
             return 1
+    return 0
+
+
+def predict_only(a, sc, mods):
+    """The model's figures for a scenario before it runs (choosing a scenario)."""
+    util, it = {}, {}
+    with tempfile.TemporaryDirectory() as d:
+        ids = write_inputs(sc, mods, d)[2]
+        for arm in ("none", "crux", "paths"):
+            runs = [plan_arm(a.build, sc, mods, d, arm, s, a.phases, a.standing_bytes)
+                    for s in range(1, a.seeds + 1)]
+            util[arm] = med([r["ref_model"]["gpu_util"] for r in runs])
+            for j in runs[0]["jobs"]:
+                it.setdefault(ids[j["id"]], {})[arm] = med(
+                    [jj["ref_iter_time"] for r in runs for jj in r["jobs"] if jj["id"] == j["id"]])
+    print(f"testbed '{a.scenario}': the reference model's prediction ({a.seeds} ECMP seeds)")
+    print("util " + "  ".join(f"{x} {util[x] * 100:.1f}%" for x in util) + "  gain " +
+          " / ".join(f"{x} {(util[x] / util['none'] - 1) * 100:+.1f}%" for x in ("crux", "paths")))
+    for job in sc["jobs"]:
+        t = it[job["name"]]
+        print(f"iter {job['name']:8s} ({job['role']:4s}) " + "  ".join(f"{x} {t[x]:.3f}s" for x in t) +
+              "  change " + " / ".join(f"{x} {(t[x] / t['none'] - 1) * 100:+.1f}%" for x in ("crux", "paths")))
     return 0
 
 

@@ -9,10 +9,10 @@
 # and reports per-job iteration time and JCT, cluster GPU utilization, their
 # ratios and spread (crux-tb-analyze), writes JSON and a PNG plot.
 #
-#   run.sh [--build DIR] [--scenario default|short] [--reps N] [--arms "none crux"]
+#   run.sh [--build DIR] [--scenario default|mix|short] [--reps N] [--arms "none crux"]
 #          [--out DIR] [--json FILE] [--plot FILE] [--tag T] [--check] [--keep]
 #          [--decider agent|cluster|static] [--max-slowdown X] [--weights "W0 W1"]
-#          [--transport socket|verbs] [--print-scenario]
+#          [--transport socket|verbs] [--only "JOB ..."] [--print-scenario]
 # --decider static replaces cruxd by crux-tb-decide, a fixed table giving the
 # jobs the levels of their models' intensity order (gpt > bert > resnet).
 # --decider cluster runs the testbed as a cluster: one cruxd per emulated host
@@ -28,6 +28,7 @@
 # --transport verbs: the plugin's RDMA transport on the software RDMA device
 # (BUILD/tests/softrdma/libsoftrdma.so, a test double carrying RC over TCP,
 # each QP marked with its traffic class) instead of its socket transport.
+# --only: run only these jobs of the scenario (e.g. one alone: its isolated speed).
 # --print-scenario: print the scenario (fabric, levels, jobs) as data and exit.
 set -uo pipefail
 
@@ -51,6 +52,10 @@ LEVELS=2
 MAX_SLOWDOWN=4
 WEIGHTS="1 3"
 TRANSPORT=socket
+ONLY=""
+# TCP window clamp on the hosts (fabric.sh --cwnd, segments): bounds what each
+# flow keeps queued; predict.py's queueing latency is derived from it.
+TCP_CWND=10
 
 die() {
 	echo "$PROG: $*" >&2
@@ -58,7 +63,7 @@ die() {
 }
 
 usage() {
-	sed -n '3,31p' "$0" | sed 's/^# \{0,1\}//'
+	awk 'NR > 2 && /^#/ { sub(/^# ?/, ""); print; next } NR > 2 { exit }' "$0"
 }
 
 while [ $# -gt 0 ]; do
@@ -76,6 +81,7 @@ while [ $# -gt 0 ]; do
 	--max-slowdown) MAX_SLOWDOWN="${2-}"; shift 2 ;;
 	--weights) WEIGHTS="${2-}"; shift 2 ;;
 	--transport) TRANSPORT="${2-}"; shift 2 ;;
+	--only) ONLY="${2-}"; shift 2 ;;
 	--check) CHECK=1; shift ;;
 	--print-scenario) PRINT_SCENARIO=1; shift ;;
 	--keep) KEEP=1; shift ;;
@@ -126,11 +132,41 @@ scenario_short() {
 	)
 }
 
+# mix: the paper's second testbed experiment scaled to this fabric (a GPT job on
+# every GPU of the cluster + two BERT + two ResNet jobs, as its 48-GPU GPT + two
+# 16-GPU BERT + two 8-GPU ResNet), chosen with predict.py --predict-only: the
+# model predicts Crux's gain well clear of the goals here (README, "Scenarios").
+scenario_mix() {
+	scenario_default
+	SCEN_DESC="GPT-like job on 8 GPUs (all hosts, both leaves) + 2 BERT-like jobs on 4 GPUs + 2 ResNet-like jobs on 2 GPUs, rings crossing the spines; 2 leaves x 4 hosts, 2 spines, hosts 100 Mbit/s, spine links 50 Mbit/s"
+	JOBS=(
+		"gpt gpt high 24 h0,h1,h2,h3,h4,h5,h6,h7"
+		"bert-a bert low 30 h0,h4,h1,h5"
+		"bert-b bert low 30 h2,h6,h3,h7"
+		"resnet-a resnet low 110 h1,h4"
+		"resnet-b resnet low 110 h2,h7"
+	)
+}
+
 case "$SCENARIO" in
 default) scenario_default ;;
 short) scenario_short ;;
-*) die "--scenario '$SCENARIO' is not valid: expected default or short" ;;
+mix) scenario_mix ;;
+*) die "--scenario '$SCENARIO' is not valid: expected default, mix or short" ;;
 esac
+# --only: a subset of the scenario's jobs (e.g. one job alone: its isolated speed).
+if [ -n "$ONLY" ]; then
+	kept=()
+	for o in $ONLY; do
+		found=0
+		for jl in "${JOBS[@]}"; do
+			[ "${jl%% *}" = "$o" ] && { kept+=("$jl"); found=1; }
+		done
+		[ "$found" -eq 1 ] || die "--only: scenario '$SCENARIO' has no job '$o' (its jobs: $(for jl in "${JOBS[@]}"; do printf '%s ' "${jl%% *}"; done))"
+	done
+	JOBS=("${kept[@]}")
+	SCEN_DESC="$SCEN_DESC; only $ONLY"
+fi
 
 # --print-scenario: the scenario as data (for bench/testbed/predict.py, which
 # describes it to the scheduling model); no root needed, nothing is built.
@@ -140,6 +176,7 @@ if [ "$PRINT_SCENARIO" -eq 1 ]; then
 	echo "levels $LEVELS"
 	echo "weights $WEIGHTS"
 	echo "max_slowdown $MAX_SLOWDOWN"
+	echo "cwnd $TCP_CWND"
 	for jl in "${JOBS[@]}"; do echo "job $jl"; done
 	exit 0
 fi
@@ -298,7 +335,7 @@ on_exit() {
 trap on_exit EXIT
 trap 'echo; echo "$PROG: interrupted; tearing the fabric down" >&2; exit 130' INT TERM
 
-"$FABRIC" up --tag "$TAG" --owner $$ $FABRIC_ARGS ${WEIGHTS:+--weights "$WEIGHTS"} ||
+"$FABRIC" up --tag "$TAG" --owner $$ $FABRIC_ARGS --cwnd "$TCP_CWND" ${WEIGHTS:+--weights "$WEIGHTS"} ||
 	die "could not build the fabric"
 # shellcheck disable=SC1090
 . "$STATE/fabric.env"

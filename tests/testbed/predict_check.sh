@@ -14,10 +14,16 @@ trap 'rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 out="$(bash "$S/bench/testbed/run.sh" --print-scenario)" || fail "run.sh --print-scenario exited $?"
-for k in "scenario default" "levels 2" "fabric --leaves" "job gpt gpt high"; do
+for k in "scenario default" "levels 2" "fabric --leaves" "job gpt gpt high" "cwnd 10"; do
 	grep -q "^$k" <<<"$out" || fail "--print-scenario lacks '$k': $out"
 done
 bash "$S/bench/testbed/run.sh" --print-scenario --scenario nosuch >/dev/null 2>&1 && fail "an unknown scenario printed"
+mix="$(bash "$S/bench/testbed/run.sh" --print-scenario --scenario mix)" || fail "--scenario mix: exited $?"
+[ "$(grep -c '^job ' <<<"$mix")" -eq 5 ] || fail "the mix scenario is not 5 jobs: $mix"
+one="$(bash "$S/bench/testbed/run.sh" --print-scenario --only "resnet gpt")" || fail "--only: exited $?"
+[ "$(grep '^job ' <<<"$one" | cut -d' ' -f2 | tr '\n' ' ')" = "resnet gpt " ] || fail "--only 'resnet gpt': $one"
+bad="$(bash "$S/bench/testbed/run.sh" --print-scenario --only nosuch 2>&1)" && fail "--only nosuch exited 0"
+grep -q "has no job 'nosuch'" <<<"$bad" || fail "--only with an unknown job not named: $bad"
 
 # a measured file with round numbers: medians 0.30 / 0.36 / 0.40 and 1.0 s everywhere
 python3 - "$T/measured.json" <<'PY'
@@ -55,14 +61,36 @@ for n, arms in d["jobs"].items():
 assert d["arms"]["none"]["levels"]["gpt"] == [0], d["arms"]["none"]["levels"]
 assert max(d["arms"]["crux"]["levels"]["gpt"]) >= max(d["arms"]["crux"]["levels"]["resnet"]), d["arms"]["crux"]
 assert "job 1 hosts=h0,h1,h2,h3,h4,h5,h6,h7 gpus=8" in d["inputs"]["jobs"], d["inputs"]["jobs"]
+# ring steps wait behind the window clamp of every other flow of their class: all
+# jobs share one class in the none arm; the crux arm's top level holds the GPT-like
+# job alone (no wait), its lower level the rest
+assert d["standing_bytes_per_flow"] == 10 * 1448, d["standing_bytes_per_flow"]
+lat = {n: {a: r["queue_latency_s"] for a, r in arms.items()} for n, arms in d["jobs"].items()}
+assert all(lat[n]["none"] > 0 for n in lat), lat
+assert lat["gpt"]["crux"] == 0 and lat["bert-a"]["crux"] > 0 and lat["resnet"]["crux"] > 0, lat
+# more steps of fewer bytes wait more: the BERT-like job (8 buckets, 4 ranks) above the ResNet-like (4, 2)
+assert lat["bert-a"]["none"] > lat["resnet"]["none"], lat
 PY
+python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/measured.json" --seeds 2 --phases 2 \
+	--standing-bytes 0 --out "$T/cal0.json" >"$T/log0" 2>&1 || { cat "$T/log0"; fail "--standing-bytes 0 exited non-zero"; }
+python3 - "$T/cal0.json" "$T/cal.json" <<'PY' || fail "--standing-bytes 0 is not the pure fluid model"
+import json, sys
+d0, d = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert all(r["queue_latency_s"] == 0 for arms in d0["jobs"].values() for r in arms.values()), d0["jobs"]
+# the wait slows the low level in the crux arm
+assert d["jobs"]["bert-a"]["crux"]["reference_iter_s"] > d0["jobs"]["bert-a"]["crux"]["reference_iter_s"]
+PY
+python3 "$S/bench/testbed/predict.py" --build "$B" --scenario mix --predict-only --seeds 2 --phases 2 >"$T/p" 2>&1 ||
+	fail "--predict-only exited $?: $(cat "$T/p")"
+grep -q "^util none .* gain crux [-+][0-9.]*% / paths [-+][0-9.]*%" "$T/p" || fail "--predict-only: $(cat "$T/p")"
+[ "$(grep -c '^iter ' "$T/p")" -eq 5 ] || fail "--predict-only: not one line per job of mix: $(cat "$T/p")"
 grep -q "within +-10 % of the measured median" "$T/log" || fail "no summary line: $(cat "$T/log")"
 
 # the verdict line (make demo's last line) and --check's exit status
 python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/measured.json" --seeds 2 --phases 2 \
 	--verdict >"$T/v" 2>&1 || fail "--verdict exited $?: $(cat "$T/v")"
 last="$(tail -n 1 "$T/v")"
-for k in "verdict: utilisation crux +20.0% / paths +33.3% (>= +10%: met; model" \
+for k in "verdict (default): utilisation crux +20.0% / paths +33.3% (>= +10%: met; model" \
 	"high-intensity JCT crux -25.0% / paths -30.0% (<= -20%: met; model iteration" \
 	"model within +-10% of the utilisation:"; do
 	grep -qF "$k" <<<"$last" || fail "verdict lacks '$k': $last"
