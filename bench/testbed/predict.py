@@ -33,6 +33,7 @@ testbed, met or not, and how far the measured figure is from the model's:
 --check: exit 1 when a goal is missed (make demo CHECK=1).
 """
 import argparse
+import glob
 import json
 import os
 import re
@@ -43,11 +44,13 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOL = 0.10
-# TCP segment payload on the fabric's 1500-byte MTU (20 + 20 + 12 bytes of
-# IP, TCP and timestamp headers): a clamped window of W segments keeps at most
-# W x MSS bytes of a flow in flight, nearly all of it queued (the fabric's
-# propagation delay is microseconds)
-MSS = 1448
+# Bytes each flow keeps queued at a shared bottleneck on fabric.sh's default
+# stack (GSO <= 8 kB, window clamp 10 segments), when the result file's run
+# directories do not say (run.sh samples the leaves' uplink queues in every
+# run: run-*/queues-mean.txt): the none arm's mean uplink backlog over the
+# flows crossing the spines in runs of the default scenario (README,
+# "Calibration": 4800 and 4628 bytes in the two runs sampled).
+STANDING_DEFAULT = 4700.0
 
 
 def die(msg):
@@ -97,6 +100,33 @@ def models(build):
     if not m:
         die(f"no model in '{exe} --help'")
     return m
+
+
+def cross_leaf_flows(sc):
+    """Ring hops (one TCP flow each) whose ends sit on different leaves."""
+    hpl = sc["fabric"]["hosts-per-leaf"]
+    n = 0
+    for job in sc["jobs"]:
+        h = [int(x[1:]) for x in job["hosts"]]
+        if len(h) < 2:
+            continue
+        n += sum(1 for i in range(len(h)) if h[i] // hpl != h[(i + 1) % len(h)] // hpl)
+    return n
+
+
+def measured_standing(measured_path, sc):
+    """The standing queue per flow from the none arm's sampled uplink queues, when
+    the result file sits in run.sh's output directory; None otherwise."""
+    vals = []
+    for f in sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(measured_path)),
+                                           "run-none-*", "queues-mean.txt"))):
+        r = re.search(r": (\d+) \(", open(f).read())
+        if r:
+            vals.append(float(r.group(1)))
+    flows = cross_leaf_flows(sc)
+    if not vals or flows == 0:
+        return None
+    return statistics.median(vals) / flows, f"{len(vals)} none-arm runs' uplink queues over {flows} flows"
 
 
 def ring_steps(mo, n):
@@ -225,8 +255,9 @@ def main():
     ap.add_argument("--seeds", type=int, default=8)
     ap.add_argument("--phases", type=int, default=4)
     ap.add_argument("--standing-bytes", type=float, default=-1,
-                    help="bytes each flow keeps queued at a shared bottleneck (default: the scenario's TCP "
-                         "window clamp x MSS; 0: a pure fluid model)")
+                    help="bytes each flow keeps queued at a shared bottleneck (default: measured by the runs "
+                         "of --measured when their directories are there, else the stack's measured value; "
+                         "0: a pure fluid model)")
     ap.add_argument("--out", default="")
     ap.add_argument("--verdict", action="store_true")
     ap.add_argument("--check", action="store_true")
@@ -239,8 +270,10 @@ def main():
         die(f"--phases {a.phases}: expected 0..64")
     sc = scenario(a.scenario)
     mods = models(a.build)
+    standing_src = "given"
     if a.standing_bytes < 0:
-        a.standing_bytes = sc.get("cwnd", 0) * MSS
+        got = None if a.predict_only else measured_standing(a.measured, sc)
+        a.standing_bytes, standing_src = got if got else (STANDING_DEFAULT, "the stack's measured default")
     if a.predict_only:
         return predict_only(a, sc, mods)
     try:
@@ -286,7 +319,8 @@ def main():
     def pct(x):
         return "   n/a" if x is None else f"{x * 100:+6.1f}%"
     print(f"testbed '{a.scenario}' vs the scheduling model ({a.seeds} ECMP seeds, reference model with "
-          f"{a.phases} start phases, ring steps queued behind {a.standing_bytes:g} bytes per flow); "
+          f"{a.phases} start phases, ring steps queued behind {a.standing_bytes:.0f} bytes per flow: "
+          f"{standing_src}); "
           f"measured: {a.measured}")
     print(f"{'':22s} {'measured':>9s} {'reference':>10s} {'err':>8s} {'evaluator':>10s} {'err':>8s}")
     for arm, r in rows["arms"].items():
@@ -304,7 +338,7 @@ def main():
                "what": "the testbed scenario described to crux-plan (reference model and evaluator) against the "
                        "testbed's measured medians, per arm (cluster GPU utilisation) and per job (iteration time)",
                "scenario": sc, "models": mods, "seeds": a.seeds, "ref_phases": a.phases,
-               "standing_bytes_per_flow": a.standing_bytes,
+               "standing_bytes_per_flow": a.standing_bytes, "standing_bytes_source": standing_src,
                "measured_file": os.path.relpath(a.measured, os.path.join(HERE, "..", "..")),
                "measured_scenario": measured.get("scenario"), "tolerance": TOL,
                "command": f"python3 bench/testbed/predict.py --build BUILD --scenario {a.scenario} --measured "

@@ -12,7 +12,7 @@
 #   run.sh [--build DIR] [--scenario default|mix|short] [--reps N] [--arms "none crux"]
 #          [--out DIR] [--json FILE] [--plot FILE] [--tag T] [--check] [--keep]
 #          [--decider agent|cluster|static] [--max-slowdown X] [--weights "W0 W1"]
-#          [--transport socket|verbs] [--only "JOB ..."] [--print-scenario]
+#          [--transport socket|verbs] [--only "JOB ..."] [--cwnd SEGMENTS] [--print-scenario]
 # --decider static replaces cruxd by crux-tb-decide, a fixed table giving the
 # jobs the levels of their models' intensity order (gpt > bert > resnet).
 # --decider cluster runs the testbed as a cluster: one cruxd per emulated host
@@ -29,6 +29,7 @@
 # (BUILD/tests/softrdma/libsoftrdma.so, a test double carrying RC over TCP,
 # each QP marked with its traffic class) instead of its socket transport.
 # --only: run only these jobs of the scenario (e.g. one alone: its isolated speed).
+# --cwnd: the hosts' TCP window clamp in segments (fabric.sh --cwnd; default 10, 0 = none).
 # --print-scenario: print the scenario (fabric, levels, jobs) as data and exit.
 set -uo pipefail
 
@@ -82,6 +83,7 @@ while [ $# -gt 0 ]; do
 	--weights) WEIGHTS="${2-}"; shift 2 ;;
 	--transport) TRANSPORT="${2-}"; shift 2 ;;
 	--only) ONLY="${2-}"; shift 2 ;;
+	--cwnd) TCP_CWND="${2-}"; shift 2 ;;
 	--check) CHECK=1; shift ;;
 	--print-scenario) PRINT_SCENARIO=1; shift ;;
 	--keep) KEEP=1; shift ;;
@@ -89,6 +91,7 @@ while [ $# -gt 0 ]; do
 	*) usage >&2; die "unknown option '$1'" ;;
 	esac
 done
+case "$TCP_CWND" in '' | *[!0-9]*) die "--cwnd '$TCP_CWND' is not valid: expected a number of segments, 0 for no clamp" ;; esac
 case "$REPS" in '' | *[!0-9]*) die "--reps '$REPS' is not valid: expected an integer in [1, 20]" ;; esac
 [ "$REPS" -ge 1 ] && [ "$REPS" -le 20 ] || die "--reps '$REPS' is not valid: expected an integer in [1, 20]"
 case "$DECIDER" in agent | cluster | static) ;; *) die "--decider '$DECIDER' is not valid: expected agent, cluster or static" ;; esac
@@ -250,6 +253,7 @@ STATE="/run/crux-testbed${TAG}"
 PIDS=()
 AGENT_PID=""
 AGENT_PIDS=()
+QPID=""
 MGMT_NS="${PFX}-mgmt"
 ETCD_PID=""
 ETCD_URL="http://10.254.0.1:2379"
@@ -306,8 +310,16 @@ mgmt_down() {
 	ip netns del "$MGMT_NS" 2>/dev/null || true
 }
 
+stop_sampler() {
+	[ -n "$QPID" ] || return 0
+	kill "$QPID" 2>/dev/null
+	wait "$QPID" 2>/dev/null
+	QPID=""
+}
+
 cleanup() {
 	local p
+	stop_sampler
 	for p in "${PIDS[@]}"; do
 		kill -TERM "$p" 2>/dev/null || true
 	done
@@ -398,6 +410,26 @@ spine_bytes() {
 	echo "$out"
 }
 
+# The leaves' uplink queues (leaf -> spine egress, every class) sampled every
+# 0.25 s while a run lasts: one line per sample, the bytes queued summed over
+# the uplinks. Their mean over the flows that cross the spines is the standing
+# queue each flow keeps (predict.py --standing-bytes; README "Calibration").
+sample_queues() {
+	local f="$1" l s sum v
+	while :; do
+		sum=0
+		for ((l = 0; l < LEAVES; l++)); do
+			for ((s = 0; s < SPINES; s++)); do
+				v="$(tc -n "$PFX-l$l" -s qdisc show dev "s$s" 2>/dev/null |
+					awk '/^qdisc bfifo/ {q = 1} q && /backlog/ {sub(/b$/, "", $2); t += $2; q = 0} END {print t + 0}')"
+				sum=$((sum + ${v:-0}))
+			done
+		done
+		echo "$(date +%s.%N) $sum" >>"$f"
+		sleep 0.25
+	done
+}
+
 # Per-host agents: h0's view of the cluster table (every job), then one line
 # per host: leader, applied schedule revision, stale, and its routes with
 # probed source ports (the paths this host's traffic is put on).
@@ -459,6 +491,8 @@ run_one() {
 	local tcp0 sp0
 	tcp0="$(tcp_counters)"
 	sp0="$(spine_bytes)"
+	sample_queues "$dir/queues.txt" &
+	QPID=$!
 	if [ "$arm" = crux ] && [ "$DECIDER" = agent ]; then
 		# One agent schedules every emulated host: all profiles land in one directory.
 		# The fairness guard acts within seconds here: jobs run for a minute.
@@ -621,6 +655,9 @@ run_one() {
 		spl="$spl${spl:+, }spine $s $(((${spb[s]:-0} - ${spa[s]:-0}) / 1000000)) MB"
 	done
 	echo "  $label: bytes through the spines: $spl" | tee "$dir/spines.txt"
+	stop_sampler
+	awk '{s += $2; n++} END {if (n) printf "mean bytes queued at the leaves'"'"' uplinks: %.0f (%d samples)\n", s / n, n}' \
+		"$dir/queues.txt" >"$dir/queues-mean.txt" 2>/dev/null
 	local tcp1
 	tcp1="$(tcp_counters)"
 	set -- $tcp0 $tcp1
