@@ -116,4 +116,28 @@ python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/none.json" >"$
 [ $? -eq 2 ] && grep -q "a result file of bench/testbed/run.sh" "$T/bad" || fail "a missing file: $(cat "$T/bad")"
 python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/measured.json" --seeds 0 >"$T/bad" 2>&1
 [ $? -eq 2 ] && grep -q "expected 1..100" "$T/bad" || fail "--seeds 0: $(cat "$T/bad")"
+# steps.py: the wait per ring step and the rate, fitted from a trainer log with known ones
+# (4 ranks, 4 buckets of 1, 2, 3, 4 tenths of 1 MB: 6 steps x 5 ms + bytes x 2(n-1)/n at 20 Mbit/s)
+mkdir -p "$T/run-x-1/logs"
+python3 - "$T/run-x-1/logs/j-r0.log" <<'PY'
+import sys
+with open(sys.argv[1], "w") as f:
+    f.write("# crux-tb-trainer job=j model=m rank=0 nranks=4 host=h0 compute_ms=100 grad_bytes=1000000 buckets=4\n")
+    t = 10**9
+    for it in range(8):
+        start, ce = t, t + 10**8
+        ends, e = [], ce
+        for b in range(4):
+            e += int((6 * 0.005 + 1e6 * (b + 1) / 10 * 1.5 * 8 / 20e6) * 1e9)
+            ends.append(e)
+        f.write(f"{it} {start} {ce} {e} " + " ".join(map(str, ends)) + "\n")
+        t = e + 1000
+    f.write("# done iters=8\n")
+PY
+python3 "$S/bench/testbed/steps.py" --json "$T/steps.json" "$T/run-x-1" >"$T/steps" 2>&1 || fail "steps.py exited $?: $(cat "$T/steps")"
+python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))["fits"][0]; assert abs(r["alpha_ms_per_step"] - 5) < 0.01 and abs(r["rate_mbit_s"] - 20) < 0.01, r' \
+	"$T/steps.json" || fail "steps.py did not recover 5 ms per step and 20 Mbit/s: $(cat "$T/steps")"
+python3 "$S/bench/testbed/steps.py" "$T/nosuch" >/dev/null 2>&1
+[ $? -eq 2 ] || fail "steps.py on a directory without logs did not exit 2"
+
 echo "ok: scenario as data, predictions against known medians, bad input refused"
