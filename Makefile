@@ -8,7 +8,7 @@ ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 TRANSPORT  ?= socket
 CHECK      ?= 0
-SCENARIO   ?= default
+SCENARIO   ?= mix
 MESON      ?= meson
 CRUX_FUZZ_SECONDS ?= 20
 export CRUX_FUZZ_SECONDS
@@ -65,7 +65,7 @@ test-fuzz: deps
 # emulated training jobs, no scheduling vs Crux (root).
 # TRANSPORT=verbs: the plugin's verbs transport on the software RDMA device.
 # CHECK=1: exit non-zero when a goal of the demo is missed (the last line says which).
-# SCENARIO=mix: the second testbed scenario (bench/testbed/README.md, "Scenarios").
+# SCENARIO=default: the earlier testbed scenario (default: mix; bench/testbed/README.md).
 demo: build
 	sh bench/testbed/demo.sh $(BUILD) $(TRANSPORT) $(CHECK) $(SCENARIO)
 

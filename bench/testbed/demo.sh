@@ -2,10 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # demo.sh [BUILD [socket|verbs [CHECK [SCENARIO]]]]: the README's demo (make demo).
-# Runs a testbed scenario (SCENARIO: default or mix; make demo SCENARIO=mix): an
-# emulated leaf-spine fabric in network namespaces, a GPT-like job contending
-# with BERT- and ResNet-like jobs, under
-# three arms interleaved, 3 repetitions each (about 7 minutes):
+# Runs a testbed scenario (SCENARIO: mix, the default, or default; make demo
+# SCENARIO=default): an emulated leaf-spine fabric in network namespaces, a
+# GPT-like job contending with BERT- and ResNet-like jobs, under
+# three arms interleaved, 3 repetitions each (about 10 minutes):
 #   none   no scheduling (default class, ECMP paths)
 #   crux   Crux priorities, ECMP paths
 #   paths  Crux priorities + paths: each host's cruxd probes the fabric; the
@@ -27,7 +27,7 @@ set -eu
 BUILD="${1:-build}"
 TRANSPORT="${2:-socket}"
 CHECK="${3:-0}"
-SCENARIO="${4:-default}"
+SCENARIO="${4:-mix}"
 case "$SCENARIO" in
 default | mix) ;;
 *) echo "make demo: SCENARIO='$SCENARIO': expected default or mix" >&2; exit 2 ;;
@@ -76,10 +76,10 @@ OUT="$(mktemp -d /tmp/crux-demo.XXXXXX)"
 ARMS="none crux paths"
 rc=0
 if [ "$TRANSPORT" = verbs ]; then
-	echo "make demo: Crux testbed, scenario '$SCENARIO', arms $ARMS, plugin over verbs on the software RDMA device (about 8 minutes; Ctrl-C tears everything down)"
+	echo "make demo: Crux testbed, scenario '$SCENARIO', arms $ARMS, plugin over verbs on the software RDMA device (about 11 minutes; Ctrl-C tears everything down)"
 	NAME=testbed-verbs
 else
-	echo "make demo: Crux testbed, scenario '$SCENARIO', arms $ARMS (about 7 minutes; Ctrl-C tears everything down)"
+	echo "make demo: Crux testbed, scenario '$SCENARIO', arms $ARMS (about 10 minutes; Ctrl-C tears everything down)"
 	NAME=testbed
 fi
 [ "$SCENARIO" = default ] || NAME="$NAME-$SCENARIO"
