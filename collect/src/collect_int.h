@@ -65,7 +65,6 @@ struct cruxc_bg;
 
 /* The engine's one process-wide context (the front-ends' part: struct cruxc_hot). */
 struct cruxc_ctx {
-	pthread_mutex_t resolve_lock;
 	pthread_mutex_t lock; /* init, comm table inserts, fork */
 	pid_t pid;
 	struct cruxc_config cfg;
@@ -77,7 +76,6 @@ struct cruxc_ctx {
 	char device[CRUX_DEVICE_LEN];
 	_Atomic bool intercepted; /* a communicator was entered */
 	_Atomic int static_said;
-	_Atomic int missing_said;
 	bool static_nccl;
 	pthread_t thread;
 	bool thread_running;
@@ -90,6 +88,11 @@ struct cruxc_ctx {
 };
 
 extern struct cruxc_ctx cruxc_ctx;
+
+/* ---- resolve.c ---- */
+
+/* In a forked child: the resolver's lock, which the forking thread may not have held. */
+void cruxc_resolve_atfork_child(void);
 
 /* ---- ctx.c: the context's data (config, comm table, call records) ---- */
 

@@ -18,7 +18,6 @@
 
 struct cruxc_ctx cruxc_ctx = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
-    .resolve_lock = PTHREAD_MUTEX_INITIALIZER,
     .source = CRUXC_SRC_PRELOAD,
     .device_ordinal = -1,
 };

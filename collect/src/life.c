@@ -97,7 +97,7 @@ static void atfork_child(void)
 	 * creates a communicator of its own, which starts everything afresh.
 	 */
 	pthread_mutex_init(&cruxc_ctx.lock, NULL);
-	pthread_mutex_init(&cruxc_ctx.resolve_lock, NULL);
+	cruxc_resolve_atfork_child();
 	if (atomic_load(&cruxc_hot.state) == CRUXC_ST_ACTIVE)
 		atomic_store(&cruxc_hot.state, CRUXC_ST_UNINIT);
 	cruxc_ctx.thread_running = false;

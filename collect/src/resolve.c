@@ -15,6 +15,8 @@
 #include "collect_int.h"
 
 _Atomic(void *) cruxc_real_fns[CRUXC_FN_COUNT];
+static pthread_mutex_t resolve_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int missing_said;
 
 static const char *const fn_names[CRUXC_FN_COUNT] = {
     [CRUXC_FN_ALLREDUCE] = "AllReduce",
@@ -108,7 +110,7 @@ void *cruxc_real_resolve(enum cruxc_fn f)
 {
 	void *handle = NULL, *p;
 
-	pthread_mutex_lock(&cruxc_ctx.resolve_lock);
+	pthread_mutex_lock(&resolve_lock);
 	for (int i = 0; i < CRUXC_FN_COUNT; i++) {
 		if (atomic_load(&cruxc_real_fns[i]))
 			continue;
@@ -125,10 +127,10 @@ void *cruxc_real_resolve(enum cruxc_fn f)
 	/* The NOLOAD handle only pins a library that was loaded anyway. */
 	if (handle)
 		dlclose(handle);
-	pthread_mutex_unlock(&cruxc_ctx.resolve_lock);
+	pthread_mutex_unlock(&resolve_lock);
 	p = atomic_load(&cruxc_real_fns[f]);
 	if (!p)
-		crux_log_once(&cruxc_ctx.missing_said, CRUX_LOG_ERROR,
+		crux_log_once(&missing_said, CRUX_LOG_ERROR,
 			      "nccl%s called but no NCCL library providing it is loaded; returning "
 			      "ncclSystemError",
 			      fn_names[f]);
@@ -188,4 +190,9 @@ bool cruxc_static_nccl_scan(char *obj, size_t len)
 	}
 	dl_iterate_phdr(static_scan_cb, &s);
 	return s.found;
+}
+
+void cruxc_resolve_atfork_child(void)
+{
+	pthread_mutex_init(&resolve_lock, NULL);
 }
