@@ -95,3 +95,20 @@ uint64_t crux_addr_hash(const struct crux_addr *a)
 	memcpy(&hi, b + 8, 8);
 	return crux_mix64(lo ^ crux_mix64(hi ^ a->family));
 }
+
+const char *crux_sockaddr_format(const struct sockaddr *sa, char *buf, size_t len)
+{
+	const union crux_sockaddr *u = (const void *)sa;
+	char host[INET6_ADDRSTRLEN] = "?";
+
+	if (sa->sa_family == AF_INET) {
+		inet_ntop(AF_INET, &u->sin.sin_addr, host, sizeof(host));
+		snprintf(buf, len, "%s:%u", host, ntohs(u->sin.sin_port));
+	} else if (sa->sa_family == AF_INET6) {
+		inet_ntop(AF_INET6, &u->sin6.sin6_addr, host, sizeof(host));
+		snprintf(buf, len, "[%s]:%u", host, ntohs(u->sin6.sin6_port));
+	} else {
+		snprintf(buf, len, "(family %d)", sa->sa_family);
+	}
+	return buf;
+}

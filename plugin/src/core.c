@@ -126,7 +126,7 @@ void cruxn_comm_fail(struct cruxn_base *c, int err, const char *what)
 	if (!atomic_compare_exchange_strong(&c->error, &expected, err ? err : EIO))
 		return;
 	crux_log_once(&c->err_logged, CRUX_LOG_WARN, "%s connection to %s failed (%s: %s)",
-		      c->is_send ? "send" : "receive", cruxn_sa_str(&c->peer.sa, peer, sizeof(peer)),
+		      c->is_send ? "send" : "receive", crux_sockaddr_format(&c->peer.sa, peer, sizeof(peer)),
 		      what, strerror(err ? err : EIO));
 	if (c->ops->wake)
 		c->ops->wake(c);

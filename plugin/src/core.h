@@ -57,11 +57,7 @@ struct cruxn_base {
 	pthread_mutex_t lock; /* proxy-side calls on one comm */
 	int dev;
 	int family;
-	union {
-		struct sockaddr sa;
-		struct sockaddr_in sin;
-		struct sockaddr_in6 sin6;
-	} peer;
+	union crux_sockaddr peer;
 	socklen_t peerlen;
 	struct crux_addr peer_host;
 	struct cruxn_peer_stats *stats;

@@ -68,11 +68,7 @@ bool cruxn_ifname_match(const char *spec, const char *ifname);
 
 struct cruxn_dev {
 	char name[CRUXN_IFNAME_LEN];
-	union {
-		struct sockaddr sa;
-		struct sockaddr_in sin;
-		struct sockaddr_in6 sin6;
-	} addr;
+	union crux_sockaddr addr;
 	socklen_t addrlen;
 	char *pci_path; /* sysfs path of a physical NIC, or NULL */
 	int speed_mbps;
@@ -143,7 +139,6 @@ crux_status_t cruxn_sock_tune(int fd, const struct cruxn_config *cfg);
 /* Non-blocking TCP socket bound to the local address (and port when non-zero). */
 crux_status_t cruxn_sock_open_bound(const struct sockaddr *local, socklen_t len, uint16_t port,
 				    bool reuse, int *out);
-const char *cruxn_sa_str(const struct sockaddr *sa, char *buf, size_t len);
 
 /* ---- The process-wide context (net.c) ------------------------------------ */
 

@@ -53,7 +53,7 @@ static void log_devices(void)
 		char a[80];
 		off += (size_t)snprintf(line + off, sizeof(line) - off, " [%d]%s:%s", i,
 					cruxn_ctx.devs[i].name,
-					cruxn_sa_str(&cruxn_ctx.devs[i].addr.sa, a, sizeof(a)));
+					crux_sockaddr_format(&cruxn_ctx.devs[i].addr.sa, a, sizeof(a)));
 	}
 	crux_info("Crux net plugin %s, job %s (%s), %d data socket(s) x %d thread(s), "
 		  "devices:%s",

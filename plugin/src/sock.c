@@ -90,21 +90,3 @@ crux_status_t cruxn_sock_open_bound(const struct sockaddr *local, socklen_t len,
 	*out = fd;
 	return CRUX_OK;
 }
-
-const char *cruxn_sa_str(const struct sockaddr *sa, char *buf, size_t len)
-{
-	char host[INET6_ADDRSTRLEN] = "?";
-
-	if (sa->sa_family == AF_INET) {
-		const struct sockaddr_in *s = (const void *)sa;
-		inet_ntop(AF_INET, &s->sin_addr, host, sizeof(host));
-		snprintf(buf, len, "%s:%u", host, ntohs(s->sin_port));
-	} else if (sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *s = (const void *)sa;
-		inet_ntop(AF_INET6, &s->sin6_addr, host, sizeof(host));
-		snprintf(buf, len, "[%s]:%u", host, ntohs(s->sin6_port));
-	} else {
-		snprintf(buf, len, "(family %d)", sa->sa_family);
-	}
-	return buf;
-}

@@ -34,6 +34,12 @@ struct crux_addr {
 	uint8_t bytes[16]; /* IPv4 in the first 4 bytes, rest zero */
 };
 
+/*
+ * A socket address as text: "198.18.0.1:5000", "[fd00::1]:5000", or
+ * "(family N)" for another family; always NUL-terminates; returns buf.
+ */
+const char *crux_sockaddr_format(const struct sockaddr *sa, char *buf, size_t len);
+
 /* From a sockaddr_in / sockaddr_in6 (IPv4-mapped IPv6 becomes IPv4). */
 crux_status_t crux_addr_from_sockaddr(const struct sockaddr *sa, struct crux_addr *out);
 /* From text "198.18.0.1" or "fd00::1". */

@@ -303,7 +303,7 @@ crux_status_t cruxn_sk_connect(int dev, int traffic_class, void *handle, struct 
 		if (e) {
 			char peer[80];
 			crux_err("connect to %s failed: %s",
-				 cruxn_sa_str(&st->peer.sa, peer, sizeof(peer)), strerror(e));
+				 crux_sockaddr_format(&st->peer.sa, peer, sizeof(peer)), strerror(e));
 			rc = CRUX_ERR_REMOTE;
 			goto fail;
 		}

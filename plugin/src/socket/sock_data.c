@@ -113,7 +113,7 @@ static void path_progress(struct cruxn_comm *c)
 		c->pending = NULL;
 		cruxn_sk_retire_current(c, s);
 		crux_info("connection to %s moved to path %u (socket set %u)",
-			  cruxn_sa_str(&c->b.peer.sa, peer, sizeof(peer)), c->b.route_now.path_id,
+			  crux_sockaddr_format(&c->b.peer.sa, peer, sizeof(peer)), c->b.route_now.path_id,
 			  s->epoch);
 	}
 }

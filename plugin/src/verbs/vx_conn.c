@@ -113,7 +113,7 @@ struct vx_lane *cruxn_vx_lane_new(struct vx_comm *c, uint32_t id, const struct c
 				  "49152, which a RoCE flow label cannot reach, and %s has no live "
 				  "source-port change (%s); the lane uses the device's hash (ECMP). "
 				  "Probe RoCE paths with CRUX_PROBE_PROTO=roce (ports 49152-65535)",
-				  cruxn_sa_str(&c->b.peer.sa, peer, sizeof(peer)), route->path_id,
+				  crux_sockaddr_format(&c->b.peer.sa, peer, sizeof(peer)), route->path_id,
 				  cruxn_route_port(route, i), c->dev->name,
 				  cruxn_vx_state.ibv.mlx5_why[0] ? cruxn_vx_state.ibv.mlx5_why
 								 : "the device refused it");
@@ -328,7 +328,7 @@ static int repath(struct vx_comm *c)
 		if (rc != 0) {
 			crux_warn("verbs connection to %s: moving queue pair %u to source port %u "
 				  "in place failed (%s): a new lane takes the route",
-				  cruxn_sa_str(&c->b.peer.sa, peer, sizeof(peer)), l->qps[i]->qp_num,
+				  crux_sockaddr_format(&c->b.peer.sa, peer, sizeof(peer)), l->qps[i]->qp_num,
 				  port, strerror(rc > 0 ? rc : EIO));
 			return REPATH_NO; /* QPs already moved are on the new route's ports anyway */
 		}
@@ -494,7 +494,7 @@ void cruxn_vx_lanes_progress(struct vx_comm *c)
 		cruxn_vx_ctrl_send(c, &m);
 		crux_info("verbs connection to %s moved to lane %u (traffic class %d, SL %d, "
 			  "%d queue pair(s), first UDP source port %u)",
-			  cruxn_sa_str(&c->b.peer.sa, peer, sizeof(peer)), want->id, want->cls.tos,
+			  crux_sockaddr_format(&c->b.peer.sa, peer, sizeof(peer)), want->id, want->cls.tos,
 			  want->cls.sl, want->nqps, want->sport[0]);
 	}
 	/* warm lanes (used before, or built for a decision that changed again) beyond the limit close */

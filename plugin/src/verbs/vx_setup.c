@@ -319,7 +319,7 @@ crux_status_t cruxn_vx_connect(int dev, int traffic_class, void *handle, struct 
 	if (e) {
 		char peer[80];
 		crux_err("verbs connect to %s failed: %s",
-			 cruxn_sa_str(&c->b.peer.sa, peer, sizeof(peer)), strerror(e));
+			 crux_sockaddr_format(&c->b.peer.sa, peer, sizeof(peer)), strerror(e));
 		connecting_end(h, st, true);
 		return CRUX_ERR_REMOTE;
 	}
