@@ -23,7 +23,12 @@
  * (Crux's priority and Max-K-Cut), Sincronia's rank mapping (Crux's paths
  * and order); and the baselines TACCL*, Sincronia and ECMP.
  *
- * usage: sched-refcheck [CASES] [OUT.json] [CASE_SEED] [LEVELS]
+ * With ROWS.csv, one row per job and schedule (what the two models say and
+ * how the job meets other jobs: peers on its level, higher jobs on its
+ * links, flows crossing the traffic of several higher jobs), to classify
+ * where the two disagree.
+ *
+ * usage: sched-refcheck [CASES] [OUT.json] [CASE_SEED] [LEVELS] [ROWS.csv]
  */
 #include <math.h>
 #include <stdio.h>
@@ -34,6 +39,7 @@
 #include "cases.h"
 #include "crux/sched.h"
 #include "crux/sched_ref.h"
+#include "internal.h"
 
 enum sch {
 	S_CRUX,	    /* crux-full (the library's default: P = I, no correction factor) */
@@ -416,6 +422,197 @@ static void measure(struct crux_sched_topo *t, const struct crux_sched_jobs *js,
 	free(Te);
 }
 
+/* Does job a use directed link l (jl: the schedule's job links)? */
+static int uses(const struct job_links *jl, size_t a, int l)
+{
+	for (size_t k = jl->off[a]; k < jl->off[a + 1]; k++)
+		if (jl->link[k] == l)
+			return 1;
+	return 0;
+}
+
+/* Do jobs a and b share a directed link? */
+static int meet(const struct job_links *jl, size_t a, size_t b)
+{
+	for (size_t k = jl->off[a]; k < jl->off[a + 1]; k++)
+		if (uses(jl, b, jl->link[k]))
+			return 1;
+	return 0;
+}
+
+/*
+ * Where the phase-aware evaluator and the reference disagree: each job's
+ * share of the utilisation error, w (1/T_eval - 1/T_ref) / GPUs / U_ref,
+ * summed by how the job meets other jobs (jobs alone are exact in both);
+ * a schedule outside +-5 % is counted under the class that carries the
+ * largest share of its error, with that share's sign.
+ */
+enum cls { C_PEERS, C_HIGHER1, C_HIGHERM, C_BOTH1, C_BOTHM, N_CLS };
+static const char *const cls_name[N_CLS] = {
+    "level_peers", "higher_levels_one_job_per_flow", "higher_levels_several_jobs_on_a_flow",
+    "peers_and_one_higher", "peers_and_several_higher"};
+static struct {
+	long fail[N_CLS][2]; /* [class][0: evaluator below the reference, 1: above] */
+	double err[N_CLS], abs_err[N_CLS];
+	long schedules, failing;
+} g_cls;
+
+static void classify(const double *contrib, double err)
+{
+	int dom = 0;
+
+	g_cls.schedules++;
+	for (int x = 0; x < N_CLS; x++) {
+		g_cls.err[x] += contrib[x];
+		g_cls.abs_err[x] += fabs(contrib[x]);
+		if (fabs(contrib[x]) > fabs(contrib[dom]))
+			dom = x;
+	}
+	if (fabs(err) > 0.05) {
+		g_cls.failing++;
+		g_cls.fail[dom][contrib[dom] > 0]++;
+	}
+}
+
+static void cls_report(FILE *jf)
+{
+	printf("where the phase-aware evaluator and the reference disagree (%ld of %ld schedules "
+	       "outside +-5 %%), by the class carrying most of each one's error:\n",
+	       g_cls.failing, g_cls.schedules);
+	printf("  %-40s %8s %8s %12s %12s\n", "jobs meeting", "below", "above", "mean err",
+	       "mean |err|");
+	fprintf(jf, ",\"disagreement_classes\":{\"schedules\":%ld,\"outside_5pct\":%ld",
+		g_cls.schedules, g_cls.failing);
+	for (int x = 0; x < N_CLS; x++) {
+		double n = (double)(g_cls.schedules ? g_cls.schedules : 1);
+
+		printf("  %-40s %8ld %8ld %+11.2f%% %11.2f%%\n", cls_name[x], g_cls.fail[x][0],
+		       g_cls.fail[x][1], 100 * g_cls.err[x] / n, 100 * g_cls.abs_err[x] / n);
+		fprintf(jf,
+			",\"%s\":{\"outside_eval_below\":%ld,\"outside_eval_above\":%ld,"
+			"\"mean_err\":%.5f,\"mean_abs_err\":%.5f}",
+			cls_name[x], g_cls.fail[x][0], g_cls.fail[x][1], g_cls.err[x] / n,
+			g_cls.abs_err[x] / n);
+	}
+	fprintf(jf, "}");
+}
+
+/*
+ * One CSV row per job of schedule s (case c, schedule k): both models'
+ * iteration times, the reference's, and how the job meets the others.
+ */
+static void rows(FILE *cf, struct crux_sched_topo *t, const struct crux_sched_jobs *js,
+		 struct crux_sched_schedule *s, struct crux_sched_eval *ev, const struct meas *m,
+		 const double *Tr, double horizon, int c, int k, int single)
+{
+	size_t n = js->n;
+	double Te[2][16];
+	struct job_links jl;
+	int used[CRUX_SCHED_MAX_LEVELS] = {0}, nlev = 0;
+
+	if (n > 16 || sched_job_links_build(t, js->v, n, s, &jl))
+		die("rows: job links");
+	for (int md = 0; md < 2; md++) {
+		s->eval_model = md ? CRUX_SCHED_EVAL_PHASE_AWARE : CRUX_SCHED_EVAL_ALL_AT_ONCE;
+		if (crux_sched_evaluate(ev, t, js->v, n, s, Te[md], NULL))
+			die("rows: evaluate");
+	}
+	double contrib[N_CLS] = {0}, G = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		used[s->d[i].level] = 1;
+		G += js->v[i].gpus;
+	}
+	for (int l = 0; l < s->levels; l++)
+		nlev += used[l];
+	for (size_t i = 0; i < n; i++) {
+		const struct crux_sched_job *jb = &js->v[i];
+		double hsum = 0, hprod = 1;
+		int li = s->d[i].level, peers = 0, higher = 0, lower = 0, mjob = 0, mlink = 0;
+		double tiso = 0;
+
+		for (size_t j = 0; j < n; j++) {
+			if (j == i || !meet(&jl, i, j))
+				continue;
+			peers += s->d[j].level == li;
+			higher += s->d[j].level > li;
+			lower += s->d[j].level < li;
+		}
+		for (size_t k2 = jl.off[i]; k2 < jl.off[i + 1]; k2++) {
+			double bw;
+			int from, to;
+
+			crux_sched_topo_link(t, jl.link[k2], &from, &to, &bw);
+			tiso = fmax(tiso, jl.bytes[k2] / bw);
+		}
+		/* Flows whose links carry several higher jobs / higher traffic on several links. */
+		for (size_t f = jl.foff[i]; f < jl.foff[i + 1]; f++) {
+			int nh = 0, nlk = 0;
+
+			for (size_t j = 0; j < n; j++) {
+				int on = 0;
+
+				if (s->d[j].level <= li)
+					continue;
+				for (size_t q = jl.fl_off[f]; q < jl.fl_off[f + 1]; q++)
+					on |= uses(&jl, j, jl.fl_link[q]);
+				nh += on;
+			}
+			for (size_t q = jl.fl_off[f]; q < jl.fl_off[f + 1]; q++) {
+				int on = 0;
+
+				for (size_t j = 0; j < n; j++)
+					on |= s->d[j].level > li && uses(&jl, j, jl.fl_link[q]);
+				nlk += on;
+			}
+			mjob += nh >= 2;
+			mlink += nlk >= 2;
+			/* The higher jobs' largest load fractions on this flow's links. */
+			double sx = 0, px = 1;
+
+			for (size_t j = 0; j < n; j++) {
+				double x = 0;
+
+				if (s->d[j].level <= li || !(Te[1][j] > 0))
+					continue;
+				for (size_t q = jl.fl_off[f]; q < jl.fl_off[f + 1]; q++)
+					for (size_t k3 = jl.off[j]; k3 < jl.off[j + 1]; k3++) {
+						double bw;
+						int fr, to;
+
+						if (jl.link[k3] != jl.fl_link[q])
+							continue;
+						crux_sched_topo_link(t, jl.link[k3], &fr, &to, &bw);
+						x = fmax(x, jl.bytes[k3] / Te[1][j] / bw);
+					}
+				sx += x;
+				px *= 1 - fmin(x, 1);
+			}
+			if (sx > hsum) {
+				hsum = sx;
+				hprod = px;
+			}
+		}
+		if ((peers || higher) && Te[1][i] > 0 && Tr[i] > 0) {
+			int x = !higher ? C_PEERS : !peers ? (mjob ? C_HIGHERM : C_HIGHER1)
+							 : (mjob ? C_BOTHM : C_BOTH1);
+
+			contrib[x] += jb->work * (1 / Te[1][i] - 1 / Tr[i]) / G / m->ur;
+		}
+		if (!cf)
+			continue;
+		fprintf(cf,
+			"%d,%s,%d,%zu,%d,%zu,%d,%d,%.6g,%.4f,%.6g,%d,%d,%d,%d,%d,%d,%.6g,%.6g,%.6g,"
+			"%d,%.6f,%.6f,%.6f,%.4f,%.4f,%d\n",
+			c, sch_name[k], single, n, nlev, i, li, jb->gpus, jb->compute, jb->overlap,
+			tiso, jb->n_flows, (int)(jl.foff[i + 1] - jl.foff[i]), peers, higher, lower,
+			mjob, Te[0][i], Te[1][i], Tr[i], Tr[i] > 0.25 * horizon, m->ue_m[0],
+			m->ue_m[1], m->ur, hsum, hprod, mlink);
+	}
+	classify(contrib, (m->ue_m[1] - m->ur) / m->ur);
+	sched_job_links_free(&jl);
+}
+
 static int multi_level(const struct crux_sched_schedule *s)
 {
 	for (size_t i = 1; i < s->n_jobs; i++)
@@ -577,6 +774,18 @@ int main(int argc, char **argv)
 	uint64_t seed0 = argc > 3 ? strtoull(argv[3], NULL, 0) : 0x5eed2026, rs = seed0;
 
 	g_levels = argc > 4 ? atoi(argv[4]) : 8;
+	FILE *cf = NULL;
+
+	if (argc > 5) {
+		cf = fopen(argv[5], "w");
+		if (!cf)
+			die("cannot write the CSV file");
+		fprintf(cf, "case,schedule,single_link,jobs,levels_used,job,level,gpus,compute,"
+			    "overlap,iso_comm,flows,fabric_flows,peers,higher,lower,"
+			    "flows_under_several_higher,eval_first_T,eval_T,ref_T,ref_starved,"
+			    "eval_first_util,eval_util,ref_util,higher_load_sum,higher_free_indep,"
+			    "flows_higher_on_several_links\n");
+	}
 	if (g_levels < 1 || g_levels > CRUX_SCHED_MAX_LEVELS)
 		die("LEVELS must be 1..64");
 	struct timespec t0, t1;
@@ -620,6 +829,7 @@ int main(int argc, char **argv)
 				push(&a[md].sch_e[k], m[k].ue);
 			}
 			push(&a[0].sch_r[k], m[k].ur);
+			rows(cf, t, &js, s, ev, &m[k], Tr, rst.horizon_s, c, k, single);
 			free(Tr);
 			crux_sched_schedule_free(s);
 		}
@@ -697,7 +907,9 @@ int main(int argc, char **argv)
 			k > 1 ? "," : "", sch_name[k], mean(g), quant(g, 0.1), quant(g, 0.9), better,
 			worse);
 	}
-	fprintf(jf, "},");
+	fprintf(jf, "}");
+	cls_report(jf);
+	fprintf(jf, ",");
 	/* The paper's examples (one link of 1e9 bytes/s; comm in s at that rate). */
 	static const struct example ex[] = {
 	    {"two identical jobs, one level", 2, {1, 1}, {0, 0}, {1, 1}, {2, 2}, {0, 0}, -1},
@@ -714,6 +926,8 @@ int main(int argc, char **argv)
 		run_example(&ex[i], ev, jf, i == 0);
 	fprintf(jf, "]}\n");
 	fclose(jf);
+	if (cf)
+		fclose(cf);
 	crux_sched_eval_free(ev);
 	return 0;
 }

@@ -61,6 +61,11 @@ struct crux_sched_eval {
 	size_t lj_cap;
 	double *tau, *pmax;
 	int *ptouch;
+	/* Peers of one level: flows of each job on each of its links (per
+	 * incidence), and per link the mean and variance of the number of
+	 * flows of the level's jobs sending at a random instant. */
+	double *wcnt, *mfs, *vfs;
+	int *lmark;
 	double fin_wr, fin_gpus;
 	int cache_ok, cache_levels, cache_model;
 	size_t cache_n;
@@ -109,6 +114,10 @@ void crux_sched_eval_free(struct crux_sched_eval *ev)
 	free(ev->tau);
 	free(ev->pmax);
 	free(ev->ptouch);
+	free(ev->wcnt);
+	free(ev->vfs);
+	free(ev->mfs);
+	free(ev->lmark);
 	free(ev);
 }
 
@@ -187,6 +196,11 @@ static crux_status_t ev_size(struct crux_sched_eval *ev, size_t L, size_t n, siz
 		ENSURE(ev->nunf, c, int);
 		ENSURE(ev->touched, c, int);
 		ENSURE(ev->slot, c, int);
+		ENSURE(ev->mfs, c, double);
+		ENSURE(ev->lmark, c, int);
+		ENSURE(ev->vfs, c, double);
+		for (size_t l = ev->links_cap; l < c; l++)
+			ev->lmark[l] = -1;
 		ENSURE(ev->loff, c + 1, size_t);
 		ENSURE(ev->fill, c + 1, size_t);
 		ev->links_cap = c;
@@ -214,6 +228,7 @@ static crux_status_t ev_size(struct crux_sched_eval *ev, size_t L, size_t n, siz
 		ENSURE(ev->inc_k, c, size_t);
 		ENSURE(ev->lj_job, c, int);
 		ENSURE(ev->lj_bytes, c, double);
+		ENSURE(ev->wcnt, c, double);
 		ev->inc_cap = c;
 	}
 	if (L + 2 > ev->lj_off_cap) {
@@ -243,6 +258,111 @@ static void links_jobs(struct crux_sched_eval *ev, size_t L, size_t n, const str
 			ev->lj_job[q] = (int)i;
 			ev->lj_bytes[q] = jl->bytes[k];
 		}
+	/* Flows of each job on each of its links: its weight there under
+	 * per-flow fair sharing (TCP flows, RoCE QPs). */
+	for (size_t i = 0; i < n; i++) {
+		for (size_t k = jl->off[i]; k < jl->off[i + 1]; k++) {
+			ev->wcnt[k] = 0;
+			ev->lmark[jl->link[k]] = (int)k;
+		}
+		for (size_t f = jl->foff[i]; f < jl->foff[i + 1]; f++)
+			for (size_t q = jl->fl_off[f]; q < jl->fl_off[f + 1]; q++)
+				ev->wcnt[ev->lmark[jl->fl_link[q]]] += 1;
+		for (size_t k = jl->off[i]; k < jl->off[i + 1]; k++) {
+			ev->lmark[jl->link[k]] = -1;
+			if (ev->wcnt[k] < 1)
+				ev->wcnt[k] = 1;
+		}
+	}
+}
+
+/*
+ * Expected share of a link that a job with w flows there gets while it
+ * sends, against peers that send independently of it, each during a
+ * fraction p of its time: E[w / (w + M)], M the peers' flows sending at
+ * that instant (mean mu, variance var: the link's sums less the job's own
+ * terms), to second order around the mean (exact for one always-busy peer;
+ * within 3 % for one peer at any p).
+ */
+static double peer_share(double mu_all, double var_all, double p, double w)
+{
+	double mu = fmax(mu_all - p * w, 0), var = fmax(var_all - p * (1 - p) * w * w, 0);
+	double d = w + mu;
+
+	return fmin(w / d + w * var / (d * d * d), 1.0);
+}
+
+/*
+ * Peers of one level, measured against the reference (sched-refcheck): it
+ * lies between peers sending independently of each other (their shares
+ * while a job sends, peer_share) and the average-load model (peers take
+ * their mean load of the link); a job's share there is this blend.
+ * 0.5 / 0.65 / 0.8 gave 78.7 / 80.4 / 80.5 % of schedules within +-5 %
+ * (measured with a 12-point quadrature of the same expectation).
+ */
+#define PEER_INDEP 0.7
+/* A job's iteration with this transfer time, and the share of it spent sending. */
+static double job_T(const struct crux_sched_job *jb, double tau)
+{
+	return fmax(jb->compute, (1.0 - jb->overlap) * jb->compute + tau);
+}
+
+static double busy_frac(const struct crux_sched_job *jb, double tau)
+{
+	double T = job_T(jb, tau);
+
+	return T > 0 ? fmin(tau / T, 1.0) : 0;
+}
+
+/*
+ * No link carries more on average than the level may use there: the peers'
+ * shares above are expectations, and their sum may exceed the link. Links
+ * in turn: where the level's average load is r > 1 times what it may use,
+ * every job of the level there runs r times longer. Times only grow, so a
+ * link once within stays within, and one pass suffices.
+ */
+static void level_capacity(struct crux_sched_eval *ev, const struct crux_sched_topo *t,
+			   const struct crux_sched_job *jobs, const struct crux_sched_schedule *s,
+			   const struct job_links *jl, size_t lo, size_t hi, int lev)
+{
+	for (size_t a = lo; a < hi; a++) {
+		int j = ev->order[a];
+
+		for (size_t k = jl->off[j]; k < jl->off[j + 1]; k++)
+			ev->used[jl->link[k]] = 0;
+	}
+	for (size_t a = lo; a < hi; a++) {
+		int j = ev->order[a];
+		double T = job_T(&jobs[j], ev->tau[j]);
+
+		for (size_t k = jl->off[j]; k < jl->off[j + 1]; k++)
+			ev->used[jl->link[k]] += T > 0 ? jl->bytes[k] / T : 0;
+	}
+	for (size_t a = lo; a < hi; a++) {
+		int j0 = ev->order[a];
+
+		for (size_t k0 = jl->off[j0]; k0 < jl->off[j0 + 1]; k0++) {
+			int l = jl->link[k0];
+			double cap = fmax(ev->avail[l], RESIDUAL_FLOOR * t->lbw[l]);
+			double r = ev->used[l] / cap;
+
+			if (!(r > 1 + 1e-12))
+				continue;
+			for (size_t q = ev->lj_off[l]; q < ev->lj_off[l + 1]; q++) {
+				int j = ev->lj_job[q];
+				const struct crux_sched_job *jb = &jobs[j];
+
+				if (clamp_level(s, s->d[j].level) != lev)
+					continue;
+				double T = job_T(jb, ev->tau[j]), Tn = T * r;
+
+				ev->tau[j] = Tn - (1.0 - jb->overlap) * jb->compute;
+				for (size_t k = jl->off[j]; k < jl->off[j + 1]; k++)
+					ev->used[jl->link[k]] -= jl->bytes[k] / T - jl->bytes[k] / Tn;
+			}
+			ev->used[l] = fmin(ev->used[l], cap);
+		}
+	}
 }
 
 /*
@@ -271,35 +391,49 @@ static void phase_aware_tau(struct crux_sched_eval *ev, const struct crux_sched_
 		for (int it = 0; it < 30; it++) {
 			double moved = 0;
 
-			/* used[] = the level's average load on each link. */
+			/* Per link, over the level's jobs: the mean and variance
+			 * of their flows sending, and their average load. */
 			for (size_t a = lo; a < hi; a++) {
 				int j = ev->order[a];
 
-				for (size_t k = jl->off[j]; k < jl->off[j + 1]; k++)
-					ev->used[jl->link[k]] = 0;
-			}
-			for (size_t a = lo; a < hi; a++) {
-				int j = ev->order[a];
-				const struct crux_sched_job *jb = &jobs[j];
-				double T = fmax(jb->compute,
-						(1.0 - jb->overlap) * jb->compute + ev->tau[j]);
+				for (size_t k = jl->off[j]; k < jl->off[j + 1]; k++) {
+					int l = jl->link[k];
 
-				for (size_t k = jl->off[j]; k < jl->off[j + 1]; k++)
-					ev->used[jl->link[k]] += T > 0 ? jl->bytes[k] / T : 0;
+					ev->mfs[l] = 0;
+					ev->vfs[l] = 0;
+					ev->used[l] = 0;
+				}
 			}
 			for (size_t a = lo; a < hi; a++) {
 				int j = ev->order[a];
-				const struct crux_sched_job *jb = &jobs[j];
-				double T = fmax(jb->compute,
-						(1.0 - jb->overlap) * jb->compute + ev->tau[j]);
-				double tv = 0;
+				double p = busy_frac(&jobs[j], ev->tau[j]);
+				double T = job_T(&jobs[j], ev->tau[j]);
+
+				for (size_t k = jl->off[j]; k < jl->off[j + 1]; k++) {
+					int l = jl->link[k];
+					double w = ev->wcnt[k];
+
+					ev->mfs[l] += p * w;
+					ev->vfs[l] += p * (1 - p) * w * w;
+					ev->used[l] += T > 0 ? jl->bytes[k] / T : 0;
+				}
+			}
+			for (size_t a = lo; a < hi; a++) {
+				int j = ev->order[a];
+				double tv = 0, p = busy_frac(&jobs[j], ev->tau[j]);
+				double T = job_T(&jobs[j], ev->tau[j]);
 
 				if (jl->off[j + 1] == jl->off[j])
 					continue;
+				/* Its time: the slowest of its links at the expected
+				 * share of what the higher levels leave there. */
 				for (size_t k = jl->off[j]; k < jl->off[j + 1]; k++) {
 					int l = jl->link[k];
+					double g = peer_share(ev->mfs[l], ev->vfs[l], p, ev->wcnt[k]);
+					/* The average-load model: peers take their mean load. */
 					double own = T > 0 ? jl->bytes[k] / T : 0;
-					double av = ev->avail[l] - (ev->used[l] - own);
+					double gs = fmax(ev->avail[l] - (ev->used[l] - own), 0) / ev->avail[l];
+					double av = ev->avail[l] * (PEER_INDEP * g + (1 - PEER_INDEP) * gs);
 					double fl = RESIDUAL_FLOOR * t->lbw[l];
 
 					tv = fmax(tv, jl->bytes[k] / (av > fl ? av : fl));
@@ -360,6 +494,8 @@ static void phase_aware_tau(struct crux_sched_eval *ev, const struct crux_sched_
 			ev->tau[j] = fmax(ev->tau[j], jl->fl_bytes[f] / (cmin * free_frac));
 		}
 	}
+	if (hi - lo > 1)
+		level_capacity(ev, t, jobs, s, jl, lo, hi, lev);
 }
 
 /* Counting sort of job indices by level, highest first (stable). */
