@@ -283,6 +283,12 @@ static void *stepper_main(void *arg)
 	return NULL;
 }
 
+static void nap_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+	nanosleep(&ts, NULL);
+}
+
 /* cruxd's sleep between passes, for all N: apply what arrived. */
 static void *applier_main(void *arg)
 {
@@ -290,13 +296,22 @@ static void *applier_main(void *arg)
 	struct epoll_event ev[64];
 	while (atomic_load(&running)) {
 		int k = epoll_wait(ep, ev, 64, 100);
+		bool busy = false;
 		for (int i = 0; i < k; i++) {
 			struct host *h = &H[ev[i].data.u32];
-			pthread_mutex_lock(&h->mu);
+			/* A host in the middle of its step (an etcd call) applies at
+			 * its end; one thread waiting for it would hold up every
+			 * other host's apply (each cruxd has its own loop). */
+			if (pthread_mutex_trylock(&h->mu) != 0) {
+				busy = true;
+				continue;
+			}
 			if (h->alive)
 				crux_cluster_apply_received(h->n);
 			pthread_mutex_unlock(&h->mu);
 		}
+		if (busy)
+			nap_ms(1); /* its descriptor stays readable: not a spin */
 	}
 	return NULL;
 }
@@ -319,11 +334,6 @@ static bool all_new_term(int64_t old)
 	return true;
 }
 
-static void nap_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
-	nanosleep(&ts, NULL);
-}
 
 struct mbuf {
 	char *p;
