@@ -20,7 +20,7 @@ trap 'rm -rf "$W"' EXIT
 export CRUX_TRANSPORT=verbs CRUX_IBVERBS_LIB="$SRLIB" CRUX_MLX5_LIB="$SRLIB" \
 	CRUX_SOFTRDMA_IFNAMES=lo CRUX_SOCKET_IFNAME="=lo" CRUX_SHM_DIR="$W/none" CRUX_LOG_LEVEL=error \
 	CRUX_SOFTRDMA_FW_LATENCY_US="$FW"
-for r in $(seq "$RUNS"); do
+for _ in $(seq "$RUNS"); do
 	for a in 3 0; do
 		CRUX_IB_LANES_AHEAD=$a "$BIN" "$CHANGES" 20 > "$W/out" || { cat "$W/out"; exit 1; }
 		sed "s/^/$a /" "$W/out" >> "$W/all"
@@ -32,10 +32,14 @@ med() {
 		awk '{ v[NR] = $1 } END { printf "%s %s %s", v[int((NR + 1) / 2)], v[1], v[NR] }'
 }
 json() { # ARM KIND
+	# Word splitting wanted: med prints "median min max".
+	# shellcheck disable=SC2046
 	set -- "$1" "$2" $(med "$1" "$2" 3) $(med "$1" "$2" 4) $(med "$1" "$2" 5)
 	printf '{"p50_us": {"median": %s, "min": %s, "max": %s}, "p99_us": {"median": %s, "min": %s, "max": %s}, "max_us": {"median": %s, "min": %s, "max": %s}}' \
 		"$3" "$4" "$5" "$6" "$7" "$8" "$9" "${10}" "${11}"
 }
+# Word splitting wanted below: med prints "median min max".
+# shellcheck disable=SC2046
 for a in 3 0; do
 	set -- $(med $a switch_us 4) ; P99=$1
 	set -- $(med $a switch_us 3) ; P50=$1

@@ -80,9 +80,9 @@ SIZES="8 64 512 4096 16384 65536"
 : > "$W/pp.txt"; : > "$W/tcp.txt"
 for round in 1 2 3 4 5; do
 	d=$(mktemp -d "$W/p-XXXXXX")
-	CRUX_SOCKET_IFNAME==lo inns "$L" "$BENCH" pp-server "$d" &
+	CRUX_SOCKET_IFNAME="=lo" inns "$L" "$BENCH" pp-server "$d" &
 	sp=$!
-	CRUX_SOCKET_IFNAME==lo inns "$L" "$BENCH" pp-client "$d" "$ITERS" $SIZES >> "$W/pp.txt"
+	CRUX_SOCKET_IFNAME="=lo" inns "$L" "$BENCH" pp-client "$d" "$ITERS" $SIZES >> "$W/pp.txt"
 	wait $sp
 	port=$((40000 + ($$ + round) % 20000))
 	inns "$L" "$BENCH" tcp-server $port &
@@ -102,9 +102,9 @@ echo "== tagging on vs off (64 KiB messages, table present vs CRUX_TAGGING=0) ==
 # stream64 TAGGING -> "gbps cpu_ns_per_msg"
 stream64() {
 	d=$(mktemp -d "$W/t-XXXXXX")
-	CRUX_TAGGING=$1 CRUX_SOCKET_IFNAME==lo inns "$L" "$BENCH" stream-recv "$d" &
+	CRUX_TAGGING=$1 CRUX_SOCKET_IFNAME="=lo" inns "$L" "$BENCH" stream-recv "$d" &
 	rp=$!
-	CRUX_TAGGING=$1 CRUX_SOCKET_IFNAME==lo inns "$L" "$BENCH" stream-send "$d" 65536 1 4 |
+	CRUX_TAGGING=$1 CRUX_SOCKET_IFNAME="=lo" inns "$L" "$BENCH" stream-send "$d" 65536 1 4 |
 		awk '/^gbps/ { g = $2 } /^cpu_ns/ { c = $2 } END { print g, c }'
 	wait $rp
 }

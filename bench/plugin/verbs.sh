@@ -57,7 +57,7 @@ pp() {
 echo "== round trip (us), $ROUNDS interleaved runs of $ITERS per size =="
 SIZES_NOW=$SIZES
 : > "$W/rtt.txt"
-for r in $(seq "$ROUNDS"); do
+for _ in $(seq "$ROUNDS"); do
 	for t in socket verbs; do
 		pp $t "$ITERS" env > "$W/pp.txt"
 		awk -v t=$t '$1 == "rtt" { print t, $2, $3 }' "$W/pp.txt" >> "$W/rtt.txt"
@@ -71,6 +71,8 @@ stats() {
 }
 RTT=""
 for s in $SIZES; do
+	# Word splitting wanted: stats prints "median min max".
+	# shellcheck disable=SC2046
 	set -- $(stats "$W/rtt.txt" socket "$s") $(stats "$W/rtt.txt" verbs "$s")
 	q=$(awk -v a="$4" -v b="$1" 'BEGIN { printf "%.1f", a / b }')
 	printf "%6d B: socket %s us (%s..%s), verbs %s us (%s..%s), verbs/socket %s\n" \
@@ -112,7 +114,7 @@ median_col() { sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2
 
 echo "== instructions per round trip (callgrind, 8 B, $CG_REPS runs of $CG_N2 - $CG_N1) =="
 : > "$W/cg-socket.all"; : > "$W/cg-verbs.all"
-for r in $(seq "$CG_REPS"); do
+for _ in $(seq "$CG_REPS"); do
 	for t in socket verbs; do
 		cg $t >> "$W/cg-$t.all" || exit 1
 		cat "$W/cg-$t.polls" >> "$W/cg-$t.pollsall"

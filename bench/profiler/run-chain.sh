@@ -18,7 +18,7 @@ trap 'rm -rf "$shm"' EXIT
 chmod 755 "$shm"
 export CRUX_TIMING=host CRUX_PROFILE_WINDOW=1s CRUX_SHM_DIR="$shm" CRUX_JOB_ID=bench-chain
 CRUX_PROFILER_NEXT="$fixture" CRUX_PRELOAD=off "$bin" "$crux" "$fixture" "$runs" "$shm/passive.json"
-CRUX_PROFILER_NEXT= "$bin" "$crux" "$fixture" "$runs" "$shm/alone.json"
+CRUX_PROFILER_NEXT="" "$bin" "$crux" "$fixture" "$runs" "$shm/alone.json"
 CRUX_PROFILER_NEXT="$fixture" "$bin" "$crux" "$fixture" "$runs" "$shm/full.json"
 field() { tr -d '\n' < "$1" | sed -n "s/.*\"$2\": \([-0-9.]*\).*/\1/p"; }
 fwd=$(awk -v a="$(field "$shm/full.json" added_ns_per_call)" \
