@@ -74,6 +74,35 @@ crux_status_t crux_parse_int(const char *name, const char *value, long long min,
 	return CRUX_OK;
 }
 
+crux_status_t crux_parse_u64(const char *name, const char *value, uint64_t min, uint64_t max,
+			     uint64_t *out, char *err, size_t errlen)
+{
+	char shown[CRUX_ENV_SHOWN_LEN];
+	const char *p = value ? value : "";
+	bool hex = p[0] == '0' && (p[1] == 'x' || p[1] == 'X');
+	const char *digits = hex ? p + 2 : p;
+	bool ok = hex ? isxdigit((unsigned char)digits[0]) != 0
+		      : (digits[0] >= '1' && digits[0] <= '9') || (digits[0] == '0' && !digits[1]);
+	unsigned long long v = 0;
+	if (ok) {
+		char *end;
+		errno = 0;
+		v = strtoull(digits, &end, hex ? 16 : 10);
+		if (errno == ERANGE || *end != '\0')
+			ok = false;
+	}
+	if (!ok || v < min || v > max) {
+		crux_env_quote(p, shown, sizeof(shown));
+		crux_set_err(err, errlen,
+			     "%s='%s' is not valid: expected an unsigned integer in [%llu, %llu] "
+			     "(decimal, or hexadecimal after 0x)",
+			     name, shown, (unsigned long long)min, (unsigned long long)max);
+		return CRUX_ERR_INVAL;
+	}
+	*out = v;
+	return CRUX_OK;
+}
+
 /* Decimal number: digits with an optional fraction, no sign, exponent, hex, inf or nan. */
 static size_t scan_decimal(const char *p)
 {

@@ -61,6 +61,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	check_err(st, err, "CRUX_FUZZ_DBL");
 
+	uint64_t u = 0, umin = (sel & 1) ? 16 : 0, umax = (sel & 2) ? UINT64_MAX : 1000000;
+	err[0] = '\0';
+	st = crux_parse_u64("CRUX_FUZZ_U64", v, umin, umax, &u, err, sizeof(err));
+	if (st == CRUX_OK && (u < umin || u > umax || v[0] == '-' || v[0] == ' '))
+		abort();
+	check_err(st, err, "CRUX_FUZZ_U64");
+
 	uint64_t ns = 0, nmin = (sel & 16) ? 1000 : 0,
 		 nmax = (sel & 32) ? UINT64_MAX : 60000000000ull;
 	uint64_t unit = (sel & 64) ? 1000000ull : 1ull;

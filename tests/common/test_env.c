@@ -70,6 +70,33 @@ static void test_env_int(void **state)
 	assert_int_equal(v, 5);
 }
 
+static void test_parse_u64(void **state)
+{
+	(void)state;
+	uint64_t u = 7;
+	char err[256];
+	assert_int_equal(crux_parse_u64("CRUX_X", "0", 0, 10, &u, err, sizeof(err)), CRUX_OK);
+	assert_true(u == 0);
+	assert_int_equal(crux_parse_u64("CRUX_X", "18446744073709551615", 0, UINT64_MAX, &u, NULL, 0),
+			 CRUX_OK);
+	assert_true(u == UINT64_MAX);
+	assert_int_equal(crux_parse_u64("CRUX_X", "0x10", 0, 100, &u, NULL, 0), CRUX_OK);
+	assert_true(u == 16);
+	assert_int_equal(crux_parse_u64("CRUX_X", "0XfF", 0, 1000, &u, NULL, 0), CRUX_OK);
+	assert_true(u == 255);
+	/* refused: octal-looking, signs, blanks, empty, overflow, out of range, bare 0x */
+	const char *bad[] = {"010", "-1", "+1", " 1", "1 ", "", "18446744073709551616", "11", "0x",
+			     "0x-1", "1e3"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		u = 7;
+		assert_int_equal(crux_parse_u64("CRUX_X", bad[i], 0, 10, &u, err, sizeof(err)),
+				 CRUX_ERR_INVAL);
+		assert_true(u == 7);
+	}
+	assert_string_equal(err, "CRUX_X='1e3' is not valid: expected an unsigned integer in [0, 10] "
+				 "(decimal, or hexadecimal after 0x)");
+}
+
 static void test_parse_double(void **state)
 {
 	(void)state;
@@ -341,6 +368,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_status_strings),
 	    cmocka_unit_test(test_env_int),
+	    cmocka_unit_test(test_parse_u64),
 	    cmocka_unit_test(test_parse_double),
 	    cmocka_unit_test(test_env_bool_enum),
 	    cmocka_unit_test(test_duration),

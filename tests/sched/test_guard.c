@@ -75,6 +75,15 @@ static void test_parse(void **state)
 	p.correction = 1;			     /* were made with the paper's k */
 	assert_int_equal(crux_sched_params_env(&p, &err), CRUX_OK);
 	assert_true(p.max_slowdown == 4 && p.n_weights == 2 && p.weight[1] == 3);
+	/* empty means unset, as for every CRUX_ variable: the values stay */
+	setenv("CRUX_MAX_SLOWDOWN", "", 1);
+	setenv("CRUX_LEVEL_WEIGHTS", "", 1);
+	assert_int_equal(crux_sched_params_env(&p, &err), CRUX_OK);
+	assert_true(p.max_slowdown == 4 && p.n_weights == 2);
+	/* the base's strict number parser: no blanks, no hex */
+	assert_int_equal(crux_sched_slowdown_parse(" 2", &v, &err), CRUX_ERR_INVAL);
+	assert_int_equal(crux_sched_slowdown_parse("0x2", &v, &err), CRUX_ERR_INVAL);
+	assert_int_equal(crux_sched_weights_parse("1, 2", &p, &err), CRUX_ERR_INVAL);
 	setenv("CRUX_MAX_SLOWDOWN", "fast", 1);
 	assert_int_equal(crux_sched_params_env(&p, &err), CRUX_ERR_INVAL);
 	assert_non_null(strstr(err.msg, "CRUX_MAX_SLOWDOWN"));

@@ -2,6 +2,7 @@
 /* "plan": load a topology and jobs, schedule them, print the decisions. */
 #include <errno.h>
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "crux/json.h"
 #include "crux/sched_cli.h"
 #include "crux/sched_ref.h"
+#include "crux/env.h"
 #include "internal.h"
 
 static void usage(FILE *f, const char *prog)
@@ -33,16 +35,14 @@ static void usage(FILE *f, const char *prog)
 		prog);
 }
 
+/* An integer option in [lo, hi], by the base's strict parser. */
 static int parse_long(const char *s, long lo, long hi, long *out)
 {
-	char *end;
+	long long v;
 
-	errno = 0;
-	long v = strtol(s, &end, 10);
-
-	if (end == s || *end || errno || v < lo || v > hi)
+	if (crux_parse_int("option", s, lo, hi, &v, NULL, 0) != CRUX_OK)
 		return -1;
-	*out = v;
+	*out = (long)v;
 	return 0;
 }
 
@@ -166,12 +166,9 @@ int crux_sched_plan_cli(int argc, char **argv)
 			p.orders = (int)v;
 			break;
 		case 's': {
-			char *end;
+			uint64_t sv;
 
-			errno = 0;
-			unsigned long long sv = strtoull(optarg, &end, 0);
-
-			if (end == optarg || *end || errno || optarg[0] == '-') {
+			if (crux_parse_u64("--seed", optarg, 0, UINT64_MAX, &sv, NULL, 0) != CRUX_OK) {
 				fprintf(stderr, "%s: --seed '%s': expected an unsigned integer\n",
 					prog, optarg);
 				return 2;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "crux/env.h"
 #include "internal.h"
 
 /* A round lifts every violator once; this many rounds of K levels suffice
@@ -31,17 +32,14 @@
 
 crux_status_t crux_sched_slowdown_parse(const char *text, double *out, struct crux_sched_err *err)
 {
-	char *end;
 	double v;
 
 	if (!text || !*text || !strcmp(text, "off") || !strcmp(text, "0")) {
 		*out = 0;
 		return CRUX_OK;
 	}
-	errno = 0;
-	v = strtod(text, &end);
-	if (end == text || *end || errno || !isfinite(v) || v < 1 ||
-	    v > CRUX_SCHED_MAX_SLOWDOWN_LIMIT) {
+	if (crux_parse_double("max slowdown", text, 1, CRUX_SCHED_MAX_SLOWDOWN_LIMIT, &v, NULL, 0) !=
+	    CRUX_OK) {
 		sched_err(err,
 			  "max slowdown '%s': expected a number in [1, %g] (e.g. 2.0 = no job "
 			  "below half its isolated speed), or 0/off to disable the guard",
@@ -64,17 +62,22 @@ crux_status_t crux_sched_weights_parse(const char *text, struct crux_sched_param
 		return CRUX_OK;
 	}
 	for (;;) {
-		char *end;
+		const char *end = strchr(c, ',');
+		size_t len = end ? (size_t)(end - c) : strlen(c);
+		char one[64];
 
 		if (n == CRUX_SCHED_MAX_LEVELS) {
 			sched_err(err, "level weights '%s': more than %d weights", text,
 				  CRUX_SCHED_MAX_LEVELS);
 			return CRUX_ERR_INVAL;
 		}
-		errno = 0;
-		w[n] = strtod(c, &end);
-		if (end == c || errno || !isfinite(w[n]) || !(w[n] > 0) || w[n] > 1e9 ||
-		    (*end && *end != ',')) {
+		if (len < sizeof(one)) {
+			memcpy(one, c, len);
+			one[len] = '\0';
+		}
+		if (len >= sizeof(one) ||
+		    crux_parse_double("level weight", one, 0, 1e9, &w[n], NULL, 0) != CRUX_OK ||
+		    !(w[n] > 0)) {
 			sched_err(err,
 				  "level weights '%s': weight %d is not a number in (0, 1e9]; give "
 				  "one weight per level, lowest level first, e.g. 1,1,2,2,4,4,8,8",
@@ -82,7 +85,7 @@ crux_status_t crux_sched_weights_parse(const char *text, struct crux_sched_param
 			return CRUX_ERR_INVAL;
 		}
 		n++;
-		if (!*end)
+		if (!end)
 			break;
 		c = end + 1;
 	}
@@ -93,7 +96,9 @@ crux_status_t crux_sched_weights_parse(const char *text, struct crux_sched_param
 
 crux_status_t crux_sched_params_env(struct crux_sched_params *p, struct crux_sched_err *err)
 {
-	const char *ms = getenv("CRUX_MAX_SLOWDOWN"), *lw = getenv("CRUX_LEVEL_WEIGHTS");
+	/* Empty means unset, as for every CRUX_ variable. */
+	const char *ms = crux_env_get(NULL, NULL, "CRUX_MAX_SLOWDOWN");
+	const char *lw = crux_env_get(NULL, NULL, "CRUX_LEVEL_WEIGHTS");
 	crux_status_t st;
 	double v;
 

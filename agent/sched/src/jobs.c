@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Jobs: container, ring all-reduce traffic, jobs file parser. */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "crux/env.h"
 #include "internal.h"
 
 void crux_sched_jobs_init(struct crux_sched_jobs *js)
@@ -144,32 +146,15 @@ double crux_sched_overlap_from_times(double compute, double comm, double iter)
 
 /* ---- parser ---- */
 
+/* Numbers of the jobs file, by the base's strict parsers (ids also in 0x hex). */
 static int parse_u64(const char *s, uint64_t *out)
 {
-	char *end;
-
-	if (*s == '-' || *s == '+')
-		return -1;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 0);
-
-	if (end == s || *end || errno)
-		return -1;
-	*out = v;
-	return 0;
+	return crux_parse_u64("jobs", s, 0, UINT64_MAX, out, NULL, 0) == CRUX_OK ? 0 : -1;
 }
 
 static int parse_num(const char *s, double *out)
 {
-	char *end;
-
-	errno = 0;
-	double v = strtod(s, &end);
-
-	if (end == s || *end || errno == ERANGE || !isfinite(v))
-		return -1;
-	*out = v;
-	return 0;
+	return crux_parse_double("jobs", s, -DBL_MAX, DBL_MAX, out, NULL, 0) == CRUX_OK ? 0 : -1;
 }
 
 struct pjob {

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Topology: builder, text format parser, accessors and candidate paths. */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "crux/env.h"
 #include "internal.h"
 
 #define MAX_ENUM_PATHS 4096
@@ -691,27 +693,17 @@ crux_status_t sched_flow_links(struct crux_sched_topo *t, const struct crux_sche
 
 /* ---- text format ---- */
 
+/* Numbers of the topology file, by the base's strict parsers. */
 static int parse_double(const char *s, double *out)
 {
-	char *end;
-
-	errno = 0;
-	double v = strtod(s, &end);
-
-	if (end == s || *end || errno == ERANGE)
-		return -1;
-	*out = v;
-	return 0;
+	return crux_parse_double("topology", s, -DBL_MAX, DBL_MAX, out, NULL, 0) == CRUX_OK ? 0 : -1;
 }
 
 static int parse_int(const char *s, long lo, long hi, int *out)
 {
-	char *end;
+	long long v;
 
-	errno = 0;
-	long v = strtol(s, &end, 10);
-
-	if (end == s || *end || errno || v < lo || v > hi)
+	if (crux_parse_int("topology", s, lo, hi, &v, NULL, 0) != CRUX_OK)
 		return -1;
 	*out = (int)v;
 	return 0;

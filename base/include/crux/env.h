@@ -60,6 +60,12 @@ crux_status_t crux_env_duration_ns(crux_getenv_fn fn, void *arg, const char *nam
 /* Parse helpers on a plain string (no environment); same error wording with 'name'. */
 crux_status_t crux_parse_int(const char *name, const char *value, long long min, long long max,
 			     long long *out, char *err, size_t errlen);
+/*
+ * Unsigned 64-bit: decimal, or hexadecimal after 0x/0X; no sign, no blanks,
+ * and no leading zero before more digits (which strtoull would read as octal).
+ */
+crux_status_t crux_parse_u64(const char *name, const char *value, uint64_t min, uint64_t max,
+			     uint64_t *out, char *err, size_t errlen);
 crux_status_t crux_parse_double(const char *name, const char *value, double min, double max,
 				double *out, char *err, size_t errlen);
 crux_status_t crux_parse_bool(const char *name, const char *value, bool *out, char *err,
