@@ -68,24 +68,25 @@ static crux_status_t load_topo(const char *spec, struct crux_sched_topo **t,
 	return crux_sched_topo_load(spec, t, err);
 }
 
+/* A flow's path as its node names: space-separated text, or strings of a JSON array when j is set. */
 static void print_path(struct crux_sched_topo *t, const struct crux_sched_flow *fl, int idx,
-		       int json)
+		       struct crux_json *j)
 {
-	const char *sep = json ? "," : " ";
 	struct crux_sched_path_set ps;
 
 	if (crux_sched_topo_paths(t, fl->src, fl->dst, &ps) || idx < 0 || idx >= ps.n_paths)
 		return;
-	if (json)
-		crux_json_put_str(stdout, t->names[fl->src]);
+	if (j)
+		crux_json_str(j, t->names[fl->src]);
 	else
 		fputs(t->names[fl->src], stdout);
 	for (int k = ps.off[idx]; k < ps.off[idx + 1]; k++) {
-		fputs(sep, stdout);
-		if (json)
-			crux_json_put_str(stdout, t->names[t->lto[ps.links[k]]]);
-		else
+		if (j) {
+			crux_json_str(j, t->names[t->lto[ps.links[k]]]);
+		} else {
+			putchar(' ');
 			fputs(t->names[t->lto[ps.links[k]]], stdout);
+		}
 	}
 }
 
@@ -275,53 +276,114 @@ int crux_sched_plan_cli(int argc, char **argv)
 		goto out;
 	}
 	if (json) {
-		printf(
-		    "{\"policy\":\"%s\",\"levels\":%d,\"seed\":%llu,\"orders\":%d,\"reference\":",
-		    crux_sched_policy_name(pol), p.levels, (unsigned long long)p.seed, p.orders);
+		struct crux_json j;
+
+		crux_json_init(&j, stdout);
+		crux_json_obj(&j);
+		crux_json_key(&j, "policy");
+		crux_json_str(&j, crux_sched_policy_name(pol));
+		crux_json_key(&j, "levels");
+		crux_json_i64(&j, p.levels);
+		crux_json_key(&j, "seed");
+		crux_json_u64(&j, p.seed);
+		crux_json_key(&j, "orders");
+		crux_json_i64(&j, p.orders);
+		crux_json_key(&j, "reference");
 		if (s->reference >= 0)
-			printf("%llu", (unsigned long long)js.v[s->reference].id);
+			crux_json_u64(&j, js.v[s->reference].id);
 		else
-			printf("null");
-		printf(",\"cut_weight\":%.9g,\"gpu_util\":%.6f,\"max_slowdown\":%.9g,"
-		       "\"guard_lifts\":%d,\"guard_violators\":%d,\"guard_infeasible\":%d,"
-		       "\"correction\":%s,",
-		       s->cut_weight, util, p.max_slowdown, s->guard_lifts, s->guard_violators,
-		       s->guard_infeasible, p.correction ? "true" : "false");
-		if (ref)
-			printf("\"ref_model\":{\"fairness\":\"%s\",\"phases\":%d,\"gpu_util\":%.6f,"
-			       "\"horizon_s\":%.9g,\"events\":%llu,\"starved\":%d,\"truncated\":%d},",
-			       rp.fairness == CRUX_SCHED_REF_PER_JOB ? "job" : "flow", rp.phases,
-			       rutil, rs.horizon_s, (unsigned long long)rs.events, rs.starved,
-			       rs.truncated);
-		printf("\"jobs\":[");
+			crux_json_null(&j);
+		crux_json_key(&j, "cut_weight");
+		crux_json_num(&j, s->cut_weight);
+		crux_json_key(&j, "gpu_util");
+		crux_json_numf(&j, "%.6f", util);
+		crux_json_key(&j, "max_slowdown");
+		crux_json_num(&j, p.max_slowdown);
+		crux_json_key(&j, "guard_lifts");
+		crux_json_i64(&j, s->guard_lifts);
+		crux_json_key(&j, "guard_violators");
+		crux_json_i64(&j, s->guard_violators);
+		crux_json_key(&j, "guard_infeasible");
+		crux_json_i64(&j, s->guard_infeasible);
+		crux_json_key(&j, "correction");
+		crux_json_bool(&j, p.correction);
+		if (ref) {
+			crux_json_key(&j, "ref_model");
+			crux_json_obj(&j);
+			crux_json_key(&j, "fairness");
+			crux_json_str(&j, rp.fairness == CRUX_SCHED_REF_PER_JOB ? "job" : "flow");
+			crux_json_key(&j, "phases");
+			crux_json_i64(&j, rp.phases);
+			crux_json_key(&j, "gpu_util");
+			crux_json_numf(&j, "%.6f", rutil);
+			crux_json_key(&j, "horizon_s");
+			crux_json_num(&j, rs.horizon_s);
+			crux_json_key(&j, "events");
+			crux_json_u64(&j, rs.events);
+			crux_json_key(&j, "starved");
+			crux_json_i64(&j, rs.starved);
+			crux_json_key(&j, "truncated");
+			crux_json_i64(&j, rs.truncated);
+			crux_json_end_obj(&j);
+		}
+		crux_json_key(&j, "jobs");
+		crux_json_arr(&j);
 		for (size_t i = 0; i < js.n; i++) {
 			const struct crux_sched_decision *d = &s->d[i];
 
-			printf(
-			    "%s{\"id\":%llu,\"level\":%d,\"rank\":%d,\"intensity\":%.9g,\"k\":%.6g,"
-			    "\"priority\":%.9g,\"comm_time\":%.9g,\"iter_time\":%.9g,"
-			    "\"slowdown\":%.9g,\"infeasible\":%s,",
-			    i ? "," : "", (unsigned long long)d->id, d->level, d->rank,
-			    d->intensity, d->k, d->priority, d->comm_time, iter[i],
-			    plan_slowdown(&js.v[i], d->comm_time, iter[i]),
-			    d->infeasible ? "true" : "false");
-			if (ref)
-				printf("\"ref_iter_time\":%.9g,\"ref_slowdown\":%.9g,", riter[i],
-				       plan_slowdown(&js.v[i], d->comm_time, riter[i]));
-			printf("\"paths\":[");
-			for (int f = 0; f < js.v[i].n_flows; f++) {
-				printf("%s{\"src\":", f ? "," : "");
-				crux_json_put_str(stdout, t->names[js.v[i].flows[f].src]);
-				printf(",\"dst\":");
-				crux_json_put_str(stdout, t->names[js.v[i].flows[f].dst]);
-				printf(",\"bytes\":%.9g,\"path\":%d,\"hops\":[",
-				       js.v[i].flows[f].bytes, d->path[f]);
-				print_path(t, &js.v[i].flows[f], d->path[f], 1);
-				printf("]}");
+			crux_json_obj(&j);
+			crux_json_key(&j, "id");
+			crux_json_u64(&j, d->id);
+			crux_json_key(&j, "level");
+			crux_json_i64(&j, d->level);
+			crux_json_key(&j, "rank");
+			crux_json_i64(&j, d->rank);
+			crux_json_key(&j, "intensity");
+			crux_json_num(&j, d->intensity);
+			crux_json_key(&j, "k");
+			crux_json_numf(&j, "%.6g", d->k);
+			crux_json_key(&j, "priority");
+			crux_json_num(&j, d->priority);
+			crux_json_key(&j, "comm_time");
+			crux_json_num(&j, d->comm_time);
+			crux_json_key(&j, "iter_time");
+			crux_json_num(&j, iter[i]);
+			crux_json_key(&j, "slowdown");
+			crux_json_num(&j, plan_slowdown(&js.v[i], d->comm_time, iter[i]));
+			crux_json_key(&j, "infeasible");
+			crux_json_bool(&j, d->infeasible);
+			if (ref) {
+				crux_json_key(&j, "ref_iter_time");
+				crux_json_num(&j, riter[i]);
+				crux_json_key(&j, "ref_slowdown");
+				crux_json_num(&j, plan_slowdown(&js.v[i], d->comm_time, riter[i]));
 			}
-			printf("]}");
+			crux_json_key(&j, "paths");
+			crux_json_arr(&j);
+			for (int f = 0; f < js.v[i].n_flows; f++) {
+				const struct crux_sched_flow *fl = &js.v[i].flows[f];
+
+				crux_json_obj(&j);
+				crux_json_key(&j, "src");
+				crux_json_str(&j, t->names[fl->src]);
+				crux_json_key(&j, "dst");
+				crux_json_str(&j, t->names[fl->dst]);
+				crux_json_key(&j, "bytes");
+				crux_json_num(&j, fl->bytes);
+				crux_json_key(&j, "path");
+				crux_json_i64(&j, d->path[f]);
+				crux_json_key(&j, "hops");
+				crux_json_arr(&j);
+				print_path(t, fl, d->path[f], &j);
+				crux_json_end_arr(&j);
+				crux_json_end_obj(&j);
+			}
+			crux_json_end_arr(&j);
+			crux_json_end_obj(&j);
 		}
-		printf("]}\n");
+		crux_json_end_arr(&j);
+		crux_json_end_obj(&j);
+		crux_json_done(&j);
 	} else {
 		printf("policy %s, %d levels (higher = higher priority), seed %llu, %zu jobs\n",
 		       crux_sched_policy_name(pol), p.levels, (unsigned long long)p.seed, js.n);
@@ -357,7 +419,7 @@ int crux_sched_plan_cli(int argc, char **argv)
 			putchar('\n');
 			for (int f = 0; f < js.v[i].n_flows; f++) {
 				printf("    path %d: ", d->path[f]);
-				print_path(t, &js.v[i].flows[f], d->path[f], 0);
+				print_path(t, &js.v[i].flows[f], d->path[f], NULL);
 				putchar('\n');
 			}
 		}
