@@ -873,9 +873,19 @@ static int cmd_probe(const struct ctx *c, int argc, char **argv)
 		if (st != CRUX_OK)
 			return fail(c, "probe from port %lld: %s", single, crux_status_str(st));
 		crux_addr_format(&hop, hb, sizeof(hb));
-		if (c->json)
-			printf("{\"ok\":true,\"port\":%lld,\"hop\":\"%s\"}\n", single, hb);
-		else
+		if (c->json) {
+			struct crux_json j;
+			crux_json_init(&j, stdout);
+			crux_json_obj(&j);
+			crux_json_key(&j, "ok");
+			crux_json_bool(&j, true);
+			crux_json_key(&j, "port");
+			crux_json_i64(&j, single);
+			crux_json_key(&j, "hop");
+			crux_json_str(&j, hb);
+			crux_json_end_obj(&j);
+			crux_json_done(&j);
+		} else
 			printf("port %lld -> %s\n", single, hb);
 		return 0;
 	}
