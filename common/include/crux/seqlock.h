@@ -96,25 +96,6 @@ crux_seq_read(const void *rec, crux_seq_pick_fn pick, crux_seq_read_fn read, voi
 	return CRUX_ERR_BUSY;
 }
 
-/*
- * Copy 'len' bytes from a seqlock-protected 'src' to private 'dst'.
- * CRUX_OK with a consistent copy, or CRUX_ERR_BUSY after max_retries
- * attempts (dst then holds garbage and must not be used).
- */
-static inline crux_status_t crux_seq_copy(const crux_seq_t *seq, void *dst, const void *src,
-					  size_t len, unsigned max_retries)
-{
-	for (unsigned i = 0; i < max_retries; i++) {
-		uint64_t s = crux_seq_read_begin(seq);
-		if (s & 1u)
-			continue;
-		memcpy(dst, src, len);
-		if (crux_seq_read_ok(seq, s))
-			return CRUX_OK;
-	}
-	return CRUX_ERR_BUSY;
-}
-
 #ifdef __cplusplus
 }
 #endif
