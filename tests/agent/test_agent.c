@@ -734,6 +734,73 @@ static void test_guard_account(void **state)
 	cruxd_agent_close(a);
 }
 
+/*
+ * The guard's isolated estimate of a job whose profile at its reschedule was
+ * not its steady state (as in the testbed's mix run, where a GPT-like job
+ * with 0.6 s of compute was reported at 3.03x a 1.2 s iteration): until the
+ * hold lets the change of iteration time reschedule, the guard compared
+ * today's iterations with that estimate. Isolated is never below the
+ * measured compute: here 1.2 s iterations are at most 2x.
+ */
+static void guard_iso_from(struct t *t, double iter, double compute, uint32_t windows)
+{
+	struct cruxd_agent *a;
+	const struct cruxd_status_job *C;
+	struct crux_prof_compute c;
+	struct crux_prof_net *n = calloc(1, sizeof(*n));
+	uint64_t now = 13 * SEC;
+
+	assert_non_null(n);
+	tset(t, "CRUX_MAX_SLOWDOWN", "2");
+	tset(t, "CRUX_AGENT_HOLD", "10s");
+	load_cfg(t);
+	rank(t, "env:C", "198.18.0.1", 1.2, 0.6, 0.6, "198.18.0.2", 4000000);
+	fx_compute(&c, iter, compute, iter - compute, 0, 100);
+	c.windows = windows;
+	fx_net_add(n, "198.18.0.2", 4000000ull * 100);
+	assert_int_equal(fx_rank_publish(&t->r[0], &c, n), 0);
+	free(n);
+	a = open_agent(t);
+	assert_int_equal(cruxd_agent_pass(a, 10 * SEC), CRUX_OK);
+	assert_int_equal(cruxd_agent_pass(a, 12 * SEC), CRUX_OK);
+	C = sjob(a, "env:C");
+	assert_int_equal(C->state, CRUX_JOB_SCHEDULED);
+	/* Steady timing: 1.2 s iterations, 0.6 s of them compute; within the
+	 * hold no reschedule refreshes the estimate. */
+	for (int i = 0; i < 6; i++, now += SEC) {
+		advance(t, 0, 1.2, 0.6, 0.6, 200 + (uint64_t)i);
+		assert_int_equal(cruxd_agent_pass(a, now), CRUX_OK);
+		C = sjob(a, "env:C");
+		assert_true(C->slowdown <= 1.2 / 0.6 + 1e-9);
+		assert_true(C->mean_slowdown <= 1.2 / 0.6 + 1e-9);
+		assert_true(C->iso_iter_s == 0 || C->iso_iter_s >= 0.6);
+		assert_int_equal(C->lift, 0);
+	}
+	/* After the hold: an estimate from the measured profile. */
+	for (int i = 0; i < 8; i++, now += SEC) {
+		advance(t, 0, 1.2, 0.6, 0.6, 300 + (uint64_t)i);
+		assert_int_equal(cruxd_agent_pass(a, now), CRUX_OK);
+	}
+	C = sjob(a, "env:C");
+	assert_true(C->iso_iter_s >= 0.6 && C->iso_iter_s <= 1.2);
+	assert_true(C->slowdown >= 1 && C->slowdown <= 2 + 1e-9);
+	cruxd_agent_close(a);
+}
+
+/* Profiled without timing (no complete window): the estimate was the bytes
+ * at line rate alone, thousands of times below the iteration. */
+static void test_guard_iso_without_timing(void **state)
+{
+	guard_iso_from(*state, 0, 0, 0);
+}
+
+/* Profiled on a window of partial iterations (0.4 s, 0.2 s of compute):
+ * the estimate was 0.4 s, below the 0.6 s the job computes (3x). */
+static void test_guard_iso_partial_window(void **state)
+{
+	guard_iso_from(*state, 0.4, 0.2, 1);
+}
+
 /* Cluster settings: CRUX_ETCD switches cluster mode on; names are checked. */
 static void test_config_cluster(void **state)
 {
@@ -865,6 +932,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_config_cluster, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guard_promotes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guard_account, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_guard_iso_without_timing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_guard_iso_partial_window, setup, teardown),
 	};
 	crux_log_init("test-agent");
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -237,6 +237,10 @@ crux_status_t ag_plan_take_view(struct cruxd_agent *a, const struct cruxd_view *
 			j->overlap = vj->overlap_sum / vj->ncompute;
 			j->stall = vj->stall_sum / vj->ncompute;
 		}
+		/* No job runs alone faster than it computes: the estimate made at
+		 * the last reschedule is kept at least at today's measured compute. */
+		if (j->iso > 0 && j->iso < j->compute)
+			j->iso = j->compute;
 		j->nhosts = vj->nhosts < MAX_JOB_HOSTS ? vj->nhosts : MAX_JOB_HOSTS;
 		memcpy(j->hosts, vj->hosts, j->nhosts * sizeof(j->hosts[0]));
 		for (uint32_t f = 0; f < vj->nflows; f++) {
@@ -557,6 +561,12 @@ static crux_status_t reschedule(struct cruxd_agent *a, uint64_t now, bool keep_a
 		 * achieved while profiled on the top level when that is longer (the
 		 * model knows link rates, not protocol and host overheads). */
 		j->iso = fmax(crux_sched_isolated_iter(&js.v[i], d->comm_time), j->prof_iter);
+		/* Without a timing measurement that is the bytes at line rate with
+		 * no compute: far below the job's real isolated time, so the guard
+		 * would see a slowdown that is not there. No estimate until one is
+		 * measured (the change of iteration time then reschedules). */
+		if (!j->ncompute || !(j->iter > 0))
+			j->iso = 0;
 		if (!(keep_adopted && j->adopted)) {
 			j->level = guard_level(a, j->key, d->level);
 			j->adopted = false;
