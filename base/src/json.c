@@ -24,6 +24,13 @@ void crux_json_init(struct crux_json *j, FILE *f)
 	j->depth = 0;
 	j->first[0] = true;
 	j->after_key = false;
+	j->lines = false;
+}
+
+void crux_json_init_lines(struct crux_json *j, FILE *f)
+{
+	crux_json_init(j, f);
+	j->lines = true;
 }
 
 /* Before any value or key: a comma unless first at its level or after a key. */
@@ -33,8 +40,10 @@ static void sep(struct crux_json *j)
 		j->after_key = false;
 		return;
 	}
-	if (!j->first[j->depth])
-		fputc(',', j->f);
+	if (j->lines && j->depth == 1)
+		fputs(j->first[1] ? "\n  " : ",\n  ", j->f);
+	else if (!j->first[j->depth])
+		fputs(j->lines ? ", " : ",", j->f);
 	j->first[j->depth] = false;
 }
 
@@ -49,6 +58,8 @@ static void open_level(struct crux_json *j, char c)
 
 static void close_level(struct crux_json *j, char c)
 {
+	if (j->lines && j->depth == 1 && !j->first[1])
+		fputc('\n', j->f);
 	fputc(c, j->f);
 	if (j->depth > 0)
 		j->depth--;
@@ -78,7 +89,7 @@ void crux_json_key(struct crux_json *j, const char *k)
 {
 	sep(j);
 	crux_json_put_str(j->f, k);
-	fputc(':', j->f);
+	fputs(j->lines ? ": " : ":", j->f);
 	j->after_key = true;
 }
 

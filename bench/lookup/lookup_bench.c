@@ -27,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "crux/json.h"
 #include "crux/decision.h"
 #include "crux/env.h"
 #include "crux/log.h"
@@ -362,31 +363,83 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cannot write %s: %s\n", tmp, strerror(errno));
 		return 1;
 	}
-	fprintf(
-	    f,
-	    "{\n"
-	    "  \"benchmark\": \"lookup\",\n"
-	    "  \"description\": \"crux_dt_lookup (job + route) with a writer process publishing "
-	    "continuously, vs a plain struct read in the same run\",\n"
-	    "  \"machine\": \"%s %s, %ld CPUs\",\n"
-	    "  \"jobs\": %d,\n  \"routes\": %d,\n  \"batch\": %d,\n  \"batches\": %zu,\n"
-	    "  \"writer_publishes_per_s\": %.0f,\n"
-	    "  \"lookup_ns\": {\"median\": %.2f, \"p99\": %.2f},\n"
-	    "  \"plain_read_ns\": {\"median\": %.2f, \"p99\": %.2f},\n"
-	    "  \"ratio_median\": %.3f,\n  \"ratio_p99\": %.3f,\n"
-	    "  \"busy\": %llu,\n  \"lookups\": %llu,\n"
-	    "  \"goal_median_ns\": 25,\n  \"goal_met\": %s,\n"
-	    "  \"v1_copy\": {\"description\": \"contract v1: lookups on the plugin's private pread "
-	    "copy of decision.tbl, re-read every 100 ms inside the timed batches, a writer process "
-	    "pwriting the file\", \"writer_publishes_per_s\": %.0f, \"rereads\": %llu, \"new_copies\": %llu, "
-	    "\"lookup_ns\": {\"median\": %.2f, \"p99\": %.2f}, \"plain_read_ns_median\": %.2f, "
-	    "\"ratio_median\": %.3f, \"busy\": %llu}\n"
-	    "}\n",
-	    u.sysname, u.machine, ncpu, NJOBS, NJOBS * NPEERS, BATCH, n, pub_rate, lm, l99, pm, p99,
-	    lm / pm, l99 / p99, (unsigned long long)busy, (unsigned long long)lookups,
-	    lm <= 25.0 ? "true" : "false", pub_rate_v1, (unsigned long long)rb.refreshes,
-	    (unsigned long long)rb.new_copies, vm, v99,
-	    vpm, vm / vpm, (unsigned long long)rb.busy);
+	char machine[256];
+	struct crux_json j;
+
+	snprintf(machine, sizeof(machine), "%s %s, %ld CPUs", u.sysname, u.machine, ncpu);
+	crux_json_init_lines(&j, f);
+	crux_json_obj(&j);
+	crux_json_key(&j, "benchmark");
+	crux_json_str(&j, "lookup");
+	crux_json_key(&j, "description");
+	crux_json_str(&j, "crux_dt_lookup (job + route) with a writer process publishing "
+			  "continuously, vs a plain struct read in the same run");
+	crux_json_key(&j, "machine");
+	crux_json_str(&j, machine);
+	crux_json_key(&j, "jobs");
+	crux_json_i64(&j, NJOBS);
+	crux_json_key(&j, "routes");
+	crux_json_i64(&j, NJOBS * NPEERS);
+	crux_json_key(&j, "batch");
+	crux_json_i64(&j, BATCH);
+	crux_json_key(&j, "batches");
+	crux_json_u64(&j, n);
+	crux_json_key(&j, "writer_publishes_per_s");
+	crux_json_numf(&j, "%.0f", pub_rate);
+	crux_json_key(&j, "lookup_ns");
+	crux_json_obj(&j);
+	crux_json_key(&j, "median");
+	crux_json_numf(&j, "%.2f", lm);
+	crux_json_key(&j, "p99");
+	crux_json_numf(&j, "%.2f", l99);
+	crux_json_end_obj(&j);
+	crux_json_key(&j, "plain_read_ns");
+	crux_json_obj(&j);
+	crux_json_key(&j, "median");
+	crux_json_numf(&j, "%.2f", pm);
+	crux_json_key(&j, "p99");
+	crux_json_numf(&j, "%.2f", p99);
+	crux_json_end_obj(&j);
+	crux_json_key(&j, "ratio_median");
+	crux_json_numf(&j, "%.3f", lm / pm);
+	crux_json_key(&j, "ratio_p99");
+	crux_json_numf(&j, "%.3f", l99 / p99);
+	crux_json_key(&j, "busy");
+	crux_json_u64(&j, busy);
+	crux_json_key(&j, "lookups");
+	crux_json_u64(&j, lookups);
+	crux_json_key(&j, "goal_median_ns");
+	crux_json_i64(&j, 25);
+	crux_json_key(&j, "goal_met");
+	crux_json_bool(&j, lm <= 25.0);
+	crux_json_key(&j, "v1_copy");
+	crux_json_obj(&j);
+	crux_json_key(&j, "description");
+	crux_json_str(&j, "contract v1: lookups on the plugin's private pread copy of decision.tbl, "
+			  "re-read every 100 ms inside the timed batches, a writer process pwriting "
+			  "the file");
+	crux_json_key(&j, "writer_publishes_per_s");
+	crux_json_numf(&j, "%.0f", pub_rate_v1);
+	crux_json_key(&j, "rereads");
+	crux_json_u64(&j, rb.refreshes);
+	crux_json_key(&j, "new_copies");
+	crux_json_u64(&j, rb.new_copies);
+	crux_json_key(&j, "lookup_ns");
+	crux_json_obj(&j);
+	crux_json_key(&j, "median");
+	crux_json_numf(&j, "%.2f", vm);
+	crux_json_key(&j, "p99");
+	crux_json_numf(&j, "%.2f", v99);
+	crux_json_end_obj(&j);
+	crux_json_key(&j, "plain_read_ns_median");
+	crux_json_numf(&j, "%.2f", vpm);
+	crux_json_key(&j, "ratio_median");
+	crux_json_numf(&j, "%.3f", vm / vpm);
+	crux_json_key(&j, "busy");
+	crux_json_u64(&j, rb.busy);
+	crux_json_end_obj(&j);
+	crux_json_end_obj(&j);
+	crux_json_done(&j);
 	if (fclose(f) != 0 || rename(tmp, out_path) != 0) {
 		fprintf(stderr, "cannot write %s: %s\n", out_path, strerror(errno));
 		return 1;

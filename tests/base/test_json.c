@@ -135,6 +135,39 @@ static void test_numbers(void **state)
 	free(s);
 }
 
+static void test_lines(void **state)
+{
+	(void)state;
+	struct out o;
+	start(&o);
+	crux_json_init_lines(&o.j, o.f);
+	crux_json_obj(&o.j);
+	crux_json_key(&o.j, "benchmark");
+	crux_json_str(&o.j, "lookup");
+	crux_json_key(&o.j, "lookup_ns");
+	crux_json_obj(&o.j);
+	crux_json_key(&o.j, "median");
+	crux_json_numf(&o.j, "%.2f", 12.375);
+	crux_json_key(&o.j, "runs");
+	crux_json_arr(&o.j);
+	crux_json_u64(&o.j, 1);
+	crux_json_u64(&o.j, 2);
+	crux_json_end_arr(&o.j);
+	crux_json_end_obj(&o.j);
+	crux_json_key(&o.j, "goal_met");
+	crux_json_bool(&o.j, true);
+	crux_json_end_obj(&o.j);
+	crux_json_done(&o.j);
+	crux_json_obj(&o.j); /* an empty document */
+	crux_json_end_obj(&o.j);
+	crux_json_done(&o.j);
+	char *s = take(&o);
+	assert_string_equal(s, "{\n  \"benchmark\": \"lookup\",\n"
+			       "  \"lookup_ns\": {\"median\": 12.38, \"runs\": [1, 2]},\n"
+			       "  \"goal_met\": true\n}\n{}\n");
+	free(s);
+}
+
 #if CRUX_TEST_HAVE_JSONC
 /* The writer's \u00XX is read as code point U+00XX: bytes >= 0x80 come back as two-byte UTF-8. */
 static void as_read(const char *in, char *out)
@@ -209,6 +242,7 @@ int main(void)
 		cmocka_unit_test(test_escaping),
 		cmocka_unit_test(test_nesting),
 		cmocka_unit_test(test_numbers),
+		cmocka_unit_test(test_lines),
 #if CRUX_TEST_HAVE_JSONC
 		cmocka_unit_test(test_jsonc_round_trip),
 #endif

@@ -34,9 +34,20 @@ struct crux_json {
 	int depth;
 	bool first[CRUX_JSON_MAX_DEPTH];
 	bool after_key;
+	bool lines; /* crux_json_init_lines */
 };
 
 void crux_json_init(struct crux_json *j, FILE *f);
+/*
+ * The layout of result files meant to be read by people too: the outer
+ * container's members one per line, indented two spaces, and ", " / ": "
+ * between the rest, which stays on the member's line:
+ *   {
+ *     "benchmark": "lookup",
+ *     "lookup_ns": {"median": 12.38, "p99": 27.23}
+ *   }
+ */
+void crux_json_init_lines(struct crux_json *j, FILE *f);
 void crux_json_obj(struct crux_json *j); /* { */
 void crux_json_end_obj(struct crux_json *j);
 void crux_json_arr(struct crux_json *j); /* [ */
