@@ -420,7 +420,8 @@ up)
 		echo "$PROG: cleaning up the leftovers of an unfinished run (tag '$TAG')" >&2
 		do_down
 	fi
-	# Any failure while building tears everything down again.
+	# Any failure while building tears everything down again (rc is set in the trap).
+	# shellcheck disable=SC2154
 	trap 'rc=$?; if [ $rc -ne 0 ]; then echo "$PROG: building the fabric failed; tearing it down" >&2; do_down; fi' EXIT
 	trap 'exit 130' INT TERM
 	do_up

@@ -17,6 +17,7 @@
 #   stalls.sh SOURCE_ROOT BUILD_ROOT [OUT_JSON]
 # Root only (namespaces, tc): exit 77 otherwise. KEEP=1 keeps the run directory.
 set -uo pipefail
+# shellcheck disable=SC2034 # SOURCE_ROOT: the testbed tests' common arguments
 S="$1"
 B="$2"
 OUT_JSON="${3:-}"
