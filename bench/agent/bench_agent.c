@@ -18,6 +18,7 @@
 
 #include "crux/agent.h"
 #include "crux/jobid.h"
+#include "crux/json.h"
 #include "crux/log.h"
 #include "crux/overrides.h"
 #include "crux/profile.h"
@@ -79,7 +80,8 @@ static int spawn(const char *dir, int n, pid_t *pids)
 				net->npeers = 1;
 				net->peers[0].peer = id.host_addr;
 				net->peers[0].peer.bytes[3] = (uint8_t)(1 + (host + 1) % 16);
-				net->peers[0].tx_bytes[0] = 1000ull * (uint64_t)(1 + job) * 1000000ull;
+				net->peers[0].tx_bytes[0] =
+				    1000ull * (uint64_t)(1 + job) * 1000000ull;
 			}
 			if (net && crux_prof_open_self(dir, &id, &h) == CRUX_OK) {
 				crux_prof_publish_compute(h, &c);
@@ -134,9 +136,12 @@ struct result {
 /* Returns 0 and fills r. */
 static int measure(const char *shm, int n, struct result *r)
 {
-	struct kv env[] = {
-		{"CRUX_SHM_DIR", shm}, {"CRUX_PROBE", "0"}, {"CRUX_PROFILE_WINDOW", "100ms"},
-		{"CRUX_AGENT_HOLD", "0"}, {"CRUX_AGENT_INTERVAL", "100ms"}, {NULL, NULL}};
+	struct kv env[] = {{"CRUX_SHM_DIR", shm},
+			   {"CRUX_PROBE", "0"},
+			   {"CRUX_PROFILE_WINDOW", "100ms"},
+			   {"CRUX_AGENT_HOLD", "0"},
+			   {"CRUX_AGENT_INTERVAL", "100ms"},
+			   {NULL, NULL}};
 	struct cruxd_config cfg;
 	struct cruxd_agent *a = NULL;
 	struct cruxd_overrides *o = calloc(1, sizeof(*o));
@@ -250,16 +255,42 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench-agent: cannot write %s: %s\n", out, strerror(errno));
 		goto out;
 	}
-	fprintf(f,
-		"{\n  \"benchmark\": \"agent-pass\",\n  \"records\": %d,\n  \"jobs\": %d,\n"
-		"  \"runs\": %d,\n  \"scan_ms_median\": %.4f,\n  \"scan_reap_ms_median\": %.4f,\n  \"pass_ms_median\": %.4f,\n"
-		"  \"pass_ms_p90\": %.4f,\n  \"steady_pass_ms_median\": %.4f,\n"
-		"  \"pass10_ms_median\": %.4f,\n  \"ratio_pass_vs_scan\": %.3f,\n"
-		"  \"ratio_steady_vs_scan\": %.3f,\n  \"ratio_pass_vs_pass10\": %.3f,\n"
-		"  \"baseline\": \"crux_prof_scan of the same records, same run\"\n}\n",
-		n, (n + 9) / 10, RUNS, big.scan_ms, big.scan_reap_ms, big.pass_ms, big.pass_p90_ms, big.steady_ms,
-		small.pass_ms, big.pass_ms / big.scan_ms, big.steady_ms / big.scan_ms,
-		big.pass_ms / small.pass_ms);
+	{
+		struct crux_json j;
+
+		crux_json_init_lines(&j, f);
+		crux_json_obj(&j);
+		crux_json_key(&j, "benchmark");
+		crux_json_str(&j, "agent-pass");
+		crux_json_key(&j, "records");
+		crux_json_i64(&j, n);
+		crux_json_key(&j, "jobs");
+		crux_json_i64(&j, (n + 9) / 10);
+		crux_json_key(&j, "runs");
+		crux_json_i64(&j, RUNS);
+		crux_json_key(&j, "scan_ms_median");
+		crux_json_numf(&j, "%.4f", big.scan_ms);
+		crux_json_key(&j, "scan_reap_ms_median");
+		crux_json_numf(&j, "%.4f", big.scan_reap_ms);
+		crux_json_key(&j, "pass_ms_median");
+		crux_json_numf(&j, "%.4f", big.pass_ms);
+		crux_json_key(&j, "pass_ms_p90");
+		crux_json_numf(&j, "%.4f", big.pass_p90_ms);
+		crux_json_key(&j, "steady_pass_ms_median");
+		crux_json_numf(&j, "%.4f", big.steady_ms);
+		crux_json_key(&j, "pass10_ms_median");
+		crux_json_numf(&j, "%.4f", small.pass_ms);
+		crux_json_key(&j, "ratio_pass_vs_scan");
+		crux_json_numf(&j, "%.3f", big.pass_ms / big.scan_ms);
+		crux_json_key(&j, "ratio_steady_vs_scan");
+		crux_json_numf(&j, "%.3f", big.steady_ms / big.scan_ms);
+		crux_json_key(&j, "ratio_pass_vs_pass10");
+		crux_json_numf(&j, "%.3f", big.pass_ms / small.pass_ms);
+		crux_json_key(&j, "baseline");
+		crux_json_str(&j, "crux_prof_scan of the same records, same run");
+		crux_json_end_obj(&j);
+		crux_json_done(&j);
+	}
 	fclose(f);
 	printf("  written to %s\n", out);
 	rc = 0;

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "crux/json.h"
 #include "crux/nccl_api.h"
 
 #define BATCHES 301
@@ -103,19 +104,44 @@ int main(int argc, char **argv)
 		perror(argv[1]);
 		return 1;
 	}
-	fprintf(
-	    out,
-	    "{\n  \"benchmark\": \"preload\",\n  \"what\": \"ncclAllReduce through "
-	    "libcrux-preload.so (CRUX_TIMING=host) vs the same NCCL double called directly\",\n"
-	    "  \"batches\": %d,\n  \"calls_per_batch\": %d,\n  \"direct_median_ns\": %.1f,\n"
-	    "  \"intercepted_median_ns\": %.1f,\n  \"added_median_ns\": %.1f,\n"
-	    "  \"intercepted_over_direct\": %.3f,\n  \"goal_added_ns\": 150,\n  \"goal_met\": %s,\n"
-	    "  \"direct_p10_ns\": %.1f,\n  \"direct_p90_ns\": %.1f,\n  \"intercepted_p10_ns\": "
-	    "%.1f,\n"
-	    "  \"intercepted_p90_ns\": %.1f\n}\n",
-	    BATCHES, CALLS, d, w, w - d, w / d, w - d <= 150 ? "true" : "false",
-	    direct[BATCHES / 10], direct[BATCHES * 9 / 10], wrapped[BATCHES / 10],
-	    wrapped[BATCHES * 9 / 10]);
+	{
+		struct crux_json j;
+
+		crux_json_init_lines(&j, out);
+		crux_json_obj(&j);
+		crux_json_key(&j, "benchmark");
+		crux_json_str(&j, "preload");
+		crux_json_key(&j, "what");
+		crux_json_str(
+		    &j, "ncclAllReduce through libcrux-preload.so (CRUX_TIMING=host) vs the same "
+			"NCCL double called directly");
+		crux_json_key(&j, "batches");
+		crux_json_i64(&j, BATCHES);
+		crux_json_key(&j, "calls_per_batch");
+		crux_json_i64(&j, CALLS);
+		crux_json_key(&j, "direct_median_ns");
+		crux_json_numf(&j, "%.1f", d);
+		crux_json_key(&j, "intercepted_median_ns");
+		crux_json_numf(&j, "%.1f", w);
+		crux_json_key(&j, "added_median_ns");
+		crux_json_numf(&j, "%.1f", w - d);
+		crux_json_key(&j, "intercepted_over_direct");
+		crux_json_numf(&j, "%.3f", w / d);
+		crux_json_key(&j, "goal_added_ns");
+		crux_json_i64(&j, 150);
+		crux_json_key(&j, "goal_met");
+		crux_json_bool(&j, w - d <= 150);
+		crux_json_key(&j, "direct_p10_ns");
+		crux_json_numf(&j, "%.1f", direct[BATCHES / 10]);
+		crux_json_key(&j, "direct_p90_ns");
+		crux_json_numf(&j, "%.1f", direct[BATCHES * 9 / 10]);
+		crux_json_key(&j, "intercepted_p10_ns");
+		crux_json_numf(&j, "%.1f", wrapped[BATCHES / 10]);
+		crux_json_key(&j, "intercepted_p90_ns");
+		crux_json_numf(&j, "%.1f", wrapped[BATCHES * 9 / 10]);
+		crux_json_end_obj(&j);
+		crux_json_done(&j);
+	}
 	fclose(out);
 	ncclCommDestroy(comm);
 	return 0;

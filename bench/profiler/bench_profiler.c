@@ -18,10 +18,11 @@
 #include <time.h>
 
 #include "crux/clock.h"
+#include "crux/json.h"
 #include "crux/nccl_profiler_abi.h"
 
 #define BATCHES 301
-#define COLLS 1000
+#define COLLS	1000
 
 static int cmp(const void *a, const void *b)
 {
@@ -61,8 +62,8 @@ static cruxf_result_t noop_fini(void *ctx)
 	(void)ctx;
 	return CRUXF_SUCCESS;
 }
-static const cruxf_profiler_v5_t noop = {"noop", noop_init, noop_start, noop_stop, noop_state,
-					 noop_fini};
+static const cruxf_profiler_v5_t noop = {"noop",    noop_init,	noop_start,
+					 noop_stop, noop_state, noop_fini};
 
 /* NCCL's six calls for one ncclAllReduce outside a group. */
 static double batch(const cruxf_profiler_v5_t *p, void *ctx)
@@ -118,7 +119,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (p->init(&ctx, 1, &mask, "bench", 1, 2, 0, NULL) != CRUXF_SUCCESS || !ctx || !mask) {
-		fprintf(stderr, "bench-profiler: the plugin asked for no events (is CRUX_SHM_DIR set?)\n");
+		fprintf(stderr,
+			"bench-profiler: the plugin asked for no events (is CRUX_SHM_DIR set?)\n");
 		return 1;
 	}
 	noop.init(&nctx, 1, &nmask, "bench", 1, 2, 0, NULL);
@@ -146,18 +148,45 @@ int main(int argc, char **argv)
 		perror(argv[2]);
 		return 1;
 	}
-	fprintf(out,
-		"{\n  \"benchmark\": \"profiler\",\n  \"what\": \"NCCL's six v5 profiler calls per "
-		"collective (GroupApi, CollApi, states) into libnccl-profiler-crux.so "
-		"(CRUX_TIMING=host) vs a do-nothing plugin, same run\",\n"
-		"  \"batches\": %d,\n  \"collectives_per_batch\": %d,\n  \"noop_median_ns\": %.1f,\n"
-		"  \"crux_median_ns\": %.1f,\n  \"added_median_ns\": %.1f,\n"
-		"  \"crux_over_noop\": %.3f,\n  \"goal_added_ns\": 150,\n  \"goal_met\": %s,\n"
-		"  \"noop_p10_ns\": %.1f,\n  \"noop_p90_ns\": %.1f,\n  \"crux_p10_ns\": %.1f,\n"
-		"  \"crux_p90_ns\": %.1f\n}\n",
-		BATCHES, COLLS, b, c, c - b, c / b, c - b <= 150 ? "true" : "false",
-		base[BATCHES / 10], base[BATCHES * 9 / 10], crux[BATCHES / 10],
-		crux[BATCHES * 9 / 10]);
+	{
+		struct crux_json j;
+
+		crux_json_init_lines(&j, out);
+		crux_json_obj(&j);
+		crux_json_key(&j, "benchmark");
+		crux_json_str(&j, "profiler");
+		crux_json_key(&j, "what");
+		crux_json_str(
+		    &j, "NCCL's six v5 profiler calls per collective (GroupApi, CollApi, states) "
+			"into libnccl-profiler-crux.so (CRUX_TIMING=host) vs a do-nothing plugin, "
+			"same run");
+		crux_json_key(&j, "batches");
+		crux_json_i64(&j, BATCHES);
+		crux_json_key(&j, "collectives_per_batch");
+		crux_json_i64(&j, COLLS);
+		crux_json_key(&j, "noop_median_ns");
+		crux_json_numf(&j, "%.1f", b);
+		crux_json_key(&j, "crux_median_ns");
+		crux_json_numf(&j, "%.1f", c);
+		crux_json_key(&j, "added_median_ns");
+		crux_json_numf(&j, "%.1f", c - b);
+		crux_json_key(&j, "crux_over_noop");
+		crux_json_numf(&j, "%.3f", c / b);
+		crux_json_key(&j, "goal_added_ns");
+		crux_json_i64(&j, 150);
+		crux_json_key(&j, "goal_met");
+		crux_json_bool(&j, c - b <= 150);
+		crux_json_key(&j, "noop_p10_ns");
+		crux_json_numf(&j, "%.1f", base[BATCHES / 10]);
+		crux_json_key(&j, "noop_p90_ns");
+		crux_json_numf(&j, "%.1f", base[BATCHES * 9 / 10]);
+		crux_json_key(&j, "crux_p10_ns");
+		crux_json_numf(&j, "%.1f", crux[BATCHES / 10]);
+		crux_json_key(&j, "crux_p90_ns");
+		crux_json_numf(&j, "%.1f", crux[BATCHES * 9 / 10]);
+		crux_json_end_obj(&j);
+		crux_json_done(&j);
+	}
 	fclose(out);
 	return 0;
 }
