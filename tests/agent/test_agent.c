@@ -787,11 +787,32 @@ static void guard_iso_from(struct t *t, double iter, double compute, uint32_t wi
 	cruxd_agent_close(a);
 }
 
-/* Profiled without timing (no complete window): the estimate was the bytes
- * at line rate alone, thousands of times below the iteration. */
+/* Profiled without timing (its windows saw no complete iteration, as the
+ * testbed's GPT job: "iteration 0 s"): the estimate was the bytes at line
+ * rate alone, thousands of times below the iteration. */
 static void test_guard_iso_without_timing(void **state)
 {
-	guard_iso_from(*state, 0, 0, 0);
+	guard_iso_from(*state, 0, 0, 1);
+}
+
+/* A rank whose last window saw no complete iteration keeps its previous
+ * figures: counted as 0 s it halved the job's mean iteration and compute. */
+static void test_window_without_iteration(void **state)
+{
+	struct t *t = *state;
+	struct cruxd_agent *a;
+	const struct cruxd_status_job *C;
+
+	rank(t, "env:C", "198.18.0.1", 1.2, 0.6, 0.6, "198.18.0.2", 4000000);
+	rank(t, "env:C", "198.18.0.2", 1.2, 0.6, 0.6, "198.18.0.1", 4000000);
+	a = open_agent(t);
+	assert_int_equal(cruxd_agent_pass(a, 10 * SEC), CRUX_OK);
+	advance(t, 1, 0, 0, 0, 100); /* a window, no iteration in it */
+	assert_int_equal(cruxd_agent_pass(a, 11 * SEC), CRUX_OK);
+	C = sjob(a, "env:C");
+	assert_true(fabs(C->iter_time_s - 1.2) < 1e-9);
+	assert_true(fabs(C->compute_s - 0.6) < 1e-9);
+	cruxd_agent_close(a);
 }
 
 /* Profiled on a window of partial iterations (0.4 s, 0.2 s of compute):
@@ -934,6 +955,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_guard_account, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guard_iso_without_timing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guard_iso_partial_window, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_window_without_iteration, setup, teardown),
 	};
 	crux_log_init("test-agent");
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -211,10 +211,20 @@ static int scan_cb(void *arg, const struct crux_prof_snapshot *s)
 		r->host.family = 0;
 	r->clamped = false;
 	r->has_compute = s->has_compute && s->compute.windows > 0;
-	if (s->has_compute)
+	if (r->has_compute && s->compute.iter_time_s == 0) {
+		/* A window that saw no complete iteration (the first one still
+		 * running, or one longer than the window) measured nothing: the
+		 * rank's last window stands, and before its first it has no
+		 * timing. As 0 s it would pull the job's mean iteration and
+		 * compute down, and the guard's isolated estimate with them. */
+		r->has_compute = prev && prev->has_compute;
+		if (!r->has_compute)
+			r->iter = r->compute = r->comm = r->overlap = r->stall = 0;
+	} else if (s->has_compute) {
 		clamp_rank(a, r, &s->compute);
-	else
+	} else {
 		r->iter = r->compute = r->comm = r->overlap = r->stall = 0;
+	}
 	split_rank(r, s);
 	update_traffic(a, r, s, a->now);
 	if (r->clamped && !r->clamp_logged) {
