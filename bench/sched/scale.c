@@ -32,6 +32,7 @@
 #include <time.h>
 
 #include "cases.h"
+#include "crux/json.h"
 #include "crux/sched.h"
 #include "internal.h" /* sched_eval_set_resume: the guard's baseline */
 
@@ -131,6 +132,7 @@ int main(int argc, char **argv)
 	struct crux_sched_lingjun_params lp;
 	struct crux_sched_err err;
 	FILE *jf;
+	struct crux_json j;
 
 	crux_sched_lingjun_defaults(&lp);
 	jf = fopen(out, "w");
@@ -138,9 +140,18 @@ int main(int argc, char **argv)
 		fprintf(stderr, "sched-scale: cannot write %s\n", out);
 		return 1;
 	}
-	fprintf(jf,
-		"{\"benchmark\":\"sched-scale\",\"topology\":\"lingjun (847 hosts)\",\"levels\":8,"
-		"\"orders\":10,\"rows\":[");
+	crux_json_init(&j, jf);
+	crux_json_obj(&j);
+	crux_json_key(&j, "benchmark");
+	crux_json_str(&j, "sched-scale");
+	crux_json_key(&j, "topology");
+	crux_json_str(&j, "lingjun (847 hosts)");
+	crux_json_key(&j, "levels");
+	crux_json_i64(&j, 8);
+	crux_json_key(&j, "orders");
+	crux_json_i64(&j, 10);
+	crux_json_key(&j, "rows");
+	crux_json_arr(&j);
 	printf("%6s %5s %9s %9s %6s %8s %9s %9s %8s %10s %8s %8s %6s %9s %9s %7s %6s\n", "jobs",
 	       "mix", "net_jobs", "dag_edges", "comps", "largest", "cold_ms", "warm_ms", "ecmp_ms",
 	       "warm/ecmp", "eval_ms", "eval0_ms", "util", "guard_ms", "full_ms", "speedup",
@@ -245,27 +256,58 @@ int main(int argc, char **argv)
 		       counts[ci], mixn, net, s->dag_edges, s->dag_components, s->dag_largest,
 		       cold * 1e3, best_warm * 1e3, best_ecmp * 1e3, best_warm / best_ecmp,
 		       best_eval * 1e3, best_eval0 * 1e3, u, guard * 1e3, guard_full * 1e3, guard_full / guard, lifts);
-		fprintf(
-		    jf,
-		    "%s{\"jobs\":%d,\"mix\":\"%s\",\"network_jobs\":%zu,\"dag_edges\":%zu,\"dag_"
-		    "components\":%d,"
-		    "\"dag_largest\":%d,\"cold_ms\":%.3f,\"warm_ms\":%.3f,"
-		    "\"ecmp_ms\":%.3f,\"warm_over_ecmp\":%.3f,\"eval_ms\":%.3f,"
-		    "\"eval_first_model_ms\":%.3f,\"gpu_util\":%.4f,\"gpu_util_first_model\":%.4f,"
-		    "\"cut_weight\":%.6g,\"guard2_ms\":%.3f,\"guard2_full_eval_ms\":%.3f,"
-		    "\"guard2_speedup\":%.3f,\"guard2_over_warm\":%.3f,\"guard2_lifts\":%d,"
-		    "\"guard2_violators_left\":%d}",
-		    ci ? "," : "", counts[ci], mixn, net, s->dag_edges, s->dag_components,
-		    s->dag_largest, cold * 1e3, best_warm * 1e3, best_ecmp * 1e3,
-		    best_warm / best_ecmp, best_eval * 1e3, best_eval0 * 1e3, u, u0, s->cut_weight,
-		    guard * 1e3,
-		    guard_full * 1e3, guard_full / guard, guard / best_warm, lifts, left);
+		crux_json_obj(&j);
+		crux_json_key(&j, "jobs");
+		crux_json_i64(&j, counts[ci]);
+		crux_json_key(&j, "mix");
+		crux_json_str(&j, mixn);
+		crux_json_key(&j, "network_jobs");
+		crux_json_u64(&j, net);
+		crux_json_key(&j, "dag_edges");
+		crux_json_u64(&j, s->dag_edges);
+		crux_json_key(&j, "dag_components");
+		crux_json_i64(&j, s->dag_components);
+		crux_json_key(&j, "dag_largest");
+		crux_json_i64(&j, s->dag_largest);
+		crux_json_key(&j, "cold_ms");
+		crux_json_numf(&j, "%.3f", cold * 1e3);
+		crux_json_key(&j, "warm_ms");
+		crux_json_numf(&j, "%.3f", best_warm * 1e3);
+		crux_json_key(&j, "ecmp_ms");
+		crux_json_numf(&j, "%.3f", best_ecmp * 1e3);
+		crux_json_key(&j, "warm_over_ecmp");
+		crux_json_numf(&j, "%.3f", best_warm / best_ecmp);
+		crux_json_key(&j, "eval_ms");
+		crux_json_numf(&j, "%.3f", best_eval * 1e3);
+		crux_json_key(&j, "eval_first_model_ms");
+		crux_json_numf(&j, "%.3f", best_eval0 * 1e3);
+		crux_json_key(&j, "gpu_util");
+		crux_json_numf(&j, "%.4f", u);
+		crux_json_key(&j, "gpu_util_first_model");
+		crux_json_numf(&j, "%.4f", u0);
+		crux_json_key(&j, "cut_weight");
+		crux_json_numf(&j, "%.6g", s->cut_weight);
+		crux_json_key(&j, "guard2_ms");
+		crux_json_numf(&j, "%.3f", guard * 1e3);
+		crux_json_key(&j, "guard2_full_eval_ms");
+		crux_json_numf(&j, "%.3f", guard_full * 1e3);
+		crux_json_key(&j, "guard2_speedup");
+		crux_json_numf(&j, "%.3f", guard_full / guard);
+		crux_json_key(&j, "guard2_over_warm");
+		crux_json_numf(&j, "%.3f", guard / best_warm);
+		crux_json_key(&j, "guard2_lifts");
+		crux_json_i64(&j, lifts);
+		crux_json_key(&j, "guard2_violators_left");
+		crux_json_i64(&j, left);
+		crux_json_end_obj(&j);
 		fflush(stdout);
 		crux_sched_schedule_free(s);
 		crux_sched_jobs_free(&js);
 		crux_sched_topo_free(t);
 	}
-	fprintf(jf, "]}\n");
+	crux_json_end_arr(&j);
+	crux_json_end_obj(&j);
+	crux_json_done(&j);
 	fclose(jf);
 	return 0;
 }
