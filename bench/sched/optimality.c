@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "cases.h"
+#include "crux/json.h"
 #include "crux/sched.h"
 
 #define NJ     5
@@ -418,11 +419,31 @@ int main(int argc, char **argv)
 	df = fopen(dat, "w");
 	if (!df)
 		die("cannot write the plot data");
-	fprintf(jf,
-		"{\"benchmark\":\"sched-optimality\",\"cases\":%d,\"jobs\":%d,\"levels\":%d,"
-		"\"paper\":{\"paths\":97.69,\"priority\":97.24,\"compression\":97.12},"
-		"\"cases_optimum_from_per_flow_paths\":%d,\"mechanisms\":{",
-		cases, NJ, K3, above);
+	struct crux_json j;
+
+	crux_json_init(&j, jf);
+	crux_json_obj(&j);
+	crux_json_key(&j, "benchmark");
+	crux_json_str(&j, "sched-optimality");
+	crux_json_key(&j, "cases");
+	crux_json_i64(&j, cases);
+	crux_json_key(&j, "jobs");
+	crux_json_i64(&j, NJ);
+	crux_json_key(&j, "levels");
+	crux_json_i64(&j, K3);
+	crux_json_key(&j, "paper"); /* the paper's Fig. 7 figures, for comparison */
+	crux_json_obj(&j);
+	crux_json_key(&j, "paths");
+	crux_json_numf(&j, "%.2f", 97.69);
+	crux_json_key(&j, "priority");
+	crux_json_numf(&j, "%.2f", 97.24);
+	crux_json_key(&j, "compression");
+	crux_json_numf(&j, "%.2f", 97.12);
+	crux_json_end_obj(&j);
+	crux_json_key(&j, "cases_optimum_from_per_flow_paths");
+	crux_json_i64(&j, above);
+	crux_json_key(&j, "mechanisms");
+	crux_json_obj(&j);
 	printf("%-22s %8s %8s %8s %8s  (percent of optimum)\n", "mechanism", "mean", "p10", "p50",
 	       "min");
 	double mean[N_MECH];
@@ -438,17 +459,32 @@ int main(int argc, char **argv)
 
 		printf("%-22s %8.2f %8.2f %8.2f %8.2f\n", mech_name[m], mean[m], p10, p50,
 		       100 * v[0]);
-		fprintf(jf,
-			"%s\"%s\":{\"mean\":%.4f,\"p10\":%.4f,\"p50\":%.4f,\"min\":%.4f,\"cdf\":[",
-			m ? "," : "", mech_name[m], mean[m], p10, p50, 100 * v[0]);
+		crux_json_key(&j, mech_name[m]);
+		crux_json_obj(&j);
+		crux_json_key(&j, "mean");
+		crux_json_numf(&j, "%.4f", mean[m]);
+		crux_json_key(&j, "p10");
+		crux_json_numf(&j, "%.4f", p10);
+		crux_json_key(&j, "p50");
+		crux_json_numf(&j, "%.4f", p50);
+		crux_json_key(&j, "min");
+		crux_json_numf(&j, "%.4f", 100 * v[0]);
+		crux_json_key(&j, "cdf");
+		crux_json_arr(&j);
 		for (int q = 0; q <= 100; q++) {
 			int i = q == 100 ? cases - 1 : q * (cases - 1) / 100;
 
-			fprintf(jf, "%s[%.4f,%.2f]", q ? "," : "", 100 * v[i], q / 100.0);
+			crux_json_arr(&j);
+			crux_json_numf(&j, "%.4f", 100 * v[i]);
+			crux_json_numf(&j, "%.2f", q / 100.0);
+			crux_json_end_arr(&j);
 		}
-		fprintf(jf, "]}");
+		crux_json_end_arr(&j);
+		crux_json_end_obj(&j);
 	}
-	fprintf(jf, "}}\n");
+	crux_json_end_obj(&j);
+	crux_json_end_obj(&j);
+	crux_json_done(&j);
 	fclose(jf);
 	for (int i = 0; i < cases; i++) {
 		fprintf(df, "%.6f", (i + 1.0) / cases);
