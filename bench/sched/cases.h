@@ -12,6 +12,10 @@
 
 #include "crux/sched.h"
 
+struct crux_json;
+/* The "paper" member: Fig. 7's percent of optimum per mechanism, for comparison. */
+void crux_bench_json_paper(struct crux_json *j);
+
 uint64_t crux_bench_rnd(uint64_t *s);
 double crux_bench_urand(uint64_t *s, double lo, double hi);
 

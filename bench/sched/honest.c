@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "cases.h"
+#include "crux/json.h"
 #include "crux/sched.h"
 #include "crux/sched_ref.h"
 #include "internal.h" /* sched_evaluate_links: the enumeration's inner loop */
@@ -475,15 +476,40 @@ int main(int argc, char **argv)
 	       cases, exact_cases, flow_max, per_job_cases, heuristic);
 	printf("%-26s %8s %8s %8s %9s | %8s %9s  (reference, %d cases)\n", "mechanism", "mean%",
 	       "p10", "min", "gap_clsd", "ref%", "gap_clsd", nref);
-	fprintf(jf,
-		"{\"benchmark\":\"sched-optimality-honest\",\"cases\":%d,\"jobs\":%d,\"levels\":%d,"
-		"\"fmax\":%d,\"cases_per_flow_optimum\":%d,\"cases_per_job_optimum\":%d,"
-		"\"cases_heuristic_denominator\":%d,\"reference_cases\":%d,"
-		"\"reference\":{\"fairness\":\"flow\",\"phases\":2,\"denominator\":\"best of 243 "
-		"level assignments at the optimum's paths in the reference\"},"
-		"\"paper\":{\"paths\":97.69,\"priority\":97.24,\"compression\":97.12},"
-		"\"mechanisms\":{",
-		cases, NJ, K3, flow_max, exact_cases, per_job_cases, heuristic, nref);
+	struct crux_json j;
+
+	crux_json_init(&j, jf);
+	crux_json_obj(&j);
+	crux_json_key(&j, "benchmark");
+	crux_json_str(&j, "sched-optimality-honest");
+	crux_json_key(&j, "cases");
+	crux_json_i64(&j, cases);
+	crux_json_key(&j, "jobs");
+	crux_json_i64(&j, NJ);
+	crux_json_key(&j, "levels");
+	crux_json_i64(&j, K3);
+	crux_json_key(&j, "fmax");
+	crux_json_i64(&j, flow_max);
+	crux_json_key(&j, "cases_per_flow_optimum");
+	crux_json_i64(&j, exact_cases);
+	crux_json_key(&j, "cases_per_job_optimum");
+	crux_json_i64(&j, per_job_cases);
+	crux_json_key(&j, "cases_heuristic_denominator");
+	crux_json_i64(&j, heuristic);
+	crux_json_key(&j, "reference_cases");
+	crux_json_i64(&j, nref);
+	crux_json_key(&j, "reference");
+	crux_json_obj(&j);
+	crux_json_key(&j, "fairness");
+	crux_json_str(&j, "flow");
+	crux_json_key(&j, "phases");
+	crux_json_i64(&j, 2);
+	crux_json_key(&j, "denominator");
+	crux_json_str(&j, "best of 243 level assignments at the optimum's paths in the reference");
+	crux_json_end_obj(&j);
+	crux_bench_json_paper(&j);
+	crux_json_key(&j, "mechanisms");
+	crux_json_obj(&j);
 	for (int m = 0; m < N_MECH; m++) {
 		int fl = mech_floor[m];
 		double gap = 100 - mean[fl] > 1e-9 ? (mean[m] - mean[fl]) / (100 - mean[fl]) : NAN;
@@ -495,14 +521,27 @@ int main(int argc, char **argv)
 
 		printf("%-26s %8.2f %8.2f %8.2f %8.1f%% | %8.2f %8.1f%%\n", mech_name[m], mean[m],
 		       p10, mn, 100 * gap, rmean[m], 100 * rgap);
-		fprintf(jf,
-			"%s\"%s\":{\"mean\":%.4f,\"p10\":%.4f,\"min\":%.4f,\"floor\":\"%s\","
-			"\"gap_closed\":%.4f,\"ref_mean\":%.4f,\"ref_gap_closed\":%.4f}",
-			m ? "," : "", mech_name[m], mean[m], p10, mn, mech_name[fl],
-			isfinite(gap) ? gap : -1, isfinite(rmean[m]) ? rmean[m] : -1,
-			isfinite(rgap) ? rgap : -1);
+		crux_json_key(&j, mech_name[m]);
+		crux_json_obj(&j);
+		crux_json_key(&j, "mean");
+		crux_json_numf(&j, "%.4f", mean[m]);
+		crux_json_key(&j, "p10");
+		crux_json_numf(&j, "%.4f", p10);
+		crux_json_key(&j, "min");
+		crux_json_numf(&j, "%.4f", mn);
+		crux_json_key(&j, "floor");
+		crux_json_str(&j, mech_name[fl]);
+		crux_json_key(&j, "gap_closed");
+		crux_json_numf(&j, "%.4f", isfinite(gap) ? gap : -1);
+		crux_json_key(&j, "ref_mean");
+		crux_json_numf(&j, "%.4f", isfinite(rmean[m]) ? rmean[m] : -1);
+		crux_json_key(&j, "ref_gap_closed");
+		crux_json_numf(&j, "%.4f", isfinite(rgap) ? rgap : -1);
+		crux_json_end_obj(&j);
 	}
-	fprintf(jf, "}}\n");
+	crux_json_end_obj(&j);
+	crux_json_end_obj(&j);
+	crux_json_done(&j);
 	fclose(jf);
 	for (int m = 0; m < N_MECH; m++) {
 		crux_sched_schedule_free(keep[m]);

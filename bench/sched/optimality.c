@@ -431,15 +431,7 @@ int main(int argc, char **argv)
 	crux_json_i64(&j, NJ);
 	crux_json_key(&j, "levels");
 	crux_json_i64(&j, K3);
-	crux_json_key(&j, "paper"); /* the paper's Fig. 7 figures, for comparison */
-	crux_json_obj(&j);
-	crux_json_key(&j, "paths");
-	crux_json_numf(&j, "%.2f", 97.69);
-	crux_json_key(&j, "priority");
-	crux_json_numf(&j, "%.2f", 97.24);
-	crux_json_key(&j, "compression");
-	crux_json_numf(&j, "%.2f", 97.12);
-	crux_json_end_obj(&j);
+	crux_bench_json_paper(&j);
 	crux_json_key(&j, "cases_optimum_from_per_flow_paths");
 	crux_json_i64(&j, above);
 	crux_json_key(&j, "mechanisms");
