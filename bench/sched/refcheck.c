@@ -37,6 +37,7 @@
 #include <time.h>
 
 #include "cases.h"
+#include "crux/json.h"
 #include "crux/sched.h"
 #include "crux/sched_ref.h"
 #include "internal.h"
@@ -474,27 +475,37 @@ static void classify(const double *contrib, double err)
 	}
 }
 
-static void cls_report(FILE *jf)
+static void cls_report(struct crux_json *j)
 {
 	printf("where the phase-aware evaluator and the reference disagree (%ld of %ld schedules "
 	       "outside +-5 %%), by the class carrying most of each one's error:\n",
 	       g_cls.failing, g_cls.schedules);
 	printf("  %-40s %8s %8s %12s %12s\n", "jobs meeting", "below", "above", "mean err",
 	       "mean |err|");
-	fprintf(jf, ",\"disagreement_classes\":{\"schedules\":%ld,\"outside_5pct\":%ld",
-		g_cls.schedules, g_cls.failing);
+	crux_json_key(j, "disagreement_classes");
+	crux_json_obj(j);
+	crux_json_key(j, "schedules");
+	crux_json_i64(j, g_cls.schedules);
+	crux_json_key(j, "outside_5pct");
+	crux_json_i64(j, g_cls.failing);
 	for (int x = 0; x < N_CLS; x++) {
 		double n = (double)(g_cls.schedules ? g_cls.schedules : 1);
 
 		printf("  %-40s %8ld %8ld %+11.2f%% %11.2f%%\n", cls_name[x], g_cls.fail[x][0],
 		       g_cls.fail[x][1], 100 * g_cls.err[x] / n, 100 * g_cls.abs_err[x] / n);
-		fprintf(jf,
-			",\"%s\":{\"outside_eval_below\":%ld,\"outside_eval_above\":%ld,"
-			"\"mean_err\":%.5f,\"mean_abs_err\":%.5f}",
-			cls_name[x], g_cls.fail[x][0], g_cls.fail[x][1], g_cls.err[x] / n,
-			g_cls.abs_err[x] / n);
+		crux_json_key(j, cls_name[x]);
+		crux_json_obj(j);
+		crux_json_key(j, "outside_eval_below");
+		crux_json_i64(j, g_cls.fail[x][0]);
+		crux_json_key(j, "outside_eval_above");
+		crux_json_i64(j, g_cls.fail[x][1]);
+		crux_json_key(j, "mean_err");
+		crux_json_numf(j, "%.5f", g_cls.err[x] / n);
+		crux_json_key(j, "mean_abs_err");
+		crux_json_numf(j, "%.5f", g_cls.abs_err[x] / n);
+		crux_json_end_obj(j);
 	}
-	fprintf(jf, "}");
+	crux_json_end_obj(j);
 }
 
 /*
@@ -631,7 +642,7 @@ struct example {
 	double paper_util; /* < 0: the paper gives none */
 };
 
-static void run_example(const struct example *x, struct crux_sched_eval *ev, FILE *jf, int first)
+static void run_example(const struct example *x, struct crux_sched_eval *ev, struct crux_json *jw)
 {
 	const char *txt = "host a b x\nswitch s\nlink a s 8\nlink b s 8\nlink x s 8\n";
 	struct crux_sched_topo *t;
@@ -677,27 +688,55 @@ static void run_example(const struct example *x, struct crux_sched_eval *ev, FIL
 	       100 * ur0, x->paper_util >= 0 ? "  paper " : "\n");
 	if (x->paper_util >= 0)
 		printf("%6.2f%%\n", 100 * x->paper_util);
-	fprintf(jf,
-		"%s{\"name\":\"%s\",\"eval_util\":%.6f,\"ref_util\":%.6f,\"ref_util_in_step\":%.6f,"
-		"\"paper_util\":",
-		first ? "" : ",", x->name, ue, ur, ur0);
+	crux_json_obj(jw);
+	crux_json_key(jw, "name");
+	crux_json_str(jw, x->name);
+	crux_json_key(jw, "eval_util");
+	crux_json_numf(jw, "%.6f", ue);
+	crux_json_key(jw, "ref_util");
+	crux_json_numf(jw, "%.6f", ur);
+	crux_json_key(jw, "ref_util_in_step");
+	crux_json_numf(jw, "%.6f", ur0);
+	crux_json_key(jw, "paper_util");
 	if (x->paper_util >= 0)
-		fprintf(jf, "%.6f", x->paper_util);
+		crux_json_numf(jw, "%.6f", x->paper_util);
 	else
-		fprintf(jf, "null");
-	fprintf(jf, ",\"eval_iter\":[%.6g,%.6g],\"ref_iter\":[%.6g,%.6g]}", Te[0],
-		x->n > 1 ? Te[1] : 0, Tr[0], x->n > 1 ? Tr[1] : 0);
+		crux_json_null(jw);
+	crux_json_key(jw, "eval_iter");
+	crux_json_arr(jw);
+	crux_json_numf(jw, "%.6g", Te[0]);
+	crux_json_numf(jw, "%.6g", x->n > 1 ? Te[1] : 0);
+	crux_json_end_arr(jw);
+	crux_json_key(jw, "ref_iter");
+	crux_json_arr(jw);
+	crux_json_numf(jw, "%.6g", Tr[0]);
+	crux_json_numf(jw, "%.6g", x->n > 1 ? Tr[1] : 0);
+	crux_json_end_arr(jw);
+	crux_json_end_obj(jw);
 	crux_sched_schedule_free(s);
 	crux_sched_jobs_free(&js);
 	crux_sched_topo_free(t);
 }
 
-static void put_stats(FILE *jf, const char *name, struct vec *v, int last)
+static void put_stats(struct crux_json *j, const char *name, struct vec *v)
 {
-	fprintf(jf,
-		"\"%s\":{\"n\":%zu,\"within_5pct\":%.4f,\"mean\":%.5f,\"mean_abs\":%.5f,"
-		"\"p10\":%.5f,\"p50\":%.5f,\"p90\":%.5f}%s",
-		name, v->n, share_within(v, 0.05), mean(v), mean_abs(v), quant(v, 0.1), quant(v, 0.5), quant(v, 0.9), last ? "" : ",");
+	crux_json_key(j, name);
+	crux_json_obj(j);
+	crux_json_key(j, "n");
+	crux_json_u64(j, v->n);
+	crux_json_key(j, "within_5pct");
+	crux_json_numf(j, "%.4f", share_within(v, 0.05));
+	crux_json_key(j, "mean");
+	crux_json_numf(j, "%.5f", mean(v));
+	crux_json_key(j, "mean_abs");
+	crux_json_numf(j, "%.5f", mean_abs(v));
+	crux_json_key(j, "p10");
+	crux_json_numf(j, "%.5f", quant(v, 0.1));
+	crux_json_key(j, "p50");
+	crux_json_numf(j, "%.5f", quant(v, 0.5));
+	crux_json_key(j, "p90");
+	crux_json_numf(j, "%.5f", quant(v, 0.9));
+	crux_json_end_obj(j);
 }
 
 static void print_row(const char *name, struct vec *v)
@@ -709,7 +748,7 @@ static void print_row(const char *name, struct vec *v)
 	       100 * quant(v, 0.9));
 }
 
-static void report(struct acc *a, struct acc *a0, const char *label, FILE *jf)
+static void report(struct acc *a, struct acc *a0, const char *label, struct crux_json *j)
 {
 	printf("%s\n", label);
 	printf("%-26s %6s %9s %9s %9s %9s %9s\n", "utilisation error", "n", "within5%", "mean",
@@ -739,29 +778,45 @@ static void report(struct acc *a, struct acc *a0, const char *label, FILE *jf)
 	for (int k = 0; k < N_SCH; k++)
 		printf("%-16s %9.2f%% %9.2f%%\n", sch_name[k], 100 * mean(&a->sch_e[k]),
 		       100 * mean(&a0->sch_r[k]));
-	fprintf(jf, "{\"util_error\":{");
-	put_stats(jf, "all", &a->uerr, 0);
-	put_stats(jf, "one_level", &a->uerr_one, 0);
-	put_stats(jf, "multi_level", &a->uerr_multi, 0);
-	put_stats(jf, "one_link_one_level", &a->by_topo[1][0], 0);
-	put_stats(jf, "one_link_multi_level", &a->by_topo[1][1], 0);
-	put_stats(jf, "clos_one_level", &a->by_topo[0][0], 0);
-	put_stats(jf, "clos_multi_level", &a->by_topo[0][1], 0);
-	put_stats(jf, "jobs_2_4", &a->by_n[0], 0);
-	put_stats(jf, "jobs_5_7", &a->by_n[1], 0);
-	put_stats(jf, "jobs_8_10", &a->by_n[2], 0);
-	put_stats(jf, "vs_per_job_reference", &a->uerr_job, 1);
-	fprintf(jf, "},\"iter_error\":{");
-	put_stats(jf, "one_level", &a->terr_one, 0);
-	put_stats(jf, "multi_level", &a->terr, 1);
-	fprintf(jf,
-		"},\"ranking\":{\"separated_pairs\":%ld,\"agree\":%.4f,\"all_pairs\":%ld,"
-		"\"agree_all\":%.4f},\"schedules_mean_eval_util\":{",
-		a->pairs, (double)a->agree / (double)(a->pairs ? a->pairs : 1), a->pairs_all,
-		(double)a->agree_all / (double)a->pairs_all);
-	for (int k = 0; k < N_SCH; k++)
-		fprintf(jf, "%s\"%s\":%.5f", k ? "," : "", sch_name[k], mean(&a->sch_e[k]));
-	fprintf(jf, "}}");
+	crux_json_obj(j);
+	crux_json_key(j, "util_error");
+	crux_json_obj(j);
+	put_stats(j, "all", &a->uerr);
+	put_stats(j, "one_level", &a->uerr_one);
+	put_stats(j, "multi_level", &a->uerr_multi);
+	put_stats(j, "one_link_one_level", &a->by_topo[1][0]);
+	put_stats(j, "one_link_multi_level", &a->by_topo[1][1]);
+	put_stats(j, "clos_one_level", &a->by_topo[0][0]);
+	put_stats(j, "clos_multi_level", &a->by_topo[0][1]);
+	put_stats(j, "jobs_2_4", &a->by_n[0]);
+	put_stats(j, "jobs_5_7", &a->by_n[1]);
+	put_stats(j, "jobs_8_10", &a->by_n[2]);
+	put_stats(j, "vs_per_job_reference", &a->uerr_job);
+	crux_json_end_obj(j);
+	crux_json_key(j, "iter_error");
+	crux_json_obj(j);
+	put_stats(j, "one_level", &a->terr_one);
+	put_stats(j, "multi_level", &a->terr);
+	crux_json_end_obj(j);
+	crux_json_key(j, "ranking");
+	crux_json_obj(j);
+	crux_json_key(j, "separated_pairs");
+	crux_json_i64(j, a->pairs);
+	crux_json_key(j, "agree");
+	crux_json_numf(j, "%.4f", (double)a->agree / (double)(a->pairs ? a->pairs : 1));
+	crux_json_key(j, "all_pairs");
+	crux_json_i64(j, a->pairs_all);
+	crux_json_key(j, "agree_all");
+	crux_json_numf(j, "%.4f", (double)a->agree_all / (double)a->pairs_all);
+	crux_json_end_obj(j);
+	crux_json_key(j, "schedules_mean_eval_util");
+	crux_json_obj(j);
+	for (int k = 0; k < N_SCH; k++) {
+		crux_json_key(j, sch_name[k]);
+		crux_json_numf(j, "%.5f", mean(&a->sch_e[k]));
+	}
+	crux_json_end_obj(j);
+	crux_json_end_obj(j);
 }
 
 int main(int argc, char **argv)
@@ -869,27 +924,57 @@ int main(int argc, char **argv)
 	printf("reference runs: %ld starved job-runs, %ld truncated runs; %ld jobs left out of the "
 	       "iteration-time rows (starved in the reference)\n",
 	       a[0].starved, a[0].truncated, a[0].starved_jobs);
-	fprintf(jf,
-		"{\"benchmark\":\"sched-refcheck\",\"levels\":%d,\"cases\":%d,\"schedules\":%d,"
-		"\"wall_s\":%.2f,"
-		"\"reference\":{\"fairness\":\"flow\",\"phases\":4,\"horizon_iters\":40,"
-		"\"warmup_iters\":10},\"starved_job_runs\":%ld,\"truncated_runs\":%ld,"
-		"\"starved_jobs_left_out\":%ld,\"case_seed\":%llu,",
-		g_levels, cases, N_SCH, wall, a[0].starved, a[0].truncated, a[0].starved_jobs,
-		(unsigned long long)seed0);
-	put_stats(jf, "reference_vs_itself", &noise, 0);
-	fprintf(jf, "\"evaluator_first_model\":");
+	struct crux_json j;
+
+	crux_json_init(&j, jf);
+	crux_json_obj(&j);
+	crux_json_key(&j, "benchmark");
+	crux_json_str(&j, "sched-refcheck");
+	crux_json_key(&j, "levels");
+	crux_json_i64(&j, g_levels);
+	crux_json_key(&j, "cases");
+	crux_json_i64(&j, cases);
+	crux_json_key(&j, "schedules");
+	crux_json_i64(&j, N_SCH);
+	crux_json_key(&j, "wall_s");
+	crux_json_numf(&j, "%.2f", wall);
+	crux_json_key(&j, "reference");
+	crux_json_obj(&j);
+	crux_json_key(&j, "fairness");
+	crux_json_str(&j, "flow");
+	crux_json_key(&j, "phases");
+	crux_json_i64(&j, 4);
+	crux_json_key(&j, "horizon_iters");
+	crux_json_i64(&j, 40);
+	crux_json_key(&j, "warmup_iters");
+	crux_json_i64(&j, 10);
+	crux_json_end_obj(&j);
+	crux_json_key(&j, "starved_job_runs");
+	crux_json_i64(&j, a[0].starved);
+	crux_json_key(&j, "truncated_runs");
+	crux_json_i64(&j, a[0].truncated);
+	crux_json_key(&j, "starved_jobs_left_out");
+	crux_json_i64(&j, a[0].starved_jobs);
+	crux_json_key(&j, "case_seed");
+	crux_json_u64(&j, seed0);
+	put_stats(&j, "reference_vs_itself", &noise);
+	crux_json_key(&j, "evaluator_first_model");
 	report(&a[0], &a[0], "== evaluator, first model (all peers of a level at once; average "
-			     "load of the levels above) ==", jf);
-	fprintf(jf, ",\"evaluator_phase_aware\":");
-	report(&a[1], &a[0], "== evaluator, phase-aware model ==", jf);
-	fprintf(jf, ",\"schedules_mean_ref_util\":{");
-	for (int k = 0; k < N_SCH; k++)
-		fprintf(jf, "%s\"%s\":%.5f", k ? "," : "", sch_name[k], mean(&a[0].sch_r[k]));
+			     "load of the levels above) ==", &j);
+	crux_json_key(&j, "evaluator_phase_aware");
+	report(&a[1], &a[0], "== evaluator, phase-aware model ==", &j);
+	crux_json_key(&j, "schedules_mean_ref_util");
+	crux_json_obj(&j);
+	for (int k = 0; k < N_SCH; k++) {
+		crux_json_key(&j, sch_name[k]);
+		crux_json_numf(&j, "%.5f", mean(&a[0].sch_r[k]));
+	}
+	crux_json_end_obj(&j);
 	printf("Crux's decisions under the reference (per flow): mean utilisation against "
 	       "crux-full's, and per case crux-full / schedule - 1 (mean, p10, p90, cases where "
 	       "crux-full is better by > 1 %% / worse by > 1 %%)\n");
-	fprintf(jf, "},\"crux_full_vs_ref\":{");
+	crux_json_key(&j, "crux_full_vs_ref");
+	crux_json_obj(&j);
 	for (int k = 1; k < N_SCH; k++) {
 		struct vec *g = &a[0].gain[k];
 		size_t better = 0, worse = 0;
@@ -901,15 +986,22 @@ int main(int argc, char **argv)
 		printf("  %-16s %+7.2f%%   per case %+6.2f%% %+6.2f%% %+6.2f%%  %3zu / %3zu\n",
 		       sch_name[k], 100 * (mean(&a[0].sch_r[k]) / mean(&a[0].sch_r[S_CRUX]) - 1),
 		       100 * mean(g), 100 * quant(g, 0.1), 100 * quant(g, 0.9), better, worse);
-		fprintf(jf,
-			"%s\"%s\":{\"mean\":%.5f,\"p10\":%.5f,\"p90\":%.5f,\"better\":%zu,"
-			"\"worse\":%zu}",
-			k > 1 ? "," : "", sch_name[k], mean(g), quant(g, 0.1), quant(g, 0.9), better,
-			worse);
+		crux_json_key(&j, sch_name[k]);
+		crux_json_obj(&j);
+		crux_json_key(&j, "mean");
+		crux_json_numf(&j, "%.5f", mean(g));
+		crux_json_key(&j, "p10");
+		crux_json_numf(&j, "%.5f", quant(g, 0.1));
+		crux_json_key(&j, "p90");
+		crux_json_numf(&j, "%.5f", quant(g, 0.9));
+		crux_json_key(&j, "better");
+		crux_json_u64(&j, better);
+		crux_json_key(&j, "worse");
+		crux_json_u64(&j, worse);
+		crux_json_end_obj(&j);
 	}
-	fprintf(jf, "}");
-	cls_report(jf);
-	fprintf(jf, ",");
+	crux_json_end_obj(&j);
+	cls_report(&j);
 	/* The paper's examples (one link of 1e9 bytes/s; comm in s at that rate). */
 	static const struct example ex[] = {
 	    {"two identical jobs, one level", 2, {1, 1}, {0, 0}, {1, 1}, {2, 2}, {0, 0}, -1},
@@ -919,12 +1011,15 @@ int main(int argc, char **argv)
 	    {"Example 2, job 1 first", 2, {4, 2}, {0.5, 0.5}, {1, 3}, {2, 12}, {1, 0}, -1},
 	    {"Example 2, job 2 first", 2, {4, 2}, {0.5, 0.5}, {1, 3}, {2, 12}, {0, 1}, -1},
 	};
-	fprintf(jf, "\"examples\":[");
+	crux_json_key(&j, "examples");
+	crux_json_arr(&j);
 	printf("examples (one link; evaluator phase-aware; reference: 4 random phases, and all "
 	       "jobs in step):\n");
 	for (size_t i = 0; i < sizeof(ex) / sizeof(ex[0]); i++)
-		run_example(&ex[i], ev, jf, i == 0);
-	fprintf(jf, "]}\n");
+		run_example(&ex[i], ev, &j);
+	crux_json_end_arr(&j);
+	crux_json_end_obj(&j);
+	crux_json_done(&j);
 	fclose(jf);
 	if (cf)
 		fclose(cf);
