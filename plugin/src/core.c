@@ -132,20 +132,30 @@ void cruxn_comm_fail(struct cruxn_base *c, int err, const char *what)
 		c->ops->wake(c);
 }
 
-struct cruxn_req *cruxn_req_get(struct cruxn_base *c)
+/* A free request of the pool, not yet taken (req_take), or NULL. */
+static struct cruxn_req *req_free(struct cruxn_base *c)
 {
 	if (c->fifo_count >= CRUXN_NET_MAX_REQUESTS)
 		return NULL;
-	for (int i = 0; i < CRUXN_NET_MAX_REQUESTS; i++) {
-		struct cruxn_req *r = &c->reqs[i];
-		if (!r->used) {
-			memset(&r->n, 0, sizeof(*r) - offsetof(struct cruxn_req, n));
-			r->used = true;
-			r->is_send = c->is_send;
-			return r;
-		}
-	}
+	for (int i = 0; i < CRUXN_NET_MAX_REQUESTS; i++)
+		if (!c->reqs[i].used)
+			return &c->reqs[i];
 	return NULL;
+}
+
+static struct cruxn_req *req_take(struct cruxn_base *c, struct cruxn_req *r)
+{
+	memset(&r->n, 0, sizeof(*r) - offsetof(struct cruxn_req, n));
+	r->used = true;
+	r->is_send = c->is_send;
+	return r;
+}
+
+struct cruxn_req *cruxn_req_get(struct cruxn_base *c)
+{
+	struct cruxn_req *r = req_free(c);
+
+	return r ? req_take(c, r) : NULL;
 }
 
 void cruxn_fifo_push(struct cruxn_base *c, struct cruxn_req *r)
@@ -307,7 +317,7 @@ cruxn_result_t cruxn_isend(void *send_comm, void *data, size_t size, int tag, vo
 		pthread_mutex_unlock(&c->lock);
 		return CRUXN_REMOTE_ERROR;
 	}
-	r = cruxn_req_get(c);
+	r = req_free(c);
 	if (!r) {
 		*request = NULL; /* 32 in flight: NCCL retries later */
 		pthread_mutex_unlock(&c->lock);
@@ -320,6 +330,13 @@ cruxn_result_t cruxn_isend(void *send_comm, void *data, size_t size, int tag, vo
 		if (cls || route)
 			c->ops->boundary(c, cls, route);
 	}
+	/* the receiver has not posted (or a lane is being built): NCCL retries, nothing taken */
+	if (c->ops->send_ready && !c->ops->send_ready(c)) {
+		*request = NULL;
+		pthread_mutex_unlock(&c->lock);
+		return atomic_load(&c->error) ? CRUXN_REMOTE_ERROR : CRUXN_SUCCESS;
+	}
+	req_take(c, r);
 	r->n = 1;
 	r->data[0] = data;
 	r->cap[0] = size;

@@ -116,6 +116,13 @@ struct cruxn_transport_ops {
 	 * (the core calls cruxn_comm_fail) and NCCL gets an error.
 	 */
 	crux_status_t (*post_send)(struct cruxn_base *c, struct cruxn_req *r);
+	/*
+	 * May be NULL. Sender, after the boundary and before a request is taken
+	 * (NCCL's IB isend looks at its FIFO first too): false, no send can be
+	 * posted now (NCCL gets a NULL request to retry); true, post_send
+	 * follows at once under the same lock (it reports any failure).
+	 */
+	bool (*send_ready)(struct cruxn_base *c);
 	crux_status_t (*post_recv)(struct cruxn_base *c, struct cruxn_req *r);
 	/* NULL op, or *out NULL: nothing to flush (host memory), NCCL gets a NULL request. */
 	crux_status_t (*flush)(struct cruxn_base *c, int n, void **data, int *sizes,

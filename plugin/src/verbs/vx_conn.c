@@ -260,6 +260,8 @@ void cruxn_vx_lane_link(struct vx_comm *c, struct vx_lane *l)
 
 struct vx_lane *cruxn_vx_lane_find(struct vx_comm *c, uint32_t id)
 {
+	if (c->cur && c->cur->id == id)
+		return c->cur; /* nearly every completion's */
 	for (struct vx_lane *l = c->lanes; l; l = l->next)
 		if (l->id == id)
 			return l;
@@ -348,7 +350,7 @@ struct vx_lane *cruxn_vx_lane_want(struct vx_comm *c)
 	struct vx_msg m;
 	int n;
 
-	if (c->settled && c->settled_dt == atomic_load_explicit(&cruxn_ctx.dt, memory_order_relaxed))
+	if (cruxn_vx_lanes_settled(c))
 		return c->cur;
 	l = lane_matching(c, &n);
 	if (l)
@@ -467,7 +469,7 @@ void cruxn_vx_lanes_progress(struct vx_comm *c)
 	struct vx_lane *want, *p;
 	int nparked;
 
-	if (c->settled && c->settled_dt == dt)
+	if (cruxn_vx_lanes_settled(c))
 		return;
 	want = lane_matching(c, NULL);
 	/* the decision's lane is up and the current one drained: the next message moves */

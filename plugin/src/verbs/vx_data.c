@@ -370,13 +370,9 @@ static bool ctrl_busy(const struct vx_comm *c)
 	return c->lanes && c->lanes->next && crux_now_ns() - c->ctrl_event_ns < VX_CTRL_EVENT_NS;
 }
 
-static void vx_progress(struct cruxn_base *b)
+/* The async-event thread saw the device, the port or one of our QPs fail. */
+static __attribute__((noinline, cold)) void async_failed(struct vx_comm *c)
 {
-	struct vx_comm *c = vx_of(b);
-	struct ibv_wc wc[16];
-	int n;
-
-	/* the async-event thread saw the device, the port or one of our QPs fail */
 	if (atomic_load_explicit(&c->dev->dead, memory_order_relaxed) && !atomic_load(&c->b.error)) {
 		char why[160];
 		pthread_mutex_lock(&cruxn_vx_state.async_lock);
@@ -390,11 +386,35 @@ static void vx_progress(struct cruxn_base *b)
 				      ? cruxn_vx_state.ibv.event_type_str(atomic_load(&c->async_event))
 				      : "fatal",
 			      "see the device's error counters and the peer's log");
-	n = 0;
-	while (!atomic_load(&c->b.error) && (n = cruxn_ibv_poll_cq(c->cq, 16, wc)) > 0)
+}
+
+/*
+ * Takes the completions there are: batches until one comes back short (the
+ * queue was empty then; what lands later is the next call's). Returns the
+ * last poll's result.
+ */
+static int poll_all(struct vx_comm *c)
+{
+	struct ibv_wc wc[16];
+	int n = 0;
+
+	while (!atomic_load(&c->b.error) && (n = cruxn_ibv_poll_cq(c->cq, 16, wc)) > 0) {
 		for (int i = 0; i < n; i++)
 			on_wc(c, &wc[i]);
-	if (n < 0)
+		if (n < 16)
+			break;
+	}
+	return n;
+}
+
+static void vx_progress(struct cruxn_base *b)
+{
+	struct vx_comm *c = vx_of(b);
+
+	if (atomic_load_explicit(&c->dev->dead, memory_order_relaxed) ||
+	    atomic_load_explicit(&c->async_event, memory_order_relaxed))
+		async_failed(c);
+	if (poll_all(c) < 0)
 		cruxn_vx_fail(c, "polling the completion queue", strerror(errno),
 			      "the device failed");
 	/*
@@ -414,15 +434,14 @@ static void vx_progress(struct cruxn_base *b)
 		 * poll above; take it before anyone judges a request orphaned.
 		 */
 		if (was_open && c->b.peer_closed)
-			while (!atomic_load(&c->b.error) && (n = cruxn_ibv_poll_cq(c->cq, 16, wc)) > 0)
-				for (int i = 0; i < n; i++)
-					on_wc(c, &wc[i]);
+			(void)poll_all(c);
 	}
 	/* an error completion from a peer that went: its BYE, its socket's end, or the bound decides */
 	if (c->gone_ns && !c->bye && !atomic_load(&c->b.error) &&
 	    (c->b.peer_closed || crux_now_ns() - c->gone_ns > VX_GONE_WAIT_NS))
 		cruxn_vx_fail(c, "work completion error", c->gone_detail, wc_hint(IBV_WC_RETRY_EXC_ERR));
-	if (c->b.is_send && !c->b.peer_closed && !atomic_load(&c->b.error))
+	if (c->b.is_send && !cruxn_vx_lanes_settled(c) && !c->b.peer_closed &&
+	    !atomic_load(&c->b.error))
 		cruxn_vx_lanes_progress(c);
 }
 
@@ -491,6 +510,25 @@ static bool lane_ready(struct vx_comm *c)
 	return false;
 }
 
+/*
+ * Before a request is taken: completions and control first, then
+ * drain-then-move (hold new messages until the decision's lane is
+ * current), then the receiver's CTS. False: NCCL gets a NULL request. A
+ * failure answers true: post_send reports it.
+ */
+static bool vx_send_ready(struct cruxn_base *b)
+{
+	struct vx_comm *c = vx_of(b);
+
+	vx_progress(b);
+	if (atomic_load(&c->b.error))
+		return true;
+	if (!lane_ready(c))
+		return atomic_load(&c->b.error);
+	return c->fifo[c->row % VX_FIFO][0].stamp == c->row + 1;
+}
+
+/* The core called send_ready just before, under the same lock. */
 static crux_status_t vx_post_send(struct cruxn_base *b, struct cruxn_req *r)
 {
 	struct vx_comm *c = vx_of(b);
@@ -502,12 +540,8 @@ static crux_status_t vx_post_send(struct cruxn_base *b, struct cruxn_req *r)
 	size_t size = r->cap[0], chunk;
 	int nparts, prc;
 
-	vx_progress(b);
 	if (atomic_load(&c->b.error))
 		return CRUX_ERR_REMOTE;
-	/* drain-then-move: hold new messages until the decision's lane is current */
-	if (!lane_ready(c))
-		return atomic_load(&c->b.error) ? CRUX_ERR_REMOTE : CRUX_ERR_BUSY;
 	if (e[0].stamp != c->row + 1)
 		return CRUX_ERR_BUSY; /* the receiver has not posted yet */
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
@@ -554,7 +588,8 @@ static crux_status_t vx_post_send(struct cruxn_base *b, struct cruxn_req *r)
 		bool ar = c->dev->ar && len > cruxn_vx_qpcfg.ar_threshold;
 		int nw = 0;
 
-		memset(wr, 0, sizeof(wr));
+		/* the size write (first part), the bulk (adaptive routing), the immediate */
+		memset(wr, 0, sizeof(wr[0]) * (size_t)((p == 0) + ar + 1));
 		if (p == 0) {
 			sg[0].addr = (uint64_t)(uintptr_t)&c->sizes_out[row][k];
 			sg[0].length = sizeof(uint64_t);
@@ -605,7 +640,7 @@ static crux_status_t vx_post_send(struct cruxn_base *b, struct cruxn_req *r)
 	vxr(r)->row = c->row;
 	vxr(r)->slot = k;
 	c->row_used |= (uint8_t)(1u << k);
-	if (__builtin_popcount(c->row_used) == n) {
+	if (c->row_used == (uint8_t)((1u << n) - 1)) { /* every slot < n taken */
 		c->row_used = 0;
 		c->row++;
 	}
@@ -728,7 +763,8 @@ static crux_status_t vx_flush(struct cruxn_base *b, int n, void **data, int *siz
 static bool vx_req_done(const struct cruxn_req *r)
 {
 	if (r->is_send)
-		return vxr_c(r)->pending == 0 || cruxn_vx_delivered(vx_of(r->comm), r);
+		return vxr_c(r)->pending == 0 ||
+		       (vx_of(r->comm)->bye && cruxn_vx_delivered(vx_of(r->comm), r));
 	return r->nmatched == r->n;
 }
 
@@ -754,6 +790,7 @@ const struct cruxn_transport_ops cruxn_verbs_ops = {
 	.reg_mr = vx_reg_mr,
 	.dereg_mr = vx_dereg_mr,
 	.boundary = vx_boundary,
+	.send_ready = vx_send_ready,
 	.post_send = vx_post_send,
 	.post_recv = vx_post_recv,
 	.flush = vx_flush,

@@ -263,6 +263,12 @@ struct vx_lane *cruxn_vx_lane_want(struct vx_comm *c);
  * drained; close lanes the decision left before they were used.
  */
 void cruxn_vx_lanes_progress(struct vx_comm *c);
+
+/* Sender: nothing for lanes_progress to do until the decision, a lane or the table changes. */
+static inline bool cruxn_vx_lanes_settled(const struct vx_comm *c)
+{
+	return c->settled && c->settled_dt == atomic_load_explicit(&cruxn_ctx.dt, memory_order_relaxed);
+}
 struct vx_lane *cruxn_vx_lane_find(struct vx_comm *c, uint32_t id);
 struct vx_lane *cruxn_vx_lane_new(struct vx_comm *c, uint32_t id, const struct cruxn_class *cls,
 				  const struct cruxn_route *route);
