@@ -476,6 +476,10 @@ static bool lane_ready(struct vx_comm *c)
 	struct vx_lane *want;
 	uint64_t now;
 
+	if (cruxn_vx_lanes_settled(c)) { /* what lane_want answers then, without the call */
+		c->hold_ns = 0;
+		return true;
+	}
 	/*
 	 * Lane moves are rate-limited per connection (CRUX_IB_LANE_INTERVAL): a
 	 * decision that flaps faster waits on the current lane, building
@@ -656,7 +660,7 @@ static crux_status_t vx_post_recv(struct cruxn_base *b, struct cruxn_req *r)
 	struct ibv_sge sg;
 	struct ibv_send_wr wr, *bad = NULL;
 
-	vx_progress(b);
+	/* no polling here (NCCL's IB irecv neither): test() takes the completions */
 	if (atomic_load(&c->b.error))
 		return CRUX_ERR_REMOTE;
 	for (int i = 0; i < r->n; i++) {
