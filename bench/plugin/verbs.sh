@@ -150,12 +150,12 @@ cat > "$OUT.tmp" <<JSON
     "what": "callgrind, 8 B ping-pong, client process, ($CG_N2 - $CG_N1) x 1.1 round trips (difference of two runs, set-up cancels); per round trip = one message sent + one received; callers sleep 50 us after an empty poll so waiting is not counted",
     "runs": $CG_REPS, "statistic": "median",
     "socket": {"caller_threads": $SC, "plugin": $SP, "device_calls": $SD, "libc": $SL, "device_threads": $SX,
-               "caller_threads_range": $(RANGE "$W/cg-socket.all" 1), "empty_polls_per_rtt": $POLLS_S},
+               "caller_threads_range": $(RANGE "$W/cg-socket.all" 1), "plugin_range": $(RANGE "$W/cg-socket.all" 2), "empty_polls_per_rtt": $POLLS_S},
     "verbs": {"caller_threads": $VC, "plugin": $VP, "device_calls": $VD, "libc": $VL, "device_threads": $VX,
-              "caller_threads_range": $(RANGE "$W/cg-verbs.all" 1), "empty_polls_per_rtt": $POLLS_V},
+              "caller_threads_range": $(RANGE "$W/cg-verbs.all" 1), "plugin_range": $(RANGE "$W/cg-verbs.all" 2), "empty_polls_per_rtt": $POLLS_V},
     "ratio_caller_threads": $IRATIO,
     "ratio_plugin_code": $PRATIO,
-    "fields": "caller_threads: every thread of the process except the device's (the caller's thread and the plugin's helpers; user space only, the kernel's TCP work is not counted); plugin: instructions in libnccl-net-crux.so; device_calls: the double's ibv_post_send/ibv_poll_cq on the caller's thread (a real provider does this in ~100s of instructions); libc: libc on those threads (system call wrappers, locks, memcpy); device_threads: the double's progress thread, the work a NIC does in hardware"
+    "fields": "*_range: [min, max] over the runs; caller_threads: every thread of the process except the device's (the caller's thread and the plugin's helpers; user space only, the kernel's TCP work is not counted); plugin: instructions in libnccl-net-crux.so; device_calls: the double's ibv_post_send/ibv_poll_cq on the caller's thread (a real provider does this in ~100s of instructions); libc: libc on those threads (system call wrappers, locks, memcpy); device_threads: the double's progress thread, the work a NIC does in hardware"
   }
 }
 JSON
