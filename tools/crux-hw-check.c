@@ -2,23 +2,18 @@
 /*
  * crux-hw-check: what an operator runs on an RDMA host before using Crux's
  * verbs transport. It loads libibverbs with the plugin's own loader
- * (vx_loader.c: dlopen + rdma-core's versioned symbols), lists devices and ports, picks the RoCE GID by the
- * plugin's own rules, probes per-QP source-port control, DMA-BUF and
- * nvidia-peermem, warns about a host-wide traffic-class override, and, given
- * nccl-tests, compares all_reduce_perf over NCCL's IB transport and over Crux.
- * Exit status: 0 fine, 1 warnings, 2 unusable (no library, no device).
+ * (vx_loader.c: dlopen + rdma-core's versioned symbols), lists devices and ports, picks the RoCE
+ * GID by the plugin's own rules, probes per-QP source-port control, DMA-BUF and nvidia-peermem,
+ * warns about a host-wide traffic-class override, and, given nccl-tests, compares all_reduce_perf
+ * over NCCL's IB transport and over Crux. Exit status: 0 fine, 1 warnings, 2 unusable (no library,
+ * no device).
  */
+#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
-#include <infiniband/verbs.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-#include <arpa/inet.h>
 #include <ifaddrs.h>
+#include <infiniband/verbs.h>
 #include <linux/dcbnl.h>
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
@@ -27,8 +22,13 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "crux/decision.h"
 
@@ -56,8 +56,10 @@ static int load(const struct opts *o, struct cruxn_ibv *l)
 	char err[512];
 
 	if (cruxn_ibv_load(o->lib, o->mlx5, l, err, sizeof err) != CRUX_OK) {
-		fprintf(stderr, "error: %s\n  (Debian: libibverbs1 and ibverbs-providers; or point "
-				"CRUX_IBVERBS_LIB / --lib at rdma-core's libibverbs)\n", err);
+		fprintf(stderr,
+			"error: %s\n  (Debian: libibverbs1 and ibverbs-providers; or point "
+			"CRUX_IBVERBS_LIB / --lib at rdma-core's libibverbs)\n",
+			err);
 		return -1;
 	}
 	return 0;
@@ -66,7 +68,8 @@ static int load(const struct opts *o, struct cruxn_ibv *l)
 /* Mb/s from the port's speed and width bits (IBTA encodings) */
 static int port_mbps(uint8_t speed, uint8_t width)
 {
-	static const int per_lane[] = {2500, 5000, 10000, 10000, 14000, 25000, 50000, 100000, 200000};
+	static const int per_lane[] = {2500,  5000,  10000,  10000, 14000,
+				       25000, 50000, 100000, 200000};
 	static const int lanes[] = {1, 4, 8, 12, 2};
 	int s = 0, w = 0;
 	while (s < 8 && !(speed & (1u << s)))
@@ -78,16 +81,18 @@ static int port_mbps(uint8_t speed, uint8_t width)
 
 static const char *gid_type_name(int t)
 {
-	return t == IBV_GID_TYPE_ROCE_V2 ? "RoCE v2" : t == IBV_GID_TYPE_ROCE_V1 ? "RoCE v1"
-						   : t == IBV_GID_TYPE_IB       ? "IB"
-										: "unknown";
+	return t == IBV_GID_TYPE_ROCE_V2   ? "RoCE v2"
+	       : t == IBV_GID_TYPE_ROCE_V1 ? "RoCE v1"
+	       : t == IBV_GID_TYPE_IB	   ? "IB"
+					   : "unknown";
 }
 
 static int gid_type(const struct cruxn_ibv *l, const struct opts *o, struct ibv_context *c,
 		    const char *dev, int port, int i)
 {
 	struct ibv_gid_entry e;
-	if (l->query_gid_ex && l->query_gid_ex(c, (uint32_t)port, (uint32_t)i, &e, 0, sizeof e) == 0)
+	if (l->query_gid_ex &&
+	    l->query_gid_ex(c, (uint32_t)port, (uint32_t)i, &e, 0, sizeof e) == 0)
 		return (int)e.gid_type;
 	char p[512], buf[32] = "";
 	snprintf(p, sizeof p, "%s/class/infiniband/%s/ports/%d/gid_attrs/types/%d", o->sysfs, dev,
@@ -98,8 +103,9 @@ static int gid_type(const struct cruxn_ibv *l, const struct opts *o, struct ibv_
 	if (!fgets(buf, sizeof buf, f))
 		buf[0] = 0;
 	fclose(f);
-	return strncmp(buf, "RoCE v2", 7) == 0 ? IBV_GID_TYPE_ROCE_V2
-	       : strncmp(buf, "IB/RoCE v1", 10) == 0 ? IBV_GID_TYPE_ROCE_V1 : -1;
+	return strncmp(buf, "RoCE v2", 7) == 0	     ? IBV_GID_TYPE_ROCE_V2
+	       : strncmp(buf, "IB/RoCE v1", 10) == 0 ? IBV_GID_TYPE_ROCE_V1
+						     : -1;
 }
 
 static void gid_text(const union ibv_gid *g, char *out, size_t n)
@@ -125,10 +131,11 @@ static unsigned long probe_port_floor(void)
 static int qp_init_rtr(const struct cruxn_ibv *l, struct ibv_qp *qp, int port, int gid_index,
 		       const union ibv_gid *gid, int tos, uint32_t fl)
 {
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = (uint8_t)port,
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
+				.port_num = (uint8_t)port,
 				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE};
-	int rc = l->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-					      IBV_QP_ACCESS_FLAGS);
+	int rc = l->modify_qp(qp, &a,
+			      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 	memset(&a, 0, sizeof a);
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = IBV_MTU_1024;
@@ -143,30 +150,35 @@ static int qp_init_rtr(const struct cruxn_ibv *l, struct ibv_qp *qp, int port, i
 	a.ah_attr.grh.flow_label = fl;
 	a.ah_attr.grh.traffic_class = (uint8_t)tos;
 	if (!rc)
-		rc = l->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-						  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-						  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+		rc = l->modify_qp(qp, &a,
+				  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+				      IBV_QP_MIN_RNR_TIMER);
 	return rc;
 }
 
 static int qp_rts(const struct cruxn_ibv *l, struct ibv_qp *qp)
 {
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTS, .timeout = 14, .retry_cnt = 7,
-				.rnr_retry = 7, .max_rd_atomic = 1};
-	return l->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-					    IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTS,
+				.timeout = 14,
+				.retry_cnt = 7,
+				.rnr_retry = 7,
+				.max_rd_atomic = 1};
+	return l->modify_qp(qp, &a,
+			    IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
 /* Can the QP take a flow label, and can mlx5dv set its source port? A QP
  * looped back to itself through the chosen GID is enough to ask: the flow
  * label is given at RTR, the source port asked for in RTS (mlx5 refuses it
  * in any other state, as the plugin's own probe knows). */
-static void probe_sport(const struct cruxn_ibv *l, struct ibv_context *c, struct ibv_pd *pd, int port,
-			int gid_index, const union ibv_gid *gid)
+static void probe_sport(const struct cruxn_ibv *l, struct ibv_context *c, struct ibv_pd *pd,
+			int port, int gid_index, const union ibv_gid *gid)
 {
 	struct ibv_cq *cq = l->create_cq(c, 4, NULL, NULL, 0);
-	struct ibv_qp_init_attr ia = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-				      .cap = {1, 1, 1, 1, 0}};
+	struct ibv_qp_init_attr ia = {
+	    .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC, .cap = {1, 1, 1, 1, 0}};
 	struct ibv_qp *qp = cq ? l->create_qp(pd, &ia) : NULL;
 	if (!qp) {
 		warn("cannot create a test QP (%s): source-port checks skipped", strerror(errno));
@@ -176,9 +188,11 @@ static void probe_sport(const struct cruxn_ibv *l, struct ibv_context *c, struct
 	struct ibv_qp_attr q;
 	struct ibv_qp_init_attr qi;
 	if (rc)
-		warn("flow label: a QP refused traffic class 0x60 / flow label 0x12345 (%s)", strerror(rc));
+		warn("flow label: a QP refused traffic class 0x60 / flow label 0x12345 (%s)",
+		     strerror(rc));
 	else if (l->query_qp(qp, &q, IBV_QP_AV, &qi) == 0 && q.ah_attr.grh.flow_label != 0x12345)
-		warn("flow label: set 0x12345, the device reports 0x%x: paths cannot be steered by it",
+		warn("flow label: set 0x12345, the device reports 0x%x: paths cannot be steered by "
+		     "it",
 		     q.ah_attr.grh.flow_label);
 	else
 		printf("  flow label -> UDP source port: accepted (0x12345 gives port %u)\n",
@@ -195,7 +209,8 @@ static void probe_sport(const struct cruxn_ibv *l, struct ibv_context *c, struct
 	else if (rc)
 		;
 	else if ((rc = l->mlx5_udp_sport(qp, 0xC123)) != 0)
-		printf("  mlx5dv source-port control: refused (%s); the flow label is used\n", strerror(rc));
+		printf("  mlx5dv source-port control: refused (%s); the flow label is used\n",
+		       strerror(rc));
 	else
 		live = printf("  mlx5dv source-port control: works\n") > 0;
 	if (!live && probe_port_floor() < 0xC000)
@@ -235,7 +250,8 @@ static void gid_netdev(const union ibv_gid *g, char *ifname, size_t n, int *ifin
 		return;
 	for (struct ifaddrs *i = ifa; i; i = i->ifa_next)
 		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
-		    !memcmp(&((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr, g->raw + 12, 4)) {
+		    !memcmp(&((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr, g->raw + 12,
+			    4)) {
 			snprintf(ifname, n, "%s", i->ifa_name);
 			*ifindex = (int)if_nametoindex(i->ifa_name);
 			break;
@@ -247,8 +263,8 @@ static void gid_netdev(const union ibv_gid *g, char *ifname, size_t n, int *ifin
 static struct ibv_qp *loop_qp(const struct cruxn_ibv *l, struct ibv_pd *pd, struct ibv_cq *cq,
 			      int port, int gid_index, const union ibv_gid *gid, int tos)
 {
-	struct ibv_qp_init_attr ia = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-				      .cap = {4, 1, 1, 1, 0}};
+	struct ibv_qp_init_attr ia = {
+	    .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC, .cap = {4, 1, 1, 1, 0}};
 	struct ibv_qp *qp = l->create_qp(pd, &ia);
 	if (!qp)
 		return NULL;
@@ -274,7 +290,8 @@ static int capture_drain(int fd, const uint8_t src[4], uint32_t qpn, long ms, un
 	for (;;) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 		clock_gettime(CLOCK_MONOTONIC, &t);
-		long left = ms - ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
+		long left =
+		    ms - ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
 		if (left < 0 || poll(&p, 1, (int)left) != 1)
 			return n;
 		ssize_t r = recv(fd, b, sizeof b, MSG_DONTWAIT);
@@ -303,8 +320,8 @@ static void check_wire_dscp(const struct cruxn_ibv *l, struct ibv_pd *pd, int po
 {
 	static uint8_t buf[65536];
 	int fd = socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC, htons(ETH_P_IP));
-	struct sockaddr_ll sll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_IP),
-				  .sll_ifindex = ifindex};
+	struct sockaddr_ll sll = {
+	    .sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_IP), .sll_ifindex = ifindex};
 	if (fd < 0 || bind(fd, (struct sockaddr *)&sll, sizeof sll) != 0) {
 		printf("  DSCP on the wire: cannot capture on %s (%s; needs CAP_NET_RAW)\n", ifname,
 		       strerror(errno));
@@ -313,9 +330,9 @@ static void check_wire_dscp(const struct cruxn_ibv *l, struct ibv_pd *pd, int po
 		return;
 	}
 	struct ibv_cq *cq = l->create_cq(pd->context, 8, NULL, NULL, 0);
-	struct ibv_mr *mr = cq ? l->reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE |
-							       IBV_ACCESS_REMOTE_WRITE)
-			       : NULL;
+	struct ibv_mr *mr =
+	    cq ? l->reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)
+	       : NULL;
 	for (int lv = 0; mr && lv < nlevels; lv++) {
 		int dscp = s->levels[lv].dscp;
 		unsigned counts[256] = {0};
@@ -328,7 +345,9 @@ static void check_wire_dscp(const struct cruxn_ibv *l, struct ibv_pd *pd, int po
 		capture_drain(fd, gid->raw + 12, qp->qp_num, 0, counts); /* what came before */
 		memset(counts, 0, sizeof counts);
 		struct ibv_sge sg = {(uintptr_t)buf, 16384, mr->lkey};
-		struct ibv_send_wr wr = {.sg_list = &sg, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+		struct ibv_send_wr wr = {.sg_list = &sg,
+					 .num_sge = 1,
+					 .opcode = IBV_WR_RDMA_WRITE,
 					 .send_flags = IBV_SEND_SIGNALED,
 					 .wr.rdma = {(uintptr_t)buf + 32768, mr->rkey}},
 				   *bad;
@@ -345,16 +364,20 @@ static void check_wire_dscp(const struct cruxn_ibv *l, struct ibv_pd *pd, int po
 		if (got != 1 || wc.status != IBV_WC_SUCCESS)
 			warn("level %d: the test WRITE at DSCP %d did not complete", lv, dscp);
 		else if (!seen)
-			printf("  level %d: DSCP %d: not visible to a capture on %s (RDMA bypasses the "
+			printf("  level %d: DSCP %d: not visible to a capture on %s (RDMA bypasses "
+			       "the "
 			       "kernel): check the NIC's per-priority counters or the switch\n",
 			       lv, dscp, ifname);
 		else if (other)
-			warn("level %d: asked for DSCP %d, %u of %d RoCE packets on %s carried another "
-			     "DSCP (a traffic-class override? see %s/class/infiniband/*/tc): the level's "
+			warn("level %d: asked for DSCP %d, %u of %d RoCE packets on %s carried "
+			     "another "
+			     "DSCP (a traffic-class override? see %s/class/infiniband/*/tc): the "
+			     "level's "
 			     "queue is not the one the switch gives it",
 			     lv, dscp, other, seen, ifname, "/sys");
 		else
-			printf("  level %d: DSCP %d on the wire (%d RoCE packets on %s, UDP to 4791)\n",
+			printf("  level %d: DSCP %d on the wire (%d RoCE packets on %s, UDP to "
+			       "4791)\n",
 			       lv, dscp, seen, ifname);
 		l->destroy_qp(qp);
 	}
@@ -368,7 +391,7 @@ static void check_wire_dscp(const struct cruxn_ibv *l, struct ibv_pd *pd, int po
 /* DCB (IEEE) of a netdev over rtnetlink: the DSCP -> priority APP table and the PFC bitmap. */
 struct dcb_view {
 	int prio_of[64]; /* -1: no DSCP APP entry */
-	int ndscp;       /* DSCP APP entries: none means the port trusts PCP, not DSCP */
+	int ndscp;	 /* DSCP APP entries: none means the port trusts PCP, not DSCP */
 	unsigned pfc_en; /* priorities with PFC */
 };
 
@@ -416,24 +439,29 @@ static int dcb_read(const char *ifname, struct dcb_view *v, char *why, size_t wh
 		return -1;
 	}
 	int len = (int)h->nlmsg_len - (int)NLMSG_LENGTH(sizeof(struct dcbmsg));
-	for (ra = (struct rtattr *)(void *)((char *)NLMSG_DATA(h) + NLMSG_ALIGN(sizeof(struct dcbmsg)));
+	for (ra = (struct rtattr *)(void *)((char *)NLMSG_DATA(h) +
+					    NLMSG_ALIGN(sizeof(struct dcbmsg)));
 	     RTA_OK(ra, len); ra = RTA_NEXT(ra, len)) {
 		if (ra->rta_type != DCB_ATTR_IEEE)
 			continue;
 		int l2 = (int)RTA_PAYLOAD(ra);
 		for (struct rtattr *a = RTA_DATA(ra); RTA_OK(a, l2); a = RTA_NEXT(a, l2)) {
-			if (a->rta_type == DCB_ATTR_IEEE_PFC && RTA_PAYLOAD(a) >= sizeof(struct ieee_pfc)) {
+			if (a->rta_type == DCB_ATTR_IEEE_PFC &&
+			    RTA_PAYLOAD(a) >= sizeof(struct ieee_pfc)) {
 				struct ieee_pfc pfc;
 				memcpy(&pfc, RTA_DATA(a), sizeof pfc);
 				v->pfc_en = pfc.pfc_en;
 			} else if (a->rta_type == DCB_ATTR_IEEE_APP_TABLE) {
 				int l3 = (int)RTA_PAYLOAD(a);
-				for (struct rtattr *e = RTA_DATA(a); RTA_OK(e, l3); e = RTA_NEXT(e, l3)) {
+				for (struct rtattr *e = RTA_DATA(a); RTA_OK(e, l3);
+				     e = RTA_NEXT(e, l3)) {
 					struct dcb_app app;
-					if (e->rta_type != DCB_ATTR_IEEE_APP || RTA_PAYLOAD(e) < sizeof app)
+					if (e->rta_type != DCB_ATTR_IEEE_APP ||
+					    RTA_PAYLOAD(e) < sizeof app)
 						continue;
 					memcpy(&app, RTA_DATA(e), sizeof app);
-					if (app.selector == IEEE_8021QAZ_APP_SEL_DSCP && app.protocol < 64) {
+					if (app.selector == IEEE_8021QAZ_APP_SEL_DSCP &&
+					    app.protocol < 64) {
 						v->prio_of[app.protocol] = app.priority;
 						v->ndscp++;
 					}
@@ -448,7 +476,8 @@ static int dcb_read(const char *ifname, struct dcb_view *v, char *why, size_t wh
 static int ecn_on(const struct opts *o, const char *ifname, const char *role, int prio)
 {
 	char path[512], v[16] = "";
-	snprintf(path, sizeof path, "%s/class/net/%s/ecn/%s/enable/%d", o->sysfs, ifname, role, prio);
+	snprintf(path, sizeof path, "%s/class/net/%s/ecn/%s/enable/%d", o->sysfs, ifname, role,
+		 prio);
 	FILE *f = fopen(path, "r");
 	if (!f)
 		return -1;
@@ -474,26 +503,30 @@ static void check_dcb(const struct opts *o, const char *ifname, const struct cru
 		return;
 	}
 	if (!v.ndscp) {
-		warn("%s trusts PCP, not DSCP (no DSCP -> priority entries): the levels' DSCP marks "
-		     "choose no queue on the NIC; set 'dcb app add dev %s dscp-prio D:P' per level "
-		     "(mlx5: mlnx_qos --trust dscp)",
-		     ifname, ifname);
+		warn(
+		    "%s trusts PCP, not DSCP (no DSCP -> priority entries): the levels' DSCP marks "
+		    "choose no queue on the NIC; set 'dcb app add dev %s dscp-prio D:P' per level "
+		    "(mlx5: mlnx_qos --trust dscp)",
+		    ifname, ifname);
 		return;
 	}
 	for (int lv = 0; lv < nlevels; lv++) {
 		int d = s->levels[lv].dscp, p = v.prio_of[d];
 		if (p < 0) {
-			warn("level %d: DSCP %d has no priority on %s: it falls into the default queue",
+			warn("level %d: DSCP %d has no priority on %s: it falls into the default "
+			     "queue",
 			     lv, d, ifname);
 			continue;
 		}
 		int np = ecn_on(o, ifname, "roce_np", p), rp = ecn_on(o, ifname, "roce_rp", p);
 		printf("  level %d: DSCP %d -> priority %d, PFC %s, ECN %s\n", lv, d, p,
 		       v.pfc_en & (1u << p) ? "on" : "off",
-		       np < 0 || rp < 0 ? "unknown" : np && rp ? "on" : "off");
+		       np < 0 || rp < 0 ? "unknown"
+		       : np && rp	? "on"
+					: "off");
 		if (!(v.pfc_en & (1u << p)))
-			warn("level %d: priority %d has no PFC on %s: RoCE at this level is lossy", lv, p,
-			     ifname);
+			warn("level %d: priority %d has no PFC on %s: RoCE at this level is lossy",
+			     lv, p, ifname);
 		if (np == 0 || rp == 0)
 			warn("level %d: ECN (DCQCN) is off for priority %d on %s", lv, p, ifname);
 	}
@@ -511,9 +544,11 @@ static void probe_dmabuf(const struct cruxn_ibv *l, struct ibv_pd *pd)
 		printf("  DMA-BUF registration: probe unexpectedly succeeded\n");
 	else if (errno == EOPNOTSUPP || errno == EPROTONOSUPPORT)
 		printf("  DMA-BUF registration: not supported by this device/kernel (%s); "
-		       "GPU memory needs nvidia-peermem\n", strerror(errno));
+		       "GPU memory needs nvidia-peermem\n",
+		       strerror(errno));
 	else
-		printf("  DMA-BUF registration: supported (probe with fd -1 gave %s)\n", strerror(errno));
+		printf("  DMA-BUF registration: supported (probe with fd -1 gave %s)\n",
+		       strerror(errno));
 }
 
 /* A traffic class forced for the whole device overrides the per-QP one. */
@@ -567,8 +602,9 @@ static int check_port(const struct cruxn_ibv *l, const struct opts *o, struct ib
 	bool eth = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
 	printf("  port %d: %s, link layer %s, active MTU %d, %d Mb/s\n", port,
 	       pa.state == IBV_PORT_ACTIVE ? "ACTIVE" : "not active",
-	       eth ? "Ethernet (RoCE)" : pa.link_layer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand"
-										    : "unspecified",
+	       eth					    ? "Ethernet (RoCE)"
+	       : pa.link_layer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand"
+							    : "unspecified",
 	       128 << pa.active_mtu, port_mbps(pa.active_speed, pa.active_width));
 	if (pa.state != IBV_PORT_ACTIVE) {
 		warn("%s port %d is not ACTIVE: the plugin skips it", dev, port);
@@ -596,14 +632,16 @@ static int check_port(const struct cruxn_ibv *l, const struct opts *o, struct ib
 	int idx = -1;
 	if (cruxn_gid_choose(cand, n, rules, &idx) != CRUX_OK) {
 		warn("%s port %d: no GID matches NCCL_IB_GID_INDEX / NCCL_IB_ADDR_FAMILY / "
-		     "NCCL_IB_ADDR_RANGE / NCCL_IB_ROCE_VERSION_NUM: the plugin cannot use it", dev, port);
+		     "NCCL_IB_ADDR_RANGE / NCCL_IB_ROCE_VERSION_NUM: the plugin cannot use it",
+		     dev, port);
 		return 0;
 	}
 	for (int i = 0; i < n; i++)
 		if (cand[i].index == idx) {
 			char t[INET6_ADDRSTRLEN];
 			gid_text(&cand[i].gid, t, sizeof t);
-			printf("  chosen GID index %d (%s, %s)%s\n", idx, gid_type_name(cand[i].type), t,
+			printf("  chosen GID index %d (%s, %s)%s\n", idx,
+			       gid_type_name(cand[i].type), t,
 			       rules->index >= 0 ? " from NCCL_IB_GID_INDEX" : "");
 			probe_sport(l, c, pd, port, idx, &cand[i].gid);
 			struct crux_dt_settings lv;
@@ -615,7 +653,8 @@ static int check_port(const struct cruxn_ibv *l, const struct opts *o, struct ib
 				       "DSCP and PFC checks skipped\n");
 				continue;
 			}
-			printf("  levels (%d, CRUX_LEVELS; DSCPs of the default map) on %s:\n", nl, ifname);
+			printf("  levels (%d, CRUX_LEVELS; DSCPs of the default map) on %s:\n", nl,
+			       ifname);
 			check_dcb(o, ifname, &lv, nl);
 			check_wire_dscp(l, pd, port, idx, &cand[i].gid, ifname, ifindex, &lv, nl);
 		}
@@ -658,14 +697,16 @@ static void compare_nccl(const struct opts *o)
 	char p[1024];
 	snprintf(p, sizeof p, "%s/all_reduce_perf", o->nccl_tests);
 	if (access(p, X_OK) != 0) {
-		warn("--nccl-tests: %s is not an executable (build nccl-tests, give its build dir)", p);
+		warn("--nccl-tests: %s is not an executable (build nccl-tests, give its build dir)",
+		     p);
 		return;
 	}
 	if (!o->launcher || !*o->launcher) {
-		warn("--nccl-tests without --launcher would run one rank on this host: no network "
-		     "traffic, so the bandwidth ratio would say nothing about the NIC. Give a "
-		     "launcher that places ranks on two or more hosts (--launcher \"mpirun -np 2 -H "
-		     "a,b ...\")");
+		warn(
+		    "--nccl-tests without --launcher would run one rank on this host: no network "
+		    "traffic, so the bandwidth ratio would say nothing about the NIC. Give a "
+		    "launcher that places ranks on two or more hosts (--launcher \"mpirun -np 2 -H "
+		    "a,b ...\")");
 		return;
 	}
 	double ib = run_allreduce(o, "NCCL's IB transport", "NCCL_NET=IB NCCL_NET_PLUGIN=none");
@@ -680,42 +721,65 @@ static void compare_nccl(const struct opts *o)
 
 static void usage(FILE *f, const char *me)
 {
-	fprintf(f,
-		"usage: %s [options]\n"
-		"  --lib PATH         libibverbs to load (default $CRUX_IBVERBS_LIB or libibverbs.so.1)\n"
-		"  --mlx5 PATH        libmlx5 to load (default $CRUX_MLX5_LIB or libmlx5.so.1)\n"
-		"  --sysfs DIR        sysfs root (default /sys)\n"
-		"  --nccl-tests DIR   nccl-tests build dir: run all_reduce_perf over NCCL IB and Crux\n"
-		"  --nccl-args ARGS   all_reduce_perf arguments (default \"-b 8M -e 256M -f 2 -g 1\")\n"
-		"  --launcher CMD     prefix for multi-host runs, e.g. \"mpirun -np 2 -H a,b -x NCCL_NET "
-		"-x NCCL_NET_PLUGIN -x CRUX_TRANSPORT -x LD_LIBRARY_PATH\"\n"
-		"  --plugin-dir DIR   where libnccl-net-crux.so is (added to LD_LIBRARY_PATH)\n",
-		me);
+	fprintf(
+	    f,
+	    "usage: %s [options]\n"
+	    "  --lib PATH         libibverbs to load (default $CRUX_IBVERBS_LIB or "
+	    "libibverbs.so.1)\n"
+	    "  --mlx5 PATH        libmlx5 to load (default $CRUX_MLX5_LIB or libmlx5.so.1)\n"
+	    "  --sysfs DIR        sysfs root (default /sys)\n"
+	    "  --nccl-tests DIR   nccl-tests build dir: run all_reduce_perf over NCCL IB and Crux\n"
+	    "  --nccl-args ARGS   all_reduce_perf arguments (default \"-b 8M -e 256M -f 2 -g 1\")\n"
+	    "  --launcher CMD     prefix for multi-host runs, e.g. \"mpirun -np 2 -H a,b -x "
+	    "NCCL_NET "
+	    "-x NCCL_NET_PLUGIN -x CRUX_TRANSPORT -x LD_LIBRARY_PATH\"\n"
+	    "  --plugin-dir DIR   where libnccl-net-crux.so is (added to LD_LIBRARY_PATH)\n",
+	    me);
 }
 
 int main(int argc, char **argv)
 {
-	struct opts o = {.lib = getenv("CRUX_IBVERBS_LIB"), .mlx5 = getenv("CRUX_MLX5_LIB"),
-			 .sysfs = "/sys", .nccl_args = "-b 8M -e 256M -f 2 -g 1"};
+	struct opts o = {.lib = getenv("CRUX_IBVERBS_LIB"),
+			 .mlx5 = getenv("CRUX_MLX5_LIB"),
+			 .sysfs = "/sys",
+			 .nccl_args = "-b 8M -e 256M -f 2 -g 1"};
 	if (!o.lib || !*o.lib)
 		o.lib = "libibverbs.so.1";
 	if (!o.mlx5 || !*o.mlx5)
 		o.mlx5 = "libmlx5.so.1";
 	static const struct option lo[] = {
-		{"lib", 1, 0, 'l'}, {"mlx5", 1, 0, 'm'}, {"sysfs", 1, 0, 's'},
-		{"nccl-tests", 1, 0, 'n'}, {"nccl-args", 1, 0, 'a'}, {"launcher", 1, 0, 'L'},
-		{"plugin-dir", 1, 0, 'p'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+	    {"lib", 1, 0, 'l'},	       {"mlx5", 1, 0, 'm'},	 {"sysfs", 1, 0, 's'},
+	    {"nccl-tests", 1, 0, 'n'}, {"nccl-args", 1, 0, 'a'}, {"launcher", 1, 0, 'L'},
+	    {"plugin-dir", 1, 0, 'p'}, {"help", 0, 0, 'h'},	 {0, 0, 0, 0}};
 	for (int ch; (ch = getopt_long(argc, argv, "h", lo, NULL)) != -1;) {
 		switch (ch) {
-		case 'l': o.lib = optarg; break;
-		case 'm': o.mlx5 = optarg; break;
-		case 's': o.sysfs = optarg; break;
-		case 'n': o.nccl_tests = optarg; break;
-		case 'a': o.nccl_args = optarg; break;
-		case 'L': o.launcher = optarg; break;
-		case 'p': o.plugin_dir = optarg; break;
-		case 'h': usage(stdout, argv[0]); return 0;
-		default: usage(stderr, argv[0]); return 2;
+		case 'l':
+			o.lib = optarg;
+			break;
+		case 'm':
+			o.mlx5 = optarg;
+			break;
+		case 's':
+			o.sysfs = optarg;
+			break;
+		case 'n':
+			o.nccl_tests = optarg;
+			break;
+		case 'a':
+			o.nccl_args = optarg;
+			break;
+		case 'L':
+			o.launcher = optarg;
+			break;
+		case 'p':
+			o.plugin_dir = optarg;
+			break;
+		case 'h':
+			usage(stdout, argv[0]);
+			return 0;
+		default:
+			usage(stderr, argv[0]);
+			return 2;
 		}
 	}
 	if (optind < argc) {
@@ -735,8 +799,9 @@ int main(int argc, char **argv)
 	int n = 0;
 	struct ibv_device **dl = l.get_device_list(&n);
 	if (!dl || n == 0) {
-		fprintf(stderr, "error: no RDMA devices (%s). Is the NIC's driver loaded (mlx5_ib, "
-				"rdma_rxe)? ls %s/class/infiniband should list them.\n",
+		fprintf(stderr,
+			"error: no RDMA devices (%s). Is the NIC's driver loaded (mlx5_ib, "
+			"rdma_rxe)? ls %s/class/infiniband should list them.\n",
 			dl ? "the list is empty" : strerror(errno), o.sysfs);
 		if (dl)
 			l.free_device_list(dl);

@@ -17,12 +17,12 @@
 #include "crux/agent.h"
 #include "crux/decision_writer.h"
 #include "crux/env.h"
+#include "crux/json.h"
 #include "crux/log.h"
 #include "crux/overrides.h"
 #include "crux/probe.h"
 #include "crux/sched_cli.h"
 #include "crux_config.h"
-#include "crux/json.h"
 #include "placement.h"
 #include "show.h"
 
@@ -37,29 +37,30 @@ static void on_signal(int sig)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: cruxctl [--shm-dir DIR] [--json] COMMAND [options]\n"
-		"  status                      decision table, agent, jobs, routes, probed paths,\n"
-		"                              profile records with their byte counters\n"
-		"  top [--interval DUR] [--iterations N]\n"
-		"                              live view; q or Ctrl-C quits\n"
-		"  placement                   per job: GPU intensity, compute / network / intra-host\n"
-		"                              stall fractions, bytes per iteration by host pair\n"
-		"                              (--json: schema crux.placement/1, for schedulers)\n"
-		"  set --job ID --level N [--route PEER=PATH[:PORT,PORT...]]... [--timeout DUR]\n"
-		"                              override a job's level (and paths)\n"
-		"  clear [--job ID]            remove one override, or all of them\n"
-		"  plan --topology FILE --jobs FILE [--levels K] [--policy NAME] ...\n"
-		"                              offline schedule (scheduler library)\n"
-		"  probe PEER [--proto tcp|udp] [--hops N] [--expect N] [--ports LO-HI]\n"
-		"        [--per-path N] [--dst-port P] [--port P]\n"
-		"                              discover which source ports take which ECMP path\n"
-		"ID is a job id as shown by status (a bare name means CRUX_JOB_ID's 'env:NAME'),\n"
-		"or a key 0x<hex>. With an agent running, set/clear go through it (overrides file\n"
-		"%s, acknowledged in its status record); without one, they write the\n"
-		"decision table directly (--timeout sets the table's heartbeat timeout then).\n"
-		"DIR defaults to CRUX_SHM_DIR or %s.\n",
-		CRUXD_OVERRIDES_FILE, CRUX_SHM_DIR_DEFAULT);
+	fprintf(
+	    f,
+	    "usage: cruxctl [--shm-dir DIR] [--json] COMMAND [options]\n"
+	    "  status                      decision table, agent, jobs, routes, probed paths,\n"
+	    "                              profile records with their byte counters\n"
+	    "  top [--interval DUR] [--iterations N]\n"
+	    "                              live view; q or Ctrl-C quits\n"
+	    "  placement                   per job: GPU intensity, compute / network / intra-host\n"
+	    "                              stall fractions, bytes per iteration by host pair\n"
+	    "                              (--json: schema crux.placement/1, for schedulers)\n"
+	    "  set --job ID --level N [--route PEER=PATH[:PORT,PORT...]]... [--timeout DUR]\n"
+	    "                              override a job's level (and paths)\n"
+	    "  clear [--job ID]            remove one override, or all of them\n"
+	    "  plan --topology FILE --jobs FILE [--levels K] [--policy NAME] ...\n"
+	    "                              offline schedule (scheduler library)\n"
+	    "  probe PEER [--proto tcp|udp] [--hops N] [--expect N] [--ports LO-HI]\n"
+	    "        [--per-path N] [--dst-port P] [--port P]\n"
+	    "                              discover which source ports take which ECMP path\n"
+	    "ID is a job id as shown by status (a bare name means CRUX_JOB_ID's 'env:NAME'),\n"
+	    "or a key 0x<hex>. With an agent running, set/clear go through it (overrides file\n"
+	    "%s, acknowledged in its status record); without one, they write the\n"
+	    "decision table directly (--timeout sets the table's heartbeat timeout then).\n"
+	    "DIR defaults to CRUX_SHM_DIR or %s.\n",
+	    CRUXD_OVERRIDES_FILE, CRUX_SHM_DIR_DEFAULT);
 }
 
 struct ctx {
@@ -153,8 +154,8 @@ static int cmd_top(const struct ctx *c, int argc, char **argv)
 						   sizeof(err)) != CRUX_OK)
 				return fail(c, "%s", err);
 		} else if (!strcmp(argv[i], "--iterations") && i + 1 < argc) {
-			if (crux_parse_int("--iterations", argv[++i], 1, 1000000000, &iterations, err,
-					   sizeof(err)) != CRUX_OK)
+			if (crux_parse_int("--iterations", argv[++i], 1, 1000000000, &iterations,
+					   err, sizeof(err)) != CRUX_OK)
 				return fail(c, "%s", err);
 		} else {
 			return fail(c, "top: unknown option '%s'", argv[i]);
@@ -240,7 +241,7 @@ static bool overrides_corrupt(crux_status_t st)
 	return st == CRUX_ERR_INVAL || st == CRUX_ERR_RANGE || st == CRUX_ERR_CORRUPT;
 }
 
-#define OVERRIDES_FIX                                                                            \
+#define OVERRIDES_FIX                                                                              \
 	"; fix: correct it, or run 'cruxctl clear' to replace it (drops every override)"
 
 static int resolve_job(const struct ctx *c, const struct view *v, const char *ref, uint64_t *key,
@@ -327,7 +328,8 @@ static bool change_overrides(struct cruxd_overrides *o, const struct change *ch)
 		for (uint32_t i = 0; i < ch->adopt->njobs; i++) {
 			const struct crux_dt_job *j = &ch->adopt->jobs[i];
 			struct cruxd_override x;
-			if (j->state != CRUX_JOB_OVERRIDDEN || (!ch->all && j->job_key != ch->key) ||
+			if (j->state != CRUX_JOB_OVERRIDDEN ||
+			    (!ch->all && j->job_key != ch->key) ||
 			    cruxd_overrides_find(o, j->job_key) >= 0)
 				continue;
 			memset(&x, 0, sizeof(x));
@@ -423,7 +425,8 @@ static int change_table(const struct ctx *c, struct crux_dt_writer *w, const str
 		struct crux_dt_route *r;
 		if (nr >= CRUX_DT_MAX_ROUTES) {
 			free(t);
-			return fail(c, "the decision table is full (%d routes)", CRUX_DT_MAX_ROUTES);
+			return fail(c, "the decision table is full (%d routes)",
+				    CRUX_DT_MAX_ROUTES);
 		}
 		r = &t->routes[nr++];
 		memset(r, 0, sizeof(*r));
@@ -517,9 +520,10 @@ static int through_agent(const struct ctx *c, const struct change *ch, pid_t hol
 	}
 	if (sb->cluster[0] && sb->cluster_stale) {
 		/* Nothing could reach the other hosts: say so now, change nothing. */
-		rc = fail(c, "etcd is unreachable from this host's agent (cluster %s: %s): the change "
-			     "cannot reach the other hosts and was not made; retry when etcd is "
-			     "back ('cruxctl status' says STALE until then)",
+		rc = fail(c,
+			  "etcd is unreachable from this host's agent (cluster %s: %s): the change "
+			  "cannot reach the other hosts and was not made; retry when etcd is "
+			  "back ('cruxctl status' says STALE until then)",
 			  sb->cluster, sb->cluster_error[0] ? sb->cluster_error : "no answer");
 		goto out;
 	}
@@ -542,8 +546,9 @@ static int through_agent(const struct ctx *c, const struct change *ch, pid_t hol
 	}
 	if (!ch->adopt && !change_overrides(o, ch) && !replaced) {
 		rc = ch->set ? fail(c, "too many overrides (%d)", CRUXD_MAX_OVERRIDES)
-			     : fail(c, "job %s (0x%016llx) has no override on this host (see "
-				       "'cruxctl status')",
+			     : fail(c,
+				    "job %s (0x%016llx) has no override on this host (see "
+				    "'cruxctl status')",
 				    ch->id[0] ? ch->id : "-", (unsigned long long)ch->key);
 		goto out;
 	}
@@ -564,9 +569,11 @@ static int through_agent(const struct ctx *c, const struct change *ch, pid_t hol
 		if (cruxd_status_read(c->dir, sb, NULL) != CRUX_OK)
 			continue;
 		if (sb->overrides_seq >= seq) {
-			rc = ch->adopt ? 0 : report(c, ch, sb->cluster[0] ? "applied by the agent, "
-								       "in etcd for every host"
-								     : "applied by the agent");
+			rc = ch->adopt ? 0
+				       : report(c, ch,
+						sb->cluster[0] ? "applied by the agent, "
+								 "in etcd for every host"
+							       : "applied by the agent");
 			goto out;
 		}
 		if (sb->overrides_error[0] && strcmp(sb->overrides_error, prior_error)) {
@@ -574,17 +581,20 @@ static int through_agent(const struct ctx *c, const struct change *ch, pid_t hol
 			break;
 		}
 		if (sb->cluster[0] && sb->cluster_stale) {
-			rc = fail(c, "etcd became unreachable from this host's agent (cluster %s: %s): "
-				     "the change cannot reach the other hosts: change withdrawn; retry "
-				     "when etcd is back",
-				  sb->cluster, sb->cluster_error[0] ? sb->cluster_error : "no answer");
+			rc = fail(
+			    c,
+			    "etcd became unreachable from this host's agent (cluster %s: %s): "
+			    "the change cannot reach the other hosts: change withdrawn; retry "
+			    "when etcd is back",
+			    sb->cluster, sb->cluster_error[0] ? sb->cluster_error : "no answer");
 			break;
 		}
 	}
 	if (rc != 0 && !(sb->cluster[0] && sb->cluster_stale) &&
 	    (!sb->overrides_error[0] || !strcmp(sb->overrides_error, prior_error)))
-		rc = fail(c, "the agent (pid %u) did not apply the change within %.1f s: change "
-			     "withdrawn",
+		rc = fail(c,
+			  "the agent (pid %u) did not apply the change within %.1f s: change "
+			  "withdrawn",
 			  sb->agent_pid, (double)(3000000000ull + 4 * sb->interval_ns) / 1e9);
 	/* Withdraw what the agent did not take, so the file matches what runs. */
 	if (had_file) {
@@ -639,11 +649,12 @@ static int cmd_change(const struct ctx *c, bool set, int argc, char **argv)
 		} else if (set && !strcmp(a, "--route") && i + 1 < argc) {
 			if (ch.nroutes >= CRUXD_OVR_MAX_ROUTES)
 				return fail(c, "at most %d --route options", CRUXD_OVR_MAX_ROUTES);
-			if (cruxd_route_parse(argv[++i], &ch.routes[ch.nroutes], err, sizeof(err)) !=
-			    CRUX_OK)
+			if (cruxd_route_parse(argv[++i], &ch.routes[ch.nroutes], err,
+					      sizeof(err)) != CRUX_OK)
 				return fail(c, "%s", err);
 			for (int k = 0; k < ch.nroutes; k++)
-				if (crux_addr_equal(&ch.routes[k].peer, &ch.routes[ch.nroutes].peer))
+				if (crux_addr_equal(&ch.routes[k].peer,
+						    &ch.routes[ch.nroutes].peer))
 					return fail(c, "two --route options for the same peer");
 			ch.nroutes++;
 		} else if (!strcmp(a, "--timeout") && i + 1 < argc) {
@@ -671,14 +682,17 @@ static int cmd_change(const struct ctx *c, bool set, int argc, char **argv)
 		uint64_t hb = 0;
 		bool agent = sb && cruxd_status_read(c->dir, sb, &hb) == CRUX_OK && hb &&
 			     (kill((pid_t)sb->agent_pid, 0) == 0 || errno == EPERM);
-		int rc2 = agent ? fail(c, "%s needs root: cruxd (pid %u) takes overrides only from "
-					  "root through %s/%s; run 'sudo cruxctl %s ...'",
-				       set ? "set" : "clear", sb->agent_pid, c->dir,
-				       CRUXD_OVERRIDES_FILE, set ? "set" : "clear")
-				: fail(c, "%s needs root: %s is not writable by this user (uid %u); run "
-					  "'sudo cruxctl %s ...'",
-				       set ? "set" : "clear", c->dir, (unsigned)geteuid(),
-				       set ? "set" : "clear");
+		int rc2 = agent
+			      ? fail(c,
+				     "%s needs root: cruxd (pid %u) takes overrides only from "
+				     "root through %s/%s; run 'sudo cruxctl %s ...'",
+				     set ? "set" : "clear", sb->agent_pid, c->dir,
+				     CRUXD_OVERRIDES_FILE, set ? "set" : "clear")
+			      : fail(c,
+				     "%s needs root: %s is not writable by this user (uid %u); run "
+				     "'sudo cruxctl %s ...'",
+				     set ? "set" : "clear", c->dir, (unsigned)geteuid(),
+				     set ? "set" : "clear");
 		free(sb);
 		return rc2;
 	}
@@ -698,10 +712,11 @@ static int cmd_change(const struct ctx *c, bool set, int argc, char **argv)
 		/* ranks attached to cruxd over its socket, and the agent's own view */
 		for (size_t i = 0; i < v.narecs; i++)
 			running |= v.arecs[i].id.job_key == ch.key;
-		for (uint32_t i = 0; v.agent_alive && v.agent && i < v.agent->njobs &&
-				     i < CRUXD_STATUS_MAX_JOBS;
+		for (uint32_t i = 0;
+		     v.agent_alive && v.agent && i < v.agent->njobs && i < CRUXD_STATUS_MAX_JOBS;
 		     i++)
-			running |= v.agent->jobs[i].job_key == ch.key && v.agent->jobs[i].nranks > 0;
+			running |=
+			    v.agent->jobs[i].job_key == ch.key && v.agent->jobs[i].nranks > 0;
 		if (!running)
 			fprintf(stderr,
 				"cruxctl: warning: no running process publishes job %s: the entry "
@@ -732,9 +747,10 @@ static int cmd_change(const struct ctx *c, bool set, int argc, char **argv)
 	st = crux_dt_writer_open_shadow(c->dir, &settings, &w, &holder, err, sizeof(err));
 	crux_log_set_sink(NULL, NULL);
 	if (st == CRUX_ERR_BUSY && timeout_ns) {
-		rc = fail(c, "--timeout applies only without a running agent (it sets how long "
-			     "plugins trust a table nobody refreshes); cruxd (pid %d) keeps the "
-			     "heartbeat itself: drop --timeout",
+		rc = fail(c,
+			  "--timeout applies only without a running agent (it sets how long "
+			  "plugins trust a table nobody refreshes); cruxd (pid %d) keeps the "
+			  "heartbeat itself: drop --timeout",
 			  (int)holder);
 		goto out;
 	}
@@ -755,8 +771,8 @@ static int cmd_change(const struct ctx *c, bool set, int argc, char **argv)
 	if (st != CRUX_OK) {
 		/* The writer's own message names the file, the problem and the fix. */
 		rc = err[0] ? fail(c, "cannot write the decision table: %s", err)
-			    : fail(c, "cannot open the decision table in %s for writing: %s", c->dir,
-				   crux_status_str(st));
+			    : fail(c, "cannot open the decision table in %s for writing: %s",
+				   c->dir, crux_status_str(st));
 		goto out;
 	}
 	for (int k = 0; k < ch.nroutes; k++)
@@ -779,18 +795,19 @@ static int cmd_change(const struct ctx *c, bool set, int argc, char **argv)
 			memset(o, 0, sizeof(*o));
 			o->seq = 1;
 			if (cruxd_overrides_store(c->dir, o) == CRUX_OK)
-				fprintf(stderr, "cruxctl: %s: replaced by an empty overrides file\n",
-					err);
+				fprintf(stderr,
+					"cruxctl: %s: replaced by an empty overrides file\n", err);
 		} else if (overrides_corrupt(st)) {
 			fprintf(stderr, "cruxctl: warning: %s%s\n", err, OVERRIDES_FIX);
 		}
 		free(o);
 		if (set)
-			fprintf(stderr,
-				"cruxctl: warning: no agent refreshes the table's heartbeat: plugins "
-				"drop this entry %.0f s from now (--timeout DUR sets how long; start "
-				"cruxd to keep it)\n",
-				(double)settings.heartbeat_timeout_ns / 1e9);
+			fprintf(
+			    stderr,
+			    "cruxctl: warning: no agent refreshes the table's heartbeat: plugins "
+			    "drop this entry %.0f s from now (--timeout DUR sets how long; start "
+			    "cruxd to keep it)\n",
+			    (double)settings.heartbeat_timeout_ns / 1e9);
 		rc = report(c, &ch, "table written directly: no agent running");
 	}
 out:
@@ -898,8 +915,8 @@ static int cmd_probe(const struct ctx *c, int argc, char **argv)
 		return fail(c, "probing %s: %s%s", peer_s, crux_status_str(st),
 			    st == CRUX_ERR_RANGE ? " (probes reached the peer: use fewer --hops)"
 			    : st == CRUX_ERR_NOENT
-				    ? " (no router answered: check --hops, ICMP rate limits)"
-				    : "");
+				? " (no router answered: check --hops, ICMP rate limits)"
+				: "");
 	}
 	if (c->json) {
 		struct crux_json j;
@@ -975,7 +992,8 @@ static int plan_agent_levels(const char *dir, char *out, size_t len)
 	if (b && cruxd_status_read(d, b, &hb) == CRUX_OK && hb && b->nlevels >= 1 &&
 	    b->nlevels <= CRUX_MAX_LEVELS) {
 		snprintf(out, len, "%u", b->nlevels);
-		fprintf(stderr, "cruxctl: plan: %u levels, as the agent in %s (--levels K to choose)\n",
+		fprintf(stderr,
+			"cruxctl: plan: %u levels, as the agent in %s (--levels K to choose)\n",
 			b->nlevels, d);
 		rc = 0;
 	}
@@ -1060,8 +1078,9 @@ int main(int argc, char **argv)
 		while (dl > 1 && dir[dl - 1] == '/')
 			dl--;
 		if (dir[0] != '/' || dl > CRUX_SHM_DIR_MAX)
-			return fail(&c, "--shm-dir '%s': expected an absolute path of at most %d "
-					"characters (as CRUX_SHM_DIR)",
+			return fail(&c,
+				    "--shm-dir '%s': expected an absolute path of at most %d "
+				    "characters (as CRUX_SHM_DIR)",
 				    dir, CRUX_SHM_DIR_MAX);
 		snprintf(c.dir, sizeof(c.dir), "%s", dir);
 	} else if (crux_shm_dir(NULL, NULL, c.dir, sizeof(c.dir)) != CRUX_OK) {

@@ -142,7 +142,8 @@ static void add_pair(struct sens *s, const struct crux_addr *src, const struct c
 {
 	s->bytes += bytes;
 	for (uint32_t i = 0; i < s->npairs; i++)
-		if (crux_addr_equal(&s->pairs[i].src, src) && crux_addr_equal(&s->pairs[i].dst, dst)) {
+		if (crux_addr_equal(&s->pairs[i].src, src) &&
+		    crux_addr_equal(&s->pairs[i].dst, dst)) {
 			s->pairs[i].bytes += bytes;
 			return;
 		}
@@ -374,8 +375,8 @@ void cc_placement_text(const struct view *v, FILE *f)
 		for (uint32_t p = 0; p < x->npairs && p < 3 && pl < sizeof(peers) - 1; p++) {
 			char d[CRUX_ADDR_STRLEN];
 			crux_addr_format(&x->pairs[p].dst, d, sizeof(d));
-			int w = snprintf(peers + pl, sizeof(peers) - pl, "%s%s:%.3g", p ? " " : "", d,
-					 x->pairs[p].bytes);
+			int w = snprintf(peers + pl, sizeof(peers) - pl, "%s%s:%.3g", p ? " " : "",
+					 d, x->pairs[p].bytes);
 			if (w < 0)
 				break;
 			pl += (size_t)w;

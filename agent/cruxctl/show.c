@@ -15,20 +15,28 @@
 static const char *state_name(unsigned s)
 {
 	switch (s) {
-	case CRUX_JOB_PROFILING: return "profiling";
-	case CRUX_JOB_SCHEDULED: return "scheduled";
-	case CRUX_JOB_OVERRIDDEN: return "overridden";
-	default: return "?";
+	case CRUX_JOB_PROFILING:
+		return "profiling";
+	case CRUX_JOB_SCHEDULED:
+		return "scheduled";
+	case CRUX_JOB_OVERRIDDEN:
+		return "overridden";
+	default:
+		return "?";
 	}
 }
 
 static const char *probe_state_name(unsigned s)
 {
 	switch (s) {
-	case CRUXD_PROBE_NONE: return "pending";
-	case CRUXD_PROBE_OK: return "ok";
-	case CRUXD_PROBE_FAILED: return "failed";
-	default: return "?";
+	case CRUXD_PROBE_NONE:
+		return "pending";
+	case CRUXD_PROBE_OK:
+		return "ok";
+	case CRUXD_PROBE_FAILED:
+		return "failed";
+	default:
+		return "?";
 	}
 }
 
@@ -250,10 +258,11 @@ done:
 				if (v->recs[q].id.job_key != r->key)
 					continue;
 				for (size_t p = 0; p < q && !dup; p++)
-					dup = v->recs[p].id.job_key == r->key &&
-					      crux_addr_equal(&v->recs[p].id.host_addr,
-							      &v->recs[q].id.host_addr) &&
-					      !strcmp(v->recs[p].id.hostname, v->recs[q].id.hostname);
+					dup =
+					    v->recs[p].id.job_key == r->key &&
+					    crux_addr_equal(&v->recs[p].id.host_addr,
+							    &v->recs[q].id.host_addr) &&
+					    !strcmp(v->recs[p].id.hostname, v->recs[q].id.hostname);
 				h += !dup;
 			}
 			r->hosts = h;
@@ -314,8 +323,8 @@ static void job_paths(const struct view *v, const struct row *r, char *buf, size
 		for (uint8_t p = 0; p < r->aj->npaths && off + 1 < len; p++) {
 			char d[CRUX_ADDR_STRLEN];
 			crux_addr_format(&r->aj->paths[p].dst, d, sizeof(d));
-			off += (size_t)snprintf(buf + off, len - off, "%s%s:%u(%u)", off ? " " : "", d,
-						r->aj->paths[p].path_id, r->aj->paths[p].nports);
+			off += (size_t)snprintf(buf + off, len - off, "%s%s:%u(%u)", off ? " " : "",
+						d, r->aj->paths[p].path_id, r->aj->paths[p].nports);
 		}
 	} else if (v->table_st == CRUX_OK) {
 		for (uint32_t i = 0; i < v->table->nroutes && off + 1 < len; i++) {
@@ -324,8 +333,8 @@ static void job_paths(const struct view *v, const struct row *r, char *buf, size
 			if (rt->job_key != r->key)
 				continue;
 			crux_addr_format(&rt->peer, d, sizeof(d));
-			off += (size_t)snprintf(buf + off, len - off, "%s%s:%u(%u)", off ? " " : "", d,
-						rt->path_id, rt->nports);
+			off += (size_t)snprintf(buf + off, len - off, "%s%s:%u(%u)", off ? " " : "",
+						d, rt->path_id, rt->nports);
 		}
 	}
 	if (!buf[0])
@@ -336,8 +345,9 @@ static void job_paths(const struct view *v, const struct row *r, char *buf, size
 static void source_of(const struct crux_prof_snapshot *s, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s%s%s",
-		 s->has_compute ? ((s->compute.flags & CRUX_PROF_F_SRC_PROFILER) ? "profiler" : "preload")
-				: "",
+		 s->has_compute
+		     ? ((s->compute.flags & CRUX_PROF_F_SRC_PROFILER) ? "profiler" : "preload")
+		     : "",
 		 s->has_compute && s->has_net ? "+" : "", s->has_net ? "plugin" : "");
 	if (!buf[0])
 		snprintf(buf, len, "-");
@@ -387,15 +397,15 @@ void view_text(const struct view *v, FILE *f, bool compact)
 	if (v->table_st == CRUX_OK) {
 		const struct crux_dt_settings *s = &v->table->settings;
 		fmt_age(v->table_hb_age_ns, age, sizeof(age));
-		fprintf(f,
-			"decision table  %s/%s  generation %llu  heartbeat %s (%s, timeout %.1f s)  "
-			"writer pid %d\n",
-			v->dir, CRUX_DT_FILE, (unsigned long long)v->table->generation, age,
-			v->table_stale ? "STALE: readers use defaults" : "fresh",
-			(double)s->heartbeat_timeout_ns / 1e9, (int)v->table->writer_pid);
+		fprintf(
+		    f,
+		    "decision table  %s/%s  generation %llu  heartbeat %s (%s, timeout %.1f s)  "
+		    "writer pid %d\n",
+		    v->dir, CRUX_DT_FILE, (unsigned long long)v->table->generation, age,
+		    v->table_stale ? "STALE: readers use defaults" : "fresh",
+		    (double)s->heartbeat_timeout_ns / 1e9, (int)v->table->writer_pid);
 		fprintf(f, "levels %u (default %u):", s->nlevels, s->default_level);
-		for (uint32_t l = 0; l < s->nlevels && l < CRUX_MAX_LEVELS; l++)
-		{
+		for (uint32_t l = 0; l < s->nlevels && l < CRUX_MAX_LEVELS; l++) {
 			fprintf(f, "  L%u dscp %u prio %d sl %u", l, s->levels[l].dscp,
 				s->levels[l].sock_prio, s->levels[l].ib_sl);
 			if (s->levels[l].weight)
@@ -431,19 +441,20 @@ void view_text(const struct view *v, FILE *f, bool compact)
 				v->agent->term > 0 ? " (this host)" : "",
 				(long long)v->agent->schedule_revision,
 				(long long)v->agent->schedule_input,
-				v->agent->cluster_stale ? "  STALE: etcd unreachable, last schedule kept"
-							: "");
+				v->agent->cluster_stale
+				    ? "  STALE: etcd unreachable, last schedule kept"
+				    : "");
 		if (v->agent->cluster[0] && v->agent->cluster_stale && v->agent->cluster_error[0])
 			fprintf(f, "                etcd: %s\n", v->agent->cluster_error);
 		if (v->agent->cluster[0] && v->agent->cluster_resyncs)
-			fprintf(f, "                resynchronised %u time(s) with etcd; last: %s\n",
+			fprintf(f,
+				"                resynchronised %u time(s) with etcd; last: %s\n",
 				v->agent->cluster_resyncs, v->agent->cluster_resync);
 		if (v->agent->max_slowdown > 0)
 			fprintf(f,
 				"fairness guard  max slowdown %.2fx (CRUX_MAX_SLOWDOWN)  level "
 				"changes %llu  infeasible jobs %u\n",
-				v->agent->max_slowdown,
-				(unsigned long long)v->agent->guard_changes,
+				v->agent->max_slowdown, (unsigned long long)v->agent->guard_changes,
 				v->agent->guard_infeasible);
 		else
 			fprintf(f, "fairness guard  off (CRUX_MAX_SLOWDOWN unset)\n");
@@ -455,8 +466,8 @@ void view_text(const struct view *v, FILE *f, bool compact)
 
 	n = collect_rows(v, &rows);
 	fprintf(f, "%-24s %-18s %5s %5s %8s %8s %8s %8s %8s %9s %6s %9s %5s %-12s %-10s %s\n",
-		"JOB", "KEY", "RANKS", "HOSTS", "ITER(s)", "COMPUTE", "COMM", "OVERLAP", "STALL", "I",
-		"k", "P", "LEVEL", "SLOWDOWN", "STATE", "PATHS peer:path(ports)");
+		"JOB", "KEY", "RANKS", "HOSTS", "ITER(s)", "COMPUTE", "COMM", "OVERLAP", "STALL",
+		"I", "k", "P", "LEVEL", "SLOWDOWN", "STATE", "PATHS peer:path(ports)");
 	for (size_t i = 0; i < n; i++) {
 		const struct row *r = &rows[i];
 		char it[16], cp[16], cm[16], ov[16], st[16], I[16], k[16], P[16], lv[8], sd[24];
@@ -475,12 +486,13 @@ void view_text(const struct view *v, FILE *f, bool compact)
 			snprintf(lv, sizeof(lv), "%d", r->level % 100);
 		job_paths(v, r, paths, sizeof(paths));
 		fmt_slowdown(v, r, sd, sizeof(sd));
-		fprintf(f,
-			"%-24.24s 0x%016llx %5u %5u %8s %8s %8s %8s %8s %9s %6s %9s %5s %-12s %-10s "
-			"%s\n",
-			r->id[0] ? r->id : "-", (unsigned long long)r->key, r->ranks, r->hosts, it,
-			cp, cm, ov, st, I, k, P, lv, sd,
-			r->state >= 0 ? state_name((unsigned)r->state) : "untabled", paths);
+		fprintf(
+		    f,
+		    "%-24.24s 0x%016llx %5u %5u %8s %8s %8s %8s %8s %9s %6s %9s %5s %-12s %-10s "
+		    "%s\n",
+		    r->id[0] ? r->id : "-", (unsigned long long)r->key, r->ranks, r->hosts, it, cp,
+		    cm, ov, st, I, k, P, lv, sd,
+		    r->state >= 0 ? state_name((unsigned)r->state) : "untabled", paths);
 	}
 	/* what each job loses to the network and inside its hosts (cruxctl placement: more) */
 	fprintf(f, "\nstall breakdown (fraction of the iteration)\n");
@@ -521,8 +533,8 @@ void view_text(const struct view *v, FILE *f, bool compact)
 			for (uint8_t q = 0; q < p->npaths && q < CRUXD_STATUS_PEER_PATHS; q++) {
 				crux_addr_format(&p->paths[q].hop, d, sizeof(d));
 				fprintf(f, "    path %u via %s  ports", q, d);
-				for (uint8_t k = 0; k < p->paths[q].nports && k < CRUX_ROUTE_MAX_PORTS;
-				     k++)
+				for (uint8_t k = 0;
+				     k < p->paths[q].nports && k < CRUX_ROUTE_MAX_PORTS; k++)
 					fprintf(f, "%c%u", k ? ',' : ' ', p->paths[q].ports[k]);
 				fprintf(f, "\n");
 			}
@@ -539,18 +551,21 @@ void view_text(const struct view *v, FILE *f, bool compact)
 		crux_addr_format(&s->id.host_addr, host, sizeof(host));
 		snprintf(rank, sizeof(rank), "%d/%d", s->id.rank, s->id.world_size);
 		if (s->has_compute)
-			fprintf(f, "%-36.36s %7d %-22.22s %9s %-16.16s %8.3f %8.3f %8.3f %8.3f %8.3f "
-				   "%7llu %-6s\n",
+			fprintf(f,
+				"%-36.36s %7d %-22.22s %9s %-16.16s %8.3f %8.3f %8.3f %8.3f %8.3f "
+				"%7llu %-6s\n",
 				base ? base + 1 : s->file, (int)s->pid, s->id.job_id, rank,
-				s->id.host_addr.family ? host : s->id.hostname, s->compute.iter_time_s,
-				s->compute.compute_s, s->compute.comm_s, s->compute.overlap_s,
-				s->compute.stall_s, (unsigned long long)s->compute.windows,
+				s->id.host_addr.family ? host : s->id.hostname,
+				s->compute.iter_time_s, s->compute.compute_s, s->compute.comm_s,
+				s->compute.overlap_s, s->compute.stall_s,
+				(unsigned long long)s->compute.windows,
 				backend_name(s->compute.timing_backend));
 		else
-			fprintf(f, "%-36.36s %7d %-22.22s %9s %-16.16s %8s %8s %8s %8s %8s %7s %-6s\n",
+			fprintf(f,
+				"%-36.36s %7d %-22.22s %9s %-16.16s %8s %8s %8s %8s %8s %7s %-6s\n",
 				base ? base + 1 : s->file, (int)s->pid, s->id.job_id, rank,
-				s->id.host_addr.family ? host : s->id.hostname, "-", "-", "-", "-", "-",
-				"0", "-");
+				s->id.host_addr.family ? host : s->id.hostname, "-", "-", "-", "-",
+				"-", "0", "-");
 		print_peers(f, s);
 	}
 	if (!v->agent_alive)
@@ -565,8 +580,9 @@ void view_text(const struct view *v, FILE *f, bool compact)
 		crux_addr_format(&s->id.host_addr, host, sizeof(host));
 		snprintf(rank, sizeof(rank), "%d/%d", s->id.rank, s->id.world_size);
 		source_of(s, src, sizeof(src));
-		fprintf(f, "%7d %6lld %-22.22s %9s %-16.16s %-16s\n", (int)s->pid, (long long)s->uid,
-			s->id.job_id, rank, s->id.host_addr.family ? host : s->id.hostname, src);
+		fprintf(f, "%7d %6lld %-22.22s %9s %-16.16s %-16s\n", (int)s->pid,
+			(long long)s->uid, s->id.job_id, rank,
+			s->id.host_addr.family ? host : s->id.hostname, src);
 		print_peers(f, s);
 	}
 }
@@ -792,7 +808,8 @@ void view_json(const struct view *v, struct crux_json *j)
 	} else {
 		crux_json_obj(j);
 		crux_json_key(j, "error");
-		crux_json_str(j, v->table_st == CRUX_ERR_NOENT ? "absent" : crux_status_str(v->table_st));
+		crux_json_str(j, v->table_st == CRUX_ERR_NOENT ? "absent"
+							       : crux_status_str(v->table_st));
 		crux_json_key(j, "message");
 		crux_json_str(j, v->table_st == CRUX_ERR_NOENT ? "" : v->table_err);
 		crux_json_end_obj(j);
@@ -881,8 +898,8 @@ void view_json(const struct view *v, struct crux_json *j)
 				json_addr(j, &p->paths[q].hop);
 				crux_json_key(j, "ports");
 				crux_json_arr(j);
-				for (uint8_t k = 0; k < p->paths[q].nports && k < CRUX_ROUTE_MAX_PORTS;
-				     k++)
+				for (uint8_t k = 0;
+				     k < p->paths[q].nports && k < CRUX_ROUTE_MAX_PORTS; k++)
 					crux_json_u64(j, p->paths[q].ports[k]);
 				crux_json_end_arr(j);
 				crux_json_end_obj(j);
@@ -917,11 +934,11 @@ void view_json(const struct view *v, struct crux_json *j)
 		crux_json_u64(j, r->hosts);
 #define NUM(name, val, have)                                                                       \
 	do {                                                                                       \
-		crux_json_key(j, name);                                                                 \
+		crux_json_key(j, name);                                                            \
 		if (have)                                                                          \
-			crux_json_num(j, val);                                                          \
+			crux_json_num(j, val);                                                     \
 		else                                                                               \
-			crux_json_null(j);                                                              \
+			crux_json_null(j);                                                         \
 	} while (0)
 		NUM("iter_time_s", r->iter, r->have_metrics);
 		NUM("compute_s", r->compute, r->have_metrics);

@@ -8,10 +8,10 @@
 
 #include "crux/agent_status.h"
 #include "crux/decision.h"
+#include "crux/json.h"
 #include "crux/probe.h"
 #include "crux/profile.h"
 #include "crux/profile_scan.h"
-#include "crux/json.h"
 
 struct view {
 	char dir[CRUX_PATH_MAX];

@@ -34,8 +34,8 @@ static const char *skip_blank(const char *p, const char *end)
 }
 
 /* One non-comment line [s, e): name and value into c. */
-static crux_status_t parse_line(const char *s, const char *e, int lineno,
-				struct cruxd_conffile *c, char *err, size_t errlen)
+static crux_status_t parse_line(const char *s, const char *e, int lineno, struct cruxd_conffile *c,
+				char *err, size_t errlen)
 {
 	const char *eq, *v, *ve;
 	size_t nl;
@@ -54,8 +54,10 @@ static crux_status_t parse_line(const char *s, const char *e, int lineno,
 		return CRUX_ERR_INVAL;
 	}
 	for (size_t i = 5; i < nl; i++)
-		if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_')) {
-			snprintf(err, errlen, "line %d: bad variable name '%.*s'", lineno, (int)nl, s);
+		if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+		      s[i] == '_')) {
+			snprintf(err, errlen, "line %d: bad variable name '%.*s'", lineno, (int)nl,
+				 s);
 			return CRUX_ERR_INVAL;
 		}
 	v = eq + 1;
@@ -64,8 +66,8 @@ static crux_status_t parse_line(const char *s, const char *e, int lineno,
 		ve--;
 	if (ve > v && (*v == '"' || *v == '\'')) {
 		if (ve - v < 2 || ve[-1] != *v || memchr(v + 1, *v, (size_t)(ve - v - 2))) {
-			snprintf(err, errlen, "line %d: unmatched or inner %c quote in the value", lineno,
-				 *v);
+			snprintf(err, errlen, "line %d: unmatched or inner %c quote in the value",
+				 lineno, *v);
 			return CRUX_ERR_INVAL;
 		}
 		v++;

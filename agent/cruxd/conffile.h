@@ -12,7 +12,7 @@
 
 #include "crux/status.h"
 
-#define CRUXD_CONF_MAX 64
+#define CRUXD_CONF_MAX	     64
 #define CRUXD_CONF_MAX_BYTES (64 * 1024)
 
 struct cruxd_conffile {

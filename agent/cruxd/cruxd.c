@@ -15,11 +15,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "conffile.h"
 #include "crux/agent.h"
 #include "crux/log.h"
 #include "crux/sched.h"
 #include "crux_config.h"
-#include "conffile.h"
 #include "metrics.h"
 
 /* Signals are the one thing a handler may touch: this is cruxd's only global state. */
@@ -140,25 +140,25 @@ static void sleep_until(struct cruxd_agent *agent, uint64_t deadline)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"shm-dir", required_argument, NULL, 'd'},
-		{"topology", required_argument, NULL, 't'},
-		{"levels", required_argument, NULL, 'k'},
-		{"interval", required_argument, NULL, 'i'},
-		{"window", required_argument, NULL, 'w'},
-		{"no-probe", no_argument, NULL, 'P'},
-		{"passes", required_argument, NULL, 'n'},
-		{"log-level", required_argument, NULL, 'l'},
-		{"metrics", required_argument, NULL, 'm'},
-		{"config", required_argument, NULL, 'c'},
-		{"etcd", required_argument, NULL, 'E'},
-		{"cluster", required_argument, NULL, 'C'},
-		{"host", required_argument, NULL, 'H'},
-		{"etcd-ca", required_argument, NULL, 'A'},
-		{"etcd-cert", required_argument, NULL, 'T'},
-		{"etcd-key", required_argument, NULL, 'K'},
-		{"version", no_argument, NULL, 'V'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"shm-dir", required_argument, NULL, 'd'},
+	    {"topology", required_argument, NULL, 't'},
+	    {"levels", required_argument, NULL, 'k'},
+	    {"interval", required_argument, NULL, 'i'},
+	    {"window", required_argument, NULL, 'w'},
+	    {"no-probe", no_argument, NULL, 'P'},
+	    {"passes", required_argument, NULL, 'n'},
+	    {"log-level", required_argument, NULL, 'l'},
+	    {"metrics", required_argument, NULL, 'm'},
+	    {"config", required_argument, NULL, 'c'},
+	    {"etcd", required_argument, NULL, 'E'},
+	    {"cluster", required_argument, NULL, 'C'},
+	    {"host", required_argument, NULL, 'H'},
+	    {"etcd-ca", required_argument, NULL, 'A'},
+	    {"etcd-cert", required_argument, NULL, 'T'},
+	    {"etcd-key", required_argument, NULL, 'K'},
+	    {"version", no_argument, NULL, 'V'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	struct overlay ov = {0};
 	struct cruxd_conffile conf = {0};
@@ -176,21 +176,51 @@ int main(int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "d:t:k:i:w:Pn:l:m:c:Vh", opts, NULL)) != -1) {
 		switch (c) {
-		case 'd': overlay_set(&ov, "CRUX_SHM_DIR", optarg); break;
-		case 't': overlay_set(&ov, "CRUX_TOPOLOGY", optarg); break;
-		case 'k': overlay_set(&ov, "CRUX_LEVELS", optarg); break;
-		case 'i': overlay_set(&ov, "CRUX_AGENT_INTERVAL", optarg); break;
-		case 'w': overlay_set(&ov, "CRUX_PROFILE_WINDOW", optarg); break;
-		case 'P': overlay_set(&ov, "CRUX_PROBE", "0"); break;
-		case 'l': overlay_set(&ov, "CRUX_LOG_LEVEL", optarg); break;
-		case 'm': overlay_set(&ov, "CRUX_METRICS", optarg); break;
-		case 'c': conf_path = optarg; break;
-		case 'E': overlay_set(&ov, "CRUX_ETCD", optarg); break;
-		case 'C': overlay_set(&ov, "CRUX_CLUSTER", optarg); break;
-		case 'H': overlay_set(&ov, "CRUX_HOST", optarg); break;
-		case 'A': overlay_set(&ov, "CRUX_ETCD_CA", optarg); break;
-		case 'T': overlay_set(&ov, "CRUX_ETCD_CERT", optarg); break;
-		case 'K': overlay_set(&ov, "CRUX_ETCD_KEY", optarg); break;
+		case 'd':
+			overlay_set(&ov, "CRUX_SHM_DIR", optarg);
+			break;
+		case 't':
+			overlay_set(&ov, "CRUX_TOPOLOGY", optarg);
+			break;
+		case 'k':
+			overlay_set(&ov, "CRUX_LEVELS", optarg);
+			break;
+		case 'i':
+			overlay_set(&ov, "CRUX_AGENT_INTERVAL", optarg);
+			break;
+		case 'w':
+			overlay_set(&ov, "CRUX_PROFILE_WINDOW", optarg);
+			break;
+		case 'P':
+			overlay_set(&ov, "CRUX_PROBE", "0");
+			break;
+		case 'l':
+			overlay_set(&ov, "CRUX_LOG_LEVEL", optarg);
+			break;
+		case 'm':
+			overlay_set(&ov, "CRUX_METRICS", optarg);
+			break;
+		case 'c':
+			conf_path = optarg;
+			break;
+		case 'E':
+			overlay_set(&ov, "CRUX_ETCD", optarg);
+			break;
+		case 'C':
+			overlay_set(&ov, "CRUX_CLUSTER", optarg);
+			break;
+		case 'H':
+			overlay_set(&ov, "CRUX_HOST", optarg);
+			break;
+		case 'A':
+			overlay_set(&ov, "CRUX_ETCD_CA", optarg);
+			break;
+		case 'T':
+			overlay_set(&ov, "CRUX_ETCD_CERT", optarg);
+			break;
+		case 'K':
+			overlay_set(&ov, "CRUX_ETCD_KEY", optarg);
+			break;
 		case 'n':
 			if (crux_parse_int("--passes", optarg, 0, 1000000000, &passes, err,
 					   sizeof(err)) != CRUX_OK) {
@@ -198,9 +228,15 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
-		case 'V': printf("cruxd %s\n", CRUX_VERSION); return 0;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		case 'V':
+			printf("cruxd %s\n", CRUX_VERSION);
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
 		}
 	}
 	if (optind < argc) {
@@ -278,7 +314,8 @@ int main(int argc, char **argv)
 			  cfg.host, cfg.etcd, (double)cfg.cluster_ttl_ns / 1e9);
 	metrics_spec = overlay_get(&ov, "CRUX_METRICS");
 	if (metrics_spec && *metrics_spec &&
-	    cruxd_metrics_start(metrics_spec, crux_now_ns(), &metrics, err, sizeof(err)) != CRUX_OK) {
+	    cruxd_metrics_start(metrics_spec, crux_now_ns(), &metrics, err, sizeof(err)) !=
+		CRUX_OK) {
 		crux_err("%s", err);
 		rc = 2;
 		goto out;
@@ -310,7 +347,8 @@ int main(int argc, char **argv)
 			if (st == CRUX_OK)
 				st = cruxd_config_env(overlay_get, &nov, &ncfg, err, sizeof(err));
 			if (st != CRUX_OK) {
-				crux_err("reload refused, keeping the running configuration: %s", err);
+				crux_err("reload refused, keeping the running configuration: %s",
+					 err);
 				cruxd_conffile_free(&nconf);
 			} else if (cruxd_agent_reload(agent, &ncfg) == CRUX_OK) {
 				cfg = ncfg;

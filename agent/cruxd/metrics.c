@@ -38,7 +38,8 @@ crux_status_t cruxd_metrics_parse(const char *spec, char *host, size_t hostlen, 
 		h[close - p - 1] = 0;
 		p = close + 2;
 	} else if ((colon = strrchr(p, ':'))) {
-		if (colon == p || (size_t)(colon - p) >= sizeof(h) || memchr(p, ':', (size_t)(colon - p)))
+		if (colon == p || (size_t)(colon - p) >= sizeof(h) ||
+		    memchr(p, ':', (size_t)(colon - p)))
 			goto bad;
 		memcpy(h, p, (size_t)(colon - p));
 		h[colon - p] = 0;
@@ -179,10 +180,10 @@ crux_status_t cruxd_metrics_start(const char *spec, uint64_t now_ns, struct crux
 		st = CRUX_ERR_IO;
 		goto fail;
 	}
-	m->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL,
-				     NULL, serve, m, MHD_OPTION_LISTEN_SOCKET, m->fd,
-				     MHD_OPTION_CONNECTION_LIMIT, 16u,
-				     MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+	m->daemon =
+	    MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+			     serve, m, MHD_OPTION_LISTEN_SOCKET, m->fd, MHD_OPTION_CONNECTION_LIMIT,
+			     16u, MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
 	if (!m->daemon) {
 		snprintf(err, errlen, "metrics: libmicrohttpd could not start on %s", shown);
 		st = CRUX_ERR_IO;
@@ -240,9 +241,10 @@ crux_status_t cruxd_metrics_start(const char *spec, uint64_t now_ns, struct crux
 				  char *err, size_t errlen)
 {
 	(void)spec, (void)now_ns, (void)out;
-	snprintf(err, errlen,
-		 "--metrics/CRUX_METRICS: this cruxd was built without libmicrohttpd; install "
-		 "libmicrohttpd-dev and rebuild (meson setup --reconfigure), or unset CRUX_METRICS");
+	snprintf(
+	    err, errlen,
+	    "--metrics/CRUX_METRICS: this cruxd was built without libmicrohttpd; install "
+	    "libmicrohttpd-dev and rebuild (meson setup --reconfigure), or unset CRUX_METRICS");
 	return CRUX_ERR_UNSUPPORTED;
 }
 

@@ -2,8 +2,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "crux_config.h"
 #include "crux/probe.h"
+#include "crux_config.h"
 #include "prom.h"
 
 void cruxd_prom_put_label(FILE *f, const char *s)
@@ -27,7 +27,8 @@ static void head(FILE *f, const char *name, const char *type, const char *help)
 
 static void num(FILE *f, double v)
 {
-	/* 15 digits: exact for counters, no binary noise; the specials as Prometheus spells them. */
+	/* 15 digits: exact for counters, no binary noise; the specials as Prometheus spells them.
+	 */
 	if (v != v)
 		fputs("NaN", f);
 	else if (v > 1.7976931348623157e308)
@@ -54,20 +55,28 @@ static double age_s(uint64_t now, uint64_t then)
 static const char *job_state(uint8_t s)
 {
 	switch (s) {
-	case CRUX_JOB_PROFILING: return "profiling";
-	case CRUX_JOB_SCHEDULED: return "scheduled";
-	case CRUX_JOB_OVERRIDDEN: return "overridden";
-	default: return "unknown";
+	case CRUX_JOB_PROFILING:
+		return "profiling";
+	case CRUX_JOB_SCHEDULED:
+		return "scheduled";
+	case CRUX_JOB_OVERRIDDEN:
+		return "overridden";
+	default:
+		return "unknown";
 	}
 }
 
 static const char *probe_state(uint8_t s)
 {
 	switch (s) {
-	case CRUXD_PROBE_NONE: return "pending";
-	case CRUXD_PROBE_OK: return "ok";
-	case CRUXD_PROBE_FAILED: return "failed";
-	default: return "unknown";
+	case CRUXD_PROBE_NONE:
+		return "pending";
+	case CRUXD_PROBE_OK:
+		return "ok";
+	case CRUXD_PROBE_FAILED:
+		return "failed";
+	default:
+		return "unknown";
 	}
 }
 
@@ -88,16 +97,26 @@ enum job_field {
 static double job_value(const struct cruxd_status_job *j, enum job_field fld)
 {
 	switch (fld) {
-	case JF_STATE: return 1;
-	case JF_LEVEL: return j->level;
-	case JF_INT: return j->intensity;
-	case JF_PRIO: return j->priority;
-	case JF_COMP: return j->compute_s;
-	case JF_COMM: return j->comm_s;
-	case JF_ITER: return j->iter_time_s;
-	case JF_BYTES: return j->bytes_per_iter;
-	case JF_RANKS: return j->nranks;
-	case JF_SLOW: return j->slowdown;
+	case JF_STATE:
+		return 1;
+	case JF_LEVEL:
+		return j->level;
+	case JF_INT:
+		return j->intensity;
+	case JF_PRIO:
+		return j->priority;
+	case JF_COMP:
+		return j->compute_s;
+	case JF_COMM:
+		return j->comm_s;
+	case JF_ITER:
+		return j->iter_time_s;
+	case JF_BYTES:
+		return j->bytes_per_iter;
+	case JF_RANKS:
+		return j->nranks;
+	case JF_SLOW:
+		return j->slowdown;
 	}
 	return 0;
 }
@@ -141,14 +160,15 @@ static void put_job_label(FILE *f, const struct cruxd_status_job *j)
 static void stall_families(FILE *f, const struct cruxd_status_body *b)
 {
 	static const char *const names[4] = {
-		"crux_job_compute_fraction", "crux_job_interconnect_stall_fraction",
-		"crux_job_network_stall_fraction", "crux_job_other_fraction"};
+	    "crux_job_compute_fraction", "crux_job_interconnect_stall_fraction",
+	    "crux_job_network_stall_fraction", "crux_job_other_fraction"};
 	static const char *const helps[4] = {
-		"Fraction of the iteration the GPUs compute, mean over ranks.",
-		("Fraction of the iteration lost to communication inside the host (exposed, not "
-		 "waiting on the net plugin)."),
-		"Fraction of the iteration lost waiting on inter-host transfers through the net plugin.",
-		"Fraction of the iteration neither computing nor communicating."};
+	    "Fraction of the iteration the GPUs compute, mean over ranks.",
+	    ("Fraction of the iteration lost to communication inside the host (exposed, not "
+	     "waiting on the net plugin)."),
+	    "Fraction of the iteration lost waiting on inter-host transfers through the net "
+	    "plugin.",
+	    "Fraction of the iteration neither computing nor communicating."};
 
 	for (int k = 0; k < 4; k++) {
 		head(f, names[k], "gauge", helps[k]);
@@ -190,10 +210,11 @@ static void jobs(FILE *f, const struct cruxd_status_body *b)
 	job_family(f, b, "crux_job_state",
 		   "1 for each job, labelled with its state (profiling, scheduled, overridden).",
 		   JF_STATE);
-	job_family(f, b, "crux_job_level", "Priority level the job's traffic is sent at (0 = lowest).",
-		   JF_LEVEL);
+	job_family(f, b, "crux_job_level",
+		   "Priority level the job's traffic is sent at (0 = lowest).", JF_LEVEL);
 	job_family(f, b, "crux_job_intensity",
-		   "GPU intensity I = W / t: compute work per second of bottleneck transfer.", JF_INT);
+		   "GPU intensity I = W / t: compute work per second of bottleneck transfer.",
+		   JF_INT);
 	job_family(f, b, "crux_job_priority", "Scheduling priority P = k * I.", JF_PRIO);
 	job_family(f, b, "crux_job_compute_seconds",
 		   "Profiled compute time per iteration, mean over ranks.", JF_COMP);
@@ -226,10 +247,9 @@ static void peers(FILE *f, const struct cruxd_status_body *b)
 {
 	static const char *const names[3] = {"crux_probe_peer_up", "crux_probe_peer_paths",
 					     "crux_probe_peer_failures_total"};
-	static const char *const helps[3] = {
-		"1 when the last probe run for the peer found paths.",
-		"ECMP paths the prober found to the peer.",
-		"Probe runs for the peer that found nothing."};
+	static const char *const helps[3] = {"1 when the last probe run for the peer found paths.",
+					     "ECMP paths the prober found to the peer.",
+					     "Probe runs for the peer that found nothing."};
 	static const char *const types[3] = {"gauge", "gauge", "counter"};
 
 	for (int k = 0; k < 4; k++) {
@@ -285,8 +305,7 @@ crux_status_t cruxd_prom_render(const struct cruxd_prom_snapshot *snap, uint64_t
 	plain(f, "crux_agent_schedule_age_seconds", "gauge",
 	      "Seconds since the decision table last changed (-1 = not since start).",
 	      age_s(now_ns, snap->schedule_ns));
-	plain(f, "crux_agent_passes_total", "counter", "Scheduling passes run.",
-	      (double)b->passes);
+	plain(f, "crux_agent_passes_total", "counter", "Scheduling passes run.", (double)b->passes);
 	plain(f, "crux_agent_reschedules_total", "counter", "Passes that ran the scheduler.",
 	      (double)b->reschedules);
 	plain(f, "crux_agent_guard_changes_total", "counter",
@@ -317,7 +336,8 @@ crux_status_t cruxd_prom_render(const struct cruxd_prom_snapshot *snap, uint64_t
 		      "Schedules this host wrote as leader.", (double)b->schedules_written);
 		plain(f, "crux_cluster_resyncs_total", "counter",
 		      "Times this host found another etcd store (restored, rebuilt) and "
-		      "resynchronised.", (double)b->cluster_resyncs);
+		      "resynchronised.",
+		      (double)b->cluster_resyncs);
 	}
 	plain(f, "crux_agent_overrides_error", "gauge",
 	      "1 when the last overrides file was refused (cruxctl status says why).",

@@ -8,17 +8,17 @@
 #define CRUXD_PROM_H
 
 #include <stddef.h>
-#include <stdio.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "crux/agent_status.h"
 #include "crux/status.h"
 
 struct cruxd_prom_snapshot {
 	struct cruxd_status_body body;
-	uint64_t published_ns;    /* CLOCK_MONOTONIC of the pass that produced body; 0 = none */
-	uint64_t schedule_ns;     /* when the decision table last changed; 0 = never */
-	uint64_t started_ns;      /* agent start */
+	uint64_t published_ns; /* CLOCK_MONOTONIC of the pass that produced body; 0 = none */
+	uint64_t schedule_ns;  /* when the decision table last changed; 0 = never */
+	uint64_t started_ns;   /* agent start */
 };
 
 /* Text for 'snap' at 'now_ns' into a malloc'd buffer (*text, NUL-terminated). */

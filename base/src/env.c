@@ -250,8 +250,8 @@ static const struct {
 	const char *suffix;
 	uint64_t ns;
 } duration_units[] = {
-    {"ns", 1ull}, {"us", 1000ull}, {"ms", 1000000ull}, {"s", 1000000000ull}, {"m", 60000000000ull},
-    {"h", 3600000000000ull}, {"d", 86400000000000ull},
+    {"ns", 1ull},	   {"us", 1000ull},	    {"ms", 1000000ull},	      {"s", 1000000000ull},
+    {"m", 60000000000ull}, {"h", 3600000000000ull}, {"d", 86400000000000ull},
 };
 
 /* A bound in the largest unit that writes it exactly ("100ms", "2h"). */

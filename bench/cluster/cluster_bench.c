@@ -38,7 +38,7 @@
 #include "crux/sched.h"
 
 #define RANKS_PER_HOST 8
-#define JOB_HOSTS 8
+#define JOB_HOSTS      8
 /* Every host's loop steps every 10 ms (cruxd: every pass, 1 s): often enough
  * that publishing and the leader's read wait little, and not the busy loop
  * (a sweep every 2 ms) that spent the agents' CPU on 500,000 empty steps a
@@ -52,10 +52,10 @@ struct host {
 	atomic_bool alive; /* read without mu by the main thread */
 	atomic_int_fast64_t term;
 	atomic_bool has_target;
-	atomic_int_fast64_t t_apply;	  /* ns: applied a schedule with the target */
-	atomic_bool planned_target; /* its plan callback saw the target */
-	atomic_bool pub_pending;	  /* the target job waits for this host's step */
-	uint64_t renewals;		  /* under mu */
+	atomic_int_fast64_t t_apply; /* ns: applied a schedule with the target */
+	atomic_bool planned_target;  /* its plan callback saw the target */
+	atomic_bool pub_pending;     /* the target job waits for this host's step */
+	uint64_t renewals;	     /* under mu */
 };
 
 struct stepper {
@@ -73,8 +73,8 @@ static atomic_uint_fast64_t target_key;
 /* Phases of the current arrival (ns, 0: not yet). */
 static atomic_int_fast64_t t_pub, t_plan0, t_plan1, t_written;
 static atomic_int_fast64_t max_sweep, max_lead; /* ns, since the arrival */
-static atomic_int_fast64_t max_sweep_nl;	      /* sweeps without the leader's step */
-static atomic_size_t sched_bytes;		      /* the last schedule's encoded size */
+static atomic_int_fast64_t max_sweep_nl;	/* sweeps without the leader's step */
+static atomic_size_t sched_bytes;		/* the last schedule's encoded size */
 static atomic_bool running = true, rec_slow;
 static atomic_int step_errors; /* since the arrival */
 
@@ -221,16 +221,20 @@ static void apply(void *arg, const struct crux_cv_schedule *s, int64_t rev)
 /* Called with H[host].mu held. */
 static void add_job(int host, const char *id, int first, int nhosts)
 {
-	struct crux_cv_job j = {.nranks = RANKS_PER_HOST, .ncompute = RANKS_PER_HOST,
-				.iter_sum = RANKS_PER_HOST * 0.30, .compute_sum = RANKS_PER_HOST * 0.20,
-				.comm_sum = RANKS_PER_HOST * 0.12, .overlap_sum = RANKS_PER_HOST * 0.5,
+	struct crux_cv_job j = {.nranks = RANKS_PER_HOST,
+				.ncompute = RANKS_PER_HOST,
+				.iter_sum = RANKS_PER_HOST * 0.30,
+				.compute_sum = RANKS_PER_HOST * 0.20,
+				.comm_sum = RANKS_PER_HOST * 0.12,
+				.overlap_sum = RANKS_PER_HOST * 0.5,
 				.nhosts = (uint32_t)nhosts};
 	snprintf(j.id, sizeof(j.id), "%s", id);
 	j.key = crux_job_key_of(id);
 	for (int k = 0; k < nhosts; k++)
 		j.hosts[k] = host_addr(first + k);
 	struct crux_cv_flow f = {.src = host_addr(host),
-				 .dst = host_addr(first + (host - first + 1) % nhosts), .bytes = 2e9};
+				 .dst = host_addr(first + (host - first + 1) % nhosts),
+				 .bytes = 2e9};
 	j.nflows = nhosts > 1 ? 1 : 0;
 	j.flows = &f;
 	if (crux_cv_host_add_job(&H[host].view, &j) != CRUX_OK ||
@@ -266,7 +270,8 @@ static void *stepper_main(void *arg)
 				raise_max(&max_lead, b - a);
 				led = true;
 			}
-			if (cs.renewals != h->renewals && atomic_load(&rec_slow) && s->nslow < s->cap)
+			if (cs.renewals != h->renewals && atomic_load(&rec_slow) &&
+			    s->nslow < s->cap)
 				s->slow[s->nslow++] = a;
 			h->renewals = cs.renewals;
 			if (st != CRUX_OK)
@@ -334,7 +339,6 @@ static bool all_new_term(int64_t old)
 	return true;
 }
 
-
 struct mbuf {
 	char *p;
 	size_t len;
@@ -372,7 +376,8 @@ static double wal_bytes(const char *endpoints)
 		if (l)
 			total += strtod(l + 33, NULL);
 		else
-			total = NAN; /* a member did not answer: no figure rather than a wrong one */
+			total =
+			    NAN; /* a member did not answer: no figure rather than a wrong one */
 		curl_easy_cleanup(c);
 		free(b.p);
 	}
@@ -402,8 +407,8 @@ static double pct(const double *v, int n, double q)
 
 static void stats_json(FILE *f, const char *name, const double *v, int n, const char *sep)
 {
-	fprintf(f, "\"%s\": {\"median\": %.4f, \"p99\": %.4f, \"max\": %.4f}%s", name, pct(v, n, 0.5),
-		pct(v, n, 0.99), pct(v, n, 1.0), sep);
+	fprintf(f, "\"%s\": {\"median\": %.4f, \"p99\": %.4f, \"max\": %.4f}%s", name,
+		pct(v, n, 0.5), pct(v, n, 0.99), pct(v, n, 1.0), sep);
 }
 
 static double loadavg1(void)
@@ -445,8 +450,10 @@ static void renewal_spread(double *mean, double *busiest, double secs)
 int main(int argc, char **argv)
 {
 	if (argc < 7 || argc > 9) {
-		fprintf(stderr, "usage: %s ENDPOINTS N TTL STEADY_S LINGJUN_CSV OUT_JSON [ARRIVALS "
-			"[THREADS]]\n", argv[0]);
+		fprintf(stderr,
+			"usage: %s ENDPOINTS N TTL STEADY_S LINGJUN_CSV OUT_JSON [ARRIVALS "
+			"[THREADS]]\n",
+			argv[0]);
 		return 2;
 	}
 	const char *eps = argv[1];
@@ -461,8 +468,10 @@ int main(int argc, char **argv)
 	crux_sched_lingjun_defaults(&lp);
 	if (N < JOB_HOSTS || arrivals < 1 || T < 1 ||
 	    crux_sched_topo_lingjun(argv[5], &lp, &topo, &serr) != CRUX_OK) {
-		fprintf(stderr, "cluster-bench: N >= %d, ARRIVALS >= 1, THREADS >= 1 and a Lingjun "
-			"CSV are needed\n", JOB_HOSTS);
+		fprintf(stderr,
+			"cluster-bench: N >= %d, ARRIVALS >= 1, THREADS >= 1 and a Lingjun "
+			"CSV are needed\n",
+			JOB_HOSTS);
 		return 2;
 	}
 	if (T > N)
@@ -486,8 +495,12 @@ int main(int argc, char **argv)
 		}
 		snprintf(name, sizeof(name), "host%04d", i);
 		struct crux_cluster_cfg c = {.etcd = {.endpoints = rot, .timeout_ms = 5000},
-					     .cluster = "bench", .host = name, .ttl_s = ttl,
-					     .plan = plan, .apply = apply, .arg = &H[i]};
+					     .cluster = "bench",
+					     .host = name,
+					     .ttl_s = ttl,
+					     .plan = plan,
+					     .apply = apply,
+					     .arg = &H[i]};
 		pthread_mutex_init(&H[i].mu, NULL);
 		if (crux_cluster_open(&c, &H[i].n, err, sizeof(err)) != CRUX_OK) {
 			fprintf(stderr, "cluster-bench: %s\n", err);
@@ -502,7 +515,8 @@ int main(int argc, char **argv)
 		struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
 		int fd = crux_cluster_wake_fd(H[i].n);
 		if (fd >= 0 && epoll_ctl(wake_ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
-			fprintf(stderr, "cluster-bench: cannot watch agent %d's wake descriptor\n", i);
+			fprintf(stderr, "cluster-bench: cannot watch agent %d's wake descriptor\n",
+				i);
 			return 1;
 		}
 	}
@@ -538,7 +552,8 @@ int main(int argc, char **argv)
 	}
 	double warm = now_s() - t0;
 	printf("N=%d: %d agents up (%d stepper threads), first schedule applied everywhere after "
-	       "%.2f s (open %.2f s)\n", N, N, T, warm, t0 - t_open);
+	       "%.2f s (open %.2f s)\n",
+	       N, N, T, warm, t0 - t_open);
 
 	/* Steady state: nothing changes; leases are renewed. */
 	double w0 = wal_bytes(eps), s0 = now_s();
@@ -547,7 +562,8 @@ int main(int argc, char **argv)
 		nap_ms(50);
 	atomic_store(&rec_slow, false);
 	double w1 = wal_bytes(eps), secs = now_s() - s0;
-	double per_host_min = (w1 - w0) / nep / N / (secs / 60); /* each member writes its own WAL */
+	double per_host_min =
+	    (w1 - w0) / nep / N / (secs / 60); /* each member writes its own WAL */
 	double link_fraction = per_host_min / 60 * 8 / 100e9;
 	double ren_mean, ren_max;
 	renewal_spread(&ren_mean, &ren_max, secs);
@@ -589,7 +605,8 @@ int main(int argc, char **argv)
 		pthread_mutex_unlock(&H[h].mu);
 		while (!all_have_target()) {
 			if ((double)(now_ns() - ta) / 1e9 > 120) {
-				fprintf(stderr, "cluster-bench: arrival %d not applied after 120 s\n", a);
+				fprintf(stderr,
+					"cluster-bench: arrival %d not applied after 120 s\n", a);
 				return 1;
 			}
 			nap_ms(1);
@@ -626,19 +643,23 @@ int main(int argc, char **argv)
 		ph[7][a] = pct(hr, nr, 1.0);
 		ph[8][a] = pct(hw, nr, 0.99);
 		ph[9][a] = (double)atomic_load(&max_sweep_nl) / 1e9;
-		printf("arrival %d on host %d: published %.3f, plan sees it %.3f (plan %.4f s), written "
-		       "%.3f, applied first %.3f median %.3f last %.3f; longest sweep %.3f, leader step "
-		       "%.3f (others %.3f), failed steps %d; received by the watchers: first %.3f median %.3f last %.3f "
-		       "(%d/%d), received -> applied p99 %.3f; schedule %zu B\n", a, h, ph[0][a], ph[1][a],
-		       ph[2][a], ph[3][a], pct(hl, nh, 0), pct(hl, nh, 0.5), lat[a], ph[5][a], ph[6][a],
-		       ph[9][a], atomic_load(&step_errors), pct(hr, nr, 0), pct(hr, nr, 0.5), ph[7][a], nr, nh,
-		       ph[8][a], atomic_load(&sched_bytes));
+		printf("arrival %d on host %d: published %.3f, plan sees it %.3f (plan %.4f s), "
+		       "written "
+		       "%.3f, applied first %.3f median %.3f last %.3f; longest sweep %.3f, leader "
+		       "step "
+		       "%.3f (others %.3f), failed steps %d; received by the watchers: first %.3f "
+		       "median %.3f last %.3f "
+		       "(%d/%d), received -> applied p99 %.3f; schedule %zu B\n",
+		       a, h, ph[0][a], ph[1][a], ph[2][a], ph[3][a], pct(hl, nh, 0),
+		       pct(hl, nh, 0.5), lat[a], ph[5][a], ph[6][a], ph[9][a],
+		       atomic_load(&step_errors), pct(hr, nr, 0), pct(hr, nr, 0.5), ph[7][a], nr,
+		       nh, ph[8][a], atomic_load(&sched_bytes));
 	}
 	double med = pct(lat, arrivals, 0.5), p99 = pct(lat, arrivals, 0.99);
 	printf("N=%d: job arrival -> applied on all hosts: median %.3f s, p99 %.3f s, max %.3f (%d "
-	       "arrivals, min %.3f); per host: median %.3f, p99 %.3f\n", N, med, p99,
-	       pct(lat, arrivals, 1.0), arrivals, pct(lat, arrivals, 0), pct(per_host, (int)nper, 0.5),
-	       pct(per_host, (int)nper, 0.99));
+	       "arrivals, min %.3f); per host: median %.3f, p99 %.3f\n",
+	       N, med, p99, pct(lat, arrivals, 1.0), arrivals, pct(lat, arrivals, 0),
+	       pct(per_host, (int)nper, 0.5), pct(per_host, (int)nper, 0.99));
 
 	/* Failover: the leader vanishes without revoking its lease. */
 	int l = -1;
@@ -662,8 +683,10 @@ int main(int argc, char **argv)
 				nap_ms(5);
 			}
 			fo = now_s() - tf;
-			printf("N=%d: leader failover (lease TTL %d s): every host on the new term after "
-			       "%.2f s\n", N, ttl, fo);
+			printf("N=%d: leader failover (lease TTL %d s): every host on the new term "
+			       "after "
+			       "%.2f s\n",
+			       N, ttl, fo);
 		} else {
 			pthread_mutex_unlock(&H[i].mu);
 		}
@@ -672,10 +695,13 @@ int main(int argc, char **argv)
 	FILE *f = fopen(argv[6], "w");
 	if (!f)
 		return 1;
-	fprintf(f, "{\"hosts\": %d, \"lease_ttl_s\": %d, \"etcd_members\": %d, \"stepper_threads\": %d, "
-		   "\"first_schedule_s\": %.3f,\n \"arrival_to_all_applied_s\": {\"median\": %.4f, "
-		   "\"p99\": %.4f, \"min\": %.4f, \"max\": %.4f, \"n\": %d},\n ",
-		N, ttl, nep, T, warm, med, p99, pct(lat, arrivals, 0), pct(lat, arrivals, 1.0), arrivals);
+	fprintf(
+	    f,
+	    "{\"hosts\": %d, \"lease_ttl_s\": %d, \"etcd_members\": %d, \"stepper_threads\": %d, "
+	    "\"first_schedule_s\": %.3f,\n \"arrival_to_all_applied_s\": {\"median\": %.4f, "
+	    "\"p99\": %.4f, \"min\": %.4f, \"max\": %.4f, \"n\": %d},\n ",
+	    N, ttl, nep, T, warm, med, p99, pct(lat, arrivals, 0), pct(lat, arrivals, 1.0),
+	    arrivals);
 	stats_json(f, "arrival_to_each_host_applied_s", per_host, (int)nper, ",\n \"phases_s\": {");
 	stats_json(f, "published", ph[0], arrivals, ", ");
 	stats_json(f, "plan_sees_it", ph[1], arrivals, ", ");
@@ -693,13 +719,14 @@ int main(int argc, char **argv)
 		snprintf(wal, sizeof(wal), "%.1f", per_host_min);
 		snprintf(frac, sizeof(frac), "%.3e", link_fraction);
 	}
-	fprintf(f, " \"steady_wal_bytes_per_host_per_min\": %s, \"steady_fraction_of_100gbps\": %s, "
-		   "\"steady_window_s\": %.1f, \"steady_renewals_per_s\": {\"mean\": %.1f, "
-		   "\"busiest_second\": %.0f},\n"
-		   " \"leader_failover_s\": %.3f, \"load_avg_1min\": [%.2f, %.2f], "
-		   "\"goal_arrival_p99_le_2s\": %s, \"goal_bytes_below_1e-4_of_link\": %s}\n",
-		wal, frac, secs, ren_mean, ren_max, fo, load0, load1,
-		p99 <= 2 ? "true" : "false", link_fraction < 1e-4 ? "true" : "false");
+	fprintf(f,
+		" \"steady_wal_bytes_per_host_per_min\": %s, \"steady_fraction_of_100gbps\": %s, "
+		"\"steady_window_s\": %.1f, \"steady_renewals_per_s\": {\"mean\": %.1f, "
+		"\"busiest_second\": %.0f},\n"
+		" \"leader_failover_s\": %.3f, \"load_avg_1min\": [%.2f, %.2f], "
+		"\"goal_arrival_p99_le_2s\": %s, \"goal_bytes_below_1e-4_of_link\": %s}\n",
+		wal, frac, secs, ren_mean, ren_max, fo, load0, load1, p99 <= 2 ? "true" : "false",
+		link_fraction < 1e-4 ? "true" : "false");
 	fclose(f);
 	atomic_store(&running, false);
 	for (int t = 0; t < T; t++)

@@ -27,12 +27,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "crux/json.h"
 #include "crux/decision.h"
+#include "crux/decision_writer.h"
 #include "crux/env.h"
+#include "crux/json.h"
 #include "crux/log.h"
 #include "crux/shm.h"
-#include "crux/decision_writer.h"
 
 #define NJOBS	    64
 #define NPEERS	    4
@@ -415,9 +415,10 @@ int main(int argc, char **argv)
 	crux_json_key(&j, "v1_copy");
 	crux_json_obj(&j);
 	crux_json_key(&j, "description");
-	crux_json_str(&j, "contract v1: lookups on the plugin's private pread copy of decision.tbl, "
-			  "re-read every 100 ms inside the timed batches, a writer process pwriting "
-			  "the file");
+	crux_json_str(&j,
+		      "contract v1: lookups on the plugin's private pread copy of decision.tbl, "
+		      "re-read every 100 ms inside the timed batches, a writer process pwriting "
+		      "the file");
 	crux_json_key(&j, "writer_publishes_per_s");
 	crux_json_numf(&j, "%.0f", pub_rate_v1);
 	crux_json_key(&j, "rereads");

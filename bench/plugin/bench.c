@@ -190,8 +190,8 @@ static int stream_send(const char *dir, size_t size, double seconds, int infligh
 	printf("gbps %.3f\n", (double)bytes * 8 / dt / 1e9);
 	/* CPU time of this process per message: steadier than wall time on a shared machine */
 	printf("cpu_ns_per_msg %.1f\n", (tv_ns(&ru1.ru_utime) + tv_ns(&ru1.ru_stime) -
-					  tv_ns(&ru0.ru_utime) - tv_ns(&ru0.ru_stime)) /
-					 ((double)bytes / (double)size));
+					 tv_ns(&ru0.ru_utime) - tv_ns(&ru0.ru_stime)) /
+					    ((double)bytes / (double)size));
 	/* let the receiver drain before closing */
 	usleep(200000);
 	net->closeSend(s);
@@ -203,7 +203,7 @@ static int stream_send(const char *dir, size_t size, double seconds, int infligh
 
 /* ---- ping-pong over the plugin, registered buffers ---- */
 
-static long pp_idle_us; /* CRUXN_BENCH_IDLE_US */
+static long pp_idle_us;	  /* CRUXN_BENCH_IDLE_US */
 static uint64_t pp_polls; /* isend/irecv/test calls that found nothing */
 
 static void pp_idle(uint64_t t0)
@@ -337,7 +337,8 @@ static int full_io(int fd, char *b, size_t n, int wr)
 {
 	size_t off = 0;
 	while (off < n) {
-		ssize_t k = wr ? send(fd, b + off, n - off, MSG_NOSIGNAL) : recv(fd, b + off, n - off, 0);
+		ssize_t k =
+		    wr ? send(fd, b + off, n - off, MSG_NOSIGNAL) : recv(fd, b + off, n - off, 0);
 		if (k <= 0)
 			return -1;
 		off += (size_t)k;

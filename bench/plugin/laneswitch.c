@@ -96,7 +96,8 @@ int main(int argc, char **argv)
 	    cruxn_reg_mr(rc, rb, sizeof(rb), CRUXN_PTR_HOST, &rmr) != CRUXN_SUCCESS)
 		die("regMr");
 	struct vx_comm *s = sc;
-	double *lat = calloc((size_t)changes, sizeof(*lat)), *st = calloc((size_t)changes, sizeof(*st));
+	double *lat = calloc((size_t)changes, sizeof(*lat)),
+	       *st = calloc((size_t)changes, sizeof(*st));
 	unsigned long qps = 0;
 	if (!lat || !st)
 		die("out of memory");

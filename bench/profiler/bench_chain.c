@@ -29,9 +29,9 @@
 #include "crux/clock.h"
 #include "crux/nccl_profiler_abi.h"
 
-#define BATCHES 201
-#define COLLS 1000
-#define CALLS 6 /* per collective */
+#define BATCHES	 201
+#define COLLS	 1000
+#define CALLS	 6 /* per collective */
 #define MAX_RUNS 15
 
 static int cmp(const void *a, const void *b)
@@ -100,8 +100,8 @@ static cruxf_result_t noop_fini(void *ctx)
 	(void)ctx;
 	return CRUXF_SUCCESS;
 }
-static const cruxf_profiler_v5_t noop = {"noop", noop_init, noop_start, noop_stop, noop_state,
-					 noop_fini};
+static const cruxf_profiler_v5_t noop = {"noop",    noop_init,	noop_start,
+					 noop_stop, noop_state, noop_fini};
 
 static const cruxf_profiler_v5_t *table(const char *path, void **lib)
 {
@@ -126,13 +126,16 @@ int main(int argc, char **argv)
 	int core_on = !(off && !strcmp(off, "off"));
 	const char *nx = getenv("CRUX_PROFILER_NEXT");
 	int chained_mode = nx && *nx;
-	const char *mode = !chained_mode ? "crux-alone" : core_on ? "crux-core-on" : "forwarding-only";
+	const char *mode = !chained_mode ? "crux-alone"
+			   : core_on	 ? "crux-core-on"
+					 : "forwarding-only";
 	int runs;
 	FILE *out;
 
 	if (argc != 5 || (runs = atoi(argv[3])) < 3 || runs > MAX_RUNS) {
-		fprintf(stderr, "usage: bench-profiler-chain CRUX.so FIXTURE.so RUNS(3..15) OUT.json "
-				"(CRUX_PROFILER_NEXT=FIXTURE.so)\n");
+		fprintf(stderr,
+			"usage: bench-profiler-chain CRUX.so FIXTURE.so RUNS(3..15) OUT.json "
+			"(CRUX_PROFILER_NEXT=FIXTURE.so)\n");
 		return 2;
 	}
 	if (chained_mode && strcmp(nx, argv[2])) {
@@ -152,12 +155,15 @@ int main(int argc, char **argv)
 
 		if (crux->init(&cc, 1, &cm, "bench", 1, 2, 0, NULL) != CRUXF_SUCCESS || !cc ||
 		    next->init(&nc, 2, &nm, "bench", 1, 2, 0, NULL) != CRUXF_SUCCESS || !nc) {
-			fprintf(stderr, "bench-profiler-chain: init failed (is CRUX_SHM_DIR set?)\n");
+			fprintf(stderr,
+				"bench-profiler-chain: init failed (is CRUX_SHM_DIR set?)\n");
 			return 1;
 		}
 		if (chained_mode && (cm & nm) != nm) {
-			fprintf(stderr, "bench-profiler-chain: Crux's mask 0x%x lacks the chained "
-					"plugin's 0x%x: not chained\n", cm, nm);
+			fprintf(stderr,
+				"bench-profiler-chain: Crux's mask 0x%x lacks the chained "
+				"plugin's 0x%x: not chained\n",
+				cm, nm);
 			return 1;
 		}
 		batch(next, nc);

@@ -62,15 +62,25 @@ enum mech {
 };
 
 static const char *const mech_name[N_MECH] = {
-    "paths/crux",	   "paths/taccl",	   "paths/ecmp",	 "priority/crux (P = I)",
-    "priority/paper-k",	   "priority/sincronia",   "priority/varys",	 "priority/random",
-    "priority/reversed",   "compression/crux",	   "compression/sincronia", "compression/varys",
-    "compression/order-bound", "compression/one-level",
+    "paths/crux",
+    "paths/taccl",
+    "paths/ecmp",
+    "priority/crux (P = I)",
+    "priority/paper-k",
+    "priority/sincronia",
+    "priority/varys",
+    "priority/random",
+    "priority/reversed",
+    "compression/crux",
+    "compression/sincronia",
+    "compression/varys",
+    "compression/order-bound",
+    "compression/one-level",
 };
 /* The floor each row's gap is measured from. */
 static const int mech_floor[N_MECH] = {
-    PS_ECMP,	  PS_ECMP,	PS_ECMP,      PA_RANDOM,    PA_RANDOM,	  PA_RANDOM,   PA_RANDOM,
-    PA_RANDOM,	  PA_RANDOM,	CP_ONE_LEVEL, CP_ONE_LEVEL, CP_ONE_LEVEL, CP_ONE_LEVEL, CP_ONE_LEVEL,
+    PS_ECMP,   PS_ECMP,	  PS_ECMP,	PA_RANDOM,    PA_RANDOM,    PA_RANDOM,	  PA_RANDOM,
+    PA_RANDOM, PA_RANDOM, CP_ONE_LEVEL, CP_ONE_LEVEL, CP_ONE_LEVEL, CP_ONE_LEVEL, CP_ONE_LEVEL,
 };
 
 __attribute__((noreturn)) static void die(const char *what)
@@ -513,8 +523,8 @@ int main(int argc, char **argv)
 	for (int m = 0; m < N_MECH; m++) {
 		int fl = mech_floor[m];
 		double gap = 100 - mean[fl] > 1e-9 ? (mean[m] - mean[fl]) / (100 - mean[fl]) : NAN;
-		double rgap = 100 - rmean[fl] > 1e-9 ? (rmean[m] - rmean[fl]) / (100 - rmean[fl])
-						     : NAN;
+		double rgap =
+		    100 - rmean[fl] > 1e-9 ? (rmean[m] - rmean[fl]) / (100 - rmean[fl]) : NAN;
 
 		qsort(score[m], (size_t)cases, sizeof(double), cmp_dbl);
 		double p10 = 100 * score[m][(cases - 1) / 10], mn = 100 * score[m][0];

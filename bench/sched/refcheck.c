@@ -51,15 +51,14 @@ enum sch {
 	S_TACCL,
 	S_SINC,
 	S_ECMP,
-	S_REFK,	     /* crux paths, P = k I with k from the reference model's pair runs */
+	S_REFK,	      /* crux paths, P = k I with k from the reference model's pair runs */
 	S_ECMP_PATHS, /* Crux's priority and Max-K-Cut on ECMP paths */
-	S_RANKMAP,   /* Crux's paths and order, Sincronia's rank mapping (crux-ps-pa) */
+	S_RANKMAP,    /* Crux's paths and order, Sincronia's rank mapping (crux-ps-pa) */
 	N_SCH
 };
-static const char *const sch_name[N_SCH] = {"crux-full", "crux-paper-k", "random-order",
-					     "reversed-order", "one-level", "taccl",
-					     "sincronia", "ecmp", "crux-ref-k", "crux-ecmp-paths",
-					     "crux-rank-map"};
+static const char *const sch_name[N_SCH] = {
+    "crux-full", "crux-paper-k", "random-order", "reversed-order",  "one-level",    "taccl",
+    "sincronia", "ecmp",	 "crux-ref-k",	 "crux-ecmp-paths", "crux-rank-map"};
 
 static int g_levels = 8; /* K of every schedule (argument 4) */
 
@@ -136,8 +135,8 @@ struct meas {
 
 struct acc {
 	struct vec uerr, uerr_job, terr, terr_one, uerr_one, uerr_multi;
-	struct vec by_n[3]; /* 2-4, 5-7, 8-10 jobs */
-	struct vec by_topo[2][2]; /* [single link][multi-level] */
+	struct vec by_n[3];	      /* 2-4, 5-7, 8-10 jobs */
+	struct vec by_topo[2][2];     /* [single link][multi-level] */
 	struct vec by_topo_job[2][2]; /* the same against the per-job reference */
 	struct vec sch_e[N_SCH], sch_r[N_SCH];
 	long pairs, agree, pairs_all, agree_all;
@@ -226,7 +225,8 @@ static void make_jobs(uint64_t *rs, struct crux_sched_topo *t, int single, int n
 			double per = ratio * c * bps;
 
 			for (int k = 0; k < nh; k++)
-				fl[k] = (struct crux_sched_flow){hosts[k], hosts[(k + 1) % nh], per};
+				fl[k] =
+				    (struct crux_sched_flow){hosts[k], hosts[(k + 1) % nh], per};
 			jb.n_flows = nh;
 		}
 		jb.n_hosts = nh;
@@ -368,8 +368,8 @@ static void plan(struct crux_sched_topo *t, const struct crux_sched_jobs *js, en
 
 /* The reference's answers for one schedule (computed once, judged for both models). */
 static void reference(struct crux_sched_topo *t, const struct crux_sched_jobs *js,
-		      const struct crux_sched_schedule *s, uint64_t seed, struct meas *m, double *Tr,
-		      struct crux_sched_ref_stats *rs)
+		      const struct crux_sched_schedule *s, uint64_t seed, struct meas *m,
+		      double *Tr, struct crux_sched_ref_stats *rs)
 {
 	struct crux_sched_ref_params rp;
 	struct crux_sched_ref_stats rsj;
@@ -449,9 +449,9 @@ static int meet(const struct job_links *jl, size_t a, size_t b)
  * largest share of its error, with that share's sign.
  */
 enum cls { C_PEERS, C_HIGHER1, C_HIGHERM, C_BOTH1, C_BOTHM, N_CLS };
-static const char *const cls_name[N_CLS] = {
-    "level_peers", "higher_levels_one_job_per_flow", "higher_levels_several_jobs_on_a_flow",
-    "peers_and_one_higher", "peers_and_several_higher"};
+static const char *const cls_name[N_CLS] = {"level_peers", "higher_levels_one_job_per_flow",
+					    "higher_levels_several_jobs_on_a_flow",
+					    "peers_and_one_higher", "peers_and_several_higher"};
 static struct {
 	long fail[N_CLS][2]; /* [class][0: evaluator below the reference, 1: above] */
 	double err[N_CLS], abs_err[N_CLS];
@@ -605,8 +605,9 @@ static void rows(FILE *cf, struct crux_sched_topo *t, const struct crux_sched_jo
 			}
 		}
 		if ((peers || higher) && Te[1][i] > 0 && Tr[i] > 0) {
-			int x = !higher ? C_PEERS : !peers ? (mjob ? C_HIGHERM : C_HIGHER1)
-							 : (mjob ? C_BOTHM : C_BOTH1);
+			int x = !higher	 ? C_PEERS
+				: !peers ? (mjob ? C_HIGHERM : C_HIGHER1)
+					 : (mjob ? C_BOTHM : C_BOTH1);
 
 			contrib[x] += jb->work * (1 / Te[1][i] - 1 / Tr[i]) / G / m->ur;
 		}
@@ -743,9 +744,8 @@ static void print_row(const char *name, struct vec *v)
 {
 	double within = share_within(v, 0.05), m = mean(v);
 
-	printf("%-26s %6zu %8.1f%% %+8.2f%% %+8.2f%% %+8.2f%% %+8.2f%%\n", name, v->n,
-	       100 * within, 100 * m, 100 * quant(v, 0.1), 100 * quant(v, 0.5),
-	       100 * quant(v, 0.9));
+	printf("%-26s %6zu %8.1f%% %+8.2f%% %+8.2f%% %+8.2f%% %+8.2f%%\n", name, v->n, 100 * within,
+	       100 * m, 100 * quant(v, 0.1), 100 * quant(v, 0.5), 100 * quant(v, 0.9));
 }
 
 static void report(struct acc *a, struct acc *a0, const char *label, struct crux_json *j)
@@ -959,8 +959,10 @@ int main(int argc, char **argv)
 	crux_json_u64(&j, seed0);
 	put_stats(&j, "reference_vs_itself", &noise);
 	crux_json_key(&j, "evaluator_first_model");
-	report(&a[0], &a[0], "== evaluator, first model (all peers of a level at once; average "
-			     "load of the levels above) ==", &j);
+	report(&a[0], &a[0],
+	       "== evaluator, first model (all peers of a level at once; average "
+	       "load of the levels above) ==",
+	       &j);
 	crux_json_key(&j, "evaluator_phase_aware");
 	report(&a[1], &a[0], "== evaluator, phase-aware model ==", &j);
 	crux_json_key(&j, "schedules_mean_ref_util");

@@ -255,7 +255,8 @@ int main(int argc, char **argv)
 		       "%9.1f %7.2f %6d\n",
 		       counts[ci], mixn, net, s->dag_edges, s->dag_components, s->dag_largest,
 		       cold * 1e3, best_warm * 1e3, best_ecmp * 1e3, best_warm / best_ecmp,
-		       best_eval * 1e3, best_eval0 * 1e3, u, guard * 1e3, guard_full * 1e3, guard_full / guard, lifts);
+		       best_eval * 1e3, best_eval0 * 1e3, u, guard * 1e3, guard_full * 1e3,
+		       guard_full / guard, lifts);
 		crux_json_obj(&j);
 		crux_json_key(&j, "jobs");
 		crux_json_i64(&j, counts[ci]);

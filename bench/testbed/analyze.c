@@ -39,12 +39,12 @@
 
 #include "crux/env.h"
 
-#define TB_MAX_JOBS 16
-#define TB_MAX_RANKS 64
-#define TB_MAX_RUNS 32
-#define TB_MAX_ARMS 4
+#define TB_MAX_JOBS    16
+#define TB_MAX_RANKS   64
+#define TB_MAX_RUNS    32
+#define TB_MAX_ARMS    4
 #define TB_MAX_BUCKETS 64
-#define TB_NAME 32
+#define TB_NAME	       32
 
 struct tb_iter {
 	double start, cend, end; /* seconds since the run's origin */
@@ -69,8 +69,8 @@ struct tb_job {
 	/* results */
 	double start, end, jct, iter_time, util;
 	long iters;
-	int starved_s;   /* seconds without progress while other jobs' data moved */
-	int stalled_s;   /* seconds in which no job's data moved at all (machine stall) */
+	int starved_s;	     /* seconds without progress while other jobs' data moved */
+	int stalled_s;	     /* seconds in which no job's data moved at all (machine stall) */
 	double min_sec_util; /* lowest per-second utilization in the window */
 };
 
@@ -166,7 +166,7 @@ static int tb_read_log(const char *path, struct tb_rank *r, uint64_t *origin)
 		for (int b = 0; b < it->nb; b++)
 			it->bucket_end[b] = (double)v[3 + b];
 		continue;
-bad:
+	bad:
 		fclose(f);
 		return tb_err("%s:%d: malformed iteration line (want '<iter> <start_ns> "
 			      "<compute_end_ns> <end_ns> [bucket_end_ns...]')",
@@ -270,7 +270,8 @@ static int tb_load_run(struct tb_run *run)
 				it->cend = (it->cend - (double)origin) / 1e9;
 				it->end = (it->end - (double)origin) / 1e9;
 				for (int b = 0; b < it->nb; b++)
-					it->bucket_end[b] = (it->bucket_end[b] - (double)origin) / 1e9;
+					it->bucket_end[b] =
+					    (it->bucket_end[b] - (double)origin) / 1e9;
 			}
 			for (int k = 0; k < rk->nprog; k++)
 				rk->prog[k] = (rk->prog[k] - (double)origin) / 1e9;
@@ -433,7 +434,7 @@ static void tb_stat_add(double *v, int *n, double x)
 
 static struct tb_stat tb_stats(const double *v, int n)
 {
-	struct tb_stat s = { 0, 0, 0, 0, n };
+	struct tb_stat s = {0, 0, 0, 0, n};
 
 	if (!n)
 		return s;
@@ -454,8 +455,9 @@ static struct tb_stat tb_stats(const double *v, int n)
 
 static void tb_json_stat(FILE *f, const char *key, struct tb_stat s, const double *v)
 {
-	fprintf(f, "\"%s\": {\"mean\": %.6f, \"stdev\": %.6f, \"min\": %.6f, \"max\": %.6f, "
-		   "\"runs\": [",
+	fprintf(f,
+		"\"%s\": {\"mean\": %.6f, \"stdev\": %.6f, \"min\": %.6f, \"max\": %.6f, "
+		"\"runs\": [",
 		key, s.mean, s.sd, s.min, s.max);
 	for (int i = 0; i < s.n; i++)
 		fprintf(f, "%s%.6f", i ? ", " : "", v[i]);
@@ -477,7 +479,7 @@ struct tb_agg {
 	double util[TB_MAX_RUNS];
 	int nutil;
 	double it[TB_MAX_JOBS][TB_MAX_RUNS], jct[TB_MAX_JOBS][TB_MAX_RUNS],
-		ju[TB_MAX_JOBS][TB_MAX_RUNS];
+	    ju[TB_MAX_JOBS][TB_MAX_RUNS];
 	int nj[TB_MAX_JOBS];
 	int starved[TB_MAX_JOBS];
 	int stalled[TB_MAX_JOBS];
@@ -643,20 +645,23 @@ static int tb_report(void)
 		if (a > 1) {
 			struct tb_stat u0 = tb_stats(tb_aggs[0].util, tb_aggs[0].nutil);
 			struct tb_stat u1 = tb_stats(tb_aggs[a].util, tb_aggs[a].nutil);
-			printf("\n%s vs %s: cluster GPU utilization %+.1f%% (%.3f / %.3f = %.3fx)\n",
-			       tb.arms[a], tb.arms[0], c.ugain, u1.mean, u0.mean,
-			       u0.mean > 0 ? u1.mean / u0.mean : 0);
+			printf(
+			    "\n%s vs %s: cluster GPU utilization %+.1f%% (%.3f / %.3f = %.3fx)\n",
+			    tb.arms[a], tb.arms[0], c.ugain, u1.mean, u0.mean,
+			    u0.mean > 0 ? u1.mean / u0.mean : 0);
 			for (int j = 0; j < ref->njobs; j++) {
 				struct tb_stat j0 = tb_stats(tb_aggs[0].jct[j], tb_aggs[0].nj[j]);
 				struct tb_stat j1 = tb_stats(tb_aggs[a].jct[j], tb_aggs[a].nj[j]);
 				printf("  %-10s (%s-intensity) JCT %+.1f%% (%.3fx)\n",
-				       ref->jobs[j].name, ref->jobs[j].role, tb_pct(j1.mean, j0.mean),
+				       ref->jobs[j].name, ref->jobs[j].role,
+				       tb_pct(j1.mean, j0.mean),
 				       j0.mean > 0 ? j1.mean / j0.mean : 0);
 			}
 		}
 		printf("  goals %s: utilization gain >= 10%%: %s; high-intensity JCT <= -20%%: %s; "
 		       "every job progressed every second: %s\n",
-		       tb.arms[a], tb_met(c.ugain >= 10), tb_met(c.hi_jct <= -20), tb_met(!c.starved));
+		       tb.arms[a], tb_met(c.ugain >= 10), tb_met(c.hi_jct <= -20),
+		       tb_met(!c.starved));
 	}
 	/*
 	 * Starvation is judged on the scheduled arms (the baseline's own stalls
@@ -676,10 +681,11 @@ static int tb_report(void)
 		fprintf(f, "{\n  \"benchmark\": \"testbed\",\n  \"scenario\": \"%s\",\n",
 			tb.scenario ? tb.scenario : "");
 		fprintf(f, "  \"fabric\": \"%s\",\n", tb.fabric ? tb.fabric : "");
-		fprintf(f, "  \"definitions\": \"utilization = compute-busy time / (GPUs x window); "
-			   "window = all jobs past their first iteration until the first job ends; "
-			   "iteration time = mean over iterations starting in the window; JCT = "
-			   "first iteration start to last iteration end\",\n");
+		fprintf(f,
+			"  \"definitions\": \"utilization = compute-busy time / (GPUs x window); "
+			"window = all jobs past their first iteration until the first job ends; "
+			"iteration time = mean over iterations starting in the window; JCT = "
+			"first iteration start to last iteration end\",\n");
 		fprintf(f, "  \"baseline\": \"%s\",\n  \"arms\": {\n", tb.arms[0]);
 		for (int a = 0; a < tb.narms; a++) {
 			struct tb_agg *g = &tb_aggs[a];
@@ -688,19 +694,22 @@ static int tb_report(void)
 				     g->util);
 			fprintf(f, ",\n      \"jobs\": {\n");
 			for (int j = 0; j < ref->njobs; j++) {
-				fprintf(f, "        \"%s\": {\"model\": \"%s\", \"gpus\": %d, "
-					   "\"role\": \"%s\", ",
+				fprintf(f,
+					"        \"%s\": {\"model\": \"%s\", \"gpus\": %d, "
+					"\"role\": \"%s\", ",
 					ref->jobs[j].name, ref->jobs[j].model, ref->jobs[j].nranks,
 					ref->jobs[j].role);
-				tb_json_stat(f, "iter_time_s", tb_stats(g->it[j], g->nj[j]), g->it[j]);
+				tb_json_stat(f, "iter_time_s", tb_stats(g->it[j], g->nj[j]),
+					     g->it[j]);
 				fprintf(f, ", ");
 				tb_json_stat(f, "jct_s", tb_stats(g->jct[j], g->nj[j]), g->jct[j]);
 				fprintf(f, ", ");
 				tb_json_stat(f, "gpu_utilization", tb_stats(g->ju[j], g->nj[j]),
 					     g->ju[j]);
-				fprintf(f, ", \"seconds_without_progress\": %d, "
-					   "\"seconds_of_machine_stall\": %d, "
-					   "\"min_per_second_utilization\": %.4f}%s\n",
+				fprintf(f,
+					", \"seconds_without_progress\": %d, "
+					"\"seconds_of_machine_stall\": %d, "
+					"\"min_per_second_utilization\": %.4f}%s\n",
 					g->starved[j], g->stalled[j], g->min_sec_util[j],
 					j + 1 < ref->njobs ? "," : "");
 			}
@@ -708,24 +717,28 @@ static int tb_report(void)
 		}
 		fprintf(f, "  }");
 		if (tb.narms > 1) {
-			fprintf(f, ",\n  \"ratios\": {\n    \"utilization_ratio\": %.4f,\n"
-				   "    \"utilization_gain_pct\": %.2f,\n    \"jobs\": {\n",
+			fprintf(f,
+				",\n  \"ratios\": {\n    \"utilization_ratio\": %.4f,\n"
+				"    \"utilization_gain_pct\": %.2f,\n    \"jobs\": {\n",
 				1 + ugain / 100, ugain);
 			for (int j = 0; j < ref->njobs; j++) {
 				struct tb_stat i0 = tb_stats(tb_aggs[0].it[j], tb_aggs[0].nj[j]);
 				struct tb_stat i1 = tb_stats(tb_aggs[1].it[j], tb_aggs[1].nj[j]);
 				struct tb_stat j0 = tb_stats(tb_aggs[0].jct[j], tb_aggs[0].nj[j]);
 				struct tb_stat j1 = tb_stats(tb_aggs[1].jct[j], tb_aggs[1].nj[j]);
-				fprintf(f, "      \"%s\": {\"iter_time_change_pct\": %.2f, "
-					   "\"jct_change_pct\": %.2f, \"jct_ratio\": %.4f}%s\n",
+				fprintf(f,
+					"      \"%s\": {\"iter_time_change_pct\": %.2f, "
+					"\"jct_change_pct\": %.2f, \"jct_ratio\": %.4f}%s\n",
 					ref->jobs[j].name, tb_pct(i1.mean, i0.mean),
-					tb_pct(j1.mean, j0.mean), j0.mean > 0 ? j1.mean / j0.mean : 0,
+					tb_pct(j1.mean, j0.mean),
+					j0.mean > 0 ? j1.mean / j0.mean : 0,
 					j + 1 < ref->njobs ? "," : "");
 			}
-			fprintf(f, "    }\n  },\n  \"goals\": {\n"
-				   "    \"utilization_gain_ge_10pct\": %s,\n"
-				   "    \"high_intensity_jct_le_minus_20pct\": %s,\n"
-				   "    \"every_job_progressed_every_second_with_%s\": %s\n  }",
+			fprintf(f,
+				"    }\n  },\n  \"goals\": {\n"
+				"    \"utilization_gain_ge_10pct\": %s,\n"
+				"    \"high_intensity_jct_le_minus_20pct\": %s,\n"
+				"    \"every_job_progressed_every_second_with_%s\": %s\n  }",
 				ugain >= 10 ? "true" : "false", hi_jct <= -20 ? "true" : "false",
 				tb.arms[1], starved ? "false" : "true");
 			/* Every scheduled arm against the baseline (the console's goal lines). */
@@ -738,9 +751,10 @@ static int tb_report(void)
 					"{\"utilization_gain_ge_10pct\": %s, "
 					"\"high_intensity_jct_le_minus_20pct\": %s, "
 					"\"every_job_progressed_every_second\": %s}}%s\n",
-					tb.arms[a], c.ugain, c.hi_jct, c.ugain >= 10 ? "true" : "false",
-					c.hi_jct <= -20 ? "true" : "false", c.starved ? "false" : "true",
-					a + 1 < tb.narms ? "," : "");
+					tb.arms[a], c.ugain, c.hi_jct,
+					c.ugain >= 10 ? "true" : "false",
+					c.hi_jct <= -20 ? "true" : "false",
+					c.starved ? "false" : "true", a + 1 < tb.narms ? "," : "");
 			}
 			fprintf(f, "  }");
 		}
@@ -775,9 +789,8 @@ static int tb_report(void)
 			return tb_err("cannot write %s: %s", path, strerror(errno));
 		for (int a = 0; a < tb.narms; a++) {
 			struct tb_stat s = tb_stats(tb_aggs[a].util, tb_aggs[a].nutil);
-			fprintf(f, "\"%s\" %.4f %.4f\n",
-				arm_label(tb.arms[a]),
-				s.mean * 100, s.sd * 100);
+			fprintf(f, "\"%s\" %.4f %.4f\n", arm_label(tb.arms[a]), s.mean * 100,
+				s.sd * 100);
 		}
 		fclose(f);
 		/* timeline.dat: per-second cluster utilization of each arm's first run. */
@@ -811,13 +824,13 @@ static int tb_report(void)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "json", required_argument, NULL, 'j' },
-		{ "plot-dir", required_argument, NULL, 'p' },
-		{ "scenario", required_argument, NULL, 's' },
-		{ "fabric", required_argument, NULL, 'f' },
-		{ "check", no_argument, NULL, 'c' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"json", required_argument, NULL, 'j'},
+	    {"plot-dir", required_argument, NULL, 'p'},
+	    {"scenario", required_argument, NULL, 's'},
+	    {"fabric", required_argument, NULL, 'f'},
+	    {"check", no_argument, NULL, 'c'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	int c;
 
@@ -839,7 +852,8 @@ int main(int argc, char **argv)
 			tb.check = true;
 			break;
 		case 'h':
-			printf("usage: crux-tb-analyze [--json FILE] [--plot-dir DIR] [--scenario NAME] "
+			printf("usage: crux-tb-analyze [--json FILE] [--plot-dir DIR] [--scenario "
+			       "NAME] "
 			       "[--fabric TEXT] [--check] ARM:RUNDIR ...\n");
 			return 0;
 		default:

@@ -15,12 +15,12 @@
 #include <time.h>
 
 #include "crux/attach.h"
+#include "crux/broker.h"
 #include "crux/decision.h"
+#include "crux/decision_writer.h"
 #include "crux/env.h"
 #include "crux/jobid.h"
 #include "crux/log.h"
-#include "crux/decision_writer.h"
-#include "crux/broker.h"
 
 struct crux_tb_decide {
 	volatile sig_atomic_t stop;
@@ -44,9 +44,9 @@ static const char *crux_tb_dc_getenv(void *arg, const char *name)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "dir", required_argument, NULL, 'd' },
-		{ "levels", required_argument, NULL, 'k' },
-		{ NULL, 0, NULL, 0 },
+	    {"dir", required_argument, NULL, 'd'},
+	    {"levels", required_argument, NULL, 'k'},
+	    {NULL, 0, NULL, 0},
 	};
 	struct crux_dt_job jobs[64];
 	struct crux_dt_settings settings;
@@ -74,7 +74,8 @@ int main(int argc, char **argv)
 			}
 			break;
 		default:
-			fprintf(stderr, "usage: crux-tb-decide --dir SHMDIR [--levels K] JOB=LEVEL ...\n");
+			fprintf(stderr,
+				"usage: crux-tb-decide --dir SHMDIR [--levels K] JOB=LEVEL ...\n");
 			return 2;
 		}
 	}
@@ -94,7 +95,8 @@ int main(int argc, char **argv)
 				argv[i]);
 			return 2;
 		}
-		if (crux_parse_int("level", eq + 1, 0, levels - 1, &lvl, err, sizeof(err)) != CRUX_OK) {
+		if (crux_parse_int("level", eq + 1, 0, levels - 1, &lvl, err, sizeof(err)) !=
+		    CRUX_OK) {
 			fprintf(stderr, "crux-tb-decide: %s: %s\n", argv[i], err);
 			return 2;
 		}
@@ -104,7 +106,8 @@ int main(int argc, char **argv)
 		crux_tb_dc.job_id = name;
 		st = crux_job_identity_derive(crux_tb_dc_getenv, NULL, &id);
 		if (st != CRUX_OK) {
-			fprintf(stderr, "crux-tb-decide: job id '%s': %s\n", name, crux_status_str(st));
+			fprintf(stderr, "crux-tb-decide: job id '%s': %s\n", name,
+				crux_status_str(st));
 			return 2;
 		}
 		jobs[njobs].job_key = id.key;
@@ -114,11 +117,13 @@ int main(int argc, char **argv)
 		njobs++;
 	}
 	crux_dt_settings_default((uint32_t)levels, &settings);
-	/* As cruxd does (contract v2): a sealed memfd served on cruxd.sock, the file only written. */
+	/* As cruxd does (contract v2): a sealed memfd served on cruxd.sock, the file only written.
+	 */
 	struct crux_broker *b = NULL;
 	st = crux_dt_writer_open_shadow(dir, &settings, &w, &holder, err, sizeof(err));
 	if (st != CRUX_OK) {
-		fprintf(stderr, "crux-tb-decide: cannot own the decision table in %s: %s\n", dir, err);
+		fprintf(stderr, "crux-tb-decide: cannot own the decision table in %s: %s\n", dir,
+			err);
 		return 1;
 	}
 	if (crux_broker_open(dir, NULL, crux_dt_writer_fd(w), &b, err, sizeof(err)) != CRUX_OK)
@@ -135,7 +140,7 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	while (!crux_tb_dc.stop) {
-		struct timespec ts = { 0, 250000000 };
+		struct timespec ts = {0, 250000000};
 
 		crux_dt_heartbeat(w);
 		nanosleep(&ts, NULL);

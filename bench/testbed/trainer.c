@@ -30,8 +30,8 @@
 struct crux_tb_model {
 	const char *name;
 	double compute_ms; /* per iteration and GPU */
-	double grad_mb;    /* gradient bytes per iteration (MB = 2^20 bytes) */
-	int buckets;       /* all-reduce calls per iteration (DDP buckets) */
+	double grad_mb;	   /* gradient bytes per iteration (MB = 2^20 bytes) */
+	int buckets;	   /* all-reduce calls per iteration (DDP buckets) */
 	const char *shape;
 };
 
@@ -42,10 +42,10 @@ struct crux_tb_model {
  * BERT-like medium, ResNet-like low.
  */
 static const struct crux_tb_model crux_tb_models[] = {
-	{ "gpt", 600.0, 1.5, 3, "large transformer: long compute, large gradient" },
-	{ "bert", 250.0, 1.0, 8, "medium transformer: medium compute and gradient" },
-	{ "resnet", 120.0, 0.5, 4, "convolutional: short compute, gradient large for it" },
-	{ "tiny", 20.0, 0.0625, 1, "test model: minimal compute and gradient" },
+    {"gpt", 600.0, 1.5, 3, "large transformer: long compute, large gradient"},
+    {"bert", 250.0, 1.0, 8, "medium transformer: medium compute and gradient"},
+    {"resnet", 120.0, 0.5, 4, "convolutional: short compute, gradient large for it"},
+    {"tiny", 20.0, 0.0625, 1, "test model: minimal compute and gradient"},
 };
 
 struct crux_tb_trainer {
@@ -76,8 +76,8 @@ static uint64_t crux_tb_now(void)
 
 static void crux_tb_sleep_until(uint64_t t)
 {
-	struct timespec ts = { .tv_sec = (time_t)(t / 1000000000ull),
-			       .tv_nsec = (long)(t % 1000000000ull) };
+	struct timespec ts = {.tv_sec = (time_t)(t / 1000000000ull),
+			      .tv_nsec = (long)(t % 1000000000ull)};
 
 	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
 		if (crux_tb_tr.stop)
@@ -92,13 +92,15 @@ static void crux_tb_on_signal(int sig)
 
 static void crux_tb_usage(FILE *f)
 {
-	fprintf(f, "usage: crux-tb-trainer --job ID --model NAME --rank R --nranks N --id-file PATH\n"
-		   "                       [--iters K] [--log PATH] [--host NAME]\n"
-		   "                       [--compute-ms MS] [--grad-mb MB] [--buckets B]\n"
-		   "                       [--mark-iterations]\n"
-		   "--mark-iterations calls the preload's crux_iteration_mark() at every iteration\n"
-		   "start (when the preload is loaded), instead of leaving the period to its detector.\n"
-		   "models:\n");
+	fprintf(
+	    f,
+	    "usage: crux-tb-trainer --job ID --model NAME --rank R --nranks N --id-file PATH\n"
+	    "                       [--iters K] [--log PATH] [--host NAME]\n"
+	    "                       [--compute-ms MS] [--grad-mb MB] [--buckets B]\n"
+	    "                       [--mark-iterations]\n"
+	    "--mark-iterations calls the preload's crux_iteration_mark() at every iteration\n"
+	    "start (when the preload is loaded), instead of leaving the period to its detector.\n"
+	    "models:\n");
 	for (size_t i = 0; i < sizeof(crux_tb_models) / sizeof(crux_tb_models[0]); i++)
 		fprintf(f, "  %-7s compute %6.1f ms, gradient %6.3f MB in %d bucket(s): %s\n",
 			crux_tb_models[i].name, crux_tb_models[i].compute_ms,
@@ -109,20 +111,20 @@ static void crux_tb_usage(FILE *f)
 static int crux_tb_parse(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "job", required_argument, NULL, 'j' },
-		{ "model", required_argument, NULL, 'm' },
-		{ "rank", required_argument, NULL, 'r' },
-		{ "nranks", required_argument, NULL, 'n' },
-		{ "id-file", required_argument, NULL, 'i' },
-		{ "iters", required_argument, NULL, 'k' },
-		{ "log", required_argument, NULL, 'l' },
-		{ "host", required_argument, NULL, 'H' },
-		{ "compute-ms", required_argument, NULL, 'c' },
-		{ "grad-mb", required_argument, NULL, 'g' },
-		{ "buckets", required_argument, NULL, 'b' },
-		{ "mark-iterations", no_argument, NULL, 'M' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"job", required_argument, NULL, 'j'},
+	    {"model", required_argument, NULL, 'm'},
+	    {"rank", required_argument, NULL, 'r'},
+	    {"nranks", required_argument, NULL, 'n'},
+	    {"id-file", required_argument, NULL, 'i'},
+	    {"iters", required_argument, NULL, 'k'},
+	    {"log", required_argument, NULL, 'l'},
+	    {"host", required_argument, NULL, 'H'},
+	    {"compute-ms", required_argument, NULL, 'c'},
+	    {"grad-mb", required_argument, NULL, 'g'},
+	    {"buckets", required_argument, NULL, 'b'},
+	    {"mark-iterations", no_argument, NULL, 'M'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	struct crux_tb_trainer *t = &crux_tb_tr;
 	double compute = -1, grad = -1;
@@ -141,7 +143,8 @@ static int crux_tb_parse(int argc, char **argv)
 			t->job = optarg;
 			break;
 		case 'm':
-			for (size_t i = 0; i < sizeof(crux_tb_models) / sizeof(crux_tb_models[0]); i++)
+			for (size_t i = 0; i < sizeof(crux_tb_models) / sizeof(crux_tb_models[0]);
+			     i++)
 				if (!strcmp(optarg, crux_tb_models[i].name))
 					t->model = &crux_tb_models[i];
 			if (!t->model) {
@@ -252,8 +255,9 @@ static int crux_tb_share_id(ncclUniqueId *id)
 		}
 		usleep(50000);
 	}
-	fprintf(stderr, "crux-tb-trainer: rank %d: no unique id in %s after 60 s (is rank 0 "
-			"running?)\n",
+	fprintf(stderr,
+		"crux-tb-trainer: rank %d: no unique id in %s after 60 s (is rank 0 "
+		"running?)\n",
 		t->rank, t->id_file);
 	return -1;
 }
@@ -328,7 +332,8 @@ int main(int argc, char **argv)
 	}
 	grad = malloc(elems * sizeof(float));
 	if (!grad) {
-		fprintf(stderr, "crux-tb-trainer: out of memory for %zu gradient elements\n", elems);
+		fprintf(stderr, "crux-tb-trainer: out of memory for %zu gradient elements\n",
+			elems);
 		goto out;
 	}
 	if (crux_tb_share_id(&id) < 0)
@@ -363,14 +368,16 @@ int main(int argc, char **argv)
 		compute_end = crux_tb_now();
 		for (int b = 0; b < t->buckets; b++) {
 			float *p = grad + bucket_off[b];
-			ncclResult_t r = ncclAllReduce(p, p, bucket_len[b], ncclFloat32, ncclSum, comm,
-						       NULL);
+			ncclResult_t r =
+			    ncclAllReduce(p, p, bucket_len[b], ncclFloat32, ncclSum, comm, NULL);
 
 			bucket_end[b] = crux_tb_now();
 			if (r != ncclSuccess) {
-				fprintf(stderr, "crux-tb-trainer: job %s rank %d: ncclAllReduce: %s "
-						"(%s)\n",
-					t->job, t->rank, ncclGetErrorString(r), ncclGetLastError(comm));
+				fprintf(stderr,
+					"crux-tb-trainer: job %s rank %d: ncclAllReduce: %s "
+					"(%s)\n",
+					t->job, t->rank, ncclGetErrorString(r),
+					ncclGetLastError(comm));
 				goto out;
 			}
 		}

@@ -13,10 +13,10 @@
 #include <time.h>
 
 #include "bg.h"
+#include "collect_int.h"
 #include "crux/attach.h"
 #include "crux/log.h"
 #include "crux/shm.h"
-#include "collect_int.h"
 
 #define TICK_NS	       20000000ull
 #define DETECT_NS      500000000ull
@@ -334,8 +334,8 @@ static void open_record(struct cruxc_bg *bg)
 	if (agent_socket_present())
 		st = crux_prof_open_shared_ex(&cruxc_ctx.ident, &bg->prof, err, sizeof(err));
 	else
-		st = crux_prof_open_self_ex(cruxc_ctx.cfg.shm_dir, &cruxc_ctx.ident, &bg->prof,
-					    err, sizeof(err));
+		st = crux_prof_open_self_ex(cruxc_ctx.cfg.shm_dir, &cruxc_ctx.ident, &bg->prof, err,
+					    sizeof(err));
 	if (st == CRUX_OK && agent_socket_present())
 		keep_attached(bg);
 	if (st != CRUX_OK && st != CRUX_ERR_NOENT)

@@ -55,13 +55,7 @@ struct cruxc_config {
 	char cudart_lib[CRUX_PATH_MAX];
 };
 
-
-
-
-
 struct cruxc_bg;
-
-
 
 /* The engine's one process-wide context (the front-ends' part: struct cruxc_hot). */
 struct cruxc_ctx {

@@ -11,10 +11,10 @@
 #include <strings.h>
 #include <time.h>
 
+#include "collect_int.h"
 #include "crux/log.h"
 #include "crux/nccl_api.h"
 #include "crux/shm.h"
-#include "collect_int.h"
 
 struct cruxc_ctx cruxc_ctx = {
     .lock = PTHREAD_MUTEX_INITIALIZER,

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "crux/log.h"
 #include "collect_int.h"
+#include "crux/log.h"
 #include "timing.h"
 
 static const char *const cudart_names[] = {

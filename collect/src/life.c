@@ -11,14 +11,13 @@
 #include <unistd.h>
 
 #include "bg.h"
+#include "collect_int.h"
 #include "crux/jobid.h"
 #include "crux/log.h"
 #include "crux/shm.h"
-#include "collect_int.h"
 
 #define RING_ORDER  16
 #define EVENT_SLOTS 1024
-
 
 static void pick_backend(void)
 {
@@ -116,8 +115,8 @@ static void start_locked(uintptr_t comm, int rank, int nranks)
 		pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	cruxc_ctx.pid = getpid();
 	/* A bad CRUX_ value (CRUX_LOG_LEVEL included) turns profiling off, as documented. */
-	if (crux_log_init(cruxc_ctx.source == CRUXC_SRC_PROFILER ? "crux-profiler" : "crux-preload") !=
-		CRUX_OK ||
+	if (crux_log_init(cruxc_ctx.source == CRUXC_SRC_PROFILER ? "crux-profiler"
+								 : "crux-preload") != CRUX_OK ||
 	    cruxc_config_parse(NULL, NULL, &cruxc_ctx.cfg, &enabled) != CRUX_OK) {
 		crux_err("profiling is off for this process; fix the variable above");
 		atomic_store(&cruxc_hot.state, CRUXC_ST_OFF);

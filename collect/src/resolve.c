@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "crux/log.h"
 #include "collect_int.h"
+#include "crux/log.h"
 
 _Atomic(void *) cruxc_real_fns[CRUXC_FN_COUNT];
 static pthread_mutex_t resolve_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -26,7 +26,7 @@
 #include "internal.h"
 
 #define BROKER_MAX_PEERS 4096
-#define BROKER_POLL_MS 250
+#define BROKER_POLL_MS	 250
 
 struct peer {
 	int sock;
@@ -217,7 +217,8 @@ static crux_status_t listen_sock(struct crux_broker *b, char *err, size_t errlen
 		/* A live agent answers; a stale socket from a dead one is ours to replace. */
 		if (S_ISSOCK(sb.st_mode) && connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
 			crux_set_err(err, errlen,
-				     "another cruxd already serves %s; fix: stop it first", b->path);
+				     "another cruxd already serves %s; fix: stop it first",
+				     b->path);
 			close(s);
 			return CRUX_ERR_BUSY;
 		}
@@ -339,10 +340,10 @@ static crux_status_t greet(struct crux_broker *b, struct peer *p, const struct u
 			 (unsigned)cr->uid, (unsigned)cr->gid);
 		return CRUX_ERR_PERM;
 	}
-	if (!inner_pid(cr->pid, &inner) || inner != h->pid ||
-	    p->who.start_time != h->start_time) {
-		snprintf(why, len, "claims pid %d (start %" PRIu64 ") but is pid %ld (start %" PRIu64
-				   ")", (int)h->pid, h->start_time, inner, p->who.start_time);
+	if (!inner_pid(cr->pid, &inner) || inner != h->pid || p->who.start_time != h->start_time) {
+		snprintf(why, len,
+			 "claims pid %d (start %" PRIu64 ") but is pid %ld (start %" PRIu64 ")",
+			 (int)h->pid, h->start_time, inner, p->who.start_time);
 		return CRUX_ERR_PERM;
 	}
 	if (h->role == CRUX_ROLE_OBSERVER)
@@ -356,9 +357,9 @@ static crux_status_t greet(struct crux_broker *b, struct peer *p, const struct u
 		return CRUX_ERR_NOMEM;
 	const struct crux_shm_header *hd = p->prof.base;
 	st = crux_prof_validate_buffer(p->prof.base, p->prof.size, 0, 0, snap, why, len);
-	if (st == CRUX_OK && (__atomic_load_n(&hd->writer_pid, __ATOMIC_RELAXED) != (uint32_t)h->pid ||
-			      __atomic_load_n(&hd->writer_start_time, __ATOMIC_RELAXED) !=
-				  h->start_time)) {
+	if (st == CRUX_OK &&
+	    (__atomic_load_n(&hd->writer_pid, __ATOMIC_RELAXED) != (uint32_t)h->pid ||
+	     __atomic_load_n(&hd->writer_start_time, __ATOMIC_RELAXED) != h->start_time)) {
 		snprintf(why, len, "its profile record names another process");
 		st = CRUX_ERR_PERM;
 	}
@@ -388,10 +389,11 @@ static crux_status_t greet(struct crux_broker *b, struct peer *p, const struct u
 		}
 		if (o->job_key == h->job_key && o->who.uid != cr->uid && !b->pol.shared_jobs &&
 		    cr->uid != 0 && o->who.uid != 0) {
-			snprintf(why, len,
-				 "job %s belongs to user %u; fix: run all its ranks as one user, or "
-				 "start cruxd with CRUX_ALLOW_SHARED_JOBS=1",
-				 h->job_id, (unsigned)o->who.uid);
+			snprintf(
+			    why, len,
+			    "job %s belongs to user %u; fix: run all its ranks as one user, or "
+			    "start cruxd with CRUX_ALLOW_SHARED_JOBS=1",
+			    h->job_id, (unsigned)o->who.uid);
 			return CRUX_ERR_PERM;
 		}
 	}
@@ -502,8 +504,8 @@ static void *broker_main(void *arg)
 	return NULL;
 }
 
-crux_status_t crux_broker_open(const char *dir, const struct crux_broker_policy *pol,
-			       int table_fd, struct crux_broker **out, char *err, size_t errlen)
+crux_status_t crux_broker_open(const char *dir, const struct crux_broker_policy *pol, int table_fd,
+			       struct crux_broker **out, char *err, size_t errlen)
 {
 	crux_status_t st;
 	struct crux_broker *b = calloc(1, sizeof(*b));
@@ -580,8 +582,8 @@ crux_status_t crux_broker_scan(struct crux_broker *b, crux_prof_scan_fn fn, void
 		if (!p->has_prof || p->dup)
 			continue;
 		memset(snap, 0, sizeof(*snap));
-		crux_status_t st =
-		    crux_prof_validate_buffer(p->prof.base, p->prof.size, 0, 0, snap, why, sizeof(why));
+		crux_status_t st = crux_prof_validate_buffer(p->prof.base, p->prof.size, 0, 0, snap,
+							     why, sizeof(why));
 		if (st == CRUX_ERR_BUSY) {
 			s.busy++;
 			continue;

@@ -48,7 +48,9 @@ ssize_t crux_sock_recv(int sock, void *buf, size_t len, int *fd, int *nfds)
 		struct cmsghdr h;
 		char b[CMSG_SPACE(4 * sizeof(int))];
 	} ctl;
-	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
+	struct msghdr m = {.msg_iov = &iov,
+			   .msg_iovlen = 1,
+			   .msg_control = ctl.b,
 			   .msg_controllen = sizeof(ctl.b)};
 	*fd = -1;
 	*nfds = 0;
@@ -117,7 +119,8 @@ crux_status_t crux_agent_conn_open(const char *dir, struct crux_prof_handle *pro
 		crux_set_err(err, errlen, "no agent at %s: %s%s", sa.sun_path, strerror(e),
 			     e == ENOENT || e == ECONNREFUSED ? " (is cruxd running?)" : "");
 		st = (e == ENOENT || e == ECONNREFUSED) ? CRUX_ERR_NOENT
-			: (e == EACCES || e == EPERM) ? CRUX_ERR_PERM : CRUX_ERR_IO;
+		     : (e == EACCES || e == EPERM)	? CRUX_ERR_PERM
+							: CRUX_ERR_IO;
 		goto fail;
 	}
 	if (crux_sock_send(c->sock, &h, sizeof(h), prof ? crux_prof_handle_fd(prof) : -1) !=

@@ -24,7 +24,7 @@ crux_status_t crux_shm_open_dir(const char *dir, bool create, int *dfd_out, char
  * or us: what crux_shm_open_ex checks before it maps. Nothing is mapped.
  */
 crux_status_t crux_shm_open_checked(const char *dir, const char *name, bool writable, int *fd_out,
-				   char *path_out, size_t pathlen, char *err, size_t errlen);
+				    char *path_out, size_t pathlen, char *err, size_t errlen);
 
 /* pwrite of exactly 'len' bytes at 'off' (records mirrored into files, never mapped). */
 #include <sys/types.h>

@@ -35,8 +35,8 @@ crux_status_t crux_memfd_create(const char *name, uint32_t magic, uint16_t layou
 	}
 	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0) {
-		crux_set_err(err, errlen, "memfd_create(%s): %s (Linux 3.17 or newer needed)",
-			     name, strerror(errno));
+		crux_set_err(err, errlen, "memfd_create(%s): %s (Linux 3.17 or newer needed)", name,
+			     strerror(errno));
 		return errno == ENOSYS ? CRUX_ERR_UNSUPPORTED : CRUX_ERR_IO;
 	}
 	if (ftruncate(fd, (off_t)size) != 0) {
@@ -115,8 +115,8 @@ crux_status_t crux_memfd_map(int fd, uint32_t magic, uint16_t layout_version, si
 		crux_set_err(err, errlen, "cannot duplicate the descriptor: %s", strerror(errno));
 		return CRUX_ERR_IO;
 	}
-	void *base = mmap(NULL, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED,
-			  own, 0);
+	void *base =
+	    mmap(NULL, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, own, 0);
 	if (base == MAP_FAILED) {
 		crux_set_err(err, errlen, "cannot map the record: %s", strerror(errno));
 		close(own);

@@ -53,17 +53,19 @@ static crux_status_t check_dir_stat(const char *dir, const struct stat *st, char
 	bool ours = !strcmp(dir, CRUX_SHM_DIR_DEFAULT);
 	if (S_ISLNK(st->st_mode)) {
 		if (ours)
-			crux_set_err(err, errlen,
-				     "%s is a symbolic link, which could point anywhere; fix: remove "
-				     "it (rm %s) so cruxd recreates a real directory, or set "
-				     "CRUX_SHM_DIR",
-				     dir, dir);
+			crux_set_err(
+			    err, errlen,
+			    "%s is a symbolic link, which could point anywhere; fix: remove "
+			    "it (rm %s) so cruxd recreates a real directory, or set "
+			    "CRUX_SHM_DIR",
+			    dir, dir);
 		else
-			crux_set_err(err, errlen,
-				     "CRUX_SHM_DIR=%s is a symbolic link, which could point anywhere; "
-				     "fix: set CRUX_SHM_DIR to the real directory (or unset it for "
-				     "the default " CRUX_SHM_DIR_DEFAULT ")",
-				     dir);
+			crux_set_err(
+			    err, errlen,
+			    "CRUX_SHM_DIR=%s is a symbolic link, which could point anywhere; "
+			    "fix: set CRUX_SHM_DIR to the real directory (or unset it for "
+			    "the default " CRUX_SHM_DIR_DEFAULT ")",
+			    dir);
 		return CRUX_ERR_PERM;
 	}
 	if (!S_ISDIR(st->st_mode)) {
@@ -75,8 +77,8 @@ static crux_status_t check_dir_stat(const char *dir, const struct stat *st, char
 		else
 			crux_set_err(err, errlen,
 				     "CRUX_SHM_DIR=%s is not a directory; fix: set CRUX_SHM_DIR to "
-				     "a directory for Crux (or unset it for the default "
-				     CRUX_SHM_DIR_DEFAULT ")",
+				     "a directory for Crux (or unset it for the "
+				     "default " CRUX_SHM_DIR_DEFAULT ")",
 				     dir);
 		return CRUX_ERR_PERM;
 	}
@@ -380,7 +382,7 @@ crux_status_t crux_shm_create(const char *dir, const char *name, uint32_t magic,
 }
 
 crux_status_t crux_shm_open_checked(const char *dir, const char *name, bool writable, int *fd_out,
-				   char *path_out, size_t pathlen, char *err, size_t errlen)
+				    char *path_out, size_t pathlen, char *err, size_t errlen)
 {
 	crux_status_t st;
 	int dfd = -1, fd = -1;

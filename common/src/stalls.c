@@ -57,8 +57,8 @@ static double busy_at(const struct crux_prof_busy_sample *h, uint32_t n, uint64_
 	if (h[i].t_ns == h[i - 1].t_ns)
 		return (double)h[i].busy_ns;
 	return (double)h[i - 1].busy_ns + (double)(h[i].busy_ns - h[i - 1].busy_ns) *
-						  ((double)t - (double)h[i - 1].t_ns) /
-						  (double)(h[i].t_ns - h[i - 1].t_ns);
+					      ((double)t - (double)h[i - 1].t_ns) /
+					      (double)(h[i].t_ns - h[i - 1].t_ns);
 }
 
 double crux_prof_busy_fraction(const struct crux_prof_compute *c, bool has_compute,
@@ -74,7 +74,8 @@ double crux_prof_busy_fraction(const struct crux_prof_compute *c, bool has_compu
 		const struct crux_prof_busy_sample *h = n->busy_hist;
 		uint64_t len = (uint64_t)(c->window_s * 1e9);
 		/* a window that ends after the newest sample is measured up to that sample */
-		uint64_t end = c->window_end_ns < h[nh - 1].t_ns ? c->window_end_ns : h[nh - 1].t_ns;
+		uint64_t end =
+		    c->window_end_ns < h[nh - 1].t_ns ? c->window_end_ns : h[nh - 1].t_ns;
 
 		if (len > 0 && end >= len && end - len >= h[0].t_ns) {
 			double b = busy_at(h, nh, end) - busy_at(h, nh, end - len);
@@ -89,8 +90,7 @@ double crux_prof_busy_fraction(const struct crux_prof_compute *c, bool has_compu
 }
 
 void crux_prof_stalls_of(const struct crux_prof_compute *c, bool has_compute,
-			 const struct crux_prof_net *n, bool has_net,
-			 struct crux_prof_stalls *out)
+			 const struct crux_prof_net *n, bool has_net, struct crux_prof_stalls *out)
 {
 	double busy = crux_prof_busy_fraction(c, has_compute, n, has_net, NULL);
 

@@ -6,8 +6,8 @@
 #include "crux/jobid.h"
 #include "internal.h"
 
-static crux_status_t head_check(const void *buf, size_t len, size_t want, uint16_t *type,
-				char *err, size_t errlen)
+static crux_status_t head_check(const void *buf, size_t len, size_t want, uint16_t *type, char *err,
+				size_t errlen)
 {
 	uint32_t magic, size;
 	uint16_t version;

@@ -110,7 +110,8 @@ crux_status_t cruxn_boot_connect(const struct cruxn_dev *ifc, const struct socka
 int cruxn_boot_write_some(int fd, const void *buf, size_t len, size_t *off)
 {
 	while (*off < len) {
-		ssize_t n = send(fd, (const char *)buf + *off, len - *off, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t n =
+		    send(fd, (const char *)buf + *off, len - *off, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n > 0) {
 			*off += (size_t)n;
 			continue;

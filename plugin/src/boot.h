@@ -76,7 +76,7 @@ void cruxn_boot_close_gracefully(int fd);
 
 /* ---- greetings: the first bytes of every connection a listener accepts ---- */
 
-#define CRUXN_BOOT_PEND	     17  /* connections greeting at once per listener */
+#define CRUXN_BOOT_PEND	     17	 /* connections greeting at once per listener */
 #define CRUXN_BOOT_HELLO_MAX 256 /* bytes of one greeting */
 
 struct cruxn_boot_greeter {

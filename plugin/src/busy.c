@@ -12,8 +12,8 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "crux/clock.h"
 #include "busy.h"
+#include "crux/clock.h"
 
 #define BUSY_SAMPLES 128
 
@@ -26,8 +26,8 @@ static struct {
 	_Atomic int64_t inflight;
 	pthread_mutex_t lock;
 	bool open;
-	uint64_t since; /* start of the open busy interval */
-	uint64_t total; /* closed busy intervals, ns */
+	uint64_t since;	   /* start of the open busy interval */
+	uint64_t total;	   /* closed busy intervals, ns */
 	uint64_t reported; /* the largest cumulative figure handed out: they never decrease */
 	/* publisher only */
 	struct busy_sample ring[BUSY_SAMPLES];
@@ -122,7 +122,8 @@ void cruxn_busy_sample(uint64_t now, uint64_t period_ns, uint64_t *total, uint64
 
 	/* the newest sample at least one period old, else the oldest there is */
 	for (unsigned i = 0; i < B.count; i++) {
-		const struct busy_sample *s = &B.ring[(B.head + BUSY_SAMPLES - 1 - i) % BUSY_SAMPLES];
+		const struct busy_sample *s =
+		    &B.ring[(B.head + BUSY_SAMPLES - 1 - i) % BUSY_SAMPLES];
 		if (s->t > now || s->total > tot)
 			break; /* not ours: a reset (tests) */
 		from = s;
@@ -158,7 +159,8 @@ void cruxn_busy_publish(uint64_t now, uint64_t period_ns, struct crux_prof_net *
 	/* oldest first, then this moment (the newest is never older than the publish) */
 	net->nbusy_hist = 0;
 	for (unsigned i = 0; i < B.hcount; i++) {
-		unsigned k = (B.hhead + CRUX_PROF_BUSY_SAMPLES - B.hcount + i) % CRUX_PROF_BUSY_SAMPLES;
+		unsigned k =
+		    (B.hhead + CRUX_PROF_BUSY_SAMPLES - B.hcount + i) % CRUX_PROF_BUSY_SAMPLES;
 		net->busy_hist[net->nbusy_hist++] = B.hist[k];
 	}
 	if (net->nbusy_hist && net->busy_hist[net->nbusy_hist - 1].t_ns != now) {
@@ -167,7 +169,8 @@ void cruxn_busy_publish(uint64_t now, uint64_t period_ns, struct crux_prof_net *
 				(CRUX_PROF_BUSY_SAMPLES - 1) * sizeof(net->busy_hist[0]));
 			net->nbusy_hist--;
 		}
-		net->busy_hist[net->nbusy_hist++] = (struct crux_prof_busy_sample){now, net->busy_ns};
+		net->busy_hist[net->nbusy_hist++] =
+		    (struct crux_prof_busy_sample){now, net->busy_ns};
 	}
 }
 

@@ -23,8 +23,10 @@ crux_status_t cruxn_config_load(struct cruxn_config *cfg, char *err, size_t errl
 		s = crux_env_get(NULL, NULL, "NCCL_SOCKET_IFNAME");
 	if (s) {
 		if (strlen(s) >= sizeof(c.ifname_spec)) {
-			snprintf(err, errlen, "CRUX_SOCKET_IFNAME/NCCL_SOCKET_IFNAME is longer than %zu "
-				 "characters", sizeof(c.ifname_spec) - 1);
+			snprintf(err, errlen,
+				 "CRUX_SOCKET_IFNAME/NCCL_SOCKET_IFNAME is longer than %zu "
+				 "characters",
+				 sizeof(c.ifname_spec) - 1);
 			return CRUX_ERR_INVAL;
 		}
 		snprintf(c.ifname_spec, sizeof(c.ifname_spec), "%s", s);
@@ -41,10 +43,11 @@ crux_status_t cruxn_config_load(struct cruxn_config *cfg, char *err, size_t errl
 		return CRUX_ERR_INVAL;
 	c.nsocks_per_thread = (int)v;
 	if (c.nthreads * c.nsocks_per_thread > CRUXN_MAX_SOCKS) {
-		snprintf(err, errlen,
-			 "CRUX_SOCKET_NTHREADS (%d) x CRUX_NSOCKS_PERTHREAD (%d) is more than %d data "
-			 "sockets per connection: lower one of them",
-			 c.nthreads, c.nsocks_per_thread, CRUXN_MAX_SOCKS);
+		snprintf(
+		    err, errlen,
+		    "CRUX_SOCKET_NTHREADS (%d) x CRUX_NSOCKS_PERTHREAD (%d) is more than %d data "
+		    "sockets per connection: lower one of them",
+		    c.nthreads, c.nsocks_per_thread, CRUXN_MAX_SOCKS);
 		return CRUX_ERR_INVAL;
 	}
 	if (crux_env_int(NULL, NULL, "CRUX_INLINE_BYTES", 65536, 0, 1 << 20, &v, err, errlen) !=

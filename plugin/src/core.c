@@ -126,8 +126,9 @@ void cruxn_comm_fail(struct cruxn_base *c, int err, const char *what)
 	if (!atomic_compare_exchange_strong(&c->error, &expected, err ? err : EIO))
 		return;
 	crux_log_once(&c->err_logged, CRUX_LOG_WARN, "%s connection to %s failed (%s: %s)",
-		      c->is_send ? "send" : "receive", crux_sockaddr_format(&c->peer.sa, peer, sizeof(peer)),
-		      what, strerror(err ? err : EIO));
+		      c->is_send ? "send" : "receive",
+		      crux_sockaddr_format(&c->peer.sa, peer, sizeof(peer)), what,
+		      strerror(err ? err : EIO));
 	if (c->ops->wake)
 		c->ops->wake(c);
 }
@@ -174,7 +175,8 @@ bool cruxn_connecting_register(void *st)
 {
 	bool ok = false;
 	pthread_mutex_lock(&cruxn_ctx.lock);
-	for (size_t i = 0; i < sizeof(cruxn_ctx.connecting) / sizeof(cruxn_ctx.connecting[0]); i++) {
+	for (size_t i = 0; i < sizeof(cruxn_ctx.connecting) / sizeof(cruxn_ctx.connecting[0]);
+	     i++) {
 		if (!cruxn_ctx.connecting[i]) {
 			cruxn_ctx.connecting[i] = st;
 			ok = true;
@@ -189,7 +191,8 @@ bool cruxn_connecting_find(const void *st, bool remove)
 {
 	bool found = false;
 	pthread_mutex_lock(&cruxn_ctx.lock);
-	for (size_t i = 0; i < sizeof(cruxn_ctx.connecting) / sizeof(cruxn_ctx.connecting[0]); i++) {
+	for (size_t i = 0; i < sizeof(cruxn_ctx.connecting) / sizeof(cruxn_ctx.connecting[0]);
+	     i++) {
 		if (st && cruxn_ctx.connecting[i] == st) {
 			found = true;
 			if (remove)

@@ -62,9 +62,9 @@ struct cruxn_base {
 	struct crux_addr peer_host;
 	struct cruxn_peer_stats *stats;
 	struct cruxn_comm_ctx *nctx; /* sender: NCCL's communicator context (v11/v12), or NULL */
-	_Atomic int error; /* errno-like cause; 0 = healthy */
-	int err_logged;    /* crux_log_once flag */
-	bool peer_closed;  /* the peer closed its end (orderly or not) */
+	_Atomic int error;	     /* errno-like cause; 0 = healthy */
+	int err_logged;		     /* crux_log_once flag */
+	bool peer_closed;	     /* the peer closed its end (orderly or not) */
 
 	struct cruxn_req reqs[CRUXN_NET_MAX_REQUESTS];
 	/* posting order: sender's output, receiver's matching */
@@ -131,7 +131,8 @@ struct cruxn_transport_ops {
 	bool (*req_done)(const struct cruxn_req *r);
 	/* After the peer closed: can r still finish? */
 	bool (*req_orphaned)(const struct cruxn_req *r);
-	/* A finished or abandoned request gives back what the transport held for it (may be NULL). */
+	/* A finished or abandoned request gives back what the transport held for it (may be NULL).
+	 */
 	void (*req_release)(struct cruxn_base *c, struct cruxn_req *r);
 	/* Wake the transport's own threads after a failure (may be NULL). */
 	void (*wake)(struct cruxn_base *c);

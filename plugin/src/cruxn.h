@@ -25,9 +25,9 @@
 #include "crux/profile.h"
 #include "crux/status.h"
 
-#define CRUXN_NAME "Crux"
-#define CRUXN_MAX_DEVS 16
-#define CRUXN_MAX_SOCKS CRUX_ROUTE_MAX_PORTS /* data sockets per connection */
+#define CRUXN_NAME	 "Crux"
+#define CRUXN_MAX_DEVS	 16
+#define CRUXN_MAX_SOCKS	 CRUX_ROUTE_MAX_PORTS /* data sockets per connection */
 #define CRUXN_IFNAME_LEN 16
 
 /* ---- Configuration (config.c) -------------------------------------------- */
@@ -36,24 +36,24 @@ enum cruxn_family { CRUXN_FAM_ANY = 0, CRUXN_FAM_V4, CRUXN_FAM_V6 };
 
 struct cruxn_config {
 	char ifname_spec[256]; /* CRUX_SOCKET_IFNAME, else NCCL_SOCKET_IFNAME, else "" */
-	int family;            /* CRUX_SOCKET_FAMILY */
-	int nthreads;          /* CRUX_SOCKET_NTHREADS */
+	int family;	       /* CRUX_SOCKET_FAMILY */
+	int nthreads;	       /* CRUX_SOCKET_NTHREADS */
 	int nsocks_per_thread; /* CRUX_NSOCKS_PERTHREAD */
 	size_t inline_bytes;   /* CRUX_INLINE_BYTES: messages this small go on the control socket */
 	size_t chunk_bytes;    /* CRUX_CHUNK_BYTES: smallest stripe per data socket */
 	int class_level;       /* CRUX_CLASS: -1 unset, else a level */
-	bool tagging;          /* CRUX_TAGGING */
+	bool tagging;	       /* CRUX_TAGGING */
 	uint64_t timeout_ms;   /* CRUX_TIMEOUT: dead-peer detection bound */
 	uint64_t publish_ns;   /* CRUX_PUBLISH_INTERVAL */
 	uint64_t busy_period_ns; /* CRUX_BUSY_PERIOD */
-	int sockbuf;           /* CRUX_SOCKET_BUFSIZE: SO_SNDBUF/SO_RCVBUF, 0 = kernel auto */
-	int transport;         /* CRUX_TRANSPORT: enum cruxn_transport_kind */
-	char ibverbs_lib[256]; /* CRUX_IBVERBS_LIB, "" = libibverbs.so.1 */
-	char mlx5_lib[256];    /* CRUX_MLX5_LIB, "" = libmlx5.so.1 */
-	char hca_spec[256];    /* CRUX_IB_HCA, else NCCL_IB_HCA */
-	int ib_tc;             /* NCCL_IB_TC: RoCE traffic class without a decision, -1 unset */
-	int ib_sl;             /* NCCL_IB_SL: IB service level without a decision, -1 unset */
-	int ib_fifo_tc;        /* NCCL_IB_FIFO_TC: the receiver's CTS / ACK class on RoCE, -1 unset */
+	int sockbuf;		 /* CRUX_SOCKET_BUFSIZE: SO_SNDBUF/SO_RCVBUF, 0 = kernel auto */
+	int transport;		 /* CRUX_TRANSPORT: enum cruxn_transport_kind */
+	char ibverbs_lib[256];	 /* CRUX_IBVERBS_LIB, "" = libibverbs.so.1 */
+	char mlx5_lib[256];	 /* CRUX_MLX5_LIB, "" = libmlx5.so.1 */
+	char hca_spec[256];	 /* CRUX_IB_HCA, else NCCL_IB_HCA */
+	int ib_tc;		 /* NCCL_IB_TC: RoCE traffic class without a decision, -1 unset */
+	int ib_sl;		 /* NCCL_IB_SL: IB service level without a decision, -1 unset */
+	int ib_fifo_tc; /* NCCL_IB_FIFO_TC: the receiver's CTS / ACK class on RoCE, -1 unset */
 };
 
 enum cruxn_transport_kind { CRUXN_TP_AUTO = 0, CRUXN_TP_VERBS, CRUXN_TP_SOCKET };
@@ -86,7 +86,7 @@ struct cruxn_class {
 	int tos;   /* IP TOS / IPv6 traffic class byte (DSCP << 2) */
 	int prio;  /* SO_PRIORITY */
 	int level; /* level the bytes are counted at */
-	int sl;    /* InfiniBand service level (RoCE/IB queue pairs) */
+	int sl;	   /* InfiniBand service level (RoCE/IB queue pairs) */
 };
 
 struct cruxn_route {
@@ -163,7 +163,7 @@ struct cruxn_context {
 	int ndt_retired;
 	_Atomic uint64_t dt_next_try_ns;
 	_Atomic int dt_state; /* last logged table condition, for one log line per change */
-	int once_prio_fail; /* crux_log_once flags (plain ints for __atomic) */
+	int once_prio_fail;   /* crux_log_once flags (plain ints for __atomic) */
 	int once_port_fail;
 	int once_prof_fail;
 	/*
@@ -214,9 +214,9 @@ struct cruxn_comm_ctx {
 	int traffic_class;
 	uint64_t comm_id;
 	_Atomic int refs;
-	_Atomic int kind;	  /* enum crux_coll_kind NCCL last announced; -1: none or unknown */
-	_Atomic uint64_t hints;	  /* setNetAttr calls */
-	cruxn_net_attr_t attr;	  /* the last hints */
+	_Atomic int kind;	/* enum crux_coll_kind NCCL last announced; -1: none or unknown */
+	_Atomic uint64_t hints; /* setNetAttr calls */
+	cruxn_net_attr_t attr;	/* the last hints */
 	_Atomic uint64_t tx_kind[CRUX_COLL_KINDS]; /* bytes sent under each announced kind */
 	_Atomic uint64_t tx_unhinted;		   /* bytes sent with no kind announced */
 };

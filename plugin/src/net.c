@@ -4,19 +4,19 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core.h"
+#include "crux/attach.h"
 #include "crux/env.h"
 #include "crux/log.h"
 #include "crux/shm.h"
 #include "crux_config.h"
-#include "core.h"
-#include "crux/attach.h"
 #include "cruxn.h"
 
 struct cruxn_context cruxn_ctx = {
-	.life_lock = PTHREAD_MUTEX_INITIALIZER,
-	.lock = PTHREAD_MUTEX_INITIALIZER,
-	.peers_lock = PTHREAD_MUTEX_INITIALIZER,
-	.pub_lock = PTHREAD_MUTEX_INITIALIZER,
+    .life_lock = PTHREAD_MUTEX_INITIALIZER,
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .peers_lock = PTHREAD_MUTEX_INITIALIZER,
+    .pub_lock = PTHREAD_MUTEX_INITIALIZER,
 };
 
 /* common's log lines go to NCCL's logger, under the NET subsystem. */
@@ -51,9 +51,9 @@ static void log_devices(void)
 	line[0] = '\0';
 	for (int i = 0; i < cruxn_ctx.ndevs && off < sizeof(line); i++) {
 		char a[80];
-		off += (size_t)snprintf(line + off, sizeof(line) - off, " [%d]%s:%s", i,
-					cruxn_ctx.devs[i].name,
-					crux_sockaddr_format(&cruxn_ctx.devs[i].addr.sa, a, sizeof(a)));
+		off += (size_t)snprintf(
+		    line + off, sizeof(line) - off, " [%d]%s:%s", i, cruxn_ctx.devs[i].name,
+		    crux_sockaddr_format(&cruxn_ctx.devs[i].addr.sa, a, sizeof(a)));
 	}
 	crux_info("Crux net plugin %s, job %s (%s), %d data socket(s) x %d thread(s), "
 		  "devices:%s",
@@ -95,9 +95,10 @@ static crux_status_t select_transport(struct cruxn_context *c)
 		snprintf(err, sizeof(err), "the %s transport cannot start (%s)", (*t)->name, why);
 	}
 	if (!built)
-		crux_err("init failed: CRUX_TRANSPORT=%s but this plugin was built without it (the "
-			 "verbs transport needs rdma-core's headers, libibverbs-dev, at build time)",
-			 kind_name(c->cfg.transport));
+		crux_err(
+		    "init failed: CRUX_TRANSPORT=%s but this plugin was built without it (the "
+		    "verbs transport needs rdma-core's headers, libibverbs-dev, at build time)",
+		    kind_name(c->cfg.transport));
 	else
 		crux_err("init failed: CRUX_TRANSPORT=%s but %s", kind_name(c->cfg.transport), err);
 	return CRUX_ERR_UNSUPPORTED;

@@ -14,16 +14,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "busy.h"
 #include "crux/attach.h"
 #include "crux/clock.h"
 #include "crux/log.h"
 #include "crux/shm.h"
 #include "cruxn.h"
-#include "busy.h"
 
 enum dt_cond { DT_UNKNOWN = 0, DT_OK, DT_MISSING, DT_STALE, DT_CORRUPT };
 
-#define DT_RETRY_NS 1000000000ull
+#define DT_RETRY_NS	   1000000000ull
 #define DT_COPY_REFRESH_NS 100000000ull /* v1: the copy of decision.tbl is re-read this often */
 
 /* One log line per change of the table's condition, process-wide. */
@@ -133,8 +133,10 @@ static struct crux_dt_reader *attach_locked(bool at_init, bool *served)
 		if (!c->att_prof) {
 			struct crux_prof_identity id;
 			profile_identity(&id);
-			if (crux_prof_open_shared_ex(&id, &c->att_prof, err, sizeof(err)) != CRUX_OK)
-				c->att_prof = NULL; /* attach as an observer: the table still helps */
+			if (crux_prof_open_shared_ex(&id, &c->att_prof, err, sizeof(err)) !=
+			    CRUX_OK)
+				c->att_prof =
+				    NULL; /* attach as an observer: the table still helps */
 		}
 		st = crux_agent_conn_open(c->shm_dir, c->att_prof, &c->conn, err, sizeof(err));
 		if (st != CRUX_OK) {
@@ -294,7 +296,7 @@ bool cruxn_tag_refresh(struct cruxn_tag_state *ts)
 	route.path_id = CRUX_PATH_NONE;
 	if (r && !stale) {
 		crux_status_t st =
-			crux_dt_lookup(r, cruxn_ctx.job.key, ts->peer.family ? &ts->peer : NULL, &d);
+		    crux_dt_lookup(r, cruxn_ctx.job.key, ts->peer.family ? &ts->peer : NULL, &d);
 		if (st == CRUX_ERR_BUSY)
 			return false; /* writer busy: keep the old decision, look again next send */
 		if (st == CRUX_OK) {
@@ -320,15 +322,16 @@ bool cruxn_tag_refresh(struct cruxn_tag_state *ts)
 		 * NCCL_IB_TC / NCCL_IB_SL, then the communicator's trafficClass,
 		 * then the table's default level (else 0).
 		 */
-		int tc = cfg->ib_tc >= 0 ? cfg->ib_tc : ts->nccl_tc >= 0 ? ts->nccl_tc
-						 : have	       ? d.class_map.dscp << 2
-							       : 0;
+		int tc = cfg->ib_tc >= 0    ? cfg->ib_tc
+			 : ts->nccl_tc >= 0 ? ts->nccl_tc
+			 : have		    ? d.class_map.dscp << 2
+					    : 0;
 		cls.tos = tc & 0xfc;
 		cls.prio = have ? d.class_map.sock_prio : 0;
-		cls.sl = cfg->ib_sl >= 0			    ? cfg->ib_sl
+		cls.sl = cfg->ib_sl >= 0			 ? cfg->ib_sl
 			 : ts->nccl_tc >= 0 && ts->nccl_tc <= 15 ? ts->nccl_tc
-			 : have					    ? d.class_map.ib_sl
-								    : 0;
+			 : have					 ? d.class_map.ib_sl
+								 : 0;
 		cls.level = (cls.tos >> 5) < CRUX_MAX_LEVELS ? (cls.tos >> 5) : CRUX_MAX_LEVELS - 1;
 	} else if (ts->nccl_tc >= 0) {
 		cls.tos = ts->nccl_tc & 0xfc;
@@ -401,13 +404,14 @@ static void publish_once(void)
 		net.peers[i].peer = c->peers[i].peer;
 		for (int l = 0; l < CRUX_MAX_LEVELS; l++) {
 			net.peers[i].tx_bytes[l] =
-				atomic_load_explicit(&c->peers[i].tx[l], memory_order_relaxed);
+			    atomic_load_explicit(&c->peers[i].tx[l], memory_order_relaxed);
 			net.peers[i].rx_bytes[l] =
-				atomic_load_explicit(&c->peers[i].rx[l], memory_order_relaxed);
+			    atomic_load_explicit(&c->peers[i].rx[l], memory_order_relaxed);
 		}
 	}
 	for (int k = 0; k < CRUX_COLL_KINDS; k++)
-		net.tx_bytes_by_kind[k] = atomic_load_explicit(&c->tx_kind[k], memory_order_relaxed);
+		net.tx_bytes_by_kind[k] =
+		    atomic_load_explicit(&c->tx_kind[k], memory_order_relaxed);
 	cruxn_busy_publish(net.update_ns, c->cfg.busy_period_ns, &net);
 	crux_prof_publish_net(c->prof, &net);
 }

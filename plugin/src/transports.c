@@ -13,8 +13,8 @@ extern const struct cruxn_transport_ops cruxn_socket_ops;
 
 const struct cruxn_transport_ops *const cruxn_transports[] = {
 #ifdef CRUXN_HAVE_VERBS
-	&cruxn_verbs_ops,
+    &cruxn_verbs_ops,
 #endif
-	&cruxn_socket_ops,
-	NULL,
+    &cruxn_socket_ops,
+    NULL,
 };

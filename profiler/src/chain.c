@@ -108,14 +108,16 @@ static void load_next(int version)
 		for (const char *p = v; *p; p++)
 			if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
 			      (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.')) {
-				crux_warn("CRUX_PROFILER_NEXT='%s' is not valid: expected a library path "
-					  "or a plugin name N (letters, digits, '-', '_', '.') for "
-					  "libnccl-profiler-N.so; profiling goes on without a chained "
-					  "plugin",
-					  v);
+				crux_warn(
+				    "CRUX_PROFILER_NEXT='%s' is not valid: expected a library path "
+				    "or a plugin name N (letters, digits, '-', '_', '.') for "
+				    "libnccl-profiler-N.so; profiling goes on without a chained "
+				    "plugin",
+				    v);
 				return;
 			}
-		if (snprintf(file, sizeof(file), "libnccl-profiler-%s.so", v) >= (int)sizeof(file)) {
+		if (snprintf(file, sizeof(file), "libnccl-profiler-%s.so", v) >=
+		    (int)sizeof(file)) {
 			crux_warn("CRUX_PROFILER_NEXT='%.64s...' is too long; profiling goes on "
 				  "without a chained plugin",
 				  v);
@@ -125,15 +127,17 @@ static void load_next(int version)
 	lib = dlopen(file, RTLD_NOW | RTLD_LOCAL);
 	if (!lib) {
 		const char *e = dlerror();
-		crux_warn("CRUX_PROFILER_NEXT='%s': cannot load %s (%s); set it to a profiler "
-			  "plugin's path or name (on LD_LIBRARY_PATH); profiling goes on without it",
-			  v, file, e ? e : "unknown error");
+		crux_warn(
+		    "CRUX_PROFILER_NEXT='%s': cannot load %s (%s); set it to a profiler "
+		    "plugin's path or name (on LD_LIBRARY_PATH); profiling goes on without it",
+		    v, file, e ? e : "unknown error");
 		return;
 	}
 	if (lib == own_handle()) {
-		crux_warn("CRUX_PROFILER_NEXT='%s' names libnccl-profiler-crux.so itself; set it to "
-			  "another profiler plugin; profiling goes on without a chained plugin",
-			  v);
+		crux_warn(
+		    "CRUX_PROFILER_NEXT='%s' names libnccl-profiler-crux.so itself; set it to "
+		    "another profiler plugin; profiling goes on without a chained plugin",
+		    v);
 		dlclose(lib);
 		return;
 	}
@@ -153,7 +157,8 @@ static void load_next(int version)
 		char list[64] = "";
 		for (int n = 4; n <= 7; n++)
 			if (have[n])
-				snprintf(list + strlen(list), sizeof(list) - strlen(list), " v%d", n);
+				snprintf(list + strlen(list), sizeof(list) - strlen(list), " v%d",
+					 n);
 		how = version == 4 ? "NCCL speaks v4 here (NCCL 2.27): it needs ncclProfiler_v4"
 				   : "NCCL speaks v5+ here: it needs one of ncclProfiler_v5..v7";
 		crux_warn("CRUX_PROFILER_NEXT='%s': %s exports no profiler table NCCL's v%d events "
@@ -190,7 +195,7 @@ static void load_next(int version)
 
 static const char *next_table_name(void)
 {
-	const char *n = cruxf_next.version == 4   ? cruxf_next.t4->name
+	const char *n = cruxf_next.version == 4	  ? cruxf_next.t4->name
 			: cruxf_next.version == 7 ? cruxf_next.t7->name
 						  : cruxf_next.t5->name;
 	return n ? n : "?";
@@ -307,8 +312,8 @@ static inline struct cruxf_link *link_get(void)
 		uint32_t free_ = 0;
 
 		if (!atomic_load_explicit(&l->busy, memory_order_relaxed) &&
-		    atomic_compare_exchange_strong_explicit(&l->busy, &free_, 1, memory_order_acquire,
-							    memory_order_relaxed))
+		    atomic_compare_exchange_strong_explicit(
+			&l->busy, &free_, 1, memory_order_acquire, memory_order_relaxed))
 			return l;
 	}
 	return NULL;

@@ -14,7 +14,7 @@
 #include "crux/nccl_profiler_abi.h"
 
 #define CRUXF_COMM_MAGIC 0x4352555850524f46ull /* "CRUXPROF" */
-#define CRUXF_EVENTS 64 /* live events per communicator (power of two); API events nest <= 3 */
+#define CRUXF_EVENTS	 64 /* live events per communicator (power of two); API events nest <= 3 */
 
 enum cruxf_kind {
 	CRUXF_K_NONE = 0,
@@ -85,7 +85,8 @@ void cruxf_state_change(void *handle, int state);
  * context. Only events Crux keeps a handle for take a link; the next
  * plugin's other handles go to NCCL as they are.
  */
-#define CRUXF_LINKS (1u << 18) /* power of two; a stopped link is taken again this many links later */
+#define CRUXF_LINKS                                                                                \
+	(1u << 18) /* power of two; a stopped link is taken again this many links later */
 
 /* One event handle NCCL holds: ours and the next plugin's. */
 struct cruxf_link {
@@ -120,8 +121,7 @@ struct cruxf_next_state {
 extern struct cruxf_next_state cruxf_next;
 
 /* A version's descriptor into the core (shims.c); 'parent' is our own parent handle. */
-typedef void (*cruxf_core_start_fn)(void *core_ctx, void **handle, const void *descr,
-				    void *parent);
+typedef void (*cruxf_core_start_fn)(void *core_ctx, void **handle, const void *descr, void *parent);
 
 cruxf_result_t cruxf_chain_init(int version, void **context, int *mask, uint64_t comm_id,
 				const char *name, int nnodes, int nranks, int rank,

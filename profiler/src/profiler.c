@@ -76,8 +76,8 @@ int cruxf_op_from_func(const char *f)
 int cruxf_dtype_from_name(const char *d)
 {
 	static const char *const names[] = {
-	    "ncclInt8",	   "ncclUint8",	  "ncclInt32",	  "ncclUint32",
-	    "ncclInt64",   "ncclUint64",  "ncclFloat16",  "ncclFloat32",
+	    "ncclInt8",	   "ncclUint8",	   "ncclInt32",	     "ncclUint32",
+	    "ncclInt64",   "ncclUint64",   "ncclFloat16",    "ncclFloat32",
 	    "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2",
 	};
 
@@ -98,8 +98,8 @@ static void nccl_sink(void *arg, enum crux_log_level level, const char *file, in
 	(void)arg;
 
 	if (l)
-		l(level <= CRUX_LOG_WARN ? CRUXF_LOG_WARN : CRUXF_LOG_INFO, CRUXF_LOG_SUB_INIT, file,
-		  line, "PROFILER/Crux: %s", msg);
+		l(level <= CRUX_LOG_WARN ? CRUXF_LOG_WARN : CRUXF_LOG_INFO, CRUXF_LOG_SUB_INIT,
+		  file, line, "PROFILER/Crux: %s", msg);
 }
 
 /* ---- Claim: exactly one of the preload and this plugin publishes ---- */
@@ -236,8 +236,8 @@ static inline struct cruxf_event *slot(struct cruxf_comm *c)
 	return e;
 }
 
-static inline void push_call(struct cruxf_comm *c, uint64_t t0, uint64_t t1, int op,
-			     uint64_t count, int dtype, int peer, uintptr_t stream, uint32_t ev)
+static inline void push_call(struct cruxf_comm *c, uint64_t t0, uint64_t t1, int op, uint64_t count,
+			     int dtype, int peer, uintptr_t stream, uint32_t ev)
 {
 	struct cruxc_call k;
 
@@ -267,19 +267,18 @@ static inline int cached(_Atomic uint64_t *cache, const char *str, int (*decode)
 		return (int)(v & 0xff) - 1;
 	r = decode(str);
 	if (str && (uint64_t)(uintptr_t)str < (1ull << 56))
-		atomic_store_explicit(cache, ((uint64_t)(uintptr_t)str << 8) | ((uint64_t)(r + 1) & 0xff),
+		atomic_store_explicit(cache,
+				      ((uint64_t)(uintptr_t)str << 8) | ((uint64_t)(r + 1) & 0xff),
 				      memory_order_relaxed);
 	return r;
 }
-
 
 /*
  * A call queued in group g. The first one waits in the group: most groups
  * are the implicit group of one call, which then becomes one record timed
  * from the call to the end of its launch, as the preload times a call.
  */
-static inline void group_add(struct cruxf_event *g, const struct cruxf_call_info *call,
-			     uint64_t t1)
+static inline void group_add(struct cruxf_event *g, const struct cruxf_call_info *call, uint64_t t1)
 {
 	if (!g->ncalls++) {
 		g->stream = call->stream;
@@ -305,8 +304,8 @@ void cruxf_start(void *context, void **handle, const struct cruxf_desc *d)
 	*handle = NULL;
 	if (!c || c->magic != CRUXF_COMM_MAGIC || !cruxc_active())
 		return;
-	if (parent && (parent < c->evs || parent >= c->evs + CRUXF_EVENTS ||
-		       parent->type != CRUXF_K_GROUP))
+	if (parent &&
+	    (parent < c->evs || parent >= c->evs + CRUXF_EVENTS || parent->type != CRUXF_K_GROUP))
 		parent = NULL; /* not one of ours, or no longer a group */
 	switch (d->kind) {
 	case CRUXF_K_GROUP:
@@ -325,13 +324,15 @@ void cruxf_start(void *context, void **handle, const struct cruxf_desc *d)
 		if (op < 0)
 			return;
 		if (d->v4) {
-			/* v4 task events come at launch: the call is a point; the group times it. */
+			/* v4 task events come at launch: the call is a point; the group times it.
+			 */
 			struct cruxf_call_info call;
 
 			call.t0 = crux_now_ns();
 			tag_seen(d->user_tag, call.t0);
 			call.op = (uint8_t)op;
-			call.dtype = (uint8_t)cached(&c->dtype_cache, d->datatype, cruxf_dtype_from_name);
+			call.dtype =
+			    (uint8_t)cached(&c->dtype_cache, d->datatype, cruxf_dtype_from_name);
 			call.count = d->count;
 			call.peer = d->peer;
 			call.stream = (uintptr_t)d->stream;
@@ -345,8 +346,8 @@ void cruxf_start(void *context, void **handle, const struct cruxf_desc *d)
 				}
 				group_add(parent, &call, 0);
 			} else {
-				push_call(c, call.t0, call.t0, op, call.count, call.dtype, call.peer,
-					  call.stream, UINT32_MAX);
+				push_call(c, call.t0, call.t0, op, call.count, call.dtype,
+					  call.peer, call.stream, UINT32_MAX);
 			}
 			return;
 		}
@@ -383,11 +384,12 @@ void cruxf_stop(void *handle)
 						     .count = e->count,
 						     .stream = e->stream};
 
-			/* The first call of a group needs no clock: its record ends with the launch. */
+			/* The first call of a group needs no clock: its record ends with the
+			 * launch. */
 			group_add(e->parent, &ci, e->parent->ncalls ? crux_now_ns() : 0);
 		} else {
-			push_call(e->comm_of, e->t0, crux_now_ns(), e->op, e->count, e->dtype, e->peer,
-				  e->stream, UINT32_MAX);
+			push_call(e->comm_of, e->t0, crux_now_ns(), e->op, e->count, e->dtype,
+				  e->peer, e->stream, UINT32_MAX);
 		}
 	} else if (e->type == CRUXF_K_GROUP && e->ncalls) {
 		now = crux_now_ns();
@@ -397,8 +399,8 @@ void cruxf_stop(void *handle)
 			push_call(e->comm_of, e->pending.t0, now, e->pending.op, e->pending.count,
 				  e->pending.dtype, e->pending.peer, e->stream, e->ev_slot);
 		else
-			push_call(e->comm_of, e->t0 ? e->t0 : now, now, CRUXC_OP_GROUP_END, 0, 0, -1,
-				  e->stream, e->ev_slot);
+			push_call(e->comm_of, e->t0 ? e->t0 : now, now, CRUXC_OP_GROUP_END, 0, 0,
+				  -1, e->stream, e->ev_slot);
 	}
 	e->type = 0;
 }

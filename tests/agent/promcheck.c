@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_FAM 512
+#define MAX_FAM	    512
 #define MAX_SAMPLES 65536
 
 static char fam_name[MAX_FAM][128], fam_type[MAX_FAM][16];
@@ -77,7 +77,8 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--require") && i + 1 < argc)
 			i++;
 		else {
-			fprintf(stderr, "usage: promcheck [--prefix P] [--require NAME]... < TEXT\n");
+			fprintf(stderr,
+				"usage: promcheck [--prefix P] [--require NAME]... < TEXT\n");
 			return 2;
 		}
 	}
@@ -117,8 +118,9 @@ int main(int argc, char **argv)
 				const char *t = sp + 1;
 				if (fam_type[f][0])
 					return fail("second TYPE", name);
-				if (strcmp(t, "counter") && strcmp(t, "gauge") && strcmp(t, "histogram") &&
-				    strcmp(t, "summary") && strcmp(t, "untyped"))
+				if (strcmp(t, "counter") && strcmp(t, "gauge") &&
+				    strcmp(t, "histogram") && strcmp(t, "summary") &&
+				    strcmp(t, "untyped"))
 					return fail("unknown TYPE", t);
 				if (!strcmp(t, "counter") &&
 				    (strlen(name) < 6 || strcmp(name + strlen(name) - 6, "_total")))
@@ -154,7 +156,8 @@ int main(int argc, char **argv)
 						return fail("unterminated label value", line);
 					if (*p == '\\') {
 						if (p[1] != '\\' && p[1] != '"' && p[1] != 'n')
-							return fail("bad escape in a label value", line);
+							return fail("bad escape in a label value",
+								    line);
 						p++;
 					} else if (*p == '\n') {
 						return fail("raw newline in a label value", line);

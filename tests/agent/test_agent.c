@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+/* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 
 #include <math.h>
@@ -194,7 +195,7 @@ static void test_grouping(void **state)
 	assert_int_equal(A->nranks, 3);
 	assert_int_equal(A->nhosts, 2);
 	assert_int_equal(B->nranks, 1);
-	assert_true(fabs(A->work - 1.2) < 1e-9);         /* W = sum of ranks' compute */
+	assert_true(fabs(A->work - 1.2) < 1e-9);	/* W = sum of ranks' compute */
 	assert_true(fabs(A->bytes_per_iter - 3e6) < 1); /* lifetime average at first sight */
 	assert_true(fabs(A->iter_time_s - 0.5) < 1e-9);
 	assert_int_equal(A->job_key, crux_job_key_of("env:A"));
@@ -343,9 +344,9 @@ static void test_overrides(void **state)
 	o->o[1].job_key = crux_job_key_of("env:later");
 	snprintf(o->o[1].job_id, sizeof(o->o[1].job_id), "env:later");
 	o->o[1].level = 2;
-	assert_int_equal(cruxd_route_parse("198.18.0.2=1:40001,40002", &o->o[1].routes[0], err,
-					   sizeof(err)),
-			 CRUX_OK);
+	assert_int_equal(
+	    cruxd_route_parse("198.18.0.2=1:40001,40002", &o->o[1].routes[0], err, sizeof(err)),
+	    CRUX_OK);
 	o->o[1].nroutes = 1;
 	assert_int_equal(cruxd_overrides_store(t->shm, o), CRUX_OK);
 	assert_int_equal(cruxd_agent_pass(a, 13 * SEC), CRUX_OK);
@@ -864,7 +865,8 @@ static void test_config_network_control(void **state)
 
 	tset(t, "CRUX_LEVELS", "8");
 	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_ERR_INVAL);
-	assert_non_null(strstr(err, "level 6 would be DSCP 48 (CS6, network control) by the default"));
+	assert_non_null(
+	    strstr(err, "level 6 would be DSCP 48 (CS6, network control) by the default"));
 	tset(t, "CRUX_LEVEL_DSCP", "0,8,16,24,32,40,26,34");
 	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_OK);
 	assert_int_equal(c.settings.levels[7].dscp, 34);
@@ -935,27 +937,27 @@ static void test_config_strict(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_grouping, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_host_from_net_section, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_profiling_then_scheduled, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_hysteresis, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_hold_time, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_overrides, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_restart_stability, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_restart_reattach, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_departure, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_clamping, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_corrupt_record, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_unsafe_dir, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_one_writer_and_stale, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_config_strict, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_config_network_control, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_config_cluster, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_guard_promotes, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_guard_account, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_guard_iso_without_timing, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_guard_iso_partial_window, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_window_without_iteration, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_grouping, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_host_from_net_section, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_profiling_then_scheduled, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_hysteresis, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_hold_time, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_overrides, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_restart_stability, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_restart_reattach, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_departure, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_clamping, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_corrupt_record, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_unsafe_dir, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_one_writer_and_stale, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_config_strict, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_config_network_control, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_config_cluster, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_guard_promotes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_guard_account, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_guard_iso_without_timing, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_guard_iso_partial_window, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_window_without_iteration, setup, teardown),
 	};
 	crux_log_init("test-agent");
 	return cmocka_run_group_tests(tests, NULL, NULL);

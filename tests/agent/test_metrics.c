@@ -22,23 +22,24 @@ static void test_parse(void **state)
 			 CRUX_OK);
 	assert_string_equal(host, "127.0.0.1"); /* localhost unless told otherwise */
 	assert_int_equal(port, 9464);
-	assert_int_equal(cruxd_metrics_parse("0.0.0.0:80", host, sizeof(host), &port, err,
-					     sizeof(err)),
-			 CRUX_OK);
+	assert_int_equal(
+	    cruxd_metrics_parse("0.0.0.0:80", host, sizeof(host), &port, err, sizeof(err)),
+	    CRUX_OK);
 	assert_string_equal(host, "0.0.0.0");
 	assert_int_equal(port, 80);
-	assert_int_equal(cruxd_metrics_parse("[::1]:9000", host, sizeof(host), &port, err,
-					     sizeof(err)),
-			 CRUX_OK);
+	assert_int_equal(
+	    cruxd_metrics_parse("[::1]:9000", host, sizeof(host), &port, err, sizeof(err)),
+	    CRUX_OK);
 	assert_string_equal(host, "::1");
 	assert_int_equal(port, 9000);
-	static const char *const bad[] = {"", "x", "::1:80", "1.2.3.4:", "[::1]80", "localhost:80",
-					  "1.2.3.4:65536", "-1", "[::1:80", "80 "};
+	static const char *const bad[] = {
+	    "",	  "x",	     "::1:80", "1.2.3.4:", "[::1]80", "localhost:80", "1.2.3.4:65536",
+	    "-1", "[::1:80", "80 "};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		err[0] = 0;
-		assert_int_equal(cruxd_metrics_parse(bad[i], host, sizeof(host), &port, err,
-						     sizeof(err)),
-				 CRUX_ERR_INVAL);
+		assert_int_equal(
+		    cruxd_metrics_parse(bad[i], host, sizeof(host), &port, err, sizeof(err)),
+		    CRUX_ERR_INVAL);
 		assert_non_null(strstr(err, "CRUX_METRICS"));
 	}
 }
@@ -68,7 +69,8 @@ static void test_render(void **state)
 	assert_int_equal(cruxd_prom_render(s, 5000000000ull, &text, &len), CRUX_OK);
 	assert_int_equal(strlen(text), len);
 	assert_non_null(strstr(text, "crux_job_level{job=\"a\\\"b\\\\c\\nd\"} 2\n"));
-	assert_non_null(strstr(text, "crux_job_state{job=\"a\\\"b\\\\c\\nd\",state=\"scheduled\"} 1\n"));
+	assert_non_null(
+	    strstr(text, "crux_job_state{job=\"a\\\"b\\\\c\\nd\",state=\"scheduled\"} 1\n"));
 	assert_non_null(strstr(text, "crux_job_intensity{job=\"env:two\"} 1.5\n"));
 	assert_non_null(strstr(text, "crux_job_state{job=\"env:two\",state=\"profiling\"} 1\n"));
 	assert_non_null(strstr(text, "crux_level_bytes_per_iteration{level=\"2\"} 150\n"));
@@ -132,17 +134,20 @@ static void test_render_sensitivity(void **state)
 	assert_int_equal(cruxd_prom_render(s, 5000000000ull, &text, &len), CRUX_OK);
 	assert_non_null(strstr(text, "# TYPE crux_job_network_stall_fraction gauge\n"));
 	assert_non_null(strstr(text, "crux_job_compute_fraction{job=\"env:net\"} 0.5\n"));
-	assert_non_null(strstr(text, "crux_job_interconnect_stall_fraction{job=\"env:net\"} 0.125\n"));
+	assert_non_null(
+	    strstr(text, "crux_job_interconnect_stall_fraction{job=\"env:net\"} 0.125\n"));
 	assert_non_null(strstr(text, "crux_job_network_stall_fraction{job=\"env:net\"} 0.25\n"));
 	assert_non_null(strstr(text, "crux_job_other_fraction{job=\"env:net\"} 0.125\n"));
 	assert_non_null(strstr(text, "crux_job_compute_fraction{job=\"env:noplugin\"} 0.75\n"));
 	/* unknown network part: no sample, not a made-up 0 */
 	assert_null(strstr(text, "crux_job_network_stall_fraction{job=\"env:noplugin\"}"));
 	assert_null(strstr(text, "crux_job_compute_fraction{job=\"env:new\"}"));
-	assert_non_null(strstr(text, "crux_job_peer_bytes_per_iteration{job=\"env:net\",src=\"198.18.0.1\","
-				     "dst=\"198.18.0.2\"} 4096\n"));
-	assert_non_null(strstr(text, "crux_job_peer_bytes_per_iteration{job=\"env:net\",src=\"198.18.0.1\","
-				     "dst=\"fd00::3\"} 512\n"));
+	assert_non_null(
+	    strstr(text, "crux_job_peer_bytes_per_iteration{job=\"env:net\",src=\"198.18.0.1\","
+			 "dst=\"198.18.0.2\"} 4096\n"));
+	assert_non_null(
+	    strstr(text, "crux_job_peer_bytes_per_iteration{job=\"env:net\",src=\"198.18.0.1\","
+			 "dst=\"fd00::3\"} 512\n"));
 	free(text);
 	free(s);
 }

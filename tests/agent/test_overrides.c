@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+/* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 
 #include <stdio.h>
@@ -30,10 +31,20 @@ static void test_route(void **state)
 	assert_int_equal(r.peer.family, 6);
 	assert_int_equal(r.nports, 0);
 	static const char *const bad[] = {
-		"", "=1", "198.18.1.2", "198.18.1.2=", "198.18.1.2=x", "198.18.1.2=1:",
-		"198.18.1.2=1:0", "198.18.1.2=1:65536", "198.18.1.2=1:1,,2", "host=1:2",
-		"198.18.1.2=65535", "198.18.1.2=1:1,2,3,4,5,6,7,8,9", "198.18.1.2=-1",
-		"198.18.1.2=1:+5",
+	    "",
+	    "=1",
+	    "198.18.1.2",
+	    "198.18.1.2=",
+	    "198.18.1.2=x",
+	    "198.18.1.2=1:",
+	    "198.18.1.2=1:0",
+	    "198.18.1.2=1:65536",
+	    "198.18.1.2=1:1,,2",
+	    "host=1:2",
+	    "198.18.1.2=65535",
+	    "198.18.1.2=1:1,2,3,4,5,6,7,8,9",
+	    "198.18.1.2=-1",
+	    "198.18.1.2=1:+5",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		err[0] = '\0';
@@ -77,9 +88,8 @@ static void test_roundtrip(void **state)
 	o->o[0].job_key = 0x1234;
 	o->o[0].level = 3;
 	snprintf(o->o[0].job_id, sizeof(o->o[0].job_id), "env:my job %%#\x01");
-	assert_int_equal(cruxd_route_parse("198.18.0.9=1:1,2", &o->o[0].routes[0], err,
-					   sizeof(err)),
-			 CRUX_OK);
+	assert_int_equal(
+	    cruxd_route_parse("198.18.0.9=1:1,2", &o->o[0].routes[0], err, sizeof(err)), CRUX_OK);
 	assert_int_equal(cruxd_route_parse("fd00::9=2", &o->o[0].routes[1], err, sizeof(err)),
 			 CRUX_OK);
 	o->o[0].nroutes = 2;
@@ -102,29 +112,28 @@ static void test_bad_files(void **state)
 	struct cruxd_overrides *o = calloc(1, sizeof(*o));
 	char err[256];
 	static const char *const bad[] = {
-		"seq\n",
-		"seq 1\nseq 2\n",
-		"seq x\n",
-		"job 0x1\n",
-		"job 0x1 level 8\n",
-		"job 0x1 level 1 level 2\n",
-		"job 1 level 1\n",
-		"job 0x1 level 1\njob 0x1 level 2\n",
-		"job 0x1 level 1 route 1.2.3.4=1:1 route 1.2.3.4=2:2\n",
-		"job 0x1 level 1 colour red\n",
-		"job 0x1 level 1 id a%zz\n",
-		"job 0x1 level 1 id a%00\n",
-		"frobnicate\n",
-		"job 0x1 level\n",
+	    "seq\n",
+	    "seq 1\nseq 2\n",
+	    "seq x\n",
+	    "job 0x1\n",
+	    "job 0x1 level 8\n",
+	    "job 0x1 level 1 level 2\n",
+	    "job 1 level 1\n",
+	    "job 0x1 level 1\njob 0x1 level 2\n",
+	    "job 0x1 level 1 route 1.2.3.4=1:1 route 1.2.3.4=2:2\n",
+	    "job 0x1 level 1 colour red\n",
+	    "job 0x1 level 1 id a%zz\n",
+	    "job 0x1 level 1 id a%00\n",
+	    "frobnicate\n",
+	    "job 0x1 level\n",
 	};
 
 	(void)state;
 	assert_non_null(o);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		err[0] = '\0';
-		assert_int_not_equal(cruxd_overrides_parse(bad[i], strlen(bad[i]), o, err,
-							   sizeof(err)),
-				     CRUX_OK);
+		assert_int_not_equal(
+		    cruxd_overrides_parse(bad[i], strlen(bad[i]), o, err, sizeof(err)), CRUX_OK);
 		assert_non_null(strstr(err, "line"));
 	}
 	{
@@ -140,10 +149,10 @@ static void test_bad_files(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_route),
-		cmocka_unit_test(test_job_ref),
-		cmocka_unit_test(test_roundtrip),
-		cmocka_unit_test(test_bad_files),
+	    cmocka_unit_test(test_route),
+	    cmocka_unit_test(test_job_ref),
+	    cmocka_unit_test(test_roundtrip),
+	    cmocka_unit_test(test_bad_files),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

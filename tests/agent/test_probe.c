@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+/* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 
 #include <stdlib.h>
@@ -33,18 +34,20 @@ static const char *penv(void *arg, const char *name)
 static void test_config(void **state)
 {
 	struct cruxd_probe_config c;
-	struct kv good[] = {{"CRUX_PROBE_PROTO", "udp"}, {"CRUX_PROBE_PORTS", "1000-1999"},
-			    {"CRUX_PROBE_HOPS", "3"}, {"CRUX_PROBE_TIMEOUT", "50ms"},
+	struct kv good[] = {{"CRUX_PROBE_PROTO", "udp"},
+			    {"CRUX_PROBE_PORTS", "1000-1999"},
+			    {"CRUX_PROBE_HOPS", "3"},
+			    {"CRUX_PROBE_TIMEOUT", "50ms"},
 			    {NULL, NULL}};
 	struct kv bad[][2] = {
-		{{"CRUX_PROBE_PROTO", "icmp"}, {NULL, NULL}},
-		{{"CRUX_PROBE_PORTS", "2000-1000"}, {NULL, NULL}},
-		{{"CRUX_PROBE_PORTS", "0-10"}, {NULL, NULL}},
-		{{"CRUX_PROBE_PORTS", "10-"}, {NULL, NULL}},
-		{{"CRUX_PROBE_PORTS", "10-70000"}, {NULL, NULL}},
-		{{"CRUX_PROBE_HOPS", "0"}, {NULL, NULL}},
-		{{"CRUX_PROBE_PORTS_PER_PATH", "9"}, {NULL, NULL}},
-		{{"CRUX_PROBE_RATE", "fast"}, {NULL, NULL}},
+	    {{"CRUX_PROBE_PROTO", "icmp"}, {NULL, NULL}},
+	    {{"CRUX_PROBE_PORTS", "2000-1000"}, {NULL, NULL}},
+	    {{"CRUX_PROBE_PORTS", "0-10"}, {NULL, NULL}},
+	    {{"CRUX_PROBE_PORTS", "10-"}, {NULL, NULL}},
+	    {{"CRUX_PROBE_PORTS", "10-70000"}, {NULL, NULL}},
+	    {{"CRUX_PROBE_HOPS", "0"}, {NULL, NULL}},
+	    {{"CRUX_PROBE_PORTS_PER_PATH", "9"}, {NULL, NULL}},
+	    {{"CRUX_PROBE_RATE", "fast"}, {NULL, NULL}},
 	};
 	char err[256];
 
@@ -149,9 +152,9 @@ static void test_cache_backoff(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_config),
-		cmocka_unit_test(test_reaches_peer),
-		cmocka_unit_test(test_cache_backoff),
+	    cmocka_unit_test(test_config),
+	    cmocka_unit_test(test_reaches_peer),
+	    cmocka_unit_test(test_cache_backoff),
 	};
 	crux_log_init("test-probe");
 	crux_log_set_level(CRUX_LOG_ERROR);

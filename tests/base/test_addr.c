@@ -6,6 +6,7 @@
 #include <stdint.h>
 /* cmocka.h needs the four headers above first. */
 #include <arpa/inet.h>
+/* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 #include <string.h>
 #include <sys/un.h>

@@ -67,7 +67,8 @@ int main(int argc, char **argv)
 			CHECK(crux_etcd_lease_keepalive(b, lb, &ttl) == CRUX_OK);
 			next_ka = now_s() + 0.6;
 		}
-		CHECK(crux_elect_campaign(b, lk, "agent-b", lb, &tb, holder, sizeof(holder)) == CRUX_OK);
+		CHECK(crux_elect_campaign(b, lk, "agent-b", lb, &tb, holder, sizeof(holder)) ==
+		      CRUX_OK);
 		if (tb == 0) {
 			struct timespec ts = {0, 200000000};
 			nanosleep(&ts, NULL);

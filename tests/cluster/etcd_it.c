@@ -92,17 +92,24 @@ int main(int argc, char **argv)
 	crux_etcd_range_free(&r);
 
 	/* txn: create-if-absent succeeds once, then fails. */
-	struct crux_etcd_cmp c = {.target = CRUX_ETCD_CMP_CREATE, .result = CRUX_ETCD_EQUAL,
-				  .key = "it/leader", .klen = 9, .number = 0};
-	struct crux_etcd_op put = {.kind = CRUX_ETCD_OP_PUT, .key = "it/leader", .klen = 9,
-				   .value = "me", .vlen = 2};
+	struct crux_etcd_cmp c = {.target = CRUX_ETCD_CMP_CREATE,
+				  .result = CRUX_ETCD_EQUAL,
+				  .key = "it/leader",
+				  .klen = 9,
+				  .number = 0};
+	struct crux_etcd_op put = {
+	    .kind = CRUX_ETCD_OP_PUT, .key = "it/leader", .klen = 9, .value = "me", .vlen = 2};
 	bool ok = false;
 	int64_t tr;
 	CHECK(crux_etcd_txn(e, &c, 1, &put, 1, NULL, 0, &ok, &tr) == CRUX_OK && ok);
 	CHECK(crux_etcd_txn(e, &c, 1, &put, 1, NULL, 0, &ok, &tr) == CRUX_OK && !ok);
 	/* A compare on the value, with an op in the failure branch. */
-	struct crux_etcd_cmp cv = {.target = CRUX_ETCD_CMP_VALUE, .result = CRUX_ETCD_EQUAL,
-				   .key = "it/leader", .klen = 9, .value = "you", .vlen = 3};
+	struct crux_etcd_cmp cv = {.target = CRUX_ETCD_CMP_VALUE,
+				   .result = CRUX_ETCD_EQUAL,
+				   .key = "it/leader",
+				   .klen = 9,
+				   .value = "you",
+				   .vlen = 3};
 	struct crux_etcd_op del = {.kind = CRUX_ETCD_OP_DELETE, .key = "iu", .klen = 2};
 	CHECK(crux_etcd_txn(e, &cv, 1, &put, 1, &del, 1, &ok, &tr) == CRUX_OK && !ok);
 	CHECK(crux_etcd_get(e, "iu", 2, false, &r) == CRUX_OK && r.n == 0);
@@ -113,7 +120,8 @@ int main(int argc, char **argv)
 	CHECK(crux_etcd_lease_grant(e, 5, &id, &ttl) == CRUX_OK && id != 0 && ttl == 5);
 	CHECK(crux_etcd_put(e, "it/leased", 9, "x", 1, id, NULL) == CRUX_OK);
 	CHECK(crux_etcd_lease_keepalive(e, id, &ttl) == CRUX_OK && ttl == 5);
-	CHECK(crux_etcd_get(e, "it/leased", 9, false, &r) == CRUX_OK && r.n == 1 && r.kvs[0].lease == id);
+	CHECK(crux_etcd_get(e, "it/leased", 9, false, &r) == CRUX_OK && r.n == 1 &&
+	      r.kvs[0].lease == id);
 	crux_etcd_range_free(&r);
 	CHECK(crux_etcd_lease_revoke(e, id) == CRUX_OK);
 	CHECK(crux_etcd_get(e, "it/leased", 9, false, &r) == CRUX_OK && r.n == 0);

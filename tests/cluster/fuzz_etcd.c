@@ -42,14 +42,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (crux_etcd_parse_keepalive(s, size, &ttl) == CRUX_OK && ttl < 0)
 		abort();
 	char msg[64];
-	if (crux_etcd_parse_error(s, size, &id, msg, sizeof(msg)) == CRUX_OK && strlen(msg) >= sizeof(msg))
+	if (crux_etcd_parse_error(s, size, &id, msg, sizeof(msg)) == CRUX_OK &&
+	    strlen(msg) >= sizeof(msg))
 		abort();
 	struct crux_etcd_watch_msg w;
 	if (crux_etcd_parse_watch(s, size, &w) == CRUX_OK) {
 		if (w.revision < 0 || w.compact_revision < 0)
 			abort();
 		for (size_t i = 0; i < w.n; i++) {
-			if (w.events[i].type != CRUX_ETCD_EV_PUT && w.events[i].type != CRUX_ETCD_EV_DELETE)
+			if (w.events[i].type != CRUX_ETCD_EV_PUT &&
+			    w.events[i].type != CRUX_ETCD_EV_DELETE)
 				abort();
 			check_kv(&w.events[i].kv);
 		}

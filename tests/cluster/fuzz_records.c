@@ -24,7 +24,8 @@ static void host_case(const char *s, size_t n)
 	if (crux_cv_host_decode(txt, len, &again) != CRUX_OK || again.njobs != h.njobs)
 		abort();
 	for (uint32_t i = 0; i < h.njobs; i++)
-		if (again.jobs[i].key != h.jobs[i].key || again.jobs[i].nflows != h.jobs[i].nflows ||
+		if (again.jobs[i].key != h.jobs[i].key ||
+		    again.jobs[i].nflows != h.jobs[i].nflows ||
 		    memcmp(&again.jobs[i].iter_sum, &h.jobs[i].iter_sum, 5 * sizeof(double)) != 0)
 			abort();
 	struct crux_cv_host two[2] = {h, again};

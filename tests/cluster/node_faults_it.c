@@ -177,10 +177,14 @@ int main(int argc, char **argv)
 	struct crux_etcd_opts eo = {.endpoints = argv[1], .timeout_ms = 1000};
 	CHECK(crux_etcd_open(&eo, &E, err, sizeof(err)) == CRUX_OK);
 	for (int i = 0; i < NN; i++) {
-		struct crux_cluster_cfg c = {.etcd = {.endpoints = i == 2 ? argv[4] : argv[1],
-						      .timeout_ms = 1000},
-					     .cluster = "it", .host = H[i].name, .ttl_s = 2,
-					     .plan = nfx_plan, .apply = nfx_apply, .arg = &H[i]};
+		struct crux_cluster_cfg c = {
+		    .etcd = {.endpoints = i == 2 ? argv[4] : argv[1], .timeout_ms = 1000},
+		    .cluster = "it",
+		    .host = H[i].name,
+		    .ttl_s = 2,
+		    .plan = nfx_plan,
+		    .apply = nfx_apply,
+		    .arg = &H[i]};
 		if (crux_cluster_open(&c, &H[i].n, err, sizeof(err)) != CRUX_OK) {
 			fprintf(stderr, "open: %s\n", err);
 			return 1;
@@ -277,7 +281,8 @@ int main(int argc, char **argv)
 		step_all();
 	}
 	printf("leader key deleted: one leader on a lease with its schedule after %.2f s (two "
-	       "hosts said they lead for %.2f s)\n", nfx_now_s() - t0, two);
+	       "hosts said they lead for %.2f s)\n",
+	       nfx_now_s() - t0, two);
 
 	/* ---- the leader key detached from its lease by a plain put ---- */
 	CHECK(leaders(&old) == 1);
@@ -342,7 +347,8 @@ int main(int argc, char **argv)
 	wait_for("job-a", 2, 10);
 	CHECK(H[0].rev < before); /* the new store's revisions */
 	printf("etcd restarted empty: every host resynchronised and applies revision %lld (was "
-	       "%lld) after %.2f s\n", (long long)H[0].rev, (long long)before, nfx_now_s() - t0);
+	       "%lld) after %.2f s\n",
+	       (long long)H[0].rev, (long long)before, nfx_now_s() - t0);
 	crux_cluster_get_status(H[0].n, &cs);
 	printf("  h1 says: %s\n", cs.resync_why);
 	nfx_add_job(&H[2], "after-restore", 2);

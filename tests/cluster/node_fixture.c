@@ -43,8 +43,11 @@ void nfx_apply(void *arg, const struct crux_cv_schedule *s, int64_t rev)
 
 void nfx_add_job(struct host *h, const char *id, uint32_t ranks)
 {
-	struct crux_cv_job j = {.nranks = ranks, .ncompute = ranks, .iter_sum = ranks,
-				.compute_sum = ranks * 0.5, .nhosts = 1};
+	struct crux_cv_job j = {.nranks = ranks,
+				.ncompute = ranks,
+				.iter_sum = ranks,
+				.compute_sum = ranks * 0.5,
+				.nhosts = 1};
 	snprintf(j.id, sizeof(j.id), "%s", id);
 	j.key = crux_job_key_of(id);
 	CHECK(crux_addr_parse(h->addr, &j.hosts[0]) == CRUX_OK);

@@ -110,8 +110,12 @@ int main(int argc, char **argv)
 	for (int i = 0; i < NN; i++) {
 		char err[256];
 		struct crux_cluster_cfg c = {.etcd = {.endpoints = argv[1], .timeout_ms = 1000},
-					     .cluster = "it", .host = H[i].name, .ttl_s = 2,
-					     .plan = nfx_plan, .apply = nfx_apply, .arg = &H[i]};
+					     .cluster = "it",
+					     .host = H[i].name,
+					     .ttl_s = 2,
+					     .plan = nfx_plan,
+					     .apply = nfx_apply,
+					     .arg = &H[i]};
 		if (crux_cluster_open(&c, &H[i].n, err, sizeof(err)) != CRUX_OK) {
 			fprintf(stderr, "open: %s\n", err);
 			return 1;
@@ -146,8 +150,9 @@ int main(int argc, char **argv)
 	/* The survivors reschedule without the dead host's ranks. */
 	const char *probe = l == 2 ? "job-a" : l == 0 ? "local-3" : "local-3";
 	double t0 = nfx_now_s();
-	while (!(leaders() == 1 && agreed(probe, l == 2 ? 2 : 3) &&
-		 (l == 2 ? nfx_level_of(&H[0], "local-3") < 0 : nfx_level_of(&H[2], "job-a") == 1))) {
+	while (
+	    !(leaders() == 1 && agreed(probe, l == 2 ? 2 : 3) &&
+	      (l == 2 ? nfx_level_of(&H[0], "local-3") < 0 : nfx_level_of(&H[2], "job-a") == 1))) {
 		CHECK(nfx_now_s() - t0 < 2 + 6);
 		step_all();
 	}
@@ -173,7 +178,8 @@ int main(int argc, char **argv)
 	CHECK(kill(etcd, SIGCONT) == 0);
 	int k = l == 0 ? 1 : 0;
 	nfx_add_job(&H[k], "after-thaw", 2);
-	printf("etcd back: new job applied on every host after %.2f s\n", wait_for("after-thaw", 2, 15));
+	printf("etcd back: new job applied on every host after %.2f s\n",
+	       wait_for("after-thaw", 2, 15));
 	for (int i = 0; i < NN; i++) {
 		struct crux_cluster_status s;
 		if (!H[i].alive)

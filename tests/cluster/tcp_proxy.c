@@ -102,8 +102,10 @@ int main(int argc, char **argv)
 		}
 		p[np++] = (struct pollfd){.fd = lfd, .events = POLLIN};
 		for (size_t i = 0; i < n; i++) {
-			p[np++] = (struct pollfd){.fd = c[i].silent ? -1 : c[i].a, .events = POLLIN};
-			p[np++] = (struct pollfd){.fd = c[i].silent ? -1 : c[i].b, .events = POLLIN};
+			p[np++] =
+			    (struct pollfd){.fd = c[i].silent ? -1 : c[i].a, .events = POLLIN};
+			p[np++] =
+			    (struct pollfd){.fd = c[i].silent ? -1 : c[i].b, .events = POLLIN};
 		}
 		if (poll(p, np, 200) < 0) {
 			if (errno == EINTR)
@@ -119,8 +121,8 @@ int main(int argc, char **argv)
 				if (hole || b >= 0) {
 					c[n++] = (struct conn){.a = a, .b = b, .silent = hole};
 				} else {
-					fprintf(stderr, "tcp-proxy: cannot reach port %d: %s\n", target,
-						strerror(errno));
+					fprintf(stderr, "tcp-proxy: cannot reach port %d: %s\n",
+						target, strerror(errno));
 					close(a);
 				}
 			} else if (a >= 0) {

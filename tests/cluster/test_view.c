@@ -13,30 +13,37 @@
 
 #include "crux/cluster_view.h"
 
-static struct crux_addr A(const char *s)
-{
+static struct crux_addr A(const char *s) {
 	struct crux_addr a;
 	assert_int_equal(crux_addr_parse(s, &a), CRUX_OK);
 	return a;
 }
 
 /* Host h of a 2-host job "job-a" (4 ranks each) plus a local job. */
-static void make_host(struct crux_cv_host *h, int which)
+static void
+make_host(struct crux_cv_host *h, int which)
 {
 	memset(h, 0, sizeof(*h));
 	const char *me = which ? "10.0.0.2" : "10.0.0.1", *peer = which ? "10.0.0.1" : "10.0.0.2";
 	strcpy(h->name, which ? "host-b" : "host-a");
 	h->addr = A(me);
 	struct crux_cv_flow f = {.src = A(me), .dst = A(peer), .bytes = 1.5e9 + which};
-	struct crux_cv_job j = {.nranks = 4, .ncompute = 4, .iter_sum = 0.4 + 0.1 * which,
-				.compute_sum = 0.3, .comm_sum = 0.1 / 3, .overlap_sum = 2,
-				.stall_sum = 0.01, .nhosts = 1, .nflows = 1, .flows = &f};
+	struct crux_cv_job j = {.nranks = 4,
+				.ncompute = 4,
+				.iter_sum = 0.4 + 0.1 * which,
+				.compute_sum = 0.3,
+				.comm_sum = 0.1 / 3,
+				.overlap_sum = 2,
+				.stall_sum = 0.01,
+				.nhosts = 1,
+				.nflows = 1,
+				.flows = &f};
 	strcpy(j.id, "job-a");
 	j.key = crux_job_key_of(j.id);
 	j.hosts[0] = A(me);
 	assert_int_equal(crux_cv_host_add_job(h, &j), CRUX_OK);
-	struct crux_cv_job l = {.nranks = 1, .ncompute = 1, .iter_sum = 1, .compute_sum = 1,
-				.nhosts = 1};
+	struct crux_cv_job l = {
+	    .nranks = 1, .ncompute = 1, .iter_sum = 1, .compute_sum = 1, .nhosts = 1};
 	strcpy(l.id, which ? "local-b" : "local-a");
 	l.key = crux_job_key_of(l.id);
 	l.hosts[0] = A(me);
@@ -69,13 +76,15 @@ static void test_host_hostile(void **state)
 {
 	(void)state;
 	const char *bad[] = {
-		"{\"v\":2,\"host\":\"h\",\"addr\":\"10.0.0.1\",\"jobs\":[]}",
-		"{\"v\":1,\"host\":\"h h\",\"addr\":\"10.0.0.1\",\"jobs\":[]}",
-		"{\"v\":1,\"host\":\"h\",\"addr\":\"10.0.0.300\",\"jobs\":[]}",
-		"{\"v\":1,\"host\":\"h\",\"addr\":\"10.0.0.1\",\"jobs\":{}}",
-		/* key does not match the id */
-		("{\"v\":1,\"host\":\"h\",\"addr\":\"10.0.0.1\",\"jobs\":[{\"id\":\"j\",\"key\":\"0000000000000001\","
-		 "\"ranks\":1,\"compute\":1,\"clamped\":false,\"sum\":[1,1,0,0,0],\"hosts\":[],\"flows\":[]}]}"),
+	    "{\"v\":2,\"host\":\"h\",\"addr\":\"10.0.0.1\",\"jobs\":[]}",
+	    "{\"v\":1,\"host\":\"h h\",\"addr\":\"10.0.0.1\",\"jobs\":[]}",
+	    "{\"v\":1,\"host\":\"h\",\"addr\":\"10.0.0.300\",\"jobs\":[]}",
+	    "{\"v\":1,\"host\":\"h\",\"addr\":\"10.0.0.1\",\"jobs\":{}}",
+	    /* key does not match the id */
+	    ("{\"v\":1,\"host\":\"h\",\"addr\":\"10.0.0.1\",\"jobs\":[{\"id\":\"j\",\"key\":"
+	     "\"0000000000000001\","
+	     "\"ranks\":1,\"compute\":1,\"clamped\":false,\"sum\":[1,1,0,0,0],\"hosts\":[],"
+	     "\"flows\":[]}]}"),
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct crux_cv_host d;
@@ -88,10 +97,15 @@ static void test_host_hostile(void **state)
 	size_t len;
 	make_host(&h, 1);
 	assert_int_equal(crux_cv_host_encode(&h, &txt, &len), CRUX_OK);
-	const char *from[] = {"\"compute\":4", "\"sum\":[0.5", "\"sum\":[0.5", ",2.0,",
-			      ",0.01]", "\"10.0.0.2\",\"10.0.0.1\",1500000001"};
-	const char *to[] = {"\"compute\":5", "\"sum\":[-0.5", "\"sum\":[1e999", ",4.5,",
-			    "]", "\"10.0.0.2\",\"10.0.0.1\",\"x\""};
+	const char *from[] = {"\"compute\":4", "\"sum\":[0.5",
+			      "\"sum\":[0.5",  ",2.0,",
+			      ",0.01]",	       "\"10.0.0.2\",\"10.0.0.1\",1500000001"};
+	const char *to[] = {"\"compute\":5",
+			    "\"sum\":[-0.5",
+			    "\"sum\":[1e999",
+			    ",4.5,",
+			    "]",
+			    "\"10.0.0.2\",\"10.0.0.1\",\"x\""};
 	for (size_t i = 0; i < sizeof(from) / sizeof(from[0]); i++) {
 		char *p = strstr(txt, from[i]);
 		assert_non_null(p);
@@ -145,11 +159,18 @@ static void test_merge(void **state)
 static void test_schedule(void **state)
 {
 	(void)state;
-	struct crux_cv_route r = {.src = A("10.0.0.1"), .dst = A("fd00::2"), .path_id = 3, .nports = 2,
+	struct crux_cv_route r = {.src = A("10.0.0.1"),
+				  .dst = A("fd00::2"),
+				  .path_id = 3,
+				  .nports = 2,
 				  .ports = {49152, 50000}};
 	struct crux_cv_decision d[2] = {{.key = 0x1234, .level = 3, .nroutes = 1, .routes = &r},
 					{.key = 0xffffffffffffffffULL, .level = 0}};
-	struct crux_cv_schedule s = {.input_revision = 77, .term = 12, .levels = 4, .njobs = 2, .jobs = d},
+	struct crux_cv_schedule s = {.input_revision = 77,
+				     .term = 12,
+				     .levels = 4,
+				     .njobs = 2,
+				     .jobs = d},
 				out;
 	char *txt;
 	size_t len;
@@ -165,37 +186,52 @@ static void test_schedule(void **state)
 	free(txt);
 
 	const char *bad[] = {
-		"{\"v\":1,\"rev\":1,\"term\":1,\"levels\":0,\"jobs\":[]}",
-		"{\"v\":1,\"rev\":1,\"term\":1,\"levels\":9,\"jobs\":[]}",
-		"{\"v\":1,\"rev\":-1,\"term\":1,\"levels\":2,\"jobs\":[]}",
-		"{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\",\"level\":2,"
-		"\"routes\":[]}]}",
-		"{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000000\",\"level\":0,"
-		"\"routes\":[]}]}",
-		"{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"000000000000000A\",\"level\":0,"
-		"\"routes\":[]}]}",
-		"{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\",\"level\":0,"
-		"\"routes\":[[\"10.0.0.1\",\"10.0.0.2\",1,[0]]]}]}",
-		"{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\",\"level\":0,"
-		"\"routes\":[[\"10.0.0.1\",\"10.0.0.2\",70000,[]]]}]}",
-		"{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\",\"level\":0,"
-		"\"routes\":[]},{\"key\":\"0000000000000001\",\"level\":1,\"routes\":[]}]}",
+	    "{\"v\":1,\"rev\":1,\"term\":1,\"levels\":0,\"jobs\":[]}",
+	    "{\"v\":1,\"rev\":1,\"term\":1,\"levels\":9,\"jobs\":[]}",
+	    "{\"v\":1,\"rev\":-1,\"term\":1,\"levels\":2,\"jobs\":[]}",
+	    "{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\","
+	    "\"level\":2,"
+	    "\"routes\":[]}]}",
+	    "{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000000\","
+	    "\"level\":0,"
+	    "\"routes\":[]}]}",
+	    "{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"000000000000000A\","
+	    "\"level\":0,"
+	    "\"routes\":[]}]}",
+	    "{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\","
+	    "\"level\":0,"
+	    "\"routes\":[[\"10.0.0.1\",\"10.0.0.2\",1,[0]]]}]}",
+	    "{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\","
+	    "\"level\":0,"
+	    "\"routes\":[[\"10.0.0.1\",\"10.0.0.2\",70000,[]]]}]}",
+	    "{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\","
+	    "\"level\":0,"
+	    "\"routes\":[]},{\"key\":\"0000000000000001\",\"level\":1,\"routes\":[]}]}",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		assert_int_not_equal(crux_cv_schedule_decode(bad[i], strlen(bad[i]), &out), CRUX_OK);
+		assert_int_not_equal(crux_cv_schedule_decode(bad[i], strlen(bad[i]), &out),
+				     CRUX_OK);
 }
 
 /* Job state, id and routes for every host (an override) survive a round trip. */
 static void test_schedule_state(void **state)
 {
 	(void)state;
-	struct crux_cv_route r = {.dst = A("10.0.0.2"), .path_id = 1, .nports = 1, .ports = {40000}};
+	struct crux_cv_route r = {
+	    .dst = A("10.0.0.2"), .path_id = 1, .nports = 1, .ports = {40000}};
 	struct crux_cv_decision d[3] = {
-		{.key = 1, .state = CRUX_JOB_OVERRIDDEN, .level = 0, .nroutes = 1, .routes = &r},
-		{.key = 2, .state = CRUX_JOB_PROFILING, .level = 3, .since_ms = 1795000000123ull},
-		{.key = 3, .state = CRUX_JOB_SCHEDULED, .level = 2, .has_base = true,
-		 .base = {1.5, 2e9, 0.1}}};
-	struct crux_cv_schedule s = {.input_revision = 5, .term = 2, .levels = 4, .njobs = 3, .jobs = d},
+	    {.key = 1, .state = CRUX_JOB_OVERRIDDEN, .level = 0, .nroutes = 1, .routes = &r},
+	    {.key = 2, .state = CRUX_JOB_PROFILING, .level = 3, .since_ms = 1795000000123ull},
+	    {.key = 3,
+	     .state = CRUX_JOB_SCHEDULED,
+	     .level = 2,
+	     .has_base = true,
+	     .base = {1.5, 2e9, 0.1}}};
+	struct crux_cv_schedule s = {.input_revision = 5,
+				     .term = 2,
+				     .levels = 4,
+				     .njobs = 3,
+				     .jobs = d},
 				out;
 	char *txt;
 	size_t len;
@@ -218,35 +254,42 @@ static void test_schedule_state(void **state)
 	free(txt);
 
 	const char *bad[] = {
-		"{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\",\"level\":0,"
-		"\"state\":\"paused\",\"routes\":[]}]}",
-		"{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\",\"level\":0,"
-		"\"state\":1,\"routes\":[]}]}",
-		"{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\",\"level\":0,"
-		"\"id\":\"a b\",\"routes\":[]}]}",
-		"{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\",\"level\":0,"
-		"\"id\":\"\",\"routes\":[]}]}",
-		"{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\",\"level\":0,"
-		"\"routes\":[[\"--\",\"10.0.0.2\",1,[]]]}]}",
-		"{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\",\"level\":0,"
-		"\"base\":[1,2],\"routes\":[]}]}",
-		"{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\",\"level\":0,"
-		"\"base\":[1,-2,3],\"routes\":[]}]}",
-		"{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\",\"level\":0,"
-		"\"since\":-5,\"routes\":[]}]}",
+	    "{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\","
+	    "\"level\":0,"
+	    "\"state\":\"paused\",\"routes\":[]}]}",
+	    "{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\","
+	    "\"level\":0,"
+	    "\"state\":1,\"routes\":[]}]}",
+	    "{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\","
+	    "\"level\":0,"
+	    "\"id\":\"a b\",\"routes\":[]}]}",
+	    "{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\","
+	    "\"level\":0,"
+	    "\"id\":\"\",\"routes\":[]}]}",
+	    "{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\","
+	    "\"level\":0,"
+	    "\"routes\":[[\"--\",\"10.0.0.2\",1,[]]]}]}",
+	    "{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\","
+	    "\"level\":0,"
+	    "\"base\":[1,2],\"routes\":[]}]}",
+	    "{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\","
+	    "\"level\":0,"
+	    "\"base\":[1,-2,3],\"routes\":[]}]}",
+	    "{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\","
+	    "\"level\":0,"
+	    "\"since\":-5,\"routes\":[]}]}",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		assert_int_not_equal(crux_cv_schedule_decode(bad[i], strlen(bad[i]), &out), CRUX_OK);
+		assert_int_not_equal(crux_cv_schedule_decode(bad[i], strlen(bad[i]), &out),
+				     CRUX_OK);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_host_roundtrip),
-		cmocka_unit_test(test_host_hostile),
-		cmocka_unit_test(test_merge),
-		cmocka_unit_test(test_schedule),
-		cmocka_unit_test(test_schedule_state),
+	    cmocka_unit_test(test_host_roundtrip), cmocka_unit_test(test_host_hostile),
+	    cmocka_unit_test(test_merge),	   cmocka_unit_test(test_schedule),
+	    cmocka_unit_test(test_schedule_state),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

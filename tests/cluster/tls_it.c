@@ -23,8 +23,8 @@ static struct crux_etcd *client(const char *ep, const char *ca, const char *cert
 {
 	struct crux_etcd *e = NULL;
 	char err[256];
-	struct crux_etcd_opts o = {.endpoints = ep, .ca_file = ca, .cert_file = cert,
-				   .key_file = key, .timeout_ms = 3000};
+	struct crux_etcd_opts o = {
+	    .endpoints = ep, .ca_file = ca, .cert_file = cert, .key_file = key, .timeout_ms = 3000};
 	CHECK(crux_etcd_open(&o, &e, err, sizeof(err)) == CRUX_OK);
 	return e;
 }
@@ -38,7 +38,8 @@ int main(int argc, char **argv)
 	struct crux_etcd_range r;
 	crux_status_t st = crux_etcd_put(e, "tls/k", 5, "v", 1, 0, &rev);
 	if (st != CRUX_OK)
-		fprintf(stderr, "put over TLS: %s: %s\n", crux_status_str(st), crux_etcd_last_error(e));
+		fprintf(stderr, "put over TLS: %s: %s\n", crux_status_str(st),
+			crux_etcd_last_error(e));
 	CHECK(st == CRUX_OK && rev > 0);
 	CHECK(crux_etcd_get(e, "tls/", 4, true, &r) == CRUX_OK && r.n == 1);
 	crux_etcd_range_free(&r);

@@ -20,11 +20,11 @@
 #include <unistd.h>
 
 #include "crux/decision.h"
+#include "crux/decision_writer.h"
 #include "crux/log.h"
 #include "crux/profile.h"
-#include "crux/shm.h"
-#include "crux/decision_writer.h"
 #include "crux/profile_scan.h"
+#include "crux/shm.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -241,9 +241,9 @@ static void fuzz_profile(size_t off, const uint8_t *p, size_t n)
 		struct crux_prof_stalls sb;
 		crux_prof_stalls_of(&fz.snap->compute, fz.snap->has_compute, &fz.snap->net,
 				    fz.snap->has_net, &sb);
-		if (sb.valid && !(sb.compute >= 0 && sb.interconnect >= 0 && sb.network >= 0 &&
-				  sb.other >= 0 &&
-				  sb.compute + sb.interconnect + sb.network + sb.other < 1.000001))
+		if (sb.valid &&
+		    !(sb.compute >= 0 && sb.interconnect >= 0 && sb.network >= 0 && sb.other >= 0 &&
+		      sb.compute + sb.interconnect + sb.network + sb.other < 1.000001))
 			abort();
 	}
 }

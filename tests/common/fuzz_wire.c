@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "crux/attach.h"
-#include "crux/log.h"
 #include "crux/broker.h"
+#include "crux/log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

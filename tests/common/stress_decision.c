@@ -24,10 +24,10 @@
 #include <unistd.h>
 
 #include "crux/decision.h"
-#include "crux/profile.h"
-#include "crux/shm.h"
 #include "crux/decision_writer.h"
+#include "crux/profile.h"
 #include "crux/profile_scan.h"
+#include "crux/shm.h"
 #include "testutil.h"
 
 #define NREADERS      3

@@ -21,10 +21,10 @@
 #include <cmocka.h>
 
 #include "crux/attach.h"
-#include "crux/log.h"
-#include "crux/decision_writer.h"
-#include "crux/profile_scan.h"
 #include "crux/broker.h"
+#include "crux/decision_writer.h"
+#include "crux/log.h"
+#include "crux/profile_scan.h"
 #include "testutil.h"
 
 struct fx {
@@ -166,7 +166,6 @@ static void test_attach_profile_lifecycle(void **state)
 	crux_prof_close(h2);
 	crux_prof_close(h);
 }
-
 
 struct final_seen {
 	int n;
@@ -345,9 +344,8 @@ static void test_forgery_refused(void **state)
 	/* A record whose header names another process. */
 	ident(&id, "env:forge");
 	assert_int_equal(crux_prof_create_fd_ex(&id, &ph, err, sizeof(err)), CRUX_OK);
-	struct crux_shm_header *hd =
-	    mmap(NULL, crux_prof_file_size(), PROT_READ | PROT_WRITE, MAP_SHARED,
-		 crux_prof_handle_fd(ph), 0);
+	struct crux_shm_header *hd = mmap(NULL, crux_prof_file_size(), PROT_READ | PROT_WRITE,
+					  MAP_SHARED, crux_prof_handle_fd(ph), 0);
 	assert_true(hd != MAP_FAILED);
 	hd->writer_pid = (uint32_t)getppid();
 	hello_for(&h, "env:forge", CRUX_ROLE_RANK);
@@ -529,7 +527,6 @@ static void test_shadow_file_repaired(void **state)
 	crux_dt_reader_close(r);
 	crux_dt_writer_close(w);
 }
-
 
 /*
  * The shadow writer never maps the file: it adopts the entries of a whole

@@ -12,8 +12,8 @@
 #include <sys/wait.h>
 
 #include "crux/decision.h"
-#include "crux/shm.h"
 #include "crux/decision_writer.h"
+#include "crux/shm.h"
 #include "testutil.h"
 
 static int setup(void **state)
@@ -696,7 +696,6 @@ static void test_writer_died_mid_publish(void **state)
 	crux_dt_writer_close(w);
 	crux_dt_reader_close(r);
 }
-
 
 /*
  * Contract v1 readers: a mirror of private pread copies. Truncating, growing,

@@ -77,24 +77,25 @@ static void test_parse_u64(void **state)
 	char err[256];
 	assert_int_equal(crux_parse_u64("CRUX_X", "0", 0, 10, &u, err, sizeof(err)), CRUX_OK);
 	assert_true(u == 0);
-	assert_int_equal(crux_parse_u64("CRUX_X", "18446744073709551615", 0, UINT64_MAX, &u, NULL, 0),
-			 CRUX_OK);
+	assert_int_equal(
+	    crux_parse_u64("CRUX_X", "18446744073709551615", 0, UINT64_MAX, &u, NULL, 0), CRUX_OK);
 	assert_true(u == UINT64_MAX);
 	assert_int_equal(crux_parse_u64("CRUX_X", "0x10", 0, 100, &u, NULL, 0), CRUX_OK);
 	assert_true(u == 16);
 	assert_int_equal(crux_parse_u64("CRUX_X", "0XfF", 0, 1000, &u, NULL, 0), CRUX_OK);
 	assert_true(u == 255);
 	/* refused: octal-looking, signs, blanks, empty, overflow, out of range, bare 0x */
-	const char *bad[] = {"010", "-1", "+1", " 1", "1 ", "", "18446744073709551616", "11", "0x",
-			     "0x-1", "1e3"};
+	const char *bad[] = {"010", "-1", "+1",	  " 1", "1 ", "", "18446744073709551616",
+			     "11",  "0x", "0x-1", "1e3"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		u = 7;
 		assert_int_equal(crux_parse_u64("CRUX_X", bad[i], 0, 10, &u, err, sizeof(err)),
 				 CRUX_ERR_INVAL);
 		assert_true(u == 7);
 	}
-	assert_string_equal(err, "CRUX_X='1e3' is not valid: expected an unsigned integer in [0, 10] "
-				 "(decimal, or hexadecimal after 0x)");
+	assert_string_equal(err,
+			    "CRUX_X='1e3' is not valid: expected an unsigned integer in [0, 10] "
+			    "(decimal, or hexadecimal after 0x)");
 }
 
 static void test_parse_double(void **state)
@@ -163,9 +164,9 @@ static void test_duration(void **state)
 	struct {
 		const char *text;
 		uint64_t ns;
-	} good[] = {{"5", 5000000000ull},  {"250ms", 250000000ull}, {"1.5s", 1500000000ull},
-		    {"10us", 10000ull},	   {"7ns", 7ull},	    {"2m", 120000000000ull},
-		    {"0.5", 500000000ull}, {".25s", 250000000ull}, {"5h", 18000000000000ull},
+	} good[] = {{"5", 5000000000ull},     {"250ms", 250000000ull}, {"1.5s", 1500000000ull},
+		    {"10us", 10000ull},	      {"7ns", 7ull},	       {"2m", 120000000000ull},
+		    {"0.5", 500000000ull},    {".25s", 250000000ull},  {"5h", 18000000000000ull},
 		    {"1d", 86400000000000ull}};
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		assert_int_equal(crux_parse_duration_ns("CRUX_T", good[i].text, 0, UINT64_MAX,

@@ -13,8 +13,8 @@
 #include <sys/wait.h>
 
 #include "crux/decision.h"
-#include "crux/profile.h"
 #include "crux/decision_writer.h"
+#include "crux/profile.h"
 #include "crux/profile_scan.h"
 #include "testutil.h"
 
@@ -631,7 +631,6 @@ static void test_other_user(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
-
 static int copies_cb(void *arg, const struct crux_prof_snapshot *s)
 {
 	struct crux_prof_snapshot *out = arg;
@@ -665,8 +664,9 @@ static void test_agent_copies(void **state)
 		crux_prof_copies_put(c, s);
 		crux_prof_copies_end(c);
 		memset(got, 0, sizeof(*got));
-		assert_int_equal(crux_prof_scan(adir, CRUX_PROF_SCAN_AGENT_COPIES, copies_cb, got, &st),
-				 CRUX_OK);
+		assert_int_equal(
+		    crux_prof_scan(adir, CRUX_PROF_SCAN_AGENT_COPIES, copies_cb, got, &st),
+		    CRUX_OK);
 		assert_int_equal(st.valid, 1);
 		assert_int_equal(got->pid, 4242);
 		assert_true(got->uid == 1234 && got->attached);

@@ -24,7 +24,7 @@
 #include "crux/profile.h"
 
 #define ITER_US 100000
-#define MAXIV 16
+#define MAXIV	16
 
 struct iv {
 	int a, b; /* [a, b) in us inside the iteration */
@@ -129,7 +129,8 @@ static void test_sequential(void **state)
 static void test_intra_only(void **state)
 {
 	(void)state;
-	struct timeline tl = {.compute = {{0, 70000}}, .ncompute = 1, .comm = {{70000, 100000}}, .ncomm = 1};
+	struct timeline tl = {
+	    .compute = {{0, 70000}}, .ncompute = 1, .comm = {{70000, 100000}}, .ncomm = 1};
 	check_exact(&tl, 0.70, 0.30, 0, 0);
 }
 
@@ -138,12 +139,12 @@ static void test_buckets_and_idle(void **state)
 {
 	(void)state;
 	struct timeline tl = {
-		.compute = {{10000, 40000}, {50000, 70000}},
-		.ncompute = 2,
-		.comm = {{40000, 50000}, {70000, 100000}},
-		.ncomm = 2,
-		.net = {{42000, 50000}, {80000, 95000}},
-		.nnet = 2,
+	    .compute = {{10000, 40000}, {50000, 70000}},
+	    .ncompute = 2,
+	    .comm = {{40000, 50000}, {70000, 100000}},
+	    .ncomm = 2,
+	    .net = {{42000, 50000}, {80000, 95000}},
+	    .nnet = 2,
 	};
 	/* compute 50 ms, idle 10 ms, network 8 + 15 = 23 ms, intra 2 + 10 + 5 = 17 ms */
 	check_exact(&tl, 0.50, 0.17, 0.23, 0.10);
@@ -241,10 +242,12 @@ static void test_random(void **state)
 		split(&f, &s);
 		assert_true(s.valid);
 		assert_true(fabs(s.compute + s.interconnect + s.network + s.other - 1.0) < 1e-9);
-		assert_true(s.compute >= 0 && s.interconnect >= 0 && s.network >= 0 && s.other >= 0);
+		assert_true(s.compute >= 0 && s.interconnect >= 0 && s.network >= 0 &&
+			    s.other >= 0);
 		assert_true(fabs(s.compute - tr.compute) < EPS);
 		assert_true(fabs(s.network - tr.network) <= tr.overlap + EPS);
-		assert_true(fabs(s.network + s.interconnect - (tr.network + tr.interconnect)) < EPS);
+		assert_true(fabs(s.network + s.interconnect - (tr.network + tr.interconnect)) <
+			    EPS);
 		if (tr.overlap < EPS) {
 			assert_true(fabs(s.network - tr.network) < EPS);
 			exact++;
@@ -339,14 +342,14 @@ static void test_of_record(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_sequential),
-		cmocka_unit_test(test_intra_only),
-		cmocka_unit_test(test_buckets_and_idle),
-		cmocka_unit_test(test_overlap_all_network),
-		cmocka_unit_test(test_overlap_bound),
-		cmocka_unit_test(test_random),
-		cmocka_unit_test(test_unknown_and_degenerate),
-		cmocka_unit_test(test_of_record),
+	    cmocka_unit_test(test_sequential),
+	    cmocka_unit_test(test_intra_only),
+	    cmocka_unit_test(test_buckets_and_idle),
+	    cmocka_unit_test(test_overlap_all_network),
+	    cmocka_unit_test(test_overlap_bound),
+	    cmocka_unit_test(test_random),
+	    cmocka_unit_test(test_unknown_and_degenerate),
+	    cmocka_unit_test(test_of_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

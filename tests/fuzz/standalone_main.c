@@ -78,7 +78,8 @@ int main(int argc, char **argv)
 		closedir(d);
 	}
 	if (inputs == 0) {
-		fprintf(stderr, "no corpus inputs found: the regression corpus is empty or missing\n");
+		fprintf(stderr,
+			"no corpus inputs found: the regression corpus is empty or missing\n");
 		return 1;
 	}
 	printf("replayed %d inputs\n", inputs);

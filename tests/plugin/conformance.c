@@ -27,15 +27,15 @@
  *   conformance xfer-recv DIR   / xfer-send DIR   (see the wire_*.sh scripts)
  *   conformance probe DST PORT0 COUNT TTL
  */
+#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -45,9 +45,9 @@
 #include <pthread.h>
 
 #include "crux/decision.h"
+#include "crux/decision_writer.h"
 #include "crux/jobid.h"
 #include "crux/profile.h"
-#include "crux/decision_writer.h"
 #include "crux/profile_scan.h"
 #include "netdrv.h"
 
@@ -74,8 +74,8 @@ static void logger(cruxn_log_level_t level, unsigned long flags, const char *fil
 		return;
 	if (level == CRUXN_LOG_INFO && !getenv("CONF_VERBOSE"))
 		return;
-	fprintf(stderr, "[%d] NCCL %s %s:%d ", (int)getpid(), level == CRUXN_LOG_WARN ? "WARN" : "INFO",
-		file, line);
+	fprintf(stderr, "[%d] NCCL %s %s:%d ", (int)getpid(),
+		level == CRUXN_LOG_WARN ? "WARN" : "INFO", file, line);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
@@ -125,7 +125,8 @@ static void *init_ctx(void)
 	int n = 0;
 	CHECK(net->devices(&n) == CRUXN_SUCCESS, "devices");
 	if (n == 0 && getenv("CRUX_SOCKET_FAMILY")) {
-		printf("SKIP: no %s address on the selected interfaces\n", getenv("CRUX_SOCKET_FAMILY"));
+		printf("SKIP: no %s address on the selected interfaces\n",
+		       getenv("CRUX_SOCKET_FAMILY"));
 		exit(77);
 	}
 	CHECK(n >= 1, "no devices");
@@ -171,7 +172,7 @@ static void ping_table_v6(const cruxn_net_v6_t *t)
 
 	CHECK(t->init(logger) == CRUXN_SUCCESS, "v6 init");
 	CHECK(t->getProperties(0, &p) == CRUXN_SUCCESS && p.maxRecvs == 8 &&
-		      p.ptrSupport == CRUXN_PTR_HOST && p.speed > 0,
+		  p.ptrSupport == CRUXN_PTR_HOST && p.speed > 0,
 	      "v6 properties");
 	CHECK(t->listen(0, handle, &l) == CRUXN_SUCCESS, "v6 listen");
 	while (!s || !r) {
@@ -236,7 +237,7 @@ static void ping_table_v11(const cruxn_net_v11_t *t)
 
 	CHECK(t->init(&ctx, 2, &cfg, logger, NULL) == CRUXN_SUCCESS && ctx, "v11 init");
 	CHECK(t->getProperties(0, &p) == CRUXN_SUCCESS && p.maxRecvs == 8 &&
-		      p.maxMultiRequestSize == 1 && p.vProps.ndevs == 1 && p.vProps.devs[0] == 0,
+		  p.maxMultiRequestSize == 1 && p.vProps.ndevs == 1 && p.vProps.devs[0] == 0,
 	      "v11 props");
 	CHECK(t->listen(ctx, 0, handle, &l) == CRUXN_SUCCESS, "v11 listen");
 	while (!s || !r) {
@@ -246,7 +247,8 @@ static void ping_table_v11(const cruxn_net_v11_t *t)
 			CHECK(t->connect(ctx, 0, handle, &s, NULL) == CRUXN_SUCCESS, "v11 connect");
 	}
 	netdrv_fill(sb, sizeof(sb), 111);
-	CHECK(t->irecv(r, 1, data, &cap, &tag, NULL, NULL, &rr) == CRUXN_SUCCESS && rr, "v11 irecv");
+	CHECK(t->irecv(r, 1, data, &cap, &tag, NULL, NULL, &rr) == CRUXN_SUCCESS && rr,
+	      "v11 irecv");
 	CHECK(t->isend(s, sb, sizeof(sb), 5, NULL, NULL, &sr) == CRUXN_SUCCESS && sr, "v11 isend");
 	while (!ds || !dr) {
 		if (!ds)
@@ -263,7 +265,7 @@ static void ping_table_v11(const cruxn_net_v11_t *t)
 
 static int cmd_symbols(void)
 {
-	const char *syms[] = {CRUXN_SYM_V6, CRUXN_SYM_V7,  CRUXN_SYM_V8, CRUXN_SYM_V9,
+	const char *syms[] = {CRUXN_SYM_V6,  CRUXN_SYM_V7,  CRUXN_SYM_V8, CRUXN_SYM_V9,
 			      CRUXN_SYM_V10, CRUXN_SYM_V11, CRUXN_SYM_V12};
 	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
 		const char *const *tab = dlsym(lib, syms[i]);
@@ -279,13 +281,13 @@ static int cmd_symbols(void)
 	      "v12 railId/planeId should be -1 on sockets, got %d/%d", p.railId, p.planeId);
 	CHECK(p.maxMultiRequestSize == 1, "maxMultiRequestSize %d", p.maxMultiRequestSize);
 	CHECK(p.vProps.ndevs == 1 && p.vProps.devs[0] == 0 && p.vProps.devs[1] == 0 &&
-		      p.vProps.devs[7] == 0,
+		  p.vProps.devs[7] == 0,
 	      "v12 vProps: one device, the rest cleared");
 	CHECK(p.name && strcmp(p.name, "lo") == 0, "device 0 should be lo, got %s", p.name);
 	CHECK(p.ptrSupport == CRUXN_PTR_HOST && p.maxRecvs == 8 && p.speed > 0, "props");
 	CHECK(p.pciPath == NULL, "loopback has no PCI path");
 	CHECK(p.maxP2pBytes > 0 && p.maxP2pBytes <= CRUXN_NET_MAX_BYTES && p.maxCollBytes > 0 &&
-		      p.maxCollBytes <= CRUXN_NET_MAX_BYTES,
+		  p.maxCollBytes <= CRUXN_NET_MAX_BYTES,
 	      "max transfer sizes");
 	CHECK(p.netDeviceType == CRUXN_DEV_HOST && p.netDeviceVersion == 0, "host device");
 	CHECK(net->getProperties(99, &p) != CRUXN_SUCCESS, "getProperties(99) must fail");
@@ -305,10 +307,10 @@ static int cmd_symbols(void)
 	cruxn_props_v9_t p9;
 	CHECK(t7->getProperties(0, &p7) == CRUXN_SUCCESS && p7.maxRecvs == 8, "v7 props");
 	CHECK(t8->getProperties(0, &p8) == CRUXN_SUCCESS && p8.maxRecvs == 8 &&
-		      p8.netDeviceType == CRUXN_DEV_HOST,
+		  p8.netDeviceType == CRUXN_DEV_HOST,
 	      "v8 props");
 	CHECK(t9->getProperties(0, &p9) == CRUXN_SUCCESS && p9.maxRecvs == 8 &&
-		      p9.maxP2pBytes == CRUXN_NET_MAX_BYTES,
+		  p9.maxP2pBytes == CRUXN_NET_MAX_BYTES,
 	      "v9 props");
 	CHECK(t10->getProperties(0, &p9) == CRUXN_SUCCESS && p9.vProps.ndevs == 1, "v10 props");
 	CHECK(t10->init(logger, NULL) == CRUXN_SUCCESS, "v10 init");
@@ -331,7 +333,8 @@ static int cmd_symbols(void)
 		size_t cap = sizeof(b);
 		void *data[1] = {b}, *sr = NULL, *rr = NULL;
 		int tag = 1, ds = 0, dr = 0;
-		CHECK(t10->isend(s, b, 100, 1, NULL, NULL, &sr) == CRUXN_SUCCESS && sr, "v10 isend");
+		CHECK(t10->isend(s, b, 100, 1, NULL, NULL, &sr) == CRUXN_SUCCESS && sr,
+		      "v10 isend");
 		CHECK(t10->irecv(r, 1, data, &cap, &tag, NULL, NULL, &rr) == CRUXN_SUCCESS && rr,
 		      "v10 irecv");
 		while (!ds || !dr) {
@@ -400,7 +403,7 @@ static int cmd_hints(void)
 	self_connect(ctx, &s, &r);
 	self_connect(ctx2, &s2, &r2);
 	memset(&a, 0xff, sizeof(a)); /* NCCL_NET_ATTR_INIT: every field undefined */
-	xfer_once(s, r, 1000, 1);     /* before any hint: no kind */
+	xfer_once(s, r, 1000, 1);    /* before any hint: no kind */
 	a.op = 1u << CRUXN_FUNC_ALLREDUCE;
 	a.algo = 1u << 1;
 	a.proto = 1u << 2;
@@ -463,9 +466,8 @@ static int cmd_hints(void)
 
 /* ---- two processes ---- */
 
-static const size_t pair_sizes[] = {0,	      1,	 7,	   8,	      1000,
-				    4096,     65535,	 65536,	   65537,     (1 << 20) + 3,
-				    16 << 20, 64 << 20, 256u << 20};
+static const size_t pair_sizes[] = {
+    0, 1, 7, 8, 1000, 4096, 65535, 65536, 65537, (1 << 20) + 3, 16 << 20, 64 << 20, 256u << 20};
 
 static int exchange_fd[2];
 
@@ -492,7 +494,7 @@ static void pair_sender(void *ctx, void *comm)
 			reqs[k] = NULL;
 			while (!reqs[k])
 				CHECK(net->isend(comm, b, sz, tag, NULL, NULL, &reqs[k]) ==
-					      CRUXN_SUCCESS,
+					  CRUXN_SUCCESS,
 				      "isend");
 		}
 		for (int k = 0; k < n; k++)
@@ -516,13 +518,14 @@ static void pair_sender(void *ctx, void *comm)
 		}
 		reqs[32] = (void *)0x1234;
 		CHECK(net->isend(comm, buf + 32 * sz, sz, 9, NULL, NULL, &reqs[32]) ==
-				  CRUXN_SUCCESS &&
-			      reqs[32] == NULL,
+			      CRUXN_SUCCESS &&
+			  reqs[32] == NULL,
 		      "the 33rd isend must return a NULL request");
 		CHECK(netdrv_wait(net, reqs[0], NULL, 10000) == 0, "first of 32");
-		for (uint64_t t0 = netdrv_now_ns(); !reqs[32] && netdrv_now_ns() - t0 < 10000000000ull;)
+		for (uint64_t t0 = netdrv_now_ns();
+		     !reqs[32] && netdrv_now_ns() - t0 < 10000000000ull;)
 			CHECK(net->isend(comm, buf + 32 * sz, sz, 9, NULL, NULL, &reqs[32]) ==
-				      CRUXN_SUCCESS,
+				  CRUXN_SUCCESS,
 			      "retry after a completion");
 		CHECK(reqs[32], "retry after a completion must be accepted");
 		for (int k = 1; k < 33; k++)
@@ -560,13 +563,14 @@ static void pair_receiver(void *ctx, void *comm)
 		}
 		while (!req)
 			CHECK(net->irecv(comm, n, data, caps, tags, NULL, NULL, &req) ==
-				      CRUXN_SUCCESS,
+				  CRUXN_SUCCESS,
 			      "irecv n=%d", n);
 		CHECK(netdrv_wait(net, req, sizes, 10000) == 0, "grouped recv n=%d", n);
 		for (int s = 0; s < n; s++) {
 			int k = n - 1 - s;
 			size_t sz = (size_t)(k % 2 ? 100000 + k * 77 : 3000 + k);
-			CHECK(sizes[s] == (int)sz, "n=%d slot %d size %d != %zu", n, s, sizes[s], sz);
+			CHECK(sizes[s] == (int)sz, "n=%d slot %d size %d != %zu", n, s, sizes[s],
+			      sz);
 			CHECK(netdrv_check(data[s], sz, (uint32_t)tags[s]) == 0,
 			      "n=%d slot %d (tag %d) holds the wrong message", n, s, tags[s]);
 		}
@@ -579,18 +583,18 @@ static void pair_receiver(void *ctx, void *comm)
 			data[0] = buf + (size_t)k * sz;
 			reqs[k] = NULL;
 			CHECK(net->irecv(comm, 1, data, &c, &tag, NULL, NULL, &reqs[k]) ==
-					  CRUXN_SUCCESS &&
-				      reqs[k],
+				      CRUXN_SUCCESS &&
+				  reqs[k],
 			      "irecv %d of 32 must be accepted", k);
 		}
 		data[0] = buf + 32 * sz;
 		reqs[32] = (void *)0x1234;
 		CHECK(net->irecv(comm, 1, data, &c, &tag, NULL, NULL, &reqs[32]) == CRUXN_SUCCESS &&
-			      reqs[32] == NULL,
+			  reqs[32] == NULL,
 		      "the 33rd irecv must return a NULL request");
 		CHECK(netdrv_wait(net, reqs[0], sizes, 10000) == 0, "first of 32");
 		CHECK(net->irecv(comm, 1, data, &c, &tag, NULL, NULL, &reqs[32]) == CRUXN_SUCCESS &&
-			      reqs[32],
+			  reqs[32],
 		      "retry after a completion must be accepted");
 		for (int k = 1; k < 33; k++)
 			CHECK(netdrv_wait(net, reqs[k], sizes, 10000) == 0, "in-flight recv %d", k);
@@ -869,7 +873,7 @@ static void fault_close_inflight(void)
 		data[0] = b + (size_t)k * sz;
 		reqs[k] = NULL;
 		CHECK(net->irecv(r, 1, data, &sz, &tag, NULL, NULL, &reqs[k]) == CRUXN_SUCCESS &&
-			      reqs[k],
+			  reqs[k],
 		      "irecv");
 	}
 	CHECK(netdrv_wait(net, reqs[0], NULL, 10000) == 0, "first in-flight recv");
@@ -915,7 +919,8 @@ static void fault_strangers(void *ctx)
 		CHECK(fds[i] >= 0 && connect(fds[i], (struct sockaddr *)&a, sizeof(a)) == 0,
 		      "stranger connect");
 		if (i % 8 == 0)
-			CHECK(net->accept(l, &r, NULL) == CRUXN_SUCCESS && !r, "accept with strangers");
+			CHECK(net->accept(l, &r, NULL) == CRUXN_SUCCESS && !r,
+			      "accept with strangers");
 	}
 	uint64_t t0 = netdrv_now_ns();
 	while (!s || !r) {
@@ -1002,7 +1007,7 @@ static void ring_rank(struct ring_shared *sh, int rank, int nranks, size_t count
 			int tag = 0, got = -1;
 			while (!rreq)
 				CHECK(net->irecv(r, 1, data, &cap, &tag, NULL, NULL, &rreq) ==
-					      CRUXN_SUCCESS,
+					  CRUXN_SUCCESS,
 				      "irecv");
 			while (!sreq)
 				CHECK(net->isend(s, v + soff, slen * sizeof(double), 0, NULL, NULL,
@@ -1058,7 +1063,7 @@ static int cmd_ring(int nranks)
 /* ---- churn: concurrent connections, table changing underneath ---- */
 
 #define CHURN_PAIRS 3
-#define CHURN_MSGS 150
+#define CHURN_MSGS  150
 
 static volatile int churn_running;
 /* Table changes so far: the pairs keep sending until more than 10 happened,
@@ -1072,10 +1077,11 @@ static void *churn_pair(void *arg)
 	char *sb = malloc(cap), *rb = malloc(cap);
 	CHECK(sb && rb, "malloc");
 	self_connect(ctx, &s, &r);
-	for (uint32_t k = 0; k < CHURN_MSGS || __atomic_load_n(&churn_flips, __ATOMIC_RELAXED) <= 10;
-	     k++) {
+	for (uint32_t k = 0;
+	     k < CHURN_MSGS || __atomic_load_n(&churn_flips, __ATOMIC_RELAXED) <= 10; k++) {
 		/* inline and striped sizes, unaligned */
-		size_t sz = (size_t)((k * 7919u) % 5 == 0 ? (k * 104729u) % cap : (k * 131u) % 70000);
+		size_t sz =
+		    (size_t)((k * 7919u) % 5 == 0 ? (k * 104729u) % cap : (k * 131u) % 70000);
 		uint32_t seed = (uint32_t)(uintptr_t)&s ^ k;
 		void *sr = NULL, *rr = NULL, *data[1] = {rb};
 		int tag = 0, got = -1, ds = 0, dr = 0;
@@ -1140,7 +1146,7 @@ static int cmd_churn(void)
 			route.ports[0] = (uint16_t)(46000 + 100 * (flips % 3));
 			route.ports[1] = (uint16_t)(route.ports[0] + 1);
 			CHECK(crux_dt_publish(w, &job, 1, &route, flips % 3 == 2 ? 0 : 1) ==
-				      CRUX_OK,
+				  CRUX_OK,
 			      "publish");
 			crux_dt_heartbeat(w);
 			flips++;

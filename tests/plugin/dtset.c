@@ -13,9 +13,9 @@
 #include <string.h>
 
 #include "crux/decision.h"
+#include "crux/decision_writer.h"
 #include "crux/jobid.h"
 #include "crux/profile.h"
-#include "crux/decision_writer.h"
 #include "crux/profile_scan.h"
 
 static int print_record(void *arg, const struct crux_prof_snapshot *snap)
@@ -29,8 +29,8 @@ static int print_record(void *arg, const struct crux_prof_snapshot *snap)
 		crux_addr_format(&p->peer, a, sizeof(a));
 		for (int l = 0; l < CRUX_MAX_LEVELS; l++)
 			if (p->tx_bytes[l] || p->rx_bytes[l])
-				printf("pid %d peer %s level %d tx %llu rx %llu\n", (int)snap->pid, a,
-				       l, (unsigned long long)p->tx_bytes[l],
+				printf("pid %d peer %s level %d tx %llu rx %llu\n", (int)snap->pid,
+				       a, l, (unsigned long long)p->tx_bytes[l],
 				       (unsigned long long)p->rx_bytes[l]);
 	}
 	return 0;

@@ -33,8 +33,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core.h"
 #include "boot.h"
+#include "core.h"
 #include "verbs/vx_transport.h"
 #include "vx_double.h"
 
@@ -212,8 +212,7 @@ static void poke_accept(void *arg)
 		a->failed = 1;
 }
 
-static void receiver_mode(const uint8_t *in, size_t size, int slots, int nqps, int nwr,
-			  size_t rdma)
+static void receiver_mode(const uint8_t *in, size_t size, int slots, int nqps, int nwr, size_t rdma)
 {
 	char hb[CRUXN_NET_HANDLE_MAXSIZE];
 	struct cruxn_boot_handle *h = (struct cruxn_boot_handle *)hb;
@@ -233,7 +232,7 @@ static void receiver_mode(const uint8_t *in, size_t size, int slots, int nqps, i
 		goto out;
 	harness_qps(nqps >= 1 && nqps <= VX_MAX_QPS ? nqps : 1);
 	harness_msg(&m, VX_HELLO, h->nonce);
-	m.nqps = (uint8_t)nqps; /* raw: the listener must refuse what is out of range */
+	m.nqps = (uint8_t)nqps;		    /* raw: the listener must refuse what is out of range */
 	m.addr = (uint64_t)(uintptr_t)hbuf; /* the plugin's CTS writes land here */
 	m.rkey = hmr->rkey;
 	if (send(fd, &m, sizeof(m), MSG_NOSIGNAL) != (ssize_t)sizeof(m) ||
@@ -260,7 +259,8 @@ static void receiver_mode(const uint8_t *in, size_t size, int slots, int nqps, i
 				caps[s] = sizeof(bufs[q][s]);
 				tags[s] = s;
 			}
-			if (cruxn_irecv(a.r, slots, ptrs, caps, tags, NULL, &reqs[q]) != CRUXN_SUCCESS)
+			if (cruxn_irecv(a.r, slots, ptrs, caps, tags, NULL, &reqs[q]) !=
+			    CRUXN_SUCCESS)
 				break;
 		}
 		/* data writes with the peer's immediates, lengths, offsets and keys */
@@ -386,7 +386,7 @@ static void sender_mode(const uint8_t *in, size_t size, bool plausible, size_t r
 			}
 		}
 		cmr = cruxn_vx_state.ibv.reg_mr(cruxn_vx_state.devs[0].pd, cts, sizeof(cts),
-						 IBV_ACCESS_LOCAL_WRITE);
+						IBV_ACCESS_LOCAL_WRITE);
 		sg.lkey = cmr ? cmr->lkey : 0;
 		memset(&wr, 0, sizeof(wr));
 		wr.opcode = IBV_WR_RDMA_WRITE;

@@ -137,7 +137,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				caps[s] = sizeof(bufs[q][s]);
 				tags[s] = s;
 			}
-			if (cruxn_irecv(r, slots, ptrs, caps, tags, NULL, &reqs[q]) != CRUXN_SUCCESS)
+			if (cruxn_irecv(r, slots, ptrs, caps, tags, NULL, &reqs[q]) !=
+			    CRUXN_SUCCESS)
 				break;
 		}
 		/* bounded: the peer has said all it will say (its control stream is shut) */

@@ -92,8 +92,8 @@ int netdrv_send(const cruxn_net_v12_t *net, void *comm, void *buf, size_t size, 
 	return netdrv_wait(net, req, NULL, timeout_ms);
 }
 
-int netdrv_recv(const cruxn_net_v12_t *net, void *comm, void *buf, size_t cap, int tag,
-		size_t *got, int timeout_ms)
+int netdrv_recv(const cruxn_net_v12_t *net, void *comm, void *buf, size_t cap, int tag, size_t *got,
+		int timeout_ms)
 {
 	/* as NCCL does for LL/LL128 receives: completion optional, the plugin may ignore it */
 	void *req = (void *)CRUXN_NET_OPTIONAL_RECV_COMPLETION;

@@ -22,8 +22,8 @@ int netdrv_accept(const cruxn_net_v12_t *net, void *lcomm, void **comm);
 /* Post-until-not-NULL then test-until-done, with a bound in ms. 0 = ok. */
 int netdrv_send(const cruxn_net_v12_t *net, void *comm, void *buf, size_t size, int tag,
 		int timeout_ms);
-int netdrv_recv(const cruxn_net_v12_t *net, void *comm, void *buf, size_t cap, int tag,
-		size_t *got, int timeout_ms);
+int netdrv_recv(const cruxn_net_v12_t *net, void *comm, void *buf, size_t cap, int tag, size_t *got,
+		int timeout_ms);
 int netdrv_wait(const cruxn_net_v12_t *net, void *req, int *sizes, int timeout_ms);
 
 /* Deterministic payload for (seed, offset) and its check. */

@@ -81,7 +81,8 @@ static void test_history(void **state)
 			assert_true(net.busy_hist[i].t_ns > net.busy_hist[i - 1].t_ns);
 			assert_true(net.busy_hist[i].busy_ns >= net.busy_hist[i - 1].busy_ns);
 			if (i + 1 < net.nbusy_hist)
-				assert_true(net.busy_hist[i].t_ns - net.busy_hist[i - 1].t_ns >= 100 * MS);
+				assert_true(net.busy_hist[i].t_ns - net.busy_hist[i - 1].t_ns >=
+					    100 * MS);
 		}
 	}
 	assert_int_equal(net.nbusy_hist, CRUX_PROF_BUSY_SAMPLES);
@@ -141,11 +142,9 @@ static void test_threads(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_union),
-		cmocka_unit_test(test_period),
-		cmocka_unit_test(test_history),
-		cmocka_unit_test(test_request_flag),
-		cmocka_unit_test(test_threads),
+	    cmocka_unit_test(test_union),   cmocka_unit_test(test_period),
+	    cmocka_unit_test(test_history), cmocka_unit_test(test_request_flag),
+	    cmocka_unit_test(test_threads),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,9 +14,9 @@
 #include <cmocka.h>
 
 #include "crux/decision.h"
+#include "crux/decision_writer.h"
 #include "crux/jobid.h"
 #include "crux/log.h"
-#include "crux/decision_writer.h"
 #include "cruxn.h"
 #include "socket/sock_transport.h"
 
@@ -509,7 +509,8 @@ static void test_idle_sender_skips_ctrl_reads(void **state)
 		void *dst[2] = {NULL, NULL}, *rq = NULL;
 		size_t sizes[2] = {0, 64};
 		int tags[2] = {1, 2};
-		assert_int_equal(cruxn_irecv(r, 2, dst, sizes, tags, NULL, &rq), CRUXN_INVALID_ARGUMENT);
+		assert_int_equal(cruxn_irecv(r, 2, dst, sizes, tags, NULL, &rq),
+				 CRUXN_INVALID_ARGUMENT);
 		assert_null(rq);
 	}
 

@@ -110,7 +110,8 @@ static void test_hca_match(void **state)
 	assert_true(cruxn_hca_match("^=mlx5_0:1", "mlx5_0", 2));
 }
 
-/* NCCL_IB_HCA "dev:port:rail:plane": the v12 properties' railId and planeId, as NCCL's IB transport. */
+/* NCCL_IB_HCA "dev:port:rail:plane": the v12 properties' railId and planeId, as NCCL's IB
+ * transport. */
 static void test_hca_ids(void **state)
 {
 	int rail, plane;
@@ -313,7 +314,8 @@ static void test_attr_init(void **state)
 	assert_int_equal(a.port_num, 1);
 	assert_int_equal(a.pkey_index, 2);
 	assert_int_equal(a.qp_access_flags, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE);
-	assert_int_equal(mask, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	assert_int_equal(mask,
+			 IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 }
 
 static void test_attr_rtr_roce(void **state)
@@ -341,8 +343,8 @@ static void test_attr_rtr_roce(void **state)
 	assert_int_equal(a.ah_attr.sl, 5);
 	assert_int_equal(a.ah_attr.port_num, 1);
 	assert_int_equal(mask, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-				       IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-				       IBV_QP_MIN_RNR_TIMER);
+				   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+				   IBV_QP_MIN_RNR_TIMER);
 	/* the flow label field is 20 bits */
 	cruxn_vx_attr_rtr(&l, &r, &cls, 0xfff12345, &a, &mask);
 	assert_int_equal(a.ah_attr.grh.flow_label, 0x12345);
@@ -383,7 +385,7 @@ static void test_attr_rts(void **state)
 	assert_int_equal(a.sq_psn, 0x1234);
 	assert_int_equal(a.max_rd_atomic, 1);
 	assert_int_equal(mask, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-				       IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+				   IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
 /* ---- a queue pair state machine as the kernel enforces it ------------------- */
@@ -532,8 +534,9 @@ static void test_flow_label_ports(void **state)
 /* NCCL's split of a message over the QPs: 128-byte aligned chunks, no empty part. */
 static void test_split(void **state)
 {
-	static const size_t sizes[] = {0, 1, 127, 128, 129, 511, 512, 513, 1000, 4096, 65539,
-				       1u << 20, (1u << 20) + 1, 0x7fffffff};
+	static const size_t sizes[] = {
+	    0,	       1, 127, 128, 129, 511, 512, 513, 1000, 4096, 65539, 1u << 20, (1u << 20) + 1,
+	    0x7fffffff};
 	(void)state;
 
 	for (int q = 1; q <= CRUXN_VX_MAX_QPS; q++) {
@@ -771,27 +774,27 @@ static void test_port_speed(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_load_missing_library),
-		cmocka_unit_test(test_load_not_verbs),
-		cmocka_unit_test(test_load_rdma_core),
-		cmocka_unit_test(test_load_rdma_core_mlx5),
-		cmocka_unit_test(test_hca_match),
-		cmocka_unit_test(test_hca_ids),
-		cmocka_unit_test(test_gid_choose),
-		cmocka_unit_test(test_gid_rules_env),
-		cmocka_unit_test(test_attr_init),
-		cmocka_unit_test(test_attr_rtr_roce),
-		cmocka_unit_test(test_attr_rtr_ib),
-		cmocka_unit_test(test_attr_rts),
-		cmocka_unit_test(test_qp_connect),
-		cmocka_unit_test(test_qp_connect_refused_rtr),
-		cmocka_unit_test(test_flow_label_ports),
-		cmocka_unit_test(test_split),
-		cmocka_unit_test(test_sport_probe),
-		cmocka_unit_test(test_nqps_env),
-		cmocka_unit_test(test_open_devices),
-		cmocka_unit_test(test_properties_identity),
-		cmocka_unit_test(test_port_speed),
+	    cmocka_unit_test(test_load_missing_library),
+	    cmocka_unit_test(test_load_not_verbs),
+	    cmocka_unit_test(test_load_rdma_core),
+	    cmocka_unit_test(test_load_rdma_core_mlx5),
+	    cmocka_unit_test(test_hca_match),
+	    cmocka_unit_test(test_hca_ids),
+	    cmocka_unit_test(test_gid_choose),
+	    cmocka_unit_test(test_gid_rules_env),
+	    cmocka_unit_test(test_attr_init),
+	    cmocka_unit_test(test_attr_rtr_roce),
+	    cmocka_unit_test(test_attr_rtr_ib),
+	    cmocka_unit_test(test_attr_rts),
+	    cmocka_unit_test(test_qp_connect),
+	    cmocka_unit_test(test_qp_connect_refused_rtr),
+	    cmocka_unit_test(test_flow_label_ports),
+	    cmocka_unit_test(test_split),
+	    cmocka_unit_test(test_sport_probe),
+	    cmocka_unit_test(test_nqps_env),
+	    cmocka_unit_test(test_open_devices),
+	    cmocka_unit_test(test_properties_identity),
+	    cmocka_unit_test(test_port_speed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -132,8 +132,9 @@ static void test_pingpong_grouped(void **state)
 			fill(sbuf[i], len, round * 8 + (unsigned)i);
 			sreq[i] = NULL;
 			for (int k = 0; !sreq[i] && k < 1000; k++)
-				assert_int_equal(cruxn_isend(sc, sbuf[i], len, 100 + i, NULL, &sreq[i]),
-						 CRUXN_SUCCESS);
+				assert_int_equal(
+				    cruxn_isend(sc, sbuf[i], len, 100 + i, NULL, &sreq[i]),
+				    CRUXN_SUCCESS);
 			assert_non_null(sreq[i]);
 		}
 		for (int i = 0; i < n; i++)
@@ -190,8 +191,9 @@ static void torn_rounds(int chunk)
 			fill(sbuf[i], len, round * 8 + (unsigned)i);
 			sreq[i] = NULL;
 			for (int k = 0; !sreq[i] && k < 1000; k++)
-				assert_int_equal(cruxn_isend(sc, sbuf[i], len, 200 + i, smr, &sreq[i]),
-						 CRUXN_SUCCESS);
+				assert_int_equal(
+				    cruxn_isend(sc, sbuf[i], len, 200 + i, smr, &sreq[i]),
+				    CRUXN_SUCCESS);
 			assert_non_null(sreq[i]);
 		}
 		for (int i = 0; i < n; i++)
@@ -322,8 +324,8 @@ static void test_async_port_error(void **state)
 	assert_int_equal(cruxn_vx_async_start(&cruxn_vx_state), CRUX_OK);
 	/* a QP's fatal event: its connection only */
 	assert_int_equal(pair(&l2, &s2, &r2), 0);
-	assert_int_equal(vxd_raise_event("srxe_lo", IBV_EVENT_QP_FATAL, 0,
-					 vx_of(s2)->cur->qps[0]), 0);
+	assert_int_equal(vxd_raise_event("srxe_lo", IBV_EVENT_QP_FATAL, 0, vx_of(s2)->cur->qps[0]),
+			 0);
 	for (int i = 0; i < 2000 && res == CRUXN_SUCCESS; i++) {
 		void *sreq = NULL;
 		res = cruxn_isend(s2, rb, 10, 0, NULL, &sreq);
@@ -458,7 +460,8 @@ static void test_lane_switch(void **state)
 		send_one(sb, rb, 1000 + i * 1500, i);
 	assert_int_equal(s->cur->id, 1);
 	assert_int_equal(vxd_qp_tc(s->cur->qps[0]->qp_num), 46 << 2);
-	assert_int_equal(cruxn_vx_sport_of_flow_label(vxd_qp_flow_label(s->cur->qps[0]->qp_num)), 50000);
+	assert_int_equal(cruxn_vx_sport_of_flow_label(vxd_qp_flow_label(s->cur->qps[0]->qp_num)),
+			 50000);
 	/* the receiver's CTS queue pair took the same class */
 	assert_int_equal(r->cur->id, 1);
 	assert_int_equal(vxd_qp_tc(r->cur->qps[0]->qp_num), 46 << 2);
@@ -521,7 +524,7 @@ static void test_lane_close_waits_for_parts(void **state)
 	assert_non_null(sreq);
 	assert_int_equal(s->cur->id, 1);
 	assert_int_equal(r->cur->id, 1); /* the receiver read LANE_CLOSE */
-	for (int k = 0; k < 20; k++) /* whatever the receiver does with lane 0 now */
+	for (int k = 0; k < 20; k++)	 /* whatever the receiver does with lane 0 now */
 		assert_int_equal(cruxn_test(rreq[0], &done, NULL), CRUXN_SUCCESS);
 	purged = vxd.purged;
 	vxd.hold_recv = false;
@@ -573,7 +576,7 @@ static void test_warm_lane_return(void **state)
 	s->b.ops->boundary(&s->b, true, false);
 	send_one(sb, rb, sizeof(sb), 93);
 	assert_int_equal(s->cur->id, 0); /* the warm lane, by pointer */
-	assert_int_equal(vxd.qps, qps); /* no queue pair created */
+	assert_int_equal(vxd.qps, qps);	 /* no queue pair created */
 	assert_int_equal(vxd_qp_tc(s->cur->qps[0]->qp_num), a.tos & 0xfc);
 	for (int i = 0; i < 100 && r->cur->id != 0; i++) {
 		r->b.ops->progress(&r->b);
@@ -596,7 +599,8 @@ static bool ahead_up(const struct vx_comm *s, const struct cruxn_class *cls, int
 {
 	for (int i = 0; i < n; i++) {
 		const struct vx_lane *l = s->lanes;
-		while (l && !(l->state == VX_LANE_UP && l->cls.tos == cls[i].tos && l->cls.sl == cls[i].sl))
+		while (l && !(l->state == VX_LANE_UP && l->cls.tos == cls[i].tos &&
+			      l->cls.sl == cls[i].sl))
 			l = l->next;
 		if (!l)
 			return false;
@@ -666,7 +670,7 @@ static void test_lane_rate_limit(void **state)
 	s->b.ops->boundary(&s->b, true, false);
 	send_one(sb, rb, sizeof(sb), 103);
 	assert_int_equal(s->cur->cls.tos, 34 << 2); /* held to the current lane */
-	assert_int_equal(vxd.qps, qps);             /* nothing built meanwhile */
+	assert_int_equal(vxd.qps, qps);		    /* nothing built meanwhile */
 	usleep(320000);
 	send_one(sb, rb, sizeof(sb), 104);
 	send_one(sb, rb, sizeof(sb), 105);
@@ -716,7 +720,8 @@ static void test_unrealisable_route_refused(void **state)
 	cruxn_dereg_mr(rc, rmr);
 }
 
-/* On InfiniBand a route changes nothing (the LID routes): no new lane for it (one was built before). */
+/* On InfiniBand a route changes nothing (the LID routes): no new lane for it (one was built
+ * before). */
 static void test_ib_ignores_routes(void **state)
 {
 	static unsigned char sb[4096], rb[4096];
@@ -830,9 +835,11 @@ static void test_four_qps(void **state)
 		assert_int_equal(cruxn_vx_sport_of_flow_label(vxd_qp_flow_label(sq)), 50000 + i);
 		assert_int_equal(cruxn_vx_sport_of_flow_label(vxd_qp_flow_label(rq)), 50000 + i);
 		if (cruxn_vx_qpcfg.split)
-			assert_true(vxd_qp_bytes(sq) >= BUF / 4); /* the big message's part at least */
+			assert_true(vxd_qp_bytes(sq) >=
+				    BUF / 4); /* the big message's part at least */
 		else
-			assert_true(vxd_qp_bytes(sq) > 0); /* whole messages round-robin: each QP has some */
+			assert_true(vxd_qp_bytes(sq) >
+				    0); /* whole messages round-robin: each QP has some */
 		most = vxd_qp_bytes(sq) > most ? vxd_qp_bytes(sq) : most;
 	}
 	if (!cruxn_vx_qpcfg.split)
@@ -989,7 +996,8 @@ static void test_lane_flip_back(void **state)
 	assert_int_equal(r->cur->id, 0);
 	/* idle ends read their control sockets at least every millisecond */
 	for (int i = 0; i < 2000 && (!cruxn_vx_lane_find(s, 1) ||
-				     cruxn_vx_lane_find(s, 1)->state != VX_LANE_UP); i++) {
+				     cruxn_vx_lane_find(s, 1)->state != VX_LANE_UP);
+	     i++) {
 		s->b.ops->progress(&s->b);
 		r->b.ops->progress(&r->b);
 		usleep(100);
@@ -1076,8 +1084,9 @@ static void test_mhandle_carried(void **state)
 		assert_non_null(rreq);
 		sreq = NULL;
 		for (int k = 0; !sreq && k < 1000; k++)
-			assert_int_equal(cruxn_isend(sc, sb, sizeof(sb), 0, with ? smr : NULL, &sreq),
-					 CRUXN_SUCCESS);
+			assert_int_equal(
+			    cruxn_isend(sc, sb, sizeof(sb), 0, with ? smr : NULL, &sreq),
+			    CRUXN_SUCCESS);
 		assert_non_null(sreq);
 		wait_done(sreq, NULL);
 		wait_done(rreq, NULL);
@@ -1115,7 +1124,8 @@ static void test_refused_registration_fails(void **state)
 	assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, NULL, &rreq), CRUXN_REMOTE_ERROR);
 }
 
-/* An incomplete test() on a verbs connection makes no system call (it yielded every time before). */
+/* An incomplete test() on a verbs connection makes no system call (it yielded every time before).
+ */
 static void test_no_yield(void **state)
 {
 	static unsigned char rb[4096];
@@ -1257,36 +1267,36 @@ static void test_garbage_handle(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_pingpong_grouped, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_32_in_flight, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_torn_cts_64, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_torn_cts_32, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_control_memory_pages, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_relaxed_ordering, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_gid_read_per_connection, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_async_port_error, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_lane_switch, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_lane_flip_back, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_lane_close_waits_for_parts, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_warm_lane_return, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_lanes_ahead, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_lane_rate_limit, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_unrealisable_route_refused, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_ib_ignores_routes, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_fifo_tc, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_lane_hold_bounds, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_four_qps, setup4, teardown4),
-		cmocka_unit_test_setup_teardown(test_four_qps_split, setup4, teardown4),
-		cmocka_unit_test_setup_teardown(test_adaptive_routing_split, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_flush, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_mhandle_carried, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_refused_registration_fails, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_no_yield, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_rkey, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_peer_closed, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_close_after_arrival, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_lost_ack_silent_peer, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_garbage_handle, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_pingpong_grouped, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_32_in_flight, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_torn_cts_64, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_torn_cts_32, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_control_memory_pages, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_relaxed_ordering, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_gid_read_per_connection, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_async_port_error, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lane_switch, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lane_flip_back, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lane_close_waits_for_parts, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_warm_lane_return, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lanes_ahead, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lane_rate_limit, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_unrealisable_route_refused, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_ib_ignores_routes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_fifo_tc, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lane_hold_bounds, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_four_qps, setup4, teardown4),
+	    cmocka_unit_test_setup_teardown(test_four_qps_split, setup4, teardown4),
+	    cmocka_unit_test_setup_teardown(test_adaptive_routing_split, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_flush, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_mhandle_carried, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_refused_registration_fails, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_no_yield, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_bad_rkey, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_peer_closed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_close_after_arrival, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lost_ack_silent_peer, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_garbage_handle, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

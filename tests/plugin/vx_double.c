@@ -2,11 +2,11 @@
 /* The verbs hardware double: see vx_double.h. */
 #include <endian.h>
 #include <errno.h>
-#include <unistd.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "vx_double.h"
 
@@ -15,7 +15,7 @@ struct vxd vxd;
 struct vxd_ctx {
 	struct ibv_context ctx; /* first: the plugin sees this */
 	struct vxd_dev *dev;
-	int async_w;			  /* write end of ctx.async_fd's pipe */
+	int async_w;			   /* write end of ctx.async_fd's pipe */
 	struct ibv_async_event events[16]; /* raised, not yet read */
 	int nevents;
 };
@@ -117,10 +117,10 @@ static void ack_async_event(struct ibv_async_event *e)
 
 static const char *event_type_str(enum ibv_event_type t)
 {
-	return t == IBV_EVENT_PORT_ERR	       ? "port error"
+	return t == IBV_EVENT_PORT_ERR	     ? "port error"
 	       : t == IBV_EVENT_DEVICE_FATAL ? "local catastrophic error"
 	       : t == IBV_EVENT_QP_FATAL     ? "local work queue catastrophic error"
-				             : "unknown";
+					     : "unknown";
 }
 
 int vxd_raise_event(const char *dev, enum ibv_event_type type, int port, struct ibv_qp *qp)
@@ -264,7 +264,7 @@ struct vxd_dev *vxd_add_roce(const char *name, uint8_t a, uint8_t b, uint8_t c, 
 	p->link_layer = IBV_LINK_LAYER_ETHERNET;
 	p->mtu = IBV_MTU_4096;
 	p->speed = 128; /* NDR */
-	p->width = 1;   /* 1x */
+	p->width = 1;	/* 1x */
 	p->ngids = 3;
 	p->gids[0].raw[0] = 0xfe;
 	p->gids[0].raw[1] = 0x80;
@@ -299,7 +299,7 @@ struct vxd_qp {
 	struct ibv_qp_attr rtr; /* attributes programmed at RTR */
 	uint64_t rq[VXD_RQ_MAX];
 	int rq_head, rq_count;
-	uint64_t bytes; /* moved by this QP's RDMA WRITEs */
+	uint64_t bytes;	 /* moved by this QP's RDMA WRITEs */
 	unsigned access; /* what the remote may do (INIT) */
 	struct vxd_qp *next;
 };
@@ -412,7 +412,8 @@ static void torn_write(char *dst, const unsigned char *src, size_t len)
 
 	torn_flush_range(dst, len);
 	for (size_t off = 0; off < len;) {
-		size_t room = k - ((uintptr_t)(dst + off) % k), l = len - off < room ? len - off : room;
+		size_t room = k - ((uintptr_t)(dst + off) % k),
+		       l = len - off < room ? len - off : room;
 		if (nch == 256) { /* longer than the model needs: the rest lands at once */
 			memcpy(dst + off, src + off, len - off);
 			break;
@@ -533,10 +534,10 @@ static int post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_
 				vxd.reads++;
 				vxd.last_read_addr = wr->wr.rdma.remote_addr;
 			}
-		} else if (len > 0 && (!m || !(m->access & IBV_ACCESS_REMOTE_WRITE) ||
-				       wr->wr.rdma.remote_addr < (uintptr_t)m->mr.addr ||
-				       wr->wr.rdma.remote_addr + len >
-					       (uintptr_t)m->mr.addr + m->mr.length)) {
+		} else if (len > 0 &&
+			   (!m || !(m->access & IBV_ACCESS_REMOTE_WRITE) ||
+			    wr->wr.rdma.remote_addr < (uintptr_t)m->mr.addr ||
+			    wr->wr.rdma.remote_addr + len > (uintptr_t)m->mr.addr + m->mr.length)) {
 			wc.status = IBV_WC_REM_ACCESS_ERR;
 		} else if (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM && peer->rq_count == 0) {
 			wc.status = IBV_WC_RNR_RETRY_EXC_ERR;
@@ -557,7 +558,8 @@ static int post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_
 			torn_flush_range((char *)(uintptr_t)wr->wr.rdma.remote_addr, len);
 			for (int i = 0; i < wr->num_sge; i++) {
 				memcpy((char *)(uintptr_t)wr->wr.rdma.remote_addr + off,
-				       (void *)(uintptr_t)wr->sg_list[i].addr, wr->sg_list[i].length);
+				       (void *)(uintptr_t)wr->sg_list[i].addr,
+				       wr->sg_list[i].length);
 				off += wr->sg_list[i].length;
 			}
 			vxd.bytes += len;
@@ -587,7 +589,8 @@ static int post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_
 			}
 		}
 		/* the data landed but the acknowledgement is lost (the responder closed) */
-		if (wc.status == IBV_WC_SUCCESS && vxd.lose_ack && (wr->send_flags & IBV_SEND_SIGNALED)) {
+		if (wc.status == IBV_WC_SUCCESS && vxd.lose_ack &&
+		    (wr->send_flags & IBV_SEND_SIGNALED)) {
 			vxd.lose_ack = false;
 			wc.status = IBV_WC_RETRY_EXC_ERR;
 		}
@@ -646,8 +649,8 @@ static int modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 	if (a->qp_state == IBV_QPS_RTR && (cur != IBV_QPS_INIT || !(mask & IBV_QP_AV)))
 		return EINVAL;
 	/* kernel qp_state_table: no address vector (class, path) change in RTS */
-	if (a->qp_state == IBV_QPS_RTS &&
-	    ((cur != IBV_QPS_RTR && cur != IBV_QPS_RTS) || (cur == IBV_QPS_RTS && (mask & IBV_QP_AV))))
+	if (a->qp_state == IBV_QPS_RTS && ((cur != IBV_QPS_RTR && cur != IBV_QPS_RTS) ||
+					   (cur == IBV_QPS_RTS && (mask & IBV_QP_AV))))
 		return EINVAL;
 	/* the kernel resolves the source GID at RTR: an index without a GID is refused */
 	if (a->qp_state == IBV_QPS_RTR && a->ah_attr.is_global) {

@@ -38,18 +38,18 @@ struct vxd {
 	int ndevs;
 	struct vxd_dev devs[VXD_MAX_DEVS];
 	int open_contexts; /* opened minus closed */
-	int pds;           /* allocated minus freed */
+	int pds;	   /* allocated minus freed */
 	bool no_query_gid_ex;
-	int cqs, qps, mrs;  /* live objects */
-	uint64_t bytes;     /* bytes moved by RDMA WRITE */
-	int reads;          /* RDMA READs executed */
-	bool lose_ack;      /* the next signaled WRITE lands but completes RETRY_EXC_ERR */
-	bool refuse_mr;     /* reg_mr fails (ENOMEM) */
-	bool hold_recv;     /* receive completions are written late: vxd_release_held() */
-	int purged;         /* completions destroy_qp removed before they were polled */
-	int torn_chunk;     /* RDMA WRITEs land in chunks of this many bytes, out of order (0: off) */
-	int torn_writes;    /* WRITEs landed that way */
-	int data_writes;    /* plain RDMA WRITEs over 1 KiB (data: a CTS row is at most 256 B) */
+	int cqs, qps, mrs; /* live objects */
+	uint64_t bytes;	   /* bytes moved by RDMA WRITE */
+	int reads;	   /* RDMA READs executed */
+	bool lose_ack;	   /* the next signaled WRITE lands but completes RETRY_EXC_ERR */
+	bool refuse_mr;	   /* reg_mr fails (ENOMEM) */
+	bool hold_recv;	   /* receive completions are written late: vxd_release_held() */
+	int purged;	   /* completions destroy_qp removed before they were polled */
+	int torn_chunk;	 /* RDMA WRITEs land in chunks of this many bytes, out of order (0: off) */
+	int torn_writes; /* WRITEs landed that way */
+	int data_writes; /* plain RDMA WRITEs over 1 KiB (data: a CTS row is at most 256 B) */
 	int empty_imm_writes; /* WRITE WITH IMMEDIATE carrying no data */
 	uint64_t last_read_addr;
 };

@@ -5,6 +5,9 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+/* linux/errqueue.h uses struct timespec without including time.h. */
+#include <time.h>
+
 #include <linux/errqueue.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -13,7 +16,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "netdrv.h"
@@ -63,7 +65,8 @@ static int xfer_recv(const char *dir, const cruxn_net_v12_t *net)
 	snprintf(p, sizeof(p), "%s/handle.tmp", dir);
 	snprintf(q, sizeof(q), "%s/handle", dir);
 	f = fopen(p, "wb");
-	if (!f || fwrite(handle, sizeof(handle), 1, f) != 1 || fclose(f) != 0 || rename(p, q) != 0) {
+	if (!f || fwrite(handle, sizeof(handle), 1, f) != 1 || fclose(f) != 0 ||
+	    rename(p, q) != 0) {
 		fprintf(stderr, "xfer-recv: cannot write %s\n", q);
 		return 1;
 	}
@@ -182,8 +185,8 @@ int cruxn_conf_xfer(int argc, char **argv, const cruxn_net_v12_t *net)
 	if (strcmp(argv[0], "xfer-recv") == 0 && argc >= 2)
 		return xfer_recv(argv[1], net);
 	if (strcmp(argv[0], "xfer-send") == 0 && argc >= 5)
-		return xfer_send(argv[1], strtoull(argv[2], NULL, 0), atoi(argv[3]),
-				 atoi(argv[4]), argc >= 6 && strcmp(argv[5], "hold") == 0, net);
+		return xfer_send(argv[1], strtoull(argv[2], NULL, 0), atoi(argv[3]), atoi(argv[4]),
+				 argc >= 6 && strcmp(argv[5], "hold") == 0, net);
 	fprintf(stderr, "usage: xfer-recv DIR | xfer-send DIR SIZE COUNT1 COUNT2 [hold]\n");
 	return 2;
 }

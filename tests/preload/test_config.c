@@ -10,9 +10,9 @@
 
 #include <cmocka.h>
 
+#include "collect_int.h"
 #include "crux/log.h"
 #include "crux/nccl_api.h"
-#include "collect_int.h"
 
 struct kv {
 	const char *name;

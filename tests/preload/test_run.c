@@ -356,7 +356,7 @@ static void pipeline_common(const char *const *env, uint32_t backend)
 
 static void test_pipeline(void **state)
 {
-	const char *env[] = { "CRUX_TIMING=host", "FAKENCCL_SCRIPT=send=2ms,recv=2ms", NULL };
+	const char *env[] = {"CRUX_TIMING=host", "FAKENCCL_SCRIPT=send=2ms,recv=2ms", NULL};
 
 	(void)state;
 	pipeline_common(env, CRUX_TIMING_HOST);
@@ -366,7 +366,7 @@ static void test_pipeline(void **state)
 static void test_events_pipeline(void **state)
 {
 	char lib[512];
-	const char *env[] = { "CRUX_TIMING=events", "FAKENCCL_SCRIPT=send=2ms,recv=2ms", lib, NULL };
+	const char *env[] = {"CRUX_TIMING=events", "FAKENCCL_SCRIPT=send=2ms,recv=2ms", lib, NULL};
 
 	(void)state;
 	snprintf(lib, sizeof(lib), "CRUX_CUDART_LIB=%s", need("CRUXP_TEST_CUDART"));
@@ -376,7 +376,7 @@ static void test_events_pipeline(void **state)
 /* CRUX_PRELOAD=0: everything passes straight through, nothing is started. */
 static void test_disabled(void **state)
 {
-	const char *env[] = { "CRUX_PRELOAD=0", NULL };
+	const char *env[] = {"CRUX_PRELOAD=0", NULL};
 	struct run r;
 
 	(void)state;

@@ -74,8 +74,7 @@ static void logger(int level, unsigned long flags, const char *file, int line, c
 	}
 }
 
-static void *start(void *ctx, int mask, uint64_t type, void *parent, const char *func,
-		   uint64_t tag)
+static void *start(void *ctx, int mask, uint64_t type, void *parent, const char *func, uint64_t tag)
 {
 	void *h = NULL;
 
@@ -107,7 +106,7 @@ static void *start(void *ctx, int mask, uint64_t type, void *parent, const char 
 	 * it shows under ASan.
 	 */
 	cruxf_descr_v7_t *d = calloc(1, sizeof(cruxf_descr_v7_t));
-	size_t size = version == 7 ? sizeof(cruxf_descr_v7_t)
+	size_t size = version == 7   ? sizeof(cruxf_descr_v7_t)
 		      : version == 6 ? sizeof(cruxf_descr_v6_t)
 				     : offsetof(cruxf_descr_v5_t, coll) +
 					   sizeof(((cruxf_descr_v5_t *)0)->coll);
@@ -311,8 +310,7 @@ int main(int argc, char **argv)
 
 	ncomm = threads ? threads : 2;
 	for (int i = 0; i < ncomm; i++) {
-		CHECK(init(&ctx[i], &mask[i], 0x77 + (uint64_t)i) == CRUXF_SUCCESS,
-		      "init failed");
+		CHECK(init(&ctx[i], &mask[i], 0x77 + (uint64_t)i) == CRUXF_SUCCESS, "init failed");
 		CHECK(ctx[i] != NULL, "no context");
 		CHECK((mask[i] & crux_mask) == crux_mask,
 		      "Crux's own events are not asked for (mask 0x%x)", mask[i]);
@@ -330,8 +328,10 @@ int main(int argc, char **argv)
 			fmask |= CRUXF_EV_GROUP | CRUXF_EV_COLL;
 		else
 			fmask |= CRUXF_EV_GROUP_API | CRUXF_EV_COLL_API | CRUXF_EV_COLL;
-		CHECK(mask[0] & CRUXF_EV_PROXY_OP, "the fixture's ProxyOp is not in the merged mask "
-						   "(0x%x)", mask[0]);
+		CHECK(mask[0] & CRUXF_EV_PROXY_OP,
+		      "the fixture's ProxyOp is not in the merged mask "
+		      "(0x%x)",
+		      mask[0]);
 		CHECK(fs.inits == ncomm, "fixture inits %ld, want %d", fs.inits, ncomm);
 		CHECK(lines_naming == 0, "a chained plugin that works was complained about: %s",
 		      last_line);
@@ -369,7 +369,8 @@ int main(int argc, char **argv)
 		CHECK(fs.finalizes == ncomm, "fixture finalizes %ld, want %d", fs.finalizes, ncomm);
 		CHECK(fs.starts == want_starts, "fixture starts %ld, want %ld", fs.starts,
 		      want_starts);
-		CHECK(fs.stops == want_starts, "fixture stops %ld, want %ld", fs.stops, want_starts);
+		CHECK(fs.stops == want_starts, "fixture stops %ld, want %ld", fs.stops,
+		      want_starts);
 		CHECK(fs.live == 0, "fixture events left live: %ld", fs.live);
 		CHECK(fs.states == want_states, "fixture states %ld, want %ld", fs.states,
 		      want_states);

@@ -22,23 +22,23 @@
 #error "build with -DFIXTURE_VERSION=4..7"
 #endif
 
-#define EXPORT __attribute__((visibility("default")))
+#define EXPORT	  __attribute__((visibility("default")))
 #define CTX_MAGIC 0x4649585443545820ull /* "FIXTCTX " */
-#define EV_MAGIC 0x4649585445564e54ull	/* "FIXTEVNT" */
-#define NEVENTS 1024
+#define EV_MAGIC  0x4649585445564e54ull /* "FIXTEVNT" */
+#define NEVENTS	  1024
 
 struct fixture_stats {
 	int version;
 	long inits, finalizes, starts, stops, states, live;
 	long by_type[16];
-	long with_parent;      /* starts whose parent was one of our handles (NCCL may name a
-				  stopped one: a Coll task's parent is its stopped CollApi) */
-	long foreign_parent;   /* a parent that is not one of our handles */
-	long foreign_handle;   /* stop/state with a handle that is not ours (or not live) */
-	long foreign_context;  /* start/finalize with a context that is not ours */
-	long unasked;	       /* an event type we did not ask for */
-	long state_sum;	       /* sum of the state values recorded */
-	uint64_t tag_sum;      /* v7: sum of the user tags of API events */
+	long with_parent;     /* starts whose parent was one of our handles (NCCL may name a
+				 stopped one: a Coll task's parent is its stopped CollApi) */
+	long foreign_parent;  /* a parent that is not one of our handles */
+	long foreign_handle;  /* stop/state with a handle that is not ours (or not live) */
+	long foreign_context; /* start/finalize with a context that is not ours */
+	long unasked;	      /* an event type we did not ask for */
+	long state_sum;	      /* sum of the state values recorded */
+	uint64_t tag_sum;     /* v7: sum of the user tags of API events */
 };
 
 struct fev {
@@ -233,8 +233,8 @@ static cruxf_result_t f_start(void *ctx, void **h, cruxf_descr_v4_t *d)
 	start_common(ctx, h, d->type, d->parentObj, 0);
 	return CRUXF_SUCCESS;
 }
-EXPORT const cruxf_profiler_v4_t ncclProfiler_v4 = {"fixture", f_init, f_start, f_stop, f_state,
-						    f_finalize};
+EXPORT const cruxf_profiler_v4_t ncclProfiler_v4 = {"fixture", f_init,	f_start,
+						    f_stop,    f_state, f_finalize};
 #else
 static cruxf_result_t f_init(void **ctx, uint64_t id, int *mask, const char *name, int nn, int nr,
 			     int r, cruxf_logger_t l)
@@ -254,8 +254,8 @@ static cruxf_result_t f_start(void *ctx, void **h, cruxf_descr_v7_t *d)
 	start_common(ctx, h, d->type, d->parentObj, tag);
 	return CRUXF_SUCCESS;
 }
-EXPORT const cruxf_profiler_v7_t ncclProfiler_v7 = {"fixture", f_init, f_start, f_stop, f_state,
-						    f_finalize};
+EXPORT const cruxf_profiler_v7_t ncclProfiler_v7 = {"fixture", f_init,	f_start,
+						    f_stop,    f_state, f_finalize};
 #else
 static cruxf_result_t f_start(void *ctx, void **h, cruxf_descr_v5_t *d)
 {
@@ -263,11 +263,11 @@ static cruxf_result_t f_start(void *ctx, void **h, cruxf_descr_v5_t *d)
 	return CRUXF_SUCCESS;
 }
 #if FIXTURE_VERSION == 6
-EXPORT const cruxf_profiler_v6_t ncclProfiler_v6 = {"fixture", f_init, f_start, f_stop, f_state,
-						    f_finalize};
+EXPORT const cruxf_profiler_v6_t ncclProfiler_v6 = {"fixture", f_init,	f_start,
+						    f_stop,    f_state, f_finalize};
 #else
-EXPORT const cruxf_profiler_v5_t ncclProfiler_v5 = {"fixture", f_init, f_start, f_stop, f_state,
-						    f_finalize};
+EXPORT const cruxf_profiler_v5_t ncclProfiler_v5 = {"fixture", f_init,	f_start,
+						    f_stop,    f_state, f_finalize};
 #endif
 #endif
 #endif

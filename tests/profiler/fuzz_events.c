@@ -15,11 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cruxf.h"
 #include "collect_int.h"
+#include "cruxf.h"
 
 #define MAX_NAMES 8
-#define MAX_LIVE 32
+#define MAX_LIVE  32
 
 static void drain(void)
 {
@@ -36,9 +36,9 @@ static void drain(void)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct cruxf_comm *comm;
-	static const char *const known[MAX_NAMES] = {"AllReduce", "Send",	  "Recv",
+	static const char *const known[MAX_NAMES] = {"AllReduce",     "Send",	     "Recv",
 						     "ReduceScatter", "ncclFloat32", "ncclBfloat16",
-						     "ncclInt8", "AlltoAll"};
+						     "ncclInt8",      "AlltoAll"};
 	char buf[256];
 	const char *names[MAX_NAMES];
 	void *live[MAX_LIVE];

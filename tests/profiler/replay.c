@@ -31,8 +31,8 @@
  * passive and publish nothing. Exit 0 when every check passes.
  */
 #include <dlfcn.h>
-#include <stdbool.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +50,7 @@ static int version;
 static const cruxf_profiler_v5_t *p5; /* v5 and v6 */
 static const cruxf_profiler_v7_t *p7;
 static const cruxf_profiler_v4_t *p4;
-static uint64_t user_tag; /* v7: the tag calls carry now */
+static uint64_t user_tag;	   /* v7: the tag calls carry now */
 static bool step_tags, const_tags; /* the trace tags each step / one tag throughout */
 static void *ctxs[MAX_COMMS];
 static int masks[MAX_COMMS];
@@ -273,7 +273,8 @@ int main(int argc, char **argv)
 	memset(&s, 0, sizeof(s));
 
 	if (argc < 4) {
-		fprintf(stderr, "usage: replay PLUGIN VERSION TRACE [--preload LIB [--preload-first]]\n");
+		fprintf(stderr,
+			"usage: replay PLUGIN VERSION TRACE [--preload LIB [--preload-first]]\n");
 		return 2;
 	}
 	version = atoi(argv[2]);
@@ -349,20 +350,22 @@ int main(int argc, char **argv)
 		if (sscanf(lines[i], "comm %d %d %d", &id, &rank, &n) == 3 && id >= 0 &&
 		    id < MAX_COMMS) {
 			if (version >= 7)
-				p7->init(&ctxs[id], 0x1234 + (uint64_t)id, &masks[id], "replay", 1, n,
-					 rank, logger);
+				p7->init(&ctxs[id], 0x1234 + (uint64_t)id, &masks[id], "replay", 1,
+					 n, rank, logger);
 			else if (version >= 5)
-				p5->init(&ctxs[id], 0x1234 + (uint64_t)id, &masks[id], "replay", 1, n,
-					 rank, logger);
+				p5->init(&ctxs[id], 0x1234 + (uint64_t)id, &masks[id], "replay", 1,
+					 n, rank, logger);
 			else
-				p4->init(&ctxs[id], &masks[id], "replay", 0x1234, 1, n, rank, logger);
+				p4->init(&ctxs[id], &masks[id], "replay", 0x1234, 1, n, rank,
+					 logger);
 		} else if (sscanf(lines[i], "iterations %d", &n) == 1) {
 			iters = n;
 		}
 	}
 	if (preload_first) {
 		CHECK(masks[0] == 0 && ctxs[0] == NULL,
-		      "the preload claimed first, yet the plugin asked for events (mask 0x%x)", masks[0]);
+		      "the preload claimed first, yet the plugin asked for events (mask 0x%x)",
+		      masks[0]);
 	} else {
 		CHECK(masks[0] != 0 && ctxs[0] != NULL, "the plugin asked for no events");
 	}
@@ -377,13 +380,15 @@ int main(int argc, char **argv)
 
 			if (sscanf(l, "compute %lf", &ms) == 1) {
 				c_it += spend(ms);
-			} else if (sscanf(l, "call %d %31s %zu %31s %lf", &id, fn, &count, dt, &ms) == 5) {
+			} else if (sscanf(l, "call %d %31s %zu %31s %lf", &id, fn, &count, dt,
+					  &ms) == 5) {
 				group_begin(id);
 				group_add(id, intern(fn), count, intern(dt), -1);
 				m_it += group_launch(id, ms);
 			} else if (sscanf(l, "group %d", &id) == 1) {
 				group_begin(id);
-			} else if (sscanf(l, "add %d %31s %zu %31s %d", &id, fn, &count, dt, &peer) >= 4) {
+			} else if (sscanf(l, "add %d %31s %zu %31s %d", &id, fn, &count, dt,
+					  &peer) >= 4) {
 				group_add(id, intern(fn), count, intern(dt), peer);
 			} else if (sscanf(l, "launch %d %lf", &id, &ms) == 2) {
 				m_it += group_launch(id, ms);
@@ -421,7 +426,8 @@ int main(int argc, char **argv)
 			memset(&now, 0, sizeof(now));
 			crux_prof_scan(getenv("CRUX_SHM_DIR"), 0, find_record, &now, NULL);
 			/* Prefer the fullest window: jitter weighs least there. */
-			if (now.has_compute && (!s.has_compute || now.compute.iterations >= s.compute.iterations))
+			if (now.has_compute &&
+			    (!s.has_compute || now.compute.iterations >= s.compute.iterations))
 				s = now;
 		}
 	}
@@ -445,17 +451,18 @@ int main(int argc, char **argv)
 		}
 		t = c + m;
 		CHECK(s.has_compute, "no profile record published for pid %d", (int)getpid());
-		CHECK(s.compute.flags & CRUX_PROF_F_SRC_PROFILER, "record not marked as the plugin's");
+		CHECK(s.compute.flags & CRUX_PROF_F_SRC_PROFILER,
+		      "record not marked as the plugin's");
 		CHECK(s.compute.iterations > 0, "no iteration detected");
 		printf("replay v%d %s: truth compute %.3f ms comm %.3f ms iter %.3f ms | profile "
 		       "compute %.3f comm %.3f iter %.3f (%llu iterations, flags 0x%x)\n",
 		       version, argv[3], c * 1e3, m * 1e3, t * 1e3, s.compute.compute_s * 1e3,
 		       s.compute.comm_s * 1e3, s.compute.iter_time_s * 1e3,
 		       (unsigned long long)s.compute.iterations, s.compute.flags);
-		CHECK(fabs(s.compute.iter_time_s - t) <= 0.05 * t + 5e-4, "iteration %.3f ms vs %.3f",
-		      s.compute.iter_time_s * 1e3, t * 1e3);
-		CHECK(fabs(s.compute.comm_s - m) <= 0.05 * m + 5e-4, "communication %.3f ms vs %.3f",
-		      s.compute.comm_s * 1e3, m * 1e3);
+		CHECK(fabs(s.compute.iter_time_s - t) <= 0.05 * t + 5e-4,
+		      "iteration %.3f ms vs %.3f", s.compute.iter_time_s * 1e3, t * 1e3);
+		CHECK(fabs(s.compute.comm_s - m) <= 0.05 * m + 5e-4,
+		      "communication %.3f ms vs %.3f", s.compute.comm_s * 1e3, m * 1e3);
 		CHECK(fabs(s.compute.compute_s - c) <= 0.05 * c + 5e-4, "compute %.3f ms vs %.3f",
 		      s.compute.compute_s * 1e3, c * 1e3);
 		if (mark)
@@ -467,7 +474,8 @@ int main(int argc, char **argv)
 			      "the step tags did not mark the iterations");
 		if (version >= 7 && const_tags && !step_tags && !mark)
 			CHECK(!(s.compute.flags & CRUX_PROF_F_ITER_MARKED),
-			      "tags that name no steps (unchanging or NCCL's reserved) were taken for marks");
+			      "tags that name no steps (unchanging or NCCL's reserved) were taken "
+			      "for marks");
 	}
 	for (int id = 0; id < MAX_COMMS; id++)
 		if (ctxs[id])

@@ -60,8 +60,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		goto out;
 	if (crux_sched_jobs_parse(p, (size_t)(end - p), "fuzz.jobs", t, &js, &err) == CRUX_OK &&
 	    js.n <= 32 && crux_sched_schedule_new(js.v, js.n, prm.levels, &s) == CRUX_OK) {
-		static const enum crux_sched_account_state by_id[3] = {
-			CRUX_SCHED_ACCOUNT_PROTECTED, CRUX_SCHED_ACCOUNT_URGENT, CRUX_SCHED_ACCOUNT_FREE};
+		static const enum crux_sched_account_state by_id[3] = {CRUX_SCHED_ACCOUNT_PROTECTED,
+								       CRUX_SCHED_ACCOUNT_URGENT,
+								       CRUX_SCHED_ACCOUNT_FREE};
 		crux_status_t st;
 
 		for (size_t i = 0; i < js.n; i++) {

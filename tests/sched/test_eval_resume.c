@@ -42,11 +42,15 @@ static void random_jobs(struct crux_sched_jobs *js, int n, unsigned *seed)
 			fl[h].dst = hosts[(h + 1) % nh];
 			fl[h].bytes = (double)(1 + rand_r(seed) % 20) * 1e8;
 		}
-		struct crux_sched_job j = {.id = (uint64_t)i + 1, .gpus = 8 * nh, .n_hosts = nh,
-					   .hosts = hosts, .work = (double)(1 + rand_r(seed) % 9),
+		struct crux_sched_job j = {.id = (uint64_t)i + 1,
+					   .gpus = 8 * nh,
+					   .n_hosts = nh,
+					   .hosts = hosts,
+					   .work = (double)(1 + rand_r(seed) % 9),
 					   .compute = (double)(1 + rand_r(seed) % 19) / 10,
 					   .overlap = (double)(rand_r(seed) % 4) / 4,
-					   .n_flows = nh == 2 ? 1 : 3, .flows = fl};
+					   .n_flows = nh == 2 ? 1 : 3,
+					   .flows = fl};
 
 		assert_int_equal(crux_sched_jobs_add(js, &j), CRUX_OK);
 	}
@@ -60,7 +64,8 @@ static void test_resume_matches_full(void **state)
 	int resumed = 0;
 
 	(void)state;
-	assert_int_equal(crux_sched_topo_parse(leafspine, strlen(leafspine), "t", &t, &err), CRUX_OK);
+	assert_int_equal(crux_sched_topo_parse(leafspine, strlen(leafspine), "t", &t, &err),
+			 CRUX_OK);
 	for (int it = 0; it < 200; it++) {
 		struct crux_sched_jobs js;
 		struct crux_sched_params p;
@@ -75,7 +80,8 @@ static void test_resume_matches_full(void **state)
 		crux_sched_params_default(&p);
 		p.levels = 2 + (int)(rand_r(&seed) % 7);
 		assert_int_equal(crux_sched_schedule_new(js.v, js.n, p.levels, &s), CRUX_OK);
-		assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s), CRUX_OK);
+		assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s),
+				 CRUX_OK);
 		assert_int_equal(sched_job_links_build(t, js.v, js.n, s, &jl), CRUX_OK);
 		assert_int_equal(crux_sched_eval_new(&ev_reuse), CRUX_OK);
 		assert_int_equal(crux_sched_eval_new(&ev_full), CRUX_OK);
@@ -87,9 +93,11 @@ static void test_resume_matches_full(void **state)
 				s->d[rand_r(&seed) % (unsigned)n].level =
 				    (int)(rand_r(&seed) % (unsigned)p.levels);
 			memset(T1, 0, sizeof(T1));
-			assert_int_equal(sched_evaluate_links(ev_reuse, t, js.v, js.n, s, &jl, 1, T1, &u1),
+			assert_int_equal(
+			    sched_evaluate_links(ev_reuse, t, js.v, js.n, s, &jl, 1, T1, &u1),
+			    CRUX_OK);
+			assert_int_equal(crux_sched_evaluate(ev_full, t, js.v, js.n, s, T2, &u2),
 					 CRUX_OK);
-			assert_int_equal(crux_sched_evaluate(ev_full, t, js.v, js.n, s, T2, &u2), CRUX_OK);
 			assert_memory_equal(T1, T2, (size_t)n * sizeof(double));
 			assert_memory_equal(&u1, &u2, sizeof(double));
 			resumed += step > 0;

@@ -36,8 +36,14 @@ static void add_job(struct crux_sched_jobs *js, uint64_t id, int src, int dst, d
 {
 	int hosts[2] = {src, dst};
 	struct crux_sched_flow fl = {src, dst, bytes};
-	struct crux_sched_job j = {.id = id, .gpus = 2, .n_hosts = 2, .hosts = hosts,
-				   .work = work, .compute = compute, .n_flows = 1, .flows = &fl};
+	struct crux_sched_job j = {.id = id,
+				   .gpus = 2,
+				   .n_hosts = 2,
+				   .hosts = hosts,
+				   .work = work,
+				   .compute = compute,
+				   .n_flows = 1,
+				   .flows = &fl};
 
 	assert_int_equal(crux_sched_jobs_add(js, &j), CRUX_OK);
 }
@@ -51,7 +57,7 @@ static void test_parse(void **state)
 	(void)state;
 	crux_sched_params_default(&p);
 	p.eval_model = CRUX_SCHED_EVAL_ALL_AT_ONCE; /* the hand-computed cases */
-	p.correction = 1;			     /* were made with the paper's k */
+	p.correction = 1;			    /* were made with the paper's k */
 	assert_true(p.max_slowdown == 0 && p.n_weights == 0);
 	assert_int_equal(crux_sched_slowdown_parse("2.5", &v, &err), CRUX_OK);
 	assert_true(v == 2.5);
@@ -72,7 +78,7 @@ static void test_parse(void **state)
 	setenv("CRUX_LEVEL_WEIGHTS", "1,3", 1);
 	crux_sched_params_default(&p);
 	p.eval_model = CRUX_SCHED_EVAL_ALL_AT_ONCE; /* the hand-computed cases */
-	p.correction = 1;			     /* were made with the paper's k */
+	p.correction = 1;			    /* were made with the paper's k */
 	assert_int_equal(crux_sched_params_env(&p, &err), CRUX_OK);
 	assert_true(p.max_slowdown == 4 && p.n_weights == 2 && p.weight[1] == 3);
 	/* empty means unset, as for every CRUX_ variable: the values stay */
@@ -149,7 +155,7 @@ static void run_pair(double bound, double weights, struct crux_sched_schedule **
 	add_job(&js, 2, 0, 1, 0.9e9, 0.1, 0.1);
 	crux_sched_params_default(&p);
 	p.eval_model = CRUX_SCHED_EVAL_ALL_AT_ONCE; /* the hand-computed cases */
-	p.correction = 1;			     /* were made with the paper's k */
+	p.correction = 1;			    /* were made with the paper's k */
 	p.max_slowdown = bound;
 	if (weights > 0) {
 		p.n_weights = p.levels;
@@ -186,7 +192,7 @@ static void run_pair_job(double bound, double light_bound, int light_urgent,
 	js.v[1].urgent = light_urgent;
 	crux_sched_params_default(&p);
 	p.eval_model = CRUX_SCHED_EVAL_ALL_AT_ONCE; /* the hand-computed cases */
-	p.correction = 1;			     /* were made with the paper's k */
+	p.correction = 1;			    /* were made with the paper's k */
 	p.max_slowdown = bound;
 	assert_int_equal(crux_sched_schedule_new(js.v, js.n, p.levels, out), CRUX_OK);
 	assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, *out), CRUX_OK);
@@ -303,13 +309,13 @@ static void test_urgent_model_blind(void **state)
 
 		(void)state;
 		crux_sched_jobs_init(&js);
-		add_job(&js, 1, 0, 1, 0.2e9, 50, 1.0); /* 1.2 s alone, 0.17 GB/s on average */
+		add_job(&js, 1, 0, 1, 0.2e9, 50, 1.0);	/* 1.2 s alone, 0.17 GB/s on average */
 		add_job(&js, 2, 0, 1, 0.5e9, 0.5, 0.5); /* 1.0 s alone, 1.1 s below job 1 */
 		js.v[1].urgent = 1;
 		js.v[1].iter_time = blind ? 5.0 : 0;
 		crux_sched_params_default(&p);
 		p.eval_model = CRUX_SCHED_EVAL_ALL_AT_ONCE; /* the hand-computed cases */
-		p.correction = 1;			     /* were made with the paper's k */
+		p.correction = 1;			    /* were made with the paper's k */
 		p.max_slowdown = 2;
 		assert_int_equal(crux_sched_schedule_new(js.v, js.n, p.levels, &s), CRUX_OK);
 		assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s),
@@ -494,7 +500,7 @@ static void test_planner_bound(void **state)
 		add_job(&js, 1, 0, 1, 1e9, 1, 1);
 		crux_sched_params_default(&p);
 		p.eval_model = CRUX_SCHED_EVAL_ALL_AT_ONCE; /* the hand-computed cases */
-		p.correction = 1;			     /* were made with the paper's k */
+		p.correction = 1;			    /* were made with the paper's k */
 		p.n_weights = 3;
 		p.weight[0] = p.weight[1] = p.weight[2] = 1;
 		assert_int_equal(crux_sched_schedule_new(js.v, js.n, p.levels, &s), CRUX_OK);
@@ -511,9 +517,15 @@ static void add_job_o(struct crux_sched_jobs *js, uint64_t id, int src, int dst,
 {
 	int hosts[2] = {src, dst};
 	struct crux_sched_flow fl = {src, dst, bytes};
-	struct crux_sched_job j = {.id = id, .gpus = 2, .n_hosts = 2, .hosts = hosts,
-				   .work = work, .compute = compute, .overlap = overlap,
-				   .n_flows = 1, .flows = &fl};
+	struct crux_sched_job j = {.id = id,
+				   .gpus = 2,
+				   .n_hosts = 2,
+				   .hosts = hosts,
+				   .work = work,
+				   .compute = compute,
+				   .overlap = overlap,
+				   .n_flows = 1,
+				   .flows = &fl};
 
 	assert_int_equal(crux_sched_jobs_add(js, &j), CRUX_OK);
 }
@@ -550,8 +562,8 @@ static double worst(const struct crux_sched_jobs *js, const double *T)
 	double m = 0;
 
 	for (size_t i = 0; i < js->n; i++)
-		m = fmax(m, T[i] / crux_sched_isolated_iter(&js->v[i],
-							      js->v[i].flows[0].bytes / 1e9));
+		m = fmax(m,
+			 T[i] / crux_sched_isolated_iter(&js->v[i], js->v[i].flows[0].bytes / 1e9));
 	return m;
 }
 
@@ -564,7 +576,7 @@ static void plan_eval(struct crux_sched_topo *t, const struct crux_sched_jobs *j
 
 	crux_sched_params_default(&p);
 	p.eval_model = CRUX_SCHED_EVAL_ALL_AT_ONCE; /* the hand-computed cases */
-	p.correction = 1;			     /* were made with the paper's k */
+	p.correction = 1;			    /* were made with the paper's k */
 	p.levels = levels;
 	p.max_slowdown = bound;
 	assert_int_equal(crux_sched_schedule_new(js->v, js->n, p.levels, &s), CRUX_OK);
@@ -669,7 +681,7 @@ static void test_lift_above_peers(void **state)
 	add_job(&js, 3, 0, 1, 1.0e9, 2.5, 1.0);
 	crux_sched_params_default(&p);
 	p.eval_model = CRUX_SCHED_EVAL_ALL_AT_ONCE; /* the hand-computed cases */
-	p.correction = 1;			     /* were made with the paper's k */
+	p.correction = 1;			    /* were made with the paper's k */
 	p.levels = 3;
 	assert_int_equal(crux_sched_schedule_new(js.v, js.n, p.levels, &s), CRUX_OK);
 	assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s), CRUX_OK);
@@ -784,11 +796,10 @@ static void test_bound_random(void **state)
 		for (int i = 0; i < n; i++) {
 			int src = (int)(rand_r(&seed) % 2), dst = 2 + (int)(rand_r(&seed) % 2);
 
-			add_job_o(&js, (uint64_t)i + 1, src, dst,
-				  (double)(1 + rand_r(&seed) % 20) * 1e8,
-				  (double)(1 + rand_r(&seed) % 9),
-				  (double)(1 + rand_r(&seed) % 19) / 10,
-				  (double)(rand_r(&seed) % 4) / 4);
+			add_job_o(
+			    &js, (uint64_t)i + 1, src, dst, (double)(1 + rand_r(&seed) % 20) * 1e8,
+			    (double)(1 + rand_r(&seed) % 9), (double)(1 + rand_r(&seed) % 19) / 10,
+			    (double)(rand_r(&seed) % 4) / 4);
 		}
 		plan_eval(t, &js, K, 0, &s0, T0, &u0);
 		plan_eval(t, &js, K, bound, &s1, T1, &u1);
@@ -818,8 +829,8 @@ static void test_bound_random(void **state)
 	assert_true(fixed > 20);
 	assert_true(met > fixed);
 	assert_true(infeasible > 0);
-	print_message("bound_random: %d met, %d repaired, %d infeasible jobs reported\n", met, fixed,
-		      infeasible);
+	print_message("bound_random: %d met, %d repaired, %d infeasible jobs reported\n", met,
+		      fixed, infeasible);
 	crux_sched_topo_free(t);
 }
 

@@ -23,8 +23,9 @@
 static const char *g_plan_exe;
 
 /* Every host on one switch; 8 Gbit/s = 1e9 bytes/s per direction. */
-static const char *star = "host a b c d e x\nswitch s\n"
-			  "link a s 8\nlink b s 8\nlink c s 8\nlink d s 8\nlink e s 8\nlink x s 8\n";
+static const char *star =
+    "host a b c d e x\nswitch s\n"
+    "link a s 8\nlink b s 8\nlink c s 8\nlink d s 8\nlink e s 8\nlink x s 8\n";
 
 struct fx {
 	struct crux_sched_topo *t;

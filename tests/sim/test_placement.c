@@ -75,8 +75,8 @@ static void rig_free(struct rig *r)
  * compute and no overlap: sensitivity tau / (1 + tau). */
 static struct sim_place_job job(size_t idx, uint32_t gpus, double tau_s, double remaining)
 {
-	struct sim_place_job j = {.idx = idx, .gpus = gpus, .compute_s = 1, .overlap = 0,
-				  .remaining = remaining};
+	struct sim_place_job j = {
+	    .idx = idx, .gpus = gpus, .compute_s = 1, .overlap = 0, .remaining = remaining};
 	double g = gpus;
 	j.comm_bytes = gpus > 1 ? tau_s * HOST_BPS * g / (2 * (g - 1)) : 0;
 	return j;
@@ -84,8 +84,7 @@ static struct sim_place_job job(size_t idx, uint32_t gpus, double tau_s, double 
 
 static enum sim_place_verdict try_at(struct rig *r, const struct sim_place_job *j, double now)
 {
-	return sim_place_try(r->p, j, now, r->hosts, &r->n, &r->retry, &r->victims,
-			     &r->n_victims);
+	return sim_place_try(r->p, j, now, r->hosts, &r->n, &r->retry, &r->victims, &r->n_victims);
 }
 
 /* Start a job on the given hosts (the trace's placement). */
@@ -291,7 +290,8 @@ static void test_sjf_order(void **state)
 	assert_near(sim_place_key(r.p, &long1, 0, 3600), 4000, 1e-9);
 	long1.arrival_s = 0;
 	small.arrival_s = 5000;
-	assert_true(sim_place_key(r.p, &long1, 5000, 3600) < sim_place_key(r.p, &small, 5000, 3600));
+	assert_true(sim_place_key(r.p, &long1, 5000, 3600) <
+		    sim_place_key(r.p, &small, 5000, 3600));
 	/* FIFO policies rank by arrival. */
 	struct rig f;
 	rig_new(&f, CRUX_SIM_PLACE_PACK, 2, 2, 4);
@@ -382,8 +382,9 @@ static void test_runs(void **state)
 				assert_near(r->jobs[i].iterations_done,
 					    (double)r->jobs[i].iterations, 1e-6);
 				assert_true(r->jobs[i].slowdown >= 1 - 1e-9);
-				assert_true(r->jobs[i].jct_s >=
-					    r->jobs[i].iterations * r->jobs[i].iso_iter_s * (1 - 1e-9));
+				assert_true(r->jobs[i].jct_s >= r->jobs[i].iterations *
+								    r->jobs[i].iso_iter_s *
+								    (1 - 1e-9));
 			}
 			/* This workload makes Dally preempt (4-5 jobs): the restarts'
 			 * accounting is what the checks above cover. */
@@ -403,7 +404,7 @@ static void test_names(void **state)
 	enum crux_sim_placement p;
 	for (int i = 0; i < CRUX_SIM_N_PLACEMENTS; i++) {
 		assert_int_equal(crux_sim_placement_parse(
-					 crux_sim_placement_name((enum crux_sim_placement)i), &p),
+				     crux_sim_placement_name((enum crux_sim_placement)i), &p),
 				 CRUX_OK);
 		assert_int_equal(p, i);
 	}
@@ -414,15 +415,15 @@ static void test_names(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_names),
-		cmocka_unit_test(test_sensitivity),
-		cmocka_unit_test(test_dally_timer_expiry),
-		cmocka_unit_test(test_dally_autotune),
-		cmocka_unit_test(test_dally_preemption),
-		cmocka_unit_test(test_dally_preempt_limit),
-		cmocka_unit_test(test_sjf_order),
-		cmocka_unit_test(test_bco_balance),
-		cmocka_unit_test(test_runs),
+	    cmocka_unit_test(test_names),
+	    cmocka_unit_test(test_sensitivity),
+	    cmocka_unit_test(test_dally_timer_expiry),
+	    cmocka_unit_test(test_dally_autotune),
+	    cmocka_unit_test(test_dally_preemption),
+	    cmocka_unit_test(test_dally_preempt_limit),
+	    cmocka_unit_test(test_sjf_order),
+	    cmocka_unit_test(test_bco_balance),
+	    cmocka_unit_test(test_runs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -69,8 +69,7 @@ static int teardown(void **state)
 	return 0;
 }
 
-static void small_config(const struct fixture *f, struct crux_sim_config *c,
-			 enum crux_sim_policy p)
+static void small_config(const struct fixture *f, struct crux_sim_config *c, enum crux_sim_policy p)
 {
 	crux_sim_config_defaults(c);
 	c->policy = p;
@@ -92,9 +91,15 @@ static struct crux_sim_trace *two_jobs(double overlap, double bytes)
 	struct crux_sim_trace *t;
 	assert_int_equal(crux_sim_trace_new(&t), CRUX_OK);
 	uint32_t h1[2] = {0, 2}, h2[2] = {1, 3};
-	struct crux_sim_trace_job j = {.id = 1, .arrival_s = 0, .model = "a", .gpus = 2,
-				       .iterations = 100000, .compute_s = 1,
-				       .comm_bytes = bytes, .overlap = overlap, .n_hosts = 2,
+	struct crux_sim_trace_job j = {.id = 1,
+				       .arrival_s = 0,
+				       .model = "a",
+				       .gpus = 2,
+				       .iterations = 100000,
+				       .compute_s = 1,
+				       .comm_bytes = bytes,
+				       .overlap = overlap,
+				       .n_hosts = 2,
 				       .hosts = h1};
 	assert_int_equal(crux_sim_trace_add(t, &j), CRUX_OK);
 	j.id = 2;
@@ -220,9 +225,14 @@ static struct crux_sim_trace *heavy_light(double heavy_compute, double heavy_byt
 {
 	struct crux_sim_trace *t;
 	uint32_t h1[2] = {0, 2}, h2[2] = {1, 3};
-	struct crux_sim_trace_job j = {.id = 1, .model = "heavy", .gpus = 2, .iterations = 100000,
-				       .compute_s = heavy_compute, .comm_bytes = heavy_bytes,
-				       .n_hosts = 2, .hosts = h1};
+	struct crux_sim_trace_job j = {.id = 1,
+				       .model = "heavy",
+				       .gpus = 2,
+				       .iterations = 100000,
+				       .compute_s = heavy_compute,
+				       .comm_bytes = heavy_bytes,
+				       .n_hosts = 2,
+				       .hosts = h1};
 
 	assert_int_equal(crux_sim_trace_new(&t), CRUX_OK);
 	assert_int_equal(crux_sim_trace_add(t, &j), CRUX_OK);
@@ -411,7 +421,7 @@ static void test_conservation(void **state)
 			sum += r->jobs[i].net_bytes;
 			if (r->jobs[i].finish_s >= 0)
 				assert_near(r->jobs[i].iterations_done,
-						    (double)r->jobs[i].iterations, 1e-6);
+					    (double)r->jobs[i].iterations, 1e-6);
 			assert_true(r->jobs[i].slowdown >= 1 - 1e-9);
 		}
 		assert_true(fabs(sum - r->job_bytes) <= 1e-9 * r->job_bytes);
@@ -440,7 +450,7 @@ static void test_step_equals_jump(void **state)
 	assert_near(a->mean_util, b->mean_util, 1e-9);
 	for (size_t i = 0; i < a->n_jobs; i++)
 		assert_near(a->jobs[i].iterations_done, b->jobs[i].iterations_done,
-				    1e-6 * (1 + a->jobs[i].iterations_done));
+			    1e-6 * (1 + a->jobs[i].iterations_done));
 	crux_sim_result_free(a);
 	crux_sim_result_free(b);
 	crux_sim_trace_free(t);
@@ -505,25 +515,25 @@ static void test_trace_errors(void **state)
 		const char *text;
 		const char *want;
 	} cases[] = {
-		{"", "empty trace"},
-		{"job 1 0 m 8 10 0.1 100 0.5 -\n", "first line must be 'crux-sim-trace 1'"},
-		{"crux-sim-trace 2\n", "unsupported trace version"},
-		{"crux-sim-trace 1\njob 1 0 m 8 10 0.1 100 0.5\n", "10 fields"},
-		{"crux-sim-trace 1\nwork 1\n", "unknown record 'work'"},
-		{"crux-sim-trace 1\njob 0 0 m 8 10 0.1 100 0.5 -\n", "field id"},
-		{"crux-sim-trace 1\njob 1 -1 m 8 10 0.1 100 0.5 -\n", "field arrival_s"},
-		{"crux-sim-trace 1\njob 1 nan m 8 10 0.1 100 0.5 -\n", "field arrival_s"},
-		{"crux-sim-trace 1\njob 1 0 b@d 8 10 0.1 100 0.5 -\n", "field model"},
-		{"crux-sim-trace 1\njob 1 0 m 0 10 0.1 100 0.5 -\n", "field gpus"},
-		{"crux-sim-trace 1\njob 1 0 m 8 x 0.1 100 0.5 -\n", "field iterations"},
-		{"crux-sim-trace 1\njob 1 0 m 8 10 0 100 0.5 -\n", "field compute_s"},
-		{"crux-sim-trace 1\njob 1 0 m 8 10 0.1 -5 0.5 -\n", "field comm_bytes"},
-		{"crux-sim-trace 1\njob 1 0 m 8 10 0.1 100 1.5 -\n", "field overlap"},
-		{"crux-sim-trace 1\njob 1 0 m 8 10 0.1 100 0.5 1,1\n", "listed twice"},
-		{"crux-sim-trace 1\njob 1 0 m 8 10 0.1 100 0.5 1,,2\n", "field hosts"},
-		{"crux-sim-trace 1\njob 1 0 m 2 10 0.1 100 0.5 1,2,3\n", "at most one host per GPU"},
-		{"crux-sim-trace 1\njob 7 0 m 8 10 0.1 100 0.5 -\njob 7 1 m 8 10 0.1 100 0.5 -\n",
-		 "job id 7 appears more than once"},
+	    {"", "empty trace"},
+	    {"job 1 0 m 8 10 0.1 100 0.5 -\n", "first line must be 'crux-sim-trace 1'"},
+	    {"crux-sim-trace 2\n", "unsupported trace version"},
+	    {"crux-sim-trace 1\njob 1 0 m 8 10 0.1 100 0.5\n", "10 fields"},
+	    {"crux-sim-trace 1\nwork 1\n", "unknown record 'work'"},
+	    {"crux-sim-trace 1\njob 0 0 m 8 10 0.1 100 0.5 -\n", "field id"},
+	    {"crux-sim-trace 1\njob 1 -1 m 8 10 0.1 100 0.5 -\n", "field arrival_s"},
+	    {"crux-sim-trace 1\njob 1 nan m 8 10 0.1 100 0.5 -\n", "field arrival_s"},
+	    {"crux-sim-trace 1\njob 1 0 b@d 8 10 0.1 100 0.5 -\n", "field model"},
+	    {"crux-sim-trace 1\njob 1 0 m 0 10 0.1 100 0.5 -\n", "field gpus"},
+	    {"crux-sim-trace 1\njob 1 0 m 8 x 0.1 100 0.5 -\n", "field iterations"},
+	    {"crux-sim-trace 1\njob 1 0 m 8 10 0 100 0.5 -\n", "field compute_s"},
+	    {"crux-sim-trace 1\njob 1 0 m 8 10 0.1 -5 0.5 -\n", "field comm_bytes"},
+	    {"crux-sim-trace 1\njob 1 0 m 8 10 0.1 100 1.5 -\n", "field overlap"},
+	    {"crux-sim-trace 1\njob 1 0 m 8 10 0.1 100 0.5 1,1\n", "listed twice"},
+	    {"crux-sim-trace 1\njob 1 0 m 8 10 0.1 100 0.5 1,,2\n", "field hosts"},
+	    {"crux-sim-trace 1\njob 1 0 m 2 10 0.1 100 0.5 1,2,3\n", "at most one host per GPU"},
+	    {"crux-sim-trace 1\njob 7 0 m 8 10 0.1 100 0.5 -\njob 7 1 m 8 10 0.1 100 0.5 -\n",
+	     "job id 7 appears more than once"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct crux_sim_trace *t = NULL;
@@ -622,9 +632,12 @@ static void rule_jobs(struct sim_active *a)
 	static const double bytes[4] = {1e8, 4e8, 2e8, 1e8};
 
 	for (int i = 0; i < 4; i++)
-		a[i] = (struct sim_active){.id = (uint32_t)i + 1, .gpus = 8 * nh[i],
-					   .n_hosts = nh[i], .hosts = rule_hosts[i],
-					   .compute_s = compute[i], .comm_bytes = bytes[i],
+		a[i] = (struct sim_active){.id = (uint32_t)i + 1,
+					   .gpus = 8 * nh[i],
+					   .n_hosts = nh[i],
+					   .hosts = rule_hosts[i],
+					   .compute_s = compute[i],
+					   .comm_bytes = bytes[i],
 					   .overlap = 0.2};
 }
 
@@ -670,8 +683,8 @@ static void test_sincronia_no_traffic_last(void **state)
 static void test_lcp_same_paths_as_crux(void **state)
 {
 	static const enum crux_sim_policy same[] = {
-		CRUX_SIM_CRUX_PS_PA,	 CRUX_SIM_SINCRONIA_LCP, CRUX_SIM_CASSINI_LCP,
-		CRUX_SIM_DIAG_RANDOM,	 CRUX_SIM_DIAG_REVERSED, CRUX_SIM_DIAG_ONE_LEVEL};
+	    CRUX_SIM_CRUX_PS_PA,  CRUX_SIM_SINCRONIA_LCP, CRUX_SIM_CASSINI_LCP,
+	    CRUX_SIM_DIAG_RANDOM, CRUX_SIM_DIAG_REVERSED, CRUX_SIM_DIAG_ONE_LEVEL};
 	struct crux_sim_config c;
 	struct crux_sched_schedule *crux = rule_plan(CRUX_SIM_CRUX_FULL, &c);
 	size_t flows = 0;
@@ -709,14 +722,16 @@ static void test_lcp_same_paths_as_crux(void **state)
  * time it assumes (200 Gb/s per host, ring all-reduce) over the GPU time of
  * the span is the requested load; a lower load shortens the same jobs.
  */
-static double offered_load(const struct crux_sim_trace *t, const struct crux_sim_workload_params *wp)
+static double offered_load(const struct crux_sim_trace *t,
+			   const struct crux_sim_workload_params *wp)
 {
 	double asked = 0;
 
 	for (size_t i = 0; i < t->n_jobs; i++) {
 		const struct crux_sim_trace_job *j = &t->jobs[i];
 		double h = ceil(j->gpus / 8.0);
-		double comm = h > 1 ? 2 * (h - 1) / h * j->comm_bytes * 8 / (wp->host_gbps * 1e9) : 0;
+		double comm =
+		    h > 1 ? 2 * (h - 1) / h * j->comm_bytes * 8 / (wp->host_gbps * 1e9) : 0;
 		double it = fmax(j->compute_s, (1 - j->overlap) * j->compute_s + comm);
 
 		asked += (double)j->gpus * (double)j->iterations * it;
@@ -760,23 +775,23 @@ static void test_workload_offered_load(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_fair_share, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_priority, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_ref_snapshots, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_guard_bound, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_fair_share, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_priority, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_ref_snapshots, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_guard_bound, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_guard_account, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_cassini_turns, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_overlapped, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_trace_vs_topology, setup, teardown),
-		cmocka_unit_test(test_conservation),
-		cmocka_unit_test(test_step_equals_jump),
-		cmocka_unit_test(test_determinism),
-		cmocka_unit_test(test_trace_errors),
-		cmocka_unit_test(test_cassini_geometry),
-		cmocka_unit_test(test_workload_catalogue),
-		cmocka_unit_test(test_sincronia_no_traffic_last),
-		cmocka_unit_test(test_lcp_same_paths_as_crux),
-		cmocka_unit_test(test_workload_offered_load),
+	    cmocka_unit_test_setup_teardown(test_cassini_turns, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_overlapped, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_trace_vs_topology, setup, teardown),
+	    cmocka_unit_test(test_conservation),
+	    cmocka_unit_test(test_step_equals_jump),
+	    cmocka_unit_test(test_determinism),
+	    cmocka_unit_test(test_trace_errors),
+	    cmocka_unit_test(test_cassini_geometry),
+	    cmocka_unit_test(test_workload_catalogue),
+	    cmocka_unit_test(test_sincronia_no_traffic_last),
+	    cmocka_unit_test(test_lcp_same_paths_as_crux),
+	    cmocka_unit_test(test_workload_offered_load),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,8 +24,9 @@ static int init(void)
 	setenv("CRUX_SOFTRDMA_IFNAMES", "lo", 1);
 	if (srt_end_open(&g_e, 16))
 		return -1;
-	g_mr = ibv_reg_mr(g_e.pd, g_buf, sizeof g_buf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-							IBV_ACCESS_REMOTE_READ);
+	g_mr =
+	    ibv_reg_mr(g_e.pd, g_buf, sizeof g_buf,
+		       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
 	union ibv_gid g;
 	ibv_query_gid(g_e.ctx, 1, 2, &g);
 	if (!g_mr || srt_connect(&g_e, PEER_QPN, &g, 0, 0))

@@ -12,8 +12,8 @@
 #define SR_H
 
 #include <infiniband/verbs.h>
-#include <netinet/in.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -21,15 +21,15 @@
 /* exported verbs entry points (the build hides everything else) */
 #define SR_API __attribute__((visibility("default")))
 
-#define SR_MAX_QP 255
-#define SR_NGID 3
-#define SR_HDR_LEN 40
-#define SR_MAX_MSG (1u << 31)
-#define SR_MAX_SEND (64u << 20) /* largest SEND the responder buffers */
-#define SR_ROCE_PORT 4791       /* RoCEv2's UDP destination port */
-#define SR_PKT_HDR 28           /* BTH (12 bytes) + stream header (16) after UDP */
-#define SR_BATCH 32             /* packets per sendmmsg / recvmmsg */
-#define SR_PKT_MAX (20 + 8 + SR_PKT_HDR + 4096) /* IPv4 + UDP + ours + an IB MTU */
+#define SR_MAX_QP    255
+#define SR_NGID	     3
+#define SR_HDR_LEN   40
+#define SR_MAX_MSG   (1u << 31)
+#define SR_MAX_SEND  (64u << 20) /* largest SEND the responder buffers */
+#define SR_ROCE_PORT 4791	 /* RoCEv2's UDP destination port */
+#define SR_PKT_HDR   28		 /* BTH (12 bytes) + stream header (16) after UDP */
+#define SR_BATCH     32		 /* packets per sendmmsg / recvmmsg */
+#define SR_PKT_MAX   (20 + 8 + SR_PKT_HDR + 4096) /* IPv4 + UDP + ours + an IB MTU */
 
 /* packet kinds (BTH opcode byte): which end of a QP pair's stream sent it */
 enum sr_pkind { SR_P_FROM_REQ = 1, SR_P_FROM_RESP = 2 };
@@ -41,13 +41,13 @@ enum sr_fstatus { SR_S_OK = 0, SR_S_RNR, SR_S_ACCESS, SR_S_INVREQ, SR_S_OPERR };
 /* one frame header on the wire, big-endian fields */
 struct sr_hdr {
 	uint8_t type, op, status;
-	uint32_t qpn;   /* HELLO: destination QP; REQ/RESP: destination QP */
-	uint32_t seq;   /* HELLO: source QP; REQ/RESP: request sequence */
+	uint32_t qpn; /* HELLO: destination QP; REQ/RESP: destination QP */
+	uint32_t seq; /* HELLO: source QP; REQ/RESP: request sequence */
 	uint32_t rkey;
 	uint64_t raddr;
-	uint32_t plen;  /* payload bytes following the header */
-	uint32_t rlen;  /* READ: bytes requested */
-	uint32_t imm;   /* network order as given by the application */
+	uint32_t plen; /* payload bytes following the header */
+	uint32_t rlen; /* READ: bytes requested */
+	uint32_t imm;  /* network order as given by the application */
 };
 
 struct sr_dev {
@@ -73,12 +73,12 @@ struct sr_obuf {
 struct sr_conn {
 	struct sr_conn *next;
 	bool outbound, hello_seen;
-	struct sr_qp *qp;     /* owner (outbound) or target (inbound) */
-	uint32_t expect;      /* inbound: next request sequence to execute */
-	uint32_t src_qpn;     /* inbound: the requester's QP */
-	struct in_addr peer;  /* the other end's address */
-	uint32_t peer_qpn;    /* the other end's QP */
-	uint32_t epoch;       /* chosen by the requester per conn */
+	struct sr_qp *qp;    /* owner (outbound) or target (inbound) */
+	uint32_t expect;     /* inbound: next request sequence to execute */
+	uint32_t src_qpn;    /* inbound: the requester's QP */
+	struct in_addr peer; /* the other end's address */
+	uint32_t peer_qpn;   /* the other end's QP */
+	uint32_t epoch;	     /* chosen by the requester per conn */
 	/* send side: stream offsets (wrap-safe 32-bit arithmetic) */
 	uint32_t una, nxt, end, head_off; /* head_off: stream offset of oq->data[0] */
 	uint32_t cwnd, recover;
@@ -93,15 +93,15 @@ struct sr_conn {
 	uint8_t *pay;
 	size_t pgot;
 	struct sr_obuf *oq, *oq_tail;
-	struct sr_obuf *cur;  /* send cursor: the buffer holding cur_off.. */
+	struct sr_obuf *cur; /* send cursor: the buffer holding cur_off.. */
 	uint32_t cur_off;
 };
 
 struct sr_mr {
 	struct ibv_mr ib;
-	uint8_t *host;     /* host address of iova */
+	uint8_t *host; /* host address of iova */
 	uint64_t iova;
-	void *map;         /* dmabuf emulation mapping */
+	void *map; /* dmabuf emulation mapping */
 	size_t maplen;
 	int access;
 };
@@ -124,7 +124,7 @@ struct sr_wqe {
 	uint64_t raddr;
 	int nsg;
 	struct ibv_sge *sg;
-	uint8_t *inl;       /* inline payload copy */
+	uint8_t *inl; /* inline payload copy */
 	uint64_t sent_ns;
 	enum ibv_wc_status err; /* local error found at post time */
 };
@@ -141,18 +141,18 @@ struct sr_qp {
 	int slot;
 	struct ibv_qp_cap cap;
 	bool sig_all;
-	struct ibv_qp_attr a;      /* last accepted attributes */
-	struct in_addr rip;        /* remote address from the dgid */
-	uint16_t sport;            /* forced by mlx5dv (0 = derive) */
+	struct ibv_qp_attr a; /* last accepted attributes */
+	struct in_addr rip;   /* remote address from the dgid */
+	uint16_t sport;	      /* forced by mlx5dv (0 = derive) */
 	struct sr_conn *out;
 	struct sr_wqe *sq, *sq_tail;
 	int nsq;
 	uint32_t next_seq;
 	int rnr_left;
-	bool stalled;              /* a WR with a local error is queued */
-	bool dead;                 /* the peer broke the protocol */
-	struct sr_conn *in;        /* the inbound conn last served */
-	uint64_t resend_ns;        /* RNR back-off deadline, 0 = none */
+	bool stalled;	    /* a WR with a local error is queued */
+	bool dead;	    /* the peer broke the protocol */
+	struct sr_conn *in; /* the inbound conn last served */
+	uint64_t resend_ns; /* RNR back-off deadline, 0 = none */
 	struct sr_rwqe *rq;
 	int rq_head, rq_n;
 };
@@ -163,23 +163,27 @@ struct sr_ctx {
 	pthread_mutex_t mu;
 	pthread_t thr;
 	bool stop;
-	int efd;                   /* wakes the progress thread */
-	int rfd;                   /* raw IPv4/UDP socket: every packet in and out */
-	int idfd;                  /* UDP socket whose port is the context's id */
-	int sinkfd;                /* UDP :4791, drops all (no ICMP unreachable) */
-	int async_wfd;             /* write end of ib.async_fd's pipe */
-	uint16_t lport;            /* the context's id */
-	uint32_t mss;              /* stream bytes per packet: an IB MTU within the interface's */
+	int efd;	/* wakes the progress thread */
+	int rfd;	/* raw IPv4/UDP socket: every packet in and out */
+	int idfd;	/* UDP socket whose port is the context's id */
+	int sinkfd;	/* UDP :4791, drops all (no ICMP unreachable) */
+	int async_wfd;	/* write end of ib.async_fd's pipe */
+	uint16_t lport; /* the context's id */
+	uint32_t mss;	/* stream bytes per packet: an IB MTU within the interface's */
 	uint32_t psn;
 	struct sr_conn *conns;
-	struct sr_torn *torn;      /* WRITE pieces not yet visible (CRUX_SOFTRDMA_TORN) */
+	struct sr_torn *torn; /* WRITE pieces not yet visible (CRUX_SOFTRDMA_TORN) */
 	uint32_t torn_chunk, torn_seed;
-	int global_tclass;         /* CRUX_SOFTRDMA_GLOBAL_TCLASS: every packet's TOS, -1: the QP's */
+	int global_tclass; /* CRUX_SOFTRDMA_GLOBAL_TCLASS: every packet's TOS, -1: the QP's */
 	size_t torn_bytes;
 	uint8_t (*pkts)[SR_PKT_MAX]; /* SR_BATCH packet buffers (out, then in) */
-	struct sr_txmeta { struct sr_conn *cn; uint32_t seq, len, plen; struct in_addr to; } tx[SR_BATCH];
+	struct sr_txmeta {
+		struct sr_conn *cn;
+		uint32_t seq, len, plen;
+		struct in_addr to;
+	} tx[SR_BATCH];
 	int npkt;
-	bool tx_blocked;           /* the socket's buffer is full: wait for POLLOUT */
+	bool tx_blocked; /* the socket's buffer is full: wait for POLLOUT */
 	struct sr_qp *qps[SR_MAX_QP + 1];
 	struct sr_mr **mrs;
 	uint32_t nmr;

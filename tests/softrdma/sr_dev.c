@@ -2,13 +2,13 @@
 /* Software RDMA device: devices, contexts, queries, GIDs, PDs and MRs. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
-#include <stddef.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -69,7 +69,8 @@ static void scan(void)
 	for (struct ifaddrs *i = ifa0; i && g_ndev < SR_MAX_DEV; i = i->ifa_next) {
 		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
 			continue;
-		if (want && *want ? !ifname_listed(want, i->ifa_name) : (i->ifa_flags & IFF_LOOPBACK))
+		if (want && *want ? !ifname_listed(want, i->ifa_name)
+				  : (i->ifa_flags & IFF_LOOPBACK))
 			continue;
 		bool dup = false;
 		for (int k = 0; k < g_ndev; k++)
@@ -80,13 +81,16 @@ static void scan(void)
 		snprintf(d->ifname, sizeof d->ifname, "%s", i->ifa_name);
 		d->ip = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
 		d->ifindex = (int)if_nametoindex(i->ifa_name);
-		d->guid = 0x02c9000000000000ull | ((uint64_t)ntohl(d->ip.s_addr) << 8) | (uint64_t)g_ndev;
+		d->guid =
+		    0x02c9000000000000ull | ((uint64_t)ntohl(d->ip.s_addr) << 8) | (uint64_t)g_ndev;
 		d->ib.node_type = IBV_NODE_CA;
 		d->ib.transport_type = IBV_TRANSPORT_IB;
 		snprintf(d->ib.name, sizeof d->ib.name, "srxe_%.20s", i->ifa_name);
 		snprintf(d->ib.dev_name, sizeof d->ib.dev_name, "uverbs%d", g_ndev);
-		snprintf(d->ib.dev_path, sizeof d->ib.dev_path, "/sys/class/infiniband_verbs/uverbs%d", g_ndev);
-		snprintf(d->ib.ibdev_path, sizeof d->ib.ibdev_path, "/sys/class/infiniband/srxe_%.20s", i->ifa_name);
+		snprintf(d->ib.dev_path, sizeof d->ib.dev_path,
+			 "/sys/class/infiniband_verbs/uverbs%d", g_ndev);
+		snprintf(d->ib.ibdev_path, sizeof d->ib.ibdev_path,
+			 "/sys/class/infiniband/srxe_%.20s", i->ifa_name);
 		g_ndev++;
 	}
 	freeifaddrs(ifa0);
@@ -107,16 +111,25 @@ SR_API struct ibv_device **ibv_get_device_list(int *num)
 	return l;
 }
 
-SR_API void ibv_free_device_list(struct ibv_device **list) { free(list); }
+SR_API void ibv_free_device_list(struct ibv_device **list)
+{
+	free(list);
+}
 
-SR_API const char *ibv_get_device_name(struct ibv_device *d) { return d ? d->name : NULL; }
+SR_API const char *ibv_get_device_name(struct ibv_device *d)
+{
+	return d ? d->name : NULL;
+}
 
 SR_API __be64 ibv_get_device_guid(struct ibv_device *d)
 {
 	return htobe64(((struct sr_dev *)d)->guid);
 }
 
-SR_API int ibv_fork_init(void) { return 0; }
+SR_API int ibv_fork_init(void)
+{
+	return 0;
+}
 
 SR_API struct ibv_context *ibv_open_device(struct ibv_device *d)
 {
@@ -200,31 +213,34 @@ SR_API int ibv_get_async_event(struct ibv_context *ib, struct ibv_async_event *e
 	return -1;
 }
 
-SR_API void ibv_ack_async_event(struct ibv_async_event *ev) { (void)ev; }
+SR_API void ibv_ack_async_event(struct ibv_async_event *ev)
+{
+	(void)ev;
+}
 
 SR_API const char *ibv_event_type_str(enum ibv_event_type t)
 {
 	static const char *const names[] = {
-		[IBV_EVENT_CQ_ERR] = "CQ error",
-		[IBV_EVENT_QP_FATAL] = "local work queue catastrophic error",
-		[IBV_EVENT_QP_REQ_ERR] = "invalid request local work queue error",
-		[IBV_EVENT_QP_ACCESS_ERR] = "local access violation work queue error",
-		[IBV_EVENT_COMM_EST] = "communication established",
-		[IBV_EVENT_SQ_DRAINED] = "send queue drained",
-		[IBV_EVENT_PATH_MIG] = "path migrated",
-		[IBV_EVENT_PATH_MIG_ERR] = "path migration request error",
-		[IBV_EVENT_DEVICE_FATAL] = "local catastrophic error",
-		[IBV_EVENT_PORT_ACTIVE] = "port active",
-		[IBV_EVENT_PORT_ERR] = "port error",
-		[IBV_EVENT_LID_CHANGE] = "LID change",
-		[IBV_EVENT_PKEY_CHANGE] = "P_Key change",
-		[IBV_EVENT_SM_CHANGE] = "SM change",
-		[IBV_EVENT_SRQ_ERR] = "SRQ catastrophic error",
-		[IBV_EVENT_SRQ_LIMIT_REACHED] = "SRQ limit reached",
-		[IBV_EVENT_QP_LAST_WQE_REACHED] = "last WQE reached",
-		[IBV_EVENT_CLIENT_REREGISTER] = "client reregistration",
-		[IBV_EVENT_GID_CHANGE] = "GID table change",
-		[IBV_EVENT_WQ_FATAL] = "WQ fatal",
+	    [IBV_EVENT_CQ_ERR] = "CQ error",
+	    [IBV_EVENT_QP_FATAL] = "local work queue catastrophic error",
+	    [IBV_EVENT_QP_REQ_ERR] = "invalid request local work queue error",
+	    [IBV_EVENT_QP_ACCESS_ERR] = "local access violation work queue error",
+	    [IBV_EVENT_COMM_EST] = "communication established",
+	    [IBV_EVENT_SQ_DRAINED] = "send queue drained",
+	    [IBV_EVENT_PATH_MIG] = "path migrated",
+	    [IBV_EVENT_PATH_MIG_ERR] = "path migration request error",
+	    [IBV_EVENT_DEVICE_FATAL] = "local catastrophic error",
+	    [IBV_EVENT_PORT_ACTIVE] = "port active",
+	    [IBV_EVENT_PORT_ERR] = "port error",
+	    [IBV_EVENT_LID_CHANGE] = "LID change",
+	    [IBV_EVENT_PKEY_CHANGE] = "P_Key change",
+	    [IBV_EVENT_SM_CHANGE] = "SM change",
+	    [IBV_EVENT_SRQ_ERR] = "SRQ catastrophic error",
+	    [IBV_EVENT_SRQ_LIMIT_REACHED] = "SRQ limit reached",
+	    [IBV_EVENT_QP_LAST_WQE_REACHED] = "last WQE reached",
+	    [IBV_EVENT_CLIENT_REREGISTER] = "client reregistration",
+	    [IBV_EVENT_GID_CHANGE] = "GID table change",
+	    [IBV_EVENT_WQ_FATAL] = "WQ fatal",
 	};
 	if ((unsigned)t < sizeof names / sizeof names[0] && names[t])
 		return names[t];
@@ -310,7 +326,7 @@ SR_API int ibv_query_gid(struct ibv_context *ib, uint8_t port, int index, union 
 }
 
 SR_API int _ibv_query_gid_ex(struct ibv_context *ib, uint32_t port, uint32_t index,
-		      struct ibv_gid_entry *e, uint32_t flags, size_t entry_size)
+			     struct ibv_gid_entry *e, uint32_t flags, size_t entry_size)
 {
 	struct sr_ctx *c = (struct sr_ctx *)ib;
 	if (flags || port != 1 || entry_size < sizeof *e)
@@ -434,7 +450,7 @@ SR_API struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t len
 /* DMA-BUF: unsupported (EOPNOTSUPP) unless CRUX_SOFTRDMA_DMABUF=1, which
  * emulates it for host memory by mapping the fd (a memfd, say) */
 SR_API struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
-				 uint64_t iova, int fd, int access)
+					uint64_t iova, int fd, int access)
 {
 	const char *e = getenv("CRUX_SOFTRDMA_DMABUF");
 	if (!e || strcmp(e, "1") != 0) {
@@ -540,28 +556,28 @@ SR_API int mlx5dv_modify_qp_udp_sport(struct ibv_qp *ib, uint16_t sport)
 SR_API const char *ibv_wc_status_str(enum ibv_wc_status s)
 {
 	static const char *const names[] = {
-		[IBV_WC_SUCCESS] = "success",
-		[IBV_WC_LOC_LEN_ERR] = "local length error",
-		[IBV_WC_LOC_QP_OP_ERR] = "local QP operation error",
-		[IBV_WC_LOC_EEC_OP_ERR] = "local EE context operation error",
-		[IBV_WC_LOC_PROT_ERR] = "local protection error",
-		[IBV_WC_WR_FLUSH_ERR] = "Work Request Flushed Error",
-		[IBV_WC_MW_BIND_ERR] = "memory window bind error",
-		[IBV_WC_BAD_RESP_ERR] = "bad response error",
-		[IBV_WC_LOC_ACCESS_ERR] = "local access error",
-		[IBV_WC_REM_INV_REQ_ERR] = "remote invalid request error",
-		[IBV_WC_REM_ACCESS_ERR] = "remote access error",
-		[IBV_WC_REM_OP_ERR] = "remote operation error",
-		[IBV_WC_RETRY_EXC_ERR] = "transport retry counter exceeded",
-		[IBV_WC_RNR_RETRY_EXC_ERR] = "RNR retry counter exceeded",
-		[IBV_WC_LOC_RDD_VIOL_ERR] = "local RDD violation error",
-		[IBV_WC_REM_INV_RD_REQ_ERR] = "remote invalid RD request",
-		[IBV_WC_REM_ABORT_ERR] = "aborted error",
-		[IBV_WC_INV_EECN_ERR] = "invalid EE context number",
-		[IBV_WC_INV_EEC_STATE_ERR] = "invalid EE context state",
-		[IBV_WC_FATAL_ERR] = "fatal error",
-		[IBV_WC_RESP_TIMEOUT_ERR] = "response timeout error",
-		[IBV_WC_GENERAL_ERR] = "general error",
+	    [IBV_WC_SUCCESS] = "success",
+	    [IBV_WC_LOC_LEN_ERR] = "local length error",
+	    [IBV_WC_LOC_QP_OP_ERR] = "local QP operation error",
+	    [IBV_WC_LOC_EEC_OP_ERR] = "local EE context operation error",
+	    [IBV_WC_LOC_PROT_ERR] = "local protection error",
+	    [IBV_WC_WR_FLUSH_ERR] = "Work Request Flushed Error",
+	    [IBV_WC_MW_BIND_ERR] = "memory window bind error",
+	    [IBV_WC_BAD_RESP_ERR] = "bad response error",
+	    [IBV_WC_LOC_ACCESS_ERR] = "local access error",
+	    [IBV_WC_REM_INV_REQ_ERR] = "remote invalid request error",
+	    [IBV_WC_REM_ACCESS_ERR] = "remote access error",
+	    [IBV_WC_REM_OP_ERR] = "remote operation error",
+	    [IBV_WC_RETRY_EXC_ERR] = "transport retry counter exceeded",
+	    [IBV_WC_RNR_RETRY_EXC_ERR] = "RNR retry counter exceeded",
+	    [IBV_WC_LOC_RDD_VIOL_ERR] = "local RDD violation error",
+	    [IBV_WC_REM_INV_RD_REQ_ERR] = "remote invalid RD request",
+	    [IBV_WC_REM_ABORT_ERR] = "aborted error",
+	    [IBV_WC_INV_EECN_ERR] = "invalid EE context number",
+	    [IBV_WC_INV_EEC_STATE_ERR] = "invalid EE context state",
+	    [IBV_WC_FATAL_ERR] = "fatal error",
+	    [IBV_WC_RESP_TIMEOUT_ERR] = "response timeout error",
+	    [IBV_WC_GENERAL_ERR] = "general error",
 	};
 	if ((unsigned)s < sizeof names / sizeof names[0] && names[s])
 		return names[s];

@@ -10,7 +10,7 @@
 #include "sr.h"
 
 SR_API struct ibv_cq *ibv_create_cq(struct ibv_context *ib, int cqe, void *cq_context,
-			     struct ibv_comp_channel *ch, int comp_vector)
+				    struct ibv_comp_channel *ch, int comp_vector)
 {
 	(void)comp_vector;
 	if (cqe < 1 || cqe > (1 << 20)) {
@@ -107,9 +107,11 @@ static void complete_send(struct sr_qp *qp, struct sr_wqe *w, enum ibv_wc_status
 	if (st == IBV_WC_SUCCESS && !w->signaled)
 		return;
 	static const enum ibv_wc_opcode map[] = {
-		[IBV_WR_RDMA_WRITE] = IBV_WC_RDMA_WRITE, [IBV_WR_RDMA_WRITE_WITH_IMM] = IBV_WC_RDMA_WRITE,
-		[IBV_WR_SEND] = IBV_WC_SEND, [IBV_WR_SEND_WITH_IMM] = IBV_WC_SEND,
-		[IBV_WR_RDMA_READ] = IBV_WC_RDMA_READ,
+	    [IBV_WR_RDMA_WRITE] = IBV_WC_RDMA_WRITE,
+	    [IBV_WR_RDMA_WRITE_WITH_IMM] = IBV_WC_RDMA_WRITE,
+	    [IBV_WR_SEND] = IBV_WC_SEND,
+	    [IBV_WR_SEND_WITH_IMM] = IBV_WC_SEND,
+	    [IBV_WR_RDMA_READ] = IBV_WC_RDMA_READ,
 	};
 	struct ibv_wc wc = {0};
 	wc.wr_id = w->wr_id;
@@ -139,8 +141,10 @@ void sr_qp_fail(struct sr_qp *qp, enum ibv_wc_status head_status)
 	qp->nsq = 0;
 	while (qp->rq_n > 0) {
 		struct sr_rwqe *r = &qp->rq[qp->rq_head];
-		struct ibv_wc wc = {.wr_id = r->wr_id, .status = IBV_WC_WR_FLUSH_ERR,
-				    .opcode = IBV_WC_RECV, .qp_num = qp->ib.qp_num};
+		struct ibv_wc wc = {.wr_id = r->wr_id,
+				    .status = IBV_WC_WR_FLUSH_ERR,
+				    .opcode = IBV_WC_RECV,
+				    .qp_num = qp->ib.qp_num};
 		sr_cq_push((struct sr_cq *)qp->ib.recv_cq, &wc);
 		free(r->sg);
 		qp->rq_head = (qp->rq_head + 1) % (int)qp->cap.max_recv_wr;
@@ -448,7 +452,8 @@ out:
 	return rc;
 }
 
-SR_API int ibv_query_qp(struct ibv_qp *ib, struct ibv_qp_attr *at, int mask, struct ibv_qp_init_attr *ia)
+SR_API int ibv_query_qp(struct ibv_qp *ib, struct ibv_qp_attr *at, int mask,
+			struct ibv_qp_init_attr *ia)
 {
 	(void)mask;
 	struct sr_qp *qp = (struct sr_qp *)ib;
@@ -520,11 +525,13 @@ static int post_one(struct sr_qp *qp, struct ibv_send_wr *wr)
 		}
 		size_t off = 0;
 		for (int i = 0; i < wr->num_sge; i++) {
-			memcpy(w->inl + off, (void *)(uintptr_t)wr->sg_list[i].addr, wr->sg_list[i].length);
+			memcpy(w->inl + off, (void *)(uintptr_t)wr->sg_list[i].addr,
+			       wr->sg_list[i].length);
 			off += wr->sg_list[i].length;
 		}
 	} else {
-		prot_ok = sges_ok(qp, wr->sg_list, wr->num_sge, wr->opcode == IBV_WR_RDMA_READ, &total);
+		prot_ok =
+		    sges_ok(qp, wr->sg_list, wr->num_sge, wr->opcode == IBV_WR_RDMA_READ, &total);
 		if (wr->num_sge) {
 			w->sg = malloc((size_t)wr->num_sge * sizeof *w->sg);
 			if (!w->sg) {
@@ -564,8 +571,10 @@ static int post_one(struct sr_qp *qp, struct ibv_send_wr *wr)
 
 static void flush_posted(struct sr_qp *qp, uint64_t wr_id, bool recv)
 {
-	struct ibv_wc wc = {.wr_id = wr_id, .status = IBV_WC_WR_FLUSH_ERR,
-			    .opcode = recv ? IBV_WC_RECV : IBV_WC_SEND, .qp_num = qp->ib.qp_num};
+	struct ibv_wc wc = {.wr_id = wr_id,
+			    .status = IBV_WC_WR_FLUSH_ERR,
+			    .opcode = recv ? IBV_WC_RECV : IBV_WC_SEND,
+			    .qp_num = qp->ib.qp_num};
 	sr_cq_push((struct sr_cq *)(recv ? qp->ib.recv_cq : qp->ib.send_cq), &wc);
 }
 

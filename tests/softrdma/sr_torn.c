@@ -54,9 +54,9 @@ static void land(struct sr_ctx *c, const struct sr_qp *qp, const uint8_t *lo, co
 {
 	for (struct sr_torn **pp = &c->torn; *pp;) {
 		struct sr_torn *t = *pp;
-		bool hit = now ? t->due_ns <= now
-			       : (!qp || t->qp == qp) &&
-				 (!hi || (t->dst < hi && lo < t->dst + t->len));
+		bool hit =
+		    now ? t->due_ns <= now
+			: (!qp || t->qp == qp) && (!hi || (t->dst < hi && lo < t->dst + t->len));
 		if (!hit) {
 			pp = &t->next;
 			continue;
@@ -68,7 +68,10 @@ static void land(struct sr_ctx *c, const struct sr_qp *qp, const uint8_t *lo, co
 	}
 }
 
-void sr_torn_land_qp(struct sr_ctx *c, const struct sr_qp *qp) { land(c, qp, NULL, NULL, 0); }
+void sr_torn_land_qp(struct sr_ctx *c, const struct sr_qp *qp)
+{
+	land(c, qp, NULL, NULL, 0);
+}
 
 void sr_torn_land_range(struct sr_ctx *c, const uint8_t *p, size_t len)
 {
@@ -137,8 +140,12 @@ void sr_torn_write(struct sr_ctx *c, struct sr_qp *qp, uint8_t *dst, const uint8
 			memcpy(dst + off, src + off, l);
 			continue;
 		}
-		*t = (struct sr_torn){.next = c->torn, .qp = qp, .dst = dst + off, .len = l,
-				      .due_ns = now + 200000u + (uint64_t)(torn_rand(c) % 1800) * 1000u};
+		*t = (struct sr_torn){.next = c->torn,
+				      .qp = qp,
+				      .dst = dst + off,
+				      .len = l,
+				      .due_ns =
+					  now + 200000u + (uint64_t)(torn_rand(c) % 1800) * 1000u};
 		memcpy(t->data, src + off, l);
 		c->torn = t;
 		c->torn_bytes += l;

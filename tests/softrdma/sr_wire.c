@@ -26,11 +26,11 @@
 
 #include "sr.h"
 
-#define SR_RNR_DELAY_NS 1000000u /* back-off after an RNR NAK */
-#define SR_RTO_MIN_NS 20000000ull /* go back after 20 ms without an acknowledgement */
-#define SR_RTO_MAX_NS 500000000ull
-#define SR_CWND_INIT (256u << 10) /* bytes in flight per stream */
-#define SR_CWND_MAX (1u << 20)
+#define SR_RNR_DELAY_NS 1000000u    /* back-off after an RNR NAK */
+#define SR_RTO_MIN_NS	20000000ull /* go back after 20 ms without an acknowledgement */
+#define SR_RTO_MAX_NS	500000000ull
+#define SR_CWND_INIT	(256u << 10) /* bytes in flight per stream */
+#define SR_CWND_MAX	(1u << 20)
 
 static void put32(uint8_t *b, uint32_t v)
 {
@@ -109,7 +109,10 @@ uint16_t sr_qp_sport(const struct sr_qp *qp)
 	return (uint16_t)(0xC000 | ((fl & 0x3fff) ^ ((fl & 0xFC000) >> 14)));
 }
 
-static bool after(uint32_t a, uint32_t b) { return (int32_t)(a - b) > 0; }
+static bool after(uint32_t a, uint32_t b)
+{
+	return (int32_t)(a - b) > 0;
+}
 
 static struct sr_conn *conn_new(struct sr_ctx *c, bool outbound)
 {
@@ -180,8 +183,8 @@ int sr_conn_open(struct sr_qp *qp)
 	cn->peer = qp->rip;
 	cn->peer_qpn = qp->a.dest_qp_num;
 	/* a fresh stream the responder cannot mistake for an older one of this QP */
-	cn->epoch = (uint32_t)sr_now_ns() ^ (atomic_fetch_add(&epochs, 1) * 2654435761u) ^
-		    qp->ib.qp_num;
+	cn->epoch =
+	    (uint32_t)sr_now_ns() ^ (atomic_fetch_add(&epochs, 1) * 2654435761u) ^ qp->ib.qp_num;
 	qp->out = cn;
 	struct sr_hdr h = {.type = SR_F_HELLO, .qpn = qp->a.dest_qp_num, .seq = qp->ib.qp_num};
 	return enqueue(cn, &h, NULL);
@@ -214,12 +217,17 @@ struct sr_conn *sr_conn_inbound(struct sr_ctx *c, struct sr_qp *qp, struct in_ad
 int sr_send_wqe(struct sr_qp *qp, struct sr_wqe *w)
 {
 	static const uint8_t ops[] = {
-		[IBV_WR_RDMA_WRITE] = SR_OP_WRITE, [IBV_WR_RDMA_WRITE_WITH_IMM] = SR_OP_WRITE_IMM,
-		[IBV_WR_SEND] = SR_OP_SEND, [IBV_WR_SEND_WITH_IMM] = SR_OP_SEND_IMM,
-		[IBV_WR_RDMA_READ] = SR_OP_READ,
+	    [IBV_WR_RDMA_WRITE] = SR_OP_WRITE, [IBV_WR_RDMA_WRITE_WITH_IMM] = SR_OP_WRITE_IMM,
+	    [IBV_WR_SEND] = SR_OP_SEND,	       [IBV_WR_SEND_WITH_IMM] = SR_OP_SEND_IMM,
+	    [IBV_WR_RDMA_READ] = SR_OP_READ,
 	};
-	struct sr_hdr h = {.type = SR_F_REQ, .op = ops[w->op], .qpn = qp->a.dest_qp_num,
-			   .seq = w->seq, .rkey = w->rkey, .raddr = w->raddr, .imm = w->imm};
+	struct sr_hdr h = {.type = SR_F_REQ,
+			   .op = ops[w->op],
+			   .qpn = qp->a.dest_qp_num,
+			   .seq = w->seq,
+			   .rkey = w->rkey,
+			   .raddr = w->raddr,
+			   .imm = w->imm};
 	if (w->op == IBV_WR_RDMA_READ)
 		h.rlen = w->len;
 	else
@@ -260,7 +268,10 @@ static void put16(uint8_t *b, uint16_t v)
 	b[1] = (uint8_t)v;
 }
 
-static uint16_t get16(const uint8_t *b) { return (uint16_t)(b[0] << 8 | b[1]); }
+static uint16_t get16(const uint8_t *b)
+{
+	return (uint16_t)(b[0] << 8 | b[1]);
+}
 
 /* copy stream bytes [off, off + n) of a conn's send queue (all unacknowledged) */
 static void stream_copy(struct sr_conn *cn, uint32_t off, uint8_t *d, uint32_t n)
@@ -291,7 +302,8 @@ static int conn_tos(const struct sr_conn *cn)
 {
 	const struct sr_qp *qp = cn->qp;
 	if (qp->ctx->global_tclass >= 0)
-		return qp->ctx->global_tclass; /* mlx5's host-wide override (tc/<port>/traffic_class) */
+		return qp->ctx
+		    ->global_tclass; /* mlx5's host-wide override (tc/<port>/traffic_class) */
 	if (!cn->outbound && qp->ib.state != IBV_QPS_RTR && qp->ib.state != IBV_QPS_RTS)
 		return 0;
 	return qp->a.ah_attr.grh.traffic_class;
@@ -342,9 +354,12 @@ static void tx_batch(struct sr_ctx *c)
 		int k = 0;
 		for (int i = done; i < c->npkt; i++, k++) {
 			iov[k] = (struct iovec){.iov_base = c->pkts[i], .iov_len = c->tx[i].len};
-			to[k] = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr = c->tx[i].to};
-			mh[k] = (struct mmsghdr){.msg_hdr = {.msg_name = &to[k], .msg_namelen = sizeof to[k],
-							     .msg_iov = &iov[k], .msg_iovlen = 1}};
+			to[k] =
+			    (struct sockaddr_in){.sin_family = AF_INET, .sin_addr = c->tx[i].to};
+			mh[k] = (struct mmsghdr){.msg_hdr = {.msg_name = &to[k],
+							     .msg_namelen = sizeof to[k],
+							     .msg_iov = &iov[k],
+							     .msg_iovlen = 1}};
 		}
 		int r = sendmmsg(c->rfd, mh, (unsigned)k, MSG_DONTWAIT);
 		if (r > 0) {
@@ -415,8 +430,12 @@ void sr_flush(struct sr_conn *cn)
 static int respond(struct sr_conn *cn, const struct sr_hdr *rq, uint8_t st, const uint8_t *p,
 		   uint32_t n)
 {
-	struct sr_hdr h = {.type = SR_F_RESP, .op = rq->op, .status = st, .qpn = cn->src_qpn,
-			   .seq = rq->seq, .plen = st == SR_S_OK ? n : 0};
+	struct sr_hdr h = {.type = SR_F_RESP,
+			   .op = rq->op,
+			   .status = st,
+			   .qpn = cn->src_qpn,
+			   .seq = rq->seq,
+			   .plen = st == SR_S_OK ? n : 0};
 	if (st == SR_S_OK)
 		cn->expect++;
 	return enqueue(cn, &h, p);
@@ -426,8 +445,12 @@ static void recv_done(struct sr_qp *qp, struct sr_conn *cn, enum ibv_wc_status s
 		      enum ibv_wc_opcode op, uint32_t len, const struct sr_hdr *h)
 {
 	struct sr_rwqe *r = &qp->rq[qp->rq_head];
-	struct ibv_wc wc = {.wr_id = r->wr_id, .status = st, .opcode = op, .byte_len = len,
-			    .qp_num = qp->ib.qp_num, .src_qp = cn->src_qpn};
+	struct ibv_wc wc = {.wr_id = r->wr_id,
+			    .status = st,
+			    .opcode = op,
+			    .byte_len = len,
+			    .qp_num = qp->ib.qp_num,
+			    .src_qp = cn->src_qpn};
 	if (h->op == SR_OP_WRITE_IMM || h->op == SR_OP_SEND_IMM) {
 		wc.wc_flags = IBV_WC_WITH_IMM;
 		wc.imm_data = h->imm;
@@ -540,8 +563,10 @@ static int on_frame(struct sr_ctx *c, struct sr_conn *cn)
 	if (!qp->sq || qp->sq->seq != h->seq || qp->resend_ns)
 		return 0; /* stale: answered before a reset or during a back-off */
 	static const enum ibv_wc_status st[] = {
-		[SR_S_OK] = IBV_WC_SUCCESS, [SR_S_ACCESS] = IBV_WC_REM_ACCESS_ERR,
-		[SR_S_INVREQ] = IBV_WC_REM_INV_REQ_ERR, [SR_S_OPERR] = IBV_WC_REM_OP_ERR,
+	    [SR_S_OK] = IBV_WC_SUCCESS,
+	    [SR_S_ACCESS] = IBV_WC_REM_ACCESS_ERR,
+	    [SR_S_INVREQ] = IBV_WC_REM_INV_REQ_ERR,
+	    [SR_S_OPERR] = IBV_WC_REM_OP_ERR,
 	};
 	if (h->status == SR_S_RNR) {
 		if (qp->a.rnr_retry != 7 && qp->rnr_left-- <= 0) {
@@ -597,7 +622,8 @@ int sr_conn_rx(struct sr_ctx *c, struct sr_conn *cn, const uint8_t *b, size_t n)
 			}
 			cn->pgot = 0;
 			/* a payload nothing will use is dropped, never buffered */
-			if (cn->h.plen && payload_wanted(c, cn) && !(cn->pay = malloc(cn->h.plen))) {
+			if (cn->h.plen && payload_wanted(c, cn) &&
+			    !(cn->pay = malloc(cn->h.plen))) {
 				conn_dead(c, cn);
 				return -1;
 			}
@@ -684,19 +710,22 @@ void sr_packet_in(struct sr_ctx *c, const uint8_t *p, size_t len)
 	struct sr_conn *cn;
 	if (t[0] == SR_P_FROM_REQ) {
 		cn = qp->in;
-		if (!cn || cn->epoch != epoch || cn->src_qpn != sqpn || cn->peer.s_addr != src.s_addr) {
+		if (!cn || cn->epoch != epoch || cn->src_qpn != sqpn ||
+		    cn->peer.s_addr != src.s_addr) {
 			for (cn = c->conns; cn; cn = cn->next)
 				if (!cn->outbound && cn->qp == qp && cn->epoch == epoch &&
 				    cn->src_qpn == sqpn && cn->peer.s_addr == src.s_addr)
 					break;
 			/* a new stream starts at 0; a later byte of an unknown one is stale */
-			if (!cn && (seq != 0 || !n || !(cn = sr_conn_inbound(c, qp, src, sqpn, epoch))))
+			if (!cn &&
+			    (seq != 0 || !n || !(cn = sr_conn_inbound(c, qp, src, sqpn, epoch))))
 				return;
 			qp->in = cn;
 		}
 	} else if (t[0] == SR_P_FROM_RESP) {
 		cn = qp->out;
-		if (!cn || cn->epoch != epoch || cn->peer_qpn != sqpn || cn->peer.s_addr != src.s_addr)
+		if (!cn || cn->epoch != epoch || cn->peer_qpn != sqpn ||
+		    cn->peer.s_addr != src.s_addr)
 			return;
 	} else {
 		return;
@@ -719,7 +748,8 @@ static uint64_t rto_ns(const struct sr_qp *qp)
 	/* 4.096 us << timeout per try, retry_cnt + 1 tries; at least 2 s */
 	if (qp->a.timeout == 0)
 		return 0;
-	uint64_t t = (4096ull << (qp->a.timeout > 31 ? 31 : qp->a.timeout)) * (qp->a.retry_cnt + 1u);
+	uint64_t t =
+	    (4096ull << (qp->a.timeout > 31 ? 31 : qp->a.timeout)) * (qp->a.retry_cnt + 1u);
 	return t < 2000000000ull ? 2000000000ull : t;
 }
 
@@ -732,7 +762,8 @@ static void timers(struct sr_ctx *c, uint64_t now)
 			cn->nxt = cn->una;
 			cn->recover = cn->end;
 			cn->cwnd = cn->cwnd / 2 > 4 * c->mss ? cn->cwnd / 2 : 4 * c->mss;
-			cn->rto_ns = cn->rto_ns * 2 < SR_RTO_MAX_NS ? cn->rto_ns * 2 : SR_RTO_MAX_NS;
+			cn->rto_ns =
+			    cn->rto_ns * 2 < SR_RTO_MAX_NS ? cn->rto_ns * 2 : SR_RTO_MAX_NS;
 			cn->rtx_at = now + cn->rto_ns;
 		}
 	for (int i = 1; i <= SR_MAX_QP; i++) {
@@ -821,14 +852,14 @@ static void *progress(void *arg)
 static int attach_filter(int fd, uint16_t id)
 {
 	struct sock_filter f[] = {
-		BPF_STMT(BPF_LDX | BPF_B | BPF_MSH, 0),           /* x = IP header length */
-		BPF_STMT(BPF_LD | BPF_H | BPF_IND, 2),            /* UDP destination port */
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SR_ROCE_PORT, 0, 4),
-		BPF_STMT(BPF_LD | BPF_W | BPF_IND, 8 + 4),        /* BTH: reserved | dest QP */
-		BPF_STMT(BPF_ALU | BPF_RSH | BPF_K, 8),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, id, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K, 0x40000),
-		BPF_STMT(BPF_RET | BPF_K, 0),
+	    BPF_STMT(BPF_LDX | BPF_B | BPF_MSH, 0), /* x = IP header length */
+	    BPF_STMT(BPF_LD | BPF_H | BPF_IND, 2),  /* UDP destination port */
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SR_ROCE_PORT, 0, 4),
+	    BPF_STMT(BPF_LD | BPF_W | BPF_IND, 8 + 4), /* BTH: reserved | dest QP */
+	    BPF_STMT(BPF_ALU | BPF_RSH | BPF_K, 8),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, id, 0, 1),
+	    BPF_STMT(BPF_RET | BPF_K, 0x40000),
+	    BPF_STMT(BPF_RET | BPF_K, 0),
 	};
 	struct sock_fprog prog = {.len = sizeof f / sizeof f[0], .filter = f};
 	return setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog);
@@ -843,8 +874,8 @@ static int sink_open(const struct sr_ctx *c)
 	int one = 1;
 	struct sock_filter drop = BPF_STMT(BPF_RET | BPF_K, 0);
 	struct sock_fprog prog = {.len = 1, .filter = &drop};
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr = c->dev->ip,
-				.sin_port = htons(SR_ROCE_PORT)};
+	struct sockaddr_in a = {
+	    .sin_family = AF_INET, .sin_addr = c->dev->ip, .sin_port = htons(SR_ROCE_PORT)};
 	if (fd >= 0 && (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
 			setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0 ||
 			setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) != 0 ||
@@ -890,8 +921,9 @@ int sr_ctx_start(struct sr_ctx *c)
 	if (c->efd < 0 || c->idfd < 0 || bind(c->idfd, (struct sockaddr *)&a, sizeof a) != 0 ||
 	    getsockname(c->idfd, (struct sockaddr *)&a, &al) != 0 ||
 	    setsockopt(c->rfd, IPPROTO_IP, IP_HDRINCL, &one, sizeof one) != 0 ||
-	    bind(c->rfd, (struct sockaddr *)&(struct sockaddr_in){.sin_family = AF_INET,
-								  .sin_addr = c->dev->ip},
+	    bind(c->rfd,
+		 (struct sockaddr *)&(struct sockaddr_in){.sin_family = AF_INET,
+							  .sin_addr = c->dev->ip},
 		 sizeof a) != 0 ||
 	    attach_filter(c->rfd, ntohs(a.sin_port)) != 0) {
 		rc = errno;

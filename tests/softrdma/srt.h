@@ -16,7 +16,8 @@ struct srt_end {
 
 /* open the first device twice and connect one RC QP in each; tc/fl go in the AV */
 int srt_pair(struct srt_end *a, struct srt_end *b, int depth, uint8_t tc, uint32_t fl);
-int srt_connect(struct srt_end *e, uint32_t dqpn, const union ibv_gid *dgid, uint8_t tc, uint32_t fl);
+int srt_connect(struct srt_end *e, uint32_t dqpn, const union ibv_gid *dgid, uint8_t tc,
+		uint32_t fl);
 int srt_end_open(struct srt_end *e, int depth);
 void srt_end_close(struct srt_end *e);
 /* poll until n completions or timeout_ms; returns the number polled */

@@ -63,13 +63,15 @@ int main(int argc, char **argv)
 	uint8_t *buf = malloc(n);
 	for (size_t i = 0; i < n; i++)
 		buf[i] = active ? (uint8_t)(i * 13 + 7) : 0;
-	struct ibv_mr *mr = ibv_reg_mr(e.pd, buf, n, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	struct ibv_mr *mr =
+	    ibv_reg_mr(e.pd, buf, n, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	union ibv_gid g;
 	ibv_query_gid(e.ctx, 1, 2, &g);
 	char line[256], peer[256];
 	snprintf(line, sizeof line, "%u %u %llu %u\n", e.qp->qp_num, mr->rkey,
 		 (unsigned long long)(uintptr_t)buf, ntohl(*(uint32_t *)&g.raw[12]));
-	if (publish(dir, active ? "active" : "passive", line) || await(dir, active ? "passive" : "active", peer, sizeof peer))
+	if (publish(dir, active ? "active" : "passive", line) ||
+	    await(dir, active ? "passive" : "active", peer, sizeof peer))
 		return 1;
 	unsigned qpn, rkey, ip;
 	unsigned long long addr;
@@ -108,7 +110,8 @@ int main(int argc, char **argv)
 	size_t chunk = 65536;
 	for (size_t off = 0; off < n; off += chunk) {
 		size_t l = n - off < chunk ? n - off : chunk;
-		if (srt_post(e.qp, IBV_WR_RDMA_WRITE, off, buf + off, (uint32_t)l, mr->lkey, addr + off, rkey, 0, true) ||
+		if (srt_post(e.qp, IBV_WR_RDMA_WRITE, off, buf + off, (uint32_t)l, mr->lkey,
+			     addr + off, rkey, 0, true) ||
 		    srt_wait(e.cq, &wc, 1, 20000) != 1 || wc.status != IBV_WC_SUCCESS) {
 			fprintf(stderr, "active: WRITE failed\n");
 			return 1;

@@ -12,11 +12,11 @@
 
 #include "srt.h"
 
-#define NQP 4
-#define NWR 3000
-#define BUF (1u << 20)
+#define NQP    4
+#define NWR    3000
+#define BUF    (1u << 20)
 #define MAXLEN (64u * 1024)
-#define DEPTH 32
+#define DEPTH  32
 
 struct lane {
 	struct ibv_context *ca, *cb;
@@ -49,16 +49,19 @@ static int mk_qp(struct srt_end *e, struct ibv_context *c, struct ibv_pd *pd)
 	e->ctx = c;
 	e->pd = pd;
 	e->cq = ibv_create_cq(c, 4 * DEPTH, NULL, NULL, 0);
-	struct ibv_qp_init_attr ia = {.send_cq = e->cq, .recv_cq = e->cq, .qp_type = IBV_QPT_RC,
+	struct ibv_qp_init_attr ia = {.send_cq = e->cq,
+				      .recv_cq = e->cq,
+				      .qp_type = IBV_QPT_RC,
 				      .cap = {DEPTH, DEPTH, 1, 1, 0}};
 	e->qp = e->cq ? ibv_create_qp(pd, &ia) : NULL;
 	if (!e->qp)
 		return -1;
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
-				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-						   IBV_ACCESS_LOCAL_WRITE};
-	return ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-					       IBV_QP_ACCESS_FLAGS);
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
+				.port_num = 1,
+				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
+						   IBV_ACCESS_REMOTE_READ | IBV_ACCESS_LOCAL_WRITE};
+	return ibv_modify_qp(e->qp, &a,
+			     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 }
 
 static void *run(void *arg)
@@ -71,12 +74,14 @@ static void *run(void *arg)
 		while (posted < NWR && inflight < DEPTH / 2) {
 			uint32_t off, len, k = posted;
 			wr_shape(l->id, k, &off, &len);
-			enum ibv_wr_opcode op = (enum ibv_wr_opcode[]){IBV_WR_RDMA_WRITE,
-				IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_SEND, IBV_WR_RDMA_READ}[k % 4];
+			enum ibv_wr_opcode op =
+			    (enum ibv_wr_opcode[]){IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM,
+						   IBV_WR_SEND, IBV_WR_RDMA_READ}[k % 4];
 			if (op == IBV_WR_SEND && len > MAXLEN)
 				len = MAXLEN;
 			if (op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_SEND)
-				if (srt_recv(l->b.qp, k, l->rbuf + (k % DEPTH) * MAXLEN, MAXLEN, l->mrbuf->lkey))
+				if (srt_recv(l->b.qp, k, l->rbuf + (k % DEPTH) * MAXLEN, MAXLEN,
+					     l->mrbuf->lkey))
 					l->err = "post_recv failed";
 			int rc;
 			if (op == IBV_WR_RDMA_READ)
@@ -111,7 +116,8 @@ static void *run(void *arg)
 				l->err = "receive completion failed or has a wrong length";
 			else if (k % 4 == 1 && ntohl(wc[i].imm_data) != k)
 				l->err = "wrong immediate";
-			else if (k % 4 == 2 && memcmp(l->rbuf + (k % DEPTH) * MAXLEN, l->src + off, len))
+			else if (k % 4 == 2 &&
+				 memcmp(l->rbuf + (k % DEPTH) * MAXLEN, l->src + off, len))
 				l->err = "SEND data differs";
 			rdone++;
 		}
@@ -165,7 +171,8 @@ int main(void)
 		l->mrsrc = ibv_reg_mr(pb, l->rsrc, BUF, acc);
 		l->mrbuf = ibv_reg_mr(pb, l->rbuf, DEPTH * MAXLEN, acc);
 		if (mk_qp(&l->a, ca, pa) || mk_qp(&l->b, cb, pb) ||
-		    srt_connect(&l->a, l->b.qp->qp_num, &g, (uint8_t)(i * 32), (uint32_t)i * 0x1234) ||
+		    srt_connect(&l->a, l->b.qp->qp_num, &g, (uint8_t)(i * 32),
+				(uint32_t)i * 0x1234) ||
 		    srt_connect(&l->b, l->a.qp->qp_num, &g, 0, 0)) {
 			fprintf(stderr, "FAIL: QP pair %d setup\n", i);
 			return 1;

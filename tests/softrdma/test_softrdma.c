@@ -6,11 +6,11 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -132,13 +132,13 @@ static void test_exports(void **st)
 	void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
 	assert_non_null(h);
 	static const char *const v11[] = {
-		"ibv_get_device_list", "ibv_free_device_list", "ibv_get_device_name",
-		"ibv_get_device_guid", "ibv_open_device", "ibv_close_device", "ibv_query_device",
-		"ibv_query_port", "ibv_query_gid", "ibv_alloc_pd", "ibv_dealloc_pd", "ibv_reg_mr",
-		"ibv_dereg_mr", "ibv_create_cq", "ibv_destroy_cq", "ibv_create_qp", "ibv_modify_qp", "ibv_query_qp",
-		"ibv_destroy_qp", "ibv_fork_init", "ibv_wc_status_str",
-		/* NCCL's net_ib refuses a libibverbs without these (ibvsymbols.cc, 2.28) */
-		"ibv_get_async_event", "ibv_ack_async_event", "ibv_event_type_str"};
+	    "ibv_get_device_list", "ibv_free_device_list", "ibv_get_device_name",
+	    "ibv_get_device_guid", "ibv_open_device", "ibv_close_device", "ibv_query_device",
+	    "ibv_query_port", "ibv_query_gid", "ibv_alloc_pd", "ibv_dealloc_pd", "ibv_reg_mr",
+	    "ibv_dereg_mr", "ibv_create_cq", "ibv_destroy_cq", "ibv_create_qp", "ibv_modify_qp",
+	    "ibv_query_qp", "ibv_destroy_qp", "ibv_fork_init", "ibv_wc_status_str",
+	    /* NCCL's net_ib refuses a libibverbs without these (ibvsymbols.cc, 2.28) */
+	    "ibv_get_async_event", "ibv_ack_async_event", "ibv_event_type_str"};
 	for (size_t i = 0; i < sizeof v11 / sizeof v11[0]; i++)
 		assert_non_null(dlvsym(h, v11[i], "IBVERBS_1.1"));
 	assert_non_null(dlvsym(h, "ibv_create_comp_channel", "IBVERBS_1.0"));
@@ -205,7 +205,8 @@ static void test_write(void **st)
 {
 	struct fx *f = *st;
 	assert_int_equal(srt_post(f->a.qp, IBV_WR_RDMA_WRITE, 11, f->ba, N, f->ma->lkey,
-				  (uintptr_t)f->bb, f->mb->rkey, 0, true), 0);
+				  (uintptr_t)f->bb, f->mb->rkey, 0, true),
+			 0);
 	struct ibv_wc wc;
 	assert_int_equal(srt_wait(f->a.cq, &wc, 1, 5000), 1);
 	assert_int_equal(wc.status, IBV_WC_SUCCESS);
@@ -222,7 +223,9 @@ static void test_write_imm(void **st)
 	struct fx *f = *st;
 	assert_int_equal(srt_recv(f->b.qp, 77, NULL, 0, 0), 0);
 	assert_int_equal(srt_post(f->a.qp, IBV_WR_RDMA_WRITE_WITH_IMM, 12, f->ba + 100, 1000,
-				  f->ma->lkey, (uintptr_t)f->bb + 200, f->mb->rkey, 0xdeadbeef, true), 0);
+				  f->ma->lkey, (uintptr_t)f->bb + 200, f->mb->rkey, 0xdeadbeef,
+				  true),
+			 0);
 	struct ibv_wc wc;
 	assert_int_equal(srt_wait(f->b.cq, &wc, 1, 5000), 1);
 	assert_int_equal(wc.status, IBV_WC_SUCCESS);
@@ -263,31 +266,37 @@ static void test_torn(void **st)
 		for (int i = 0; i < 4096; i++)
 			src[i] = (uint8_t)(i * 13 + round * 7 + 1);
 		assert_int_equal(srt_post(f->a.qp, IBV_WR_RDMA_WRITE, 1, src, 4096, f->ma->lkey,
-					  (uintptr_t)dst, f->mb->rkey, 0, true), 0);
+					  (uintptr_t)dst, f->mb->rkey, 0, true),
+				 0);
 		assert_int_equal(srt_wait(f->a.cq, &wc, 1, 5000), 1);
 		assert_int_equal(wc.status, IBV_WC_SUCCESS);
 		if (memcmp(src, dst, 4096) != 0)
 			early++; /* completed before it was all visible: allowed */
 		assert_int_equal(srt_recv(f->b.qp, 2, NULL, 0, 0), 0);
 		assert_int_equal(srt_post(f->a.qp, IBV_WR_RDMA_WRITE_WITH_IMM, 3, NULL, 0, 0,
-					  (uintptr_t)dst, f->mb->rkey, 1, true), 0);
+					  (uintptr_t)dst, f->mb->rkey, 1, true),
+				 0);
 		assert_int_equal(srt_wait(f->b.cq, &wc, 1, 5000), 1);
 		assert_int_equal(wc.status, IBV_WC_SUCCESS);
 		assert_memory_equal(src, dst, 4096); /* the later completion: all there */
 		assert_int_equal(srt_wait(f->a.cq, &wc, 1, 5000), 1);
 	}
-	print_message("torn: %d of 40 WRITEs completed before all their bytes were visible\n", early);
+	print_message("torn: %d of 40 WRITEs completed before all their bytes were visible\n",
+		      early);
 	assert_true(early > 0);
 	/* a second WRITE of the same bytes lands after the first; a READ sees both */
 	uint8_t *src = f->ba + 16384, *dst = f->bb + 16384, *back = f->ba + 32768;
 	memset(src, 0x11, 4096);
 	memset(src + 4096, 0x22, 4096);
 	assert_int_equal(srt_post(f->a.qp, IBV_WR_RDMA_WRITE, 4, src, 4096, f->ma->lkey,
-				  (uintptr_t)dst, f->mb->rkey, 0, false), 0);
+				  (uintptr_t)dst, f->mb->rkey, 0, false),
+			 0);
 	assert_int_equal(srt_post(f->a.qp, IBV_WR_RDMA_WRITE, 5, src + 4096, 4096, f->ma->lkey,
-				  (uintptr_t)dst, f->mb->rkey, 0, false), 0);
+				  (uintptr_t)dst, f->mb->rkey, 0, false),
+			 0);
 	assert_int_equal(srt_post(f->a.qp, IBV_WR_RDMA_READ, 6, back, 4096, f->ma->lkey,
-				  (uintptr_t)dst, f->mb->rkey, 0, true), 0);
+				  (uintptr_t)dst, f->mb->rkey, 0, true),
+			 0);
 	assert_int_equal(srt_wait(f->a.cq, &wc, 1, 5000), 1);
 	assert_int_equal(wc.status, IBV_WC_SUCCESS);
 	assert_memory_equal(back, src + 4096, 4096);
@@ -304,7 +313,8 @@ static void test_destroy_purges_cqes(void **st)
 	struct ibv_wc wc;
 	assert_int_equal(srt_recv(f->b.qp, 78, NULL, 0, 0), 0);
 	assert_int_equal(srt_post(f->a.qp, IBV_WR_RDMA_WRITE_WITH_IMM, 13, f->ba, 64, f->ma->lkey,
-				  (uintptr_t)f->bb, f->mb->rkey, 7, true), 0);
+				  (uintptr_t)f->bb, f->mb->rkey, 7, true),
+			 0);
 	/* acknowledged: the responder wrote its completion before answering */
 	assert_int_equal(srt_wait(f->a.cq, &wc, 1, 5000), 1);
 	assert_int_equal(wc.status, IBV_WC_SUCCESS);
@@ -361,7 +371,8 @@ static void test_read(void **st)
 	for (int i = 0; i < N; i++)
 		f->bb[i] = (uint8_t)(i ^ 0x5a);
 	assert_int_equal(srt_post(f->a.qp, IBV_WR_RDMA_READ, 13, f->ba, N, f->ma->lkey,
-				  (uintptr_t)f->bb, f->mb->rkey, 0, true), 0);
+				  (uintptr_t)f->bb, f->mb->rkey, 0, true),
+			 0);
 	struct ibv_wc wc;
 	assert_int_equal(srt_wait(f->a.cq, &wc, 1, 5000), 1);
 	assert_int_equal(wc.status, IBV_WC_SUCCESS);
@@ -374,13 +385,18 @@ static void test_send_recv(void **st)
 {
 	struct fx *f = *st;
 	/* two SGEs on the receive side, inline on the send side */
-	struct ibv_sge rs[2] = {{(uintptr_t)f->bb, 10, f->mb->lkey}, {(uintptr_t)f->bb + 1000, 100, f->mb->lkey}};
+	struct ibv_sge rs[2] = {{(uintptr_t)f->bb, 10, f->mb->lkey},
+				{(uintptr_t)f->bb + 1000, 100, f->mb->lkey}};
 	struct ibv_recv_wr rw = {.wr_id = 5, .sg_list = rs, .num_sge = 2}, *rbad;
 	assert_int_equal(ibv_post_recv(f->b.qp, &rw, &rbad), 0);
 	char msg[40] = "hello from the requester, inline";
 	struct ibv_sge ss = {(uintptr_t)msg, sizeof msg, 0};
-	struct ibv_send_wr sw = {.wr_id = 6, .sg_list = &ss, .num_sge = 1, .opcode = IBV_WR_SEND_WITH_IMM,
-				 .send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE, .imm_data = htonl(9)};
+	struct ibv_send_wr sw = {.wr_id = 6,
+				 .sg_list = &ss,
+				 .num_sge = 1,
+				 .opcode = IBV_WR_SEND_WITH_IMM,
+				 .send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE,
+				 .imm_data = htonl(9)};
 	struct ibv_send_wr *sbad;
 	assert_int_equal(ibv_post_send(f->a.qp, &sw, &sbad), 0);
 	memset(msg, 0, sizeof msg); /* inline: the buffer is free at once */
@@ -400,9 +416,11 @@ static void test_send_recv(void **st)
 static void expect_remote_error(struct fx *f, uint64_t raddr, uint32_t rkey, uint32_t len)
 {
 	assert_int_equal(srt_post(f->a.qp, IBV_WR_RDMA_WRITE, 20, f->ba, len, f->ma->lkey, raddr,
-				  rkey, 0, false), 0);
+				  rkey, 0, false),
+			 0);
 	assert_int_equal(srt_post(f->a.qp, IBV_WR_RDMA_WRITE, 21, f->ba, 8, f->ma->lkey,
-				  (uintptr_t)f->bb, f->mb->rkey, 0, true), 0);
+				  (uintptr_t)f->bb, f->mb->rkey, 0, true),
+			 0);
 	struct ibv_wc wc[2];
 	assert_int_equal(srt_wait(f->a.cq, wc, 2, 5000), 2);
 	/* the error is reported although the WR was unsignaled; then a flush */
@@ -430,7 +448,8 @@ static void test_read_needs_access(void **st)
 	struct fx *f = *st;
 	struct ibv_mr *ro = ibv_reg_mr(f->b.pd, f->bb, 4096, IBV_ACCESS_LOCAL_WRITE);
 	assert_int_equal(srt_post(f->a.qp, IBV_WR_RDMA_READ, 30, f->ba, 64, f->ma->lkey,
-				  (uintptr_t)f->bb, ro->rkey, 0, true), 0);
+				  (uintptr_t)f->bb, ro->rkey, 0, true),
+			 0);
 	struct ibv_wc wc;
 	assert_int_equal(srt_wait(f->a.cq, &wc, 1, 5000), 1);
 	assert_int_equal(wc.status, IBV_WC_REM_ACCESS_ERR);
@@ -441,7 +460,8 @@ static void test_local_lkey(void **st)
 {
 	struct fx *f = *st;
 	assert_int_equal(srt_post(f->a.qp, IBV_WR_RDMA_WRITE, 31, f->ba, 64, f->ma->lkey + 0x100,
-				  (uintptr_t)f->bb, f->mb->rkey, 0, true), 0);
+				  (uintptr_t)f->bb, f->mb->rkey, 0, true),
+			 0);
 	struct ibv_wc wc;
 	assert_int_equal(srt_wait(f->a.cq, &wc, 1, 5000), 1);
 	assert_int_equal(wc.status, IBV_WC_LOC_PROT_ERR);
@@ -451,8 +471,10 @@ static void test_unsignaled(void **st)
 {
 	struct fx *f = *st;
 	for (int i = 0; i < 5; i++)
-		assert_int_equal(srt_post(f->a.qp, IBV_WR_RDMA_WRITE, 40 + i, f->ba + i, 1, f->ma->lkey,
-					  (uintptr_t)f->bb + i, f->mb->rkey, 0, i == 4), 0);
+		assert_int_equal(srt_post(f->a.qp, IBV_WR_RDMA_WRITE, 40 + i, f->ba + i, 1,
+					  f->ma->lkey, (uintptr_t)f->bb + i, f->mb->rkey, 0,
+					  i == 4),
+				 0);
 	struct ibv_wc wc[2];
 	assert_int_equal(srt_wait(f->a.cq, wc, 2, 500), 1);
 	assert_int_equal(wc[0].wr_id, 44);
@@ -462,7 +484,8 @@ static void test_unsignaled(void **st)
 static void test_rnr_then_recv(void **st)
 {
 	struct fx *f = *st;
-	assert_int_equal(srt_post(f->a.qp, IBV_WR_SEND, 50, f->ba, 16, f->ma->lkey, 0, 0, 0, true), 0);
+	assert_int_equal(srt_post(f->a.qp, IBV_WR_SEND, 50, f->ba, 16, f->ma->lkey, 0, 0, 0, true),
+			 0);
 	struct ibv_wc wc;
 	/* no receive posted: the requester backs off and retries (rnr_retry 7) */
 	assert_int_equal(srt_wait(f->a.cq, &wc, 1, 100), 0);
@@ -483,8 +506,10 @@ static void test_rnr_exceeded(void **st)
 	assert_int_equal(srt_end_open(&b, 8), 0);
 	union ibv_gid g;
 	assert_int_equal(ibv_query_gid(b.ctx, 1, 2, &g), 0);
-	struct ibv_qp_attr at = {.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024,
-				 .dest_qp_num = b.qp->qp_num, .min_rnr_timer = 1};
+	struct ibv_qp_attr at = {.qp_state = IBV_QPS_RTR,
+				 .path_mtu = IBV_MTU_1024,
+				 .dest_qp_num = b.qp->qp_num,
+				 .min_rnr_timer = 1};
 	at.ah_attr.is_global = 1;
 	at.ah_attr.port_num = 1;
 	at.ah_attr.grh.dgid = g;
@@ -501,7 +526,8 @@ static void test_rnr_exceeded(void **st)
 	assert_int_equal(ibv_modify_qp(a.qp, &at, rts), 0);
 	assert_int_equal(ibv_query_gid(a.ctx, 1, 2, &g), 0);
 	assert_int_equal(srt_connect(&b, a.qp->qp_num, &g, 0, 0), 0);
-	assert_int_equal(srt_post(a.qp, IBV_WR_RDMA_WRITE_WITH_IMM, 60, NULL, 0, 0, 0, 0, 1, true), 0);
+	assert_int_equal(srt_post(a.qp, IBV_WR_RDMA_WRITE_WITH_IMM, 60, NULL, 0, 0, 0, 0, 1, true),
+			 0);
 	struct ibv_wc wc;
 	assert_int_equal(srt_wait(a.cq, &wc, 1, 5000), 1);
 	assert_int_equal(wc.status, IBV_WC_RNR_RETRY_EXC_ERR);
@@ -538,8 +564,8 @@ static void test_state_machine(void **st)
 	at.qp_state = IBV_QPS_RESET;
 	assert_int_equal(ibv_modify_qp(f->a.qp, &at, IBV_QP_STATE), 0);
 	/* posting outside RTS is refused */
-	assert_int_equal(srt_post(f->a.qp, IBV_WR_RDMA_WRITE, 1, f->ba, 1, f->ma->lkey, 0, 0, 0, true),
-			 EINVAL);
+	assert_int_equal(
+	    srt_post(f->a.qp, IBV_WR_RDMA_WRITE, 1, f->ba, 1, f->ma->lkey, 0, 0, 0, true), EINVAL);
 	/* and so is the source port outside RTS, as mlx5 refuses it (RTS2RTS_QP only) */
 	assert_int_equal(mlx5dv_modify_qp_udp_sport(f->a.qp, 0xc123), EOPNOTSUPP);
 	unsetenv("CRUX_SOFTRDMA_UDP_SPORT");
@@ -549,7 +575,8 @@ static void test_dead_peer(void **st)
 {
 	struct fx *f = *st;
 	assert_int_equal(srt_post(f->a.qp, IBV_WR_RDMA_WRITE, 70, f->ba, 8, f->ma->lkey,
-				  (uintptr_t)f->bb, f->mb->rkey, 0, true), 0);
+				  (uintptr_t)f->bb, f->mb->rkey, 0, true),
+			 0);
 	struct ibv_wc wc;
 	assert_int_equal(srt_wait(f->a.cq, &wc, 1, 5000), 1);
 	assert_int_equal(wc.status, IBV_WC_SUCCESS);
@@ -559,7 +586,8 @@ static void test_dead_peer(void **st)
 	srt_end_close(&f->b);
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(srt_post(f->a.qp, IBV_WR_RDMA_READ, 71 + i, f->ba, 8, f->ma->lkey,
-					  (uintptr_t)f->bb, 1, 0, true), 0);
+					  (uintptr_t)f->bb, 1, 0, true),
+				 0);
 	struct ibv_wc w3[3];
 	assert_int_equal(srt_wait(f->a.cq, w3, 3, 10000), 3);
 	assert_int_equal(w3[0].status, IBV_WC_RETRY_EXC_ERR);
@@ -613,7 +641,8 @@ static void peer_process(int sig, enum ibv_wc_status want, int min_ms)
 		uint32_t msg[3] = {0}, peer = 0;
 		struct ibv_mr *mr = NULL;
 		if (srt_end_open(&e, 8) == 0 &&
-		    (mr = ibv_reg_mr(e.pd, cbuf, sizeof cbuf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE))) {
+		    (mr = ibv_reg_mr(e.pd, cbuf, sizeof cbuf,
+				     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE))) {
 			msg[0] = e.qp->qp_num;
 			msg[1] = mr->rkey;
 		}
@@ -642,7 +671,8 @@ static void peer_process(int sig, enum ibv_wc_status want, int min_ms)
 	struct ibv_wc wc[2];
 	/* the child's buffer is at the same address as in the parent (fork) */
 	assert_int_equal(srt_post(a.qp, IBV_WR_RDMA_WRITE, 1, buf, 64, mr->lkey, (uintptr_t)cbuf,
-				  msg[1], 0, true), 0);
+				  msg[1], 0, true),
+			 0);
 	assert_int_equal(srt_wait(a.cq, wc, 1, 5000), 1);
 	assert_int_equal(wc[0].status, IBV_WC_SUCCESS);
 	kill(pid, sig);
@@ -651,7 +681,8 @@ static void peer_process(int sig, enum ibv_wc_status want, int min_ms)
 	uint64_t t0 = (uint64_t)time(NULL);
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(srt_post(a.qp, IBV_WR_RDMA_WRITE, 2 + i, buf, 64, mr->lkey,
-					  (uintptr_t)cbuf, msg[1], 0, true), 0);
+					  (uintptr_t)cbuf, msg[1], 0, true),
+				 0);
 	assert_int_equal(srt_wait(a.cq, wc, 2, 10000), 2);
 	assert_int_equal(wc[0].status, want);
 	assert_int_equal(wc[1].status, IBV_WC_WR_FLUSH_ERR);
@@ -687,27 +718,27 @@ int main(void)
 {
 	setenv("CRUX_SOFTRDMA_IFNAMES", "lo", 1);
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_device),
-		cmocka_unit_test(test_exports),
-		cmocka_unit_test(test_async_events),
-		cmocka_unit_test_setup_teardown(test_write, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_write_imm, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_destroy_purges_cqes, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_torn, setup_torn, teardown),
-		cmocka_unit_test(test_fw_latency),
-		cmocka_unit_test_setup_teardown(test_read, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_send_recv, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_rkey, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_out_of_bounds, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_read_needs_access, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_local_lkey, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_unsignaled, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_rnr_then_recv, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_rnr_exceeded, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_state_machine, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_dead_peer, setup, teardown_dead),
-		cmocka_unit_test_teardown(test_peer_killed, reap_child),
-		cmocka_unit_test_teardown(test_peer_frozen, reap_child),
+	    cmocka_unit_test(test_device),
+	    cmocka_unit_test(test_exports),
+	    cmocka_unit_test(test_async_events),
+	    cmocka_unit_test_setup_teardown(test_write, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_write_imm, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_destroy_purges_cqes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_torn, setup_torn, teardown),
+	    cmocka_unit_test(test_fw_latency),
+	    cmocka_unit_test_setup_teardown(test_read, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_send_recv, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_bad_rkey, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_out_of_bounds, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_read_needs_access, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_local_lkey, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_unsignaled, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_rnr_then_recv, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_rnr_exceeded, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_state_machine, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_dead_peer, setup, teardown_dead),
+	    cmocka_unit_test_teardown(test_peer_killed, reap_child),
+	    cmocka_unit_test_teardown(test_peer_frozen, reap_child),
 	};
 	return cmocka_run_group_tests_name("softrdma", tests, NULL, NULL);
 }

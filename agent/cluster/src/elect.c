@@ -11,10 +11,17 @@ crux_status_t crux_elect_campaign(struct crux_etcd *e, const char *key, const ch
 	size_t klen = strlen(key), mlen = strlen(me);
 	if (klen == 0 || mlen == 0 || lease == 0)
 		return CRUX_ERR_INVAL;
-	struct crux_etcd_cmp absent = {.target = CRUX_ETCD_CMP_CREATE, .result = CRUX_ETCD_EQUAL,
-				       .key = key, .klen = klen, .number = 0};
-	struct crux_etcd_op put = {.kind = CRUX_ETCD_OP_PUT, .key = key, .klen = klen,
-				   .value = me, .vlen = mlen, .lease = lease};
+	struct crux_etcd_cmp absent = {.target = CRUX_ETCD_CMP_CREATE,
+				       .result = CRUX_ETCD_EQUAL,
+				       .key = key,
+				       .klen = klen,
+				       .number = 0};
+	struct crux_etcd_op put = {.kind = CRUX_ETCD_OP_PUT,
+				   .key = key,
+				   .klen = klen,
+				   .value = me,
+				   .vlen = mlen,
+				   .lease = lease};
 	bool created = false;
 	int64_t rev;
 	crux_status_t st = crux_etcd_txn(e, &absent, 1, &put, 1, NULL, 0, &created, &rev);
@@ -48,15 +55,21 @@ crux_status_t crux_elect_fenced_put(struct crux_etcd *e, const char *leader_key,
 		return CRUX_ERR_PERM;
 	size_t lk = strlen(leader_key);
 	struct crux_etcd_cmp fence[2] = {
-		{.target = CRUX_ETCD_CMP_CREATE, .result = CRUX_ETCD_EQUAL, .key = leader_key,
-		 .klen = lk, .number = term},
-		/* A plain put on the leader key keeps its create revision but
-		 * detaches it from the lease: that is no longer our leadership. */
-		{.target = CRUX_ETCD_CMP_LEASE, .result = CRUX_ETCD_EQUAL, .key = leader_key,
-		 .klen = lk, .number = lease},
+	    {.target = CRUX_ETCD_CMP_CREATE,
+	     .result = CRUX_ETCD_EQUAL,
+	     .key = leader_key,
+	     .klen = lk,
+	     .number = term},
+	    /* A plain put on the leader key keeps its create revision but
+	     * detaches it from the lease: that is no longer our leadership. */
+	    {.target = CRUX_ETCD_CMP_LEASE,
+	     .result = CRUX_ETCD_EQUAL,
+	     .key = leader_key,
+	     .klen = lk,
+	     .number = lease},
 	};
-	struct crux_etcd_op put = {.kind = CRUX_ETCD_OP_PUT, .key = key, .klen = strlen(key),
-				   .value = val, .vlen = vlen};
+	struct crux_etcd_op put = {
+	    .kind = CRUX_ETCD_OP_PUT, .key = key, .klen = strlen(key), .value = val, .vlen = vlen};
 	bool ok = false;
 	int64_t rev = 0;
 	crux_status_t st = crux_etcd_txn(e, fence, lease ? 2 : 1, &put, 1, NULL, 0, &ok, &rev);
@@ -72,8 +85,11 @@ crux_status_t crux_elect_fenced_put(struct crux_etcd *e, const char *leader_key,
 crux_status_t crux_elect_resign(struct crux_etcd *e, const char *leader_key, int64_t term)
 {
 	size_t klen = strlen(leader_key);
-	struct crux_etcd_cmp fence = {.target = CRUX_ETCD_CMP_CREATE, .result = CRUX_ETCD_EQUAL,
-				      .key = leader_key, .klen = klen, .number = term};
+	struct crux_etcd_cmp fence = {.target = CRUX_ETCD_CMP_CREATE,
+				      .result = CRUX_ETCD_EQUAL,
+				      .key = leader_key,
+				      .klen = klen,
+				      .number = term};
 	struct crux_etcd_op del = {.kind = CRUX_ETCD_OP_DELETE, .key = leader_key, .klen = klen};
 	bool ok = false;
 	int64_t rev;
@@ -88,10 +104,16 @@ crux_status_t crux_elect_drop_leaseless(struct crux_etcd *e, const char *leader_
 {
 	size_t klen = strlen(leader_key);
 	struct crux_etcd_cmp cmp[2] = {
-		{.target = CRUX_ETCD_CMP_CREATE, .result = CRUX_ETCD_EQUAL, .key = leader_key,
-		 .klen = klen, .number = create},
-		{.target = CRUX_ETCD_CMP_LEASE, .result = CRUX_ETCD_EQUAL, .key = leader_key,
-		 .klen = klen, .number = 0},
+	    {.target = CRUX_ETCD_CMP_CREATE,
+	     .result = CRUX_ETCD_EQUAL,
+	     .key = leader_key,
+	     .klen = klen,
+	     .number = create},
+	    {.target = CRUX_ETCD_CMP_LEASE,
+	     .result = CRUX_ETCD_EQUAL,
+	     .key = leader_key,
+	     .klen = klen,
+	     .number = 0},
 	};
 	struct crux_etcd_op del = {.kind = CRUX_ETCD_OP_DELETE, .key = leader_key, .klen = klen};
 	*dropped = false;

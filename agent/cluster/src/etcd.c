@@ -32,7 +32,8 @@ static char *dup_opt(const char *s, bool *fail)
 	return d;
 }
 
-static crux_status_t parse_endpoints(struct crux_etcd *e, const char *list, char *err, size_t errlen)
+static crux_status_t parse_endpoints(struct crux_etcd *e, const char *list, char *err,
+				     size_t errlen)
 {
 	const char *p = list;
 	while (*p) {
@@ -51,14 +52,18 @@ static crux_status_t parse_endpoints(struct crux_etcd *e, const char *list, char
 		}
 		for (size_t i = 0; i < n; i++) {
 			if (p[i] <= ' ' || p[i] == 0x7f) {
-				snprintf(err, errlen, "etcd endpoint '%.*s' contains a space or a control "
-					 "character: remove it", (int)(n > 80 ? 80 : n), p);
+				snprintf(err, errlen,
+					 "etcd endpoint '%.*s' contains a space or a control "
+					 "character: remove it",
+					 (int)(n > 80 ? 80 : n), p);
 				return CRUX_ERR_INVAL;
 			}
 		}
 		if (e->nep == CRUX_ETCD_MAX_ENDPOINTS || n > 255) {
-			snprintf(err, errlen, "too many etcd endpoints or one longer than 255 bytes "
-				 "(at most %d): shorten the list", CRUX_ETCD_MAX_ENDPOINTS);
+			snprintf(err, errlen,
+				 "too many etcd endpoints or one longer than 255 bytes "
+				 "(at most %d): shorten the list",
+				 CRUX_ETCD_MAX_ENDPOINTS);
 			return CRUX_ERR_RANGE;
 		}
 		if (!(e->eps[e->nep] = strndup(p, n)))
@@ -67,7 +72,8 @@ static crux_status_t parse_endpoints(struct crux_etcd *e, const char *list, char
 		p = comma ? comma + 1 : p + strlen(p);
 	}
 	if (e->nep == 0) {
-		snprintf(err, errlen, "no etcd endpoint given: set --etcd/CRUX_ETCD to "
+		snprintf(err, errlen,
+			 "no etcd endpoint given: set --etcd/CRUX_ETCD to "
 			 "http://HOST:PORT[,...]");
 		return CRUX_ERR_INVAL;
 	}
@@ -85,7 +91,8 @@ crux_status_t crux_etcd_open(const struct crux_etcd_opts *opts, struct crux_etcd
 		return CRUX_ERR_INVAL;
 	}
 	if ((opts->cert_file && *opts->cert_file) != (opts->key_file && *opts->key_file)) {
-		snprintf(err, errlen, "etcd: a client certificate needs its key and a key its "
+		snprintf(err, errlen,
+			 "etcd: a client certificate needs its key and a key its "
 			 "certificate: give both files or neither");
 		return CRUX_ERR_INVAL;
 	}
@@ -257,9 +264,11 @@ static crux_status_t etcd_call(struct crux_etcd *e, const char *path, json_objec
 		}
 		int64_t code = 0;
 		char msg[160] = "";
-		if (b.len == 0 || crux_etcd_parse_error(b.p, b.len, &code, msg, sizeof(msg)) != CRUX_OK)
+		if (b.len == 0 ||
+		    crux_etcd_parse_error(b.p, b.len, &code, msg, sizeof(msg)) != CRUX_OK)
 			snprintf(msg, sizeof(msg), "unreadable answer");
-		snprintf(e->lasterr, sizeof(e->lasterr), "%s: HTTP %ld: %s", e->eps[idx], http, msg);
+		snprintf(e->lasterr, sizeof(e->lasterr), "%s: HTTP %ld: %s", e->eps[idx], http,
+			 msg);
 		free(b.p);
 		if (http == 503 || http == 0 || http == 200) {
 			st = CRUX_ERR_REMOTE;
@@ -272,7 +281,7 @@ static crux_status_t etcd_call(struct crux_etcd *e, const char *path, json_objec
 
 /* The request object starts with "key" (and "range_end" for a prefix). */
 crux_status_t etcd_key_json(json_object *o, const char *kname, const void *key, size_t klen,
-			      bool prefix)
+			    bool prefix)
 {
 	if (klen == 0 || klen > CRUX_ETCD_MAX_VALUE)
 		return CRUX_ERR_INVAL;
@@ -434,7 +443,8 @@ static crux_status_t ops_json(json_object *arr, const struct crux_etcd_op *ops, 
 		bool put = ops[i].kind == CRUX_ETCD_OP_PUT;
 		json_object_object_add(op, put ? "request_put" : "request_delete_range", inner);
 		json_object_array_add(arr, op);
-		crux_status_t st = etcd_key_json(inner, "key", ops[i].key, ops[i].klen, !put && ops[i].prefix);
+		crux_status_t st =
+		    etcd_key_json(inner, "key", ops[i].key, ops[i].klen, !put && ops[i].prefix);
 		if (st == CRUX_OK && put)
 			st = add_bytes(inner, "value", ops[i].value, ops[i].vlen);
 		if (st != CRUX_OK)
@@ -446,8 +456,8 @@ static crux_status_t ops_json(json_object *arr, const struct crux_etcd_op *ops, 
 }
 
 static const char *const target_names[] = {"VERSION", "CREATE", "MOD", "VALUE", "LEASE"};
-static const char *const target_fields[] = {"version", "create_revision", "mod_revision",
-					    "value", "lease"};
+static const char *const target_fields[] = {"version", "create_revision", "mod_revision", "value",
+					    "lease"};
 static const char *const result_names[] = {"EQUAL", "GREATER", "LESS", "NOT_EQUAL"};
 
 struct txn_out {
@@ -504,7 +514,8 @@ crux_status_t crux_etcd_txn(struct crux_etcd *e, const struct crux_etcd_cmp *cmp
 		if (st != CRUX_OK)
 			goto out;
 	}
-	if ((st = ops_json(s, ok_ops, nok)) != CRUX_OK || (st = ops_json(f, fail_ops, nfail)) != CRUX_OK)
+	if ((st = ops_json(s, ok_ops, nok)) != CRUX_OK ||
+	    (st = ops_json(f, fail_ops, nfail)) != CRUX_OK)
 		goto out;
 	struct txn_out t = {0};
 	st = call_parse(e, "/v3/kv/txn", req, p_txn, &t);

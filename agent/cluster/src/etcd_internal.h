@@ -17,7 +17,6 @@ crux_status_t etcd_json_parse(const char *body, size_t len, json_object **out);
 crux_status_t etcd_json_i64(json_object *o, const char *name, int64_t *out);
 crux_status_t etcd_range_from_json(json_object *o, struct crux_etcd_range *out);
 
-
 struct crux_etcd {
 	CURL *curl;
 	struct curl_slist *hdrs;

@@ -293,7 +293,8 @@ crux_status_t crux_etcd_parse_txn(const char *body, size_t len, bool *succeeded,
 		return st;
 	int64_t rev = 0;
 	bool ok = false;
-	if ((st = header_revision(o, &rev)) != CRUX_OK || (st = get_bool(o, "succeeded", &ok)) != CRUX_OK ||
+	if ((st = header_revision(o, &rev)) != CRUX_OK ||
+	    (st = get_bool(o, "succeeded", &ok)) != CRUX_OK ||
 	    (st = member(o, "responses", json_type_array, &resp)) != CRUX_OK)
 		goto out;
 	if (resp && json_object_array_length(resp) > CRUX_ETCD_MAX_TXN_OPS)
@@ -314,7 +315,8 @@ crux_status_t crux_etcd_parse_grant(const char *body, size_t len, int64_t *id, i
 	if (st != CRUX_OK)
 		return st;
 	int64_t rev, i = 0, t = 0;
-	if ((st = header_revision(o, &rev)) == CRUX_OK && (st = etcd_json_i64(o, "ID", &i)) == CRUX_OK &&
+	if ((st = header_revision(o, &rev)) == CRUX_OK &&
+	    (st = etcd_json_i64(o, "ID", &i)) == CRUX_OK &&
 	    (st = get_u64(o, "TTL", &t)) == CRUX_OK && (i == 0 || t == 0))
 		st = CRUX_ERR_CORRUPT; /* a grant without an ID or TTL granted nothing */
 	json_object_put(o);
@@ -357,7 +359,8 @@ crux_status_t crux_etcd_parse_error(const char *body, size_t len, int64_t *code,
 	/* A stream error wraps the fields in an "error" object; a unary error
 	 * has them at the top (and "error" as a string, dropped by etcd 3.6). */
 	json_object *inner = NULL;
-	if (json_object_object_get_ex(o, "error", &inner) && !json_object_is_type(inner, json_type_object))
+	if (json_object_object_get_ex(o, "error", &inner) &&
+	    !json_object_is_type(inner, json_type_object))
 		inner = NULL;
 	json_object *src = inner ? inner : o;
 	if ((st = etcd_json_i64(src, inner ? "grpc_code" : "code", &c)) != CRUX_OK ||

@@ -43,22 +43,23 @@ static void ovr_change_free(struct ovr_change *c);
 
 struct view_entry {
 	char *key;
-	int64_t mod;	/* the record's mod revision: same key and mod, same value */
-	bool ok;	/* decoded (an unreadable record is left out, said once) */
+	int64_t mod; /* the record's mod revision: same key and mod, same value */
+	bool ok;     /* decoded (an unreadable record is left out, said once) */
 	struct crux_cv_host h;
 };
 
 struct crux_cluster_node {
 	struct crux_cluster_cfg cfg;
 	char cluster[CRUX_CLUSTER_NAME_MAX], host[CRUX_CLUSTER_NAME_MAX];
-	char k_hosts[96], k_me[160], k_ctl[96], k_leader[112], k_sched[112], k_ovr[112], k_beat[112];
+	char k_hosts[96], k_me[160], k_ctl[96], k_leader[112], k_sched[112], k_ovr[112],
+	    k_beat[112];
 	struct crux_etcd *e;  /* step's handle */
 	struct crux_etcd *we; /* the watcher's handle */
 	int64_t lease, term;
 	double next_keepalive, next_campaign;
-	uint64_t rng;	     /* spreads renewals: hosts started together drift apart */
-	uint64_t wrng;	     /* the watcher's: spreads its retries */
-	int64_t seen_rev;    /* store revision of the leader's last full read of the views */
+	uint64_t rng;	  /* spreads renewals: hosts started together drift apart */
+	uint64_t wrng;	  /* the watcher's: spreads its retries */
+	int64_t seen_rev; /* store revision of the leader's last full read of the views */
 	uint64_t renewals;
 	char *view_text; /* to publish */
 	size_t view_len;
@@ -78,13 +79,14 @@ struct crux_cluster_node {
 	pthread_t watcher;
 	bool watcher_started;
 	int wake_fd; /* eventfd: the watcher took something the next apply may use */
-	atomic_bool woken; /* wake_fd was written since the last drain: steps make no syscall otherwise */
+	atomic_bool
+	    woken; /* wake_fd was written since the last drain: steps make no syscall otherwise */
 	atomic_bool stop;
 	atomic_bool leader_gone; /* the watcher saw the leader key deleted */
-	pthread_mutex_t mu; /* guards the fields below */
+	pthread_mutex_t mu;	 /* guards the fields below */
 	struct crux_cv_schedule latest;
 	int64_t latest_rev, applied_rev, applied_input;
-	double latest_at; /* when the watcher took it (monotonic) */
+	double latest_at;	  /* when the watcher took it (monotonic) */
 	struct link_health watch; /* the watcher's list */
 	/* The leader key as the watcher last saw it (fencing). */
 	bool lk_known, lk_present;
@@ -112,7 +114,7 @@ struct crux_cluster_node {
 	size_t nvc;
 	/* step only */
 	double next_beat;
-	int64_t written_rev;  /* revision of this leader's last schedule write */
+	int64_t written_rev;   /* revision of this leader's last schedule write */
 	double next_selfcheck; /* next comparison of this host's record with etcd */
 };
 
@@ -159,9 +161,10 @@ static void take_schedule(struct crux_cluster_node *n, const struct crux_etcd_kv
 	crux_status_t st = crux_cv_schedule_decode((const char *)kv->value, kv->value_len, &s);
 	if (st != CRUX_OK) {
 		if (crux_log_once_key(0x5c4ed0000ull ^ (uint64_t)kv->mod_revision))
-			crux_warn("cluster %s: the schedule at etcd revision %lld is unreadable (%s): "
-				  "keeping the last one", n->cluster, (long long)kv->mod_revision,
-				  crux_status_str(st));
+			crux_warn(
+			    "cluster %s: the schedule at etcd revision %lld is unreadable (%s): "
+			    "keeping the last one",
+			    n->cluster, (long long)kv->mod_revision, crux_status_str(st));
 		return;
 	}
 	pthread_mutex_lock(&n->mu);
@@ -216,7 +219,8 @@ static bool on_watch(void *arg, const struct crux_etcd_watch_msg *m)
 			leader_key_seen(n, put ? kv : NULL);
 			pthread_mutex_unlock(&n->mu);
 			if (!put)
-				atomic_store(&n->leader_gone, true); /* campaign now, not at the next timer */
+				atomic_store(&n->leader_gone,
+					     true); /* campaign now, not at the next timer */
 			else
 				wake(n); /* a schedule held for its term may be the new leader's */
 		}
@@ -241,12 +245,14 @@ static void note_store(struct crux_cluster_node *n, const struct crux_etcd_ident
 	if (n->store_cid && id->cluster_id && id->cluster_id != n->store_cid) {
 		snprintf(n->resync_why, sizeof(n->resync_why),
 			 "etcd's cluster id changed from %016llx to %016llx (another or a restored "
-			 "etcd)", (unsigned long long)n->store_cid, (unsigned long long)id->cluster_id);
+			 "etcd)",
+			 (unsigned long long)n->store_cid, (unsigned long long)id->cluster_id);
 		other = true;
 	} else if (id->revision < n->store_rev) {
 		snprintf(n->resync_why, sizeof(n->resync_why),
 			 "etcd's revision went back from %lld to %lld (restored empty or from an "
-			 "older snapshot)", (long long)n->store_rev, (long long)id->revision);
+			 "older snapshot)",
+			 (long long)n->store_rev, (long long)id->revision);
 		other = true;
 	}
 	if (id->cluster_id)
@@ -280,9 +286,10 @@ static bool watch_stop(void *arg)
 	}
 	pthread_mutex_unlock(&n->mu);
 	if (dead)
-		crux_warn("cluster %s: host %s: the watch on etcd brought nothing for %.1f s (deadline "
-			  "%.1f s: a lease and two leader beats): restarting it", n->cluster, n->host,
-			  quiet, n->deadline_s);
+		crux_warn(
+		    "cluster %s: host %s: the watch on etcd brought nothing for %.1f s (deadline "
+		    "%.1f s: a lease and two leader beats): restarting it",
+		    n->cluster, n->host, quiet, n->deadline_s);
 	return dead;
 }
 
@@ -385,7 +392,8 @@ crux_status_t crux_cluster_open(const struct crux_cluster_cfg *cfg, struct crux_
 				char *err, size_t errlen)
 {
 	if (!name_ok(cfg->cluster) || !name_ok(cfg->host)) {
-		snprintf(err, errlen, "cluster name '%s' or host name '%s' is empty, longer than 63 "
+		snprintf(err, errlen,
+			 "cluster name '%s' or host name '%s' is empty, longer than 63 "
 			 "bytes or has characters outside A-Z a-z 0-9 . _ -: choose another",
 			 cfg->cluster ? cfg->cluster : "", cfg->host ? cfg->host : "");
 		return CRUX_ERR_INVAL;
@@ -623,7 +631,7 @@ static crux_status_t revert_override(struct crux_cluster_node *n, const struct o
 		cmp.vlen = strlen(c->tried_val);
 	} else {
 		if (!c->prior)
-			return CRUX_OK; /* a delete of an absent key changed nothing */
+			return CRUX_OK;		    /* a delete of an absent key changed nothing */
 		cmp.target = CRUX_ETCD_CMP_VERSION; /* still absent */
 		cmp.number = 0;
 	}
@@ -637,7 +645,8 @@ static crux_status_t revert_override(struct crux_cluster_node *n, const struct o
 	crux_status_t st = crux_etcd_txn(n->e, &cmp, 1, &op, 1, NULL, 0, &done, NULL);
 	if (st == CRUX_OK && done)
 		crux_info("cluster %s: host %s: a withdrawn override of job 0x%016llx had reached "
-			  "etcd: undone", n->cluster, n->host, (unsigned long long)c->key);
+			  "etcd: undone",
+			  n->cluster, n->host, (unsigned long long)c->key);
 	return st;
 }
 
@@ -647,7 +656,8 @@ static crux_status_t write_overrides(struct crux_cluster_node *n)
 	while (n->novr) {
 		struct ovr_change *c = &n->ovr[0];
 		char k[160];
-		int kl = snprintf(k, sizeof(k), "%s0x%016llx", n->k_ovr, (unsigned long long)c->key);
+		int kl =
+		    snprintf(k, sizeof(k), "%s0x%016llx", n->k_ovr, (unsigned long long)c->key);
 		crux_status_t st;
 		if (c->revert) {
 			st = revert_override(n, c, k, (size_t)kl);
@@ -659,8 +669,9 @@ static crux_status_t write_overrides(struct crux_cluster_node *n)
 					return st;
 				free(c->prior);
 				c->prior = NULL;
-				if (r.n == 1 && (st = dup_text((const char *)r.kvs[0].value,
-							       r.kvs[0].value_len, &c->prior)) != CRUX_OK)
+				if (r.n == 1 &&
+				    (st = dup_text((const char *)r.kvs[0].value, r.kvs[0].value_len,
+						   &c->prior)) != CRUX_OK)
 					c->prior = NULL; /* not one line: nothing sane to restore */
 				crux_etcd_range_free(&r);
 			}
@@ -669,8 +680,8 @@ static crux_status_t write_overrides(struct crux_cluster_node *n)
 			if (c->after && !(c->tried_val = strdup(c->after)))
 				return CRUX_ERR_NOMEM;
 			c->tried = true;
-			st = c->after ? crux_etcd_put(n->e, k, (size_t)kl, c->after, strlen(c->after), 0,
-						      NULL)
+			st = c->after ? crux_etcd_put(n->e, k, (size_t)kl, c->after,
+						      strlen(c->after), 0, NULL)
 				      : crux_etcd_delete(n->e, k, (size_t)kl, false, NULL);
 			if (st == CRUX_OK)
 				n->bytes_written += (size_t)kl + (c->after ? strlen(c->after) : 0);
@@ -701,8 +712,8 @@ static void etcd_state(struct crux_cluster_node *n, crux_status_t st, double sta
 	/* Said once per outage, also when etcd was never reached since start. */
 	if (stale && !n->said_stale) {
 		crux_warn("cluster %s: host %s: etcd unreachable (%s): keeping the last schedule "
-			  "(revision %lld) until it returns", n->cluster, n->host,
-			  crux_etcd_last_error(n->e), (long long)rev);
+			  "(revision %lld) until it returns",
+			  n->cluster, n->host, crux_etcd_last_error(n->e), (long long)rev);
 		n->said_stale = true;
 	} else if (ok && n->said_stale) {
 		crux_info("cluster %s: host %s: etcd reachable again at %s", n->cluster, n->host,
@@ -726,8 +737,8 @@ static crux_status_t keep_lease(struct crux_cluster_node *n, double now)
 	if (n->lease && now >= n->next_keepalive) {
 		st = crux_etcd_lease_keepalive(n->e, n->lease, NULL);
 		if (st == CRUX_ERR_NOENT) {
-			crux_warn("cluster %s: lease of host %s expired: publishing again", n->cluster,
-				  n->host);
+			crux_warn("cluster %s: lease of host %s expired: publishing again",
+				  n->cluster, n->host);
 			n->lease = 0;
 			n->term = 0;
 			n->view_dirty = true;
@@ -772,8 +783,9 @@ static crux_status_t overrides_text(struct crux_cluster_node *n, const struct cr
 		if (!kv->value_len || memchr(kv->value, '\n', kv->value_len) ||
 		    memchr(kv->value, '\0', kv->value_len)) {
 			if (crux_log_once_key(0x0e77ull ^ (uint64_t)kv->mod_revision))
-				crux_warn("cluster %s: override %s is not one line of text: left out",
-					  n->cluster, (const char *)kv->key);
+				crux_warn(
+				    "cluster %s: override %s is not one line of text: left out",
+				    n->cluster, (const char *)kv->key);
 			continue;
 		}
 		memcpy(t + off, kv->value, kv->value_len);
@@ -834,8 +846,8 @@ static crux_status_t read_views(struct crux_cluster_node *n, const struct crux_e
 		miss++;
 	}
 	if (miss > VIEW_FETCH_MAX &&
-	    (st = crux_etcd_get_at(n->e, n->k_hosts, strlen(n->k_hosts), true, false, keys->revision,
-				   &full)) != CRUX_OK)
+	    (st = crux_etcd_get_at(n->e, n->k_hosts, strlen(n->k_hosts), true, false,
+				   keys->revision, &full)) != CRUX_OK)
 		goto out;
 	for (size_t i = 0; i < keys->n; i++) {
 		struct crux_etcd_range one = {0};
@@ -854,14 +866,14 @@ static crux_status_t read_views(struct crux_cluster_node *n, const struct crux_e
 				goto out;
 			kv = one.n == 1 ? &one.kvs[0] : NULL;
 		}
-		crux_status_t d = kv && kv->mod_revision == nc[i].mod
-					  ? crux_cv_host_decode((const char *)kv->value, kv->value_len,
-								&nc[i].h)
-					  : CRUX_ERR_CORRUPT;
+		crux_status_t d =
+		    kv && kv->mod_revision == nc[i].mod
+			? crux_cv_host_decode((const char *)kv->value, kv->value_len, &nc[i].h)
+			: CRUX_ERR_CORRUPT;
 		nc[i].ok = d == CRUX_OK;
 		if (d != CRUX_OK && crux_log_once_key(0x40575ull ^ (uint64_t)nc[i].mod))
-			crux_warn("cluster %s: host record %s is unreadable (%s): left out", n->cluster,
-				  nc[i].key, crux_status_str(d));
+			crux_warn("cluster %s: host record %s is unreadable (%s): left out",
+				  n->cluster, nc[i].key, crux_status_str(d));
 		crux_etcd_range_free(&one);
 	}
 	if (keys->n && !(*views = calloc(keys->n, sizeof(**views)))) {
@@ -900,14 +912,16 @@ static crux_status_t lead(struct crux_cluster_node *n)
 	int64_t foreign = n->sched_key_rev;
 	pthread_mutex_unlock(&n->mu);
 	if (force && crux_log_once_key(0xf0e1ull ^ (uint64_t)foreign))
-		crux_warn("cluster %s: the schedule key was changed by someone other than leader %s "
-			  "at revision %lld: writing the leader's schedule again", n->cluster,
-			  n->host, (long long)foreign);
+		crux_warn(
+		    "cluster %s: the schedule key was changed by someone other than leader %s "
+		    "at revision %lld: writing the leader's schedule again",
+		    n->cluster, n->host, (long long)foreign);
 	/* Nothing written anywhere since the last full read (a one-key read
 	 * tells the store's revision): the views are unchanged, so skip reading
 	 * all N of them again. */
 	if (n->seen_rev && n->planned_term == n->term && !n->replan && !force) {
-		if ((st = crux_etcd_get(n->e, n->k_leader, strlen(n->k_leader), false, &r)) != CRUX_OK)
+		if ((st = crux_etcd_get(n->e, n->k_leader, strlen(n->k_leader), false, &r)) !=
+		    CRUX_OK)
 			return st;
 		bool same = r.revision == n->seen_rev;
 		crux_etcd_range_free(&r);
@@ -964,14 +978,15 @@ static crux_status_t lead(struct crux_cluster_node *n)
 		 * and try again when the inputs change. */
 		if (crux_log_once_key(0x91a4ull ^ sig))
 			crux_warn("cluster %s: leader %s could not plan from revision %lld (%s): "
-				  "the last schedule stays", n->cluster, n->host,
-				  (long long)r.revision, crux_status_str(pst));
+				  "the last schedule stays",
+				  n->cluster, n->host, (long long)r.revision, crux_status_str(pst));
 		n->planned_sig = sig;
 		n->planned_term = n->term;
 		goto out;
 	}
 	int64_t wrev = 0;
-	st = crux_elect_fenced_put(n->e, n->k_leader, n->term, n->lease, n->k_sched, txt, len, &wrev);
+	st = crux_elect_fenced_put(n->e, n->k_leader, n->term, n->lease, n->k_sched, txt, len,
+				   &wrev);
 	if (st == CRUX_OK) {
 		n->written_rev = wrev;
 		/* Our write took the next revision: nothing else was written in
@@ -987,9 +1002,10 @@ static crux_status_t lead(struct crux_cluster_node *n)
 		n->schedules_written++;
 		n->bytes_written += len + strlen(n->k_sched);
 	} else if (st == CRUX_ERR_PERM) {
-		crux_warn("cluster %s: host %s is no longer the leader (term %lld fenced: the leader "
-			  "key was replaced or detached from its lease): schedule not written",
-			  n->cluster, n->host, (long long)n->term);
+		crux_warn(
+		    "cluster %s: host %s is no longer the leader (term %lld fenced: the leader "
+		    "key was replaced or detached from its lease): schedule not written",
+		    n->cluster, n->host, (long long)n->term);
 		n->term = 0;
 		n->written_rev = 0;
 	}
@@ -1022,13 +1038,16 @@ static void apply_latest(struct crux_cluster_node *n)
 		if (!n->lk_known || !n->lk_present || l->term != n->lk_create ||
 		    (l->lease && l->lease != n->lk_lease)) {
 			if (n->lk_known)
-				crux_warn("cluster %s: host %s: schedule revision %lld is not applied: it "
-					  "names term %lld (leader %s) but the leader key is %s%lld "
-					  "(holder %s): a stale or forged schedule; waiting for the "
-					  "leader's", n->cluster, n->host, (long long)n->latest_rev,
-					  (long long)l->term, l->leader[0] ? l->leader : "?",
-					  n->lk_present ? "at term " : "absent, term ",
-					  (long long)n->lk_create, n->lk_present ? n->lk_holder : "-");
+				crux_warn(
+				    "cluster %s: host %s: schedule revision %lld is not applied: "
+				    "it "
+				    "names term %lld (leader %s) but the leader key is %s%lld "
+				    "(holder %s): a stale or forged schedule; waiting for the "
+				    "leader's",
+				    n->cluster, n->host, (long long)n->latest_rev,
+				    (long long)l->term, l->leader[0] ? l->leader : "?",
+				    n->lk_present ? "at term " : "absent, term ",
+				    (long long)n->lk_create, n->lk_present ? n->lk_holder : "-");
 			n->held_rev = n->latest_rev;
 			pthread_mutex_unlock(&n->mu);
 			return;
@@ -1050,12 +1069,22 @@ static void apply_latest(struct crux_cluster_node *n)
 static crux_status_t publish_view(struct crux_cluster_node *n, bool *mine)
 {
 	size_t kl = strlen(n->k_me);
-	struct crux_etcd_op put = {.kind = CRUX_ETCD_OP_PUT, .key = n->k_me, .klen = kl,
-				   .value = n->view_text, .vlen = n->view_len, .lease = n->lease};
-	struct crux_etcd_cmp ours = {.target = CRUX_ETCD_CMP_LEASE, .result = CRUX_ETCD_EQUAL,
-				     .key = n->k_me, .klen = kl, .number = n->lease};
-	struct crux_etcd_cmp absent = {.target = CRUX_ETCD_CMP_VERSION, .result = CRUX_ETCD_EQUAL,
-				       .key = n->k_me, .klen = kl, .number = 0};
+	struct crux_etcd_op put = {.kind = CRUX_ETCD_OP_PUT,
+				   .key = n->k_me,
+				   .klen = kl,
+				   .value = n->view_text,
+				   .vlen = n->view_len,
+				   .lease = n->lease};
+	struct crux_etcd_cmp ours = {.target = CRUX_ETCD_CMP_LEASE,
+				     .result = CRUX_ETCD_EQUAL,
+				     .key = n->k_me,
+				     .klen = kl,
+				     .number = n->lease};
+	struct crux_etcd_cmp absent = {.target = CRUX_ETCD_CMP_VERSION,
+				       .result = CRUX_ETCD_EQUAL,
+				       .key = n->k_me,
+				       .klen = kl,
+				       .number = 0};
 	crux_status_t st = crux_etcd_txn(n->e, &ours, 1, &put, 1, NULL, 0, mine, NULL);
 
 	if (st == CRUX_OK && !*mine)
@@ -1067,8 +1096,10 @@ static crux_status_t publish_view(struct crux_cluster_node *n, bool *mine)
 		st = crux_etcd_get(n->e, n->k_me, kl, false, &r);
 		if (st == CRUX_OK && r.n == 1 && r.kvs[0].lease == 0) {
 			struct crux_etcd_cmp same = {.target = CRUX_ETCD_CMP_MOD,
-						     .result = CRUX_ETCD_EQUAL, .key = n->k_me,
-						     .klen = kl, .number = r.kvs[0].mod_revision};
+						     .result = CRUX_ETCD_EQUAL,
+						     .key = n->k_me,
+						     .klen = kl,
+						     .number = r.kvs[0].mod_revision};
 			st = crux_etcd_txn(n->e, &same, 1, &put, 1, NULL, 0, mine, NULL);
 		}
 		if (st == CRUX_OK)
@@ -1095,8 +1126,8 @@ static crux_status_t beat(struct crux_cluster_node *n, double now)
 	crux_status_t st = crux_elect_fenced_put(n->e, n->k_leader, n->term, n->lease, n->k_beat, v,
 						 (size_t)len, &wrev);
 	if (st == CRUX_ERR_PERM) {
-		crux_warn("cluster %s: host %s is no longer the leader (term %lld fenced)", n->cluster,
-			  n->host, (long long)n->term);
+		crux_warn("cluster %s: host %s is no longer the leader (term %lld fenced)",
+			  n->cluster, n->host, (long long)n->term);
 		n->term = 0;
 		n->written_rev = 0;
 		return CRUX_OK;
@@ -1154,16 +1185,18 @@ static void check_leadership(struct crux_cluster_node *n)
 	if (!known || (present && create == n->term && lease == n->lease))
 		return;
 	if (!present)
-		crux_warn("cluster %s: host %s stops leading (term %lld): the leader key was deleted",
-			  n->cluster, n->host, (long long)n->term);
+		crux_warn(
+		    "cluster %s: host %s stops leading (term %lld): the leader key was deleted",
+		    n->cluster, n->host, (long long)n->term);
 	else if (create != n->term)
 		crux_warn("cluster %s: host %s stops leading (term %lld): the leader key now has "
-			  "term %lld (holder %s)", n->cluster, n->host, (long long)n->term,
-			  (long long)create, holder);
+			  "term %lld (holder %s)",
+			  n->cluster, n->host, (long long)n->term, (long long)create, holder);
 	else
 		crux_warn("cluster %s: host %s stops leading (term %lld): the leader key was "
-			  "detached from its lease (a plain put%s): it is replaced", n->cluster,
-			  n->host, (long long)n->term, lease ? " on another lease" : "");
+			  "detached from its lease (a plain put%s): it is replaced",
+			  n->cluster, n->host, (long long)n->term,
+			  lease ? " on another lease" : "");
 	n->term = 0;
 	n->written_rev = 0;
 	snprintf(n->leader_name, sizeof(n->leader_name), "%s", present ? holder : "");
@@ -1181,8 +1214,10 @@ static crux_status_t drop_leaseless(struct crux_cluster_node *n, bool *dropped)
 		return CRUX_OK;
 	crux_status_t st = crux_elect_drop_leaseless(n->e, n->k_leader, create, dropped);
 	if (st == CRUX_OK && *dropped)
-		crux_warn("cluster %s: host %s replaced a leader key on no lease (term %lld, put by "
-			  "hand): electing a leader again", n->cluster, n->host, (long long)create);
+		crux_warn(
+		    "cluster %s: host %s replaced a leader key on no lease (term %lld, put by "
+		    "hand): electing a leader again",
+		    n->cluster, n->host, (long long)create);
 	return st;
 }
 
@@ -1212,10 +1247,17 @@ static crux_status_t campaign(struct crux_cluster_node *n, bool force)
 	}
 	if (!n->lease)
 		return CRUX_ERR_INVAL;
-	struct crux_etcd_cmp absent = {.target = CRUX_ETCD_CMP_CREATE, .result = CRUX_ETCD_EQUAL,
-				       .key = n->k_leader, .klen = kl, .number = 0};
-	struct crux_etcd_op put = {.kind = CRUX_ETCD_OP_PUT, .key = n->k_leader, .klen = kl,
-				   .value = n->host, .vlen = ml, .lease = n->lease};
+	struct crux_etcd_cmp absent = {.target = CRUX_ETCD_CMP_CREATE,
+				       .result = CRUX_ETCD_EQUAL,
+				       .key = n->k_leader,
+				       .klen = kl,
+				       .number = 0};
+	struct crux_etcd_op put = {.kind = CRUX_ETCD_OP_PUT,
+				   .key = n->k_leader,
+				   .klen = kl,
+				   .value = n->host,
+				   .vlen = ml,
+				   .lease = n->lease};
 	bool created = false;
 	int64_t rev = 0;
 	crux_status_t st = crux_etcd_txn(n->e, &absent, 1, &put, 1, NULL, 0, &created, &rev);
@@ -1245,8 +1287,8 @@ static void resync(struct crux_cluster_node *n)
 	if (!due)
 		return;
 	crux_warn("cluster %s: host %s: %s: resynchronising (record published again, leader "
-		  "elected again, its schedule written again and accepted)", n->cluster, n->host,
-		  why);
+		  "elected again, its schedule written again and accepted)",
+		  n->cluster, n->host, why);
 	n->view_dirty = true;
 	n->next_keepalive = 0; /* a lease unknown there is granted again */
 	n->term = 0;
@@ -1331,7 +1373,8 @@ void crux_cluster_get_status(struct crux_cluster_node *n, struct crux_cluster_st
 	out->bytes_written = n->bytes_written;
 	out->overrides_pending = n->novr > 0;
 	out->renewals = n->renewals;
-	snprintf(out->leader_name, sizeof(out->leader_name), "%s", n->term > 0 ? n->host : n->leader_name);
+	snprintf(out->leader_name, sizeof(out->leader_name), "%s",
+		 n->term > 0 ? n->host : n->leader_name);
 	pthread_mutex_lock(&n->mu);
 	out->applied_revision = n->applied_rev;
 	out->applied_input = n->applied_input;

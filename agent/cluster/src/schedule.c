@@ -81,10 +81,11 @@ crux_status_t crux_cv_schedule_encode(const struct crux_cv_schedule *s, char **o
 		if (d->state == CRUX_JOB_PROFILING || d->state == CRUX_JOB_OVERRIDDEN)
 			json_object_object_add(j, "state",
 					       json_object_new_string(d->state == CRUX_JOB_PROFILING
-									 ? "profiling"
-									 : "overridden"));
+									  ? "profiling"
+									  : "overridden"));
 		if (d->since_ms)
-			json_object_object_add(j, "since", json_object_new_int64((int64_t)d->since_ms));
+			json_object_object_add(j, "since",
+					       json_object_new_int64((int64_t)d->since_ms));
 		if (d->has_base) {
 			json_object *b = json_object_new_array();
 			if (!b)
@@ -113,8 +114,10 @@ static crux_status_t route_from_json(json_object *o, struct crux_cv_route *r)
 	    cv_addr(json_object_array_get_idx(o, 0), &r->src) ||
 	    cv_addr(json_object_array_get_idx(o, 1), &r->dst))
 		return CRUX_ERR_CORRUPT;
-	json_object *pid = json_object_array_get_idx(o, 2), *ports = json_object_array_get_idx(o, 3);
-	if (!json_object_is_type(pid, json_type_int) || !json_object_is_type(ports, json_type_array) ||
+	json_object *pid = json_object_array_get_idx(o, 2),
+		    *ports = json_object_array_get_idx(o, 3);
+	if (!json_object_is_type(pid, json_type_int) ||
+	    !json_object_is_type(ports, json_type_array) ||
 	    json_object_array_length(ports) > CRUX_ROUTE_MAX_PORTS)
 		return CRUX_ERR_CORRUPT;
 	int64_t p = json_object_get_int64(pid);
@@ -147,8 +150,8 @@ static crux_status_t decision_from_json(json_object *o, uint32_t levels, uint32_
 	if (json_object_object_get_ex(o, "id", NULL) && cv_text(o, "id", d->id, sizeof(d->id)))
 		return CRUX_ERR_CORRUPT;
 	if (json_object_object_get_ex(o, "state", &st)) {
-		const char *t = json_object_is_type(st, json_type_string) ? json_object_get_string(st)
-									 : "";
+		const char *t =
+		    json_object_is_type(st, json_type_string) ? json_object_get_string(st) : "";
 		if (!strcmp(t, "profiling"))
 			d->state = CRUX_JOB_PROFILING;
 		else if (!strcmp(t, "overridden"))

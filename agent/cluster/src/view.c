@@ -91,7 +91,8 @@ static json_object *job_json(const struct crux_cv_job *j)
 	json_object_object_add(o, "sum", sum);
 	json_object_object_add(o, "hosts", hosts);
 	json_object_object_add(o, "flows", flows);
-	const double s[5] = {j->iter_sum, j->compute_sum, j->comm_sum, j->overlap_sum, j->stall_sum};
+	const double s[5] = {j->iter_sum, j->compute_sum, j->comm_sum, j->overlap_sum,
+			     j->stall_sum};
 	for (int i = 0; i < 5; i++)
 		json_object_array_add(sum, json_object_new_double(s[i]));
 	for (uint32_t i = 0; i < j->nhosts; i++)
@@ -189,13 +190,15 @@ crux_status_t cv_addr(json_object *m, struct crux_addr *out)
 		memset(out, 0, sizeof(*out));
 		return CRUX_OK;
 	}
-	return crux_addr_parse(json_object_get_string(m), out) == CRUX_OK ? CRUX_OK : CRUX_ERR_CORRUPT;
+	return crux_addr_parse(json_object_get_string(m), out) == CRUX_OK ? CRUX_OK
+									  : CRUX_ERR_CORRUPT;
 }
 
 crux_status_t cv_key(json_object *o, uint64_t *out)
 {
 	json_object *m;
-	if (cv_get(o, "key", json_type_string, &m) != CRUX_OK || json_object_get_string_len(m) != 16)
+	if (cv_get(o, "key", json_type_string, &m) != CRUX_OK ||
+	    json_object_get_string_len(m) != 16)
 		return CRUX_ERR_CORRUPT;
 	const char *s = json_object_get_string(m);
 	uint64_t v = 0;
@@ -248,7 +251,8 @@ static crux_status_t job_from_json(json_object *o, struct crux_cv_job *j)
 	j->clamped = json_object_get_boolean(cl);
 	if (cv_get(o, "sum", json_type_array, &sum) || json_object_array_length(sum) != 5)
 		return CRUX_ERR_CORRUPT;
-	double *s[5] = {&j->iter_sum, &j->compute_sum, &j->comm_sum, &j->overlap_sum, &j->stall_sum};
+	double *s[5] = {&j->iter_sum, &j->compute_sum, &j->comm_sum, &j->overlap_sum,
+			&j->stall_sum};
 	for (int i = 0; i < 5; i++)
 		if (cv_num(json_object_array_get_idx(sum, (size_t)i), s[i]))
 			return CRUX_ERR_CORRUPT;
@@ -296,8 +300,9 @@ crux_status_t crux_cv_host_decode(const char *text, size_t len, struct crux_cv_h
 		goto out;
 	}
 	json_object *addr;
-	if (cv_text(o, "host", h.name, sizeof(h.name)) || cv_get(o, "addr", json_type_string, &addr) ||
-	    cv_addr(addr, &h.addr) || cv_get(o, "jobs", json_type_array, &jobs) ||
+	if (cv_text(o, "host", h.name, sizeof(h.name)) ||
+	    cv_get(o, "addr", json_type_string, &addr) || cv_addr(addr, &h.addr) ||
+	    cv_get(o, "jobs", json_type_array, &jobs) ||
 	    json_object_array_length(jobs) > CRUX_CV_MAX_JOBS)
 		goto out;
 	size_t n = json_object_array_length(jobs);

@@ -39,8 +39,8 @@ static void check_overrides(struct cruxd_agent *a)
 		a->ovr_error[0] = '\0';
 		return;
 	}
-	if (a->ovr_present && sb.st_ino == a->ovr_stat.st_ino && sb.st_size == a->ovr_stat.st_size &&
-	    sb.st_mtim.tv_sec == a->ovr_stat.st_mtim.tv_sec &&
+	if (a->ovr_present && sb.st_ino == a->ovr_stat.st_ino &&
+	    sb.st_size == a->ovr_stat.st_size && sb.st_mtim.tv_sec == a->ovr_stat.st_mtim.tv_sec &&
 	    sb.st_mtim.tv_nsec == a->ovr_stat.st_mtim.tv_nsec)
 		return;
 	a->ovr_present = true;
@@ -59,12 +59,14 @@ static void check_overrides(struct cruxd_agent *a)
 	}
 	for (uint32_t i = 0; i < n->n; i++)
 		if (n->o[i].level >= a->cfg.settings.nlevels)
-			crux_warn("override for job 0x%016llx: level %u >= CRUX_LEVELS=%u, using %u",
-				  (unsigned long long)n->o[i].job_key, n->o[i].level,
-				  a->cfg.settings.nlevels, a->cfg.settings.nlevels - 1);
+			crux_warn(
+			    "override for job 0x%016llx: level %u >= CRUX_LEVELS=%u, using %u",
+			    (unsigned long long)n->o[i].job_key, n->o[i].level,
+			    a->cfg.settings.nlevels, a->cfg.settings.nlevels - 1);
 	if (n->seq != a->ovr->seq || n->n != a->ovr->n ||
 	    memcmp(n->o, a->ovr->o, n->n * sizeof(n->o[0])))
-		crux_info("overrides applied (seq %llu): %u job(s)", (unsigned long long)n->seq, n->n);
+		crux_info("overrides applied (seq %llu): %u job(s)", (unsigned long long)n->seq,
+			  n->n);
 	memcpy(a->ovr, n, sizeof(*n));
 	a->ovr_error[0] = '\0';
 	a->resched_pending = true;
@@ -110,7 +112,8 @@ static crux_status_t adopt_table(struct cruxd_agent *a, uint64_t now)
 			memcpy(o.job_id, tj->job_id, sizeof(o.job_id));
 			o.job_id[sizeof(o.job_id) - 1] = '\0';
 			o.level = tj->level;
-			for (uint32_t r = 0; r < c->nroutes && o.nroutes < CRUXD_OVR_MAX_ROUTES; r++) {
+			for (uint32_t r = 0; r < c->nroutes && o.nroutes < CRUXD_OVR_MAX_ROUTES;
+			     r++) {
 				if (c->routes[r].job_key != tj->job_key)
 					continue;
 				o.routes[o.nroutes].peer = c->routes[r].peer;
@@ -133,13 +136,14 @@ static crux_status_t adopt_table(struct cruxd_agent *a, uint64_t now)
 		j->id[sizeof(j->id) - 1] = '\0';
 		j->since_ns = now;
 		j->restored = true;
-		j->state = tj->state == CRUX_JOB_SCHEDULED ? CRUX_JOB_SCHEDULED : CRUX_JOB_PROFILING;
+		j->state =
+		    tj->state == CRUX_JOB_SCHEDULED ? CRUX_JOB_SCHEDULED : CRUX_JOB_PROFILING;
 		if (j->state == CRUX_JOB_SCHEDULED) {
 			j->adopted = true;
 			j->decided = true;
 			j->level = (uint8_t)(tj->level >= a->cfg.settings.nlevels
-						     ? a->cfg.settings.nlevels - 1
-						     : tj->level);
+						 ? a->cfg.settings.nlevels - 1
+						 : tj->level);
 			for (uint32_t r = 0; r < c->nroutes; r++) {
 				struct crux_dt_route *nr;
 				if (c->routes[r].job_key != tj->job_key)
@@ -419,4 +423,3 @@ void cruxd_agent_close(struct cruxd_agent *a)
 	cruxd_guard_free(a->guard);
 	free(a);
 }
-

@@ -34,8 +34,8 @@
 #include "crux/profile.h"
 #include "crux/sched.h"
 
-#define NS 1e9
-#define MAX_JOB_HOSTS 64
+#define NS		1e9
+#define MAX_JOB_HOSTS	64
 #define MAX_LOCAL_ADDRS 64
 
 /* One training process, as the agent tracks it between passes. */
@@ -129,7 +129,8 @@ struct cruxd_view_job {
 	uint32_t nranks, ncompute; /* ncompute: ranks with a compute profile */
 	bool clamped;
 	double iter_sum, compute_sum, comm_sum, overlap_sum, stall_sum; /* over ncompute */
-	/* Stall breakdown: sums of the ranks' fractions (nsplit ranks; nsplit_net with the plugin's busy time) */
+	/* Stall breakdown: sums of the ranks' fractions (nsplit ranks; nsplit_net with the plugin's
+	 * busy time) */
 	uint32_t nsplit, nsplit_net;
 	double split_compute_sum, split_inter_sum, split_net_sum, split_other_sum;
 	uint32_t nhosts;
@@ -156,9 +157,9 @@ struct ag_cluster;
 /* The agent's one context: everything it keeps between passes. */
 struct cruxd_agent {
 	struct cruxd_config cfg;
-	struct crux_dt_writer *dt;  /* a sealed memfd (handed out) with a written file copy */
-	uint64_t table_gen;	    /* the table's generation: read at start, +1 per publish */
-	struct crux_broker *broker; /* the attach socket (crux/attach.h) */
+	struct crux_dt_writer *dt;	 /* a sealed memfd (handed out) with a written file copy */
+	uint64_t table_gen;		 /* the table's generation: read at start, +1 per publish */
+	struct crux_broker *broker;	 /* the attach socket (crux/attach.h) */
 	struct crux_prof_copies *copies; /* attached records copied for cruxctl (crux/profile.h) */
 	struct cruxd_status_writer *sw;
 	struct cruxd_probe_cache *probe;
@@ -191,8 +192,8 @@ struct cruxd_agent {
 	uint32_t guard_infeasible; /* the last plan's s->guard_infeasible */
 	uint64_t probe_version;
 	struct crux_prof_scan_stats scan;
-	struct cruxd_view view; /* this host's, rebuilt every pass */
-	struct ag_cluster *cl;   /* cluster mode; NULL: embedded single-host mode */
+	struct cruxd_view view;	      /* this host's, rebuilt every pass */
+	struct ag_cluster *cl;	      /* cluster mode; NULL: embedded single-host mode */
 	struct cruxd_overrides *povr; /* the planner's overrides: ovr, or the cluster's */
 
 	struct crux_dt_job *tjobs, *pub_jobs;
@@ -244,8 +245,8 @@ crux_status_t ag_plan(struct cruxd_agent *a, uint64_t now);
 bool ag_plan_due(const struct cruxd_agent *a);
 
 /* realise.c */
-bool ag_route_ports(struct cruxd_agent *a, int src_node, const struct crux_addr *dst,
-		    int dst_node, int idx, struct crux_dt_route *rt);
+bool ag_route_ports(struct cruxd_agent *a, int src_node, const struct crux_addr *dst, int dst_node,
+		    int idx, struct crux_dt_route *rt);
 crux_status_t ag_realise(struct cruxd_agent *a, uint64_t now);
 
 /* cluster.c (cluster_none.c when built without libcurl/json-c) */

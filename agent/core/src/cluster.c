@@ -28,10 +28,10 @@ struct ag_cluster {
 	int64_t sched_rev;
 	uint64_t applies; /* schedules taken by apply_cb */
 	bool have_sched;
-	int64_t plan_term;	     /* the term the planner's jobs belong to */
-	struct cruxd_overrides *ovr; /* the cluster's overrides (leader) */
+	int64_t plan_term;	       /* the term the planner's jobs belong to */
+	struct cruxd_overrides *ovr;   /* the cluster's overrides (leader) */
 	struct cruxd_overrides *local; /* this host's overrides as last handed to the node */
-	char *ovr_text;		     /* the record they were parsed from */
+	char *ovr_text;		       /* the record they were parsed from */
 	size_t ovr_len;
 	struct cruxd_view mview;	/* the merged view, as the planner takes it */
 	uint64_t ovr_pushed, ovr_acked; /* local overrides seq handed to / written to etcd */
@@ -249,11 +249,12 @@ static void take_overrides(struct cruxd_agent *a, const char *text, size_t len)
 		    cruxd_overrides_find(n, one->o[0].job_key) >= 0 ||
 		    cruxd_overrides_put(n, &one->o[0]) != CRUX_OK) {
 			if (crux_log_once_key(0x0e7e5ull ^ crux_job_key_of(p)))
-				crux_err("cluster %s: an override in etcd is refused and left out "
-					 "(%.*s): %s; fix: run 'cruxctl set' or 'cruxctl clear' for "
-					 "that job on any host",
-					 a->cfg.cluster, (int)(ll > 120 ? 120 : ll), p,
-					 one->n != 1 ? "not one job line" : err);
+				crux_err(
+				    "cluster %s: an override in etcd is refused and left out "
+				    "(%.*s): %s; fix: run 'cruxctl set' or 'cruxctl clear' for "
+				    "that job on any host",
+				    a->cfg.cluster, (int)(ll > 120 ? 120 : ll), p,
+				    one->n != 1 ? "not one job line" : err);
 			bad++;
 		}
 		p = eol ? eol + 1 : end;
@@ -548,24 +549,30 @@ void ag_cluster_overrides_changed(struct cruxd_agent *a)
 		const struct cruxd_overrides *x = pass ? a->ovr : cl->local;
 		for (uint32_t i = 0; i < x->n; i++) {
 			uint64_t key = x->o[i].job_key;
-			int bi = cruxd_overrides_find(cl->local, key), ai = cruxd_overrides_find(a->ovr, key);
+			int bi = cruxd_overrides_find(cl->local, key),
+			    ai = cruxd_overrides_find(a->ovr, key);
 			size_t bl = 0, al = 0;
 			crux_status_t st = CRUX_OK;
 
 			if (pass && bi >= 0)
 				continue; /* seen in the first pass */
 			if (bi >= 0)
-				st = cruxd_override_format_line(&cl->local->o[bi], before, sizeof(before), &bl);
+				st = cruxd_override_format_line(&cl->local->o[bi], before,
+								sizeof(before), &bl);
 			if (ai >= 0 && st == CRUX_OK)
-				st = cruxd_override_format_line(&a->ovr->o[ai], after, sizeof(after), &al);
-			if (st == CRUX_OK && bi >= 0 && ai >= 0 && bl == al && !memcmp(before, after, bl))
+				st = cruxd_override_format_line(&a->ovr->o[ai], after,
+								sizeof(after), &al);
+			if (st == CRUX_OK && bi >= 0 && ai >= 0 && bl == al &&
+			    !memcmp(before, after, bl))
 				continue;
 			if (st == CRUX_OK)
-				st = crux_cluster_override(cl->node, key, bi >= 0 ? before : NULL, bl,
-							   ai >= 0 ? after : NULL, al);
+				st = crux_cluster_override(cl->node, key, bi >= 0 ? before : NULL,
+							   bl, ai >= 0 ? after : NULL, al);
 			if (st != CRUX_OK)
-				crux_err("cluster %s: the override of job 0x%016llx cannot go to etcd: %s",
-					 a->cfg.cluster, (unsigned long long)key, crux_status_str(st));
+				crux_err("cluster %s: the override of job 0x%016llx cannot go to "
+					 "etcd: %s",
+					 a->cfg.cluster, (unsigned long long)key,
+					 crux_status_str(st));
 			else
 				changed++;
 		}
@@ -573,8 +580,9 @@ void ag_cluster_overrides_changed(struct cruxd_agent *a)
 	memcpy(cl->local, a->ovr, sizeof(*a->ovr));
 	cl->ovr_pushed = a->ovr->seq;
 	if (changed)
-		crux_info("cluster %s: %u override change(s) (seq %llu) go to every host through etcd",
-			  a->cfg.cluster, changed, (unsigned long long)a->ovr->seq);
+		crux_info(
+		    "cluster %s: %u override change(s) (seq %llu) go to every host through etcd",
+		    a->cfg.cluster, changed, (unsigned long long)a->ovr->seq);
 }
 
 void ag_cluster_report(struct cruxd_agent *a, struct cruxd_status_body *b)

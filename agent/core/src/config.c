@@ -43,10 +43,11 @@ crux_status_t cruxd_parse_level_list(const char *name, const char *text, uint32_
 	return CRUX_OK;
 bad:
 	if (err && errlen)
-		snprintf(err, errlen,
-			 "%s='%s' is not valid: expected %u comma-separated integers in [%ld, %ld], "
-			 "one per level from level 0 (CRUX_LEVELS=%u)",
-			 name, text ? text : "", n, min, max, n);
+		snprintf(
+		    err, errlen,
+		    "%s='%s' is not valid: expected %u comma-separated integers in [%ld, %ld], "
+		    "one per level from level 0 (CRUX_LEVELS=%u)",
+		    name, text ? text : "", n, min, max, n);
 	return CRUX_ERR_INVAL;
 }
 
@@ -75,10 +76,11 @@ static crux_status_t guard_env(crux_getenv_fn fn, void *arg, struct cruxd_config
 	cruxd_guard_config_default(&c->guard);
 	if (ms && crux_sched_slowdown_parse(ms, &c->guard.bound, &se) != CRUX_OK) {
 		if (err)
-			snprintf(err, errlen,
-				 "CRUX_MAX_SLOWDOWN='%s' is not valid: expected a number in [1, %g] "
-				 "(e.g. 2 = no job below half its isolated speed) or 0/off",
-				 ms, CRUX_SCHED_MAX_SLOWDOWN_LIMIT);
+			snprintf(
+			    err, errlen,
+			    "CRUX_MAX_SLOWDOWN='%s' is not valid: expected a number in [1, %g] "
+			    "(e.g. 2 = no job below half its isolated speed) or 0/off",
+			    ms, CRUX_SCHED_MAX_SLOWDOWN_LIMIT);
 		return CRUX_ERR_INVAL;
 	}
 	st = crux_env_duration_ns(fn, arg, "CRUX_GUARD_AGE", c->guard.age_ns, SEC / 10, 3600 * SEC,
@@ -92,8 +94,8 @@ static crux_status_t guard_env(crux_getenv_fn fn, void *arg, struct cruxd_config
 		c->guard.max_hold_ns = c->guard.hold_ns;
 	if (c->guard.min_gap_ns > c->guard.age_ns)
 		c->guard.min_gap_ns = c->guard.age_ns;
-	st = level_list(fn, arg, "CRUX_LEVEL_WEIGHTS", c->settings.nlevels, 1, 65535, w, &given, err,
-			errlen);
+	st = level_list(fn, arg, "CRUX_LEVEL_WEIGHTS", c->settings.nlevels, 1, 65535, w, &given,
+			err, errlen);
 	if (st != CRUX_OK)
 		return st;
 	for (uint32_t l = 0; l < c->settings.nlevels; l++)
@@ -113,8 +115,8 @@ static bool key_name_ok(const char *s)
 	return true;
 }
 
-static crux_status_t env_text(crux_getenv_fn fn, void *arg, const char *name, char *buf,
-			      size_t cap, char *err, size_t errlen)
+static crux_status_t env_text(crux_getenv_fn fn, void *arg, const char *name, char *buf, size_t cap,
+			      char *err, size_t errlen)
 {
 	const char *v = crux_env_get(fn, arg, name);
 	if (!v)
@@ -153,8 +155,9 @@ static crux_status_t cluster_env(crux_getenv_fn fn, void *arg, struct cruxd_conf
 		return st;
 	if (!c->etcd[0]) {
 		if (c->cluster[0] && err && errlen)
-			snprintf(err, errlen, "CRUX_CLUSTER is set but CRUX_ETCD is not: set both "
-					      "(cluster mode) or neither (single-host mode)");
+			snprintf(err, errlen,
+				 "CRUX_CLUSTER is set but CRUX_ETCD is not: set both "
+				 "(cluster mode) or neither (single-host mode)");
 		return c->cluster[0] ? CRUX_ERR_INVAL : CRUX_OK;
 	}
 	if (!c->cluster[0])
@@ -166,16 +169,18 @@ static crux_status_t cluster_env(crux_getenv_fn fn, void *arg, struct cruxd_conf
 	}
 	if (!key_name_ok(c->cluster) || !key_name_ok(c->host)) {
 		if (err && errlen)
-			snprintf(err, errlen,
-				 "cluster name '%s' or host name '%s' is not 1..63 characters of "
-				 "A-Z a-z 0-9 . _ -: set CRUX_CLUSTER (--cluster) / CRUX_HOST (--host)",
-				 c->cluster, c->host);
+			snprintf(
+			    err, errlen,
+			    "cluster name '%s' or host name '%s' is not 1..63 characters of "
+			    "A-Z a-z 0-9 . _ -: set CRUX_CLUSTER (--cluster) / CRUX_HOST (--host)",
+			    c->cluster, c->host);
 		return CRUX_ERR_INVAL;
 	}
 	if (!c->etcd_cert[0] != !c->etcd_key[0]) {
 		if (err && errlen)
-			snprintf(err, errlen, "CRUX_ETCD_CERT and CRUX_ETCD_KEY go together: set both "
-					      "or neither");
+			snprintf(err, errlen,
+				 "CRUX_ETCD_CERT and CRUX_ETCD_KEY go together: set both "
+				 "or neither");
 		return CRUX_ERR_INVAL;
 	}
 	return CRUX_OK;
@@ -195,10 +200,11 @@ crux_status_t cruxd_config_env(crux_getenv_fn fn, void *arg, struct cruxd_config
 	st = crux_shm_dir(fn, arg, c.shm_dir, sizeof(c.shm_dir));
 	if (st != CRUX_OK) {
 		if (err && errlen)
-			snprintf(err, errlen,
-				 "CRUX_SHM_DIR is not valid: expected an absolute path shorter than "
-				 "%d bytes",
-				 CRUX_PATH_MAX);
+			snprintf(
+			    err, errlen,
+			    "CRUX_SHM_DIR is not valid: expected an absolute path shorter than "
+			    "%d bytes",
+			    CRUX_PATH_MAX);
 		return st;
 	}
 	topo = crux_env_get(fn, arg, "CRUX_TOPOLOGY");
@@ -247,14 +253,16 @@ crux_status_t cruxd_config_env(crux_getenv_fn fn, void *arg, struct cruxd_config
 		uint8_t d = c.settings.levels[l].dscp;
 		if (d == 48 || d == 56) {
 			if (err && errlen)
-				snprintf(err, errlen,
-					 "level %u would be DSCP %u (CS%u, network control)%s: give "
-					 "CRUX_LEVEL_DSCP one DSCP per level that the switches queue "
-					 "for data (e.g. 0,8,16,24,32,40,26,34), or set "
-					 "CRUX_ALLOW_NETWORK_CONTROL_DSCP=1 if the fabric is configured "
-					 "for it",
-					 (unsigned)l, (unsigned)d, (unsigned)d / 8,
-					 gd ? " in CRUX_LEVEL_DSCP" : " by the default map (CRUX_LEVELS > 6)");
+				snprintf(
+				    err, errlen,
+				    "level %u would be DSCP %u (CS%u, network control)%s: give "
+				    "CRUX_LEVEL_DSCP one DSCP per level that the switches queue "
+				    "for data (e.g. 0,8,16,24,32,40,26,34), or set "
+				    "CRUX_ALLOW_NETWORK_CONTROL_DSCP=1 if the fabric is configured "
+				    "for it",
+				    (unsigned)l, (unsigned)d, (unsigned)d / 8,
+				    gd ? " in CRUX_LEVEL_DSCP"
+				       : " by the default map (CRUX_LEVELS > 6)");
 			return CRUX_ERR_INVAL;
 		}
 	}
@@ -274,10 +282,12 @@ crux_status_t cruxd_config_env(crux_getenv_fn fn, void *arg, struct cruxd_config
 				if (end == p || x < 0 || x > 15 || (*end && *end != ',') ||
 				    (*end == ',' && !end[1])) {
 					if (err && errlen)
-						snprintf(err, errlen,
-							 "CRUX_IB_ALLOWED_SLS='%s' is not valid: expected "
-							 "comma-separated service levels in [0, 15]",
-							 allowed);
+						snprintf(
+						    err, errlen,
+						    "CRUX_IB_ALLOWED_SLS='%s' is not valid: "
+						    "expected "
+						    "comma-separated service levels in [0, 15]",
+						    allowed);
 					return CRUX_ERR_INVAL;
 				}
 				mask |= 1u << x;
@@ -286,12 +296,13 @@ crux_status_t cruxd_config_env(crux_getenv_fn fn, void *arg, struct cruxd_config
 			for (uint32_t l = 0; l < c.settings.nlevels; l++) {
 				if (!(mask & (1u << c.settings.levels[l].ib_sl))) {
 					if (err && errlen)
-						snprintf(err, errlen,
-							 "level %u would use IB service level %u, which "
-							 "CRUX_IB_ALLOWED_SLS='%s' does not allow: give "
-							 "CRUX_LEVEL_SL one allowed SL per level",
-							 (unsigned)l, (unsigned)c.settings.levels[l].ib_sl,
-							 allowed);
+						snprintf(
+						    err, errlen,
+						    "level %u would use IB service level %u, which "
+						    "CRUX_IB_ALLOWED_SLS='%s' does not allow: give "
+						    "CRUX_LEVEL_SL one allowed SL per level",
+						    (unsigned)l,
+						    (unsigned)c.settings.levels[l].ib_sl, allowed);
 					return CRUX_ERR_INVAL;
 				}
 			}
@@ -316,12 +327,13 @@ crux_status_t cruxd_config_env(crux_getenv_fn fn, void *arg, struct cruxd_config
 		return st;
 	if (c.interval_ns * 3 > c.settings.heartbeat_timeout_ns) {
 		if (err && errlen)
-			snprintf(err, errlen,
-				 "CRUX_AGENT_INTERVAL (%llu ms) must be at most a third of "
-				 "CRUX_HEARTBEAT_TIMEOUT (%llu ms) so the heartbeat never goes stale "
-				 "while the agent runs",
-				 (unsigned long long)(c.interval_ns / 1000000),
-				 (unsigned long long)(c.settings.heartbeat_timeout_ns / 1000000));
+			snprintf(
+			    err, errlen,
+			    "CRUX_AGENT_INTERVAL (%llu ms) must be at most a third of "
+			    "CRUX_HEARTBEAT_TIMEOUT (%llu ms) so the heartbeat never goes stale "
+			    "while the agent runs",
+			    (unsigned long long)(c.interval_ns / 1000000),
+			    (unsigned long long)(c.settings.heartbeat_timeout_ns / 1000000));
 		return CRUX_ERR_INVAL;
 	}
 	st = crux_env_duration_ns(fn, arg, "CRUX_PROFILE_WINDOW", 30 * SEC, SEC / 10, 3600 * SEC,

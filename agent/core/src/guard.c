@@ -154,7 +154,8 @@ bool cruxd_guard_observe(struct cruxd_guard *g, uint64_t key, double slowdown, u
 	    rate_ok(g, now)) {
 		if (j->returned) {
 			/* It needed the lift after all: keep the next one longer. */
-			j->hold_ns = j->hold_ns * 2 < c->max_hold_ns ? j->hold_ns * 2 : c->max_hold_ns;
+			j->hold_ns =
+			    j->hold_ns * 2 < c->max_hold_ns ? j->hold_ns * 2 : c->max_hold_ns;
 			j->returned = false;
 		}
 		j->lift++; /* aging: another age_ns above gives the next level */

@@ -228,11 +228,12 @@ static int scan_cb(void *arg, const struct crux_prof_snapshot *s)
 	split_rank(r, s);
 	update_traffic(a, r, s, a->now);
 	if (r->clamped && !r->clamp_logged) {
-		crux_warn("profile %s (pid %d, job %s): implausible values clamped (iteration %.3g s, "
-			  "compute %.3g s, comm %.3g s per iteration, or traffic beyond the link "
-			  "rate %.0f Gbit/s)",
-			  s->file, (int)s->pid, r->job_id, s->compute.iter_time_s,
-			  s->compute.compute_s, s->compute.comm_s, a->cfg.link_gbps);
+		crux_warn(
+		    "profile %s (pid %d, job %s): implausible values clamped (iteration %.3g s, "
+		    "compute %.3g s, comm %.3g s per iteration, or traffic beyond the link "
+		    "rate %.0f Gbit/s)",
+		    s->file, (int)s->pid, r->job_id, s->compute.iter_time_s, s->compute.compute_s,
+		    s->compute.comm_s, a->cfg.link_gbps);
 		r->clamp_logged = true;
 	}
 	a->nnext++;

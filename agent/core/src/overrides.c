@@ -321,7 +321,8 @@ static crux_status_t parse_job_line(const char **p, const char *end, struct crux
 				return CRUX_ERR_INVAL;
 			}
 			for (uint8_t i = 0; i < x->nroutes; i++)
-				if (crux_addr_equal(&x->routes[i].peer, &x->routes[x->nroutes].peer)) {
+				if (crux_addr_equal(&x->routes[i].peer,
+						    &x->routes[x->nroutes].peer)) {
 					ERR("overrides line %u: two routes for peer %s", line,
 					    rbuf);
 					return CRUX_ERR_INVAL;
@@ -427,7 +428,7 @@ out:
 }
 
 crux_status_t cruxd_override_format_line(const struct cruxd_override *x, char *buf, size_t len,
-					size_t *outlen)
+					 size_t *outlen)
 {
 	size_t off = 0;
 	int w;

@@ -24,8 +24,8 @@ static int job_cmp_key(const void *k, const void *e)
 
 struct job *ag_job_find(const struct cruxd_agent *a, uint64_t key)
 {
-	struct job **p = a->njobs ? bsearch(&key, a->jobs, a->njobs, sizeof(*a->jobs), job_cmp_key)
-				  : NULL;
+	struct job **p =
+	    a->njobs ? bsearch(&key, a->jobs, a->njobs, sizeof(*a->jobs), job_cmp_key) : NULL;
 	return p ? *p : NULL;
 }
 
@@ -68,7 +68,8 @@ static crux_status_t job_add_flow(struct job *j, const struct crux_addr *src,
 				  const struct crux_addr *dst, double bytes)
 {
 	for (uint32_t i = 0; i < j->nflows; i++)
-		if (crux_addr_equal(&j->flows[i].src, src) && crux_addr_equal(&j->flows[i].dst, dst)) {
+		if (crux_addr_equal(&j->flows[i].src, src) &&
+		    crux_addr_equal(&j->flows[i].dst, dst)) {
 			j->flows[i].bytes += bytes;
 			return CRUX_OK;
 		}
@@ -174,8 +175,8 @@ static crux_status_t build_star(struct cruxd_agent *a)
 		if (a->hosts[i].addr.family)
 			crux_addr_format(&a->hosts[i].addr, name, sizeof(name));
 		else
-			snprintf(name, sizeof(name), "%s", a->hosts[i].name[0] ? a->hosts[i].name
-									  : "local");
+			snprintf(name, sizeof(name), "%s",
+				 a->hosts[i].name[0] ? a->hosts[i].name : "local");
 		off += (size_t)snprintf(text + off, cap - off,
 					"host %s\nlink %s crux-star-fabric %.6f\n", name, name,
 					a->cfg.link_gbps);
@@ -304,14 +305,16 @@ static void life_cycle(struct cruxd_agent *a, uint64_t now)
 			continue; /* nothing measured until its ranks are back */
 		if (j->state == CRUX_JOB_PROFILING) {
 			bool measured = j->ncompute == j->nranks;
-			if (el >= a->cfg.profile_window_ns && (measured || el >= 2 * a->cfg.profile_window_ns)) {
+			if (el >= a->cfg.profile_window_ns &&
+			    (measured || el >= 2 * a->cfg.profile_window_ns)) {
 				j->state = CRUX_JOB_SCHEDULED;
 				j->prof_iter = j->iter;
 				a->resched_pending = true;
-				crux_info("job %s profiled: W %.4g GPU-s/iteration, %.4g bytes/iteration "
-					  "across hosts, iteration %.4g s%s",
-					  j->id, j->work, j->bytes, j->iter,
-					  measured ? "" : " (not every rank published timing)");
+				crux_info(
+				    "job %s profiled: W %.4g GPU-s/iteration, %.4g bytes/iteration "
+				    "across hosts, iteration %.4g s%s",
+				    j->id, j->work, j->bytes, j->iter,
+				    measured ? "" : " (not every rank published timing)");
 			}
 			continue;
 		}
@@ -326,8 +329,8 @@ static void life_cycle(struct cruxd_agent *a, uint64_t now)
 		    rel_change(j->bytes, j->base_bytes) > a->cfg.change_threshold ||
 		    rel_change(j->iter, j->base_iter) > a->cfg.change_threshold) {
 			if (!changed)
-				crux_debug("job %s changed: W %.4g -> %.4g, bytes %.4g -> %.4g", j->id,
-					   j->base_work, j->work, j->base_bytes, j->bytes);
+				crux_debug("job %s changed: W %.4g -> %.4g, bytes %.4g -> %.4g",
+					   j->id, j->base_work, j->work, j->base_bytes, j->bytes);
 			changed = true;
 		}
 	}
@@ -371,7 +374,7 @@ static void account_pass(struct cruxd_agent *a, struct job *j, uint64_t now)
 {
 	double bound = a->cfg.guard.bound;
 	uint64_t gap = 3 * a->cfg.interval_ns > ACCOUNT_MAX_GAP_NS ? 3 * a->cfg.interval_ns
-								    : ACCOUNT_MAX_GAP_NS;
+								   : ACCOUNT_MAX_GAP_NS;
 
 	if (j->acct_ns && now > j->acct_ns && now - j->acct_ns <= gap)
 		crux_sched_account_add(&j->acct, (double)(now - j->acct_ns) / NS, j->iter / j->iso);
@@ -399,10 +402,11 @@ static void guard_pass(struct cruxd_agent *a, uint64_t now)
 		account_pass(a, a->jobs[k], now);
 		if (cruxd_guard_observe(a->guard, j->key, j->iter / j->iso, now,
 					a->cfg.settings.nlevels)) {
-			crux_info("fairness guard: job %s measured %.2fx its isolated iteration time "
-				  "(bound %.2fx): lift now %u level(s)",
-				  j->id, j->iter / j->iso, a->cfg.guard.bound,
-				  cruxd_guard_lift(a->guard, j->key));
+			crux_info(
+			    "fairness guard: job %s measured %.2fx its isolated iteration time "
+			    "(bound %.2fx): lift now %u level(s)",
+			    j->id, j->iter / j->iso, a->cfg.guard.bound,
+			    cruxd_guard_lift(a->guard, j->key));
 			a->resched_pending = true;
 		}
 	}
@@ -484,7 +488,7 @@ static crux_status_t reschedule(struct cruxd_agent *a, uint64_t now, bool keep_a
 			if (fl->src_node < 0 || fl->dst_node < 0 || fl->src_node == fl->dst_node)
 				continue;
 			flows[nf++] = (struct crux_sched_flow){
-				.src = fl->src_node, .dst = fl->dst_node, .bytes = fl->bytes};
+			    .src = fl->src_node, .dst = fl->dst_node, .bytes = fl->bytes};
 		}
 		if (nh == 0) {
 			/* None of its hosts is in the topology: nothing to place it on. */
@@ -537,16 +541,18 @@ static crux_status_t reschedule(struct cruxd_agent *a, uint64_t now, bool keep_a
 			goto out;
 		}
 		if (s->guard_lifts || s->guard_violators)
-			crux_info("fairness guard: the planner lifted %d level(s) to keep predicted "
-				  "slowdowns within %.2fx; %d job(s) still predicted above it",
-				  s->guard_lifts, p.max_slowdown, s->guard_violators);
+			crux_info(
+			    "fairness guard: the planner lifted %d level(s) to keep predicted "
+			    "slowdowns within %.2fx; %d job(s) still predicted above it",
+			    s->guard_lifts, p.max_slowdown, s->guard_violators);
 		a->guard_infeasible = (uint32_t)s->guard_infeasible;
 		for (size_t i = 0; i < js.n; i++)
 			if (s->d[i].infeasible)
-				crux_info("fairness guard: no schedule keeps job %s within %.2fx "
-					  "(its traffic and its neighbours' need more than the links "
-					  "carry); reported, not enforced",
-					  map[i]->id, p.max_slowdown);
+				crux_info(
+				    "fairness guard: no schedule keeps job %s within %.2fx "
+				    "(its traffic and its neighbours' need more than the links "
+				    "carry); reported, not enforced",
+				    map[i]->id, p.max_slowdown);
 	}
 	for (size_t i = 0; i < js.n; i++) {
 		struct job *j = map[i];
@@ -605,7 +611,6 @@ out:
 	free(map);
 	return st;
 }
-
 
 /* Life cycle, the fairness guard, and a reschedule when one is due. */
 crux_status_t ag_plan(struct cruxd_agent *a, uint64_t now)

@@ -41,14 +41,15 @@ static int probe_index(struct cruxd_agent *a, int src, int dst, int idx,
 
 		if (ps.off[c + 1] - ps.off[c] < hops + 1)
 			return -1; /* the probe would reach the peer on this path */
-		if (crux_sched_topo_link(a->topo, ps.links[ps.off[c] + hops - 1], &from, &to, &bw) !=
-		    CRUX_OK)
+		if (crux_sched_topo_link(a->topo, ps.links[ps.off[c] + hops - 1], &from, &to,
+					 &bw) != CRUX_OK)
 			return -1;
 		node = to;
 		if (c == idx) {
 			struct crux_addr ad;
 			want = node;
-			if (crux_addr_parse(crux_sched_topo_node_name(a->topo, node), &ad) == CRUX_OK)
+			if (crux_addr_parse(crux_sched_topo_node_name(a->topo, node), &ad) ==
+			    CRUX_OK)
 				return cruxd_probe_find_path(r, &ad);
 		}
 		for (int q = 0; q < nd; q++)
@@ -76,8 +77,8 @@ static int expected_paths(struct cruxd_agent *a, int src, int dst)
 }
 
 /* Ports for (dst, path); false when none are known. */
-bool ag_route_ports(struct cruxd_agent *a, int src_node, const struct crux_addr *dst,
-			int dst_node, int idx, struct crux_dt_route *rt)
+bool ag_route_ports(struct cruxd_agent *a, int src_node, const struct crux_addr *dst, int dst_node,
+		    int idx, struct crux_dt_route *rt)
 {
 	struct cruxd_probe_entry *e;
 	bool ok = false;
@@ -125,13 +126,15 @@ static void build_table(struct cruxd_agent *a, uint64_t now, uint32_t *njobs, ui
 
 		memset(tj, 0, sizeof(*tj));
 		tj->job_key = o->job_key;
-		snprintf(tj->job_id, sizeof(tj->job_id), "%s", o->job_id[0] ? o->job_id
-								: j ? j->id : "");
+		snprintf(tj->job_id, sizeof(tj->job_id), "%s",
+			 o->job_id[0] ? o->job_id
+			 : j	      ? j->id
+				      : "");
 		tj->level = (uint8_t)(o->level > top ? top : o->level);
 		tj->state = CRUX_JOB_OVERRIDDEN;
 		for (uint8_t r = 0; r < o->nroutes && nr < CRUX_DT_MAX_ROUTES; r++) {
 			struct crux_dt_route *rt = &a->troutes[nr];
-			const struct cruxd_override_route *or = &o->routes[r];
+			const struct cruxd_override_route * or = &o->routes[r];
 			int src = j && j->nhosts ? ag_node_of(a, &j->hosts[0]) : -1;
 
 			memset(rt, 0, sizeof(*rt));
@@ -141,8 +144,8 @@ static void build_table(struct cruxd_agent *a, uint64_t now, uint32_t *njobs, ui
 			if (or->nports) {
 				rt->nports = or->nports;
 				memcpy(rt->ports, or->ports, sizeof(rt->ports));
-			} else if (!ag_route_ports(a, src, &or->peer, ag_node_of(a, &or->peer),
-						or->path_id, rt)) {
+			} else if (!ag_route_ports(a, src, & or->peer, ag_node_of(a, & or->peer),
+						   or->path_id, rt)) {
 				continue; /* no ports known for that path yet */
 			}
 			nr++;
@@ -235,7 +238,8 @@ static void want_probes(struct cruxd_agent *a)
 		const struct cruxd_view_job *j = &a->view.jobs[k];
 		for (uint32_t f = 0; f < j->nflows; f++) {
 			const struct cruxd_view_flow *fl = &j->flows[f];
-			if (!ag_is_local(a, &fl->src) || fl->dst.family == 0 || ag_is_local(a, &fl->dst))
+			if (!ag_is_local(a, &fl->src) || fl->dst.family == 0 ||
+			    ag_is_local(a, &fl->dst))
 				continue;
 			cruxd_probe_cache_want(a->probe, &fl->dst,
 					       (uint32_t)expected_paths(a, ag_node_of(a, &fl->src),
@@ -249,7 +253,6 @@ static void want_probes(struct cruxd_agent *a)
 				cruxd_probe_cache_want(a->probe, &a->ovr->o[i].routes[r].peer, 0,
 						       crux_now_ns());
 }
-
 
 crux_status_t ag_realise(struct cruxd_agent *a, uint64_t now)
 {

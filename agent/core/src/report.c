@@ -45,7 +45,8 @@ static void put_sensitivity(struct cruxd_status_job *sj, const struct cruxd_view
 			n++;
 		}
 		qsort(all, n, sizeof(all[0]), flow_bytes_desc);
-		sj->npeer_bytes = (uint8_t)(n < CRUXD_STATUS_JOB_PEERS ? n : CRUXD_STATUS_JOB_PEERS);
+		sj->npeer_bytes =
+		    (uint8_t)(n < CRUXD_STATUS_JOB_PEERS ? n : CRUXD_STATUS_JOB_PEERS);
 		memcpy(sj->peer_bytes, all, sj->npeer_bytes * sizeof(all[0]));
 		return;
 	}
@@ -89,8 +90,8 @@ static uint32_t cluster_jobs(struct cruxd_agent *a, struct cruxd_status_body *b)
 			sj->clamped = lj->clamped;
 			for (uint32_t f = 0; f < lj->nflows; f++)
 				sj->bytes_per_iter += lj->flows[f].bytes;
-			for (uint32_t r = 0; r < a->pub_nroutes && sj->npaths < CRUXD_STATUS_JOB_PATHS;
-			     r++) {
+			for (uint32_t r = 0;
+			     r < a->pub_nroutes && sj->npaths < CRUXD_STATUS_JOB_PATHS; r++) {
 				const struct crux_dt_route *rt = &a->pub_routes[r];
 				struct cruxd_status_path *sp = &sj->paths[sj->npaths];
 				if (rt->job_key != tj->job_key)
@@ -184,8 +185,8 @@ void ag_report(struct cruxd_agent *a, uint64_t pass_ns)
 			sj->state = CRUX_JOB_PROFILING;
 			sj->level = (uint8_t)(b->nlevels - 1);
 			sj->profiling_left_ms = el < a->cfg.profile_window_ns
-							? (a->cfg.profile_window_ns - el) / 1000000
-							: 0;
+						    ? (a->cfg.profile_window_ns - el) / 1000000
+						    : 0;
 		} else {
 			sj->state = CRUX_JOB_SCHEDULED;
 			sj->level = j->level;
@@ -220,9 +221,11 @@ void ag_report(struct cruxd_agent *a, uint64_t pass_ns)
 			sp->peer = pe[i].peer;
 			sp->state = pe[i].state;
 			sp->failures = pe[i].failures;
-			sp->age_ms = pe[i].probed_ns ? (now - pe[i].probed_ns) / 1000000 : UINT64_MAX;
+			sp->age_ms =
+			    pe[i].probed_ns ? (now - pe[i].probed_ns) / 1000000 : UINT64_MAX;
 			sp->npaths = (uint8_t)pe[i].result.npaths;
-			for (uint32_t p = 0; p < pe[i].result.npaths && p < CRUXD_STATUS_PEER_PATHS; p++) {
+			for (uint32_t p = 0; p < pe[i].result.npaths && p < CRUXD_STATUS_PEER_PATHS;
+			     p++) {
 				sp->paths[p].hop = pe[i].result.paths[p].hop;
 				sp->paths[p].nports = pe[i].result.paths[p].nports;
 				memcpy(sp->paths[p].ports, pe[i].result.paths[p].ports,
@@ -233,4 +236,3 @@ void ag_report(struct cruxd_agent *a, uint64_t pass_ns)
 		free(pe);
 	}
 }
-

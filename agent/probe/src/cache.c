@@ -193,8 +193,7 @@ uint64_t cruxd_probe_cache_version(struct cruxd_probe_cache *c)
 
 enum action { ACT_NONE, ACT_PROBE, ACT_VERIFY };
 
-static enum action due(const struct cruxd_probe_cache *c, const struct cache_slot *s,
-		       uint64_t now)
+static enum action due(const struct cruxd_probe_cache *c, const struct cache_slot *s, uint64_t now)
 {
 	const struct cruxd_probe_entry *e = &s->e;
 
@@ -310,13 +309,13 @@ bool cruxd_probe_cache_step(struct cruxd_probe_cache *c, uint64_t now_ns)
 			if (back > c->cfg.expiry_ns)
 				back = c->cfg.expiry_ns;
 			if (s->e.failures == 0)
-				crux_warn("probe: no path found to %s: %s%s", buf, crux_status_str(st),
-					  st == CRUX_ERR_RANGE ? " (probes reached the peer: lower "
-								 "CRUX_PROBE_HOPS)"
-							       : st == CRUX_ERR_NOENT
-								 ? " (no ICMP time-exceeded: check "
-								   "CRUX_PROBE_HOPS and ICMP rate limits)"
-								 : "");
+				crux_warn(
+				    "probe: no path found to %s: %s%s", buf, crux_status_str(st),
+				    st == CRUX_ERR_RANGE   ? " (probes reached the peer: lower "
+							     "CRUX_PROBE_HOPS)"
+				    : st == CRUX_ERR_NOENT ? " (no ICMP time-exceeded: check "
+							     "CRUX_PROBE_HOPS and ICMP rate limits)"
+							   : "");
 			memset(&s->e.result, 0, sizeof(s->e.result));
 			s->e.result.peer = peer;
 			s->e.state = CRUXD_PROBE_FAILED;

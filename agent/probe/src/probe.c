@@ -2,7 +2,9 @@
 /* TTL-limited ECMP path probes answered on the socket error queue. */
 #include <errno.h>
 #include <stdio.h>
+/* linux/errqueue.h uses struct timespec without including time.h. */
 #include <time.h>
+
 #include <linux/errqueue.h>
 #include <netinet/icmp6.h>
 #include <netinet/in.h>
@@ -18,8 +20,8 @@
 #include "crux/probe.h"
 #include "crux/shm.h"
 
-#define ANSWER_NONE 0
-#define ANSWER_HOP 1
+#define ANSWER_NONE    0
+#define ANSWER_HOP     1
 #define ANSWER_REACHED 2
 
 void cruxd_probe_config_default(struct cruxd_probe_config *c)
@@ -62,9 +64,10 @@ crux_status_t cruxd_probe_parse_range(const char *name, const char *text, uint16
 	return CRUX_OK;
 bad:
 	if (err && errlen)
-		snprintf(err, errlen,
-			 "%s='%s' is not valid: expected a port range LO-HI with 1 <= LO <= HI <= 65535",
-			 name, text ? text : "");
+		snprintf(
+		    err, errlen,
+		    "%s='%s' is not valid: expected a port range LO-HI with 1 <= LO <= HI <= 65535",
+		    name, text ? text : "");
 	return CRUX_ERR_INVAL;
 }
 
@@ -349,12 +352,13 @@ static void sleep_ns(uint64_t ns)
 		;
 }
 
-static crux_status_t check_config(const struct cruxd_probe_config *cfg, const struct crux_addr *peer)
+static crux_status_t check_config(const struct cruxd_probe_config *cfg,
+				  const struct crux_addr *peer)
 {
 	if (!cfg || !peer || (peer->family != 4 && peer->family != 6) || cfg->port_lo == 0 ||
-	    cfg->port_lo > cfg->port_hi || cfg->hops == 0 || cfg->rate == 0 ||
-	    cfg->inflight == 0 || cfg->ports_per_path == 0 ||
-	    cfg->ports_per_path > CRUX_ROUTE_MAX_PORTS || cfg->timeout_ns == 0)
+	    cfg->port_lo > cfg->port_hi || cfg->hops == 0 || cfg->rate == 0 || cfg->inflight == 0 ||
+	    cfg->ports_per_path == 0 || cfg->ports_per_path > CRUX_ROUTE_MAX_PORTS ||
+	    cfg->timeout_ns == 0)
 		return CRUX_ERR_INVAL;
 	return CRUX_OK;
 }
@@ -516,8 +520,7 @@ crux_status_t cruxd_probe_port(const struct cruxd_probe_config *cfg, const struc
 	deadline = crux_now_ns() + cfg->timeout_ns;
 	st = CRUX_ERR_TIMEOUT;
 	for (;;) {
-		struct pollfd p = {.fd = fd,
-				   .events = cfg->proto == CRUXD_PROBE_TCP ? POLLOUT : 0};
+		struct pollfd p = {.fd = fd, .events = cfg->proto == CRUXD_PROBE_TCP ? POLLOUT : 0};
 		uint64_t now = crux_now_ns();
 		struct crux_addr h;
 		int a;

@@ -19,7 +19,8 @@ void sched_job_links_free(struct job_links *jl)
 }
 
 crux_status_t sched_job_links_build(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
-			      size_t n, const struct crux_sched_schedule *s, struct job_links *out)
+				    size_t n, const struct crux_sched_schedule *s,
+				    struct job_links *out)
 {
 	struct job_links jl = {0};
 	double *m = calloc((size_t)t->n_links + 1, sizeof(double));
@@ -265,7 +266,8 @@ crux_status_t crux_sched_prio_taccl(struct crux_sched_topo *t, const struct crux
 		for (int f = 0; f < jobs[i].n_flows; f++) {
 			const int *links;
 			int nl;
-			crux_status_t st = sched_flow_links(t, &jobs[i], f, s->d[i].path[f], &links, &nl);
+			crux_status_t st =
+			    sched_flow_links(t, &jobs[i], f, s->d[i].path[f], &links, &nl);
 
 			if (st)
 				return st;

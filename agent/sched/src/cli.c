@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "crux/env.h"
 #include "crux/json.h"
 #include "crux/sched_cli.h"
 #include "crux/sched_ref.h"
-#include "crux/env.h"
 #include "internal.h"
 
 static void usage(FILE *f, const char *prog)
@@ -68,7 +68,8 @@ static crux_status_t load_topo(const char *spec, struct crux_sched_topo **t,
 	return crux_sched_topo_load(spec, t, err);
 }
 
-/* A flow's path as its node names: space-separated text, or strings of a JSON array when j is set. */
+/* A flow's path as its node names: space-separated text, or strings of a JSON array when j is set.
+ */
 static void print_path(struct crux_sched_topo *t, const struct crux_sched_flow *fl, int idx,
 		       struct crux_json *j)
 {
@@ -169,7 +170,8 @@ int crux_sched_plan_cli(int argc, char **argv)
 		case 's': {
 			uint64_t sv;
 
-			if (crux_parse_u64("--seed", optarg, 0, UINT64_MAX, &sv, NULL, 0) != CRUX_OK) {
+			if (crux_parse_u64("--seed", optarg, 0, UINT64_MAX, &sv, NULL, 0) !=
+			    CRUX_OK) {
 				fprintf(stderr, "%s: --seed '%s': expected an unsigned integer\n",
 					prog, optarg);
 				return 2;

@@ -358,7 +358,8 @@ static void level_capacity(struct crux_sched_eval *ev, const struct crux_sched_t
 
 				ev->tau[j] = Tn - (1.0 - jb->overlap) * jb->compute;
 				for (size_t k = jl->off[j]; k < jl->off[j + 1]; k++)
-					ev->used[jl->link[k]] -= jl->bytes[k] / T - jl->bytes[k] / Tn;
+					ev->used[jl->link[k]] -=
+					    jl->bytes[k] / T - jl->bytes[k] / Tn;
 			}
 			ev->used[l] = fmin(ev->used[l], cap);
 		}
@@ -429,11 +430,14 @@ static void phase_aware_tau(struct crux_sched_eval *ev, const struct crux_sched_
 				 * share of what the higher levels leave there. */
 				for (size_t k = jl->off[j]; k < jl->off[j + 1]; k++) {
 					int l = jl->link[k];
-					double g = peer_share(ev->mfs[l], ev->vfs[l], p, ev->wcnt[k]);
+					double g =
+					    peer_share(ev->mfs[l], ev->vfs[l], p, ev->wcnt[k]);
 					/* The average-load model: peers take their mean load. */
 					double own = T > 0 ? jl->bytes[k] / T : 0;
-					double gs = fmax(ev->avail[l] - (ev->used[l] - own), 0) / ev->avail[l];
-					double av = ev->avail[l] * (PEER_INDEP * g + (1 - PEER_INDEP) * gs);
+					double gs = fmax(ev->avail[l] - (ev->used[l] - own), 0) /
+						    ev->avail[l];
+					double av =
+					    ev->avail[l] * (PEER_INDEP * g + (1 - PEER_INDEP) * gs);
 					double fl = RESIDUAL_FLOOR * t->lbw[l];
 
 					tv = fmax(tv, jl->bytes[k] / (av > fl ? av : fl));
@@ -534,8 +538,8 @@ static int has_shares(const struct crux_sched_schedule *s)
  * being its bytes over its isolated iteration time (the most it can average).
  */
 static void level_reserve(struct crux_sched_eval *ev, const struct crux_sched_topo *t,
-			  const struct crux_sched_job *jobs, const struct job_links *jl,
-			  size_t lo, size_t hi, double share, double sign)
+			  const struct crux_sched_job *jobs, const struct job_links *jl, size_t lo,
+			  size_t hi, double share, double sign)
 {
 	size_t nt = 0;
 

@@ -279,7 +279,8 @@ crux_status_t crux_sched_topo_lingjun(const char *csv_path,
 						goto nomem;
 					for (int u = 0; u < p->agg_uplinks; u++)
 						if (sched_tb_add_cable(&b, s_p, s_d,
-								 GBPS_TO_BYTES(p->agg_gbps)) < 0)
+								       GBPS_TO_BYTES(p->agg_gbps)) <
+						    0)
 							goto nomem;
 				}
 				s_a = sched_tb_find(&b, asw);
@@ -288,7 +289,8 @@ crux_status_t crux_sched_topo_lingjun(const char *csv_path,
 						goto nomem;
 					for (int u = 0; u < p->tor_uplinks; u++)
 						if (sched_tb_add_cable(&b, s_a, s_p,
-								 GBPS_TO_BYTES(p->tor_gbps)) < 0)
+								       GBPS_TO_BYTES(p->tor_gbps)) <
+						    0)
 							goto nomem;
 				}
 				if (sched_tb_add_cable(&b, h, s_a, GBPS_TO_BYTES(p->host_gbps)) < 0)

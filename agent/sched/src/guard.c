@@ -38,8 +38,8 @@ crux_status_t crux_sched_slowdown_parse(const char *text, double *out, struct cr
 		*out = 0;
 		return CRUX_OK;
 	}
-	if (crux_parse_double("max slowdown", text, 1, CRUX_SCHED_MAX_SLOWDOWN_LIMIT, &v, NULL, 0) !=
-	    CRUX_OK) {
+	if (crux_parse_double("max slowdown", text, 1, CRUX_SCHED_MAX_SLOWDOWN_LIMIT, &v, NULL,
+			      0) != CRUX_OK) {
 		sched_err(err,
 			  "max slowdown '%s': expected a number in [1, %g] (e.g. 2.0 = no job "
 			  "below half its isolated speed), or 0/off to disable the guard",
@@ -105,8 +105,9 @@ crux_status_t crux_sched_params_env(struct crux_sched_params *p, struct crux_sch
 	if (ms) {
 		st = crux_sched_slowdown_parse(ms, &v, err);
 		if (st) {
-			sched_err(err, "CRUX_MAX_SLOWDOWN='%s': expected a number in [1, %g] or "
-				       "0/off (unset: no bound)",
+			sched_err(err,
+				  "CRUX_MAX_SLOWDOWN='%s': expected a number in [1, %g] or "
+				  "0/off (unset: no bound)",
 				  ms, CRUX_SCHED_MAX_SLOWDOWN_LIMIT);
 			return st;
 		}
@@ -117,10 +118,11 @@ crux_status_t crux_sched_params_env(struct crux_sched_params *p, struct crux_sch
 
 		st = crux_sched_weights_parse(lw, &tmp, err);
 		if (st) {
-			sched_err(err,
-				  "CRUX_LEVEL_WEIGHTS='%s': expected one positive weight per level, "
-				  "lowest first, comma-separated (e.g. 1,1,2,2,4,4,8,8)",
-				  lw);
+			sched_err(
+			    err,
+			    "CRUX_LEVEL_WEIGHTS='%s': expected one positive weight per level, "
+			    "lowest first, comma-separated (e.g. 1,1,2,2,4,4,8,8)",
+			    lw);
 			return st;
 		}
 		*p = tmp;
@@ -213,7 +215,8 @@ static crux_status_t guard_ws_init(struct guard_ws *w, struct crux_sched_topo *t
 	w->lift = malloc((n ? n : 1) * sizeof(int));
 	w->lift_to = malloc((n ? n : 1) * sizeof(int));
 	w->moved = calloc(n ? n : 1, 1);
-	if (!w->loff || !w->ljob || !w->iso || !w->T || !w->bnd || !w->lift || !w->lift_to || !w->moved)
+	if (!w->loff || !w->ljob || !w->iso || !w->T || !w->bnd || !w->lift || !w->lift_to ||
+	    !w->moved)
 		return CRUX_ERR_NOMEM;
 	st = crux_sched_eval_new(&w->ev);
 	if (st)
@@ -304,8 +307,8 @@ static void push_peers(struct guard_ws *w, const struct crux_sched_schedule *s, 
 		for (size_t q = w->loff[l]; q < w->loff[l + 1]; q++) {
 			int u = w->ljob[q];
 
-			if ((size_t)u == i || s->d[u].level != mine || w->moved[u] || w->jobs[u].urgent ||
-			    w->T[u] > PUSH_SLACK * w->bnd[u] * w->iso[u])
+			if ((size_t)u == i || s->d[u].level != mine || w->moved[u] ||
+			    w->jobs[u].urgent || w->T[u] > PUSH_SLACK * w->bnd[u] * w->iso[u])
 				continue;
 			w->moved[u] = 2;
 			w->lift[*nl] = u;
@@ -339,7 +342,8 @@ static crux_status_t guard_levels(struct guard_ws *w, struct crux_sched_topo *t,
 {
 	for (int round = 0;; round++) {
 		size_t nl = 0;
-		crux_status_t st = sched_evaluate_links(w->ev, t, jobs, n, s, &w->jl, 1, w->T, util);
+		crux_status_t st =
+		    sched_evaluate_links(w->ev, t, jobs, n, s, &w->jl, 1, w->T, util);
 
 		if (st)
 			return st;
@@ -451,8 +455,8 @@ static int guard_better(const struct guard_res *a, const struct guard_res *b)
 
 /* One attempt on s (paths and levels as given): lift/push rounds from scratch. */
 static crux_status_t guard_attempt(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
-				   size_t n, double bound, struct crux_sched_schedule *s, int *lifts,
-				   struct guard_res *r)
+				   size_t n, double bound, struct crux_sched_schedule *s,
+				   int *lifts, struct guard_res *r)
 {
 	struct guard_ws w;
 	double util = 0;
@@ -516,8 +520,8 @@ static double search_obj(const struct guard_ws *w, size_t n)
  * objective or is not made, so it cannot cycle.
  */
 static crux_status_t guard_search(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
-				  size_t n, double bound, struct crux_sched_schedule *s,
-				  int *moves, struct guard_res *r)
+				  size_t n, double bound, struct crux_sched_schedule *s, int *moves,
+				  struct guard_res *r)
 {
 	struct guard_ws w;
 	double util = 0, f;

@@ -60,7 +60,7 @@ int sched_tb_add_node(struct topo_builder *b, const char *name, int is_host);
 /* Adds both directions; returns the first link id or -1 on NOMEM. */
 int sched_tb_add_cable(struct topo_builder *b, int a, int c, double bytes_per_s);
 crux_status_t sched_tb_finish(struct topo_builder *b, struct crux_sched_topo **out,
-			struct crux_sched_err *err);
+			      struct crux_sched_err *err);
 
 /* Errors and small helpers. */
 void sched_err(struct crux_sched_err *err, const char *fmt, ...)
@@ -75,7 +75,7 @@ uint64_t sched_rng_next(struct sched_rng *r);
 uint32_t sched_rng_below(struct sched_rng *r, uint32_t n);
 uint32_t sched_name_hash(const char *s);
 crux_status_t sched_read_file_text(const char *path, char **text, size_t *len,
-			     struct crux_sched_err *err);
+				   struct crux_sched_err *err);
 
 /* Tokenizer for line-oriented formats: splits in place on blanks, drops '#' comments. */
 #define MAX_TOKENS 4096
@@ -83,7 +83,7 @@ int sched_split_tokens(char *line, char **tok, int max);
 
 /* Links of flow f of job i on the schedule's chosen path (count, pointer). */
 crux_status_t sched_flow_links(struct crux_sched_topo *t, const struct crux_sched_job *job, int f,
-			 int path_idx, const int **links, int *n_links);
+			       int path_idx, const int **links, int *n_links);
 
 /* Per job: distinct directed links on its chosen paths with bytes per iteration (CSR). */
 struct job_links {
@@ -97,7 +97,8 @@ struct job_links {
 	double *fl_bytes;
 };
 crux_status_t sched_job_links_build(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
-			      size_t n, const struct crux_sched_schedule *s, struct job_links *out);
+				    size_t n, const struct crux_sched_schedule *s,
+				    struct job_links *out);
 void sched_job_links_free(struct job_links *jl);
 /*
  * crux_sched_evaluate on links built for s's paths (levels may differ): for
@@ -115,8 +116,8 @@ crux_status_t sched_evaluate_links(struct crux_sched_eval *ev, const struct crux
  * Process-wide, not thread-safe: for benchmarks and tests only. */
 void sched_eval_set_resume(int on);
 /* Finite, non-negative times, bytes and work; overlap in 0..1; hosts in range. */
-crux_status_t sched_jobs_validate(const struct crux_sched_topo *t, const struct crux_sched_job *jobs,
-			    size_t n);
+crux_status_t sched_jobs_validate(const struct crux_sched_topo *t,
+				  const struct crux_sched_job *jobs, size_t n);
 /* Guaranteed shares per level from p->weight into s->share (zeros when unset);
  * CRUX_ERR_INVAL when the weights do not match the levels. */
 crux_status_t sched_shares(const struct crux_sched_params *p, struct crux_sched_schedule *s);

@@ -40,8 +40,8 @@ struct rws {
 	size_t n, nf, nu;
 	struct rflow *f;
 	struct rjob *j;
-	int *flink;	/* local link indices of every flow (l0 offsets) */
-	double *lbw;	/* local link rates */
+	int *flink;  /* local link indices of every flow (l0 offsets) */
+	double *lbw; /* local link rates */
 	double *resid, *use, *cap, *S;
 	/* entities of one fill */
 	size_t *eoff;
@@ -52,7 +52,7 @@ struct rws {
 	size_t inc_cap;
 	int *ulist; /* links touched by one fill */
 	unsigned char *utouch;
-	double *jm; /* per job: busiest link's remaining bytes (per-job mode) */
+	double *jm;   /* per job: busiest link's remaining bytes (per-job mode) */
 	double *jacc; /* per job scratch: remaining bytes on one link */
 	enum crux_sched_ref_fairness fair;
 	int levels;
@@ -518,7 +518,8 @@ static void run_once(struct rws *w, double warm, double H, uint64_t max_events, 
 			if (!F->active)
 				continue;
 			F->rem -= F->rate * dt;
-			if (F->rem <= DONE_EPS * F->bytes || (F->rate > 0 && F->rem / F->rate <= tol)) {
+			if (F->rem <= DONE_EPS * F->bytes ||
+			    (F->rate > 0 && F->rem / F->rate <= tol)) {
 				F->active = 0;
 				F->rem = 0;
 				w->j[F->job].nact--;

@@ -608,8 +608,8 @@ void crux_sched_compress_balanced(struct crux_sched_schedule *s)
 
 /* ---- policies ---- */
 
-crux_status_t sched_jobs_validate(const struct crux_sched_topo *t, const struct crux_sched_job *jobs,
-			    size_t n)
+crux_status_t sched_jobs_validate(const struct crux_sched_topo *t,
+				  const struct crux_sched_job *jobs, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		const struct crux_sched_job *j = &jobs[i];

@@ -375,7 +375,7 @@ static crux_status_t build_csr(int n_nodes, int n_links, const int *key, int **o
 }
 
 crux_status_t sched_tb_finish(struct topo_builder *b, struct crux_sched_topo **out,
-			struct crux_sched_err *err)
+			      struct crux_sched_err *err)
 {
 	struct crux_sched_topo *t = NULL;
 	int *map = NULL;
@@ -670,7 +670,7 @@ int crux_sched_topo_path_hops(struct crux_sched_topo *t, int src, int dst, int i
 }
 
 crux_status_t sched_flow_links(struct crux_sched_topo *t, const struct crux_sched_job *job, int f,
-			 int path_idx, const int **links, int *n_links)
+			       int path_idx, const int **links, int *n_links)
 {
 	struct crux_sched_path_set ps;
 	const struct crux_sched_flow *fl = &job->flows[f];
@@ -696,7 +696,8 @@ crux_status_t sched_flow_links(struct crux_sched_topo *t, const struct crux_sche
 /* Numbers of the topology file, by the base's strict parsers. */
 static int parse_double(const char *s, double *out)
 {
-	return crux_parse_double("topology", s, -DBL_MAX, DBL_MAX, out, NULL, 0) == CRUX_OK ? 0 : -1;
+	return crux_parse_double("topology", s, -DBL_MAX, DBL_MAX, out, NULL, 0) == CRUX_OK ? 0
+											    : -1;
 }
 
 static int parse_int(const char *s, long lo, long hi, int *out)

@@ -54,7 +54,8 @@ uint32_t sched_name_hash(const char *s)
 	return h;
 }
 
-crux_status_t sched_read_file_text(const char *path, char **text, size_t *len, struct crux_sched_err *err)
+crux_status_t sched_read_file_text(const char *path, char **text, size_t *len,
+				   struct crux_sched_err *err)
 {
 	FILE *f = NULL;
 	char *buf = NULL;

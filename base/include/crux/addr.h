@@ -7,10 +7,10 @@
 #ifndef CRUX_ADDR_H
 #define CRUX_ADDR_H
 
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include "crux/status.h"
@@ -29,7 +29,7 @@ union crux_sockaddr {
 };
 
 struct crux_addr {
-	uint8_t family;  /* 0 = none, 4 = IPv4, 6 = IPv6 */
+	uint8_t family; /* 0 = none, 4 = IPv4, 6 = IPv6 */
 	uint8_t pad[3];
 	uint8_t bytes[16]; /* IPv4 in the first 4 bytes, rest zero */
 };

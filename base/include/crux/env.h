@@ -52,10 +52,9 @@ crux_status_t crux_env_enum(crux_getenv_fn fn, void *arg, const char *name,
  * A duration: a number with an optional unit suffix ns, us, ms, s, m
  * (no suffix = 'default_unit_ns' nanoseconds per unit). Result in ns.
  */
-crux_status_t crux_env_duration_ns(crux_getenv_fn fn, void *arg, const char *name,
-				   uint64_t def_ns, uint64_t min_ns, uint64_t max_ns,
-				   uint64_t default_unit_ns, uint64_t *out, char *err,
-				   size_t errlen);
+crux_status_t crux_env_duration_ns(crux_getenv_fn fn, void *arg, const char *name, uint64_t def_ns,
+				   uint64_t min_ns, uint64_t max_ns, uint64_t default_unit_ns,
+				   uint64_t *out, char *err, size_t errlen);
 
 /* Parse helpers on a plain string (no environment); same error wording with 'name'. */
 crux_status_t crux_parse_int(const char *name, const char *value, long long min, long long max,

@@ -14,17 +14,17 @@ extern "C" {
 
 typedef enum crux_status {
 	CRUX_OK = 0,
-	CRUX_ERR_INVAL,       /* bad argument or bad value (env, file, CLI) */
-	CRUX_ERR_NOMEM,       /* allocation failed */
-	CRUX_ERR_IO,          /* a system call failed (errno kept in the log) */
-	CRUX_ERR_NOENT,       /* no such file, entry or job */
-	CRUX_ERR_BUSY,        /* seqlock retries exhausted, or lock held by another process */
+	CRUX_ERR_INVAL,	      /* bad argument or bad value (env, file, CLI) */
+	CRUX_ERR_NOMEM,	      /* allocation failed */
+	CRUX_ERR_IO,	      /* a system call failed (errno kept in the log) */
+	CRUX_ERR_NOENT,	      /* no such file, entry or job */
+	CRUX_ERR_BUSY,	      /* seqlock retries exhausted, or lock held by another process */
 	CRUX_ERR_CORRUPT,     /* a shared-memory record failed validation (magic, size, bounds) */
 	CRUX_ERR_VERSION,     /* a record of another layout version */
-	CRUX_ERR_PERM,        /* unsafe permissions, owner, symlink or file type */
-	CRUX_ERR_STALE,       /* heartbeat older than its timeout */
-	CRUX_ERR_EXIST,       /* already exists */
-	CRUX_ERR_RANGE,       /* a value outside its accepted range, or a table full */
+	CRUX_ERR_PERM,	      /* unsafe permissions, owner, symlink or file type */
+	CRUX_ERR_STALE,	      /* heartbeat older than its timeout */
+	CRUX_ERR_EXIST,	      /* already exists */
+	CRUX_ERR_RANGE,	      /* a value outside its accepted range, or a table full */
 	CRUX_ERR_UNSUPPORTED, /* not available on this machine (CUDA, verbs, ...) */
 	CRUX_ERR_REMOTE,      /* the peer failed or closed the connection */
 	CRUX_ERR_TIMEOUT,     /* a bounded wait ran out */

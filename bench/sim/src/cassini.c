@@ -80,12 +80,12 @@ static double cover(double sa, double la, double pa, double sb, double lb, doubl
 }
 
 struct cjob {
-	double t;     /* isolated communication time: max_e M/B */
-	double tau;   /* current communication time */
-	double iter;  /* current iteration time */
-	double shift; /* fraction of the iteration */
+	double t;	 /* isolated communication time: max_e M/B */
+	double tau;	 /* current communication time */
+	double iter;	 /* current iteration time */
+	double shift;	 /* fraction of the iteration */
 	double fair_tau; /* communication time under fair sharing (all at once) */
-	int bottleneck;  /* link of the largest bytes / rate; -1 without traffic */
+	int bottleneck;	 /* link of the largest bytes / rate; -1 without traffic */
 	int placed;
 };
 
@@ -236,8 +236,8 @@ crux_status_t sim_cassini_eval(const struct sim_cassini_job *jobs, size_t n, int
 						continue;
 					all += lbytes[x];
 					cov += lbytes[x] * cover(sa, c[a].tau, c[a].iter,
-								 phase_start(&jobs[b], &c[b]), c[b].tau,
-								 c[b].iter);
+								 phase_start(&jobs[b], &c[b]),
+								 c[b].tau, c[b].iter);
 				}
 				frac = all > 0 ? cov / all : 0;
 			}

@@ -19,7 +19,7 @@
 struct sim_cassini_job {
 	double compute; /* c */
 	double overlap; /* communication starts after (1 - overlap) c */
-	int n_links;    /* fabric links the job uses */
+	int n_links;	/* fabric links the job uses */
 	const int *links;
 	const double *bytes; /* per iteration on each of those links */
 };

@@ -108,27 +108,36 @@ static crux_status_t build_topo(struct sim_engine *e, char *err, size_t errlen)
 
 	switch (e->cfg->topo) {
 	case CRUX_SIM_TOPO_CLOS2: {
-		struct crux_sched_clos2_params c = {
-			.n_tor = (int)p->n_tor, .n_agg = (int)p->n_agg,
-			.hosts_per_tor = (int)p->hosts_per_tor, .tor_uplinks = 1,
-			.host_gbps = p->host_gbps, .tor_gbps = p->tor_gbps};
+		struct crux_sched_clos2_params c = {.n_tor = (int)p->n_tor,
+						    .n_agg = (int)p->n_agg,
+						    .hosts_per_tor = (int)p->hosts_per_tor,
+						    .tor_uplinks = 1,
+						    .host_gbps = p->host_gbps,
+						    .tor_gbps = p->tor_gbps};
 		st = crux_sched_topo_clos2(&c, &e->topo, &se);
 		break;
 	}
 	case CRUX_SIM_TOPO_DOUBLE_SIDED: {
-		struct crux_sched_dsided_params d = {
-			.n_hosts = (int)p->n_hosts, .n_tor = (int)p->n_tor, .n_agg = (int)p->n_agg,
-			.n_core = (int)p->n_core, .host_links = (int)p->host_links,
-			.host_gbps = p->host_gbps, .tor_gbps = p->tor_gbps, .agg_gbps = p->agg_gbps};
+		struct crux_sched_dsided_params d = {.n_hosts = (int)p->n_hosts,
+						     .n_tor = (int)p->n_tor,
+						     .n_agg = (int)p->n_agg,
+						     .n_core = (int)p->n_core,
+						     .host_links = (int)p->host_links,
+						     .host_gbps = p->host_gbps,
+						     .tor_gbps = p->tor_gbps,
+						     .agg_gbps = p->agg_gbps};
 		st = crux_sched_topo_dsided(&d, &e->topo, &se);
 		break;
 	}
 	case CRUX_SIM_TOPO_CLOS3: {
-		struct crux_sched_clos3_params c = {
-			.n_pods = (int)p->n_pods, .tors_per_pod = (int)p->tors_per_pod,
-			.aggs_per_pod = (int)p->aggs_per_pod, .n_core = (int)p->n_core,
-			.hosts_per_tor = (int)p->hosts_per_tor, .host_gbps = p->host_gbps,
-			.tor_gbps = p->tor_gbps, .agg_gbps = p->agg_gbps};
+		struct crux_sched_clos3_params c = {.n_pods = (int)p->n_pods,
+						    .tors_per_pod = (int)p->tors_per_pod,
+						    .aggs_per_pod = (int)p->aggs_per_pod,
+						    .n_core = (int)p->n_core,
+						    .hosts_per_tor = (int)p->hosts_per_tor,
+						    .host_gbps = p->host_gbps,
+						    .tor_gbps = p->tor_gbps,
+						    .agg_gbps = p->agg_gbps};
 		st = crux_sched_topo_clos3(&c, &e->topo, &se);
 		break;
 	}
@@ -377,19 +386,19 @@ static crux_status_t build_jobs(struct sim_engine *e, const struct sim_active *a
 			}
 		}
 		struct crux_sched_job j = {
-			.id = a[i].id,
-			.gpus = (int)a[i].gpus,
-			.n_hosts = (int)nh,
-			.hosts = e->hosts_int,
-			.work = a[i].gpus * a[i].compute_s,
-			.compute = a[i].compute_s,
-			.overlap = a[i].overlap,
-			.iter_time = 0,
-			.iso_time = a[i].iso_s,
-			.slowdown_bound = a[i].bound,
-			.urgent = a[i].urgent,
-			.n_flows = (int)f,
-			.flows = e->flows,
+		    .id = a[i].id,
+		    .gpus = (int)a[i].gpus,
+		    .n_hosts = (int)nh,
+		    .hosts = e->hosts_int,
+		    .work = a[i].gpus * a[i].compute_s,
+		    .compute = a[i].compute_s,
+		    .overlap = a[i].overlap,
+		    .iter_time = 0,
+		    .iso_time = a[i].iso_s,
+		    .slowdown_bound = a[i].bound,
+		    .urgent = a[i].urgent,
+		    .n_flows = (int)f,
+		    .flows = e->flows,
 		};
 		if ((st = crux_sched_jobs_add(js, &j)) != CRUX_OK)
 			return st;
@@ -417,13 +426,13 @@ static crux_status_t ecmp_channels(struct sim_engine *e, const struct crux_sched
 		for (int f = 0; f < j->n_flows; f++) {
 			struct crux_sched_path_set ps;
 			crux_status_t st =
-				crux_sched_topo_paths(e->topo, j->flows[f].src, j->flows[f].dst, &ps);
+			    crux_sched_topo_paths(e->topo, j->flows[f].src, j->flows[f].dst, &ps);
 			if (st != CRUX_OK)
 				return st;
 			uint64_t c = (uint64_t)f % ch;
-			s->d[i].path[f] = crux_sched_ecmp_pick(e->cfg->seed + c * 0x9e3779b97f4a7c15ull,
-							       j->id, j->flows[f].src,
-							       j->flows[f].dst, ps.n_paths);
+			s->d[i].path[f] =
+			    crux_sched_ecmp_pick(e->cfg->seed + c * 0x9e3779b97f4a7c15ull, j->id,
+						 j->flows[f].src, j->flows[f].dst, ps.n_paths);
 		}
 	}
 	/* Priorities that depend on paths are recomputed on the new ones. */
@@ -455,7 +464,8 @@ static crux_status_t job_links(struct sim_engine *e, const struct crux_sched_job
 		if (d->path[f] < 0)
 			continue;
 		struct crux_sched_path_set ps;
-		crux_status_t st = crux_sched_topo_paths(e->topo, j->flows[f].src, j->flows[f].dst, &ps);
+		crux_status_t st =
+		    crux_sched_topo_paths(e->topo, j->flows[f].src, j->flows[f].dst, &ps);
 		if (st != CRUX_OK)
 			return st;
 		if (d->path[f] >= ps.n_paths)
@@ -586,8 +596,8 @@ static crux_status_t relevel(struct sim_engine *e, enum crux_sim_policy pol,
 	case CRUX_SIM_DIAG_REVERSED:
 		for (size_t i = 0; i < js->n; i++)
 			s->d[i].priority = pol == CRUX_SIM_DIAG_RANDOM
-						   ? job_draw(e->cfg->seed, js->v[i].id)
-						   : -s->d[i].priority;
+					       ? job_draw(e->cfg->seed, js->v[i].id)
+					       : -s->d[i].priority;
 		crux_sched_rank(s);
 		return crux_sched_compress(e->topo, js->v, js->n, &e->params, s);
 	default:
@@ -605,8 +615,8 @@ static crux_status_t run_policy(struct sim_engine *e, const struct crux_sim_conf
 	if (st != CRUX_OK)
 		goto fail;
 	if ((st = crux_sched_run(e->topo, js->v, js->n, &e->params, spol, s)) != CRUX_OK) {
-		snprintf(err, errlen, "scheduler policy %s failed: %s", crux_sched_policy_name(spol),
-			 crux_status_str(st));
+		snprintf(err, errlen, "scheduler policy %s failed: %s",
+			 crux_sched_policy_name(spol), crux_status_str(st));
 		goto fail;
 	}
 	if (uses_ecmp_paths(pol) && cfg->tp.channels > 1 &&
@@ -751,11 +761,12 @@ crux_status_t sim_engine_eval(struct sim_engine *e, const struct sim_active *job
 		out[i].hop_bytes = hb;
 		if (e->promote && jobs[i].iso_s > 0 &&
 		    (st = sim_promote_update(e->promote, jobs[i].id, e->iter[i] / jobs[i].iso_s,
-					     e->cfg->promote_bound, (uint32_t)s->levels)) != CRUX_OK)
+					     e->cfg->promote_bound, (uint32_t)s->levels)) !=
+			CRUX_OK)
 			goto out;
 		out[i].level = e->cfg->policy == CRUX_SIM_ECMP || is_cassini(e->cfg->policy)
-				       ? -1
-				       : s->d[i].level;
+				   ? -1
+				   : s->d[i].level;
 		out[i].infeasible = s->d[i].infeasible;
 	}
 	double mx = 0;
@@ -842,8 +853,8 @@ void sim_engine_group_rates(const struct sim_engine *e, uint32_t q, double *host
 	for (int l = 0; sw >= 0 && l < e->n_links; l++) {
 		int a, b;
 		double bw;
-		if (crux_sched_topo_link(e->topo, l, &a, &b, &bw) == CRUX_OK && a == sw &&
-		    b >= 0 && (uint32_t)b >= e->n_hosts)
+		if (crux_sched_topo_link(e->topo, l, &a, &b, &bw) == CRUX_OK && a == sw && b >= 0 &&
+		    (uint32_t)b >= e->n_hosts)
 			*up_bw += bw;
 	}
 }

@@ -47,90 +47,147 @@ struct cli {
 	uint32_t n_weights; /* --level-weights (default CRUX_LEVEL_WEIGHTS) */
 	double weight[CRUX_SIM_MAX_WEIGHTS];
 	double env_bound; /* CRUX_MAX_SLOWDOWN: the bound of Crux policies named without @ */
-	int progress; /* -1 auto (TTY), 0 off, 1 on */
+	int progress;	  /* -1 auto (TTY), 0 off, 1 on */
 	double slice_s;
 };
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: crux-sim gen|run|speed [options]\n"
-		"  gen    write a generated workload trace (--out FILE, default stdout)\n"
-		"  run    simulate a trace under one or more policies and report\n"
-		"  speed  benchmark: the event-jumping simulator against stepping through every\n"
-		"         iteration (measured on a slice, extrapolated), JSON to --json\n"
-		"workload (when no --trace):\n"
-		"  --jobs N (5000) --days D (14) --load L (1.0) --seed S (1) --median-s S (3600)\n"
-		"  --sigma X (1.2) --max-job-gpus N (256) --gpu-tflops X (312)\n"
-		"topology:\n"
-		"  --topo clos2|dsided|clos3|lingjun:CSV|file:PATH (clos2)\n"
-		"  --host-gbps X --tor-gbps X --agg-gbps X --hosts-per-tor N --hosts N\n"
-		"  --gpus-per-host N --channels N --tors N --aggs N --cores N\n"
-		"  --placement pack|random|dally|sjf-bco (pack: fewest ToRs; random: scattered\n"
-		"                  free hosts; dally: wait for one ToR, network-sensitive\n"
-		"                  preemption; sjf-bco: smallest job first, least contended ToRs)\n"
-		"  --delay-timer-s S (dally: the same timer for every sensitive job; default\n"
-		"                  auto-tuned per job)  --no-preempt (dally without preemption)\n"
-		"policies:\n"
-		"  --policy LIST   comma-separated: ecmp,sincronia,taccl,cassini-lite,crux-pa,\n"
-		"                  crux-ps-pa,crux-full; on Crux's paths: sincronia-lcp,\n"
-		"                  cassini-lite-lcp; diagnostics (Crux's paths and compression):\n"
-		"                  crux-random-order,crux-reversed-order,crux-one-level;\n"
-		"                  or 'all' (default crux-full); a Crux\n"
-		"                  policy takes the fairness guard as NAME@BOUND (max mean slowdown\n"
-		"                  of each job, e.g. crux-full@2; /p: on every plan instead),\n"
-		"                  NAME~BOUND (cruxd's promotion by measured slowdown, per event)\n"
-		"                  and /w for --level-weights (crux-full@2/w); /e: the guard\n"
-		"                  enforces every bound, without reporting infeasible jobs\n"
-		"  --level-weights W,W,...  one weight per level, lowest first (guaranteed\n"
-		"                  share weight/sum; default CRUX_LEVEL_WEIGHTS, else 1 per level)\n"
-		"                  CRUX_MAX_SLOWDOWN, when set, bounds the Crux policies named\n"
-		"                  without @ or ~ (their labels show it)\n"
-		"  --levels K (8)  --horizon-s S (0: run until every job finished)\n"
-		"  --eval-model phase-aware|all-at-once  the scheduler's steady state\n"
-		"                  (default phase-aware; all-at-once: the first model)\n"
-		"  --ref-snapshots N  run the plan of N moments of the window through the\n"
-		"                  reference model too (slow; not for cassini) (0)\n"
-		"  --window-s S (0: last arrival)  --bin-s S (window/336)\n"
-		"output:\n"
-		"  --json FILE  --csv FILE (per-job table of the last policy)  --plot PREFIX\n"
-		"  (PREFIX-util.png, PREFIX-slowdown.png)  --title TEXT  --experiment NAME\n"
-		"  --progress / --no-progress (default: progress bar when stderr is a TTY)\n"
-		"  --trace FILE  replay a trace (format: crux/sim_trace.h, README)\n"
-		"  --slice-s S   speed: simulated seconds the stepping baseline runs (21600)\n");
+	fprintf(
+	    f,
+	    "usage: crux-sim gen|run|speed [options]\n"
+	    "  gen    write a generated workload trace (--out FILE, default stdout)\n"
+	    "  run    simulate a trace under one or more policies and report\n"
+	    "  speed  benchmark: the event-jumping simulator against stepping through every\n"
+	    "         iteration (measured on a slice, extrapolated), JSON to --json\n"
+	    "workload (when no --trace):\n"
+	    "  --jobs N (5000) --days D (14) --load L (1.0) --seed S (1) --median-s S (3600)\n"
+	    "  --sigma X (1.2) --max-job-gpus N (256) --gpu-tflops X (312)\n"
+	    "topology:\n"
+	    "  --topo clos2|dsided|clos3|lingjun:CSV|file:PATH (clos2)\n"
+	    "  --host-gbps X --tor-gbps X --agg-gbps X --hosts-per-tor N --hosts N\n"
+	    "  --gpus-per-host N --channels N --tors N --aggs N --cores N\n"
+	    "  --placement pack|random|dally|sjf-bco (pack: fewest ToRs; random: scattered\n"
+	    "                  free hosts; dally: wait for one ToR, network-sensitive\n"
+	    "                  preemption; sjf-bco: smallest job first, least contended ToRs)\n"
+	    "  --delay-timer-s S (dally: the same timer for every sensitive job; default\n"
+	    "                  auto-tuned per job)  --no-preempt (dally without preemption)\n"
+	    "policies:\n"
+	    "  --policy LIST   comma-separated: ecmp,sincronia,taccl,cassini-lite,crux-pa,\n"
+	    "                  crux-ps-pa,crux-full; on Crux's paths: sincronia-lcp,\n"
+	    "                  cassini-lite-lcp; diagnostics (Crux's paths and compression):\n"
+	    "                  crux-random-order,crux-reversed-order,crux-one-level;\n"
+	    "                  or 'all' (default crux-full); a Crux\n"
+	    "                  policy takes the fairness guard as NAME@BOUND (max mean slowdown\n"
+	    "                  of each job, e.g. crux-full@2; /p: on every plan instead),\n"
+	    "                  NAME~BOUND (cruxd's promotion by measured slowdown, per event)\n"
+	    "                  and /w for --level-weights (crux-full@2/w); /e: the guard\n"
+	    "                  enforces every bound, without reporting infeasible jobs\n"
+	    "  --level-weights W,W,...  one weight per level, lowest first (guaranteed\n"
+	    "                  share weight/sum; default CRUX_LEVEL_WEIGHTS, else 1 per level)\n"
+	    "                  CRUX_MAX_SLOWDOWN, when set, bounds the Crux policies named\n"
+	    "                  without @ or ~ (their labels show it)\n"
+	    "  --levels K (8)  --horizon-s S (0: run until every job finished)\n"
+	    "  --eval-model phase-aware|all-at-once  the scheduler's steady state\n"
+	    "                  (default phase-aware; all-at-once: the first model)\n"
+	    "  --ref-snapshots N  run the plan of N moments of the window through the\n"
+	    "                  reference model too (slow; not for cassini) (0)\n"
+	    "  --window-s S (0: last arrival)  --bin-s S (window/336)\n"
+	    "output:\n"
+	    "  --json FILE  --csv FILE (per-job table of the last policy)  --plot PREFIX\n"
+	    "  (PREFIX-util.png, PREFIX-slowdown.png)  --title TEXT  --experiment NAME\n"
+	    "  --progress / --no-progress (default: progress bar when stderr is a TTY)\n"
+	    "  --trace FILE  replay a trace (format: crux/sim_trace.h, README)\n"
+	    "  --slice-s S   speed: simulated seconds the stepping baseline runs (21600)\n");
 }
 
 enum {
-	O_JOBS = 256, O_DAYS, O_LOAD, O_SEED, O_MEDIAN, O_SIGMA, O_MAXG, O_TFLOPS, O_TOPO,
-	O_HOSTG, O_TORG, O_AGGG, O_HPT, O_HOSTS, O_GPH, O_CHAN, O_TORS, O_AGGS, O_CORES,
-	O_POLICY, O_LEVELS, O_HORIZON, O_WINDOW, O_BIN, O_JSON, O_CSV, O_PLOT, O_TITLE,
-	O_EXP, O_PROGRESS, O_NOPROGRESS, O_TRACE, O_OUT, O_SLICE, O_HELP, O_PLACE, O_WEIGHTS, O_EVALM, O_REFSNAP,
-	O_DELAY, O_NOPREEMPT,
+	O_JOBS = 256,
+	O_DAYS,
+	O_LOAD,
+	O_SEED,
+	O_MEDIAN,
+	O_SIGMA,
+	O_MAXG,
+	O_TFLOPS,
+	O_TOPO,
+	O_HOSTG,
+	O_TORG,
+	O_AGGG,
+	O_HPT,
+	O_HOSTS,
+	O_GPH,
+	O_CHAN,
+	O_TORS,
+	O_AGGS,
+	O_CORES,
+	O_POLICY,
+	O_LEVELS,
+	O_HORIZON,
+	O_WINDOW,
+	O_BIN,
+	O_JSON,
+	O_CSV,
+	O_PLOT,
+	O_TITLE,
+	O_EXP,
+	O_PROGRESS,
+	O_NOPROGRESS,
+	O_TRACE,
+	O_OUT,
+	O_SLICE,
+	O_HELP,
+	O_PLACE,
+	O_WEIGHTS,
+	O_EVALM,
+	O_REFSNAP,
+	O_DELAY,
+	O_NOPREEMPT,
 };
 
 static const struct option opts[] = {
-	{"jobs", 1, 0, O_JOBS},	      {"days", 1, 0, O_DAYS},
-	{"load", 1, 0, O_LOAD},	      {"seed", 1, 0, O_SEED},
-	{"median-s", 1, 0, O_MEDIAN},  {"sigma", 1, 0, O_SIGMA},
-	{"max-job-gpus", 1, 0, O_MAXG}, {"gpu-tflops", 1, 0, O_TFLOPS},
-	{"topo", 1, 0, O_TOPO},	      {"host-gbps", 1, 0, O_HOSTG},
-	{"tor-gbps", 1, 0, O_TORG},    {"agg-gbps", 1, 0, O_AGGG},
-	{"hosts-per-tor", 1, 0, O_HPT}, {"hosts", 1, 0, O_HOSTS},
-	{"gpus-per-host", 1, 0, O_GPH}, {"channels", 1, 0, O_CHAN},
-	{"tors", 1, 0, O_TORS},	      {"aggs", 1, 0, O_AGGS},
-	{"cores", 1, 0, O_CORES},      {"policy", 1, 0, O_POLICY},
-	{"levels", 1, 0, O_LEVELS},    {"horizon-s", 1, 0, O_HORIZON},
-	{"window-s", 1, 0, O_WINDOW},  {"bin-s", 1, 0, O_BIN},
-	{"json", 1, 0, O_JSON},	      {"csv", 1, 0, O_CSV},
-	{"plot", 1, 0, O_PLOT},	      {"title", 1, 0, O_TITLE},
-	{"experiment", 1, 0, O_EXP},   {"progress", 0, 0, O_PROGRESS},
-	{"no-progress", 0, 0, O_NOPROGRESS}, {"trace", 1, 0, O_TRACE},
-	{"out", 1, 0, O_OUT},	      {"slice-s", 1, 0, O_SLICE},
-	{"help", 0, 0, O_HELP},	      {"placement", 1, 0, O_PLACE},
-	{"level-weights", 1, 0, O_WEIGHTS}, {"eval-model", 1, 0, O_EVALM},
-	{"ref-snapshots", 1, 0, O_REFSNAP}, {"delay-timer-s", 1, 0, O_DELAY},
-	{"no-preempt", 0, 0, O_NOPREEMPT},
-	{0, 0, 0, 0},
+    {"jobs", 1, 0, O_JOBS},
+    {"days", 1, 0, O_DAYS},
+    {"load", 1, 0, O_LOAD},
+    {"seed", 1, 0, O_SEED},
+    {"median-s", 1, 0, O_MEDIAN},
+    {"sigma", 1, 0, O_SIGMA},
+    {"max-job-gpus", 1, 0, O_MAXG},
+    {"gpu-tflops", 1, 0, O_TFLOPS},
+    {"topo", 1, 0, O_TOPO},
+    {"host-gbps", 1, 0, O_HOSTG},
+    {"tor-gbps", 1, 0, O_TORG},
+    {"agg-gbps", 1, 0, O_AGGG},
+    {"hosts-per-tor", 1, 0, O_HPT},
+    {"hosts", 1, 0, O_HOSTS},
+    {"gpus-per-host", 1, 0, O_GPH},
+    {"channels", 1, 0, O_CHAN},
+    {"tors", 1, 0, O_TORS},
+    {"aggs", 1, 0, O_AGGS},
+    {"cores", 1, 0, O_CORES},
+    {"policy", 1, 0, O_POLICY},
+    {"levels", 1, 0, O_LEVELS},
+    {"horizon-s", 1, 0, O_HORIZON},
+    {"window-s", 1, 0, O_WINDOW},
+    {"bin-s", 1, 0, O_BIN},
+    {"json", 1, 0, O_JSON},
+    {"csv", 1, 0, O_CSV},
+    {"plot", 1, 0, O_PLOT},
+    {"title", 1, 0, O_TITLE},
+    {"experiment", 1, 0, O_EXP},
+    {"progress", 0, 0, O_PROGRESS},
+    {"no-progress", 0, 0, O_NOPROGRESS},
+    {"trace", 1, 0, O_TRACE},
+    {"out", 1, 0, O_OUT},
+    {"slice-s", 1, 0, O_SLICE},
+    {"help", 0, 0, O_HELP},
+    {"placement", 1, 0, O_PLACE},
+    {"level-weights", 1, 0, O_WEIGHTS},
+    {"eval-model", 1, 0, O_EVALM},
+    {"ref-snapshots", 1, 0, O_REFSNAP},
+    {"delay-timer-s", 1, 0, O_DELAY},
+    {"no-preempt", 0, 0, O_NOPREEMPT},
+    {0, 0, 0, 0},
 };
 
 static int num(const char *opt, const char *v, double min, double max, double *out)
@@ -191,30 +248,34 @@ static int parse_spec(const char *tok, struct run_spec *out)
 			return -1;
 	}
 	if (crux_sim_policy_parse(name, &p) != CRUX_OK) {
-		fprintf(stderr, "crux-sim: --policy: unknown policy '%s' (ecmp, sincronia, "
-				"taccl, cassini-lite, crux-pa, crux-ps-pa, crux-full, sincronia-lcp, "
-				"cassini-lite-lcp, crux-random-order, crux-reversed-order, "
-				"crux-one-level, all; a Crux policy "
-				"may end in @BOUND, /w and /p, e.g. crux-full@2/w)\n",
+		fprintf(stderr,
+			"crux-sim: --policy: unknown policy '%s' (ecmp, sincronia, "
+			"taccl, cassini-lite, crux-pa, crux-ps-pa, crux-full, sincronia-lcp, "
+			"cassini-lite-lcp, crux-random-order, crux-reversed-order, "
+			"crux-one-level, all; a Crux policy "
+			"may end in @BOUND, /w and /p, e.g. crux-full@2/w)\n",
 			tok);
 		return -1;
 	}
 	if ((r.max_slowdown > 0 || r.weighted || r.promote > 0) && p != CRUX_SIM_CRUX_PA &&
 	    p != CRUX_SIM_CRUX_PS_PA && p != CRUX_SIM_CRUX_FULL) {
-		fprintf(stderr, "crux-sim: --policy: '%s': only the Crux policies take a "
-				"fairness guard (@BOUND, ~BOUND, /w, /p)\n",
+		fprintf(stderr,
+			"crux-sim: --policy: '%s': only the Crux policies take a "
+			"fairness guard (@BOUND, ~BOUND, /w, /p)\n",
 			tok);
 		return -1;
 	}
 	if (r.enforce_all && !(r.max_slowdown > 0)) {
-		fprintf(stderr, "crux-sim: --policy: '%s': /e enforces every bound and needs one, "
-				"e.g. crux-full@1.5/e\n",
+		fprintf(stderr,
+			"crux-sim: --policy: '%s': /e enforces every bound and needs one, "
+			"e.g. crux-full@1.5/e\n",
 			tok);
 		return -1;
 	}
 	if (r.per_plan && !(r.max_slowdown > 0)) {
-		fprintf(stderr, "crux-sim: --policy: '%s': /p bounds every plan's prediction and "
-				"needs a bound, e.g. crux-full@2/p\n",
+		fprintf(stderr,
+			"crux-sim: --policy: '%s': /p bounds every plan's prediction and "
+			"needs a bound, e.g. crux-full@2/p\n",
 			tok);
 		return -1;
 	}
@@ -294,8 +355,10 @@ static int parse_topo(struct cli *c, const char *v)
 	else if (strncmp(v, "file:", 5) == 0 && v[5])
 		k = CRUX_SIM_TOPO_FILE, path = v + 5;
 	else {
-		fprintf(stderr, "crux-sim: --topo: '%s' is not clos2, dsided, clos3, lingjun:CSV "
-				"or file:PATH\n", v);
+		fprintf(stderr,
+			"crux-sim: --topo: '%s' is not clos2, dsided, clos3, lingjun:CSV "
+			"or file:PATH\n",
+			v);
 		return -1;
 	}
 	c->cfg.topo = k;
@@ -350,7 +413,8 @@ static int parse_args(struct cli *c, int argc, char **argv)
 			bad = num("sigma", optarg, 0, 5, &c->wp.sigma);
 			break;
 		case O_MAXG:
-			bad = inum("max-job-gpus", optarg, 1, CRUX_SIM_TRACE_MAX_GPUS, &c->wp.max_job_gpus);
+			bad = inum("max-job-gpus", optarg, 1, CRUX_SIM_TRACE_MAX_GPUS,
+				   &c->wp.max_job_gpus);
 			break;
 		case O_TFLOPS:
 			bad = num("gpu-tflops", optarg, 0.1, 1e6, &c->wp.gpu_tflops);
@@ -454,8 +518,9 @@ static int parse_args(struct cli *c, int argc, char **argv)
 			break;
 		case O_PLACE:
 			if (crux_sim_placement_parse(optarg, &c->cfg.placement) != CRUX_OK) {
-				fprintf(stderr, "crux-sim: --placement: '%s' is not pack, random, "
-						"dally or sjf-bco\n",
+				fprintf(stderr,
+					"crux-sim: --placement: '%s' is not pack, random, "
+					"dally or sjf-bco\n",
 					optarg);
 				bad = 1;
 			}
@@ -482,17 +547,19 @@ static int parse_args(struct cli *c, int argc, char **argv)
 	}
 	if ((c->cfg.delay_timer_s > 0 || c->cfg.no_preempt) &&
 	    c->cfg.placement != CRUX_SIM_PLACE_DALLY) {
-		fprintf(stderr, "crux-sim: --delay-timer-s and --no-preempt set Dally's placement: "
-				"add --placement dally (now %s)\n",
+		fprintf(stderr,
+			"crux-sim: --delay-timer-s and --no-preempt set Dally's placement: "
+			"add --placement dally (now %s)\n",
 			crux_sim_placement_name(c->cfg.placement));
 		return -1;
 	}
-	c->wp.total_gpus = c->cfg.tp.gpus_per_host *
-			   (c->cfg.topo == CRUX_SIM_TOPO_DOUBLE_SIDED ? c->cfg.tp.n_hosts
-			    : c->cfg.topo == CRUX_SIM_TOPO_CLOS3
-				    ? c->cfg.tp.n_pods * c->cfg.tp.tors_per_pod * c->cfg.tp.hosts_per_tor
-			    : c->cfg.topo == CRUX_SIM_TOPO_CLOS2 ? c->cfg.tp.n_tor * c->cfg.tp.hosts_per_tor
-								 : 847); /* Lingjun hosts */
+	c->wp.total_gpus =
+	    c->cfg.tp.gpus_per_host *
+	    (c->cfg.topo == CRUX_SIM_TOPO_DOUBLE_SIDED ? c->cfg.tp.n_hosts
+	     : c->cfg.topo == CRUX_SIM_TOPO_CLOS3
+		 ? c->cfg.tp.n_pods * c->cfg.tp.tors_per_pod * c->cfg.tp.hosts_per_tor
+	     : c->cfg.topo == CRUX_SIM_TOPO_CLOS2 ? c->cfg.tp.n_tor * c->cfg.tp.hosts_per_tor
+						  : 847); /* Lingjun hosts */
 	return 0;
 }
 
@@ -547,9 +614,8 @@ static void topo_json(const struct cli *c, char *buf, size_t len)
 		 kinds[c->cfg.topo], p->n_tor, p->n_agg, p->n_core, p->hosts_per_tor, p->n_hosts,
 		 p->host_links, p->gpus_per_host, p->channels, p->host_gbps, p->tor_gbps,
 		 p->agg_gbps, crux_sim_placement_name(c->cfg.placement), c->cfg.delay_timer_s,
-		 c->cfg.no_preempt ? "false" : "true",
-		 c->trace_path ? c->trace_path : "generated", c->wp.n_jobs,
-		 c->wp.span_s / 86400, c->wp.load, (unsigned long long)c->wp.seed);
+		 c->cfg.no_preempt ? "false" : "true", c->trace_path ? c->trace_path : "generated",
+		 c->wp.n_jobs, c->wp.span_s / 86400, c->wp.load, (unsigned long long)c->wp.seed);
 }
 
 static int cmd_run(struct cli *c)
@@ -589,8 +655,7 @@ static int cmd_run(struct cli *c)
 	}
 	const struct crux_sim_result *const *rr = (const struct crux_sim_result *const *)res;
 	printf("%zu jobs, %u GPUs, window %.2f days, %u levels (gains against %s)\n", t->n_jobs,
-	       res[0]->total_gpus, res[0]->window_s / 86400, c->cfg.levels,
-	       res[0]->label);
+	       res[0]->total_gpus, res[0]->window_s / 86400, c->cfg.levels, res[0]->label);
 	crux_sim_print_summary(stdout, rr, c->n_policies);
 	if (c->json_path) {
 		char extra[1024];
@@ -661,9 +726,9 @@ static int cmd_speed(struct cli *c)
 	double iters = 0;
 	for (size_t i = 0; i < jump->n_jobs; i++)
 		iters += jump->jobs[i].iterations_done;
-	double per_step = slice_step->steps
-				  ? (slice_step->wall_s - slice_jump->wall_s) / (double)slice_step->steps
-				  : 0;
+	double per_step = slice_step->steps ? (slice_step->wall_s - slice_jump->wall_s) /
+						  (double)slice_step->steps
+					    : 0;
 	per_step = per_step > 0 ? per_step : slice_step->wall_s / (double)(slice_step->steps + 1);
 	double step_est = jump->wall_s + per_step * iters;
 	double ratio = step_est / jump->wall_s;
@@ -690,26 +755,27 @@ static int cmd_speed(struct cli *c)
 		}
 		char extra[1024];
 		topo_json(c, extra, sizeof(extra));
-		fprintf(f,
-			"{\n  \"benchmark\": \"sim-speed\",\n  %s,\n  \"policy\": \"%s\",\n"
-			"  \"jobs\": %zu, \"gpus\": %u, \"simulated_days\": %.4f,\n"
-			"  \"jump_wall_s\": %.4f, \"events\": %zu, \"evaluations\": %zu,\n"
-			"  \"baseline\": \"stepping through every iteration of every job (binary heap "
-			"of iteration boundaries) with the same steady states: the jump run's wall "
-			"time plus the per-step cost measured on the first slice_s simulated seconds "
-			"(stepping minus jumping wall time over the steps) times every iteration of "
-			"the trace\",\n  \"trace_iterations\": %.6g, \"step_cost_ns\": %.2f,\n"
-			"  \"slice_s\": %.1f, \"step_slice_wall_s\": %.4f, \"step_slice_steps\": %llu,"
-			"\n  \"jump_slice_wall_s\": %.4f,\n  \"step_extrapolated_wall_s\": %.1f,\n"
-			"  \"speedup_vs_stepping\": %.1f,\n  \"slice_util_jump\": %.8f, "
-			"\"slice_util_step\": %.8f,\n  \"goal\": \"<= 60 s for two weeks, 2,000 GPUs, "
-			"5,000 jobs on a 2-core machine\",\n  \"meets_goal\": %s\n}\n",
-			extra, crux_sim_policy_name(cfg.policy), t->n_jobs, jump->total_gpus,
-			span / 86400, jump->wall_s, jump->events, jump->evaluations, iters,
-			per_step * 1e9, c->slice_s,
-			slice_step->wall_s, (unsigned long long)slice_step->steps,
-			slice_jump->wall_s, step_est, ratio, slice_jump->mean_util,
-			slice_step->mean_util, jump->wall_s <= 60 ? "true" : "false");
+		fprintf(
+		    f,
+		    "{\n  \"benchmark\": \"sim-speed\",\n  %s,\n  \"policy\": \"%s\",\n"
+		    "  \"jobs\": %zu, \"gpus\": %u, \"simulated_days\": %.4f,\n"
+		    "  \"jump_wall_s\": %.4f, \"events\": %zu, \"evaluations\": %zu,\n"
+		    "  \"baseline\": \"stepping through every iteration of every job (binary heap "
+		    "of iteration boundaries) with the same steady states: the jump run's wall "
+		    "time plus the per-step cost measured on the first slice_s simulated seconds "
+		    "(stepping minus jumping wall time over the steps) times every iteration of "
+		    "the trace\",\n  \"trace_iterations\": %.6g, \"step_cost_ns\": %.2f,\n"
+		    "  \"slice_s\": %.1f, \"step_slice_wall_s\": %.4f, \"step_slice_steps\": %llu,"
+		    "\n  \"jump_slice_wall_s\": %.4f,\n  \"step_extrapolated_wall_s\": %.1f,\n"
+		    "  \"speedup_vs_stepping\": %.1f,\n  \"slice_util_jump\": %.8f, "
+		    "\"slice_util_step\": %.8f,\n  \"goal\": \"<= 60 s for two weeks, 2,000 GPUs, "
+		    "5,000 jobs on a 2-core machine\",\n  \"meets_goal\": %s\n}\n",
+		    extra, crux_sim_policy_name(cfg.policy), t->n_jobs, jump->total_gpus,
+		    span / 86400, jump->wall_s, jump->events, jump->evaluations, iters,
+		    per_step * 1e9, c->slice_s, slice_step->wall_s,
+		    (unsigned long long)slice_step->steps, slice_jump->wall_s, step_est, ratio,
+		    slice_jump->mean_util, slice_step->mean_util,
+		    jump->wall_s <= 60 ? "true" : "false");
 		if (fclose(f) != 0) {
 			fprintf(stderr, "crux-sim: cannot write %s\n", c->json_path);
 			goto out;

@@ -33,12 +33,12 @@
 #define DALLY_TIMER_MAX_S (4 * 3600.0)
 /* A victim must have run this long in its current placement (no thrashing),
  * and is preempted at most this many times. */
-#define DALLY_MIN_RUN_S 600.0
+#define DALLY_MIN_RUN_S	  600.0
 #define DALLY_MAX_PREEMPT 2
 /* Auto-tuner: prior stretch of a cross-group transfer (one other ring on
  * the uplinks) and the weight of each new observation. */
 #define DALLY_STRETCH_PRIOR 2.0
-#define DALLY_STRETCH_EWMA 0.2
+#define DALLY_STRETCH_EWMA  0.2
 
 static const char *const place_names[CRUX_SIM_N_PLACEMENTS] = {"pack", "random", "dally",
 							       "sjf-bco"};
@@ -83,13 +83,13 @@ struct sim_place {
 	struct place_job *jobs;
 	size_t n_jobs;
 	uint64_t rng;
-	double stretch;	      /* Dally's auto-tuner */
+	double stretch; /* Dally's auto-tuner */
 	/* Scratch. */
-	uint32_t *order;      /* groups */
-	uint32_t *seen;	      /* groups (stamps) */
+	uint32_t *order; /* groups */
+	uint32_t *seen;	 /* groups (stamps) */
 	uint32_t stamp;
 	size_t *victims, *cand;
-	uint32_t *trial;      /* hosts */
+	uint32_t *trial; /* hosts */
 };
 
 static uint64_t rng_next(uint64_t *st)
@@ -127,8 +127,9 @@ crux_status_t sim_place_new(const struct crux_sim_config *cfg, const struct sim_
 	if (!p)
 		return CRUX_ERR_NOMEM;
 	if ((unsigned)cfg->placement >= CRUX_SIM_N_PLACEMENTS || !(cfg->delay_timer_s >= 0)) {
-		snprintf(err, errlen, "placement %d / delay timer %g s: expected a placement of "
-				      "crux_sim_placement and a timer >= 0 (0 = auto-tuned)",
+		snprintf(err, errlen,
+			 "placement %d / delay timer %g s: expected a placement of "
+			 "crux_sim_placement and a timer >= 0 (0 = auto-tuned)",
 			 (int)cfg->placement, cfg->delay_timer_s);
 		free(p);
 		return CRUX_ERR_INVAL;
@@ -154,7 +155,8 @@ crux_status_t sim_place_new(const struct crux_sim_config *cfg, const struct sim_
 	p->trial = calloc(p->n_hosts, sizeof(*p->trial));
 	p->jobs = calloc(n_jobs ? n_jobs : 1, sizeof(*p->jobs));
 	if (!p->free_gpus || !p->group_free || !p->group_size || !p->cross || !p->up_bw ||
-	    !p->order || !p->seen || !p->owner || !p->victims || !p->cand || !p->trial || !p->jobs) {
+	    !p->order || !p->seen || !p->owner || !p->victims || !p->cand || !p->trial ||
+	    !p->jobs) {
 		sim_place_free(p);
 		return CRUX_ERR_NOMEM;
 	}
@@ -459,7 +461,8 @@ static uint32_t pick_bco(struct sim_place *p, uint32_t need, uint32_t *hosts)
 		}
 	}
 	for (int by_cross = 0; by_cross < 2; by_cross++) {
-		qsort_r(p->order, m, sizeof(*p->order), by_cross ? cmp_cross_asc : cmp_free_desc, p);
+		qsort_r(p->order, m, sizeof(*p->order), by_cross ? cmp_cross_asc : cmp_free_desc,
+			p);
 		for (uint32_t k = 0; k <= kmax; k++) {
 			uint32_t n = 0, groups = 0;
 			double worst = 1, sum = 0;
@@ -476,8 +479,8 @@ static uint32_t pick_bco(struct sim_place *p, uint32_t need, uint32_t *hosts)
 			if (n < need)
 				continue;
 			if (worst < best ||
-			    (worst == best && (sum < best_sum ||
-					       (sum == best_sum && groups < best_groups)))) {
+			    (worst == best &&
+			     (sum < best_sum || (sum == best_sum && groups < best_groups)))) {
 				best = worst;
 				best_sum = sum;
 				best_groups = groups;
@@ -533,8 +536,8 @@ static size_t pick_victims(struct sim_place *p, const struct sim_place_job *j, d
 			if (p->group[h] != q || !o)
 				continue;
 			v = &p->jobs[o - 1];
-			if (!v->running || v->sigma > sigma / 2 || now - v->start_s < DALLY_MIN_RUN_S ||
-			    v->preempted >= DALLY_MAX_PREEMPT)
+			if (!v->running || v->sigma > sigma / 2 ||
+			    now - v->start_s < DALLY_MIN_RUN_S || v->preempted >= DALLY_MAX_PREEMPT)
 				continue;
 			for (size_t c = 0; c < nc && !dup; c++)
 				dup = p->cand[c] == o - 1;
@@ -561,9 +564,9 @@ static size_t pick_victims(struct sim_place *p, const struct sim_place_job *j, d
 	return best_n;
 }
 
-enum sim_place_verdict sim_place_try(struct sim_place *p, const struct sim_place_job *j,
-				     double now, uint32_t *hosts, uint32_t *n_hosts,
-				     double *retry_at, const size_t **victims, size_t *n_victims)
+enum sim_place_verdict sim_place_try(struct sim_place *p, const struct sim_place_job *j, double now,
+				     uint32_t *hosts, uint32_t *n_hosts, double *retry_at,
+				     const size_t **victims, size_t *n_victims)
 {
 	uint32_t need = hosts_needed(p, j->gpus), n = 0, total = 0;
 

@@ -21,20 +21,21 @@ struct sim_place;
 
 /* What placement knows of a job (all from the trace but the wait). */
 struct sim_place_job {
-	size_t idx;		/* trace index, 0 .. n_jobs-1 */
+	size_t idx; /* trace index, 0 .. n_jobs-1 */
 	uint32_t gpus;
 	double compute_s, comm_bytes, overlap;
-	double remaining;	/* iterations left */
+	double remaining; /* iterations left */
 	double arrival_s;
-	double enq_s;		/* start of this wait: arrival, or its preemption */
-	const uint32_t *fixed;	/* hosts given by the trace, or NULL */
+	double enq_s;	       /* start of this wait: arrival, or its preemption */
+	const uint32_t *fixed; /* hosts given by the trace, or NULL */
 	uint32_t n_fixed;
 };
 
 enum sim_place_verdict {
-	SIM_PLACE_WAIT = 0, /* not now: *retry_at says when to ask again (INFINITY: at the next event) */
-	SIM_PLACE_OK,	    /* placed on hosts[0..n_hosts-1] */
-	SIM_PLACE_PREEMPT,  /* preempt the victims, then ask again (Dally) */
+	SIM_PLACE_WAIT =
+	    0,	      /* not now: *retry_at says when to ask again (INFINITY: at the next event) */
+	SIM_PLACE_OK, /* placed on hosts[0..n_hosts-1] */
+	SIM_PLACE_PREEMPT, /* preempt the victims, then ask again (Dally) */
 };
 
 crux_status_t sim_place_new(const struct crux_sim_config *cfg, const struct sim_engine *eng,
@@ -64,9 +65,9 @@ double sim_place_timer(const struct sim_place *p, const struct sim_place_job *j)
  * (*victims: trace indices, valid until the next call). 'hosts' has room
  * for ceil(gpus / GPUs per host) entries.
  */
-enum sim_place_verdict sim_place_try(struct sim_place *p, const struct sim_place_job *j,
-				     double now, uint32_t *hosts, uint32_t *n_hosts,
-				     double *retry_at, const size_t **victims, size_t *n_victims);
+enum sim_place_verdict sim_place_try(struct sim_place *p, const struct sim_place_job *j, double now,
+				     uint32_t *hosts, uint32_t *n_hosts, double *retry_at,
+				     const size_t **victims, size_t *n_victims);
 
 /* A running job stopped (finished or preempted): its hosts are free again. */
 void sim_place_release(struct sim_place *p, size_t idx, const uint32_t *hosts, uint32_t n_hosts,

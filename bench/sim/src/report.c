@@ -102,8 +102,8 @@ void crux_sim_print_summary(FILE *f, const struct crux_sim_result *const *r, siz
 	}
 	if (show)
 		fprintf(f, "worst-off jobs under %s:\n  %8s %-18s %5s %5s %9s %9s %8s %5s\n",
-			last->label, "id", "model", "gpus", "hosts",
-			"iso-it(s)", "it(s)", "slowdown", "level");
+			last->label, "id", "model", "gpus", "hosts", "iso-it(s)", "it(s)",
+			"slowdown", "level");
 	for (size_t a = 0; a < show; a++) {
 		const struct crux_sim_job_result *j = &last->jobs[idx[a]];
 		fprintf(f, "  %8u %-18s %5u %5u %9.4f %9.4f %8.3f %5d\n", j->id, j->model, j->gpus,
@@ -160,13 +160,14 @@ static void write_run(FILE *f, const struct crux_sim_result *r, const struct cru
 	double mj;
 	size_t done;
 	jct_stats(r, &mj, &done);
-	fprintf(f,
-		"    {\"policy\": \"%s\", \"base_policy\": \"%s\", \"max_slowdown\": %g, "
-		"\"promote_bound\": %g, \"level_weights\": %s, \"levels\": %u, \"total_gpus\": %u,\n"
-		"     \"eval_model\": \"%s\",\n",
-		r->label, crux_sim_policy_name(r->policy), r->max_slowdown, r->promote_bound,
-		r->weighted ? "true" : "false", r->levels, r->total_gpus,
-		r->eval_model ? "all-at-once" : "phase-aware");
+	fprintf(
+	    f,
+	    "    {\"policy\": \"%s\", \"base_policy\": \"%s\", \"max_slowdown\": %g, "
+	    "\"promote_bound\": %g, \"level_weights\": %s, \"levels\": %u, \"total_gpus\": %u,\n"
+	    "     \"eval_model\": \"%s\",\n",
+	    r->label, crux_sim_policy_name(r->policy), r->max_slowdown, r->promote_bound,
+	    r->weighted ? "true" : "false", r->levels, r->total_gpus,
+	    r->eval_model ? "all-at-once" : "phase-aware");
 	fprintf(f, "     \"mean_gpu_util\": ");
 	json_num(f, r->mean_util);
 	fprintf(f, ", \"gain_vs_first\": ");
@@ -179,8 +180,9 @@ static void write_run(FILE *f, const struct crux_sim_result *r, const struct cru
 	json_num(f, r->window_s);
 	fprintf(f, ", \"end_s\": ");
 	json_num(f, r->end_s);
-	fprintf(f, ", \"jobs\": %zu, \"finished\": %zu, \"events\": %zu, \"evaluations\": %zu, "
-		   "\"wall_s\": ",
+	fprintf(f,
+		", \"jobs\": %zu, \"finished\": %zu, \"events\": %zu, \"evaluations\": %zu, "
+		"\"wall_s\": ",
 		r->n_jobs, r->finished, r->events, r->evaluations);
 	json_num(f, r->wall_s);
 	fprintf(f, ",\n     \"mean_jct_s\": ");
@@ -192,7 +194,8 @@ static void write_run(FILE *f, const struct crux_sim_result *r, const struct cru
 	fprintf(f, ", \"max_link_load\": ");
 	json_num(f, r->max_link_load);
 	fprintf(f, ", \"preemptions\": %zu", r->preemptions);
-	fprintf(f, ",\n     \"infeasible_jobs\": %zu, \"infeasible_job_ids\": [", r->infeasible_jobs);
+	fprintf(f, ",\n     \"infeasible_jobs\": %zu, \"infeasible_job_ids\": [",
+		r->infeasible_jobs);
 	for (size_t i = 0, c = 0; i < r->n_jobs; i++)
 		if (r->jobs[i].infeasible)
 			fprintf(f, "%s%u", c++ ? "," : "", r->jobs[i].id);
@@ -316,7 +319,8 @@ static void write_guard_summary(FILE *f, const struct crux_sim_result *const *r,
 		double kept = NAN;
 
 		if (best && full && full->mean_util > best->mean_util)
-			kept = (r[i]->mean_util - best->mean_util) / (full->mean_util - best->mean_util);
+			kept = (r[i]->mean_util - best->mean_util) /
+			       (full->mean_util - best->mean_util);
 		fprintf(f, "%s\n    {\"policy\": \"%s\", \"max_slowdown\": %g, \"worst\": ",
 			first ? "" : ",", r[i]->label, bound);
 		json_num(f, worst);
@@ -388,7 +392,8 @@ static int write_plot_data(const char *dir, const struct crux_sim_result *const 
 		if (!f)
 			return -1;
 		for (size_t b = 0; b < r[i]->n_bins; b++)
-			fprintf(f, "%.6f %.6f\n", (b + 0.5) * r[i]->bin_s / 86400, 100 * r[i]->util[b]);
+			fprintf(f, "%.6f %.6f\n", (b + 0.5) * r[i]->bin_s / 86400,
+				100 * r[i]->util[b]);
 		if (fclose(f) != 0)
 			return -1;
 		snprintf(path, sizeof(path), "%s/cdf%zu.dat", dir, i);
@@ -445,17 +450,18 @@ crux_status_t crux_sim_plot(const char *png_prefix, const char *title,
 	}
 	fprintf(g, "set terminal png size 1100,560 font ',11' noenhanced\nset key outside right\n"
 		   "set grid\n");
-	fprintf(g, "set output '%s-util.png'\nset title '%s: cluster GPU utilisation'\n"
-		   "set xlabel 'time (days)'\nset ylabel 'GPU utilisation (%%)'\n"
-		   "set yrange [0:100]\nplot ",
+	fprintf(g,
+		"set output '%s-util.png'\nset title '%s: cluster GPU utilisation'\n"
+		"set xlabel 'time (days)'\nset ylabel 'GPU utilisation (%%)'\n"
+		"set yrange [0:100]\nplot ",
 		png_prefix, title);
 	for (size_t i = 0; i < n; i++)
 		fprintf(g, "%s'%s/util%zu.dat' using 1:2 with lines lw 2 title '%s (mean %.1f%%)'",
-			i ? ", " : "", dir, i, r[i]->label,
-			100 * r[i]->mean_util);
-	fprintf(g, "\nset output '%s-slowdown.png'\nset title '%s: job slowdown (CDF)'\n"
-		   "set xlabel 'slowdown (iteration time / isolated)'\nset ylabel 'fraction of "
-		   "jobs'\nset yrange [0:1]\nset logscale x\nplot ",
+			i ? ", " : "", dir, i, r[i]->label, 100 * r[i]->mean_util);
+	fprintf(g,
+		"\nset output '%s-slowdown.png'\nset title '%s: job slowdown (CDF)'\n"
+		"set xlabel 'slowdown (iteration time / isolated)'\nset ylabel 'fraction of "
+		"jobs'\nset yrange [0:1]\nset logscale x\nplot ",
 		png_prefix, title);
 	for (size_t i = 0; i < n; i++)
 		fprintf(g, "%s'%s/cdf%zu.dat' using 1:2 with steps lw 2 title '%s'", i ? ", " : "",
@@ -498,8 +504,9 @@ crux_status_t crux_sim_plot(const char *png_prefix, const char *title,
 	int rc = pclose(p);
 	if (rc != 0) {
 		if (!used)
-			snprintf(err, errlen, "gnuplot failed (exit %d): is gnuplot installed "
-					      "(apt-get install gnuplot-nox)?",
+			snprintf(err, errlen,
+				 "gnuplot failed (exit %d): is gnuplot installed "
+				 "(apt-get install gnuplot-nox)?",
 				 WIFEXITED(rc) ? WEXITSTATUS(rc) : -1);
 		st = CRUX_ERR_IO;
 	}

@@ -27,9 +27,18 @@
 #define CRUX_SIM_RESTART_S 60.0
 
 static const char *const policy_names[CRUX_SIM_N_POLICIES] = {
-	"ecmp",		 "sincronia",	     "taccl",		   "cassini-lite",
-	"crux-pa",	 "crux-ps-pa",	     "crux-full",	   "sincronia-lcp",
-	"cassini-lite-lcp", "crux-random-order", "crux-reversed-order", "crux-one-level",
+    "ecmp",
+    "sincronia",
+    "taccl",
+    "cassini-lite",
+    "crux-pa",
+    "crux-ps-pa",
+    "crux-full",
+    "sincronia-lcp",
+    "cassini-lite-lcp",
+    "crux-random-order",
+    "crux-reversed-order",
+    "crux-one-level",
 };
 
 const char *crux_sim_policy_name(enum crux_sim_policy p)
@@ -99,18 +108,18 @@ struct sim_run {
 	struct sim_engine *eng;
 	struct sim_place *place;
 	uint32_t n_hosts, gph;
-	struct sim_job *jobs;    /* trace order */
-	size_t *order;           /* by arrival */
-	size_t *running;         /* indices into jobs */
+	struct sim_job *jobs; /* trace order */
+	size_t *order;	      /* by arrival */
+	size_t *running;      /* indices into jobs */
 	size_t n_running;
-	size_t *waiting;         /* FIFO of indices */
+	size_t *waiting; /* FIFO of indices */
 	size_t wait_head, wait_tail;
-	double place_retry;      /* the placement's next timer (INFINITY: none) */
-	double now;              /* for the queue order */
+	double place_retry; /* the placement's next timer (INFINITY: none) */
+	double now;	    /* for the queue order */
 	struct sim_active *act;
 	struct sim_eval_out *evo;
-	struct step_ent *heap;   /* step mode */
-	double *last_t;          /* step mode: last accounting time per running slot */
+	struct step_ent *heap; /* step mode */
+	double *last_t;	       /* step mode: last accounting time per running slot */
 	double link_rate_sum;
 	struct crux_sim_result *res;
 	char *err;
@@ -190,8 +199,8 @@ static int account_update(struct sim_run *s)
 	int moved = 0;
 
 	for (size_t i = 0; uses_account(s) && i < s->n_running; i++)
-		moved |= crux_sched_account_update(&s->jobs[s->running[i]].acct,
-						   s->cfg->max_slowdown);
+		moved |=
+		    crux_sched_account_update(&s->jobs[s->running[i]].acct, s->cfg->max_slowdown);
 	return moved;
 }
 
@@ -277,8 +286,7 @@ static crux_status_t evaluate(struct sim_run *s)
 }
 
 /* Add 'area' (GPU-seconds) spread uniformly over [t0, t1] to the bins. */
-static void add_series(double *bins, size_t n_bins, double bin_s, double t0, double t1,
-		       double rate)
+static void add_series(double *bins, size_t n_bins, double bin_s, double t0, double t1, double rate)
 {
 	if (t1 <= t0 || !n_bins)
 		return;
@@ -436,24 +444,27 @@ static crux_status_t check_trace(struct sim_run *s, const struct crux_sim_trace 
 	for (size_t i = 0; i < t->n_jobs; i++) {
 		const struct crux_sim_trace_job *j = &t->jobs[i];
 		if (j->gpus > total) {
-			snprintf(s->err, s->errlen, "job %u asks for %u GPUs but the topology has "
-						    "%llu (%u hosts x %u GPUs): use a larger "
-						    "topology or drop the job",
+			snprintf(s->err, s->errlen,
+				 "job %u asks for %u GPUs but the topology has "
+				 "%llu (%u hosts x %u GPUs): use a larger "
+				 "topology or drop the job",
 				 j->id, j->gpus, (unsigned long long)total, s->n_hosts, s->gph);
 			return CRUX_ERR_INVAL;
 		}
 		if (!j->n_hosts)
 			continue;
 		if (j->n_hosts != hosts_needed(s, j->gpus)) {
-			snprintf(s->err, s->errlen, "job %u: %u hosts listed for %u GPUs, expected "
-						    "%u (%u GPUs per host)",
+			snprintf(s->err, s->errlen,
+				 "job %u: %u hosts listed for %u GPUs, expected "
+				 "%u (%u GPUs per host)",
 				 j->id, j->n_hosts, j->gpus, hosts_needed(s, j->gpus), s->gph);
 			return CRUX_ERR_INVAL;
 		}
 		for (uint32_t k = 0; k < j->n_hosts; k++) {
 			if (j->hosts[k] >= s->n_hosts) {
-				snprintf(s->err, s->errlen, "job %u: host %u does not exist (the "
-							    "topology has hosts 0..%u)",
+				snprintf(s->err, s->errlen,
+					 "job %u: host %u does not exist (the "
+					 "topology has hosts 0..%u)",
 					 j->id, j->hosts[k], s->n_hosts - 1);
 				return CRUX_ERR_INVAL;
 			}
@@ -494,8 +505,8 @@ static crux_status_t setup(struct sim_run *s, const struct crux_sim_trace *t)
 	s->heap = calloc(n ? n : 1, sizeof(*s->heap));
 	s->last_t = calloc(n ? n : 1, sizeof(*s->last_t));
 	s->res = calloc(1, sizeof(*s->res));
-	if (!s->jobs || !s->order || !s->running ||
-	    !s->waiting || !s->act || !s->evo || !s->heap || !s->last_t || !s->res)
+	if (!s->jobs || !s->order || !s->running || !s->waiting || !s->act || !s->evo || !s->heap ||
+	    !s->last_t || !s->res)
 		return CRUX_ERR_NOMEM;
 	struct crux_sim_result *r = s->res;
 	r->policy = s->cfg->policy;
@@ -552,8 +563,10 @@ static crux_status_t setup(struct sim_run *s, const struct crux_sim_trace *t)
 	r->bin_s = s->cfg->bin_s > 0 ? s->cfg->bin_s : r->window_s / 336;
 	r->n_bins = (size_t)ceil(r->window_s / r->bin_s);
 	if (r->n_bins > 1000000) {
-		snprintf(s->err, s->errlen, "utilisation bin of %g s gives more than a million bins "
-					    "over %g s: use a larger --bin", r->bin_s, r->window_s);
+		snprintf(s->err, s->errlen,
+			 "utilisation bin of %g s gives more than a million bins "
+			 "over %g s: use a larger --bin",
+			 r->bin_s, r->window_s);
 		return CRUX_ERR_INVAL;
 	}
 	r->util = calloc(r->n_bins ? r->n_bins : 1, sizeof(*r->util));
@@ -578,7 +591,8 @@ static void preempt(struct sim_run *s, size_t idx, double now)
 	j->run_s += now - s->res->jobs[idx].start_s;
 	/* The work since its last checkpoint is lost, and it restarts. */
 	if (j->iso_s > 0)
-		j->remaining = fmin((double)j->tj->iterations, j->remaining + CRUX_SIM_RESTART_S / j->iso_s);
+		j->remaining =
+		    fmin((double)j->tj->iterations, j->remaining + CRUX_SIM_RESTART_S / j->iso_s);
 	j->state = J_WAITING;
 	j->enq_s = now;
 	s->waiting[s->wait_tail++] = idx;
@@ -779,7 +793,8 @@ crux_status_t crux_sim_run(const struct crux_sim_trace *trace, const struct crux
 	r->finished = finished;
 	double busy = 0, held = 0;
 	for (size_t b = 0; b < r->n_bins; b++) {
-		double len = (b + 1) * r->bin_s > r->window_s ? r->window_s - b * r->bin_s : r->bin_s;
+		double len =
+		    (b + 1) * r->bin_s > r->window_s ? r->window_s - b * r->bin_s : r->bin_s;
 		busy += r->util[b];
 		held += r->alloc[b];
 		r->util[b] /= len * r->total_gpus;

@@ -30,10 +30,10 @@ struct sim_active {
 };
 
 struct sim_eval_out {
-	double iter_s;    /* steady-state iteration time */
+	double iter_s;	  /* steady-state iteration time */
 	double hop_bytes; /* bytes per iteration summed over the fabric links it crosses */
-	int level;        /* 0 = highest; -1 when the policy has no levels */
-	int infeasible;   /* the guard found no schedule that keeps it within its bound */
+	int level;	  /* 0 = highest; -1 when the policy has no levels */
+	int infeasible;	  /* the guard found no schedule that keeps it within its bound */
 };
 
 crux_status_t sim_engine_new(const struct crux_sim_config *cfg, struct sim_engine **out, char *err,

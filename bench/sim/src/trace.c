@@ -8,7 +8,7 @@
 
 #include "crux/sim_trace.h"
 
-#define TRACE_MAX_LINE 65536
+#define TRACE_MAX_LINE	 65536
 #define TRACE_MAX_FIELDS 12
 
 struct parse_ctx {
@@ -33,8 +33,8 @@ __attribute__((format(printf, 2, 3))) static crux_status_t perr(struct parse_ctx
 	return CRUX_ERR_INVAL;
 }
 
-static crux_status_t parse_u64(struct parse_ctx *c, const char *field, const char *s,
-			       uint64_t min, uint64_t max, uint64_t *out)
+static crux_status_t parse_u64(struct parse_ctx *c, const char *field, const char *s, uint64_t min,
+			       uint64_t max, uint64_t *out)
 {
 	char *end;
 	if (*s < '0' || *s > '9')
@@ -89,8 +89,10 @@ static crux_status_t parse_hosts(struct parse_ctx *c, const char *s, uint32_t gp
 	for (const char *p = s; *p; p++)
 		n += *p == ',';
 	if (n > gpus)
-		return perr(c, "field hosts: %zu hosts listed for a %u-GPU job (at most one "
-			       "host per GPU)", n, gpus);
+		return perr(c,
+			    "field hosts: %zu hosts listed for a %u-GPU job (at most one "
+			    "host per GPU)",
+			    n, gpus);
 	uint32_t *hosts = calloc(n, sizeof(*hosts));
 	if (!hosts)
 		return CRUX_ERR_NOMEM;
@@ -102,8 +104,10 @@ static crux_status_t parse_hosts(struct parse_ctx *c, const char *s, uint32_t gp
 		char tok[16];
 		if (len == 0 || len >= sizeof(tok)) {
 			free(hosts);
-			return perr(c, "field hosts: '%s' is not '-' or a comma-separated list of "
-				       "host indices", s);
+			return perr(c,
+				    "field hosts: '%s' is not '-' or a comma-separated list of "
+				    "host indices",
+				    s);
 		}
 		memcpy(tok, p, len);
 		tok[len] = '\0';
@@ -131,12 +135,14 @@ static crux_status_t parse_hosts(struct parse_ctx *c, const char *s, uint32_t gp
 static crux_status_t parse_job(struct parse_ctx *c, char **f, size_t nf,
 			       struct crux_sim_trace_job *job)
 {
-	static const char *const names[] = {"id",	  "arrival_s", "model",
+	static const char *const names[] = {"id",	  "arrival_s",	"model",
 					    "gpus",	  "iterations", "compute_s",
 					    "comm_bytes", "overlap",	"hosts"};
 	if (nf != 10)
-		return perr(c, "a job line has 10 fields (job ID ARRIVAL_S MODEL GPUS ITERATIONS "
-			       "COMPUTE_S COMM_BYTES OVERLAP HOSTS), found %zu", nf);
+		return perr(c,
+			    "a job line has 10 fields (job ID ARRIVAL_S MODEL GPUS ITERATIONS "
+			    "COMPUTE_S COMM_BYTES OVERLAP HOSTS), found %zu",
+			    nf);
 	crux_status_t st;
 	uint64_t v;
 	memset(job, 0, sizeof(*job));
@@ -151,8 +157,10 @@ static crux_status_t parse_job(struct parse_ctx *c, char **f, size_t nf,
 			    CRUX_SIM_MODEL_NAME_MAX - 1);
 	for (size_t i = 0; i < ml; i++) {
 		if (!model_char_ok(f[3][i]))
-			return perr(c, "field model: '%s' may contain only letters, digits and "
-				       "'._+-'", f[3]);
+			return perr(c,
+				    "field model: '%s' may contain only letters, digits and "
+				    "'._+-'",
+				    f[3]);
 	}
 	memcpy(job->model, f[3], ml + 1);
 	if ((st = parse_u64(c, names[3], f[4], 1, CRUX_SIM_TRACE_MAX_GPUS, &v)) != CRUX_OK)
@@ -257,7 +265,8 @@ static crux_status_t check_unique_ids(const struct crux_sim_trace *t, const char
 crux_status_t crux_sim_trace_parse(const char *text, size_t len, const char *name,
 				   struct crux_sim_trace **out, char *err, size_t errlen)
 {
-	struct parse_ctx c = {.name = name ? name : "trace", .line = 0, .err = err, .errlen = errlen};
+	struct parse_ctx c = {
+	    .name = name ? name : "trace", .line = 0, .err = err, .errlen = errlen};
 	struct crux_sim_trace *t = NULL;
 	char *buf = malloc(TRACE_MAX_LINE + 1);
 	int have_header = 0;
@@ -293,7 +302,8 @@ crux_status_t crux_sim_trace_parse(const char *text, size_t len, const char *nam
 		char *f[TRACE_MAX_FIELDS];
 		size_t nf = 0;
 		char *save = NULL;
-		for (char *tok = strtok_r(buf, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
+		for (char *tok = strtok_r(buf, " \t", &save); tok;
+		     tok = strtok_r(NULL, " \t", &save)) {
 			if (nf == TRACE_MAX_FIELDS) {
 				st = perr(&c, "too many fields (a job line has 10)");
 				goto fail;
@@ -304,8 +314,10 @@ crux_status_t crux_sim_trace_parse(const char *text, size_t len, const char *nam
 			continue;
 		if (!have_header) {
 			if (strcmp(f[0], "crux-sim-trace") != 0) {
-				st = perr(&c, "the first line must be 'crux-sim-trace 1' (found "
-					      "'%s'): is this a crux-sim trace?", f[0]);
+				st = perr(&c,
+					  "the first line must be 'crux-sim-trace 1' (found "
+					  "'%s'): is this a crux-sim trace?",
+					  f[0]);
 				goto fail;
 			}
 			if (nf != 2 || strcmp(f[1], "1") != 0) {
@@ -356,7 +368,8 @@ crux_status_t crux_sim_trace_load(const char *path, struct crux_sim_trace **out,
 
 	if (!f) {
 		if (err && errlen)
-			snprintf(err, errlen, "%s: cannot open the trace: %s", path, strerror(errno));
+			snprintf(err, errlen, "%s: cannot open the trace: %s", path,
+				 strerror(errno));
 		return errno == ENOENT ? CRUX_ERR_NOENT : CRUX_ERR_IO;
 	}
 	for (;;) {

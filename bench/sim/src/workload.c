@@ -41,18 +41,27 @@
  * GPT-3 2048, T5 512; NMT batches of 4,096 tokens per GPU.
  */
 static const struct crux_sim_model models[] = {
-	/* name           params   sparse/sample  flops/sample         mfu   batch overlap weight sizes */
-	{"bert-base", 110e6, 0, 6 * 110e6 * 128, 0.35, 64, 0.5, 0.13, {8, 16, 32, 0, 0, 0}},
-	{"bert-large", 340e6, 0, 6 * 340e6 * 128, 0.35, 32, 0.5, 0.10, {8, 16, 32, 64, 0, 0}},
-	{"gpt2-xl", 1.5e9, 0, 6 * 1.5e9 * 1024, 0.40, 4, 0.3, 0.06, {16, 32, 64, 128, 0, 0}},
-	{"gpt3-2.7b", 2.7e9, 0, 6 * 2.7e9 * 2048, 0.40, 2, 0.3, 0.04, {32, 64, 128, 256, 0, 0}},
-	{"resnet50", 25.6e6, 0, 3 * 4.1e9, 0.15, 128, 0.6, 0.13, {4, 8, 16, 32, 0, 0}},
-	{"resnet152", 60.2e6, 0, 3 * 11.5e9, 0.15, 64, 0.6, 0.06, {8, 16, 32, 64, 0, 0}},
-	{"nmt-transformer", 213e6, 0, 6 * 213e6 * 4096, 0.30, 1, 0.5, 0.10, {8, 16, 32, 64, 0, 0}},
-	{"multi-interests", 25e6, 200 * 64 * 2, 6 * 25e6, 0.05, 2048, 0.1, 0.10, {8, 16, 32, 0, 0, 0}},
-	{"multi-interests-xl", 60e6, 200 * 128 * 2, 6 * 60e6, 0.05, 2048, 0.1, 0.06, {8, 16, 32, 64, 0, 0}},
-	{"ctr-dlrm", 20e6, 26 * 128 * 2, 6 * 20e6, 0.05, 4096, 0.1, 0.12, {4, 8, 16, 32, 0, 0}},
-	{"t5-large", 770e6, 0, 6 * 770e6 * 512, 0.35, 8, 0.4, 0.10, {16, 32, 64, 0, 0, 0}},
+    /* name           params   sparse/sample  flops/sample         mfu   batch overlap weight sizes
+     */
+    {"bert-base", 110e6, 0, 6 * 110e6 * 128, 0.35, 64, 0.5, 0.13, {8, 16, 32, 0, 0, 0}},
+    {"bert-large", 340e6, 0, 6 * 340e6 * 128, 0.35, 32, 0.5, 0.10, {8, 16, 32, 64, 0, 0}},
+    {"gpt2-xl", 1.5e9, 0, 6 * 1.5e9 * 1024, 0.40, 4, 0.3, 0.06, {16, 32, 64, 128, 0, 0}},
+    {"gpt3-2.7b", 2.7e9, 0, 6 * 2.7e9 * 2048, 0.40, 2, 0.3, 0.04, {32, 64, 128, 256, 0, 0}},
+    {"resnet50", 25.6e6, 0, 3 * 4.1e9, 0.15, 128, 0.6, 0.13, {4, 8, 16, 32, 0, 0}},
+    {"resnet152", 60.2e6, 0, 3 * 11.5e9, 0.15, 64, 0.6, 0.06, {8, 16, 32, 64, 0, 0}},
+    {"nmt-transformer", 213e6, 0, 6 * 213e6 * 4096, 0.30, 1, 0.5, 0.10, {8, 16, 32, 64, 0, 0}},
+    {"multi-interests", 25e6, 200 * 64 * 2, 6 * 25e6, 0.05, 2048, 0.1, 0.10, {8, 16, 32, 0, 0, 0}},
+    {"multi-interests-xl",
+     60e6,
+     200 * 128 * 2,
+     6 * 60e6,
+     0.05,
+     2048,
+     0.1,
+     0.06,
+     {8, 16, 32, 64, 0, 0}},
+    {"ctr-dlrm", 20e6, 26 * 128 * 2, 6 * 20e6, 0.05, 4096, 0.1, 0.12, {4, 8, 16, 32, 0, 0}},
+    {"t5-large", 770e6, 0, 6 * 770e6 * 512, 0.35, 8, 0.4, 0.10, {16, 32, 64, 0, 0, 0}},
 };
 
 const struct crux_sim_model *crux_sim_models(size_t *n)
@@ -145,8 +154,9 @@ crux_status_t crux_sim_workload_generate(const struct crux_sim_workload_params *
 	    !p->total_gpus || !p->max_job_gpus || !(p->load > 0) || !(p->gpu_tflops > 0) ||
 	    !(p->host_gbps > 0) || !(p->median_s > 0) || !(p->sigma >= 0)) {
 		if (err && errlen)
-			snprintf(err, errlen, "workload parameters out of range: jobs, span, GPUs, "
-					      "load, TFLOP/s, Gb/s and median must be > 0");
+			snprintf(err, errlen,
+				 "workload parameters out of range: jobs, span, GPUs, "
+				 "load, TFLOP/s, Gb/s and median must be > 0");
 		return CRUX_ERR_INVAL;
 	}
 	if ((st = crux_sim_trace_new(&t)) != CRUX_OK)
@@ -177,8 +187,8 @@ crux_status_t crux_sim_workload_generate(const struct crux_sim_workload_params *
 		j.arrival_s = floor(clock * 1000) / 1000;
 		snprintf(j.model, sizeof(j.model), "%s", m->name);
 		j.gpus = pick_size(&r, m, p->max_job_gpus);
-		j.compute_s = m->flops_per_sample * m->batch_per_gpu /
-			      (p->gpu_tflops * 1e12 * m->mfu);
+		j.compute_s =
+		    m->flops_per_sample * m->batch_per_gpu / (p->gpu_tflops * 1e12 * m->mfu);
 		uint32_t per_host = j.gpus < 8 ? j.gpus : 8;
 		j.comm_bytes = 2 * m->params + m->sparse_bytes * m->batch_per_gpu * per_host;
 		j.overlap = m->overlap;
@@ -195,9 +205,9 @@ crux_status_t crux_sim_workload_generate(const struct crux_sim_workload_params *
 	for (uint32_t i = 0; i < p->n_jobs; i++) {
 		struct crux_sim_trace_job *j = &t->jobs[i];
 		double hosts = ceil(j->gpus / 8.0);
-		double comm = hosts > 1 ? 2 * (hosts - 1) / hosts * j->comm_bytes * 8 /
-						  (p->host_gbps * 1e9)
-					: 0;
+		double comm =
+		    hosts > 1 ? 2 * (hosts - 1) / hosts * j->comm_bytes * 8 / (p->host_gbps * 1e9)
+			      : 0;
 		double iter = (1 - j->overlap) * j->compute_s + comm;
 		if (iter < j->compute_s)
 			iter = j->compute_s;

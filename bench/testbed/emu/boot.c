@@ -21,7 +21,7 @@
 #include "emu.h"
 
 #define CRUX_TB_BOOT_TIMEOUT_MS 120000ull
-#define CRUX_TB_MAX_RANKS 4096
+#define CRUX_TB_MAX_RANKS	4096
 
 struct crux_tb_boot_hello {
 	uint32_t magic;
@@ -52,7 +52,7 @@ static crux_status_t crux_tb_io(int fd, void *buf, size_t len, bool wr, uint64_t
 
 	while (len) {
 		uint64_t now = crux_tb_mono_ms();
-		struct pollfd pfd = { .fd = fd, .events = wr ? POLLOUT : POLLIN };
+		struct pollfd pfd = {.fd = fd, .events = wr ? POLLOUT : POLLIN};
 		ssize_t n;
 
 		if (now >= deadline)
@@ -62,7 +62,8 @@ static crux_status_t crux_tb_io(int fd, void *buf, size_t len, bool wr, uint64_t
 				continue;
 			return CRUX_ERR_IO;
 		}
-		if (!(pfd.revents & (wr ? POLLOUT : POLLIN)) && !(pfd.revents & (POLLERR | POLLHUP)))
+		if (!(pfd.revents & (wr ? POLLOUT : POLLIN)) &&
+		    !(pfd.revents & (POLLERR | POLLHUP)))
 			continue;
 		n = wr ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
 		if (n < 0) {
@@ -89,12 +90,13 @@ static void *crux_tb_root_main(void *arg)
 	for (;;) {
 		struct crux_tb_boot_hello h;
 		uint64_t now = crux_tb_mono_ms();
-		struct pollfd pfd = { .fd = root->lfd, .events = POLLIN };
+		struct pollfd pfd = {.fd = root->lfd, .events = POLLIN};
 		int fd;
 
 		if (now >= deadline) {
-			fprintf(stderr, "nccl-emu: bootstrap root gave up: %d of %d ranks connected "
-					"within %llu s\n",
+			fprintf(stderr,
+				"nccl-emu: bootstrap root gave up: %d of %d ranks connected "
+				"within %llu s\n",
 				got, nranks, CRUX_TB_BOOT_TIMEOUT_MS / 1000);
 			goto out;
 		}
@@ -107,7 +109,8 @@ static void *crux_tb_root_main(void *arg)
 		    h.magic != CRUX_TB_UID_MAGIC || h.comm_id != root->comm_id || h.nranks < 1 ||
 		    h.nranks > CRUX_TB_MAX_RANKS || h.rank < 0 || h.rank >= h.nranks ||
 		    (nranks > 0 && h.nranks != nranks)) {
-			fprintf(stderr, "nccl-emu: bootstrap root: a peer sent a bad hello; ignored\n");
+			fprintf(stderr,
+				"nccl-emu: bootstrap root: a peer sent a bad hello; ignored\n");
 			close(fd);
 			continue;
 		}
@@ -266,8 +269,8 @@ fail:
 }
 
 crux_status_t crux_tb_boot_exchange(const struct crux_tb_uid *uid, int rank, int nranks,
-				    const void *handle, void *all, uint64_t timeout_ms,
-				    char *err, size_t errlen)
+				    const void *handle, void *all, uint64_t timeout_ms, char *err,
+				    size_t errlen)
 {
 	uint64_t deadline = crux_tb_mono_ms() + timeout_ms;
 	struct crux_tb_boot_hello h;
@@ -278,8 +281,9 @@ crux_status_t crux_tb_boot_exchange(const struct crux_tb_uid *uid, int rank, int
 
 	if (uid->magic != CRUX_TB_UID_MAGIC || uid->version != CRUX_TB_UID_VERSION ||
 	    (uid->family != AF_INET && uid->family != AF_INET6)) {
-		snprintf(err, errlen, "the unique id was not made by this emulator's "
-				      "ncclGetUniqueId (bad magic, version or address)");
+		snprintf(err, errlen,
+			 "the unique id was not made by this emulator's "
+			 "ncclGetUniqueId (bad magic, version or address)");
 		return CRUX_ERR_INVAL;
 	}
 	if (nranks < 1 || nranks > CRUX_TB_MAX_RANKS || rank < 0 || rank >= nranks) {
@@ -331,7 +335,8 @@ crux_status_t crux_tb_boot_exchange(const struct crux_tb_uid *uid, int rank, int
 	memcpy(h.handle, handle, CRUXN_NET_HANDLE_MAXSIZE);
 	st = crux_tb_io(fd, &h, sizeof(h), true, deadline);
 	if (st == CRUX_OK)
-		st = crux_tb_io(fd, all, (size_t)nranks * CRUXN_NET_HANDLE_MAXSIZE, false, deadline);
+		st =
+		    crux_tb_io(fd, all, (size_t)nranks * CRUXN_NET_HANDLE_MAXSIZE, false, deadline);
 	if (st != CRUX_OK)
 		snprintf(err, errlen, "bootstrap exchange failed (%s): not all %d ranks joined",
 			 crux_status_str(st), nranks);

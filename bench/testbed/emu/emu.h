@@ -80,11 +80,11 @@ struct crux_tb_uid {
 	uint32_t version;
 	uint64_t comm_id; /* random; also the plugin's commId */
 	uint16_t family;  /* AF_INET or AF_INET6 */
-	uint16_t port;    /* network order */
+	uint16_t port;	  /* network order */
 	uint32_t scope_id;
 	uint8_t addr[16];
 };
-#define CRUX_TB_UID_MAGIC 0x42545843u /* "CXTB" */
+#define CRUX_TB_UID_MAGIC   0x42545843u /* "CXTB" */
 #define CRUX_TB_UID_VERSION 1
 
 /*
@@ -98,8 +98,8 @@ crux_status_t crux_tb_boot_root_start(struct crux_tb_uid *out, char *err, size_t
  * (nranks * CRUXN_NET_HANDLE_MAXSIZE bytes into 'all'). Bounded by timeout_ms.
  */
 crux_status_t crux_tb_boot_exchange(const struct crux_tb_uid *uid, int rank, int nranks,
-				    const void *handle, void *all, uint64_t timeout_ms,
-				    char *err, size_t errlen);
+				    const void *handle, void *all, uint64_t timeout_ms, char *err,
+				    size_t errlen);
 
 /* ---- Reductions (reduce.c) ------------------------------------------------ */
 

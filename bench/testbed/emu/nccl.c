@@ -25,27 +25,27 @@
 #include "crux/env.h"
 #include "emu.h"
 
-#define CRUX_TB_NCCL_VERSION 22809
+#define CRUX_TB_NCCL_VERSION	   22809
 #define CRUX_TB_CONNECT_TIMEOUT_MS 120000ull
-#define CRUX_TB_MAX_WINDOW 16
+#define CRUX_TB_MAX_WINDOW	   16
 
 struct crux_tb_emu {
 	pthread_mutex_t lock;
-	bool tried;       /* plugin load attempted */
+	bool tried; /* plugin load attempted */
 	crux_status_t load_status;
 	struct crux_tb_net net;
 	size_t chunk_bytes;
 	int window;
 	int group_depth;
-	int progress_fd;          /* CRUX_TB_PROGRESS, -1 when unset */
+	int progress_fd; /* CRUX_TB_PROGRESS, -1 when unset */
 	uint64_t progress_last_ns;
 	uint64_t progress_bytes;
 	char last_error[1024];
 };
 
 static struct crux_tb_emu crux_tb_emu_ctx = {
-	.lock = PTHREAD_MUTEX_INITIALIZER,
-	.progress_fd = -1,
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .progress_fd = -1,
 };
 
 struct ncclComm {
@@ -54,8 +54,8 @@ struct ncclComm {
 	uint64_t comm_id;
 	void *net_ctx;
 	void *lcomm;
-	void *scomm; /* to rank+1 */
-	void *rcomm; /* from rank-1 */
+	void *scomm;	      /* to rank+1 */
+	void *rcomm;	      /* from rank-1 */
 	unsigned char *stage; /* window slots of chunk_bytes for receives */
 	void *stage_mh;
 	size_t chunk;
@@ -65,7 +65,7 @@ struct ncclComm {
 };
 
 static void crux_tb_set_error(ncclComm_t comm, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 static void crux_tb_set_error(ncclComm_t comm, const char *fmt, ...)
 {
@@ -130,10 +130,12 @@ static crux_status_t crux_tb_emu_ready(void)
 
 		e->window = (int)v;
 		if (prog) {
-			e->progress_fd = open(prog, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+			e->progress_fd =
+			    open(prog, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 			if (e->progress_fd < 0) {
-				snprintf(err, sizeof(err), "CRUX_TB_PROGRESS='%s' cannot be opened: %s",
-					 prog, strerror(errno));
+				snprintf(err, sizeof(err),
+					 "CRUX_TB_PROGRESS='%s' cannot be opened: %s", prog,
+					 strerror(errno));
 				st = CRUX_ERR_INVAL;
 			}
 		}
@@ -176,7 +178,7 @@ static void crux_tb_progress(size_t bytes)
 static void crux_tb_backoff(unsigned *idle)
 {
 	/* Many emulated GPUs share two cores: poll gently once nothing moves. */
-	struct timespec ts = { 0, 0 };
+	struct timespec ts = {0, 0};
 
 	if (++*idle < 16)
 		return;
@@ -307,14 +309,15 @@ static ncclResult_t crux_tb_comm_init(ncclComm_t *out, int nranks, ncclUniqueId 
 				  crux_status_str(st));
 		goto fail;
 	}
-	st = crux_tb_boot_exchange(&uid, rank, nranks, handle, all, CRUX_TB_CONNECT_TIMEOUT_MS,
-				   err, sizeof(err));
+	st = crux_tb_boot_exchange(&uid, rank, nranks, handle, all, CRUX_TB_CONNECT_TIMEOUT_MS, err,
+				   sizeof(err));
 	if (st != CRUX_OK) {
 		crux_tb_set_error(NULL, "ncclCommInitRank: %s", err);
 		goto fail;
 	}
 	if (nranks > 1) {
-		unsigned char *next = all + (size_t)((rank + 1) % nranks) * CRUXN_NET_HANDLE_MAXSIZE;
+		unsigned char *next =
+		    all + (size_t)((rank + 1) % nranks) * CRUXN_NET_HANDLE_MAXSIZE;
 
 		deadline = (uint64_t)time(NULL) + CRUX_TB_CONNECT_TIMEOUT_MS / 1000;
 		while (!comm->scomm || !comm->rcomm) {
@@ -343,7 +346,8 @@ static ncclResult_t crux_tb_comm_init(ncclComm_t *out, int nranks, ncclUniqueId 
 				crux_tb_backoff(&idle);
 		}
 		if (st != CRUX_OK) {
-			crux_tb_set_error(NULL, "ncclCommInitRank: ring connection of rank %d failed: %s",
+			crux_tb_set_error(NULL,
+					  "ncclCommInitRank: ring connection of rank %d failed: %s",
 					  rank, crux_status_str(st));
 			goto fail;
 		}
@@ -353,8 +357,8 @@ static ncclResult_t crux_tb_comm_init(ncclComm_t *out, int nranks, ncclUniqueId 
 			crux_tb_set_error(NULL, "ncclCommInitRank: out of memory");
 			goto fail;
 		}
-		st = crux_tb_net_reg(net, comm->rcomm, comm->stage, comm->chunk * (size_t)comm->window,
-				     &comm->stage_mh);
+		st = crux_tb_net_reg(net, comm->rcomm, comm->stage,
+				     comm->chunk * (size_t)comm->window, &comm->stage_mh);
 		if (st != CRUX_OK) {
 			crux_tb_set_error(NULL, "ncclCommInitRank: regMr failed: %s",
 					  crux_status_str(st));
@@ -485,7 +489,7 @@ struct crux_tb_ring {
 	size_t seg_elems;   /* elements per segment (the last may be shorter) */
 	size_t chunk_elems; /* elements per chunk */
 	size_t count;
-	int nchunks;        /* chunks per segment */
+	int nchunks; /* chunks per segment */
 };
 
 /* Element range [*off, *off + *len) of chunk c of segment s. */

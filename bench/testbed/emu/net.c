@@ -22,7 +22,8 @@ static void crux_tb_net_logger(cruxn_log_level_t level, unsigned long flags, con
 	va_list ap;
 
 	(void)flags;
-	if (level == CRUXN_LOG_NONE || (level >= CRUXN_LOG_INFO && !info && level != CRUXN_LOG_ABORT))
+	if (level == CRUXN_LOG_NONE ||
+	    (level >= CRUXN_LOG_INFO && !info && level != CRUXN_LOG_ABORT))
 		return;
 	fprintf(stderr, "nccl-emu[%d] %s %s:%d ", (int)getpid(),
 		level == CRUXN_LOG_WARN ? "WARN" : "INFO", file ? file : "?", line);
@@ -33,7 +34,7 @@ static void crux_tb_net_logger(cruxn_log_level_t level, unsigned long flags, con
 }
 
 static const char *const crux_tb_net_syms[] = {
-	CRUXN_SYM_V11, CRUXN_SYM_V10, CRUXN_SYM_V9, CRUXN_SYM_V8, CRUXN_SYM_V7, CRUXN_SYM_V6,
+    CRUXN_SYM_V11, CRUXN_SYM_V10, CRUXN_SYM_V9, CRUXN_SYM_V8, CRUXN_SYM_V7, CRUXN_SYM_V6,
 };
 
 /* Pick the newest exported table of an opened library. */
@@ -90,8 +91,9 @@ crux_status_t crux_tb_net_load(struct crux_tb_net *net, char *err, size_t errlen
 		return CRUX_ERR_NOENT;
 	}
 	if (!strcasecmp(spec, "none")) {
-		snprintf(err, errlen,
-			 "NCCL_NET_PLUGIN=none: the emulator has no internal transport; name a plugin");
+		snprintf(
+		    err, errlen,
+		    "NCCL_NET_PLUGIN=none: the emulator has no internal transport; name a plugin");
 		return CRUX_ERR_INVAL;
 	}
 	if (strlen(spec) >= sizeof(list)) {
@@ -148,7 +150,7 @@ crux_status_t crux_tb_net_init(struct crux_tb_net *net, uint64_t comm_id, int tr
 
 	*ctx = NULL;
 	if (net->version == 11) {
-		cruxn_comm_config_t cfg = { .trafficClass = traffic_class };
+		cruxn_comm_config_t cfg = {.trafficClass = traffic_class};
 		rc = net->api.v11->init(ctx, comm_id, &cfg, crux_tb_net_logger, NULL);
 		if (rc != CRUXN_SUCCESS)
 			return crux_tb_net_rc(rc);
@@ -203,7 +205,7 @@ crux_status_t crux_tb_net_connect(struct crux_tb_net *net, void *ctx, int traffi
 				  void *handle, void **scomm)
 {
 	cruxn_dev_handle_t *dh = NULL;
-	cruxn_comm_config_t cfg = { .trafficClass = traffic_class };
+	cruxn_comm_config_t cfg = {.trafficClass = traffic_class};
 
 	switch (net->version) {
 	case 11:
@@ -249,7 +251,8 @@ crux_status_t crux_tb_net_reg(struct crux_tb_net *net, void *comm, void *data, s
 	if (size > INT_MAX)
 		return CRUX_ERR_RANGE;
 	if (net->version == 7)
-		return crux_tb_net_rc(net->api.v7->regMr(comm, data, (int)size, CRUXN_PTR_HOST, mh));
+		return crux_tb_net_rc(
+		    net->api.v7->regMr(comm, data, (int)size, CRUXN_PTR_HOST, mh));
 	return crux_tb_net_rc(net->api.v6->regMr(comm, data, (int)size, CRUXN_PTR_HOST, mh));
 }
 
@@ -282,7 +285,7 @@ crux_status_t crux_tb_net_irecv(struct crux_tb_net *net, void *rcomm, void *data
 	if (net->version >= 10) {
 		size_t sz = size;
 		return crux_tb_net_rc(
-			net->api.v10->irecv(rcomm, 1, &data, &sz, &tag, &mh, &phandle, req));
+		    net->api.v10->irecv(rcomm, 1, &data, &sz, &tag, &mh, &phandle, req));
 	}
 	if (net->version == 9) {
 		size_t sz = size;

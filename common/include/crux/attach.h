@@ -27,8 +27,8 @@
 extern "C" {
 #endif
 
-#define CRUX_AGENT_SOCK "cruxd.sock"
-#define CRUX_WIRE_MAGIC 0x4d585243u /* "CRXM" little-endian */
+#define CRUX_AGENT_SOCK	  "cruxd.sock"
+#define CRUX_WIRE_MAGIC	  0x4d585243u /* "CRXM" little-endian */
 #define CRUX_WIRE_VERSION 1
 
 enum crux_wire_type {
@@ -38,7 +38,7 @@ enum crux_wire_type {
 };
 
 enum crux_wire_role {
-	CRUX_ROLE_RANK = 1,     /* a training process: profile memfd attached */
+	CRUX_ROLE_RANK = 1,	/* a training process: profile memfd attached */
 	CRUX_ROLE_OBSERVER = 2, /* cruxctl, tools: table only */
 };
 
@@ -51,7 +51,7 @@ struct crux_wire_hello {
 	uint16_t type;
 	uint32_t size; /* sizeof(struct crux_wire_hello) */
 	uint32_t role;
-	int32_t pid;         /* the sender's pid in its own pid namespace */
+	int32_t pid; /* the sender's pid in its own pid namespace */
 	uint32_t reserved;
 	uint64_t start_time; /* field 22 of /proc/self/stat */
 	uint64_t job_key;    /* must equal the profile's identity */
@@ -62,8 +62,8 @@ struct crux_wire_hello {
 struct crux_wire_reply {
 	uint32_t magic;
 	uint16_t version;
-	uint16_t type; /* WELCOME or REFUSE */
-	uint32_t size; /* sizeof(struct crux_wire_reply) */
+	uint16_t type;	/* WELCOME or REFUSE */
+	uint32_t size;	/* sizeof(struct crux_wire_reply) */
 	int32_t status; /* crux_status_t of a refusal */
 	uint64_t table_size;
 	uint32_t agent_pid;

@@ -40,8 +40,8 @@ struct crux_broker;
  * handing out 'table_fd' (the writer's memfd; not owned). The socket is
  * recreated when removed or replaced.
  */
-crux_status_t crux_broker_open(const char *dir, const struct crux_broker_policy *pol,
-			       int table_fd, struct crux_broker **out, char *err, size_t errlen);
+crux_status_t crux_broker_open(const char *dir, const struct crux_broker_policy *pol, int table_fd,
+			       struct crux_broker **out, char *err, size_t errlen);
 
 /* One attached process, as the kernel names it. */
 struct crux_broker_peer_info {

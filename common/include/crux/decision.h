@@ -30,26 +30,26 @@
 extern "C" {
 #endif
 
-#define CRUX_DT_FILE "decision.tbl"
-#define CRUX_DT_MAGIC 0x44585243u /* "CRXD" little-endian */
-#define CRUX_DT_VERSION 2 /* 2: contract v2 (sealed memfd handed out by cruxd) */
-#define CRUX_MAX_LEVELS 8
-#define CRUX_DEFAULT_LEVELS 4
-#define CRUX_DT_MAX_JOBS 1024
-#define CRUX_DT_MAX_ROUTES 4096
-#define CRUX_ROUTE_MAX_PORTS 8 /* source ports per route: one per data socket */
+#define CRUX_DT_FILE			     "decision.tbl"
+#define CRUX_DT_MAGIC			     0x44585243u /* "CRXD" little-endian */
+#define CRUX_DT_VERSION			     2 /* 2: contract v2 (sealed memfd handed out by cruxd) */
+#define CRUX_MAX_LEVELS			     8
+#define CRUX_DEFAULT_LEVELS		     4
+#define CRUX_DT_MAX_JOBS		     1024
+#define CRUX_DT_MAX_ROUTES		     4096
+#define CRUX_ROUTE_MAX_PORTS		     8 /* source ports per route: one per data socket */
 #define CRUX_DT_DEFAULT_HEARTBEAT_TIMEOUT_NS (5ull * 1000000000ull)
-#define CRUX_PATH_NONE 0xffffu
+#define CRUX_PATH_NONE			     0xffffu
 
 enum crux_job_state {
-	CRUX_JOB_PROFILING = 0, /* new job: top level while it is measured */
-	CRUX_JOB_SCHEDULED = 1, /* level and paths from the scheduler */
+	CRUX_JOB_PROFILING = 0,	 /* new job: top level while it is measured */
+	CRUX_JOB_SCHEDULED = 1,	 /* level and paths from the scheduler */
 	CRUX_JOB_OVERRIDDEN = 2, /* an operator's override (cruxctl set) */
 };
 
 struct crux_level_map {
-	uint8_t dscp;      /* 0..63; IP TOS = dscp << 2; RoCE traffic class = dscp << 2 */
-	uint8_t ib_sl;     /* 0..15 */
+	uint8_t dscp;	   /* 0..63; IP TOS = dscp << 2; RoCE traffic class = dscp << 2 */
+	uint8_t ib_sl;	   /* 0..15 */
 	uint16_t weight;   /* ETS / WRR / HTB weight (CRUX_LEVEL_WEIGHTS); 0 = strict priority */
 	int32_t sock_prio; /* SO_PRIORITY, 0..6 without CAP_NET_ADMIN */
 };
@@ -76,7 +76,7 @@ struct crux_dt_route {
 
 /* Global settings in the table header. */
 struct crux_dt_settings {
-	uint32_t nlevels;       /* K, 1..CRUX_MAX_LEVELS */
+	uint32_t nlevels;	/* K, 1..CRUX_MAX_LEVELS */
 	uint32_t default_level; /* for jobs the table does not name */
 	struct crux_level_map levels[CRUX_MAX_LEVELS];
 	uint64_t heartbeat_timeout_ns; /* readers treat an older heartbeat as stale */
@@ -98,9 +98,9 @@ struct crux_dt_contents {
 struct crux_decision {
 	uint64_t generation;
 	uint8_t level;
-	uint8_t state;       /* meaningful when job_found */
-	bool job_found;      /* false: the table's default level applies */
-	bool route_found;    /* false: plain ECMP (ephemeral ports) */
+	uint8_t state;			 /* meaningful when job_found */
+	bool job_found;			 /* false: the table's default level applies */
+	bool route_found;		 /* false: plain ECMP (ephemeral ports) */
 	struct crux_level_map class_map; /* the level's DSCP / priority / SL */
 	uint16_t path_id;
 	uint8_t nports;
@@ -110,8 +110,7 @@ struct crux_decision {
 /* Default settings: K levels, level l -> DSCP 8*l, sock prio l, SL l; default level 0. */
 void crux_dt_settings_default(uint32_t nlevels, struct crux_dt_settings *out);
 /* Check ranges (nlevels, default_level, dscp, sl, unique DSCPs). */
-crux_status_t crux_dt_settings_validate(const struct crux_dt_settings *s, char *err,
-					size_t errlen);
+crux_status_t crux_dt_settings_validate(const struct crux_dt_settings *s, char *err, size_t errlen);
 
 /* ---- Reader (plugin, cruxctl) ---- */
 
@@ -193,8 +192,8 @@ crux_status_t crux_dt_validate_mapped(const void *base, size_t size, char *err, 
  * at validation is accepted as for files). The buffer must outlive the
  * reader; crux_dt_reader_close does not free it.
  */
-crux_status_t crux_dt_reader_open_buffer(const void *base, size_t size,
-					 struct crux_dt_reader **out, char *err, size_t errlen);
+crux_status_t crux_dt_reader_open_buffer(const void *base, size_t size, struct crux_dt_reader **out,
+					 char *err, size_t errlen);
 
 /*
  * A reader over a private copy of 'dir'/decision.tbl read with pread (never
@@ -229,8 +228,7 @@ void crux_dt_mirror_close(struct crux_dt_mirror *m);
 bool crux_dt_mirror_owns(const struct crux_dt_mirror *m, const struct crux_dt_reader *r);
 
 /* A reader over a received table memfd: seals and size checked before mapping. */
-crux_status_t crux_dt_reader_open_fd(int fd, struct crux_dt_reader **out, char *err,
-				     size_t errlen);
+crux_status_t crux_dt_reader_open_fd(int fd, struct crux_dt_reader **out, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -36,8 +36,7 @@ crux_status_t crux_dt_writer_read(const struct crux_dt_writer *w, struct crux_dt
  * level >= nlevels or a bad route. The old contents stay on error.
  */
 crux_status_t crux_dt_publish(struct crux_dt_writer *w, const struct crux_dt_job *jobs,
-			      uint32_t njobs, const struct crux_dt_route *routes,
-			      uint32_t nroutes);
+			      uint32_t njobs, const struct crux_dt_route *routes, uint32_t nroutes);
 
 /* Replace settings (levels map) and bump the generation. */
 crux_status_t crux_dt_set_settings(struct crux_dt_writer *w, const struct crux_dt_settings *s);

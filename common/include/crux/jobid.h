@@ -42,8 +42,8 @@ enum crux_job_source {
 };
 
 struct crux_job_identity {
-	uint64_t key;                /* hash of id; never 0 */
-	char id[CRUX_JOB_ID_LEN];    /* readable id, NUL-terminated (truncated if long) */
+	uint64_t key;		  /* hash of id; never 0 */
+	char id[CRUX_JOB_ID_LEN]; /* readable id, NUL-terminated (truncated if long) */
 	enum crux_job_source source;
 };
 
@@ -55,8 +55,7 @@ struct crux_rank_info {
 };
 
 /* Derive the job identity through fn (NULL = getenv). */
-crux_status_t crux_job_identity_derive(crux_getenv_fn fn, void *arg,
-				       struct crux_job_identity *out);
+crux_status_t crux_job_identity_derive(crux_getenv_fn fn, void *arg, struct crux_job_identity *out);
 
 /*
  * Same, without logging: a bad CRUX_JOB_ID (more than 59 characters, or a
@@ -66,10 +65,10 @@ crux_status_t crux_job_identity_derive(crux_getenv_fn fn, void *arg,
  * become '_'. The key is crux_job_key_of(id) of that final id.
  */
 crux_status_t crux_job_identity_derive_ex(crux_getenv_fn fn, void *arg,
-					  struct crux_job_identity *out, char *err,
-					  size_t errlen);
+					  struct crux_job_identity *out, char *err, size_t errlen);
 
-/* Rank info from RANK/WORLD_SIZE/LOCAL_RANK, SLURM_PROCID/.., OMPI_COMM_WORLD_*, PMI_RANK/PMIX_RANK. */
+/* Rank info from RANK/WORLD_SIZE/LOCAL_RANK, SLURM_PROCID/.., OMPI_COMM_WORLD_*,
+ * PMI_RANK/PMIX_RANK. */
 crux_status_t crux_rank_info_derive(crux_getenv_fn fn, void *arg, struct crux_rank_info *out);
 
 /* The key of a readable id (FNV-1a, 0 mapped to 1). */

@@ -67,7 +67,7 @@ void crux_log_set_timestamps(bool on);
 enum crux_log_level crux_log_get_level(void);
 
 void crux_log_msg(enum crux_log_level level, const char *file, int line, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 void crux_log_vmsg(enum crux_log_level level, const char *file, int line, const char *fmt,
 		   va_list ap);
 
@@ -76,9 +76,9 @@ void crux_log_vmsg(enum crux_log_level level, const char *file, int line, const 
 		if ((level) <= crux_log_get_level())                                               \
 			crux_log_msg((level), __FILE__, __LINE__, __VA_ARGS__);                    \
 	} while (0)
-#define crux_err(...) crux_log(CRUX_LOG_ERROR, __VA_ARGS__)
-#define crux_warn(...) crux_log(CRUX_LOG_WARN, __VA_ARGS__)
-#define crux_info(...) crux_log(CRUX_LOG_INFO, __VA_ARGS__)
+#define crux_err(...)	crux_log(CRUX_LOG_ERROR, __VA_ARGS__)
+#define crux_warn(...)	crux_log(CRUX_LOG_WARN, __VA_ARGS__)
+#define crux_info(...)	crux_log(CRUX_LOG_INFO, __VA_ARGS__)
 #define crux_debug(...) crux_log(CRUX_LOG_DEBUG, __VA_ARGS__)
 
 /*

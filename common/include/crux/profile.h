@@ -36,12 +36,12 @@ extern "C" {
  * 6: the plugin's busy-time history; 5: net section has the plugin's busy time (stall
  * breakdown); 4: bytes by collective kind; 3: contract v2 (sealed memfd); 2: local address
  */
-#define CRUX_PROF_VERSION 6
-#define CRUX_PROF_PREFIX "prof-"
-#define CRUX_PROF_SUFFIX ".rec"
-#define CRUX_PROF_MAX_PEERS 64
-#define CRUX_HOSTNAME_LEN 64
-#define CRUX_DEVICE_LEN 64
+#define CRUX_PROF_VERSION      6
+#define CRUX_PROF_PREFIX       "prof-"
+#define CRUX_PROF_SUFFIX       ".rec"
+#define CRUX_PROF_MAX_PEERS    64
+#define CRUX_HOSTNAME_LEN      64
+#define CRUX_DEVICE_LEN	       64
 #define CRUX_PROF_BUSY_SAMPLES 64
 
 enum crux_coll_kind {
@@ -70,9 +70,9 @@ struct crux_prof_identity {
 	char job_id[CRUX_JOB_ID_LEN];
 	char hostname[CRUX_HOSTNAME_LEN];
 	struct crux_addr host_addr; /* this host's address on the fabric, if known */
-	int32_t rank;       /* -1 when unknown */
-	int32_t world_size; /* -1 when unknown */
-	int32_t local_rank; /* -1 when unknown */
+	int32_t rank;		    /* -1 when unknown */
+	int32_t world_size;	    /* -1 when unknown */
+	int32_t local_rank;	    /* -1 when unknown */
 	/*
 	 * Only in cruxd's copies of attached records (CRUX_PROF_ATTACHED_DIR):
 	 * the process's uid as the kernel named it. Ignored everywhere else.
@@ -82,26 +82,26 @@ struct crux_prof_identity {
 
 /* Written by the preload once per profile window (CRUX_PROFILE_WINDOW). */
 struct crux_prof_compute {
-	uint64_t window_end_ns;  /* CLOCK_MONOTONIC at the end of the last window */
-	double window_s;         /* length of that window */
-	uint64_t windows;        /* windows published so far */
-	uint64_t iterations;     /* iterations in the last window */
+	uint64_t window_end_ns; /* CLOCK_MONOTONIC at the end of the last window */
+	double window_s;	/* length of that window */
+	uint64_t windows;	/* windows published so far */
+	uint64_t iterations;	/* iterations in the last window */
 	uint64_t total_iterations;
-	double iter_time_s;      /* mean iteration period */
-	double compute_s;        /* per iteration: GPU compute busy time */
-	double comm_s;           /* per iteration: communication (NCCL) busy time */
-	double overlap_s;        /* per iteration: compute and communication at once */
-	double stall_s;          /* per iteration: exposed communication = comm - overlap */
+	double iter_time_s; /* mean iteration period */
+	double compute_s;   /* per iteration: GPU compute busy time */
+	double comm_s;	    /* per iteration: communication (NCCL) busy time */
+	double overlap_s;   /* per iteration: compute and communication at once */
+	double stall_s;	    /* per iteration: exposed communication = comm - overlap */
 	uint64_t bytes_per_iter[CRUX_COLL_KINDS]; /* by collective kind */
-	uint32_t timing_backend; /* enum crux_timing_backend */
-	uint32_t flags;          /* CRUX_PROF_F_* */
-	char device[CRUX_DEVICE_LEN]; /* e.g. "GPU-<uuid>" or "cpu" */
+	uint32_t timing_backend;		  /* enum crux_timing_backend */
+	uint32_t flags;				  /* CRUX_PROF_F_* */
+	char device[CRUX_DEVICE_LEN];		  /* e.g. "GPU-<uuid>" or "cpu" */
 };
 
 #define CRUX_PROF_F_ITER_DETECTED 0x1u /* iteration period found */
-#define CRUX_PROF_F_ITER_MARKED 0x2u   /* from crux_iteration_mark / CRUX_ITERATION_MARK */
-#define CRUX_PROF_F_STATIC_NCCL 0x4u   /* NCCL linked statically: nothing intercepted */
-#define CRUX_PROF_F_SRC_PROFILER 0x8u  /* from the NCCL profiler plugin (else the preload) */
+#define CRUX_PROF_F_ITER_MARKED	  0x2u /* from crux_iteration_mark / CRUX_ITERATION_MARK */
+#define CRUX_PROF_F_STATIC_NCCL	  0x4u /* NCCL linked statically: nothing intercepted */
+#define CRUX_PROF_F_SRC_PROFILER  0x8u /* from the NCCL profiler plugin (else the preload) */
 
 /* The plugin's cumulative busy time at one moment (CLOCK_MONOTONIC). */
 struct crux_prof_busy_sample {
@@ -117,7 +117,7 @@ struct crux_prof_peer {
 
 /* Written by the plugin: cumulative byte counters per peer host. */
 struct crux_prof_net {
-	uint64_t update_ns;  /* CLOCK_MONOTONIC of the last publish */
+	uint64_t update_ns; /* CLOCK_MONOTONIC of the last publish */
 	uint32_t npeers;
 	uint32_t reserved;
 	/*
@@ -166,7 +166,7 @@ struct crux_prof_snapshot {
 	char file[CRUX_PATH_MAX];
 	struct crux_prof_identity id;
 	bool has_compute; /* the preload published at least once */
-	bool has_net;     /* the plugin published at least once */
+	bool has_net;	  /* the plugin published at least once */
 	struct crux_prof_compute compute;
 	struct crux_prof_net net;
 };
@@ -187,8 +187,8 @@ struct crux_prof_snapshot {
  * common/README.md, "Stall breakdown").
  */
 struct crux_prof_stalls {
-	bool valid;	  /* the compute section gave an iteration time */
-	bool net_known;	  /* the net plugin published its busy time */
+	bool valid;	/* the compute section gave an iteration time */
+	bool net_known; /* the net plugin published its busy time */
 	double iter_s;
 	double compute;
 	double interconnect;
@@ -208,8 +208,7 @@ double crux_prof_busy_fraction(const struct crux_prof_compute *c, bool has_compu
 
 /* From the figures of one record (either section may be missing: has_*). */
 void crux_prof_stalls_of(const struct crux_prof_compute *c, bool has_compute,
-			 const struct crux_prof_net *n, bool has_net,
-			 struct crux_prof_stalls *out);
+			 const struct crux_prof_net *n, bool has_net, struct crux_prof_stalls *out);
 
 /*
  * The same from per-iteration figures (seconds; negative busy_frac =

@@ -31,7 +31,7 @@ enum crux_prof_scan_flags {
 struct crux_prof_scan_stats {
 	uint32_t valid;
 	uint32_t invalid; /* skipped: corrupt, foreign, wrong version, unsafe file */
-	uint32_t busy;    /* skipped this time: writer kept it busy */
+	uint32_t busy;	  /* skipped this time: writer kept it busy */
 	uint32_t reaped;  /* removed: process gone */
 };
 
@@ -50,8 +50,8 @@ crux_status_t crux_prof_scan(const char *dir, unsigned flags, crux_prof_scan_fn 
 crux_status_t crux_prof_read(const char *dir, const char *name, struct crux_prof_snapshot *out);
 
 /* As crux_prof_read, without logging: 'err' (may be NULL) gets the message. */
-crux_status_t crux_prof_read_ex(const char *dir, const char *name,
-				struct crux_prof_snapshot *out, char *err, size_t errlen);
+crux_status_t crux_prof_read_ex(const char *dir, const char *name, struct crux_prof_snapshot *out,
+				char *err, size_t errlen);
 
 /*
  * The readers' validation on a record image of 'size' bytes (8-byte aligned):

@@ -25,20 +25,21 @@ extern "C" {
 #endif
 
 #define CRUX_SHM_DIR_DEFAULT "/dev/shm/crux"
-#define CRUX_PATH_MAX 256
+#define CRUX_PATH_MAX	     256
 /* The one limit on CRUX_SHM_DIR's length: DIR/cruxd.sock must fit a Unix
  * socket address (108 bytes with its NUL), so 108 - 12 = 96 characters. */
 #define CRUX_SHM_DIR_MAX 96
 
 /* Common header of every record file; 64 bytes. */
 struct crux_shm_header {
-	uint32_t magic;          /* record kind, e.g. CRUX_DT_MAGIC */
+	uint32_t magic;		 /* record kind, e.g. CRUX_DT_MAGIC */
 	uint16_t layout_version; /* bumped on any incompatible layout change */
-	uint16_t header_size;    /* sizeof(struct crux_shm_header) */
-	uint64_t total_size;     /* size of the whole file in bytes */
-	uint32_t writer_pid;     /* process that writes the record */
+	uint16_t header_size;	 /* sizeof(struct crux_shm_header) */
+	uint64_t total_size;	 /* size of the whole file in bytes */
+	uint32_t writer_pid;	 /* process that writes the record */
 	uint32_t flags;
-	uint64_t writer_start_time; /* writer's start time (clock ticks since boot), pid-reuse guard */
+	uint64_t
+	    writer_start_time; /* writer's start time (clock ticks since boot), pid-reuse guard */
 	_Atomic uint64_t generation;   /* bumped on every published change */
 	_Atomic uint64_t heartbeat_ns; /* CLOCK_MONOTONIC of the writer's last sign of life */
 	uint64_t reserved[2];
@@ -132,7 +133,7 @@ crux_status_t crux_shm_create_ex(const char *dir, const char *name, uint32_t mag
  * before F_SEAL_FUTURE_WRITE stays writable for this process only.
  */
 #define CRUX_SEALS_PROFILE 0x0006u /* F_SEAL_SHRINK | F_SEAL_GROW */
-#define CRUX_SEALS_TABLE 0x0016u   /* F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE */
+#define CRUX_SEALS_TABLE   0x0016u /* F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE */
 crux_status_t crux_memfd_create(const char *name, uint32_t magic, uint16_t layout_version,
 				size_t size, unsigned seals, crux_shm_init_fn init, void *init_arg,
 				struct crux_shm_map *out, char *err, size_t errlen);

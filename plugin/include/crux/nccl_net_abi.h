@@ -22,10 +22,10 @@ extern "C" {
 
 /* ---- Constants ------------------------------------------------------------ */
 
-#define CRUXN_NET_HANDLE_MAXSIZE 128 /* NCCL_NET_HANDLE_MAXSIZE */
-#define CRUXN_NET_MAX_REQUESTS	 32  /* outstanding requests per comm */
-#define CRUXN_NET_MAX_RECVS	 8   /* grouped receive slots the plugin offers */
-#define CRUXN_NET_MAX_DEVS_PER_NIC 4 /* devices in one virtual NIC */
+#define CRUXN_NET_HANDLE_MAXSIZE   128 /* NCCL_NET_HANDLE_MAXSIZE */
+#define CRUXN_NET_MAX_REQUESTS	   32  /* outstanding requests per comm */
+#define CRUXN_NET_MAX_RECVS	   8   /* grouped receive slots the plugin offers */
+#define CRUXN_NET_MAX_DEVS_PER_NIC 4   /* devices in one virtual NIC */
 
 /* Pointer kinds (ptrSupport bits, regMr type). */
 #define CRUXN_PTR_HOST	 0x1

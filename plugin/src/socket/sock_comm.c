@@ -16,9 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core.h"
 #include "crux/clock.h"
 #include "crux/log.h"
-#include "core.h"
 #include "cruxn.h"
 #include "sock_transport.h"
 
@@ -70,11 +70,15 @@ static void *helper_main(void *arg)
 					atomic_fetch_sub_explicit(&t->set->tasks, 1,
 								  memory_order_release);
 				} else {
-					int e = c->b.is_send ? cruxn_boot_write_some(t->fd, t->buf, t->len, &t->off)
-							   : cruxn_boot_read_some(t->fd, t->buf, t->len, &t->off);
+					int e = c->b.is_send
+						    ? cruxn_boot_write_some(t->fd, t->buf, t->len,
+									    &t->off)
+						    : cruxn_boot_read_some(t->fd, t->buf, t->len,
+									   &t->off);
 					if (e) {
-						cruxn_comm_fail(&c->b, e == CRUXN_BOOT_EOF ? ECONNRESET : e,
-							  "data socket");
+						cruxn_comm_fail(
+						    &c->b, e == CRUXN_BOOT_EOF ? ECONNRESET : e,
+						    "data socket");
 						break;
 					}
 					if (t->off < t->len) {
@@ -84,7 +88,8 @@ static void *helper_main(void *arg)
 						npoll++;
 						break;
 					}
-					atomic_fetch_sub_explicit(&t->set->tasks, 1, memory_order_release);
+					atomic_fetch_sub_explicit(&t->set->tasks, 1,
+								  memory_order_release);
 					atomic_fetch_sub_explicit(&cruxn_skr(t->req)->pending, 1,
 								  memory_order_release);
 				}
@@ -97,7 +102,8 @@ static void *helper_main(void *arg)
 			helper_wait(c, h->id);
 		else if (!progress && npoll > 0)
 			/* With several sockets per thread, an idle one may get work meanwhile. */
-			(void)poll(pfd, (nfds_t)npoll, c->nsocks > c->nthreads ? 1 : HELPER_WAIT_MS);
+			(void)poll(pfd, (nfds_t)npoll,
+				   c->nsocks > c->nthreads ? 1 : HELPER_WAIT_MS);
 	}
 	return NULL;
 }
@@ -242,7 +248,7 @@ void cruxn_sk_wake(struct cruxn_base *b)
 }
 
 crux_status_t cruxn_sk_comm_create(bool is_send, int dev, int nsocks, int family,
-				 struct cruxn_comm **out)
+				   struct cruxn_comm **out)
 {
 	struct cruxn_comm *c = calloc(1, sizeof(*c));
 

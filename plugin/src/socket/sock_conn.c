@@ -16,8 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "crux/log.h"
 #include "core.h"
+#include "crux/log.h"
 #include "cruxn.h"
 #include "sock_transport.h"
 
@@ -115,8 +115,8 @@ crux_status_t cruxn_sk_listen(int dev, void *handle, void **listen_comm)
 	if (!l)
 		return CRUX_ERR_IO;
 	l->nonce = cruxn_new_nonce();
-	if (cruxn_boot_listen(d, CRUXN_HANDLE_MAGIC, CRUXN_WIRE_VERSION, l->nonce, handle, &l->fd) !=
-	    CRUX_OK) {
+	if (cruxn_boot_listen(d, CRUXN_HANDLE_MAGIC, CRUXN_WIRE_VERSION, l->nonce, handle,
+			      &l->fd) != CRUX_OK) {
 		free(l);
 		return CRUX_ERR_IO;
 	}
@@ -144,7 +144,7 @@ static void connecting_free(struct cruxn_connecting *st)
  * address and, with a route, to a source port that takes the chosen path.
  */
 crux_status_t cruxn_sk_open_to_peer(int dev, const struct sockaddr *peer, socklen_t plen,
-				  uint16_t dport, uint16_t sport, int *out)
+				    uint16_t dport, uint16_t sport, int *out)
 {
 	const struct cruxn_dev *d = cruxn_boot_if(dev);
 
@@ -161,8 +161,8 @@ crux_status_t cruxn_sk_open_to_peer(int dev, const struct sockaddr *peer, sockle
 }
 
 static crux_status_t connect_start(int dev, int traffic_class, const struct cruxn_boot_handle *h,
-				    const union crux_sockaddr *peer, socklen_t plen,
-				    struct cruxn_connecting **out)
+				   const union crux_sockaddr *peer, socklen_t plen,
+				   struct cruxn_connecting **out)
 {
 	struct cruxn_connecting *st = calloc(1, sizeof(*st));
 	struct crux_addr peer_host;
@@ -197,8 +197,8 @@ static crux_status_t connect_start(int dev, int traffic_class, const struct crux
 
 	for (int i = 0; i <= st->nsocks; i++) {
 		uint16_t sport = i == 0 ? 0 : cruxn_route_port(&st->tag.route, i - 1);
-		if (cruxn_sk_open_to_peer(dev, &st->peer.sa, st->peerlen, dport, sport, &st->fds[i]) !=
-		    CRUX_OK) {
+		if (cruxn_sk_open_to_peer(dev, &st->peer.sa, st->peerlen, dport, sport,
+					  &st->fds[i]) != CRUX_OK) {
 			crux_err("connect: cannot open a socket to the peer: %m");
 			connecting_free(st);
 			return CRUX_ERR_IO;
@@ -259,7 +259,8 @@ static crux_status_t connect_finish(struct cruxn_connecting *st, struct cruxn_ba
 	return CRUX_OK;
 }
 
-crux_status_t cruxn_sk_connect(int dev, int traffic_class, void *handle, struct cruxn_base **send_comm)
+crux_status_t cruxn_sk_connect(int dev, int traffic_class, void *handle,
+			       struct cruxn_base **send_comm)
 {
 	struct cruxn_boot_handle *h = handle;
 	struct cruxn_connecting *st;
@@ -299,11 +300,13 @@ crux_status_t cruxn_sk_connect(int dev, int traffic_class, void *handle, struct 
 		if (!st->connected[i])
 			e = cruxn_boot_connect_poll(st->fds[i], &st->connected[i]);
 		if (!e && st->connected[i])
-			e = cruxn_boot_write_some(st->fds[i], &st->hello[i], sizeof(st->hello[i]), &st->off[i]);
+			e = cruxn_boot_write_some(st->fds[i], &st->hello[i], sizeof(st->hello[i]),
+						  &st->off[i]);
 		if (e) {
 			char peer[80];
 			crux_err("connect to %s failed: %s",
-				 crux_sockaddr_format(&st->peer.sa, peer, sizeof(peer)), strerror(e));
+				 crux_sockaddr_format(&st->peer.sa, peer, sizeof(peer)),
+				 strerror(e));
 			rc = CRUX_ERR_REMOTE;
 			goto fail;
 		}
@@ -390,7 +393,7 @@ static crux_status_t accept_finish(struct cruxn_listen *l, struct cruxn_base **r
 	}
 	/* A per-connection listener for the data sockets of later paths. */
 	if (cruxn_sock_open_bound(&d->addr.sa, d->addrlen, 0, false, &c->data_listener) !=
-		    CRUX_OK ||
+		CRUX_OK ||
 	    listen(c->data_listener, 64) != 0 || getsockname(c->data_listener, &a.sa, &alen) != 0)
 		goto fail;
 	c->out_msg.magic = CRUXN_WIRE_MAGIC;

@@ -15,8 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "crux/log.h"
 #include "core.h"
+#include "crux/log.h"
 #include "cruxn.h"
 #include "sock_transport.h"
 
@@ -59,7 +59,8 @@ static void path_start(struct cruxn_comm *c)
 	for (int i = 0; i < c->nsocks; i++) {
 		s->sports[i] = cruxn_route_port(&c->b.tag.route, i);
 		if (cruxn_sk_open_to_peer(c->b.dev, &c->b.peer.sa, c->b.peerlen, c->data_port,
-				 cruxn_route_port(&c->b.tag.route, i), &s->fds[i]) != CRUX_OK) {
+					  cruxn_route_port(&c->b.tag.route, i),
+					  &s->fds[i]) != CRUX_OK) {
 			cruxn_sk_set_close(s);
 			return; /* try again on a later message */
 		}
@@ -113,8 +114,8 @@ static void path_progress(struct cruxn_comm *c)
 		c->pending = NULL;
 		cruxn_sk_retire_current(c, s);
 		crux_info("connection to %s moved to path %u (socket set %u)",
-			  crux_sockaddr_format(&c->b.peer.sa, peer, sizeof(peer)), c->b.route_now.path_id,
-			  s->epoch);
+			  crux_sockaddr_format(&c->b.peer.sa, peer, sizeof(peer)),
+			  c->b.route_now.path_id, s->epoch);
 	}
 }
 
@@ -150,13 +151,16 @@ static void send_progress(struct cruxn_comm *c)
 		mh.msg_iov = iov;
 		mh.msg_iovlen = 0;
 		if (cruxn_skr(r)->hdr_off < sizeof(cruxn_skr(r)->hdr)) {
-			iov[mh.msg_iovlen].iov_base = (char *)&cruxn_skr(r)->hdr + cruxn_skr(r)->hdr_off;
-			iov[mh.msg_iovlen].iov_len = sizeof(cruxn_skr(r)->hdr) - cruxn_skr(r)->hdr_off;
+			iov[mh.msg_iovlen].iov_base =
+			    (char *)&cruxn_skr(r)->hdr + cruxn_skr(r)->hdr_off;
+			iov[mh.msg_iovlen].iov_len =
+			    sizeof(cruxn_skr(r)->hdr) - cruxn_skr(r)->hdr_off;
 			mh.msg_iovlen++;
 		}
 		if (cruxn_skr(r)->inline_off < cruxn_skr(r)->inline_len) {
 			iov[mh.msg_iovlen].iov_base = (char *)r->data[0] + cruxn_skr(r)->inline_off;
-			iov[mh.msg_iovlen].iov_len = cruxn_skr(r)->inline_len - cruxn_skr(r)->inline_off;
+			iov[mh.msg_iovlen].iov_len =
+			    cruxn_skr(r)->inline_len - cruxn_skr(r)->inline_off;
 			mh.msg_iovlen++;
 		}
 		if (mh.msg_iovlen == 0) {
@@ -417,7 +421,8 @@ static void recv_progress(struct cruxn_comm *c)
 			size_t off = q->got[c->rx_slot] - c->rx_left;
 			e = ctrl_read(c, q->data[c->rx_slot], q->got[c->rx_slot], &off);
 			if (e) {
-				cruxn_comm_fail(&c->b, e == CRUXN_BOOT_EOF ? ECONNRESET : e, "control socket");
+				cruxn_comm_fail(&c->b, e == CRUXN_BOOT_EOF ? ECONNRESET : e,
+						"control socket");
 				return;
 			}
 			c->rx_left = q->got[c->rx_slot] - off;
@@ -431,12 +436,14 @@ static void recv_progress(struct cruxn_comm *c)
 				return;
 			e = ctrl_read(c, m, sizeof(*m), &c->rx_hdr_off);
 			if (e == CRUXN_BOOT_EOF && c->rx_hdr_off == 0) {
-				/* Sender closed: striped data already sent may still be arriving. */
+				/* Sender closed: striped data already sent may still be arriving.
+				 */
 				c->b.peer_closed = true;
 				return;
 			}
 			if (e) {
-				cruxn_comm_fail(&c->b, e == CRUXN_BOOT_EOF ? ECONNRESET : e, "control socket");
+				cruxn_comm_fail(&c->b, e == CRUXN_BOOT_EOF ? ECONNRESET : e,
+						"control socket");
 				return;
 			}
 			if (c->rx_hdr_off < sizeof(*m))
@@ -468,12 +475,14 @@ static void recv_progress(struct cruxn_comm *c)
 			}
 		}
 		if (slot < 0) {
-			cruxn_comm_fail(&c->b, EPROTO, "message tag matches no slot of the posted receive");
+			cruxn_comm_fail(&c->b, EPROTO,
+					"message tag matches no slot of the posted receive");
 			return;
 		}
 		if (m->size > r->cap[slot]) {
-			crux_err("receive buffer of %zu bytes is smaller than the %llu-byte message",
-				 r->cap[slot], (unsigned long long)m->size);
+			crux_err(
+			    "receive buffer of %zu bytes is smaller than the %llu-byte message",
+			    r->cap[slot], (unsigned long long)m->size);
 			cruxn_comm_fail(&c->b, EMSGSIZE, "message larger than the receive buffer");
 			return;
 		}
@@ -489,8 +498,9 @@ static void recv_progress(struct cruxn_comm *c)
 		r->nmatched++;
 		if (r->nmatched == r->n)
 			cruxn_fifo_pop(&c->b);
-		atomic_fetch_add_explicit(&c->b.stats->rx[m->level < CRUX_MAX_LEVELS ? m->level : 0],
-					  m->size, memory_order_relaxed);
+		atomic_fetch_add_explicit(
+		    &c->b.stats->rx[m->level < CRUX_MAX_LEVELS ? m->level : 0], m->size,
+		    memory_order_relaxed);
 		c->rx_have_hdr = false;
 		c->rx_hdr_off = 0;
 		if (m->type == CRUXN_MSG_STRIPED) {
@@ -541,26 +551,26 @@ static void sk_progress(struct cruxn_base *b)
 }
 
 const struct cruxn_transport_ops cruxn_socket_ops = {
-	.name = "socket",
-	.kind = CRUXN_TP_SOCKET,
-	.yield_in_test = true,
-	.start = cruxn_sk_start,
-	.stop = NULL,
-	.ndevs = cruxn_sk_ndevs,
-	.properties = cruxn_sk_properties,
-	.listen = cruxn_sk_listen,
-	.connect = cruxn_sk_connect,
-	.accept = cruxn_sk_accept,
-	.close_listen = cruxn_sk_close_listen,
-	.reg_mr = cruxn_sk_reg_mr,
-	.dereg_mr = cruxn_sk_dereg_mr,
-	.boundary = sk_boundary,
-	.post_send = sk_post_send,
-	.post_recv = sk_post_recv,
-	.flush = NULL, /* host memory: the data is in place when the receive completes */
-	.progress = sk_progress,
-	.req_done = sk_req_done,
-	.req_orphaned = sk_req_orphaned,
-	.wake = cruxn_sk_wake,
-	.destroy = cruxn_sk_destroy,
+    .name = "socket",
+    .kind = CRUXN_TP_SOCKET,
+    .yield_in_test = true,
+    .start = cruxn_sk_start,
+    .stop = NULL,
+    .ndevs = cruxn_sk_ndevs,
+    .properties = cruxn_sk_properties,
+    .listen = cruxn_sk_listen,
+    .connect = cruxn_sk_connect,
+    .accept = cruxn_sk_accept,
+    .close_listen = cruxn_sk_close_listen,
+    .reg_mr = cruxn_sk_reg_mr,
+    .dereg_mr = cruxn_sk_dereg_mr,
+    .boundary = sk_boundary,
+    .post_send = sk_post_send,
+    .post_recv = sk_post_recv,
+    .flush = NULL, /* host memory: the data is in place when the receive completes */
+    .progress = sk_progress,
+    .req_done = sk_req_done,
+    .req_orphaned = sk_req_orphaned,
+    .wake = cruxn_sk_wake,
+    .destroy = cruxn_sk_destroy,
 };

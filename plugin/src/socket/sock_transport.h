@@ -100,7 +100,7 @@ struct cruxn_comm {
 	size_t chunk_bytes;
 	uint64_t conn_nonce;
 
-	struct cruxn_set *cur;     /* set new messages use */
+	struct cruxn_set *cur;	   /* set new messages use */
 	struct cruxn_set *pending; /* sender: set being connected for a new path */
 	struct cruxn_set *retired; /* old sets still draining */
 	uint32_t next_epoch;
@@ -115,8 +115,8 @@ struct cruxn_comm {
 	uint32_t msg_seq;
 
 	/* sender */
-	uint16_t data_port;        /* receiver's data listener, 0 until known */
-	struct cruxn_msg in_msg;   /* ACCEPT reply being read */
+	uint16_t data_port;	 /* receiver's data listener, 0 until known */
+	struct cruxn_msg in_msg; /* ACCEPT reply being read */
 	size_t in_off;
 	uint64_t ctrl_check_ns; /* next look for the receiver's end of stream (coarse clock) */
 	bool route_dirty;
@@ -135,7 +135,7 @@ struct cruxn_comm {
 	struct cruxn_req *rx_req; /* inline payload in progress */
 	int rx_slot;
 	size_t rx_left;
-	struct cruxn_set *incoming; /* sets being accepted, by epoch */
+	struct cruxn_set *incoming;	 /* sets being accepted, by epoch */
 	struct cruxn_boot_greeter greet; /* data sockets that have not greeted yet */
 };
 

@@ -38,7 +38,8 @@ struct cruxn_ibv {
 	struct ibv_pd *(*alloc_pd)(struct ibv_context *ctx);
 	int (*dealloc_pd)(struct ibv_pd *pd);
 	struct ibv_mr *(*reg_mr)(struct ibv_pd *pd, void *addr, size_t len, int access);
-	/* optional (IBVERBS_1.8): takes IBV_ACCESS_RELAXED_ORDERING (ibv_reg_mr's inline strips it) */
+	/* optional (IBVERBS_1.8): takes IBV_ACCESS_RELAXED_ORDERING (ibv_reg_mr's inline strips it)
+	 */
 	struct ibv_mr *(*reg_mr_iova2)(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova,
 				       unsigned int access);
 	/* optional (IBVERBS_1.12): missing => no DMA-BUF */
@@ -46,7 +47,7 @@ struct cruxn_ibv {
 					uint64_t iova, int fd, int access);
 	int (*dereg_mr)(struct ibv_mr *mr);
 	struct ibv_comp_channel *(*create_comp_channel)(struct ibv_context *ctx); /* optional */
-	int (*destroy_comp_channel)(struct ibv_comp_channel *ch);                /* optional */
+	int (*destroy_comp_channel)(struct ibv_comp_channel *ch);		  /* optional */
 	struct ibv_cq *(*create_cq)(struct ibv_context *ctx, int cqe, void *cq_ctx,
 				    struct ibv_comp_channel *ch, int comp_vector);
 	int (*destroy_cq)(struct ibv_cq *cq);
@@ -83,8 +84,8 @@ size_t cruxn_ibv_syms(const struct cruxn_ibv_sym **out, size_t i);
  * ('mlx5lib', NULL = "libmlx5.so.1"). On failure 'err' says which library or
  * symbol is missing and what to set.
  */
-crux_status_t cruxn_ibv_load(const char *lib, const char *mlx5lib, struct cruxn_ibv *out,
-			     char *err, size_t errlen);
+crux_status_t cruxn_ibv_load(const char *lib, const char *mlx5lib, struct cruxn_ibv *out, char *err,
+			     size_t errlen);
 void cruxn_ibv_unload(struct cruxn_ibv *v);
 
 /* The data path: rdma-core's static inlines, through the context's ops. */
@@ -126,10 +127,10 @@ struct cruxn_gid_cand {
 };
 
 struct cruxn_gid_rules {
-	int index;         /* NCCL_IB_GID_INDEX, -1 = scan */
-	int family;        /* NCCL_IB_ADDR_FAMILY: CRUXN_GID_V4 (default) or V6 */
+	int index;	   /* NCCL_IB_GID_INDEX, -1 = scan */
+	int family;	   /* NCCL_IB_ADDR_FAMILY: CRUXN_GID_V4 (default) or V6 */
 	uint8_t range[16]; /* NCCL_IB_ADDR_RANGE prefix (IPv4 in the first 4 bytes) */
-	int range_bits;    /* -1 = no range */
+	int range_bits;	   /* -1 = no range */
 	int roce_version;  /* NCCL_IB_ROCE_VERSION_NUM, default 2 */
 };
 
@@ -155,7 +156,7 @@ struct cruxn_vx_ep {
 	uint16_t lid;
 	uint8_t port;
 	uint8_t link_layer; /* IBV_LINK_LAYER_ETHERNET / _INFINIBAND */
-	uint8_t mtu;        /* enum ibv_mtu, the port's active MTU */
+	uint8_t mtu;	    /* enum ibv_mtu, the port's active MTU */
 	int gid_index;
 };
 
@@ -163,17 +164,19 @@ struct cruxn_vx_ep {
 
 /* NCCL_IB_TIMEOUT / RETRY_CNT / PKEY / QPS_PER_CONNECTION, with NCCL's defaults. */
 struct cruxn_vx_qp_cfg {
-	int timeout;   /* 20: 4.096 us * 2^20 = 4.3 s per retry */
-	int retry_cnt; /* 7 */
-	int pkey;      /* 0 */
-	int nqps;      /* 1: queue pairs per connection (per lane) */
-	bool split;    /* NCCL_IB_SPLIT_DATA_ON_QPS (0): split each message over the QPs */
-	int ar;        /* NCCL_IB_ADAPTIVE_ROUTING: 1 on, 0 off, -1 auto (on for IB) */
+	int timeout;	     /* 20: 4.096 us * 2^20 = 4.3 s per retry */
+	int retry_cnt;	     /* 7 */
+	int pkey;	     /* 0 */
+	int nqps;	     /* 1: queue pairs per connection (per lane) */
+	bool split;	     /* NCCL_IB_SPLIT_DATA_ON_QPS (0): split each message over the QPs */
+	int ar;		     /* NCCL_IB_ADAPTIVE_ROUTING: 1 on, 0 off, -1 auto (on for IB) */
 	size_t ar_threshold; /* NCCL_IB_AR_THRESHOLD (8192): bigger parts go WRITE + 0-byte IMM */
-	int relaxed;   /* NCCL_IB_PCI_RELAXED_ORDERING: 0 off, 1 on, 2 auto (on when available) */
-	int warm_lanes; /* CRUX_IB_WARM_LANES (2): lanes kept up after use, for a decision's return */
+	int relaxed;	 /* NCCL_IB_PCI_RELAXED_ORDERING: 0 off, 1 on, 2 auto (on when available) */
+	int warm_lanes;	 /* CRUX_IB_WARM_LANES (2): lanes kept up after use, for a decision's return
+			  */
 	int lanes_ahead; /* CRUX_IB_LANES_AHEAD: -1 the table's levels, 0 none, N: N levels */
-	uint64_t lane_interval_ns; /* CRUX_IB_LANE_INTERVAL (10 ms): least time between two lane moves */
+	uint64_t
+	    lane_interval_ns; /* CRUX_IB_LANE_INTERVAL (10 ms): least time between two lane moves */
 };
 
 /*
@@ -248,12 +251,13 @@ struct cruxn_vx_dev {
 	/* set by the async-event thread: enum vx_dev_health, and why */
 	_Atomic int dead;
 	char dead_why[160];
-	int real_port;       /* earlier devices on the same NIC (merged PCI path), as NCCL */
+	int real_port; /* earlier devices on the same NIC (merged PCI path), as NCCL */
 };
 
 struct cruxn_vx;
 
-/* The async-event thread over vx's devices (vx_async.c): started after open, stopped before close. */
+/* The async-event thread over vx's devices (vx_async.c): started after open, stopped before close.
+ */
 crux_status_t cruxn_vx_async_start(struct cruxn_vx *vx);
 void cruxn_vx_async_stop(struct cruxn_vx *vx);
 

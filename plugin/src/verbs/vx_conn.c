@@ -14,15 +14,22 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "crux/log.h"
 #include "boot.h"
+#include "crux/log.h"
 #include "vx_transport.h"
 
 struct cruxn_vx cruxn_vx_state;
-struct cruxn_vx_qp_cfg cruxn_vx_qpcfg = {
-	.timeout = 20, .retry_cnt = 7, .pkey = 0, .nqps = 1, .split = false, .ar = -1, .ar_threshold = 8192,
-	.relaxed = 2, .warm_lanes = 2,
-					 .lanes_ahead = -1, .lane_interval_ns = 10000000ull};
+struct cruxn_vx_qp_cfg cruxn_vx_qpcfg = {.timeout = 20,
+					 .retry_cnt = 7,
+					 .pkey = 0,
+					 .nqps = 1,
+					 .split = false,
+					 .ar = -1,
+					 .ar_threshold = 8192,
+					 .relaxed = 2,
+					 .warm_lanes = 2,
+					 .lanes_ahead = -1,
+					 .lane_interval_ns = 10000000ull};
 
 /* ---- failure ---------------------------------------------------------------- */
 
@@ -41,8 +48,8 @@ void cruxn_vx_fail(struct vx_comm *c, const char *what, const char *detail, cons
 	if (atomic_load(&c->b.error) == 0)
 		crux_err("verbs %s connection on %s port %u (GID %s) to GID %s: %s (%s); %s",
 			 c->b.is_send ? "send" : "receive", c->dev->name, c->ep.port,
-			 gid_str(&c->ep.gid, lg, sizeof(lg)), gid_str(&c->remote.gid, rg, sizeof(rg)),
-			 what, detail, hint);
+			 gid_str(&c->ep.gid, lg, sizeof(lg)),
+			 gid_str(&c->remote.gid, rg, sizeof(rg)), what, detail, hint);
 	cruxn_comm_fail(&c->b, EREMOTEIO, what);
 }
 
@@ -52,7 +59,8 @@ int cruxn_vx_fifo_tos(const struct vx_comm *c, int sender_tos)
 {
 	int fifo = cruxn_ctx.cfg.ib_fifo_tc;
 
-	return fifo >= 0 && c->ep.link_layer == IBV_LINK_LAYER_ETHERNET ? (fifo & 0xfc) : sender_tos;
+	return fifo >= 0 && c->ep.link_layer == IBV_LINK_LAYER_ETHERNET ? (fifo & 0xfc)
+									: sender_tos;
 }
 
 static struct ibv_qp *qp_create(struct vx_comm *c)
@@ -102,21 +110,23 @@ struct vx_lane *cruxn_vx_lane_new(struct vx_comm *c, uint32_t id, const struct c
 	 * label cannot name, without the live source-port call) is refused:
 	 * the lane hashes (label 0) and says so, never another path silently.
 	 */
-	for (int i = 0; i < c->nqps && !c->dev->live_sport && route->path_id != CRUX_PATH_NONE; i++) {
+	for (int i = 0; i < c->nqps && !c->dev->live_sport && route->path_id != CRUX_PATH_NONE;
+	     i++) {
 		bool exact = true;
 		(void)cruxn_vx_flow_label_for_sport(cruxn_route_port(route, i), &exact);
 		if (!exact && !l->route_refused) {
 			char peer[80];
 			l->route_refused = true;
 			c->routes_refused++;
-			crux_warn("verbs connection to %s: route %u refused: its source port %u is below "
-				  "49152, which a RoCE flow label cannot reach, and %s has no live "
-				  "source-port change (%s); the lane uses the device's hash (ECMP). "
-				  "Probe RoCE paths with CRUX_PROBE_PROTO=roce (ports 49152-65535)",
-				  crux_sockaddr_format(&c->b.peer.sa, peer, sizeof(peer)), route->path_id,
-				  cruxn_route_port(route, i), c->dev->name,
-				  cruxn_vx_state.ibv.mlx5_why[0] ? cruxn_vx_state.ibv.mlx5_why
-								 : "the device refused it");
+			crux_warn(
+			    "verbs connection to %s: route %u refused: its source port %u is below "
+			    "49152, which a RoCE flow label cannot reach, and %s has no live "
+			    "source-port change (%s); the lane uses the device's hash (ECMP). "
+			    "Probe RoCE paths with CRUX_PROBE_PROTO=roce (ports 49152-65535)",
+			    crux_sockaddr_format(&c->b.peer.sa, peer, sizeof(peer)), route->path_id,
+			    cruxn_route_port(route, i), c->dev->name,
+			    cruxn_vx_state.ibv.mlx5_why[0] ? cruxn_vx_state.ibv.mlx5_why
+							   : "the device refused it");
 		}
 	}
 	for (int i = 0; i < c->nqps; i++) {
@@ -145,7 +155,8 @@ static void msg_init(const struct vx_comm *c, struct vx_msg *m, int kind, uint32
 	m->lane = lane;
 }
 
-void cruxn_vx_ep_to_msg(const struct vx_comm *c, const struct vx_lane *l, struct vx_msg *m, int kind)
+void cruxn_vx_ep_to_msg(const struct vx_comm *c, const struct vx_lane *l, struct vx_msg *m,
+			int kind)
 {
 	msg_init(c, m, kind, l->id);
 	m->nqps = (uint8_t)l->nqps;
@@ -241,8 +252,8 @@ crux_status_t cruxn_vx_flush_qp(struct vx_comm *c)
 	self.qpn = c->flush_qp->qp_num;
 	self.psn = start_psn(self.qpn);
 	if (cruxn_vx_qp_connect(v, c->flush_qp, &self, &self, &cruxn_vx_qpcfg,
-				IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, &c->b.marked, 0, err,
-				sizeof(err)) != CRUX_OK) {
+				IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, &c->b.marked, 0,
+				err, sizeof(err)) != CRUX_OK) {
 		v->destroy_qp(c->flush_qp);
 		c->flush_qp = NULL;
 		cruxn_vx_fail(c, "flush queue pair set-up", err, "check the GID");
@@ -330,9 +341,10 @@ static int repath(struct vx_comm *c)
 		if (rc != 0) {
 			crux_warn("verbs connection to %s: moving queue pair %u to source port %u "
 				  "in place failed (%s): a new lane takes the route",
-				  crux_sockaddr_format(&c->b.peer.sa, peer, sizeof(peer)), l->qps[i]->qp_num,
-				  port, strerror(rc > 0 ? rc : EIO));
-			return REPATH_NO; /* QPs already moved are on the new route's ports anyway */
+				  crux_sockaddr_format(&c->b.peer.sa, peer, sizeof(peer)),
+				  l->qps[i]->qp_num, port, strerror(rc > 0 ? rc : EIO));
+			return REPATH_NO; /* QPs already moved are on the new route's ports anyway
+					   */
 		}
 		l->sport[i] = port;
 	}
@@ -372,7 +384,8 @@ struct vx_lane *cruxn_vx_lane_want(struct vx_comm *c)
 	}
 	l = cruxn_vx_lane_new(c, c->next_lane, &c->b.tag.cls, &c->b.tag.route);
 	if (!l) {
-		cruxn_vx_fail(c, "new lane", "cannot create its queue pairs", "device out of resources?");
+		cruxn_vx_fail(c, "new lane", "cannot create its queue pairs",
+			      "device out of resources?");
 		return NULL;
 	}
 	c->next_lane++;
@@ -445,8 +458,9 @@ static bool lanes_ahead(struct vx_comm *c)
 	for (int i = 0; i < n; i++) {
 		struct vx_lane *l;
 		for (l = c->lanes; l; l = l->next)
-			if (l->state != VX_LANE_CLOSING && lane_matches(l, &cls[i], &none,
-								      c->ep.link_layer == IBV_LINK_LAYER_INFINIBAND))
+			if (l->state != VX_LANE_CLOSING &&
+			    lane_matches(l, &cls[i], &none,
+					 c->ep.link_layer == IBV_LINK_LAYER_INFINIBAND))
 				break;
 		if (l)
 			continue;
@@ -496,10 +510,11 @@ void cruxn_vx_lanes_progress(struct vx_comm *c)
 		cruxn_vx_ctrl_send(c, &m);
 		crux_info("verbs connection to %s moved to lane %u (traffic class %d, SL %d, "
 			  "%d queue pair(s), first UDP source port %u)",
-			  crux_sockaddr_format(&c->b.peer.sa, peer, sizeof(peer)), want->id, want->cls.tos,
-			  want->cls.sl, want->nqps, want->sport[0]);
+			  crux_sockaddr_format(&c->b.peer.sa, peer, sizeof(peer)), want->id,
+			  want->cls.tos, want->cls.sl, want->nqps, want->sport[0]);
 	}
-	/* warm lanes (used before, or built for a decision that changed again) beyond the limit close */
+	/* warm lanes (used before, or built for a decision that changed again) beyond the limit
+	 * close */
 	while ((p = oldest_parked(c, want, false, &nparked)) && nparked > cruxn_vx_qpcfg.warm_lanes)
 		lane_close(c, p);
 	/* nothing left to do until the decision, a lane or the table changes */
@@ -604,13 +619,16 @@ static void recv_ctrl(struct vx_comm *c, const struct vx_msg *m)
 			n++;
 		/* the sender keeps at most VX_MAX_LANES, and ours go first */
 		if (n >= VX_MAX_LANES || cruxn_vx_lane_find(c, m->lane) || m->nqps != c->nqps) {
-			cruxn_vx_fail(c, "new lane", "too many lanes, a lane number reused or another "
-				      "number of queue pairs", "peer out of step (not a Crux peer?)");
+			cruxn_vx_fail(c, "new lane",
+				      "too many lanes, a lane number reused or another "
+				      "number of queue pairs",
+				      "peer out of step (not a Crux peer?)");
 			return;
 		}
 		l = cruxn_vx_lane_new(c, m->lane, &cls, &none);
 		if (!l) {
-			cruxn_vx_fail(c, "new lane", "cannot create a queue pair", "device out of resources?");
+			cruxn_vx_fail(c, "new lane", "cannot create a queue pair",
+				      "device out of resources?");
 			return;
 		}
 		for (int i = 0; i < l->nqps; i++)
@@ -672,7 +690,7 @@ void cruxn_vx_ctrl_progress(struct vx_comm *c)
 {
 	while (c->out_count > 0 && !atomic_load(&c->b.error)) {
 		int e = cruxn_boot_write_some(c->fd, &c->outq[c->out_head], sizeof(struct vx_msg),
-					    &c->out_off);
+					      &c->out_off);
 		if (e) {
 			cruxn_vx_fail(c, "control socket", strerror(e), "the peer closed or died");
 			return;

@@ -50,8 +50,9 @@ static int gid_type_sysfs(const char *dev, int port, int index)
 }
 
 /* The GID of d's port by 'rules', over the port's whole GID table (any length). */
-static crux_status_t choose_gid(const struct cruxn_ibv *v, const struct cruxn_vx_dev *d, int tbl_len,
-				const struct cruxn_gid_rules *rules, struct cruxn_vx_ep *ep)
+static crux_status_t choose_gid(const struct cruxn_ibv *v, const struct cruxn_vx_dev *d,
+				int tbl_len, const struct cruxn_gid_rules *rules,
+				struct cruxn_vx_ep *ep)
 {
 	struct cruxn_gid_cand *c;
 	int n = 0, idx;
@@ -132,8 +133,9 @@ static void dev_close(const struct cruxn_ibv *v, struct cruxn_vx_dev *d)
 
 /* Open port 'port' of 'dev' into d; 'why' says why not. */
 static crux_status_t port_open(const struct cruxn_ibv *v, struct ibv_device *dev, int port,
-			       const struct ibv_device_attr *da, const struct cruxn_gid_rules *rules,
-			       struct cruxn_vx_dev *d, char *why, size_t whylen)
+			       const struct ibv_device_attr *da,
+			       const struct cruxn_gid_rules *rules, struct cruxn_vx_dev *d,
+			       char *why, size_t whylen)
 {
 	struct ibv_port_attr pa;
 	char path[PATH_MAX];
@@ -216,7 +218,8 @@ crux_status_t cruxn_vx_open(const struct cruxn_ibv *v, const char *hca,
 			v->close_device(ctx);
 			continue;
 		}
-		for (int port = 1; port <= da.phys_port_cnt && out->ndevs < CRUXN_MAX_DEVS; port++) {
+		for (int port = 1; port <= da.phys_port_cnt && out->ndevs < CRUXN_MAX_DEVS;
+		     port++) {
 			struct cruxn_vx_dev *d = &out->devs[out->ndevs];
 			char why[160];
 
@@ -224,8 +227,8 @@ crux_status_t cruxn_vx_open(const struct cruxn_ibv *v, const char *hca,
 			if (!ctx && !(ctx = v->open_device(list[i])))
 				break;
 			if (!cruxn_hca_match(hca, name, port)) {
-				snprintf(why, sizeof(why), "port %d: not in NCCL_IB_HCA/CRUX_IB_HCA",
-					 port);
+				snprintf(why, sizeof(why),
+					 "port %d: not in NCCL_IB_HCA/CRUX_IB_HCA", port);
 			} else {
 				snprintf(d->name, sizeof(d->name), "%s", name);
 				d->ctx = ctx;
@@ -244,8 +247,8 @@ crux_status_t cruxn_vx_open(const struct cruxn_ibv *v, const char *hca,
 				free(d->pci_path);
 				memset(d, 0, sizeof(*d));
 			}
-			off += (size_t)snprintf(err + off, off < errlen ? errlen - off : 0, "%s%s %s",
-						off ? "; " : "", name, why);
+			off += (size_t)snprintf(err + off, off < errlen ? errlen - off : 0,
+						"%s%s %s", off ? "; " : "", name, why);
 		}
 		if (ctx)
 			v->close_device(ctx);
@@ -258,7 +261,8 @@ crux_status_t cruxn_vx_open(const struct cruxn_ibv *v, const char *hca,
 		struct cruxn_vx_dev *d = &out->devs[i];
 		d->real_port = 0;
 		for (int j = 0; j < i && d->pci_path; j++)
-			if (out->devs[j].pci_path && strcmp(out->devs[j].pci_path, d->pci_path) == 0 &&
+			if (out->devs[j].pci_path &&
+			    strcmp(out->devs[j].pci_path, d->pci_path) == 0 &&
 			    strcmp(out->devs[j].name, d->name) != 0)
 				d->real_port++;
 	}

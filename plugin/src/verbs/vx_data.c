@@ -19,15 +19,15 @@
 #define WR_RECV	    (1ull << 62)
 #define WR_FLUSH    (1ull << 61)
 #define WR_LANE(x)  (((x) >> 8) & 0xffffffffull)
-#define WR_QP(x)    ((int)((x) & 0xff)) /* receives: which of the lane's QPs */
+#define WR_QP(x)    ((int)((x)&0xff)) /* receives: which of the lane's QPs */
 
 /*
  * The immediate of a data write: the receiver's request index and slot, and
  * how many parts (one per queue pair) the message was split into; the
  * receive completes when all parts' immediates arrived.
  */
-#define IMM(nparts, req, slot) ((((uint32_t)(nparts) - 1) << 8) | ((uint32_t)(req) << 3) | (slot))
-#define IMM_SLOT(imm)	       ((int)((imm) & 7))
+#define IMM(nparts, req, slot) ((((uint32_t)(nparts)-1) << 8) | ((uint32_t)(req) << 3) | (slot))
+#define IMM_SLOT(imm)	       ((int)((imm)&7))
 #define IMM_REQ(imm)	       ((int)(((imm) >> 3) & (CRUXN_NET_MAX_REQUESTS - 1)))
 #define IMM_PARTS(imm)	       ((int)(((imm) >> 8) & (VX_MAX_QPS - 1)) + 1)
 
@@ -163,9 +163,8 @@ static int once_unregistered;
  * registered for this request only and released when it finishes. False:
  * the device refused the registration.
  */
-static __attribute__((noinline)) bool keys_searched(struct vx_comm *c, struct cruxn_req *r,
-						    void *p, size_t len, uint32_t *lkey,
-						    uint32_t *rkey)
+static __attribute__((noinline)) bool keys_searched(struct vx_comm *c, struct cruxn_req *r, void *p,
+						    size_t len, uint32_t *lkey, uint32_t *rkey)
 {
 	struct vx_mr *m;
 	struct ibv_mr *t;
@@ -345,7 +344,8 @@ static void on_wc(struct vx_comm *c, const struct ibv_wc *wc)
 			return; /* more parts on the lane's other QPs */
 		/* the size was written before the first part's data on the same QP */
 		if (c->sizes[idx][slot] > r->cap[slot]) {
-			cruxn_vx_fail(c, "data for a posted receive", "a size larger than its buffer",
+			cruxn_vx_fail(c, "data for a posted receive",
+				      "a size larger than its buffer",
 				      "peer out of step (not a Crux peer?)");
 			return;
 		}
@@ -382,18 +382,20 @@ static bool ctrl_busy(const struct vx_comm *c)
 /* The async-event thread saw the device, the port or one of our QPs fail. */
 static __attribute__((noinline, cold)) void async_failed(struct vx_comm *c)
 {
-	if (atomic_load_explicit(&c->dev->dead, memory_order_relaxed) && !atomic_load(&c->b.error)) {
+	if (atomic_load_explicit(&c->dev->dead, memory_order_relaxed) &&
+	    !atomic_load(&c->b.error)) {
 		char why[160];
 		pthread_mutex_lock(&cruxn_vx_state.async_lock);
 		snprintf(why, sizeof(why), "%s", c->dev->dead_why);
 		pthread_mutex_unlock(&cruxn_vx_state.async_lock);
 		cruxn_vx_fail(c, "device event", why, "check the link and the NIC (ibv_devinfo)");
 	}
-	if (atomic_load_explicit(&c->async_event, memory_order_relaxed) && !atomic_load(&c->b.error))
+	if (atomic_load_explicit(&c->async_event, memory_order_relaxed) &&
+	    !atomic_load(&c->b.error))
 		cruxn_vx_fail(c, "queue pair event",
 			      cruxn_vx_state.ibv.event_type_str
-				      ? cruxn_vx_state.ibv.event_type_str(atomic_load(&c->async_event))
-				      : "fatal",
+				  ? cruxn_vx_state.ibv.event_type_str(atomic_load(&c->async_event))
+				  : "fatal",
 			      "see the device's error counters and the peer's log");
 }
 
@@ -445,10 +447,12 @@ static void vx_progress(struct cruxn_base *b)
 		if (was_open && c->b.peer_closed)
 			(void)poll_all(c);
 	}
-	/* an error completion from a peer that went: its BYE, its socket's end, or the bound decides */
+	/* an error completion from a peer that went: its BYE, its socket's end, or the bound
+	 * decides */
 	if (c->gone_ns && !c->bye && !atomic_load(&c->b.error) &&
 	    (c->b.peer_closed || crux_now_ns() - c->gone_ns > VX_GONE_WAIT_NS))
-		cruxn_vx_fail(c, "work completion error", c->gone_detail, wc_hint(IBV_WC_RETRY_EXC_ERR));
+		cruxn_vx_fail(c, "work completion error", c->gone_detail,
+			      wc_hint(IBV_WC_RETRY_EXC_ERR));
 	if (c->b.is_send && !cruxn_vx_lanes_settled(c) && !c->b.peer_closed &&
 	    !atomic_load(&c->b.error))
 		cruxn_vx_lanes_progress(c);
@@ -509,15 +513,17 @@ static bool lane_ready(struct vx_comm *c)
 		c->hold_ns = now;
 	if (want && want->state == VX_LANE_BUILDING &&
 	    now - want->since_ns > cruxn_ctx.cfg.timeout_ms * 1000000ull) {
-		cruxn_vx_fail(c, "lane change", "the peer did not answer a new lane within CRUX_TIMEOUT",
+		cruxn_vx_fail(c, "lane change",
+			      "the peer did not answer a new lane within CRUX_TIMEOUT",
 			      "the peer does not serve its control socket");
 		return false;
 	}
 	if ((!want || want->state == VX_LANE_BUILDING) && now - c->hold_ns > VX_HOLD_MAX_NS) {
-		crux_log_once(&once_valve, CRUX_LOG_WARN,
-			      "the decision changes faster than new lanes are built (held %llu ms): "
-			      "messages go on the current lane until one is up",
-			      (unsigned long long)((now - c->hold_ns) / 1000000u));
+		crux_log_once(
+		    &once_valve, CRUX_LOG_WARN,
+		    "the decision changes faster than new lanes are built (held %llu ms): "
+		    "messages go on the current lane until one is up",
+		    (unsigned long long)((now - c->hold_ns) / 1000000u));
 		return true;
 	}
 	return false;
@@ -611,7 +617,7 @@ static crux_status_t vx_post_send(struct cruxn_base *b, struct cruxn_req *r)
 			wr[nw].sg_list = &sg[0];
 			wr[nw].num_sge = 1;
 			wr[nw].wr.rdma.remote_addr =
-				c->rsizes + ((uint64_t)e[k].req * VX_SLOTS + e[k].slot) * 8;
+			    c->rsizes + ((uint64_t)e[k].req * VX_SLOTS + e[k].slot) * 8;
 			wr[nw].wr.rdma.rkey = c->rsizes_rkey;
 			/* unsignaled: never completes */
 			wr[nw].wr_id = WR_CTS | ((uint64_t)l->id << 8);
@@ -676,7 +682,8 @@ static crux_status_t vx_post_recv(struct cruxn_base *b, struct cruxn_req *r)
 		struct vx_cts *e = &c->cts[row][i];
 		uint32_t lkey;
 		if (!keys_of(c, r, r->mh[i], r->data[i], r->cap[i], &lkey, &e->rkey))
-			return CRUX_ERR_IO; /* the core fails the comm: NCCL must not retry forever */
+			return CRUX_ERR_IO; /* the core fails the comm: NCCL must not retry forever
+					     */
 		e->addr = (uint64_t)(uintptr_t)r->data[i];
 		e->cap = r->cap[i];
 		e->tag = r->tags[i];
@@ -715,8 +722,8 @@ static crux_status_t vx_post_recv(struct cruxn_base *b, struct cruxn_req *r)
  * connected to itself; the READ completes after the earlier writes landed.
  * Host memory needs nothing: a NULL request.
  */
-static crux_status_t vx_flush(struct cruxn_base *b, int n, void **data, int *sizes,
-			      void **mhandles, struct cruxn_req **out)
+static crux_status_t vx_flush(struct cruxn_base *b, int n, void **data, int *sizes, void **mhandles,
+			      struct cruxn_req **out)
 {
 	struct vx_comm *c = vx_of(b);
 	struct vx_mr *m = NULL;
@@ -788,29 +795,29 @@ static bool vx_req_orphaned(const struct cruxn_req *r)
 }
 
 const struct cruxn_transport_ops cruxn_verbs_ops = {
-	.name = "verbs",
-	.kind = CRUXN_TP_VERBS,
-	.yield_in_test = false, /* the NIC moves the bytes */
-	.start = cruxn_vx_start,
-	.stop = cruxn_vx_stop,
-	.ndevs = cruxn_vx_ndevs,
-	.properties = cruxn_vx_properties,
-	.ids = cruxn_vx_ids,
-	.listen = cruxn_vx_listen,
-	.connect = cruxn_vx_connect,
-	.accept = cruxn_vx_accept,
-	.close_listen = cruxn_vx_close_listen,
-	.reg_mr = vx_reg_mr,
-	.dereg_mr = vx_dereg_mr,
-	.boundary = vx_boundary,
-	.send_ready = vx_send_ready,
-	.post_send = vx_post_send,
-	.post_recv = vx_post_recv,
-	.flush = vx_flush,
-	.progress = vx_progress,
-	.req_done = vx_req_done,
-	.req_orphaned = vx_req_orphaned,
-	.req_release = vx_req_release,
-	.wake = NULL,
-	.destroy = cruxn_vx_destroy,
+    .name = "verbs",
+    .kind = CRUXN_TP_VERBS,
+    .yield_in_test = false, /* the NIC moves the bytes */
+    .start = cruxn_vx_start,
+    .stop = cruxn_vx_stop,
+    .ndevs = cruxn_vx_ndevs,
+    .properties = cruxn_vx_properties,
+    .ids = cruxn_vx_ids,
+    .listen = cruxn_vx_listen,
+    .connect = cruxn_vx_connect,
+    .accept = cruxn_vx_accept,
+    .close_listen = cruxn_vx_close_listen,
+    .reg_mr = vx_reg_mr,
+    .dereg_mr = vx_dereg_mr,
+    .boundary = vx_boundary,
+    .send_ready = vx_send_ready,
+    .post_send = vx_post_send,
+    .post_recv = vx_post_recv,
+    .flush = vx_flush,
+    .progress = vx_progress,
+    .req_done = vx_req_done,
+    .req_orphaned = vx_req_orphaned,
+    .req_release = vx_req_release,
+    .wake = NULL,
+    .destroy = cruxn_vx_destroy,
 };

@@ -52,7 +52,8 @@ static crux_status_t qp_cfg_load(struct cruxn_vx_qp_cfg *q, char *err, size_t er
 	if (crux_env_int(NULL, NULL, "NCCL_IB_PKEY", 0, 0, 65535, &v, err, errlen) != CRUX_OK)
 		return CRUX_ERR_INVAL;
 	q->pkey = (int)v;
-	if (crux_env_int(NULL, NULL, "NCCL_IB_SPLIT_DATA_ON_QPS", 0, 0, 1, &v, err, errlen) != CRUX_OK)
+	if (crux_env_int(NULL, NULL, "NCCL_IB_SPLIT_DATA_ON_QPS", 0, 0, 1, &v, err, errlen) !=
+	    CRUX_OK)
 		return CRUX_ERR_INVAL;
 	q->split = v == 1;
 	/* NCCL's -2 is its auto: on for InfiniBand ports */
@@ -68,16 +69,17 @@ static crux_status_t qp_cfg_load(struct cruxn_vx_qp_cfg *q, char *err, size_t er
 	    CRUX_OK)
 		return CRUX_ERR_INVAL;
 	q->relaxed = (int)v;
-	if (crux_env_int(NULL, NULL, "CRUX_IB_WARM_LANES", 2, 0, VX_MAX_LANES - 2, &v, err, errlen) !=
-	    CRUX_OK)
+	if (crux_env_int(NULL, NULL, "CRUX_IB_WARM_LANES", 2, 0, VX_MAX_LANES - 2, &v, err,
+			 errlen) != CRUX_OK)
 		return CRUX_ERR_INVAL;
 	q->warm_lanes = (int)v;
 	if (crux_env_int(NULL, NULL, "CRUX_IB_LANES_AHEAD", -1, -1, VX_MAX_LANES - 1, &v, err,
 			 errlen) != CRUX_OK)
 		return CRUX_ERR_INVAL;
 	q->lanes_ahead = (int)v;
-	if (crux_env_duration_ns(NULL, NULL, "CRUX_IB_LANE_INTERVAL", 10000000ull, 0, 60000000000ull,
-				 1000000ull, &q->lane_interval_ns, err, errlen) != CRUX_OK)
+	if (crux_env_duration_ns(NULL, NULL, "CRUX_IB_LANE_INTERVAL", 10000000ull, 0,
+				 60000000000ull, 1000000ull, &q->lane_interval_ns, err,
+				 errlen) != CRUX_OK)
 		return CRUX_ERR_INVAL;
 	/* not fatal: a job runs on one QP per connection rather than not at all */
 	if (cruxn_vx_nqps_load(&q->nqps, err, errlen) != CRUX_OK) {
@@ -94,7 +96,8 @@ crux_status_t cruxn_vx_nqps_load(int *nqps, char *err, size_t errlen)
 	long long v;
 
 	*nqps = 1;
-	if (!crux_env_get(NULL, NULL, name) && crux_env_get(NULL, NULL, "NCCL_IB_QPS_PER_CONNECTION"))
+	if (!crux_env_get(NULL, NULL, name) &&
+	    crux_env_get(NULL, NULL, "NCCL_IB_QPS_PER_CONNECTION"))
 		name = "NCCL_IB_QPS_PER_CONNECTION";
 	if (crux_env_int(NULL, NULL, name, 1, 1, CRUXN_VX_MAX_QPS, &v, err, errlen) != CRUX_OK)
 		return CRUX_ERR_INVAL;
@@ -123,8 +126,8 @@ crux_status_t cruxn_vx_start(const struct cruxn_config *cfg, char *err, size_t e
 		return st;
 	}
 	crux_info("verbs transport: %d device port(s), first %s port %u GID index %d",
-		  cruxn_vx_state.ndevs, cruxn_vx_state.devs[0].name,
-		  cruxn_vx_state.devs[0].ep.port, cruxn_vx_state.devs[0].ep.gid_index);
+		  cruxn_vx_state.ndevs, cruxn_vx_state.devs[0].name, cruxn_vx_state.devs[0].ep.port,
+		  cruxn_vx_state.devs[0].ep.gid_index);
 	/* once: which way the route's source ports reach the wire */
 	cruxn_vx_sport_probe_all(&cruxn_vx_state, &cruxn_vx_qpcfg, line, sizeof(line));
 	crux_info("%s", line);

@@ -10,50 +10,52 @@
 
 #include "vx.h"
 
-#define IBV_V	 "IBVERBS_1.1"
+#define IBV_V "IBVERBS_1.1"
 /* rdma-core's providers/mlx5/libmlx5.map: mlx5dv_modify_qp_udp_sport came with MLX5_1.17 (v33) */
 #define MLX5_V	 "MLX5_1.17"
 #define IBV_LIB	 "libibverbs.so.1"
 #define MLX5_LIB "libmlx5.so.1"
 
-#define S(field, name, ver, opt) {IBV_LIB, name, ver, offsetof(struct cruxn_ibv, field), opt}
+#define S(field, name, ver, opt)                                                                   \
+	{                                                                                          \
+		IBV_LIB, name, ver, offsetof(struct cruxn_ibv, field), opt                         \
+	}
 
 static const struct cruxn_ibv_sym ibv_syms[] = {
-	S(get_device_list, "ibv_get_device_list", IBV_V, false),
-	S(free_device_list, "ibv_free_device_list", IBV_V, false),
-	S(get_device_name, "ibv_get_device_name", IBV_V, false),
-	S(get_device_guid, "ibv_get_device_guid", IBV_V, false),
-	S(open_device, "ibv_open_device", IBV_V, false),
-	S(close_device, "ibv_close_device", IBV_V, false),
-	S(query_device, "ibv_query_device", IBV_V, false),
-	S(query_port, "ibv_query_port", IBV_V, false),
-	S(query_gid, "ibv_query_gid", IBV_V, false),
-	S(query_gid_ex, "_ibv_query_gid_ex", "IBVERBS_1.11", true),
-	S(alloc_pd, "ibv_alloc_pd", IBV_V, false),
-	S(dealloc_pd, "ibv_dealloc_pd", IBV_V, false),
-	S(reg_mr, "ibv_reg_mr", IBV_V, false),
-	S(reg_mr_iova2, "ibv_reg_mr_iova2", "IBVERBS_1.8", true),
-	S(reg_dmabuf_mr, "ibv_reg_dmabuf_mr", "IBVERBS_1.12", true),
-	S(dereg_mr, "ibv_dereg_mr", IBV_V, false),
-	/* rdma-core keeps these two in IBVERBS_1.0 (libibverbs.map) */
-	S(create_comp_channel, "ibv_create_comp_channel", "IBVERBS_1.0", true),
-	S(destroy_comp_channel, "ibv_destroy_comp_channel", "IBVERBS_1.0", true),
-	S(create_cq, "ibv_create_cq", IBV_V, false),
-	S(destroy_cq, "ibv_destroy_cq", IBV_V, false),
-	S(create_qp, "ibv_create_qp", IBV_V, false),
-	S(modify_qp, "ibv_modify_qp", IBV_V, false),
-	S(query_qp, "ibv_query_qp", IBV_V, false),
-	S(destroy_qp, "ibv_destroy_qp", IBV_V, false),
-	S(fork_init, "ibv_fork_init", IBV_V, true),
-	S(wc_status_str, "ibv_wc_status_str", IBV_V, false),
-	S(get_async_event, "ibv_get_async_event", IBV_V, true),
-	S(ack_async_event, "ibv_ack_async_event", IBV_V, true),
-	S(event_type_str, "ibv_event_type_str", IBV_V, true),
+    S(get_device_list, "ibv_get_device_list", IBV_V, false),
+    S(free_device_list, "ibv_free_device_list", IBV_V, false),
+    S(get_device_name, "ibv_get_device_name", IBV_V, false),
+    S(get_device_guid, "ibv_get_device_guid", IBV_V, false),
+    S(open_device, "ibv_open_device", IBV_V, false),
+    S(close_device, "ibv_close_device", IBV_V, false),
+    S(query_device, "ibv_query_device", IBV_V, false),
+    S(query_port, "ibv_query_port", IBV_V, false),
+    S(query_gid, "ibv_query_gid", IBV_V, false),
+    S(query_gid_ex, "_ibv_query_gid_ex", "IBVERBS_1.11", true),
+    S(alloc_pd, "ibv_alloc_pd", IBV_V, false),
+    S(dealloc_pd, "ibv_dealloc_pd", IBV_V, false),
+    S(reg_mr, "ibv_reg_mr", IBV_V, false),
+    S(reg_mr_iova2, "ibv_reg_mr_iova2", "IBVERBS_1.8", true),
+    S(reg_dmabuf_mr, "ibv_reg_dmabuf_mr", "IBVERBS_1.12", true),
+    S(dereg_mr, "ibv_dereg_mr", IBV_V, false),
+    /* rdma-core keeps these two in IBVERBS_1.0 (libibverbs.map) */
+    S(create_comp_channel, "ibv_create_comp_channel", "IBVERBS_1.0", true),
+    S(destroy_comp_channel, "ibv_destroy_comp_channel", "IBVERBS_1.0", true),
+    S(create_cq, "ibv_create_cq", IBV_V, false),
+    S(destroy_cq, "ibv_destroy_cq", IBV_V, false),
+    S(create_qp, "ibv_create_qp", IBV_V, false),
+    S(modify_qp, "ibv_modify_qp", IBV_V, false),
+    S(query_qp, "ibv_query_qp", IBV_V, false),
+    S(destroy_qp, "ibv_destroy_qp", IBV_V, false),
+    S(fork_init, "ibv_fork_init", IBV_V, true),
+    S(wc_status_str, "ibv_wc_status_str", IBV_V, false),
+    S(get_async_event, "ibv_get_async_event", IBV_V, true),
+    S(ack_async_event, "ibv_ack_async_event", IBV_V, true),
+    S(event_type_str, "ibv_event_type_str", IBV_V, true),
 };
 
-static const struct cruxn_ibv_sym mlx5_sym = {
-	MLX5_LIB, "mlx5dv_modify_qp_udp_sport", MLX5_V, offsetof(struct cruxn_ibv, mlx5_udp_sport),
-	true};
+static const struct cruxn_ibv_sym mlx5_sym = {MLX5_LIB, "mlx5dv_modify_qp_udp_sport", MLX5_V,
+					      offsetof(struct cruxn_ibv, mlx5_udp_sport), true};
 
 size_t cruxn_ibv_syms(const struct cruxn_ibv_sym **out, size_t i)
 {
@@ -68,8 +70,8 @@ static void *resolve(void *lib, const struct cruxn_ibv_sym *s)
 	return dlvsym(lib, s->name, s->version);
 }
 
-crux_status_t cruxn_ibv_load(const char *lib, const char *mlx5lib, struct cruxn_ibv *out,
-			     char *err, size_t errlen)
+crux_status_t cruxn_ibv_load(const char *lib, const char *mlx5lib, struct cruxn_ibv *out, char *err,
+			     size_t errlen)
 {
 	struct cruxn_ibv v;
 	const char *path = lib && lib[0] ? lib : IBV_LIB, *mpath;

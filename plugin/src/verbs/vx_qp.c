@@ -91,8 +91,8 @@ void cruxn_vx_attr_rts(const struct cruxn_vx_ep *local, const struct cruxn_vx_qp
 	a->rnr_retry = 7;
 	a->sq_psn = local->psn;
 	a->max_rd_atomic = 1;
-	*mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-		IBV_QP_MAX_QP_RD_ATOMIC;
+	*mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+		IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
 }
 
 static crux_status_t modify(const struct cruxn_ibv *v, struct ibv_qp *qp, struct ibv_qp_attr *a,
@@ -203,7 +203,9 @@ bool cruxn_vx_sport_probe(const struct cruxn_ibv *v, const struct cruxn_vx_dev *
 		rc = v->mlx5_udp_sport(qp, 0xC000);
 		if (rc != 0)
 			snprintf(why, len, "mlx5dv_modify_qp_udp_sport refused: %s",
-				 strerror(rc > 0 ? rc : errno ? errno : EOPNOTSUPP));
+				 strerror(rc > 0  ? rc
+					  : errno ? errno
+						  : EOPNOTSUPP));
 	}
 	v->destroy_qp(qp);
 	v->destroy_cq(cq);
@@ -222,10 +224,11 @@ void cruxn_vx_sport_probe_all(struct cruxn_vx *vx, const struct cruxn_vx_qp_cfg 
 
 		d->live_sport = cruxn_vx_sport_probe(&vx->ibv, d, q, why, sizeof(why));
 		if (d->live_sport)
-			n += (size_t)snprintf(line + n, len - n,
-					      "%s on %s port %u by mlx5dv_modify_qp_udp_sport (live, "
-					      "exact port) and grh.flow_label at RTR",
-					      i ? ";" : "", d->name, d->ep.port);
+			n += (size_t)snprintf(
+			    line + n, len - n,
+			    "%s on %s port %u by mlx5dv_modify_qp_udp_sport (live, "
+			    "exact port) and grh.flow_label at RTR",
+			    i ? ";" : "", d->name, d->ep.port);
 		else
 			n += (size_t)snprintf(line + n, len - n,
 					      "%s on %s port %u by grh.flow_label at RTR only (%s)",

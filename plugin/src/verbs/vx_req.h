@@ -8,8 +8,9 @@
 
 struct cruxn_vx_req {
 	int pending; /* signaled work requests not yet completed (send) */
-	unsigned char parts[8]; /* receive: parts of each slot's message arrived (one per QP used) */
-	bool flush; /* a flush's READ (receive side) */
+	unsigned char
+	    parts[8]; /* receive: parts of each slot's message arrived (one per QP used) */
+	bool flush;   /* a flush's READ (receive side) */
 	uint32_t row; /* the FIFO row (absolute) the message took / the receive filled */
 	int slot;     /* send: the slot of that row */
 	int ntmp;

@@ -14,8 +14,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "crux/log.h"
 #include "boot.h"
+#include "crux/log.h"
 #include "vx_transport.h"
 
 #define VX_LISTEN_MAGIC	 0x4c565843u
@@ -30,7 +30,7 @@ struct vx_listen {
 	uint64_t nonce;
 	/* connections that have not greeted yet: strangers cannot block a real peer */
 	struct cruxn_boot_greeter greet;
-	int afd;          /* the greeted connection being set up */
+	int afd;	  /* the greeted connection being set up */
 	struct vx_msg in; /* its HELLO */
 	struct vx_comm *c;
 };
@@ -216,9 +216,10 @@ static crux_status_t connect_start(int dev, int traffic_class, const struct crux
 	if (!st)
 		return CRUX_ERR_NOMEM;
 	if (boot->addr.sa.sa_family != h->family) {
-		crux_err("verbs connect: the bootstrap interface %s and the peer's handle differ in "
-			 "address family; set CRUX_SOCKET_IFNAME / CRUX_SOCKET_FAMILY alike",
-			 boot->name);
+		crux_err(
+		    "verbs connect: the bootstrap interface %s and the peer's handle differ in "
+		    "address family; set CRUX_SOCKET_IFNAME / CRUX_SOCKET_FAMILY alike",
+		    boot->name);
 		free(st);
 		return CRUX_ERR_INVAL;
 	}
@@ -285,9 +286,10 @@ crux_status_t cruxn_vx_connect(int dev, int traffic_class, void *handle, struct 
 	int e = 0;
 
 	if (cruxn_boot_handle_peer(h, VX_MAGIC, VX_VERSION, &peer, &plen) != CRUX_OK) {
-		crux_err("verbs connect: the handle is not a Crux verbs listener's (bad magic, "
-			 "version, family or port): do all ranks load the same plugin with the same "
-			 "CRUX_TRANSPORT?");
+		crux_err(
+		    "verbs connect: the handle is not a Crux verbs listener's (bad magic, "
+		    "version, family or port): do all ranks load the same plugin with the same "
+		    "CRUX_TRANSPORT?");
 		return CRUX_ERR_INVAL;
 	}
 	st = (struct vx_connecting *)(uintptr_t)h->connect_state;

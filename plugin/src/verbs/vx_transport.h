@@ -21,8 +21,8 @@
 #include "vx_req.h"
 
 #define VX_MAGIC      0x42565843u /* "CXVB" */
-#define VX_VERSION    3 /* 3: LANE_CLOSE carries the lane's part count */
-#define VX_FIFO       CRUXN_NET_MAX_REQUESTS
+#define VX_VERSION    3		  /* 3: LANE_CLOSE carries the lane's part count */
+#define VX_FIFO	      CRUXN_NET_MAX_REQUESTS
 #define VX_SLOTS      CRUXN_NET_MAX_RECVS
 #define VX_RECV_DEPTH (VX_FIFO * VX_SLOTS) /* per QP: one receive per message in flight */
 #define VX_SEND_DEPTH (2 * VX_FIFO * VX_SLOTS)
@@ -30,9 +30,9 @@
 #define VX_MAX_QPS    CRUXN_VX_MAX_QPS
 /* every lane's QPs, and the flush QP's one READ per request */
 #define VX_CQ_DEPTH(nqps) (VX_MAX_LANES * (nqps) * (VX_RECV_DEPTH + VX_SEND_DEPTH) + VX_FIFO)
-#define VX_MAX_MSG    0x7fffffffull /* NCCL's IB transport: int sizes */
+#define VX_MAX_MSG	  0x7fffffffull /* NCCL's IB transport: int sizes */
 /* the control socket is read at least this often when nothing is under way there */
-#define VX_CTRL_POLL_NS 1000000ull
+#define VX_CTRL_POLL_NS	 1000000ull
 #define VX_CTRL_EVENT_NS 100000000ull /* after a control message, read on every call this long */
 /* the longest a message waits for a decision's lane that is not up yet */
 #define VX_HOLD_MAX_NS 1000000000ull
@@ -46,21 +46,21 @@ struct vx_cts {
 	uint32_t rkey;
 	int32_t tag;
 	uint16_t nslots; /* slots of this receive (entries in the row) */
-	uint8_t req;     /* receiver's request index */
+	uint8_t req;	 /* receiver's request index */
 	uint8_t slot;
 	uint32_t stamp; /* row sequence + 1, last: the entry is complete */
 };
 
 enum vx_msg_kind {
-	VX_HELLO = 1, /* sender -> receiver: lane 0, FIFO */
-	VX_ACCEPT,    /* receiver -> sender: lane 0, size table */
-	VX_READY,     /* sender -> receiver: lane 0 is in RTS at both ends */
-	VX_LANE,      /* sender -> receiver: build lane 'lane' */
-	VX_LANE_ACK,  /* receiver -> sender: its end of 'lane' */
+	VX_HELLO = 1,  /* sender -> receiver: lane 0, FIFO */
+	VX_ACCEPT,     /* receiver -> sender: lane 0, size table */
+	VX_READY,      /* sender -> receiver: lane 0 is in RTS at both ends */
+	VX_LANE,       /* sender -> receiver: build lane 'lane' */
+	VX_LANE_ACK,   /* receiver -> sender: its end of 'lane' */
 	VX_LANE_CLOSE, /* sender -> receiver: drained, close 'lane' */
-	VX_LANE_GONE, /* receiver -> sender: closed */
-	VX_BYE,       /* either way, on close: receiver's 'done' says which sends arrived */
-	VX_LANE_MOVE, /* sender -> receiver: moved from 'lane' (kept warm) to lane 'addr' */
+	VX_LANE_GONE,  /* receiver -> sender: closed */
+	VX_BYE,	       /* either way, on close: receiver's 'done' says which sends arrived */
+	VX_LANE_MOVE,  /* sender -> receiver: moved from 'lane' (kept warm) to lane 'addr' */
 };
 
 /*
@@ -107,10 +107,10 @@ struct vx_lane {
 	struct ibv_qp *qps[VX_MAX_QPS];
 	struct cruxn_class cls;
 	struct cruxn_route route;
-	uint16_t sport[VX_MAX_QPS];      /* UDP source port asked for (0: device's hash) */
+	uint16_t sport[VX_MAX_QPS];	 /* UDP source port asked for (0: device's hash) */
 	uint32_t flow_label[VX_MAX_QPS]; /* what realises it */
-	bool route_refused;              /* the device cannot realise the route: label 0 (hash) */
-	int outstanding;                 /* signaled work requests not yet completed */
+	bool route_refused;		 /* the device cannot realise the route: label 0 (hash) */
+	int outstanding;		 /* signaled work requests not yet completed */
 	/*
 	 * Parts (WRITE WITH IMMEDIATE) the sender posted on the lane / the
 	 * receiver's completions of them; a closing lane's queue pairs go only
@@ -118,9 +118,9 @@ struct vx_lane {
 	 */
 	uint32_t parts;
 	uint32_t close_parts; /* receiver: the count LANE_CLOSE gave */
-	uint64_t since_ns;               /* when the sender asked for it (bounds the build) */
-	uint64_t parked_ns;              /* sender: when it stopped being current (warm, reusable) */
-	bool ahead;                      /* sender: built ahead for a level, kept up while idle */
+	uint64_t since_ns;    /* when the sender asked for it (bounds the build) */
+	uint64_t parked_ns;   /* sender: when it stopped being current (warm, reusable) */
+	bool ahead;	      /* sender: built ahead for a level, kept up while idle */
 	struct vx_lane *next;
 };
 
@@ -129,11 +129,11 @@ struct vx_lane {
 struct vx_comm {
 	struct cruxn_base b; /* first: the core's view */
 	struct cruxn_vx_dev *dev;
-	struct cruxn_vx_ep ep; /* our end as this connection found the port (GID read again) */
+	struct cruxn_vx_ep ep;	 /* our end as this connection found the port (GID read again) */
 	_Atomic int async_event; /* a fatal event on one of its queue pairs (the async thread) */
 	unsigned routes_refused; /* routes this connection could not realise (reported each) */
-	unsigned repaths;        /* route changes made in place by the live source-port call */
-	int fd; /* bootstrap / lane-control socket */
+	unsigned repaths;	 /* route changes made in place by the live source-port call */
+	int fd;			 /* bootstrap / lane-control socket */
 	uint64_t nonce;
 	struct ibv_cq *cq;
 	struct vx_lane *cur;   /* lane new messages (sender) / CTS writes (receiver) use */
@@ -148,8 +148,8 @@ struct vx_comm {
 	const void *settled_dt;
 	uint64_t moved_ns; /* sender: when it last moved lanes (CRUX_IB_LANE_INTERVAL) */
 	uint32_t next_lane;
-	int nqps;     /* queue pairs per lane (the sender's CRUX_IB_QPS_PER_CONNECTION) */
-	uint32_t qrr; /* sender: the QP the next message starts on (round robin) */
+	int nqps;	  /* queue pairs per lane (the sender's CRUX_IB_QPS_PER_CONNECTION) */
+	uint32_t qrr;	  /* sender: the QP the next message starts on (round robin) */
 	uint64_t hold_ns; /* sender: since when messages wait for a lane move (0: none) */
 
 	/*
@@ -159,7 +159,8 @@ struct vx_comm {
 	 * causes wait (bounded) for the BYE or the socket's end to say which.
 	 */
 	uint64_t ctrl_ns; /* when the control socket was last read */
-	uint64_t ctrl_event_ns; /* when a control message last went or came (a lane change under way) */
+	uint64_t
+	    ctrl_event_ns; /* when a control message last went or came (a lane change under way) */
 	bool bye;
 	uint32_t bye_rrow;
 	uint8_t bye_done[VX_FIFO];
@@ -167,7 +168,7 @@ struct vx_comm {
 	char gone_detail[160];
 	uint8_t row_done[VX_FIFO]; /* receiver: slots arrived in the row last posted there */
 	struct cruxn_vx_ep remote; /* the peer's device (GID, LID, MTU) */
-	bool ready;                /* set-up finished (HELLO, ACCEPT, READY) */
+	bool ready;		   /* set-up finished (HELLO, ACCEPT, READY) */
 
 	/* control messages out (small ring) and in */
 	struct vx_msg outq[VX_OUTQ];
@@ -186,9 +187,9 @@ struct vx_comm {
 	/* sender */
 	_Alignas(64) struct vx_cts fifo[VX_FIFO][VX_SLOTS];
 	struct ibv_mr *fifo_mr;
-	uint32_t row;      /* FIFO row the next send takes */
-	uint8_t row_used;  /* slots of that row already sent */
-	uint64_t rsizes;   /* receiver's size table */
+	uint32_t row;	  /* FIFO row the next send takes */
+	uint8_t row_used; /* slots of that row already sent */
+	uint64_t rsizes;  /* receiver's size table */
 	uint32_t rsizes_rkey;
 	_Alignas(64) uint64_t sizes_out[VX_FIFO][VX_SLOTS]; /* sizes being written */
 	struct ibv_mr *sizes_out_mr;
@@ -267,7 +268,8 @@ void cruxn_vx_lanes_progress(struct vx_comm *c);
 /* Sender: nothing for lanes_progress to do until the decision, a lane or the table changes. */
 static inline bool cruxn_vx_lanes_settled(const struct vx_comm *c)
 {
-	return c->settled && c->settled_dt == atomic_load_explicit(&cruxn_ctx.dt, memory_order_relaxed);
+	return c->settled &&
+	       c->settled_dt == atomic_load_explicit(&cruxn_ctx.dt, memory_order_relaxed);
 }
 struct vx_lane *cruxn_vx_lane_find(struct vx_comm *c, uint32_t id);
 struct vx_lane *cruxn_vx_lane_new(struct vx_comm *c, uint32_t id, const struct cruxn_class *cls,

@@ -29,8 +29,8 @@ typedef enum {
 /* ncclDebugLogger_t: level, subsystem flags, file, line, printf format. */
 typedef void (*cruxf_logger_t)(int level, unsigned long flags, const char *file, int line,
 			       const char *fmt, ...);
-#define CRUXF_LOG_WARN 2
-#define CRUXF_LOG_INFO 3
+#define CRUXF_LOG_WARN	   2
+#define CRUXF_LOG_INFO	   3
 #define CRUXF_LOG_SUB_INIT 0x1UL
 
 /* Event-type bits (descriptor 'type' and the activation mask). */
@@ -43,13 +43,14 @@ enum {
 	CRUXF_EV_PROXY_CTRL = 1 << 5,
 	CRUXF_EV_KERNEL_CH = 1 << 6,
 	CRUXF_EV_NET_PLUGIN = 1 << 7,
-	CRUXF_EV_GROUP_API = 1 << 8, /* v5+: ncclGroupStart..End (outermost), or an implicit group */
-	CRUXF_EV_COLL_API = 1 << 9,  /* v5+: one collective call */
-	CRUXF_EV_P2P_API = 1 << 10,  /* v5+: one ncclSend/ncclRecv call */
+	CRUXF_EV_GROUP_API =
+	    1 << 8,		    /* v5+: ncclGroupStart..End (outermost), or an implicit group */
+	CRUXF_EV_COLL_API = 1 << 9, /* v5+: one collective call */
+	CRUXF_EV_P2P_API = 1 << 10, /* v5+: one ncclSend/ncclRecv call */
 	CRUXF_EV_KERNEL_LAUNCH = 1 << 11,
-	CRUXF_EV_CE_COLL = 1 << 12,  /* v6+: copy-engine collective */
-	CRUXF_EV_CE_SYNC = 1 << 13,  /* v6+ */
-	CRUXF_EV_CE_BATCH = 1 << 14, /* v6+ */
+	CRUXF_EV_CE_COLL = 1 << 12,	 /* v6+: copy-engine collective */
+	CRUXF_EV_CE_SYNC = 1 << 13,	 /* v6+ */
+	CRUXF_EV_CE_BATCH = 1 << 14,	 /* v6+ */
 	CRUXF_EV_KERNEL_PHASE = 1 << 15, /* v7: a barrier phase inside a kernel channel */
 };
 

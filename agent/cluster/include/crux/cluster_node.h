@@ -61,19 +61,19 @@ struct crux_cluster_cfg {
 
 struct crux_cluster_status {
 	bool leader;
-	int64_t term;		  /* > 0 while leader */
-	int64_t applied_revision; /* schedule key revision last applied, 0 none */
-	int64_t applied_input;	  /* the input revision that schedule was computed from */
+	int64_t term;		   /* > 0 while leader */
+	int64_t applied_revision;  /* schedule key revision last applied, 0 none */
+	int64_t applied_input;	   /* the input revision that schedule was computed from */
 	int64_t received_revision; /* newest schedule the watcher took (applied at the next step) */
 	double received_at;	   /* when, CLOCK_MONOTONIC seconds */
-	bool stale;		  /* etcd unreachable: last schedule kept */
-	bool overrides_pending;	  /* override changes not yet written to etcd */
+	bool stale;		   /* etcd unreachable: last schedule kept */
+	bool overrides_pending;	   /* override changes not yet written to etcd */
 	uint64_t schedules_written;
 	uint64_t bytes_written; /* keys + values this node put */
 	uint64_t renewals;	/* lease keep-alives sent */
 	char leader_name[CRUX_CLUSTER_NAME_MAX];
-	char error[160]; /* while stale: etcd's last error in words */
-	uint64_t resyncs; /* another etcd store detected (restored, rebuilt): resynchronised */
+	char error[160];      /* while stale: etcd's last error in words */
+	uint64_t resyncs;     /* another etcd store detected (restored, rebuilt): resynchronised */
 	char resync_why[160]; /* the last one, in words */
 	uint64_t watch_restarts; /* watches found silent past their deadline and restarted */
 };

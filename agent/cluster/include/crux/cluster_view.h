@@ -29,12 +29,12 @@
 extern "C" {
 #endif
 
-#define CRUX_CV_VERSION 1
-#define CRUX_CV_MAX_JOBS 4096	    /* per host record / per schedule */
-#define CRUX_CV_MAX_JOB_HOSTS 64   /* as the agent tracks a job */
-#define CRUX_CV_MAX_FLOWS 4096	    /* per job */
-#define CRUX_CV_MAX_ROUTES 65536    /* per schedule */
-#define CRUX_CV_MAX_TEXT (1u << 20) /* an encoded record (etcd's request limit is 1.5 MiB) */
+#define CRUX_CV_VERSION	      1
+#define CRUX_CV_MAX_JOBS      4096	 /* per host record / per schedule */
+#define CRUX_CV_MAX_JOB_HOSTS 64	 /* as the agent tracks a job */
+#define CRUX_CV_MAX_FLOWS     4096	 /* per job */
+#define CRUX_CV_MAX_ROUTES    65536	 /* per schedule */
+#define CRUX_CV_MAX_TEXT      (1u << 20) /* an encoded record (etcd's request limit is 1.5 MiB) */
 
 struct crux_cv_flow {
 	struct crux_addr src, dst;

@@ -25,7 +25,7 @@ extern "C" {
 #define CRUX_ETCD_MAX_ENDPOINTS 16
 /* A key or value above this size is refused before it is sent (etcd's
  * default request limit is 1.5 MiB). */
-#define CRUX_ETCD_MAX_VALUE (1u << 20)
+#define CRUX_ETCD_MAX_VALUE   (1u << 20)
 #define CRUX_ETCD_MAX_TXN_OPS 128
 
 struct crux_etcd_opts {
@@ -107,7 +107,7 @@ struct crux_etcd_cmp {
 	enum crux_etcd_result result;
 	const void *key;
 	size_t klen;
-	int64_t number; /* version, revision or lease */
+	int64_t number;	   /* version, revision or lease */
 	const void *value; /* CRUX_ETCD_CMP_VALUE */
 	size_t vlen;
 };
@@ -171,8 +171,7 @@ crux_status_t crux_etcd_watch(struct crux_etcd *e, const void *key, size_t klen,
 crux_status_t crux_etcd_parse_range(const char *body, size_t len, struct crux_etcd_range *out);
 /* put, deleterange, lease revoke: header.revision. */
 crux_status_t crux_etcd_parse_header(const char *body, size_t len, int64_t *revision);
-crux_status_t crux_etcd_parse_txn(const char *body, size_t len, bool *succeeded,
-				  int64_t *revision);
+crux_status_t crux_etcd_parse_txn(const char *body, size_t len, bool *succeeded, int64_t *revision);
 crux_status_t crux_etcd_parse_grant(const char *body, size_t len, int64_t *id, int64_t *ttl);
 /* ttl 0: the lease has expired. */
 crux_status_t crux_etcd_parse_keepalive(const char *body, size_t len, int64_t *ttl);

@@ -34,20 +34,20 @@ struct cruxd_config {
 	char shm_dir[CRUX_PATH_MAX];
 	char topology[CRUX_PATH_MAX]; /* "" = single-host view */
 	struct crux_dt_settings settings;
-	uint64_t interval_ns;       /* pass period; heartbeat refreshed every pass */
+	uint64_t interval_ns;	    /* pass period; heartbeat refreshed every pass */
 	uint64_t profile_window_ns; /* a new job stays on the top level this long */
 	double change_threshold;    /* relative profile change that triggers a reschedule */
-	uint64_t hold_ns;           /* least time between change-triggered reschedules */
-	double link_gbps;           /* host link rate in the single-host view; clamp bound */
-	double max_iter_s;          /* longest plausible iteration (clamp) */
+	uint64_t hold_ns;	    /* least time between change-triggered reschedules */
+	double link_gbps;	    /* host link rate in the single-host view; clamp bound */
+	double max_iter_s;	    /* longest plausible iteration (clamp) */
 	uint64_t seed;
 	bool probe;
 	struct cruxd_probe_cache_config probe_cfg;
 	struct cruxd_guard_config guard; /* CRUX_MAX_SLOWDOWN, CRUX_GUARD_AGE, CRUX_GUARD_HOLD */
 	/* Cluster mode (CRUX_ETCD set): "" = embedded single-host mode. */
-	char etcd[1024];      /* CRUX_ETCD: endpoints "http(s)://h:p[,...]" */
-	char cluster[64];     /* CRUX_CLUSTER (default "default") */
-	char host[64];        /* CRUX_HOST (default: the host name) */
+	char etcd[1024];  /* CRUX_ETCD: endpoints "http(s)://h:p[,...]" */
+	char cluster[64]; /* CRUX_CLUSTER (default "default") */
+	char host[64];	  /* CRUX_HOST (default: the host name) */
 	char etcd_ca[CRUX_PATH_MAX], etcd_cert[CRUX_PATH_MAX], etcd_key[CRUX_PATH_MAX];
 	uint64_t cluster_ttl_ns; /* CRUX_CLUSTER_TTL: this host's lease in etcd */
 };

@@ -29,9 +29,9 @@
 extern "C" {
 #endif
 
-#define CRUXD_OVERRIDES_FILE "overrides.conf"
-#define CRUXD_MAX_OVERRIDES 256
-#define CRUXD_OVR_MAX_ROUTES 16
+#define CRUXD_OVERRIDES_FILE	  "overrides.conf"
+#define CRUXD_MAX_OVERRIDES	  256
+#define CRUXD_OVR_MAX_ROUTES	  16
 #define CRUXD_OVERRIDES_MAX_BYTES (1u << 20)
 
 struct cruxd_override_route {
@@ -75,7 +75,7 @@ crux_status_t cruxd_overrides_parse(const char *buf, size_t len, struct cruxd_ov
 /* One override as the file's line "job 0x... level N [id ID] [route R]..."
  * (no newline; NUL-terminated). CRUX_ERR_RANGE if 'len' is too small. */
 crux_status_t cruxd_override_format_line(const struct cruxd_override *x, char *buf, size_t len,
-					size_t *outlen);
+					 size_t *outlen);
 
 /* Write the text form; CRUX_ERR_RANGE if 'len' is too small. */
 crux_status_t cruxd_overrides_format(const struct cruxd_overrides *o, char *buf, size_t len,

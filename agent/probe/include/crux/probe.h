@@ -32,7 +32,7 @@ extern "C" {
 #endif
 
 #define CRUXD_PROBE_MAX_PATHS 16
-#define CRUXD_ROCE_PORT 4791
+#define CRUXD_ROCE_PORT	      4791
 
 enum cruxd_probe_proto {
 	CRUXD_PROBE_TCP = 0,
@@ -41,18 +41,18 @@ enum cruxd_probe_proto {
 
 struct cruxd_probe_config {
 	enum cruxd_probe_proto proto;
-	uint16_t dst_port;       /* TCP: any port of the peer; UDP: 4791 */
-	uint16_t port_lo;        /* source ports tried: [port_lo, port_hi] */
+	uint16_t dst_port; /* TCP: any port of the peer; UDP: 4791 */
+	uint16_t port_lo;  /* source ports tried: [port_lo, port_hi] */
 	uint16_t port_hi;
-	uint8_t hops;            /* TTL of a probe */
+	uint8_t hops;		 /* TTL of a probe */
 	uint32_t ports_per_path; /* wanted ports per path, <= CRUX_ROUTE_MAX_PORTS */
-	uint32_t expect_paths;   /* 0 = unknown: stop after 'patience' probes find nothing new */
+	uint32_t expect_paths;	 /* 0 = unknown: stop after 'patience' probes find nothing new */
 	uint32_t patience;
-	uint32_t max_probes;     /* per peer and run */
-	uint32_t rate;           /* probes per second (rate limit) */
-	uint32_t inflight;       /* probes outstanding at once */
-	uint64_t timeout_ns;     /* wait for the ICMP answer of one probe */
-	uint64_t seed;           /* order in which source ports are tried */
+	uint32_t max_probes; /* per peer and run */
+	uint32_t rate;	     /* probes per second (rate limit) */
+	uint32_t inflight;   /* probes outstanding at once */
+	uint64_t timeout_ns; /* wait for the ICMP answer of one probe */
+	uint64_t seed;	     /* order in which source ports are tried */
 };
 
 struct cruxd_probe_path {
@@ -66,10 +66,10 @@ struct cruxd_probe_result {
 	uint32_t npaths; /* paths sorted by hop address */
 	struct cruxd_probe_path paths[CRUXD_PROBE_MAX_PATHS];
 	uint32_t sent;
-	uint32_t answered;     /* time-exceeded from a router */
-	uint32_t reached;      /* the probe reached the peer: 'hops' too large */
-	uint32_t bind_failed;  /* source port busy */
-	uint64_t done_ns;      /* CLOCK_MONOTONIC at the end of the run */
+	uint32_t answered;    /* time-exceeded from a router */
+	uint32_t reached;     /* the probe reached the peer: 'hops' too large */
+	uint32_t bind_failed; /* source port busy */
+	uint64_t done_ns;     /* CLOCK_MONOTONIC at the end of the run */
 };
 
 /* Defaults: TCP to port 9 of the peer, ports 40000-59999, 2 hops, 8 ports a path. */
@@ -134,10 +134,10 @@ struct cruxd_probe_cache;
 
 struct cruxd_probe_cache_config {
 	struct cruxd_probe_config probe;
-	uint64_t expiry_ns;     /* full re-probe after this */
-	uint64_t verify_ns;     /* check one port per path this often */
-	uint64_t retry_ns;      /* first retry after a failed run (doubles, capped at expiry) */
-	uint64_t forget_ns;     /* drop peers not wanted for this long */
+	uint64_t expiry_ns; /* full re-probe after this */
+	uint64_t verify_ns; /* check one port per path this often */
+	uint64_t retry_ns;  /* first retry after a failed run (doubles, capped at expiry) */
+	uint64_t forget_ns; /* drop peers not wanted for this long */
 };
 
 void cruxd_probe_cache_config_default(struct cruxd_probe_cache_config *c);

@@ -123,19 +123,19 @@ struct crux_sched_job {
 	uint64_t id;
 	int gpus; /* GPUs of the job (all hosts) */
 	int n_hosts;
-	int *hosts;	  /* host node indices */
-	double work;	  /* W: GPU-seconds of computation per iteration */
-	double compute;	  /* c: compute time of one iteration, s */
-	double overlap;	  /* 0..1: communication may start after (1-overlap)*c */
-	double iter_time; /* measured iteration time, s; 0 = unknown (informational) */
-	double iso_time;  /* iteration time alone on the fabric, s, when the caller knows
-			   * it (the slowdown bound's reference); 0 = estimate on its paths */
+	int *hosts;	       /* host node indices */
+	double work;	       /* W: GPU-seconds of computation per iteration */
+	double compute;	       /* c: compute time of one iteration, s */
+	double overlap;	       /* 0..1: communication may start after (1-overlap)*c */
+	double iter_time;      /* measured iteration time, s; 0 = unknown (informational) */
+	double iso_time;       /* iteration time alone on the fabric, s, when the caller knows
+				* it (the slowdown bound's reference); 0 = estimate on its paths */
 	double slowdown_bound; /* this plan's bound on its predicted slowdown when the
 				* guard is on (>= 1; the job's slowdown account gives
 				* it): 0 = the params' max_slowdown */
-	int urgent; /* guard on: the job's mean slowdown is at the bound and the
-		     * plans did not hold it there (its slowdown account); the
-		     * guard holds it well below (crux_sched_guard) */
+	int urgent;	       /* guard on: the job's mean slowdown is at the bound and the
+				* plans did not hold it there (its slowdown account); the
+				* guard holds it well below (crux_sched_guard) */
 	int n_flows;
 	struct crux_sched_flow *flows; /* one per ordered host pair, src != dst */
 };
@@ -186,7 +186,8 @@ struct crux_sched_decision {
 /* Which steady-state model crux_sched_evaluate uses (see "Fluid evaluator"). */
 enum crux_sched_eval_model {
 	CRUX_SCHED_EVAL_PHASE_AWARE = 0, /* default: peers meet only while they communicate */
-	CRUX_SCHED_EVAL_ALL_AT_ONCE = 1, /* the first model: a level's jobs all communicate at once */
+	CRUX_SCHED_EVAL_ALL_AT_ONCE =
+	    1, /* the first model: a level's jobs all communicate at once */
 };
 
 struct crux_sched_schedule {
@@ -196,11 +197,11 @@ struct crux_sched_schedule {
 	/* Guaranteed share of a link per level (fraction, 0..1; all 0 = strict
 	 * priority), set by crux_sched_run from crux_sched_params.weight. */
 	double share[CRUX_SCHED_MAX_LEVELS];
-	int guard_lifts;     /* level lifts made by the slowdown bound (crux_sched_guard) */
-	int guard_violators; /* jobs still predicted above the bound afterwards */
+	int guard_lifts;      /* level lifts made by the slowdown bound (crux_sched_guard) */
+	int guard_violators;  /* jobs still predicted above the bound afterwards */
 	int guard_infeasible; /* jobs no schedule can keep within their bound (d[].infeasible) */
-	int reference;	   /* index of the reference job (most traffic), -1 if none */
-	double cut_weight; /* Max-K-Cut objective reached (Crux compression) */
+	int reference;	      /* index of the reference job (most traffic), -1 if none */
+	double cut_weight;    /* Max-K-Cut objective reached (Crux compression) */
 	struct crux_sched_decision *d;
 	int *path_store; /* backing storage of every d[i].path */
 	size_t n_paths;	 /* entries in path_store (flows of all jobs) */
@@ -322,8 +323,7 @@ crux_status_t crux_sched_maxkcut(int n, int n_edges, const int *from, const int 
 #define CRUX_SCHED_MAX_SLOWDOWN_LIMIT 1e6
 
 /* "2.0" -> 2.0: a finite number in [1, 1e6]; "" or "0" / "off" -> 0 (off). */
-crux_status_t crux_sched_slowdown_parse(const char *text, double *out,
-					struct crux_sched_err *err);
+crux_status_t crux_sched_slowdown_parse(const char *text, double *out, struct crux_sched_err *err);
 /* "1,1,2,4" (lowest level first, each > 0 and finite, at most
  * CRUX_SCHED_MAX_LEVELS) into p->weight / p->n_weights. "" clears them. */
 crux_status_t crux_sched_weights_parse(const char *text, struct crux_sched_params *p,
@@ -386,12 +386,12 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
  * plan. Below RELEASE_AT x B a job is free again. Urgency is the costly step
  * (it slows the others most), so it is kept for the jobs that need it.
  */
-#define CRUX_SCHED_ACCOUNT_RELEASE_AT 0.9
-#define CRUX_SCHED_ACCOUNT_PROTECT_AT 0.98
+#define CRUX_SCHED_ACCOUNT_RELEASE_AT  0.9
+#define CRUX_SCHED_ACCOUNT_PROTECT_AT  0.98
 #define CRUX_SCHED_ACCOUNT_URGENT_EXIT 0.95
-#define CRUX_SCHED_ACCOUNT_CAP	      2.0
-#define CRUX_SCHED_ACCOUNT_CAP_MAX    4.0
-#define CRUX_SCHED_ACCOUNT_SLACK_S    10.0
+#define CRUX_SCHED_ACCOUNT_CAP	       2.0
+#define CRUX_SCHED_ACCOUNT_CAP_MAX     4.0
+#define CRUX_SCHED_ACCOUNT_SLACK_S     10.0
 
 enum crux_sched_account_state {
 	CRUX_SCHED_ACCOUNT_FREE,

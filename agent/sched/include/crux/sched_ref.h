@@ -40,11 +40,11 @@ enum crux_sched_ref_fairness {
 
 struct crux_sched_ref_params {
 	enum crux_sched_ref_fairness fairness;
-	int phases;	       /* random start-offset draws averaged; 0 = all start at 0 */
-	uint64_t seed;	       /* start offsets */
-	double horizon_iters;  /* horizon, in isolated iterations of the slowest job */
-	double warmup_iters;   /* not measured, same unit (< horizon_iters) */
-	uint64_t max_events;   /* per run; the run stops there (stats.truncated) */
+	int phases;	      /* random start-offset draws averaged; 0 = all start at 0 */
+	uint64_t seed;	      /* start offsets */
+	double horizon_iters; /* horizon, in isolated iterations of the slowest job */
+	double warmup_iters;  /* not measured, same unit (< horizon_iters) */
+	uint64_t max_events;  /* per run; the run stops there (stats.truncated) */
 };
 /* per flow, 4 phases, seed 1, horizon 40, warm-up 10, 2,000,000 events. */
 void crux_sched_ref_params_default(struct crux_sched_ref_params *p);

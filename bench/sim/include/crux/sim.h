@@ -24,23 +24,23 @@ extern "C" {
 #endif
 
 enum crux_sim_policy {
-	CRUX_SIM_ECMP = 0,     /* ECMP paths, one level, fair sharing */
-	CRUX_SIM_SINCRONIA,    /* BSSI order, level = max(K-1-rank, 0) */
-	CRUX_SIM_TACCL,        /* least congested links, more hops = higher level */
-	CRUX_SIM_CASSINI,      /* CASSINI-lite: ECMP paths, one level, time-shifted phases
-				* (no placement affinity) */
-	CRUX_SIM_CRUX_PA,      /* Crux priority assignment only */
-	CRUX_SIM_CRUX_PS_PA,   /* + path selection */
-	CRUX_SIM_CRUX_FULL,    /* + priority compression */
+	CRUX_SIM_ECMP = 0,   /* ECMP paths, one level, fair sharing */
+	CRUX_SIM_SINCRONIA,  /* BSSI order, level = max(K-1-rank, 0) */
+	CRUX_SIM_TACCL,	     /* least congested links, more hops = higher level */
+	CRUX_SIM_CASSINI,    /* CASSINI-lite: ECMP paths, one level, time-shifted phases
+			      * (no placement affinity) */
+	CRUX_SIM_CRUX_PA,    /* Crux priority assignment only */
+	CRUX_SIM_CRUX_PS_PA, /* + path selection */
+	CRUX_SIM_CRUX_FULL,  /* + priority compression */
 	/* The baselines on equal paths: Crux's own least-congested paths (those
 	 * of crux-ps-pa and crux-full), so that only the priority or phase
 	 * mechanism differs. */
 	CRUX_SIM_SINCRONIA_LCP, /* Sincronia's order and rank mapping */
-	CRUX_SIM_CASSINI_LCP,   /* CASSINI-lite's shifts, one level */
+	CRUX_SIM_CASSINI_LCP,	/* CASSINI-lite's shifts, one level */
 	/* Diagnostics of the evaluator (review F2): Crux-full's paths and
 	 * Max-K-Cut compression with another priority order, or one level. */
-	CRUX_SIM_DIAG_RANDOM,   /* a random order (fixed per job id and seed) */
-	CRUX_SIM_DIAG_REVERSED, /* the least intense job first */
+	CRUX_SIM_DIAG_RANDOM,	 /* a random order (fixed per job id and seed) */
+	CRUX_SIM_DIAG_REVERSED,	 /* the least intense job first */
 	CRUX_SIM_DIAG_ONE_LEVEL, /* every job on one level (fair sharing) */
 	CRUX_SIM_N_POLICIES,
 };
@@ -52,11 +52,11 @@ const char *crux_sim_policy_name(enum crux_sim_policy p);
 crux_status_t crux_sim_policy_parse(const char *s, enum crux_sim_policy *out);
 
 enum crux_sim_topo_kind {
-	CRUX_SIM_TOPO_CLOS2 = 0,   /* two-layer Clos (paper: 173 ToR, 16 aggregation) */
+	CRUX_SIM_TOPO_CLOS2 = 0,    /* two-layer Clos (paper: 173 ToR, 16 aggregation) */
 	CRUX_SIM_TOPO_DOUBLE_SIDED, /* 6 ToR, 12 aggregation, 32 core, dual-homed hosts */
-	CRUX_SIM_TOPO_LINGJUN,     /* bench/data/lingjun-topo.csv, three layers */
-	CRUX_SIM_TOPO_CLOS3,       /* generated three-layer Clos */
-	CRUX_SIM_TOPO_FILE,        /* the scheduler's own topology text format */
+	CRUX_SIM_TOPO_LINGJUN,	    /* bench/data/lingjun-topo.csv, three layers */
+	CRUX_SIM_TOPO_CLOS3,	    /* generated three-layer Clos */
+	CRUX_SIM_TOPO_FILE,	    /* the scheduler's own topology text format */
 };
 
 /*
@@ -69,8 +69,8 @@ enum crux_sim_topo_kind {
 struct crux_sim_topo_params {
 	uint32_t n_tor, n_agg, n_core;
 	uint32_t hosts_per_tor; /* clos2 / clos3 */
-	uint32_t n_hosts;       /* double-sided */
-	uint32_t host_links;    /* double-sided: cables per host, half to each ToR */
+	uint32_t n_hosts;	/* double-sided */
+	uint32_t host_links;	/* double-sided: cables per host, half to each ToR */
 	uint32_t n_pods, tors_per_pod, aggs_per_pod; /* clos3 */
 	uint32_t gpus_per_host;
 	uint32_t channels;
@@ -82,11 +82,11 @@ void crux_sim_topo_defaults(enum crux_sim_topo_kind kind, struct crux_sim_topo_p
 
 enum crux_sim_placement {
 	CRUX_SIM_PLACE_PACK = 0, /* fewest ToR groups: best-fit group, then fullest groups */
-	CRUX_SIM_PLACE_RANDOM,   /* uniformly random free hosts (scattered, as fragmented
+	CRUX_SIM_PLACE_RANDOM,	 /* uniformly random free hosts (scattered, as fragmented
 				  * production clusters place jobs); ring in host order */
-	CRUX_SIM_PLACE_DALLY,    /* delay scheduling for a one-ToR placement (timer from the
+	CRUX_SIM_PLACE_DALLY,	 /* delay scheduling for a one-ToR placement (timer from the
 				  * job's network sensitivity), network-sensitive preemption */
-	CRUX_SIM_PLACE_SJF_BCO,  /* smallest job first; spread over the ToR groups whose
+	CRUX_SIM_PLACE_SJF_BCO,	 /* smallest job first; spread over the ToR groups whose
 				  * uplinks the fewest rings cross (balanced contention/overhead) */
 	CRUX_SIM_N_PLACEMENTS,
 };
@@ -101,21 +101,21 @@ crux_status_t crux_sim_placement_parse(const char *s, enum crux_sim_placement *o
 struct crux_sim_config {
 	enum crux_sim_policy policy;
 	enum crux_sim_topo_kind topo;
-	const char *topo_path;  /* CRUX_SIM_TOPO_FILE / LINGJUN: file to load */
+	const char *topo_path; /* CRUX_SIM_TOPO_FILE / LINGJUN: file to load */
 	struct crux_sim_topo_params tp;
 	enum crux_sim_placement placement;
 	/* Dally: the delay timer in seconds (> 0: the same for every job that
 	 * is network-sensitive; 0: auto-tuned per job) and no preemption (1). */
 	double delay_timer_s;
 	int no_preempt;
-	uint32_t levels;        /* K priority levels (8) */
-	uint64_t seed;          /* scheduler and placement randomness */
-	double horizon_s;       /* stop here; 0 = when every job has finished */
-	double window_s;        /* metrics window [0, window_s]; 0 = last arrival */
-	double bin_s;           /* utilisation time-series bin (0 = window / 336) */
-	int progress;           /* progress bar on stderr */
-	int step_iterations;    /* baseline mode: step through every iteration between
-				 * events instead of jumping (same results, slower) */
+	uint32_t levels;     /* K priority levels (8) */
+	uint64_t seed;	     /* scheduler and placement randomness */
+	double horizon_s;    /* stop here; 0 = when every job has finished */
+	double window_s;     /* metrics window [0, window_s]; 0 = last arrival */
+	double bin_s;	     /* utilisation time-series bin (0 = window / 336) */
+	int progress;	     /* progress bar on stderr */
+	int step_iterations; /* baseline mode: step through every iteration between
+			      * events instead of jumping (same results, slower) */
 	/* Fairness guard (Crux policies): max predicted slowdown (0 = off) and
 	 * per-level weights, lowest level first (n_weights 0 = strict priority;
 	 * else it must equal levels). */
@@ -146,12 +146,12 @@ struct crux_sim_config {
 struct crux_sim_ref_snap {
 	double t_s;
 	uint32_t jobs, net_jobs;
-	double eval_util, ref_util; /* sum W/T over sum GPUs of the running jobs */
-	double iter_err_p50, iter_err_p90; /* |T_eval - T_ref| / T_ref, network jobs not starved */
+	double eval_util, ref_util;	    /* sum W/T over sum GPUs of the running jobs */
+	double iter_err_p50, iter_err_p90;  /* |T_eval - T_ref| / T_ref, network jobs not starved */
 	double slow_eval_max, slow_ref_max; /* highest slowdown (T over the isolated time) */
-	uint32_t starved;	   /* network jobs the reference saw end < 2 iterations */
-	uint32_t truncated;	   /* 1: the reference hit its event limit */
-	double wall_s;		   /* the reference's wall time */
+	uint32_t starved;		    /* network jobs the reference saw end < 2 iterations */
+	uint32_t truncated;		    /* 1: the reference hit its event limit */
+	double wall_s;			    /* the reference's wall time */
 };
 
 void crux_sim_config_defaults(struct crux_sim_config *c);
@@ -165,17 +165,17 @@ struct crux_sim_job_result {
 	uint32_t gpus;
 	uint32_t n_hosts;
 	double arrival_s;
-	double start_s;         /* placed; -1 if never started */
-	double finish_s;        /* -1 if not finished within the horizon */
+	double start_s;	 /* placed; -1 if never started */
+	double finish_s; /* -1 if not finished within the horizon */
 	double iterations_done;
 	uint64_t iterations;
-	double iso_iter_s;      /* iteration time alone on the fabric, same placement */
-	double mean_iter_s;     /* run time / iterations done */
-	double jct_s;           /* finish - arrival (queueing included) */
-	double slowdown;        /* mean_iter_s / iso_iter_s */
-	double net_bytes;       /* bytes this job put on fabric links (hop-bytes) */
-	int level;              /* last level assigned (K-1 = highest; -1: never ran) */
-	int infeasible;         /* the guard reported it infeasible in some plan */
+	double iso_iter_s;  /* iteration time alone on the fabric, same placement */
+	double mean_iter_s; /* run time / iterations done */
+	double jct_s;	    /* finish - arrival (queueing included) */
+	double slowdown;    /* mean_iter_s / iso_iter_s */
+	double net_bytes;   /* bytes this job put on fabric links (hop-bytes) */
+	int level;	    /* last level assigned (K-1 = highest; -1: never ran) */
+	int infeasible;	    /* the guard reported it infeasible in some plan */
 };
 
 struct crux_sim_result {
@@ -197,22 +197,22 @@ struct crux_sim_result {
 	/* Utilisation time series: bins of bin_s over [0, window_s]. */
 	size_t n_bins;
 	double bin_s;
-	double *util;       /* compute-busy GPUs / all GPUs */
-	double *alloc;      /* GPUs held by running jobs / all GPUs */
+	double *util;  /* compute-busy GPUs / all GPUs */
+	double *alloc; /* GPUs held by running jobs / all GPUs */
 	double window_s;
-	double mean_util;   /* over the window */
+	double mean_util; /* over the window */
 	double mean_alloc;
 	double busy_of_held; /* compute-busy GPU time / held GPU time, over the window */
-	double end_s;       /* simulated time reached */
-	size_t events;      /* arrivals + departures processed */
-	size_t evaluations; /* policy runs + steady-state evaluations */
-	uint64_t steps;     /* iteration boundaries stepped through (step mode) */
+	double end_s;	     /* simulated time reached */
+	size_t events;	     /* arrivals + departures processed */
+	size_t evaluations;  /* policy runs + steady-state evaluations */
+	uint64_t steps;	     /* iteration boundaries stepped through (step mode) */
 	size_t finished;
-	size_t preemptions; /* jobs stopped and requeued by the placement (Dally) */
-	double link_bytes;  /* total bytes carried over fabric links (hop-bytes) */
-	double job_bytes;   /* sum over jobs of their per-link bytes x iterations done */
+	size_t preemptions;   /* jobs stopped and requeued by the placement (Dally) */
+	double link_bytes;    /* total bytes carried over fabric links (hop-bytes) */
+	double job_bytes;     /* sum over jobs of their per-link bytes x iterations done */
 	double max_link_load; /* highest average load / capacity seen on any link */
-	double wall_s;      /* simulator wall time */
+	double wall_s;	      /* simulator wall time */
 };
 
 /* Run a trace. 'out' is freed with crux_sim_result_free. */

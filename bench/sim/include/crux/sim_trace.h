@@ -80,7 +80,8 @@ crux_status_t crux_sim_trace_write(FILE *f, const struct crux_sim_trace *trace);
 crux_status_t crux_sim_trace_new(struct crux_sim_trace **out);
 
 /* Append a copy of 'job' (its hosts array is copied). */
-crux_status_t crux_sim_trace_add(struct crux_sim_trace *trace, const struct crux_sim_trace_job *job);
+crux_status_t crux_sim_trace_add(struct crux_sim_trace *trace,
+				 const struct crux_sim_trace_job *job);
 
 void crux_sim_trace_free(struct crux_sim_trace *trace);
 
@@ -89,14 +90,14 @@ void crux_sim_trace_free(struct crux_sim_trace *trace);
 /* One model type of the catalogue (public model sizes; see workload.c). */
 struct crux_sim_model {
 	const char *name;
-	double params;           /* dense parameters */
-	double sparse_bytes;     /* embedding-gradient bytes per sample (recommendation models) */
+	double params;		 /* dense parameters */
+	double sparse_bytes;	 /* embedding-gradient bytes per sample (recommendation models) */
 	double flops_per_sample; /* forward + backward */
-	double mfu;              /* fraction of GPU peak the model reaches */
+	double mfu;		 /* fraction of GPU peak the model reaches */
 	uint32_t batch_per_gpu;
-	double overlap;          /* fraction of compute the gradient exchange overlaps */
-	double weight;           /* share of submitted jobs */
-	uint32_t sizes[6];       /* GPU counts the model is trained on (0 ends the list) */
+	double overlap;	   /* fraction of compute the gradient exchange overlaps */
+	double weight;	   /* share of submitted jobs */
+	uint32_t sizes[6]; /* GPU counts the model is trained on (0 ends the list) */
 };
 
 /* The catalogue: 11 model types. */
@@ -105,14 +106,14 @@ const struct crux_sim_model *crux_sim_models(size_t *n);
 struct crux_sim_workload_params {
 	uint64_t seed;
 	uint32_t n_jobs;       /* jobs to generate */
-	double span_s;         /* arrivals spread over [0, span_s) */
+	double span_s;	       /* arrivals spread over [0, span_s) */
 	uint32_t total_gpus;   /* cluster size, for the offered-load target */
 	uint32_t max_job_gpus; /* no job larger than this */
-	double load;           /* offered load: sum(GPUs x isolated duration) / (total_gpus x span) */
-	double gpu_tflops;     /* GPU peak (dense fp16/bf16 TFLOP/s) */
-	double host_gbps;      /* per-host network bandwidth (Gb/s), for the duration estimate */
-	double median_s;       /* median isolated job duration before load scaling */
-	double sigma;          /* log-normal shape of durations */
+	double load;	   /* offered load: sum(GPUs x isolated duration) / (total_gpus x span) */
+	double gpu_tflops; /* GPU peak (dense fp16/bf16 TFLOP/s) */
+	double host_gbps;  /* per-host network bandwidth (Gb/s), for the duration estimate */
+	double median_s;   /* median isolated job duration before load scaling */
+	double sigma;	   /* log-normal shape of durations */
 };
 
 /* Defaults: 5,000 jobs over two weeks on 2,048 GPUs, load 1.0, A100-class GPUs. */
