@@ -17,9 +17,10 @@ export CRUX_FUZZ_SECONDS
 DEB_PACKAGES = gcc make pkg-config meson ninja-build libcmocka-dev libibverbs-dev \
 	libibverbs1 ibverbs-providers \
 	clang libclang-rt-14-dev iproute2 tcpdump iperf3 valgrind gnuplot-nox procps \
-	libcurl4-openssl-dev libjson-c-dev etcd-server curl openssl libmicrohttpd-dev
+	libcurl4-openssl-dev libjson-c-dev etcd-server curl openssl libmicrohttpd-dev \
+	clang-format shellcheck
 
-.PHONY: all deps setup build test test-unit test-asan test-fuzz bench demo clean
+.PHONY: all deps setup build style test test-unit test-asan test-fuzz bench demo clean
 
 all: build
 
@@ -34,10 +35,15 @@ setup: deps $(BUILD)/build.ninja
 build: setup
 	$(MESON) compile -C $(BUILD)
 
-# Everything: unit, stress, fuzz-corpus and integration suites; then the unit,
+# Style: every tracked C file as the repository's .clang-format says, every shell
+# script clean under shellcheck (warning severity). tools/check-style.sh --fix reformats C.
+style: deps
+	@sh tools/check-style.sh
+
+# Everything: the style gate; unit, stress, fuzz-corpus and integration suites; then the unit,
 # stress and fuzz suites again under AddressSanitizer + UndefinedBehaviorSanitizer;
 # then a bounded libFuzzer run of every fuzz target.
-test: build
+test: build style
 	$(MESON) test -C $(BUILD) --print-errorlogs --num-processes 2
 	$(MAKE) --no-print-directory test-asan
 	$(MAKE) --no-print-directory test-fuzz

@@ -31,6 +31,8 @@ out=${CLUSTER_BENCH_OUT:-$root/bench/results/cluster.json}
 . "$root/tests/cluster/etcd-lib.sh"
 etcd_need
 [ -x "$bin" ] || { echo "build first: meson compile -C $build" >&2; exit 1; }
+# dash and bash both have ulimit -n; a shell without it just keeps its limit.
+# shellcheck disable=SC3045
 ulimit -n 65536 2>/dev/null || true
 ETCD_TIMING=${ETCD_TIMING:---heartbeat-interval 100 --election-timeout 1000}
 tmp=$(mktemp -d /tmp/crux-cluster-bench.XXXXXX)

@@ -5,6 +5,8 @@
 # set afterwards on one host still reaches both. Then a third agent given
 # h1's name is refused (it says so) and does not overwrite h1's view.
 # Usage: cruxd-cluster-3member.sh CRUXD CRUXCTL FAKE_RANK
+# Variables set here are read by the sourced cruxd-lib.sh / etcd-lib.sh.
+# shellcheck disable=SC2034
 set -eu
 CRUXD=$1
 CTL=$2

@@ -14,6 +14,8 @@
 #   - etcd stopped: the tables stay, status says stale, cruxctl set fails at
 #     once naming etcd; etcd back: not stale, a new override goes through.
 # Usage: cruxd-cluster.sh CRUXD CRUXCTL FAKE_RANK
+# Variables set here are read by the sourced cruxd-lib.sh / etcd-lib.sh.
+# shellcheck disable=SC2034
 set -eu
 CRUXD=$1
 CTL=$2

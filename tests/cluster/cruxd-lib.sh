@@ -1,14 +1,17 @@
+# shellcheck shell=sh
 # Sourced by the cruxd cluster tests (after CRUXD, CTL and FAKE are set):
 # a temporary directory, agents h1..hN each with its own CRUX_SHM_DIR and fake
 # ranks (job JA spread over all hosts, and job Jh on host h alone), and
 # helpers that read the agents' status through cruxctl --json.
+# REV, LEVEL, LEADER, TTL and the like are set here for the sourcing test to read.
+# shellcheck disable=SC2034
 . "$(dirname "$0")/etcd-lib.sh"
 etcd_need
 
 T=$(mktemp -d /tmp/cxclu.XXXXXX)
 chmod 755 "$T"
 RANKS=""
-A1= A2= A3=
+A1="" A2="" A3=""
 cleanup() {
 	for p in $A1 $A2 $A3 $RANKS; do
 		kill -KILL "$p" 2>/dev/null || true
@@ -64,7 +67,7 @@ job_of() { grep -o "\"id\":\"$2\",\"level\":[0-9]*,\"state\":\"[a-z]*\"" "$1" | 
 # one level; sets REV, LEVEL, LEADER.
 MINREV=0
 agree() {
-	rev= want= lead=
+	rev="" want="" lead=""
 	for h in $1; do
 		st "$h" >"$T/s$h.json"
 		r=$(field "$T/s$h.json" schedule_revision)

@@ -11,6 +11,8 @@
 #     schedule fails.
 # REPS=N (default 1) repeats it on fresh clusters; the last line counts.
 # Usage: end-revisions.sh CRUXD CRUXCTL FAKE_RANK
+# Variables set here are read by the sourced cruxd-lib.sh / etcd-lib.sh.
+# shellcheck disable=SC2034
 set -eu
 CRUXD=$1
 CTL=$2

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # Sourced by the cluster tests: start and stop throwaway etcd members on
 # loopback. Ports come from the test's PID, below the kernel's ephemeral range
 # (32768+, where outgoing connections take their ports), so parallel tests do

@@ -6,6 +6,8 @@
 # (--etcd-ca, --etcd-cert, --etcd-key) applies a schedule; without its client
 # certificate it is refused and says stale.
 # Usage: etcd-tls.sh TLS_TEST [CRUXD CRUXCTL FAKE_RANK]
+# ETCD_* variables set here are read by the sourced etcd-lib.sh.
+# shellcheck disable=SC2034
 set -eu
 . "$(dirname "$0")/etcd-lib.sh"
 etcd_need
@@ -13,7 +15,9 @@ for t in curl openssl; do
 	command -v $t >/dev/null || { echo "FAIL: $t is needed (Debian $t)" >&2; exit 1; }
 done
 tmp=$(mktemp -d /tmp/crux-etcd-tls.XXXXXX)
-apid= rpid=
+apid="" rpid=""
+# p is the trap's own loop variable.
+# shellcheck disable=SC2154
 trap 'for p in $apid $rpid; do kill -KILL $p 2>/dev/null || true; wait $p 2>/dev/null || true; done; etcd_stop; rm -rf "$tmp"' EXIT INT TERM
 cd "$tmp"
 q() { "$@" >/dev/null 2>&1; }
