@@ -8,27 +8,19 @@
 # the QP's traffic class: the capture then shows the QPs' class on those.
 set -u
 CONF=$1 DTSET=$2 PLUGDIR=$3 SRLIB=${4:-}
-if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root for network namespaces"; exit 77; fi
-command -v tcpdump >/dev/null 2>&1 || { echo "SKIP: tcpdump is not installed"; exit 77; }
+. "$(dirname "$0")/../lib/harness.sh"
+cxt_need_root "network namespaces"
+cxt_need_cmd tcpdump
 P=cxpl$$
 A=${P}a B=${P}b
-W=$(mktemp -d /tmp/cxpl-dscp-XXXXXX)
-TD=""
-cleanup() {
-	[ -n "$TD" ] && kill "$TD" 2>/dev/null
-	ip netns del "$A" 2>/dev/null
-	ip netns del "$B" 2>/dev/null
-	[ -n "${KEEP:-}" ] || rm -rf "$W"
-}
-trap cleanup EXIT
-chmod 755 "$W"; mkdir -m 755 "$W/shm"
+cxt_workdir cxpl-dscp
+W=$CXT_W
+fail() { CXT_LOG_LINES=200 cxt_fail "$@"; }
+mkdir -m 755 "$W/shm"
 set -e
-ip netns add "$A"; ip netns add "$B"
-ip link add "${P}x" netns "$A" type veth peer name "${P}y" netns "$B"
-ip -n "$A" addr add 198.18.1.1/24 dev "${P}x"
-ip -n "$B" addr add 198.18.1.2/24 dev "${P}y"
-for n in "$A" "$B"; do ip -n "$n" link set lo up; done
-ip -n "$A" link set "${P}x" up; ip -n "$B" link set "${P}y" up
+cxt_ns "$A"
+cxt_ns "$B"
+cxt_veth "$A" "${P}x" 198.18.1.1 "$B" "${P}y" 198.18.1.2
 set +e
 export CRUX_SHM_DIR="$W/shm" CRUX_JOB_ID="$P" NCCL_NET_PLUGIN=crux LD_LIBRARY_PATH="$PLUGDIR" \
 	CRUX_SOCKET_IFNAME="$P" CRUX_TIMEOUT=10s
@@ -51,28 +43,31 @@ fi
 MIN2=$(((16 - SLACK) * 1048576))
 
 # level 1 -> DSCP 8 (TOS 0x20); level 3 -> DSCP 24 (TOS 0x60) in the default map
-"$DTSET" "$W/shm" "$P" 1 || exit 1
+"$DTSET" "$W/shm" "$P" 1 || fail "dtset: level 1"
 ip netns exec "$B" tcpdump -i "${P}y" -n -s 96 -U --immediate-mode -Z root -w "$W/cap.pcap" "$CAP" 2>"$W/tcpdump.log" &
 TD=$!
+cxt_kill_at_exit "$TD"
 # tcpdump captures once it says "listening on" (a fixed sleep can miss the first packets).
 i=0; until grep -q "listening on" "$W/tcpdump.log" 2>/dev/null || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
 ip netns exec "$B" "$CONF" xfer-recv "$W" > "$W/recv.log" 2>&1 &
 RP=$!
+cxt_kill_at_exit "$RP"
 ip netns exec "$A" "$CONF" xfer-send "$W" 1048576 16 16 > "$W/send.log" 2>&1 &
 SP=$!
+cxt_kill_at_exit "$SP"
 i=0
 while [ ! -e "$W/phase1.done" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
-[ -e "$W/phase1.done" ] || { echo "FAIL: phase 1 did not finish"; cat "$W"/*.log; exit 1; }
-"$DTSET" "$W/shm" "$P" 3 || exit 1
+[ -e "$W/phase1.done" ] || fail "phase 1 did not finish"
+"$DTSET" "$W/shm" "$P" 3 || fail "dtset: level 3"
 # Without an agent the ranks re-read their copy of the table every 100 ms.
 sleep 0.3
 touch "$W/phase2.go"
 wait $SP; S=$?
 wait $RP; R=$?
 sleep 0.5
-kill -INT "$TD"; wait "$TD" 2>/dev/null; TD=""
+kill -INT "$TD"; wait "$TD" 2>/dev/null
 cat "$W/send.log" "$W/recv.log"
-[ $S = 0 ] && [ $R = 0 ] || { echo "FAIL: transfer failed (send $S, recv $R)"; exit 1; }
+[ $S = 0 ] && [ $R = 0 ] || fail "transfer failed (send $S, recv $R)"
 
 # tos of data packets (sender -> receiver, > 200 bytes) in capture order
 tcpdump -r "$W/cap.pcap" -n -v "$TXF" 2>/dev/null |
@@ -88,11 +83,11 @@ awk -v min2=$MIN2 '
 		# each phase moved 16 MiB; headers and framing add a little
 		ok = b20 >= 16 * 1048576 && b60 >= min2 && late == 0 && other == 0
 		exit ok ? 0 : 1
-	}' "$W/tx.txt" || { echo "FAIL: data packets do not carry the expected DSCP"; exit 1; }
+	}' "$W/tx.txt" || fail "data packets do not carry the expected DSCP"
 # The receiver learns the class from the sender (its SYN-ACKs precede that).
 n20=$(grep -c '^0x20$' "$W/rx.txt"); last=$(tail -n 1 "$W/rx.txt")
 echo "receiver packets: $n20 at DSCP 8, last one tos $last"
-[ "$n20" -gt 0 ] && [ "$last" = 0x60 ] || { echo "FAIL: receiver's packets do not follow the class"; exit 1; }
+[ "$n20" -gt 0 ] && [ "$last" = 0x60 ] || fail "receiver's packets do not follow the class"
 # The traffic matrix in the profile records: bytes per peer host and level.
 "$DTSET" prof "$W/shm" > "$W/prof.txt"; cat "$W/prof.txt"
 awk -v min2=$MIN2 '
@@ -101,5 +96,5 @@ awk -v min2=$MIN2 '
 	$4 == "198.18.1.1" && $6 == 1 { rx1 += $10 }
 	$4 == "198.18.1.1" && $6 == 3 { rx3 += $10 }
 	END { exit (tx1 >= 16777216 && tx3 >= min2 && rx1 >= 16777216 && rx3 >= min2) ? 0 : 1 }
-' "$W/prof.txt" || { echo "FAIL: profile records lack the per-level byte counters"; exit 1; }
+' "$W/prof.txt" || fail "profile records lack the per-level byte counters"
 echo "PASS: DSCP follows the decision table, changed at a message boundary; bytes counted per level"
