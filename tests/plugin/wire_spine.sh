@@ -12,36 +12,24 @@
 # UDP to 4791 from ports a flow label can reach (49152 and up).
 set -u
 CONF=$1 DTSET=$2 PLUGDIR=$3 SRLIB=${4:-} CRUXCTL=${5:-}
-if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root for network namespaces"; exit 77; fi
+. "$(dirname "$0")/../lib/harness.sh"
+cxt_need_root "network namespaces"
 P=cxpl$$
 A=${P}a B=${P}b R1=${P}r S1=${P}s S2=${P}t R2=${P}u
-NSS="$A $B $R1 $S1 $S2 $R2"
-W=$(mktemp -d /tmp/cxpl-spine-XXXXXX)
-cleanup() {
-	for n in $NSS; do ip netns del "$n" 2>/dev/null; done
-	[ -n "${KEEP:-}" ] || rm -rf "$W"
-}
-trap cleanup EXIT
-chmod 755 "$W"; mkdir -m 755 "$W/shm"
+cxt_workdir cxpl-spine
+W=$CXT_W
+fail() { CXT_LOG_LINES=200 cxt_fail "$@"; }
+mkdir -m 755 "$W/shm"
 
-# link NS1 IF1 ADDR1 NS2 IF2 ADDR2
-link() {
-	ip link add "$2" netns "$1" type veth peer name "$5" netns "$4" &&
-	ip -n "$1" addr add "$3" dev "$2" && ip -n "$4" addr add "$6" dev "$5" &&
-	ip -n "$1" link set "$2" up && ip -n "$4" link set "$5" up
-}
 set -e
-for n in $NSS; do ip netns add "$n"; ip -n "$n" link set lo up; done
-link "$A" "${P}a0" 198.18.10.2/24 "$R1" "${P}r0" 198.18.10.1/24
-link "$R1" "${P}r1" 198.18.11.1/24 "$S1" "${P}s0" 198.18.11.2/24
-link "$R1" "${P}r2" 198.18.12.1/24 "$S2" "${P}t0" 198.18.12.2/24
-link "$S1" "${P}s1" 198.18.13.1/24 "$R2" "${P}u1" 198.18.13.2/24
-link "$S2" "${P}t1" 198.18.14.1/24 "$R2" "${P}u2" 198.18.14.2/24
-link "$R2" "${P}u0" 198.18.20.1/24 "$B" "${P}b0" 198.18.20.2/24
-for n in $R1 $S1 $S2 $R2; do
-	ip netns exec "$n" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.icmp_ratelimit=0 \
-		net.ipv4.fib_multipath_hash_policy=3 net.ipv4.fib_multipath_hash_fields=0x17
-done
+for n in "$A" "$B" "$R1" "$S1" "$S2" "$R2"; do cxt_ns "$n"; done
+cxt_veth "$A" "${P}a0" 198.18.10.2 "$R1" "${P}r0" 198.18.10.1
+cxt_veth "$R1" "${P}r1" 198.18.11.1 "$S1" "${P}s0" 198.18.11.2
+cxt_veth "$R1" "${P}r2" 198.18.12.1 "$S2" "${P}t0" 198.18.12.2
+cxt_veth "$S1" "${P}s1" 198.18.13.1 "$R2" "${P}u1" 198.18.13.2
+cxt_veth "$S2" "${P}t1" 198.18.14.1 "$R2" "${P}u2" 198.18.14.2
+cxt_veth "$R2" "${P}u0" 198.18.20.1 "$B" "${P}b0" 198.18.20.2
+for n in "$R1" "$S1" "$S2" "$R2"; do cxt_router "$n"; done
 ip -n "$A" route add default via 198.18.10.1
 ip -n "$B" route add default via 198.18.20.1
 ip -n "$R1" route add 198.18.20.0/24 nexthop via 198.18.11.2 nexthop via 198.18.12.2
@@ -67,7 +55,7 @@ S1P=$(awk '$2 == "198.18.11.2" { print $1 }' "$W/probe.txt" | head -n 2 | tr '\n
 S2P=$(awk '$2 == "198.18.12.2" { print $1 }' "$W/probe.txt" | head -n 2 | tr '\n' ' ')
 echo "spine 1 ports: $S1P; spine 2 ports: $S2P"
 [ "$(echo $S1P | wc -w)" = 2 ] && [ "$(echo $S2P | wc -w)" = 2 ] ||
-	{ echo "FAIL: probing found no two ports per spine"; cat "$W/probe.txt"; exit 1; }
+	{ cat "$W/probe.txt"; fail "probing found no two ports per spine"; }
 export CRUX_SHM_DIR="$W/shm" CRUX_JOB_ID="$P" NCCL_NET_PLUGIN=crux LD_LIBRARY_PATH="$PLUGDIR" \
 	CRUX_SOCKET_IFNAME="$P" CRUX_TIMEOUT=10s CRUX_SOCKET_NTHREADS=2 CRUX_NSOCKS_PERTHREAD=1
 if [ -n "$SRLIB" ]; then
@@ -76,21 +64,23 @@ if [ -n "$SRLIB" ]; then
 	echo "transport: verbs on the software RDMA device"
 fi
 # shellcheck disable=SC2086
-"$DTSET" "$W/shm" "$P" 2 198.18.20.2 1 $S1P || exit 1
+"$DTSET" "$W/shm" "$P" 2 198.18.20.2 1 $S1P || fail "dtset: route via spine 1"
 
 c1() { ip netns exec "$S1" cat "/sys/class/net/${P}s0/statistics/rx_bytes"; }
 c2() { ip netns exec "$S2" cat "/sys/class/net/${P}t0/statistics/rx_bytes"; }
 a1=$(c1); a2=$(c2)
 ip netns exec "$B" "$CONF" xfer-recv "$W" > "$W/recv.log" 2>&1 &
 RP=$!
+cxt_kill_at_exit "$RP"
 ip netns exec "$A" "$CONF" xfer-send "$W" 1048576 24 24 > "$W/send.log" 2>&1 &
 SP=$!
+cxt_kill_at_exit "$SP"
 i=0
 while [ ! -e "$W/phase1.done" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
-[ -e "$W/phase1.done" ] || { echo "FAIL: phase 1 did not finish"; cat "$W"/*.log; exit 1; }
+[ -e "$W/phase1.done" ] || fail "phase 1 did not finish"
 b1=$(c1); b2=$(c2)
 # shellcheck disable=SC2086
-"$DTSET" "$W/shm" "$P" 2 198.18.20.2 2 $S2P || exit 1
+"$DTSET" "$W/shm" "$P" 2 198.18.20.2 2 $S2P || fail "dtset: route via spine 2"
 # Without an agent the ranks re-read their copy of the table every 100 ms.
 sleep 0.3
 touch "$W/phase2.go"
@@ -98,14 +88,14 @@ wait $SP; S=$?
 wait $RP; R=$?
 e1=$(c1); e2=$(c2)
 cat "$W/send.log" "$W/recv.log"
-[ $S = 0 ] && [ $R = 0 ] || { echo "FAIL: transfer failed (send $S, recv $R)"; exit 1; }
+[ $S = 0 ] && [ $R = 0 ] || fail "transfer failed (send $S, recv $R)"
 p1s1=$((b1 - a1)); p1s2=$((b2 - a2)); p2s1=$((e1 - b1)); p2s2=$((e2 - b2))
 echo "phase 1 (route via spine 1): spine1 $p1s1 B, spine2 $p1s2 B"
 echo "phase 2 (route via spine 2): spine1 $p2s1 B, spine2 $p2s2 B"
 # 24 MiB per phase; control traffic (headers, ECMP-placed) is a few KiB.
 # Phase 2's first messages may still leave on spine 1 while the new sockets connect.
 [ $p1s1 -ge 25000000 ] && [ $p1s2 -lt 1000000 ] ||
-	{ echo "FAIL: phase 1 traffic did not take spine 1"; exit 1; }
+	fail "phase 1 traffic did not take spine 1"
 [ $p2s2 -ge 20000000 ] && [ $p2s1 -lt 6000000 ] ||
-	{ echo "FAIL: phase 2 traffic did not move to spine 2"; exit 1; }
+	fail "phase 2 traffic did not move to spine 2"
 echo "PASS: traffic follows the route's spine and moves with it, data intact"
