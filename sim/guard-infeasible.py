@@ -7,7 +7,7 @@ them the guard did not report infeasible), the jobs reported infeasible, and
 the highest slowdown at the reference snapshots in the evaluator and in the
 reference model.
 
-usage: python3 bench/sim/guard-infeasible.py RESULT.json [...]
+usage: python3 sim/guard-infeasible.py RESULT.json [...]
        (a crux-sim run with taccl and crux-full among its policies)
 """
 import json

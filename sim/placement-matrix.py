@@ -112,7 +112,7 @@ def main():
 
     doc = {
         "experiment": "sim-placement",
-        "command": "sh bench/sim/placement-matrix.sh build",
+        "command": "sh sim/placement-matrix.sh build",
         "setup": setup,
         "loads": loads, "seeds": seeds, "placements": placements, "policies": policies,
         "notes": "utilisation over [0, last arrival]; JCT includes queueing; makespan: "

@@ -3,7 +3,7 @@
 #   sim-clos2-{pack,random}.json / -util.png / -slowdown.png
 #   sim-dsided-{pack,random}.json / ...
 #   sim-speed.json
-# Usage: sh bench/sim/run-experiments.sh [BUILD_DIR]   (default: build)
+# Usage: sh sim/run-experiments.sh [BUILD_DIR]   (default: build)
 # CRUX_SIM_ONLY: a subset of the experiment names below (and/or "speed"),
 # e.g. after a guard change only the experiments where the guard acts.
 # Each experiment replays the same seeded workload (5,000 jobs over two
@@ -11,11 +11,11 @@
 # growth) under every policy, one seed; tens of minutes each on a loaded
 # 2-core machine. The two-week tables these made before were withdrawn (old
 # evaluator, Sincronia ranking no-traffic jobs first, one seed); the
-# comparison the README reports is bench/sim/sweep.py's (seeds, loads and
+# comparison the README reports is sim/sweep.py's (seeds, loads and
 # fabrics swept).
 set -eu
 BUILD=${1:-build}
-SIM="$BUILD/bench/sim/crux-sim"
+SIM="$BUILD/sim/crux-sim"
 OUT=bench/results
 SEED=${CRUX_SIM_SEED:-1}
 # The guard variants are named in the policy list; the operator knobs would
@@ -58,7 +58,7 @@ run dsided-pack "Double-sided, packed placement" --topo dsided --placement pack
 # Sensitivity: fewer, denser ToRs (40 x 8 hosts, 16 x 50G uplinks: 2:1) where jobs share
 # oversubscribed uplinks more. Its 4 channels of 50G each fill a 50G uplink, so this is where
 # ECMP collisions weigh MOST (more channels per host pair spread a pair's traffic over more
-# uplinks and shrink the ECMP-path baselines' loss; bench/sim/sweep.py measures it).
+# uplinks and shrink the ECMP-path baselines' loss; sim/sweep.py measures it).
 run clos2-dense-random "Two-layer Clos, 40 ToR x 8 hosts (2:1), scattered" --topo clos2 \
 	--tors 40 --hosts-per-tor 8 --tor-gbps 50 --channels 4 --placement random
 

@@ -5,7 +5,7 @@
 # queue is stable, over several seeds, on two fabrics. Writes, per fabric F,
 #   bench/results/sim-placement-F.json  (medians and ranges; every run's figures)
 #   bench/results/sim-placement-F.png   (utilisation and mean JCT, per load)
-# Usage: sh bench/sim/placement-matrix.sh [BUILD_DIR]   (default: build)
+# Usage: sh sim/placement-matrix.sh [BUILD_DIR]   (default: build)
 # A smaller cluster and trace than the two-week experiments, so that the whole
 # matrix runs in minutes on a shared 2-core machine: a two-layer Clos of
 # 16 ToRs x 4 hosts x 8 GPUs (512 GPUs; 200G hosts, 4 channels) with
@@ -17,7 +17,7 @@
 # CRUX_SIM_OUT (bench/results/sim-placement).
 set -eu
 BUILD=${1:-build}
-SIM="$BUILD/bench/sim/crux-sim"
+SIM="$BUILD/sim/crux-sim"
 OUT=${CRUX_SIM_OUT:-bench/results/sim-placement}
 SEEDS=${CRUX_SIM_SEEDS:-1 2 3 4 5}
 LOADS=${CRUX_SIM_LOADS:-0.6 0.8}
@@ -68,7 +68,7 @@ xargs -P "$PAR" -L 1 sh -c '
 ' "$SIM" "$TMP" "$fopt" <"$TMP/runs"
 
 # shellcheck disable=SC2086 # one argument per placement
-python3 bench/sim/placement-matrix.py "$TMP" "$OUT-$fab.json" "$TMP/plot" $PLACEMENTS
+python3 sim/placement-matrix.py "$TMP" "$OUT-$fab.json" "$TMP/plot" $PLACEMENTS
 if command -v gnuplot >/dev/null; then
 	for l in $LOADS; do
 		[ -f "$TMP/plot-$l.dat" ] || continue

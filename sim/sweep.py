@@ -2,13 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """crux-sim sweep: Crux-full against every baseline over fabrics, loads and seeds.
 
-Usage: python3 bench/sim/sweep.py [BUILD_DIR] [--seeds N] [--par P] [--out FILE]
+Usage: python3 sim/sweep.py [BUILD_DIR] [--seeds N] [--par P] [--out FILE]
                                   [--plot FILE] [--quick]
 
 Every run is one `crux-sim run` with every policy (the baselines, the baselines
 on Crux's least-congested paths, Crux's ablation, and the diagnostic orders)
 on one generated workload. Sweeps (a small cluster and a short horizon so that
-the whole sweep runs in minutes on two shared cores; see bench/sim/README.md):
+the whole sweep runs in minutes on two shared cores; see sim/README.md):
   fabric: uplink:NIC ratio 0.25/0.5/1/2 x channels 4/16/64 at offered load 0.8,
           the ToR layer 2:1 oversubscribed whatever the ratio (fewer, faster
           uplinks as the ratio grows);
@@ -248,7 +248,7 @@ def main():
         with open(a.tables) as fh:
             print(tables(json.load(fh)))
         return
-    sim = os.path.join(a.build, "bench/sim/crux-sim")
+    sim = os.path.join(a.build, "sim/crux-sim")
     if not os.access(sim, os.X_OK):
         raise SystemExit(f"sweep: {sim} not found; build first (meson compile -C {a.build})")
     if a.seeds < 1 or a.par < 1:
@@ -276,7 +276,7 @@ def main():
             for b in BASELINES))
     doc = {
         "benchmark": "sim-sweep",
-        "command": "python3 bench/sim/sweep.py build --seeds %d" % a.seeds,
+        "command": "python3 sim/sweep.py build --seeds %d" % a.seeds,
         "cluster": CLUSTER, "workload": WORKLOAD,
         "model": "crux-sim, phase-aware evaluator (default), K = 8, every run to completion",
         "metrics": {

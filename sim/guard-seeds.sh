@@ -8,7 +8,7 @@
 # (Crux-full's - best baseline's) and the worst slowdown, then the median,
 # min and max per experiment and bound; writes bench/results/sim-guard-seeds.json.
 #
-# Usage: sh bench/sim/guard-seeds.sh [BUILD_DIR] [FIRST_SEED] [LAST_SEED]
+# Usage: sh sim/guard-seeds.sh [BUILD_DIR] [FIRST_SEED] [LAST_SEED]
 #        (defaults: build 1 10; about 10 CPU-minutes per double-sided seed,
 #        1 per Clos seed)
 # CRUX_SIM_PAR: runs at once (default: the online CPUs); CRUX_SIM_EXPERIMENTS:
@@ -49,7 +49,7 @@ fi
 BUILD=${1:-build}
 FIRST=${2:-1}
 LAST=${3:-10}
-SIM="$BUILD/bench/sim/crux-sim"
+SIM="$BUILD/sim/crux-sim"
 DIR="$BUILD/guard-seeds"
 OUT=${CRUX_SIM_OUT:-bench/results/sim-guard-seeds.json}
 GUARDS=${CRUX_SIM_GUARDS:-crux-full@4 crux-full@2}
@@ -112,7 +112,7 @@ table() {
 }
 
 # The command that reproduces this file, with the subset options that were set.
-CMD="sh bench/sim/guard-seeds.sh BUILD $FIRST $LAST"
+CMD="sh sim/guard-seeds.sh BUILD $FIRST $LAST"
 [ -n "${CRUX_SIM_OUT:-}" ] && CMD="CRUX_SIM_OUT=$OUT $CMD"
 [ -n "${CRUX_SIM_GUARDS:-}" ] && CMD="CRUX_SIM_GUARDS='$GUARDS' $CMD"
 [ -n "${CRUX_SIM_EXPERIMENTS:-}" ] && CMD="CRUX_SIM_EXPERIMENTS='$EXPERIMENTS' $CMD"
