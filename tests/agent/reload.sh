@@ -6,15 +6,10 @@
 set -eu
 AGENT=$1
 CTL=$2
-tmp=$(mktemp -d /tmp/cxreload.XXXXXX)
-chmod 755 "$tmp"
-pid=
-cleanup() {
-	[ -n "$pid" ] && { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; cat "$tmp/log" >&2 2>/dev/null || true; exit 1; }
+. "$(dirname "$0")/../lib/harness.sh"
+cxt_workdir cxreload
+tmp=$CXT_W
+fail() { cxt_fail "$@"; }
 export CRUX_SHM_DIR="$tmp/shm" CRUX_PROBE=0 CRUX_LEVELS=2 CRUX_LOG_LEVEL=info
 unset CRUX_METRICS || true
 levels() { "$CTL" --json status 2>/dev/null | sed -n 's/.*"nlevels":\([0-9]*\).*/\1/p'; }
@@ -27,7 +22,7 @@ wait_levels() {
 }
 wait_log() {
 	i=0
-	until grep -q "$1" "$tmp/log"; do
+	until grep -q "$1" "$tmp/cruxd.log"; do
 		i=$((i + 1)); [ $i -lt 50 ] || fail "no '$1' in the log"
 		sleep 0.1
 	done
@@ -41,8 +36,9 @@ grep -q "bad.conf: line 2: only CRUX_ variables" "$tmp/err" || fail "message: $(
 
 # The file beats the environment (CRUX_LEVELS=2 above).
 printf '# cruxd settings\nexport CRUX_LEVELS="3"\nCRUX_AGENT_INTERVAL=100ms\n' >"$tmp/cruxd.conf"
-"$AGENT" --config "$tmp/cruxd.conf" 2>"$tmp/log" &
+"$AGENT" --config "$tmp/cruxd.conf" 2>"$tmp/cruxd.log" &
 pid=$!
+cxt_kill_at_exit "$pid"
 wait_levels 3
 # Reload: the edited file is read again.
 printf 'CRUX_LEVELS=5\nCRUX_AGENT_INTERVAL=100ms\n' >"$tmp/cruxd.conf"
@@ -59,15 +55,14 @@ wait_log "reload refused.*line 1: unmatched"
 [ "$(levels)" = 5 ] || fail "levels changed by a refused reload"
 kill -0 "$pid" || fail "agent died on a refused reload"
 kill "$pid"; wait "$pid" || fail "agent exit status"
-pid=
 
 # Options beat the file; a missing file is a warning, not an error.
 printf 'CRUX_LEVELS=3\n' >"$tmp/cruxd.conf"
-"$AGENT" --config "$tmp/cruxd.conf" --levels 6 --interval 100ms 2>"$tmp/log" &
+"$AGENT" --config "$tmp/cruxd.conf" --levels 6 --interval 100ms 2>"$tmp/cruxd.log" &
 pid=$!
+cxt_kill_at_exit "$pid"
 wait_levels 6
 kill "$pid"; wait "$pid" || true
-pid=
-"$AGENT" --config "$tmp/none.conf" --passes 1 2>"$tmp/log" || fail "missing --config file is fatal"
-grep -q "none.conf does not exist" "$tmp/log" || fail "no warning for a missing file"
+"$AGENT" --config "$tmp/none.conf" --passes 1 2>"$tmp/cruxd.log" || fail "missing --config file is fatal"
+grep -q "none.conf does not exist" "$tmp/cruxd.log" || fail "no warning for a missing file"
 echo "cruxd --config and reload: ok"
