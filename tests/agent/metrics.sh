@@ -6,16 +6,11 @@ set -eu
 AGENT=$1
 RANK=$2
 CHECK=$3
-command -v curl >/dev/null || { echo "SKIP: curl not installed"; exit 77; }
-tmp=$(mktemp -d /tmp/cxmetrics.XXXXXX)
-chmod 755 "$tmp"
-pids=
-cleanup() {
-	for p in $pids; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; [ -f "$tmp/log" ] && cat "$tmp/log" >&2; exit 1; }
+. "$(dirname "$0")/../lib/harness.sh"
+cxt_need_cmd curl
+cxt_workdir cxmetrics
+tmp=$CXT_W
+fail() { cxt_fail "$@"; }
 export CRUX_SHM_DIR="$tmp/shm" CRUX_PROBE=0 CRUX_AGENT_INTERVAL=100ms CRUX_PROFILE_WINDOW=300ms
 unset JOURNAL_STREAM CRUX_METRICS || true
 
@@ -32,18 +27,18 @@ for spec in nonsense 1.2.3.4.5:80 127.0.0.1:99999 host:; do
 done
 
 "$RANK" "$tmp/shm" env:metrics-job 198.19.1.2 198.19.2.2 1000000 0.1 0.07 0.03 &
-pids="$pids $!"
-"$AGENT" --metrics 127.0.0.1:0 2>"$tmp/log" &
-pids="$pids $!"
+cxt_kill_at_exit $!
+"$AGENT" --metrics 127.0.0.1:0 2>"$tmp/cruxd.log" &
+cxt_kill_at_exit $!
 port=
 i=0
 while [ $i -lt 50 ]; do
-	port=$(sed -n 's|.*metrics http://127\.0\.0\.1:\([0-9]*\)/metrics.*|\1|p' "$tmp/log")
+	port=$(sed -n 's|.*metrics http://127\.0\.0\.1:\([0-9]*\)/metrics.*|\1|p' "$tmp/cruxd.log")
 	[ -n "$port" ] && break
 	sleep 0.1; i=$((i + 1))
 done
 [ -n "$port" ] || fail "no metrics URL in the start line"
-grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z cruxd\[[0-9]+\] INFO: cruxd .* started .*levels' "$tmp/log" ||
+grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z cruxd\[[0-9]+\] INFO: cruxd .* started .*levels' "$tmp/cruxd.log" ||
 	fail "start line without timestamp or configuration"
 
 # Wait until the job is scheduled, then check the whole text.
