@@ -14,29 +14,25 @@ set -eu
 CTL=$1
 AGENT=$2
 RANK=$3
-command -v python3 >/dev/null || { echo "SKIP: python3 missing"; exit 77; }
-tmp=$(mktemp -d /tmp/cxag-place.XXXXXX)
-chmod 755 "$tmp"
+. "$(dirname "$0")/../lib/harness.sh"
+cxt_need_cmd python3
+cxt_workdir cxag-place
+tmp=$CXT_W
 pids=
-agent_pid=
-cleanup() {
-	for p in $pids $agent_pid; do kill -KILL "$p" 2>/dev/null || true; done
-	for p in $pids $agent_pid; do wait "$p" 2>/dev/null || true; done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
 export CRUX_SHM_DIR="$tmp/shm"
 export CRUX_PROBE=0
 export CRUX_AGENT_INTERVAL=100ms
 export CRUX_PROFILE_WINDOW=1s
 mkdir -m 755 "$CRUX_SHM_DIR"
-fail() { echo "FAIL: $*" >&2; exit 1; }
+fail() { cxt_fail "$@"; }
 
 ranks() {
 	FAKE_RANK_BUSY=0.3 "$RANK" "$CRUX_SHM_DIR" env:net 198.18.0.1 198.18.0.2 1000000 0.2 0.12 0.08 &
 	pids="$pids $!"
+	cxt_kill_at_exit $!
 	"$RANK" "$CRUX_SHM_DIR" env:intra 198.18.0.1 198.18.0.3 2000000 0.2 0.12 0.08 &
 	pids="$pids $!"
+	cxt_kill_at_exit $!
 }
 
 # check FILE SOURCE: the placement document's figures
@@ -99,7 +95,7 @@ rm -f "$CRUX_SHM_DIR"/prof-*.rec
 
 # ---- with cruxd: attached ranks, the agent's status ----
 "$AGENT" >"$tmp/agent.log" 2>&1 &
-agent_pid=$!
+cxt_kill_at_exit $!
 i=0
 until [ -S "$CRUX_SHM_DIR/cruxd.sock" ]; do
 	i=$((i + 1)); [ $i -lt 100 ] || fail "cruxd did not start: $(cat "$tmp/agent.log")"; sleep 0.1
