@@ -34,7 +34,7 @@
 #include "crux/json.h"
 #include "crux/sched.h"
 #include "crux/sched_ref.h"
-#include "internal.h" /* sched_evaluate_links: the enumeration's inner loop */
+#include "internal.h" /* crux_sched_evaluate_links: the enumeration's inner loop */
 
 #define NJ	5
 #define K3	3
@@ -169,11 +169,12 @@ static double all_levels(struct ctx *c, struct crux_sched_schedule *s, double *U
 	struct job_links jl;
 	double best = -1, u;
 
-	if (sched_job_links_build(c->t, c->js.v, c->js.n, s, &jl))
+	if (crux_sched_job_links_build(c->t, c->js.v, c->js.n, s, &jl))
 		die("links");
 	for (int code = 0; code < NLVL; code++) {
 		set_levels(s, code);
-		if (sched_evaluate_links(c->ev, c->t, c->js.v, c->js.n, s, &jl, code > 0, NULL, &u))
+		if (crux_sched_evaluate_links(c->ev, c->t, c->js.v, c->js.n, s, &jl, code > 0, NULL,
+					      &u))
 			die("evaluate");
 		if (U)
 			U[code] = u;
@@ -183,7 +184,7 @@ static double all_levels(struct ctx *c, struct crux_sched_schedule *s, double *U
 				*best_code = code;
 		}
 	}
-	sched_job_links_free(&jl);
+	crux_sched_job_links_free(&jl);
 	return best;
 }
 

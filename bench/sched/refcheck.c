@@ -521,7 +521,7 @@ static void rows(FILE *cf, struct crux_sched_topo *t, const struct crux_sched_jo
 	struct job_links jl;
 	int used[CRUX_SCHED_MAX_LEVELS] = {0}, nlev = 0;
 
-	if (n > 16 || sched_job_links_build(t, js->v, n, s, &jl))
+	if (n > 16 || crux_sched_job_links_build(t, js->v, n, s, &jl))
 		die("rows: job links");
 	for (int md = 0; md < 2; md++) {
 		s->eval_model = md ? CRUX_SCHED_EVAL_PHASE_AWARE : CRUX_SCHED_EVAL_ALL_AT_ONCE;
@@ -622,7 +622,7 @@ static void rows(FILE *cf, struct crux_sched_topo *t, const struct crux_sched_jo
 			m->ue_m[1], m->ur, hsum, hprod, mlink);
 	}
 	classify(contrib, (m->ue_m[1] - m->ur) / m->ur);
-	sched_job_links_free(&jl);
+	crux_sched_job_links_free(&jl);
 }
 
 static int multi_level(const struct crux_sched_schedule *s)

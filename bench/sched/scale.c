@@ -16,7 +16,7 @@
  * The fairness guard: the warm schedule again with CRUX_MAX_SLOWDOWN=2 (each
  * job's isolated time estimated alone on its paths), its evaluations resuming
  * below the highest level that moved; baseline in the same run: the same
- * guard with a full evaluation every time (sched_eval_set_resume(0)).
+ * guard with a full evaluation every time (crux_sched_eval_set_resume(0)).
  *
  * The evaluator's time is measured for the phase-aware model and, in the
  * same run, the first (phase-blind) model (eval_first_model_ms).
@@ -34,7 +34,7 @@
 #include "cases.h"
 #include "crux/json.h"
 #include "crux/sched.h"
-#include "internal.h" /* sched_eval_set_resume: the guard's baseline */
+#include "internal.h" /* crux_sched_eval_set_resume: the guard's baseline */
 
 static double now(void)
 {
@@ -208,7 +208,7 @@ int main(int argc, char **argv)
 		/* The guard at 2: resuming evaluations, then full ones (the baseline). */
 		p.max_slowdown = 2;
 		for (int full = 0; full < 2; full++) {
-			sched_eval_set_resume(!full);
+			crux_sched_eval_set_resume(!full);
 			for (int rep = 0; rep < 3; rep++) {
 				double t0 = now();
 
@@ -224,7 +224,7 @@ int main(int argc, char **argv)
 			lifts = s->guard_lifts;
 			left = s->guard_violators;
 		}
-		sched_eval_set_resume(1);
+		crux_sched_eval_set_resume(1);
 		p.max_slowdown = 0;
 		crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s);
 		/* The fluid evaluator on that schedule (the simulator's engine). */

@@ -18,7 +18,7 @@
 
 #include "cassini.h"
 
-int sim_cassini_compatible(double pa, double pb)
+int crux_sim_cassini_compatible(double pa, double pb)
 {
 	if (!(pa > 0) || !(pb > 0))
 		return 0;
@@ -50,7 +50,7 @@ static double circ_overlap(double x, double lx, double y, double ly, double p)
 	return s;
 }
 
-double sim_cassini_overlap(double sa, double la, double pa, double sb, double lb, double pb)
+double crux_sim_cassini_overlap(double sa, double la, double pa, double sb, double lb, double pb)
 {
 	double p = pa > pb ? pa : pb;
 	int ka = (int)floor(p / pa + 0.5), kb = (int)floor(p / pb + 0.5);
@@ -70,12 +70,12 @@ static double cover(double sa, double la, double pa, double sb, double lb, doubl
 {
 	if (la <= 0 || lb <= 0)
 		return 0;
-	if (!sim_cassini_compatible(pa, pb))
+	if (!crux_sim_cassini_compatible(pa, pb))
 		return 1;
 	double p = pa > pb ? pa : pb;
 	double ka = floor(p / pa + 0.5);
 	double own = ka * (la < p / ka ? la : p / ka);
-	double f = sim_cassini_overlap(sa, la, pa, sb, lb, pb) / own;
+	double f = crux_sim_cassini_overlap(sa, la, pa, sb, lb, pb) / own;
 	return f > 1 ? 1 : f;
 }
 
@@ -109,9 +109,9 @@ static int cmp_by_t(const void *a, const void *b, void *arg)
 	return x < y ? -1 : x > y;
 }
 
-crux_status_t sim_cassini_eval(const struct sim_cassini_job *jobs, size_t n, int n_links,
-			       const double *link_bw, const double *fair_iter, double *iter_out,
-			       double *shift_out)
+crux_status_t crux_sim_cassini_eval(const struct sim_cassini_job *jobs, size_t n, int n_links,
+				    const double *link_bw, const double *fair_iter,
+				    double *iter_out, double *shift_out)
 {
 	struct cjob *c = calloc(n ? n : 1, sizeof(*c));
 	size_t *order = calloc(n ? n : 1, sizeof(*order));

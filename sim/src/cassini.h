@@ -35,16 +35,16 @@ struct sim_cassini_job {
  * overlaps fully. iter_out[i] gets each job's iteration time, shift_out (may
  * be NULL) its shift as a fraction of its iteration.
  */
-crux_status_t sim_cassini_eval(const struct sim_cassini_job *jobs, size_t n, int n_links,
-			       const double *link_bw, const double *fair_iter, double *iter_out,
-			       double *shift_out);
+crux_status_t crux_sim_cassini_eval(const struct sim_cassini_job *jobs, size_t n, int n_links,
+				    const double *link_bw, const double *fair_iter,
+				    double *iter_out, double *shift_out);
 
 /* Overlap (length) of the periodic phases [sa, sa+la) every pa and
  * [sb, sb+lb) every pb, over one common circle of length max(pa, pb) whose
  * length is a multiple of both (caller checks compatibility). */
-double sim_cassini_overlap(double sa, double la, double pa, double sb, double lb, double pb);
+double crux_sim_cassini_overlap(double sa, double la, double pa, double sb, double lb, double pb);
 
 /* 1 when pa and pb are compatible periods (ratio close to 1, 2, 3 or 4). */
-int sim_cassini_compatible(double pa, double pb);
+int crux_sim_cassini_compatible(double pa, double pb);
 
 #endif /* CRUX_SIM_CASSINI_H */

@@ -225,7 +225,7 @@ static enum crux_sched_policy to_sched(enum crux_sim_policy p)
 	}
 }
 
-void sim_engine_free(struct sim_engine *e)
+void crux_sim_engine_free(struct sim_engine *e)
 {
 	if (!e)
 		return;
@@ -242,14 +242,14 @@ void sim_engine_free(struct sim_engine *e)
 	free(e->jl_links);
 	free(e->jl_bytes);
 	free(e->cj);
-	sim_promote_free(e->promote);
+	crux_sim_promote_free(e->promote);
 	crux_sched_schedule_free(e->last_s);
 	crux_sched_jobs_free(&e->last_js);
 	free(e);
 }
 
-crux_status_t sim_engine_new(const struct crux_sim_config *cfg, struct sim_engine **out, char *err,
-			     size_t errlen)
+crux_status_t crux_sim_engine_new(const struct crux_sim_config *cfg, struct sim_engine **out,
+				  char *err, size_t errlen)
 {
 	struct sim_engine *e = calloc(1, sizeof(*e));
 	crux_status_t st;
@@ -315,7 +315,7 @@ crux_status_t sim_engine_new(const struct crux_sim_config *cfg, struct sim_engin
 		st = CRUX_ERR_INVAL;
 		goto fail;
 	}
-	if (cfg->promote_bound > 0 && (st = sim_promote_new(&e->promote)) != CRUX_OK)
+	if (cfg->promote_bound > 0 && (st = crux_sim_promote_new(&e->promote)) != CRUX_OK)
 		goto fail;
 	e->params.n_weights = (int)cfg->n_weights;
 	for (uint32_t l = 0; l < cfg->n_weights; l++)
@@ -324,16 +324,16 @@ crux_status_t sim_engine_new(const struct crux_sim_config *cfg, struct sim_engin
 	*out = e;
 	return CRUX_OK;
 fail:
-	sim_engine_free(e);
+	crux_sim_engine_free(e);
 	return st;
 }
 
-uint32_t sim_engine_hosts(const struct sim_engine *e)
+uint32_t crux_sim_engine_hosts(const struct sim_engine *e)
 {
 	return e->n_hosts;
 }
 
-const uint32_t *sim_engine_host_group(const struct sim_engine *e, uint32_t *n_groups)
+const uint32_t *crux_sim_engine_host_group(const struct sim_engine *e, uint32_t *n_groups)
 {
 	*n_groups = e->n_groups;
 	return e->group;
@@ -541,7 +541,8 @@ static crux_status_t eval_cassini(struct sim_engine *e, const struct crux_sched_
 	}
 	st = crux_sched_evaluate(e->ev, e->topo, js->v, js->n, s, fair, &util);
 	if (st == CRUX_OK)
-		st = sim_cassini_eval(e->cj, js->n, e->n_links, e->link_bw, fair, e->iter, NULL);
+		st = crux_sim_cassini_eval(e->cj, js->n, e->n_links, e->link_bw, fair, e->iter,
+					   NULL);
 	free(fair);
 out:
 	for (size_t i = 0; links && bytes && i < js->n; i++) {
@@ -643,8 +644,8 @@ static int cmp_dbl(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-crux_status_t sim_engine_reference(struct sim_engine *e, const struct sim_active *act, size_t n_act,
-				   struct crux_sim_ref_snap *snap)
+crux_status_t crux_sim_engine_reference(struct sim_engine *e, const struct sim_active *act,
+					size_t n_act, struct crux_sim_ref_snap *snap)
 {
 	const struct crux_sched_jobs *js = &e->last_js;
 	const struct crux_sched_schedule *s = e->last_s;
@@ -704,9 +705,9 @@ out:
 	return st;
 }
 
-crux_status_t sim_engine_eval(struct sim_engine *e, const struct sim_active *jobs, size_t n,
-			      struct sim_eval_out *out, double *link_rate_sum, double *max_load,
-			      char *err, size_t errlen)
+crux_status_t crux_sim_engine_eval(struct sim_engine *e, const struct sim_active *jobs, size_t n,
+				   struct sim_eval_out *out, double *link_rate_sum,
+				   double *max_load, char *err, size_t errlen)
 {
 	struct crux_sched_jobs js;
 	struct crux_sched_schedule *s = NULL;
@@ -724,7 +725,7 @@ crux_status_t sim_engine_eval(struct sim_engine *e, const struct sim_active *job
 	if ((st = run_policy(e, e->cfg, e->cfg->policy, e->spol, &js, &s, err, errlen)) != CRUX_OK)
 		goto out;
 	for (size_t i = 0; e->promote && i < n; i++) {
-		int l = s->d[i].level + (int)sim_promote_lift(e->promote, jobs[i].id);
+		int l = s->d[i].level + (int)crux_sim_promote_lift(e->promote, jobs[i].id);
 
 		s->d[i].level = l < s->levels ? l : s->levels - 1;
 	}
@@ -760,9 +761,9 @@ crux_status_t sim_engine_eval(struct sim_engine *e, const struct sim_active *job
 		out[i].iter_s = e->iter[i];
 		out[i].hop_bytes = hb;
 		if (e->promote && jobs[i].iso_s > 0 &&
-		    (st = sim_promote_update(e->promote, jobs[i].id, e->iter[i] / jobs[i].iso_s,
-					     e->cfg->promote_bound, (uint32_t)s->levels)) !=
-			CRUX_OK)
+		    (st = crux_sim_promote_update(e->promote, jobs[i].id,
+						  e->iter[i] / jobs[i].iso_s, e->cfg->promote_bound,
+						  (uint32_t)s->levels)) != CRUX_OK)
 			goto out;
 		out[i].level = e->cfg->policy == CRUX_SIM_ECMP || is_cassini(e->cfg->policy)
 				   ? -1
@@ -794,8 +795,8 @@ out:
 	return st;
 }
 
-crux_status_t sim_engine_plan(struct sim_engine *e, const struct sim_active *jobs, size_t n,
-			      struct crux_sched_schedule **out, char *err, size_t errlen)
+crux_status_t crux_sim_engine_plan(struct sim_engine *e, const struct sim_active *jobs, size_t n,
+				   struct crux_sched_schedule **out, char *err, size_t errlen)
 {
 	struct crux_sched_jobs js;
 	crux_status_t st = build_jobs(e, jobs, n, &js);
@@ -807,8 +808,8 @@ crux_status_t sim_engine_plan(struct sim_engine *e, const struct sim_active *job
 	return st;
 }
 
-crux_status_t sim_engine_isolated(struct sim_engine *e, const struct sim_active *job,
-				  double *iter_s, char *err, size_t errlen)
+crux_status_t crux_sim_engine_isolated(struct sim_engine *e, const struct sim_active *job,
+				       double *iter_s, char *err, size_t errlen)
 {
 	struct crux_sched_jobs js;
 	struct crux_sched_schedule *s = NULL;
@@ -833,7 +834,8 @@ out:
 	return st;
 }
 
-void sim_engine_group_rates(const struct sim_engine *e, uint32_t q, double *host_bw, double *up_bw)
+void crux_sim_engine_group_rates(const struct sim_engine *e, uint32_t q, double *host_bw,
+				 double *up_bw)
 {
 	int sw = -1;
 

@@ -100,7 +100,7 @@ static uint64_t rng_next(uint64_t *st)
 	return z ^ (z >> 31);
 }
 
-void sim_place_free(struct sim_place *p)
+void crux_sim_place_free(struct sim_place *p)
 {
 	if (!p)
 		return;
@@ -119,8 +119,8 @@ void sim_place_free(struct sim_place *p)
 	free(p);
 }
 
-crux_status_t sim_place_new(const struct crux_sim_config *cfg, const struct sim_engine *eng,
-			    size_t n_jobs, struct sim_place **out, char *err, size_t errlen)
+crux_status_t crux_sim_place_new(const struct crux_sim_config *cfg, const struct sim_engine *eng,
+				 size_t n_jobs, struct sim_place **out, char *err, size_t errlen)
 {
 	struct sim_place *p = calloc(1, sizeof(*p));
 
@@ -136,9 +136,9 @@ crux_status_t sim_place_new(const struct crux_sim_config *cfg, const struct sim_
 	}
 	p->cfg = cfg;
 	p->policy = cfg->placement;
-	p->n_hosts = sim_engine_hosts(eng);
+	p->n_hosts = crux_sim_engine_hosts(eng);
 	p->gph = cfg->tp.gpus_per_host;
-	p->group = sim_engine_host_group(eng, &p->n_groups);
+	p->group = crux_sim_engine_host_group(eng, &p->n_groups);
 	p->n_jobs = n_jobs;
 	p->rng = cfg->seed ^ 0x5ca1ab1e0ddba11ull;
 	p->stretch = DALLY_STRETCH_PRIOR;
@@ -157,7 +157,7 @@ crux_status_t sim_place_new(const struct crux_sim_config *cfg, const struct sim_
 	if (!p->free_gpus || !p->group_free || !p->group_size || !p->cross || !p->up_bw ||
 	    !p->order || !p->seen || !p->owner || !p->victims || !p->cand || !p->trial ||
 	    !p->jobs) {
-		sim_place_free(p);
+		crux_sim_place_free(p);
 		return CRUX_ERR_NOMEM;
 	}
 	for (uint32_t h = 0; h < p->n_hosts; h++) {
@@ -167,24 +167,24 @@ crux_status_t sim_place_new(const struct crux_sim_config *cfg, const struct sim_
 	}
 	for (uint32_t q = 0; q < p->n_groups; q++) {
 		double hb;
-		sim_engine_group_rates(eng, q, &hb, &p->up_bw[q]);
+		crux_sim_engine_group_rates(eng, q, &hb, &p->up_bw[q]);
 		p->host_bw = hb > p->host_bw ? hb : p->host_bw;
 	}
 	*out = p;
 	return CRUX_OK;
 }
 
-int sim_place_reorders(const struct sim_place *p)
+int crux_sim_place_reorders(const struct sim_place *p)
 {
 	return p->policy == CRUX_SIM_PLACE_SJF_BCO;
 }
 
-uint32_t sim_place_free_gpus(const struct sim_place *p, uint32_t h)
+uint32_t crux_sim_place_free_gpus(const struct sim_place *p, uint32_t h)
 {
 	return h < p->n_hosts ? p->free_gpus[h] : 0;
 }
 
-double sim_place_stretch(const struct sim_place *p)
+double crux_sim_place_stretch(const struct sim_place *p)
 {
 	return p->stretch;
 }
@@ -205,15 +205,15 @@ static void job_times(const struct sim_place *p, const struct sim_place_job *j, 
 	*iter = fmax(j->compute_s, (1 - j->overlap) * j->compute_s + *tau);
 }
 
-double sim_place_sensitivity(const struct sim_place *p, const struct sim_place_job *j)
+double crux_sim_place_sensitivity(const struct sim_place *p, const struct sim_place_job *j)
 {
 	double tau, it;
 	job_times(p, j, &tau, &it);
 	return it > 0 ? tau / it : 0;
 }
 
-double sim_place_key(const struct sim_place *p, const struct sim_place_job *j, double now,
-		     double starve_s)
+double crux_sim_place_key(const struct sim_place *p, const struct sim_place_job *j, double now,
+			  double starve_s)
 {
 	double tau, it;
 
@@ -231,9 +231,9 @@ double sim_place_key(const struct sim_place *p, const struct sim_place_job *j, d
  * estimate s, learnt from the running cross-group jobs), which costs
  * sigma x (s - 1) of each remaining isolated iteration.
  */
-double sim_place_timer(const struct sim_place *p, const struct sim_place_job *j)
+double crux_sim_place_timer(const struct sim_place *p, const struct sim_place_job *j)
 {
-	double sigma = sim_place_sensitivity(p, j), tau, it;
+	double sigma = crux_sim_place_sensitivity(p, j), tau, it;
 
 	if (p->cfg->delay_timer_s > 0)
 		return sigma >= DALLY_SIGMA_MIN ? p->cfg->delay_timer_s : 0;
@@ -241,8 +241,8 @@ double sim_place_timer(const struct sim_place *p, const struct sim_place_job *j)
 	return fmin(DALLY_TIMER_MAX_S, sigma * (p->stretch - 1) * j->remaining * it);
 }
 
-void sim_place_observe(struct sim_place *p, const size_t *idx, const struct sim_active *jobs,
-		       const struct sim_eval_out *out, size_t n)
+void crux_sim_place_observe(struct sim_place *p, const size_t *idx, const struct sim_active *jobs,
+			    const struct sim_eval_out *out, size_t n)
 {
 	double num = 0, den = 0;
 
@@ -312,7 +312,7 @@ static void commit(struct sim_place *p, const struct sim_place_job *j, const uin
 	q->running = 1;
 	q->gpus = j->gpus;
 	q->start_s = now;
-	q->sigma = sim_place_sensitivity(p, j);
+	q->sigma = crux_sim_place_sensitivity(p, j);
 	q->n_groups = span(p, hosts, n);
 	for (uint32_t k = 0; n > 1 && k < n; k++) {
 		if (p->free_gpus[hosts[k]] == 0)
@@ -324,8 +324,8 @@ static void commit(struct sim_place *p, const struct sim_place_job *j, const uin
 	}
 }
 
-void sim_place_release(struct sim_place *p, size_t idx, const uint32_t *hosts, uint32_t n,
-		       uint32_t gpus)
+void crux_sim_place_release(struct sim_place *p, size_t idx, const uint32_t *hosts, uint32_t n,
+			    uint32_t gpus)
 {
 	struct place_job *q = &p->jobs[idx];
 
@@ -514,7 +514,7 @@ static int cmp_victim(const void *a, const void *b, void *arg)
 static size_t pick_victims(struct sim_place *p, const struct sim_place_job *j, double now,
 			   uint32_t need)
 {
-	double sigma = sim_place_sensitivity(p, j);
+	double sigma = crux_sim_place_sensitivity(p, j);
 	uint64_t best_cost = UINT64_MAX;
 	size_t best_n = 0;
 
@@ -564,9 +564,10 @@ static size_t pick_victims(struct sim_place *p, const struct sim_place_job *j, d
 	return best_n;
 }
 
-enum sim_place_verdict sim_place_try(struct sim_place *p, const struct sim_place_job *j, double now,
-				     uint32_t *hosts, uint32_t *n_hosts, double *retry_at,
-				     const size_t **victims, size_t *n_victims)
+enum sim_place_verdict crux_sim_place_try(struct sim_place *p, const struct sim_place_job *j,
+					  double now, uint32_t *hosts, uint32_t *n_hosts,
+					  double *retry_at, const size_t **victims,
+					  size_t *n_victims)
 {
 	uint32_t need = hosts_needed(p, j->gpus), n = 0, total = 0;
 
@@ -612,7 +613,7 @@ enum sim_place_verdict sim_place_try(struct sim_place *p, const struct sim_place
 			n = pick_pack(p, need, hosts); /* one group, or none can hold it */
 			break;
 		}
-		double deadline = j->enq_s + sim_place_timer(p, j);
+		double deadline = j->enq_s + crux_sim_place_timer(p, j);
 		if (now < deadline) {
 			*retry_at = deadline;
 			return SIM_PLACE_WAIT;

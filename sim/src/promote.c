@@ -18,7 +18,7 @@ struct sim_promote {
 	size_t cap, n;
 };
 
-crux_status_t sim_promote_new(struct sim_promote **out)
+crux_status_t crux_sim_promote_new(struct sim_promote **out)
 {
 	struct sim_promote *p = calloc(1, sizeof(*p));
 
@@ -34,7 +34,7 @@ crux_status_t sim_promote_new(struct sim_promote **out)
 	return CRUX_OK;
 }
 
-void sim_promote_free(struct sim_promote *p)
+void crux_sim_promote_free(struct sim_promote *p)
 {
 	if (!p)
 		return;
@@ -51,7 +51,7 @@ static size_t slot_of(const struct sim_promote *p, uint32_t id)
 	return i;
 }
 
-uint32_t sim_promote_lift(const struct sim_promote *p, uint32_t id)
+uint32_t crux_sim_promote_lift(const struct sim_promote *p, uint32_t id)
 {
 	const struct pent *e = &p->tab[slot_of(p, id)];
 
@@ -72,8 +72,8 @@ static crux_status_t grow(struct sim_promote *p)
 	return CRUX_OK;
 }
 
-crux_status_t sim_promote_update(struct sim_promote *p, uint32_t id, double slowdown, double bound,
-				 uint32_t levels)
+crux_status_t crux_sim_promote_update(struct sim_promote *p, uint32_t id, double slowdown,
+				      double bound, uint32_t levels)
 {
 	struct pent *e;
 

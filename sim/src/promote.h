@@ -17,12 +17,12 @@
 
 struct sim_promote;
 
-crux_status_t sim_promote_new(struct sim_promote **out);
-void sim_promote_free(struct sim_promote *p);
+crux_status_t crux_sim_promote_new(struct sim_promote **out);
+void crux_sim_promote_free(struct sim_promote *p);
 /* Levels to add to the job's scheduled level. */
-uint32_t sim_promote_lift(const struct sim_promote *p, uint32_t id);
+uint32_t crux_sim_promote_lift(const struct sim_promote *p, uint32_t id);
 /* One measurement of the job; 'levels' bounds the lift (levels - 1). */
-crux_status_t sim_promote_update(struct sim_promote *p, uint32_t id, double slowdown, double bound,
-				 uint32_t levels);
+crux_status_t crux_sim_promote_update(struct sim_promote *p, uint32_t id, double slowdown,
+				      double bound, uint32_t levels);
 
 #endif

@@ -159,7 +159,7 @@ static void place_job(const struct sim_run *s, size_t idx, struct sim_place_job 
 
 static void release(struct sim_run *s, struct sim_job *j)
 {
-	sim_place_release(s->place, (size_t)(j - s->jobs), j->hosts, j->n_hosts, j->tj->gpus);
+	crux_sim_place_release(s->place, (size_t)(j - s->jobs), j->hosts, j->n_hosts, j->tj->gpus);
 }
 
 static void fill_active(const struct sim_job *j, struct sim_active *a)
@@ -241,7 +241,7 @@ static crux_status_t snapshot(struct sim_run *s, double now)
 	crux_status_t st = CRUX_OK;
 
 	if (s->n_running > 0) {
-		st = sim_engine_reference(s->eng, s->act, s->n_running, q);
+		st = crux_sim_engine_reference(s->eng, s->act, s->n_running, q);
 		if (st != CRUX_OK) {
 			snprintf(s->err, s->errlen, "reference snapshot at %g s failed: %s", now,
 				 crux_status_str(st));
@@ -265,8 +265,8 @@ static crux_status_t evaluate(struct sim_run *s)
 			s->act[i].urgent = crux_sched_account_urgent(&j->acct);
 		}
 	}
-	crux_status_t st = sim_engine_eval(s->eng, s->act, s->n_running, s->evo, &s->link_rate_sum,
-					   &max_load, s->err, s->errlen);
+	crux_status_t st = crux_sim_engine_eval(s->eng, s->act, s->n_running, s->evo,
+						&s->link_rate_sum, &max_load, s->err, s->errlen);
 	if (st != CRUX_OK)
 		return st;
 	for (size_t i = 0; i < s->n_running; i++) {
@@ -278,7 +278,7 @@ static crux_status_t evaluate(struct sim_run *s)
 			s->res->infeasible_jobs++;
 		}
 	}
-	sim_place_observe(s->place, s->running, s->act, s->evo, s->n_running);
+	crux_sim_place_observe(s->place, s->running, s->act, s->evo, s->n_running);
 	if (max_load > s->res->max_link_load)
 		s->res->max_link_load = max_load;
 	s->res->evaluations++;
@@ -487,14 +487,14 @@ void crux_sim_result_free(struct crux_sim_result *r)
 static crux_status_t setup(struct sim_run *s, const struct crux_sim_trace *t)
 {
 	size_t n = t->n_jobs;
-	crux_status_t st = sim_engine_new(s->cfg, &s->eng, s->err, s->errlen);
+	crux_status_t st = crux_sim_engine_new(s->cfg, &s->eng, s->err, s->errlen);
 	if (st != CRUX_OK)
 		return st;
-	s->n_hosts = sim_engine_hosts(s->eng);
+	s->n_hosts = crux_sim_engine_hosts(s->eng);
 	s->gph = s->cfg->tp.gpus_per_host;
 	if ((st = check_trace(s, t)) != CRUX_OK)
 		return st;
-	if ((st = sim_place_new(s->cfg, s->eng, n, &s->place, s->err, s->errlen)) != CRUX_OK)
+	if ((st = crux_sim_place_new(s->cfg, s->eng, n, &s->place, s->err, s->errlen)) != CRUX_OK)
 		return st;
 	s->jobs = calloc(n ? n : 1, sizeof(*s->jobs));
 	s->order = calloc(n ? n : 1, sizeof(*s->order));
@@ -605,8 +605,8 @@ static int cmp_queue(const void *a, const void *b, void *arg)
 	struct sim_place_job x, y;
 	place_job(s, *(const size_t *)a, &x);
 	place_job(s, *(const size_t *)b, &y);
-	double kx = sim_place_key(s->place, &x, s->now, CRUX_SIM_STARVE_S);
-	double ky = sim_place_key(s->place, &y, s->now, CRUX_SIM_STARVE_S);
+	double kx = crux_sim_place_key(s->place, &x, s->now, CRUX_SIM_STARVE_S);
+	double ky = crux_sim_place_key(s->place, &y, s->now, CRUX_SIM_STARVE_S);
 	if (kx != ky)
 		return kx < ky ? -1 : 1;
 	if (x.arrival_s != y.arrival_s)
@@ -627,7 +627,7 @@ static crux_status_t start_job(struct sim_run *s, size_t idx, double now)
 		j->run_s -= now - jr->start_s; /* a restart: the run time counts from here */
 	jr->n_hosts = j->n_hosts;
 	fill_active(j, &a);
-	crux_status_t st = sim_engine_isolated(s->eng, &a, &jr->iso_iter_s, s->err, s->errlen);
+	crux_status_t st = crux_sim_engine_isolated(s->eng, &a, &jr->iso_iter_s, s->err, s->errlen);
 	if (st != CRUX_OK)
 		return st;
 	j->iso_s = jr->iso_iter_s;
@@ -646,7 +646,7 @@ static crux_status_t schedule_queue(struct sim_run *s, double now, int *changed)
 		int blocked = 0;
 
 		s->now = now;
-		if (sim_place_reorders(s->place))
+		if (crux_sim_place_reorders(s->place))
 			qsort_r(s->waiting + s->wait_head, tail - s->wait_head, sizeof(*s->waiting),
 				cmp_queue, s);
 		for (size_t w = s->wait_head; w < tail; w++) {
@@ -660,8 +660,8 @@ static crux_status_t schedule_queue(struct sim_run *s, double now, int *changed)
 
 			place_job(s, idx, &pj);
 			for (int tries = 0; !blocked && tries < 2; tries++) {
-				v = sim_place_try(s->place, &pj, now, j->hosts, &j->n_hosts, &retry,
-						  &victims, &n_victims);
+				v = crux_sim_place_try(s->place, &pj, now, j->hosts, &j->n_hosts,
+						       &retry, &victims, &n_victims);
 				if (v != SIM_PLACE_PREEMPT)
 					break;
 				for (size_t k = 0; k < n_victims; k++)
@@ -826,7 +826,7 @@ done:
 		}
 	}
 	crux_sim_result_free(s.res);
-	sim_place_free(s.place);
+	crux_sim_place_free(s.place);
 	free(s.jobs);
 	free(s.order);
 	free(s.running);
@@ -835,6 +835,6 @@ done:
 	free(s.evo);
 	free(s.heap);
 	free(s.last_t);
-	sim_engine_free(s.eng);
+	crux_sim_engine_free(s.eng);
 	return st;
 }

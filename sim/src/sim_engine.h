@@ -36,26 +36,27 @@ struct sim_eval_out {
 	int infeasible;	  /* the guard found no schedule that keeps it within its bound */
 };
 
-crux_status_t sim_engine_new(const struct crux_sim_config *cfg, struct sim_engine **out, char *err,
-			     size_t errlen);
-void sim_engine_free(struct sim_engine *e);
+crux_status_t crux_sim_engine_new(const struct crux_sim_config *cfg, struct sim_engine **out,
+				  char *err, size_t errlen);
+void crux_sim_engine_free(struct sim_engine *e);
 
-uint32_t sim_engine_hosts(const struct sim_engine *e);
+uint32_t crux_sim_engine_hosts(const struct sim_engine *e);
 /* Placement locality group (ToR) of each host; groups are 0..n_groups-1. */
-const uint32_t *sim_engine_host_group(const struct sim_engine *e, uint32_t *n_groups);
+const uint32_t *crux_sim_engine_host_group(const struct sim_engine *e, uint32_t *n_groups);
 
 /* Rate of group q's host links (the fastest, bytes/s) and of its switch's
  * links up the fabric (sum, bytes/s): what placement's contention model needs. */
-void sim_engine_group_rates(const struct sim_engine *e, uint32_t q, double *host_bw, double *up_bw);
+void crux_sim_engine_group_rates(const struct sim_engine *e, uint32_t q, double *host_bw,
+				 double *up_bw);
 
 /*
  * Run the policy on the running set and evaluate the steady state. 'out' has
  * one entry per job. '*link_rate_sum' is the sum over links of the average
  * bytes/s carried and '*max_load' the highest average load/capacity.
  */
-crux_status_t sim_engine_eval(struct sim_engine *e, const struct sim_active *jobs, size_t n,
-			      struct sim_eval_out *out, double *link_rate_sum, double *max_load,
-			      char *err, size_t errlen);
+crux_status_t crux_sim_engine_eval(struct sim_engine *e, const struct sim_active *jobs, size_t n,
+				   struct sim_eval_out *out, double *link_rate_sum,
+				   double *max_load, char *err, size_t errlen);
 
 /*
  * The policy's plan for the running set (paths and levels), not evaluated:
@@ -64,19 +65,19 @@ crux_status_t sim_engine_eval(struct sim_engine *e, const struct sim_active *job
  * 'channels' per host pair.
  */
 struct crux_sched_schedule;
-crux_status_t sim_engine_plan(struct sim_engine *e, const struct sim_active *jobs, size_t n,
-			      struct crux_sched_schedule **out, char *err, size_t errlen);
+crux_status_t crux_sim_engine_plan(struct sim_engine *e, const struct sim_active *jobs, size_t n,
+				   struct crux_sched_schedule **out, char *err, size_t errlen);
 
 /*
- * The plan in force (the last sim_engine_eval's, for the same n jobs) run
+ * The plan in force (the last crux_sim_engine_eval's, for the same n jobs) run
  * through the reference model: fills *snap but t_s. CRUX_ERR_INVAL when
  * there is no such plan (CASSINI keeps none).
  */
-crux_status_t sim_engine_reference(struct sim_engine *e, const struct sim_active *jobs, size_t n,
-				   struct crux_sim_ref_snap *snap);
+crux_status_t crux_sim_engine_reference(struct sim_engine *e, const struct sim_active *jobs,
+					size_t n, struct crux_sim_ref_snap *snap);
 
 /* Iteration time of one job alone on the fabric (ECMP-independent: best path). */
-crux_status_t sim_engine_isolated(struct sim_engine *e, const struct sim_active *job,
-				  double *iter_s, char *err, size_t errlen);
+crux_status_t crux_sim_engine_isolated(struct sim_engine *e, const struct sim_active *job,
+				       double *iter_s, char *err, size_t errlen);
 
 #endif /* CRUX_SIM_ENGINE_H */

@@ -123,7 +123,7 @@ static void test_header_identity(void **state)
 				     "\"revision\":\"42\",\"raft_term\":\"2\"}}"),
 				   &rev),
 	    CRUX_OK);
-	etcd_last_header(&id);
+	crux_etcd_last_header(&id);
 	assert_int_equal(rev, 42);
 	assert_int_equal(id.revision, 42);
 	assert_true(id.cluster_id == 14841639068965178418ull);
@@ -134,13 +134,13 @@ static void test_header_identity(void **state)
 				     "\"member_id\":7,\"revision\":\"5\"}}"),
 				   &rev),
 	    CRUX_OK);
-	etcd_last_header(&id);
+	crux_etcd_last_header(&id);
 	assert_int_equal(id.revision, 5);
 	assert_true(id.cluster_id == 0 && id.member_id == 0);
 	assert_int_equal(crux_etcd_parse_header(
 			     S("{\"header\":{\"cluster_id\":\"12x\",\"revision\":\"6\"}}"), &rev),
 			 CRUX_OK);
-	etcd_last_header(&id);
+	crux_etcd_last_header(&id);
 	assert_true(id.cluster_id == 0 && id.revision == 6);
 }
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The evaluator's resume cache (sched_evaluate_links with reuse): after any
+ * The evaluator's resume cache (crux_sched_evaluate_links with reuse): after any
  * sequence of level changes it must give bit for bit what a full pass gives,
  * whichever levels moved (none, one, several, the top, the bottom).
  */
@@ -82,7 +82,7 @@ static void test_resume_matches_full(void **state)
 		assert_int_equal(crux_sched_schedule_new(js.v, js.n, p.levels, &s), CRUX_OK);
 		assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s),
 				 CRUX_OK);
-		assert_int_equal(sched_job_links_build(t, js.v, js.n, s, &jl), CRUX_OK);
+		assert_int_equal(crux_sched_job_links_build(t, js.v, js.n, s, &jl), CRUX_OK);
 		assert_int_equal(crux_sched_eval_new(&ev_reuse), CRUX_OK);
 		assert_int_equal(crux_sched_eval_new(&ev_full), CRUX_OK);
 		for (int step = 0; step < 30; step++) {
@@ -94,7 +94,7 @@ static void test_resume_matches_full(void **state)
 				    (int)(rand_r(&seed) % (unsigned)p.levels);
 			memset(T1, 0, sizeof(T1));
 			assert_int_equal(
-			    sched_evaluate_links(ev_reuse, t, js.v, js.n, s, &jl, 1, T1, &u1),
+			    crux_sched_evaluate_links(ev_reuse, t, js.v, js.n, s, &jl, 1, T1, &u1),
 			    CRUX_OK);
 			assert_int_equal(crux_sched_evaluate(ev_full, t, js.v, js.n, s, T2, &u2),
 					 CRUX_OK);
@@ -102,7 +102,7 @@ static void test_resume_matches_full(void **state)
 			assert_memory_equal(&u1, &u2, sizeof(double));
 			resumed += step > 0;
 		}
-		sched_job_links_free(&jl);
+		crux_sched_job_links_free(&jl);
 		crux_sched_eval_free(ev_reuse);
 		crux_sched_eval_free(ev_full);
 		crux_sched_schedule_free(s);

@@ -55,11 +55,12 @@ static void rig_new(struct rig *r, enum crux_sim_placement pl, uint32_t n_tor, u
 	r->cfg.tp.host_gbps = 200;
 	r->cfg.tp.tor_gbps = 100;
 	r->cfg.placement = pl;
-	assert_int_equal(sim_engine_new(&r->cfg, &r->eng, err, sizeof(err)), CRUX_OK);
-	assert_int_equal(sim_place_new(&r->cfg, r->eng, n_jobs, &r->p, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(crux_sim_engine_new(&r->cfg, &r->eng, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(crux_sim_place_new(&r->cfg, r->eng, n_jobs, &r->p, err, sizeof(err)),
+			 CRUX_OK);
 	/* Hosts are numbered ToR by ToR. */
 	uint32_t ng;
-	const uint32_t *g = sim_engine_host_group(r->eng, &ng);
+	const uint32_t *g = crux_sim_engine_host_group(r->eng, &ng);
 	assert_int_equal(ng, n_tor);
 	for (uint32_t h = 0; h < n_tor * hpt; h++)
 		assert_int_equal(g[h], h / hpt);
@@ -67,8 +68,8 @@ static void rig_new(struct rig *r, enum crux_sim_placement pl, uint32_t n_tor, u
 
 static void rig_free(struct rig *r)
 {
-	sim_place_free(r->p);
-	sim_engine_free(r->eng);
+	crux_sim_place_free(r->p);
+	crux_sim_engine_free(r->eng);
 }
 
 /* A job of 'gpus' hosts whose ring transfer takes tau_s alone, with 1 s of
@@ -84,7 +85,8 @@ static struct sim_place_job job(size_t idx, uint32_t gpus, double tau_s, double 
 
 static enum sim_place_verdict try_at(struct rig *r, const struct sim_place_job *j, double now)
 {
-	return sim_place_try(r->p, j, now, r->hosts, &r->n, &r->retry, &r->victims, &r->n_victims);
+	return crux_sim_place_try(r->p, j, now, r->hosts, &r->n, &r->retry, &r->victims,
+				  &r->n_victims);
 }
 
 /* Start a job on the given hosts (the trace's placement). */
@@ -115,15 +117,15 @@ static void test_sensitivity(void **state)
 	rig_new(&r, CRUX_SIM_PLACE_DALLY, 2, 2, 4);
 	struct sim_place_job j = job(0, 2, 1.0, 10);
 	/* tau 1 s, compute 1 s, no overlap: T = 2 s, sigma = 0.5. */
-	assert_near(sim_place_sensitivity(r.p, &j), 0.5, 1e-12);
+	assert_near(crux_sim_place_sensitivity(r.p, &j), 0.5, 1e-12);
 	/* (1 - network stall fraction) / intensity: f = 1/2, I = c / tau = 1. */
-	assert_near((1 - 0.5) / 1.0, sim_place_sensitivity(r.p, &j), 1e-12);
+	assert_near((1 - 0.5) / 1.0, crux_sim_place_sensitivity(r.p, &j), 1e-12);
 	/* Half overlapped: T = max(1, 0.5 + 1) = 1.5, sigma = 2/3. */
 	j.overlap = 0.5;
-	assert_near(sim_place_sensitivity(r.p, &j), 1 / 1.5, 1e-12);
+	assert_near(crux_sim_place_sensitivity(r.p, &j), 1 / 1.5, 1e-12);
 	/* On one host: no fabric. */
 	struct sim_place_job one = job(1, 1, 0, 10);
-	assert_near(sim_place_sensitivity(r.p, &one), 0, 0);
+	assert_near(crux_sim_place_sensitivity(r.p, &one), 0, 0);
 	rig_free(&r);
 }
 
@@ -151,10 +153,10 @@ static void test_dally_timer_expiry(void **state)
 	assert_int_equal(try_at(&r, &j, 110), SIM_PLACE_OK);
 	assert_int_equal(r.n, 2);
 	assert_int_equal(groups_of(&r, 2), 2);
-	sim_place_release(r.p, 3, r.hosts, r.n, 2);
+	crux_sim_place_release(r.p, 3, r.hosts, r.n, 2);
 
 	/* ToR 1 frees up before the timer: the job takes it at once. */
-	sim_place_release(r.p, 1, &h2, 1, 1);
+	crux_sim_place_release(r.p, 1, &h2, 1, 1);
 	j.enq_s = 200;
 	assert_int_equal(try_at(&r, &j, 250), SIM_PLACE_OK);
 	assert_int_equal(r.n, 2);
@@ -164,7 +166,7 @@ static void test_dally_timer_expiry(void **state)
 	/* An insensitive job (sigma < 0.1) does not wait under a fixed timer. */
 	struct sim_place_job k = job(4, 2, 0.01, 1000);
 	k.enq_s = 300;
-	assert_near(sim_place_timer(r.p, &k), 0, 0);
+	assert_near(crux_sim_place_timer(r.p, &k), 0, 0);
 	assert_int_equal(try_at(&r, &k, 300), SIM_PLACE_OK);
 	assert_int_equal(groups_of(&r, 2), 2);
 	rig_free(&r);
@@ -179,8 +181,8 @@ static void test_dally_autotune(void **state)
 	rig_new(&r, CRUX_SIM_PLACE_DALLY, 2, 2, 4);
 	struct sim_place_job j = job(0, 2, 1.0, 1000);
 	/* sigma 0.5, prior stretch 2, R = 1000 x 2 s: 1000 s. */
-	assert_near(sim_place_stretch(r.p), 2, 0);
-	assert_near(sim_place_timer(r.p, &j), 1000, 1e-9);
+	assert_near(crux_sim_place_stretch(r.p), 2, 0);
+	assert_near(crux_sim_place_timer(r.p, &j), 1000, 1e-9);
 
 	/* A cross-ToR job (hosts 0 and 2), sigma 0.5, running at 2x its isolated time:
 	 * its transfer is stretched 3x; the tuner moves 20 % of the way: 2.2. */
@@ -190,20 +192,20 @@ static void test_dally_autotune(void **state)
 	size_t idx = 1;
 	struct sim_active act = {.id = 2, .gpus = 2, .iso_s = 2};
 	struct sim_eval_out out = {.iter_s = 4};
-	sim_place_observe(r.p, &idx, &act, &out, 1);
-	assert_near(sim_place_stretch(r.p), 2.2, 1e-12);
-	assert_near(sim_place_timer(r.p, &j), 0.5 * 1.2 * 2000, 1e-9);
+	crux_sim_place_observe(r.p, &idx, &act, &out, 1);
+	assert_near(crux_sim_place_stretch(r.p), 2.2, 1e-12);
+	assert_near(crux_sim_place_timer(r.p, &j), 0.5 * 1.2 * 2000, 1e-9);
 	/* An uncongested fabric: the stretch decays to 1 and nobody waits. */
 	out.iter_s = 2;
 	for (int i = 0; i < 200; i++)
-		sim_place_observe(r.p, &idx, &act, &out, 1);
-	assert_near(sim_place_stretch(r.p), 1, 1e-9);
-	assert_true(sim_place_timer(r.p, &j) < 1e-6);
+		crux_sim_place_observe(r.p, &idx, &act, &out, 1);
+	assert_near(crux_sim_place_stretch(r.p), 1, 1e-9);
+	assert_true(crux_sim_place_timer(r.p, &j) < 1e-6);
 	/* Long jobs are capped at 4 h. */
 	out.iter_s = 20;
-	sim_place_observe(r.p, &idx, &act, &out, 1);
+	crux_sim_place_observe(r.p, &idx, &act, &out, 1);
 	j.remaining = 1e9;
-	assert_near(sim_place_timer(r.p, &j), 4 * 3600.0, 1e-9);
+	assert_near(crux_sim_place_timer(r.p, &j), 4 * 3600.0, 1e-9);
 	rig_free(&r);
 }
 
@@ -233,7 +235,7 @@ static void test_dally_preemption(void **state)
 	assert_int_equal(try_at(&r, &j, 600), SIM_PLACE_PREEMPT);
 	assert_int_equal(r.n_victims, 1);
 	assert_int_equal(r.victims[0], 0);
-	sim_place_release(r.p, 0, t0, 2, 2);
+	crux_sim_place_release(r.p, 0, t0, 2, 2);
 	assert_int_equal(try_at(&r, &j, 600), SIM_PLACE_OK);
 	assert_int_equal(r.hosts[0], 0);
 	assert_int_equal(r.hosts[1], 1);
@@ -270,7 +272,7 @@ static void test_dally_preempt_limit(void **state)
 		} else {
 			assert_int_equal(try_at(&r, &j, now), SIM_PLACE_WAIT);
 		}
-		sim_place_release(r.p, 0, t0, 2, 2);
+		crux_sim_place_release(r.p, 0, t0, 2, 2);
 	}
 	rig_free(&r);
 }
@@ -281,22 +283,22 @@ static void test_sjf_order(void **state)
 	(void)state;
 	struct rig r;
 	rig_new(&r, CRUX_SIM_PLACE_SJF_BCO, 2, 2, 4);
-	assert_true(sim_place_reorders(r.p));
+	assert_true(crux_sim_place_reorders(r.p));
 	struct sim_place_job small = job(0, 2, 1.0, 10), big = job(1, 4, 1.0, 10),
 			     long1 = job(2, 2, 1.0, 1000);
 	/* 2 GPUs x 10 x 2 s, 4 x 10 x 2 s, 2 x 1000 x 2 s. */
-	assert_near(sim_place_key(r.p, &small, 0, 3600), 40, 1e-9);
-	assert_near(sim_place_key(r.p, &big, 0, 3600), 80, 1e-9);
-	assert_near(sim_place_key(r.p, &long1, 0, 3600), 4000, 1e-9);
+	assert_near(crux_sim_place_key(r.p, &small, 0, 3600), 40, 1e-9);
+	assert_near(crux_sim_place_key(r.p, &big, 0, 3600), 80, 1e-9);
+	assert_near(crux_sim_place_key(r.p, &long1, 0, 3600), 4000, 1e-9);
 	long1.arrival_s = 0;
 	small.arrival_s = 5000;
-	assert_true(sim_place_key(r.p, &long1, 5000, 3600) <
-		    sim_place_key(r.p, &small, 5000, 3600));
+	assert_true(crux_sim_place_key(r.p, &long1, 5000, 3600) <
+		    crux_sim_place_key(r.p, &small, 5000, 3600));
 	/* FIFO policies rank by arrival. */
 	struct rig f;
 	rig_new(&f, CRUX_SIM_PLACE_PACK, 2, 2, 4);
-	assert_false(sim_place_reorders(f.p));
-	assert_near(sim_place_key(f.p, &small, 5000, 3600), 5000, 0);
+	assert_false(crux_sim_place_reorders(f.p));
+	assert_near(crux_sim_place_key(f.p, &small, 5000, 3600), 5000, 0);
 	rig_free(&f);
 	rig_free(&r);
 }

@@ -585,17 +585,17 @@ static void test_trace_vs_topology(void **state)
 static void test_cassini_geometry(void **state)
 {
 	(void)state;
-	assert_true(sim_cassini_compatible(2.0, 2.05));
-	assert_true(sim_cassini_compatible(1.0, 3.02));
-	assert_false(sim_cassini_compatible(1.0, 1.5));
-	assert_false(sim_cassini_compatible(1.0, 7.0));
+	assert_true(crux_sim_cassini_compatible(2.0, 2.05));
+	assert_true(crux_sim_cassini_compatible(1.0, 3.02));
+	assert_false(crux_sim_cassini_compatible(1.0, 1.5));
+	assert_false(crux_sim_cassini_compatible(1.0, 7.0));
 	/* [0,1) and [1,2) on a 2 s circle: disjoint; [0.5,1.5): half of each. */
-	assert_near(sim_cassini_overlap(0, 1, 2, 1, 1, 2), 0, 1e-12);
-	assert_near(sim_cassini_overlap(0, 1, 2, 0.5, 1, 2), 0.5, 1e-12);
+	assert_near(crux_sim_cassini_overlap(0, 1, 2, 1, 1, 2), 0, 1e-12);
+	assert_near(crux_sim_cassini_overlap(0, 1, 2, 0.5, 1, 2), 0.5, 1e-12);
 	/* Wrap-around: [1.5, 2.5) covers [0, 0.5). */
-	assert_near(sim_cassini_overlap(0, 1, 2, 1.5, 1, 2), 0.5, 1e-12);
+	assert_near(crux_sim_cassini_overlap(0, 1, 2, 1.5, 1, 2), 0.5, 1e-12);
 	/* Period 1 (phase 0.5) twice on a period-2 circle against [0, 1): 0.5. */
-	assert_near(sim_cassini_overlap(0, 0.5, 1, 0, 1, 2), 0.5, 1e-12);
+	assert_near(crux_sim_cassini_overlap(0, 0.5, 1, 0, 1, 2), 0.5, 1e-12);
 }
 
 static void test_workload_catalogue(void **state)
@@ -650,10 +650,10 @@ static struct crux_sched_schedule *rule_plan(enum crux_sim_policy p, struct crux
 
 	small_clos(c, p);
 	c->levels = 2;
-	assert_int_equal(sim_engine_new(c, &e, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(crux_sim_engine_new(c, &e, err, sizeof(err)), CRUX_OK);
 	rule_jobs(a);
-	assert_int_equal(sim_engine_plan(e, a, 4, &s, err, sizeof(err)), CRUX_OK);
-	sim_engine_free(e);
+	assert_int_equal(crux_sim_engine_plan(e, a, 4, &s, err, sizeof(err)), CRUX_OK);
+	crux_sim_engine_free(e);
 	return s;
 }
 

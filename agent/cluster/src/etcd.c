@@ -168,7 +168,7 @@ const char *crux_etcd_last_error(const struct crux_etcd *e)
 	return e->lasterr;
 }
 
-size_t etcd_buf_write(char *data, size_t size, size_t nmemb, void *arg)
+size_t crux_etcd_buf_write(char *data, size_t size, size_t nmemb, void *arg)
 {
 	struct etcd_buf *b = arg;
 	size_t n = size * nmemb;
@@ -190,7 +190,7 @@ size_t etcd_buf_write(char *data, size_t size, size_t nmemb, void *arg)
 	return n;
 }
 
-void etcd_setup_handle(struct crux_etcd *e, CURL *c, const char *url, const char *body)
+void crux_etcd_setup_handle(struct crux_etcd *e, CURL *c, const char *url, const char *body)
 {
 	curl_easy_reset(c);
 	curl_easy_setopt(c, CURLOPT_URL, url);
@@ -243,9 +243,9 @@ static crux_status_t etcd_call(struct crux_etcd *e, const char *path, json_objec
 		char url[320];
 		snprintf(url, sizeof(url), "%s%s", e->eps[idx], path);
 		struct etcd_buf b = {0};
-		etcd_setup_handle(e, e->curl, url, body);
+		crux_etcd_setup_handle(e, e->curl, url, body);
 		curl_easy_setopt(e->curl, CURLOPT_TIMEOUT_MS, e->timeout_ms);
-		curl_easy_setopt(e->curl, CURLOPT_WRITEFUNCTION, etcd_buf_write);
+		curl_easy_setopt(e->curl, CURLOPT_WRITEFUNCTION, crux_etcd_buf_write);
 		curl_easy_setopt(e->curl, CURLOPT_WRITEDATA, &b);
 		CURLcode rc = curl_easy_perform(e->curl);
 		long http = 0;
@@ -280,8 +280,8 @@ static crux_status_t etcd_call(struct crux_etcd *e, const char *path, json_objec
 }
 
 /* The request object starts with "key" (and "range_end" for a prefix). */
-crux_status_t etcd_key_json(json_object *o, const char *kname, const void *key, size_t klen,
-			    bool prefix)
+crux_status_t crux_etcd_key_json(json_object *o, const char *kname, const void *key, size_t klen,
+				 bool prefix)
 {
 	if (klen == 0 || klen > CRUX_ETCD_MAX_VALUE)
 		return CRUX_ERR_INVAL;
@@ -332,7 +332,7 @@ static crux_status_t add_bytes(json_object *o, const char *name, const void *v, 
 	return CRUX_OK;
 }
 
-void etcd_add_i64(json_object *o, const char *name, int64_t v)
+void crux_etcd_add_i64(json_object *o, const char *name, int64_t v)
 {
 	char s[32];
 	snprintf(s, sizeof(s), "%lld", (long long)v);
@@ -351,7 +351,7 @@ static crux_status_t call_parse(struct crux_etcd *e, const char *path, json_obje
 		st = parse(b.p, b.len, out);
 		if (st == CRUX_OK) {
 			uint64_t k = e->id.answers + 1;
-			etcd_last_header(&e->id);
+			crux_etcd_last_header(&e->id);
 			e->id.answers = k;
 		}
 		if (st == CRUX_ERR_CORRUPT)
@@ -378,11 +378,11 @@ crux_status_t crux_etcd_get_at(struct crux_etcd *e, const void *key, size_t klen
 	json_object *req = json_object_new_object();
 	if (!req)
 		return CRUX_ERR_NOMEM;
-	crux_status_t st = etcd_key_json(req, "key", key, klen, prefix);
+	crux_status_t st = crux_etcd_key_json(req, "key", key, klen, prefix);
 	if (st == CRUX_OK && keys_only)
 		json_object_object_add(req, "keys_only", json_object_new_boolean(1));
 	if (st == CRUX_OK && revision > 0)
-		etcd_add_i64(req, "revision", revision);
+		crux_etcd_add_i64(req, "revision", revision);
 	if (st == CRUX_OK)
 		st = call_parse(e, "/v3/kv/range", req, p_range, out);
 	json_object_put(req);
@@ -402,11 +402,11 @@ crux_status_t crux_etcd_put(struct crux_etcd *e, const void *key, size_t klen, c
 	if (!req)
 		return CRUX_ERR_NOMEM;
 	int64_t rev = 0;
-	crux_status_t st = etcd_key_json(req, "key", key, klen, false);
+	crux_status_t st = crux_etcd_key_json(req, "key", key, klen, false);
 	if (st == CRUX_OK)
 		st = add_bytes(req, "value", val, vlen);
 	if (st == CRUX_OK && lease)
-		etcd_add_i64(req, "lease", lease);
+		crux_etcd_add_i64(req, "lease", lease);
 	if (st == CRUX_OK)
 		st = call_parse(e, "/v3/kv/put", req, p_header, &rev);
 	json_object_put(req);
@@ -422,7 +422,7 @@ crux_status_t crux_etcd_delete(struct crux_etcd *e, const void *key, size_t klen
 	if (!req)
 		return CRUX_ERR_NOMEM;
 	int64_t rev = 0;
-	crux_status_t st = etcd_key_json(req, "key", key, klen, prefix);
+	crux_status_t st = crux_etcd_key_json(req, "key", key, klen, prefix);
 	if (st == CRUX_OK)
 		st = call_parse(e, "/v3/kv/deleterange", req, p_header, &rev);
 	json_object_put(req);
@@ -443,14 +443,14 @@ static crux_status_t ops_json(json_object *arr, const struct crux_etcd_op *ops, 
 		bool put = ops[i].kind == CRUX_ETCD_OP_PUT;
 		json_object_object_add(op, put ? "request_put" : "request_delete_range", inner);
 		json_object_array_add(arr, op);
-		crux_status_t st =
-		    etcd_key_json(inner, "key", ops[i].key, ops[i].klen, !put && ops[i].prefix);
+		crux_status_t st = crux_etcd_key_json(inner, "key", ops[i].key, ops[i].klen,
+						      !put && ops[i].prefix);
 		if (st == CRUX_OK && put)
 			st = add_bytes(inner, "value", ops[i].value, ops[i].vlen);
 		if (st != CRUX_OK)
 			return st;
 		if (put && ops[i].lease)
-			etcd_add_i64(inner, "lease", ops[i].lease);
+			crux_etcd_add_i64(inner, "lease", ops[i].lease);
 	}
 	return CRUX_OK;
 }
@@ -501,7 +501,8 @@ crux_status_t crux_etcd_txn(struct crux_etcd *e, const struct crux_etcd_cmp *cmp
 		if (!one)
 			goto out;
 		json_object_array_add(c, one);
-		if ((st = etcd_key_json(one, "key", cmp[i].key, cmp[i].klen, false)) != CRUX_OK)
+		if ((st = crux_etcd_key_json(one, "key", cmp[i].key, cmp[i].klen, false)) !=
+		    CRUX_OK)
 			goto out;
 		json_object_object_add(one, "target",
 				       json_object_new_string(target_names[cmp[i].target]));
@@ -510,7 +511,7 @@ crux_status_t crux_etcd_txn(struct crux_etcd *e, const struct crux_etcd_cmp *cmp
 		if (cmp[i].target == CRUX_ETCD_CMP_VALUE)
 			st = add_bytes(one, "value", cmp[i].value, cmp[i].vlen);
 		else
-			etcd_add_i64(one, target_fields[cmp[i].target], cmp[i].number);
+			crux_etcd_add_i64(one, target_fields[cmp[i].target], cmp[i].number);
 		if (st != CRUX_OK)
 			goto out;
 	}
@@ -551,7 +552,7 @@ crux_status_t crux_etcd_lease_grant(struct crux_etcd *e, int64_t ttl_s, int64_t 
 	json_object *req = json_object_new_object();
 	if (!req)
 		return CRUX_ERR_NOMEM;
-	etcd_add_i64(req, "TTL", ttl_s);
+	crux_etcd_add_i64(req, "TTL", ttl_s);
 	struct grant_out g = {0};
 	crux_status_t st = call_parse(e, "/v3/lease/grant", req, p_grant, &g);
 	json_object_put(req);
@@ -568,7 +569,7 @@ crux_status_t crux_etcd_lease_keepalive(struct crux_etcd *e, int64_t id, int64_t
 	json_object *req = json_object_new_object();
 	if (!req)
 		return CRUX_ERR_NOMEM;
-	etcd_add_i64(req, "ID", id);
+	crux_etcd_add_i64(req, "ID", id);
 	int64_t t = 0;
 	crux_status_t st = call_parse(e, "/v3/lease/keepalive", req, p_keepalive, &t);
 	json_object_put(req);
@@ -584,7 +585,7 @@ crux_status_t crux_etcd_lease_revoke(struct crux_etcd *e, int64_t id)
 	json_object *req = json_object_new_object();
 	if (!req)
 		return CRUX_ERR_NOMEM;
-	etcd_add_i64(req, "ID", id);
+	crux_etcd_add_i64(req, "ID", id);
 	int64_t rev;
 	crux_status_t st = call_parse(e, "/v3/lease/revoke", req, p_header, &rev);
 	json_object_put(req);

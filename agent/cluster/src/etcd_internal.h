@@ -12,10 +12,10 @@
 #define ETCD_MAX_BODY (64u << 20)
 
 /* Parse one JSON object (trailing whitespace allowed). */
-crux_status_t etcd_json_parse(const char *body, size_t len, json_object **out);
+crux_status_t crux_etcd_json_parse(const char *body, size_t len, json_object **out);
 /* A 64-bit integer member (string or number); 0 when absent. */
-crux_status_t etcd_json_i64(json_object *o, const char *name, int64_t *out);
-crux_status_t etcd_range_from_json(json_object *o, struct crux_etcd_range *out);
+crux_status_t crux_etcd_json_i64(json_object *o, const char *name, int64_t *out);
+crux_status_t crux_etcd_range_from_json(json_object *o, struct crux_etcd_range *out);
 
 struct crux_etcd {
 	CURL *curl;
@@ -30,7 +30,7 @@ struct crux_etcd {
 };
 
 /* The header the calling thread's last parse read. */
-void etcd_last_header(struct crux_etcd_identity *out);
+void crux_etcd_last_header(struct crux_etcd_identity *out);
 
 struct etcd_buf {
 	char *p;
@@ -39,13 +39,13 @@ struct etcd_buf {
 
 /* Append to a growing buffer (a libcurl write callback; refuses past
  * ETCD_MAX_BODY). */
-size_t etcd_buf_write(char *data, size_t size, size_t nmemb, void *arg);
+size_t crux_etcd_buf_write(char *data, size_t size, size_t nmemb, void *arg);
 /* URL, headers, body, TLS and timeouts of one request on handle c. */
-void etcd_setup_handle(struct crux_etcd *e, CURL *c, const char *url, const char *body);
+void crux_etcd_setup_handle(struct crux_etcd *e, CURL *c, const char *url, const char *body);
 /* "key" (and "range_end" for a prefix) of a request object. */
-crux_status_t etcd_key_json(json_object *o, const char *kname, const void *key, size_t klen,
-			    bool prefix);
+crux_status_t crux_etcd_key_json(json_object *o, const char *kname, const void *key, size_t klen,
+				 bool prefix);
 /* A 64-bit integer as etcd's JSON wants it (a decimal string). */
-void etcd_add_i64(json_object *o, const char *name, int64_t v);
+void crux_etcd_add_i64(json_object *o, const char *name, int64_t v);
 
 #endif

@@ -16,7 +16,7 @@
 
 #define ETCD_JSON_DEPTH 24
 
-crux_status_t etcd_json_parse(const char *body, size_t len, json_object **out)
+crux_status_t crux_etcd_json_parse(const char *body, size_t len, json_object **out)
 {
 	if (!body || len == 0 || len > ETCD_MAX_BODY || len > INT_MAX)
 		return CRUX_ERR_CORRUPT;
@@ -63,7 +63,7 @@ static crux_status_t member(json_object *o, const char *name, json_type type, js
 }
 
 /* A 64-bit integer sent as a decimal string (or, leniently, as a number). */
-crux_status_t etcd_json_i64(json_object *o, const char *name, int64_t *out)
+crux_status_t crux_etcd_json_i64(json_object *o, const char *name, int64_t *out)
 {
 	json_object *m = NULL;
 	*out = 0;
@@ -100,7 +100,7 @@ crux_status_t etcd_json_i64(json_object *o, const char *name, int64_t *out)
 static crux_status_t get_u64(json_object *o, const char *name, int64_t *out)
 {
 	int64_t v;
-	crux_status_t st = etcd_json_i64(o, name, &v);
+	crux_status_t st = crux_etcd_json_i64(o, name, &v);
 	if (st != CRUX_OK)
 		return st;
 	if (v < 0)
@@ -148,7 +148,7 @@ static crux_status_t get_bytes(json_object *o, const char *name, uint8_t **buf, 
  * handle that made the call: a handle is used by one thread at a time). */
 static _Thread_local struct crux_etcd_identity last_header;
 
-void etcd_last_header(struct crux_etcd_identity *out)
+void crux_etcd_last_header(struct crux_etcd_identity *out)
 {
 	*out = last_header;
 }
@@ -206,7 +206,7 @@ static crux_status_t parse_kv(json_object *o, struct crux_etcd_kv *kv)
 	if ((st = get_u64(o, "create_revision", &k.create_revision)) != CRUX_OK ||
 	    (st = get_u64(o, "mod_revision", &k.mod_revision)) != CRUX_OK ||
 	    (st = get_u64(o, "version", &k.version)) != CRUX_OK ||
-	    (st = etcd_json_i64(o, "lease", &k.lease)) != CRUX_OK)
+	    (st = crux_etcd_json_i64(o, "lease", &k.lease)) != CRUX_OK)
 		return st;
 	if ((st = get_bytes(o, "key", &k.key, &k.key_len)) != CRUX_OK)
 		return st;
@@ -232,7 +232,7 @@ void crux_etcd_range_free(struct crux_etcd_range *r)
 	memset(r, 0, sizeof(*r));
 }
 
-crux_status_t etcd_range_from_json(json_object *o, struct crux_etcd_range *out)
+crux_status_t crux_etcd_range_from_json(json_object *o, struct crux_etcd_range *out)
 {
 	struct crux_etcd_range r = {0};
 	json_object *kvs;
@@ -263,10 +263,10 @@ crux_status_t etcd_range_from_json(json_object *o, struct crux_etcd_range *out)
 crux_status_t crux_etcd_parse_range(const char *body, size_t len, struct crux_etcd_range *out)
 {
 	json_object *o;
-	crux_status_t st = etcd_json_parse(body, len, &o);
+	crux_status_t st = crux_etcd_json_parse(body, len, &o);
 	if (st != CRUX_OK)
 		return st;
-	st = etcd_range_from_json(o, out);
+	st = crux_etcd_range_from_json(o, out);
 	json_object_put(o);
 	return st;
 }
@@ -274,7 +274,7 @@ crux_status_t crux_etcd_parse_range(const char *body, size_t len, struct crux_et
 crux_status_t crux_etcd_parse_header(const char *body, size_t len, int64_t *revision)
 {
 	json_object *o;
-	crux_status_t st = etcd_json_parse(body, len, &o);
+	crux_status_t st = crux_etcd_json_parse(body, len, &o);
 	if (st != CRUX_OK)
 		return st;
 	int64_t rev;
@@ -288,7 +288,7 @@ crux_status_t crux_etcd_parse_header(const char *body, size_t len, int64_t *revi
 crux_status_t crux_etcd_parse_txn(const char *body, size_t len, bool *succeeded, int64_t *revision)
 {
 	json_object *o, *resp;
-	crux_status_t st = etcd_json_parse(body, len, &o);
+	crux_status_t st = crux_etcd_json_parse(body, len, &o);
 	if (st != CRUX_OK)
 		return st;
 	int64_t rev = 0;
@@ -311,12 +311,12 @@ out:
 crux_status_t crux_etcd_parse_grant(const char *body, size_t len, int64_t *id, int64_t *ttl)
 {
 	json_object *o;
-	crux_status_t st = etcd_json_parse(body, len, &o);
+	crux_status_t st = crux_etcd_json_parse(body, len, &o);
 	if (st != CRUX_OK)
 		return st;
 	int64_t rev, i = 0, t = 0;
 	if ((st = header_revision(o, &rev)) == CRUX_OK &&
-	    (st = etcd_json_i64(o, "ID", &i)) == CRUX_OK &&
+	    (st = crux_etcd_json_i64(o, "ID", &i)) == CRUX_OK &&
 	    (st = get_u64(o, "TTL", &t)) == CRUX_OK && (i == 0 || t == 0))
 		st = CRUX_ERR_CORRUPT; /* a grant without an ID or TTL granted nothing */
 	json_object_put(o);
@@ -330,7 +330,7 @@ crux_status_t crux_etcd_parse_grant(const char *body, size_t len, int64_t *id, i
 crux_status_t crux_etcd_parse_keepalive(const char *body, size_t len, int64_t *ttl)
 {
 	json_object *o, *res;
-	crux_status_t st = etcd_json_parse(body, len, &o);
+	crux_status_t st = crux_etcd_json_parse(body, len, &o);
 	if (st != CRUX_OK)
 		return st;
 	int64_t t = 0, rev;
@@ -352,7 +352,7 @@ crux_status_t crux_etcd_parse_error(const char *body, size_t len, int64_t *code,
 				    size_t msglen)
 {
 	json_object *o, *m;
-	crux_status_t st = etcd_json_parse(body, len, &o);
+	crux_status_t st = crux_etcd_json_parse(body, len, &o);
 	if (st != CRUX_OK)
 		return st;
 	int64_t c = 0;
@@ -363,7 +363,7 @@ crux_status_t crux_etcd_parse_error(const char *body, size_t len, int64_t *code,
 	    !json_object_is_type(inner, json_type_object))
 		inner = NULL;
 	json_object *src = inner ? inner : o;
-	if ((st = etcd_json_i64(src, inner ? "grpc_code" : "code", &c)) != CRUX_OK ||
+	if ((st = crux_etcd_json_i64(src, inner ? "grpc_code" : "code", &c)) != CRUX_OK ||
 	    (st = member(src, "message", json_type_string, &m)) != CRUX_OK)
 		goto out;
 	if (msglen > 0) {
@@ -394,7 +394,7 @@ crux_status_t crux_etcd_parse_watch(const char *line, size_t len, struct crux_et
 {
 	json_object *o, *res, *evs, *err;
 	struct crux_etcd_watch_msg w = {0};
-	crux_status_t st = etcd_json_parse(line, len, &o);
+	crux_status_t st = crux_etcd_json_parse(line, len, &o);
 	if (st != CRUX_OK)
 		return st;
 	if ((st = member(o, "error", json_type_object, &err)) != CRUX_OK)

@@ -34,7 +34,7 @@ static json_object *route_json(const struct crux_cv_route *r)
 		json_object_put(ports);
 		return NULL;
 	}
-	if (cv_add_addr(o, &r->src) != CRUX_OK || cv_add_addr(o, &r->dst) != CRUX_OK) {
+	if (crux_cv_add_addr(o, &r->src) != CRUX_OK || crux_cv_add_addr(o, &r->dst) != CRUX_OK) {
 		json_object_put(o);
 		json_object_put(ports);
 		return NULL;
@@ -102,7 +102,7 @@ crux_status_t crux_cv_schedule_encode(const struct crux_cv_schedule *s, char **o
 			json_object_array_add(routes, ro);
 		}
 	}
-	st = cv_finish(o, out, len);
+	st = crux_cv_finish(o, out, len);
 out:
 	json_object_put(o);
 	return st;
@@ -111,8 +111,8 @@ out:
 static crux_status_t route_from_json(json_object *o, struct crux_cv_route *r)
 {
 	if (!json_object_is_type(o, json_type_array) || json_object_array_length(o) != 4 ||
-	    cv_addr(json_object_array_get_idx(o, 0), &r->src) ||
-	    cv_addr(json_object_array_get_idx(o, 1), &r->dst))
+	    crux_cv_addr(json_object_array_get_idx(o, 0), &r->src) ||
+	    crux_cv_addr(json_object_array_get_idx(o, 1), &r->dst))
 		return CRUX_ERR_CORRUPT;
 	json_object *pid = json_object_array_get_idx(o, 2),
 		    *ports = json_object_array_get_idx(o, 3);
@@ -142,12 +142,13 @@ static crux_status_t decision_from_json(json_object *o, uint32_t levels, uint32_
 {
 	json_object *routes, *st;
 	uint64_t v;
-	if (!json_object_is_type(o, json_type_object) || cv_key(o, &d->key) ||
-	    cv_uint(o, "level", levels - 1, &v) || cv_get(o, "routes", json_type_array, &routes))
+	if (!json_object_is_type(o, json_type_object) || crux_cv_key(o, &d->key) ||
+	    crux_cv_uint(o, "level", levels - 1, &v) ||
+	    crux_cv_get(o, "routes", json_type_array, &routes))
 		return CRUX_ERR_CORRUPT;
 	d->level = (uint8_t)v;
 	d->state = CRUX_JOB_SCHEDULED;
-	if (json_object_object_get_ex(o, "id", NULL) && cv_text(o, "id", d->id, sizeof(d->id)))
+	if (json_object_object_get_ex(o, "id", NULL) && crux_cv_text(o, "id", d->id, sizeof(d->id)))
 		return CRUX_ERR_CORRUPT;
 	if (json_object_object_get_ex(o, "state", &st)) {
 		const char *t =
@@ -160,7 +161,7 @@ static crux_status_t decision_from_json(json_object *o, uint32_t levels, uint32_
 			return CRUX_ERR_CORRUPT;
 	}
 	if (json_object_object_get_ex(o, "since", NULL)) {
-		if (cv_uint(o, "since", INT64_MAX, &v))
+		if (crux_cv_uint(o, "since", INT64_MAX, &v))
 			return CRUX_ERR_CORRUPT;
 		d->since_ms = v;
 	}
@@ -168,7 +169,7 @@ static crux_status_t decision_from_json(json_object *o, uint32_t levels, uint32_
 		if (!json_object_is_type(st, json_type_array) || json_object_array_length(st) != 3)
 			return CRUX_ERR_CORRUPT;
 		for (size_t k = 0; k < 3; k++)
-			if (cv_num(json_object_array_get_idx(st, k), &d->base[k]))
+			if (crux_cv_num(json_object_array_get_idx(st, k), &d->base[k]))
 				return CRUX_ERR_CORRUPT;
 		d->has_base = true;
 	}
@@ -193,17 +194,17 @@ crux_status_t crux_cv_schedule_decode(const char *text, size_t len, struct crux_
 	uint64_t v, rev, term, levels;
 	if (len > CRUX_CV_MAX_TEXT)
 		return CRUX_ERR_CORRUPT;
-	crux_status_t st = etcd_json_parse(text, len, &o);
+	crux_status_t st = crux_etcd_json_parse(text, len, &o);
 	if (st != CRUX_OK)
 		return st;
 	st = CRUX_ERR_CORRUPT;
-	if (cv_uint(o, "v", UINT32_MAX, &v) || v != CRUX_CV_VERSION) {
+	if (crux_cv_uint(o, "v", UINT32_MAX, &v) || v != CRUX_CV_VERSION) {
 		st = CRUX_ERR_VERSION;
 		goto out;
 	}
-	if (cv_uint(o, "rev", INT64_MAX, &rev) || cv_uint(o, "term", INT64_MAX, &term) ||
-	    cv_uint(o, "levels", CRUX_MAX_LEVELS, &levels) || levels < 1 ||
-	    cv_get(o, "jobs", json_type_array, &jobs) ||
+	if (crux_cv_uint(o, "rev", INT64_MAX, &rev) || crux_cv_uint(o, "term", INT64_MAX, &term) ||
+	    crux_cv_uint(o, "levels", CRUX_MAX_LEVELS, &levels) || levels < 1 ||
+	    crux_cv_get(o, "jobs", json_type_array, &jobs) ||
 	    json_object_array_length(jobs) > CRUX_CV_MAX_JOBS)
 		goto out;
 	s.input_revision = (int64_t)rev;
@@ -211,12 +212,12 @@ crux_status_t crux_cv_schedule_decode(const char *text, size_t len, struct crux_
 	s.levels = (uint32_t)levels;
 	if (json_object_object_get_ex(o, "lease", NULL)) {
 		uint64_t lease;
-		if (cv_uint(o, "lease", INT64_MAX, &lease))
+		if (crux_cv_uint(o, "lease", INT64_MAX, &lease))
 			goto out;
 		s.lease = (int64_t)lease;
 	}
 	if (json_object_object_get_ex(o, "leader", NULL) &&
-	    cv_text(o, "leader", s.leader, sizeof(s.leader)) != CRUX_OK)
+	    crux_cv_text(o, "leader", s.leader, sizeof(s.leader)) != CRUX_OK)
 		goto out;
 	size_t n = json_object_array_length(jobs);
 	if (n && !(s.jobs = calloc(n, sizeof(*s.jobs)))) {

@@ -46,7 +46,7 @@ crux_status_t crux_cv_host_add_job(struct crux_cv_host *h, const struct crux_cv_
 	return CRUX_OK;
 }
 
-crux_status_t cv_add_addr(json_object *arr, const struct crux_addr *a)
+crux_status_t crux_cv_add_addr(json_object *arr, const struct crux_addr *a)
 {
 	char s[CRUX_ADDR_STRLEN];
 	crux_addr_format(a, s, sizeof(s));
@@ -58,7 +58,7 @@ crux_status_t cv_add_addr(json_object *arr, const struct crux_addr *a)
 	return CRUX_OK;
 }
 
-crux_status_t cv_finish(json_object *o, char **out, size_t *len)
+crux_status_t crux_cv_finish(json_object *o, char **out, size_t *len)
 {
 	size_t n = 0;
 	const char *s = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &n);
@@ -96,7 +96,7 @@ static json_object *job_json(const struct crux_cv_job *j)
 	for (int i = 0; i < 5; i++)
 		json_object_array_add(sum, json_object_new_double(s[i]));
 	for (uint32_t i = 0; i < j->nhosts; i++)
-		if (cv_add_addr(hosts, &j->hosts[i]) != CRUX_OK)
+		if (crux_cv_add_addr(hosts, &j->hosts[i]) != CRUX_OK)
 			goto fail_o;
 	for (uint32_t i = 0; i < j->nflows; i++) {
 		json_object *f = json_object_new_array();
@@ -104,8 +104,8 @@ static json_object *job_json(const struct crux_cv_job *j)
 			json_object_put(f);
 			goto fail_o;
 		}
-		if (cv_add_addr(f, &j->flows[i].src) != CRUX_OK ||
-		    cv_add_addr(f, &j->flows[i].dst) != CRUX_OK)
+		if (crux_cv_add_addr(f, &j->flows[i].src) != CRUX_OK ||
+		    crux_cv_add_addr(f, &j->flows[i].dst) != CRUX_OK)
 			goto fail_o;
 		json_object_array_add(f, json_object_new_double(j->flows[i].bytes));
 	}
@@ -139,7 +139,7 @@ crux_status_t crux_cv_host_encode(const struct crux_cv_host *h, char **out, size
 			goto out;
 		json_object_array_add(jobs, j);
 	}
-	st = cv_finish(o, out, len);
+	st = crux_cv_finish(o, out, len);
 out:
 	json_object_put(o);
 	return st;
@@ -147,7 +147,7 @@ out:
 
 /* ---- decoding ---- */
 
-crux_status_t cv_get(json_object *o, const char *name, json_type type, json_object **out)
+crux_status_t crux_cv_get(json_object *o, const char *name, json_type type, json_object **out)
 {
 	json_object *m = NULL;
 	if (!json_object_object_get_ex(o, name, &m) || !m || !json_object_is_type(m, type))
@@ -156,10 +156,10 @@ crux_status_t cv_get(json_object *o, const char *name, json_type type, json_obje
 	return CRUX_OK;
 }
 
-crux_status_t cv_uint(json_object *o, const char *name, uint64_t max, uint64_t *out)
+crux_status_t crux_cv_uint(json_object *o, const char *name, uint64_t max, uint64_t *out)
 {
 	json_object *m;
-	if (cv_get(o, name, json_type_int, &m) != CRUX_OK)
+	if (crux_cv_get(o, name, json_type_int, &m) != CRUX_OK)
 		return CRUX_ERR_CORRUPT;
 	int64_t v = json_object_get_int64(m);
 	if (v < 0 || (uint64_t)v > max)
@@ -169,7 +169,7 @@ crux_status_t cv_uint(json_object *o, const char *name, uint64_t max, uint64_t *
 }
 
 /* A finite, non-negative number (JSON integer or double). */
-crux_status_t cv_num(json_object *m, double *out)
+crux_status_t crux_cv_num(json_object *m, double *out)
 {
 	if (!json_object_is_type(m, json_type_double) && !json_object_is_type(m, json_type_int))
 		return CRUX_ERR_CORRUPT;
@@ -180,7 +180,7 @@ crux_status_t cv_num(json_object *m, double *out)
 	return CRUX_OK;
 }
 
-crux_status_t cv_addr(json_object *m, struct crux_addr *out)
+crux_status_t crux_cv_addr(json_object *m, struct crux_addr *out)
 {
 	if (!m || !json_object_is_type(m, json_type_string) ||
 	    json_object_get_string_len(m) >= CRUX_ADDR_STRLEN)
@@ -194,10 +194,10 @@ crux_status_t cv_addr(json_object *m, struct crux_addr *out)
 									  : CRUX_ERR_CORRUPT;
 }
 
-crux_status_t cv_key(json_object *o, uint64_t *out)
+crux_status_t crux_cv_key(json_object *o, uint64_t *out)
 {
 	json_object *m;
-	if (cv_get(o, "key", json_type_string, &m) != CRUX_OK ||
+	if (crux_cv_get(o, "key", json_type_string, &m) != CRUX_OK ||
 	    json_object_get_string_len(m) != 16)
 		return CRUX_ERR_CORRUPT;
 	const char *s = json_object_get_string(m);
@@ -216,10 +216,10 @@ crux_status_t cv_key(json_object *o, uint64_t *out)
 }
 
 /* Copy a printable string member (no spaces) into buf. */
-crux_status_t cv_text(json_object *o, const char *name, char *buf, size_t cap)
+crux_status_t crux_cv_text(json_object *o, const char *name, char *buf, size_t cap)
 {
 	json_object *m;
-	if (cv_get(o, name, json_type_string, &m) != CRUX_OK)
+	if (crux_cv_get(o, name, json_type_string, &m) != CRUX_OK)
 		return CRUX_ERR_CORRUPT;
 	size_t n = (size_t)json_object_get_string_len(m);
 	const char *s = json_object_get_string(m);
@@ -236,36 +236,37 @@ static crux_status_t job_from_json(json_object *o, struct crux_cv_job *j)
 {
 	json_object *sum, *hosts, *flows;
 	uint64_t v;
-	if (!json_object_is_type(o, json_type_object) || cv_text(o, "id", j->id, sizeof(j->id)) ||
-	    cv_key(o, &j->key) || j->key != crux_job_key_of(j->id))
+	if (!json_object_is_type(o, json_type_object) ||
+	    crux_cv_text(o, "id", j->id, sizeof(j->id)) || crux_cv_key(o, &j->key) ||
+	    j->key != crux_job_key_of(j->id))
 		return CRUX_ERR_CORRUPT;
-	if (cv_uint(o, "ranks", UINT32_MAX, &v))
+	if (crux_cv_uint(o, "ranks", UINT32_MAX, &v))
 		return CRUX_ERR_CORRUPT;
 	j->nranks = (uint32_t)v;
-	if (cv_uint(o, "compute", j->nranks, &v))
+	if (crux_cv_uint(o, "compute", j->nranks, &v))
 		return CRUX_ERR_CORRUPT;
 	j->ncompute = (uint32_t)v;
 	json_object *cl;
-	if (cv_get(o, "clamped", json_type_boolean, &cl))
+	if (crux_cv_get(o, "clamped", json_type_boolean, &cl))
 		return CRUX_ERR_CORRUPT;
 	j->clamped = json_object_get_boolean(cl);
-	if (cv_get(o, "sum", json_type_array, &sum) || json_object_array_length(sum) != 5)
+	if (crux_cv_get(o, "sum", json_type_array, &sum) || json_object_array_length(sum) != 5)
 		return CRUX_ERR_CORRUPT;
 	double *s[5] = {&j->iter_sum, &j->compute_sum, &j->comm_sum, &j->overlap_sum,
 			&j->stall_sum};
 	for (int i = 0; i < 5; i++)
-		if (cv_num(json_object_array_get_idx(sum, (size_t)i), s[i]))
+		if (crux_cv_num(json_object_array_get_idx(sum, (size_t)i), s[i]))
 			return CRUX_ERR_CORRUPT;
 	if (j->overlap_sum > j->ncompute) /* each rank's overlap is a fraction */
 		return CRUX_ERR_CORRUPT;
-	if (cv_get(o, "hosts", json_type_array, &hosts) ||
+	if (crux_cv_get(o, "hosts", json_type_array, &hosts) ||
 	    json_object_array_length(hosts) > CRUX_CV_MAX_JOB_HOSTS)
 		return CRUX_ERR_CORRUPT;
 	j->nhosts = (uint32_t)json_object_array_length(hosts);
 	for (uint32_t i = 0; i < j->nhosts; i++)
-		if (cv_addr(json_object_array_get_idx(hosts, i), &j->hosts[i]))
+		if (crux_cv_addr(json_object_array_get_idx(hosts, i), &j->hosts[i]))
 			return CRUX_ERR_CORRUPT;
-	if (cv_get(o, "flows", json_type_array, &flows) ||
+	if (crux_cv_get(o, "flows", json_type_array, &flows) ||
 	    json_object_array_length(flows) > CRUX_CV_MAX_FLOWS)
 		return CRUX_ERR_CORRUPT;
 	size_t nf = json_object_array_length(flows);
@@ -275,9 +276,9 @@ static crux_status_t job_from_json(json_object *o, struct crux_cv_job *j)
 		json_object *f = json_object_array_get_idx(flows, i);
 		struct crux_cv_flow *fl = &j->flows[i];
 		if (!json_object_is_type(f, json_type_array) || json_object_array_length(f) != 3 ||
-		    cv_addr(json_object_array_get_idx(f, 0), &fl->src) ||
-		    cv_addr(json_object_array_get_idx(f, 1), &fl->dst) ||
-		    cv_num(json_object_array_get_idx(f, 2), &fl->bytes))
+		    crux_cv_addr(json_object_array_get_idx(f, 0), &fl->src) ||
+		    crux_cv_addr(json_object_array_get_idx(f, 1), &fl->dst) ||
+		    crux_cv_num(json_object_array_get_idx(f, 2), &fl->bytes))
 			return CRUX_ERR_CORRUPT;
 		j->nflows = (uint32_t)i + 1;
 	}
@@ -291,18 +292,18 @@ crux_status_t crux_cv_host_decode(const char *text, size_t len, struct crux_cv_h
 	uint64_t v;
 	if (len > CRUX_CV_MAX_TEXT)
 		return CRUX_ERR_CORRUPT;
-	crux_status_t st = etcd_json_parse(text, len, &o);
+	crux_status_t st = crux_etcd_json_parse(text, len, &o);
 	if (st != CRUX_OK)
 		return st;
 	st = CRUX_ERR_CORRUPT;
-	if (cv_uint(o, "v", UINT32_MAX, &v) || v != CRUX_CV_VERSION) {
+	if (crux_cv_uint(o, "v", UINT32_MAX, &v) || v != CRUX_CV_VERSION) {
 		st = CRUX_ERR_VERSION;
 		goto out;
 	}
 	json_object *addr;
-	if (cv_text(o, "host", h.name, sizeof(h.name)) ||
-	    cv_get(o, "addr", json_type_string, &addr) || cv_addr(addr, &h.addr) ||
-	    cv_get(o, "jobs", json_type_array, &jobs) ||
+	if (crux_cv_text(o, "host", h.name, sizeof(h.name)) ||
+	    crux_cv_get(o, "addr", json_type_string, &addr) || crux_cv_addr(addr, &h.addr) ||
+	    crux_cv_get(o, "jobs", json_type_array, &jobs) ||
 	    json_object_array_length(jobs) > CRUX_CV_MAX_JOBS)
 		goto out;
 	size_t n = json_object_array_length(jobs);

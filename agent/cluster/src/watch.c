@@ -49,7 +49,7 @@ static size_t watch_write(char *data, size_t size, size_t nmemb, void *arg)
 {
 	struct watch_ctx *w = arg;
 	size_t n = size * nmemb;
-	if (etcd_buf_write(data, 1, n, &w->line) != n) {
+	if (crux_etcd_buf_write(data, 1, n, &w->line) != n) {
 		w->st = CRUX_ERR_CORRUPT;
 		w->done = true;
 		return 0;
@@ -95,10 +95,10 @@ crux_status_t crux_etcd_watch(struct crux_etcd *e, const void *key, size_t klen,
 		goto out;
 	}
 	json_object_object_add(req, "create_request", cr);
-	if ((st = etcd_key_json(cr, "key", key, klen, prefix)) != CRUX_OK)
+	if ((st = crux_etcd_key_json(cr, "key", key, klen, prefix)) != CRUX_OK)
 		goto out;
 	if (start_rev > 0)
-		etcd_add_i64(cr, "start_revision", start_rev);
+		crux_etcd_add_i64(cr, "start_revision", start_rev);
 	const char *body = json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN);
 	if (!body || !(c = curl_easy_init())) {
 		st = CRUX_ERR_NOMEM;
@@ -110,7 +110,7 @@ crux_status_t crux_etcd_watch(struct crux_etcd *e, const void *key, size_t klen,
 		char url[320];
 		snprintf(url, sizeof(url), "%s/v3/watch", e->eps[idx]);
 		struct watch_ctx w = {.fn = fn, .stop = stop, .arg = arg, .st = CRUX_ERR_REMOTE};
-		etcd_setup_handle(e, c, url, body);
+		crux_etcd_setup_handle(e, c, url, body);
 		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, watch_write);
 		curl_easy_setopt(c, CURLOPT_WRITEDATA, &w);
 		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);

@@ -6,7 +6,7 @@
 
 #include "internal.h"
 
-void sched_job_links_free(struct job_links *jl)
+void crux_sched_job_links_free(struct job_links *jl)
 {
 	free(jl->off);
 	free(jl->link);
@@ -18,9 +18,9 @@ void sched_job_links_free(struct job_links *jl)
 	memset(jl, 0, sizeof(*jl));
 }
 
-crux_status_t sched_job_links_build(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
-				    size_t n, const struct crux_sched_schedule *s,
-				    struct job_links *out)
+crux_status_t crux_sched_job_links_build(struct crux_sched_topo *t,
+					 const struct crux_sched_job *jobs, size_t n,
+					 const struct crux_sched_schedule *s, struct job_links *out)
 {
 	struct job_links jl = {0};
 	double *m = calloc((size_t)t->n_links + 1, sizeof(double));
@@ -40,7 +40,7 @@ crux_status_t sched_job_links_build(struct crux_sched_topo *t, const struct crux
 			const int *links;
 			int nl;
 
-			st = sched_flow_links(t, &jobs[i], f, s->d[i].path[f], &links, &nl);
+			st = crux_sched_flow_links(t, &jobs[i], f, s->d[i].path[f], &links, &nl);
 			if (st)
 				goto fail;
 			/* The flow's own links (the phase-aware evaluator's paths). */
@@ -121,7 +121,7 @@ nomem:
 	st = CRUX_ERR_NOMEM;
 fail:
 	free(m);
-	sched_job_links_free(&jl);
+	crux_sched_job_links_free(&jl);
 	return st;
 }
 
@@ -133,7 +133,7 @@ crux_status_t crux_sched_prio_sincronia(struct crux_sched_topo *t,
 	double *load = NULL, *w = NULL;
 	size_t *loff = NULL, *ljob = NULL, *lpos = NULL;
 	unsigned char *gone = NULL;
-	crux_status_t st = sched_job_links_build(t, jobs, n, s, &jl);
+	crux_status_t st = crux_sched_job_links_build(t, jobs, n, s, &jl);
 	int L = t->n_links;
 
 	if (st)
@@ -232,7 +232,7 @@ crux_status_t crux_sched_prio_sincronia(struct crux_sched_topo *t,
 	}
 	st = CRUX_OK;
 out:
-	sched_job_links_free(&jl);
+	crux_sched_job_links_free(&jl);
 	free(load);
 	free(w);
 	free(loff);
@@ -267,7 +267,7 @@ crux_status_t crux_sched_prio_taccl(struct crux_sched_topo *t, const struct crux
 			const int *links;
 			int nl;
 			crux_status_t st =
-			    sched_flow_links(t, &jobs[i], f, s->d[i].path[f], &links, &nl);
+			    crux_sched_flow_links(t, &jobs[i], f, s->d[i].path[f], &links, &nl);
 
 			if (st)
 				return st;

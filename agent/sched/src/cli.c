@@ -59,8 +59,8 @@ static crux_status_t load_topo(const char *spec, struct crux_sched_topo **t,
 		struct crux_sched_clos2_params cp = {0, 0, 0, 1, 100, 400};
 
 		if (sscanf(spec + 6, "%d,%d,%d", &cp.n_tor, &cp.n_agg, &cp.hosts_per_tor) != 3) {
-			sched_err(err, "--topology %s: expected clos2:TORS,AGGS,HOSTS_PER_TOR",
-				  spec);
+			crux_sched_errf(
+			    err, "--topology %s: expected clos2:TORS,AGGS,HOSTS_PER_TOR", spec);
 			return CRUX_ERR_INVAL;
 		}
 		return crux_sched_topo_clos2(&cp, t, err);

@@ -202,7 +202,7 @@ static crux_status_t kcut(const struct kdag *g, int K, int orders, uint64_t seed
 	if (!t.mx || !t.arg || !t.lazy || !ord || !pos || !indeg || !ready || !choice || !qm ||
 	    !qa || !fcur || !leaf)
 		goto out;
-	sched_rng_seed(&rng, seed);
+	crux_sched_rng_seed(&rng, seed);
 	for (int o = 0; o < orders; o++) {
 		if (o == 0 && first_order) {
 			memcpy(ord, first_order, (size_t)n * sizeof(int));
@@ -216,7 +216,8 @@ static crux_status_t kcut(const struct kdag *g, int K, int orders, uint64_t seed
 					ready[nr++] = v;
 			}
 			while (nr) {
-				int idx = (int)sched_rng_below(&rng, (uint32_t)nr), v = ready[idx];
+				int idx = (int)crux_sched_rng_below(&rng, (uint32_t)nr),
+				    v = ready[idx];
 
 				ready[idx] = ready[--nr];
 				ord[c++] = v;
@@ -233,7 +234,7 @@ static crux_status_t kcut(const struct kdag *g, int K, int orders, uint64_t seed
 		uint64_t h = 0x5bd1e995;
 
 		for (int i = 0; i < n; i++)
-			h = sched_mix64(h ^ (uint64_t)ord[i]);
+			h = crux_sched_mix64(h ^ (uint64_t)ord[i]);
 		int dup = 0;
 
 		for (int q = 0; q < n_seen; q++)
@@ -475,7 +476,7 @@ crux_status_t crux_sched_compress(struct crux_sched_topo *t, const struct crux_s
 	s->dag_edges = 0;
 	s->dag_components = 0;
 	s->dag_largest = 0;
-	st = sched_job_links_build(t, jobs, n, s, &jl);
+	st = crux_sched_job_links_build(t, jobs, n, s, &jl);
 	if (st)
 		return st;
 	st = CRUX_ERR_NOMEM;
@@ -648,7 +649,7 @@ crux_status_t crux_sched_compress(struct crux_sched_topo *t, const struct crux_s
 		struct kdag g = {cn, lio, lis, liw, loo, lod};
 		double cut;
 
-		st = kcut(&g, K, p->orders, p->seed ^ sched_mix64((uint64_t)ncomp), lfirst, lv,
+		st = kcut(&g, K, p->orders, p->seed ^ crux_sched_mix64((uint64_t)ncomp), lfirst, lv,
 			  &cut);
 		if (st)
 			goto out;
@@ -664,7 +665,7 @@ crux_status_t crux_sched_compress(struct crux_sched_topo *t, const struct crux_s
 	}
 	st = CRUX_OK;
 out:
-	sched_job_links_free(&jl);
+	crux_sched_job_links_free(&jl);
 	free(loff);
 	free(ljob);
 	free(stamp);

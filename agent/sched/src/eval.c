@@ -44,7 +44,7 @@ struct crux_sched_eval {
 	unsigned char *frozen;
 	size_t jobs_cap;
 	/*
-	 * Resume cache (sched_evaluate_links with reuse): snap[x * L ..] is the
+	 * Resume cache (crux_sched_evaluate_links with reuse): snap[x * L ..] is the
 	 * residual after every job above level x, with the work and GPU sums
 	 * so far; prev[] each job's level. A call that changes no level above x
 	 * starts at level x from there, and computes exactly what a full pass would.
@@ -569,10 +569,10 @@ static void level_reserve(struct crux_sched_eval *ev, const struct crux_sched_to
 	}
 }
 
-/* Benchmarks measure against a full pass every time (sched_eval_set_resume). */
+/* Benchmarks measure against a full pass every time (crux_sched_eval_set_resume). */
 static int resume_on = 1;
 
-void sched_eval_set_resume(int on)
+void crux_sched_eval_set_resume(int on)
 {
 	resume_on = on;
 }
@@ -613,10 +613,11 @@ static void snap_take(struct crux_sched_eval *ev, size_t L, int hi, int lo, doub
 	}
 }
 
-crux_status_t sched_evaluate_links(struct crux_sched_eval *ev, const struct crux_sched_topo *t,
-				   const struct crux_sched_job *jobs, size_t n,
-				   const struct crux_sched_schedule *s, const struct job_links *jlp,
-				   int reuse, double *iter_time, double *util)
+crux_status_t crux_sched_evaluate_links(struct crux_sched_eval *ev, const struct crux_sched_topo *t,
+					const struct crux_sched_job *jobs, size_t n,
+					const struct crux_sched_schedule *s,
+					const struct job_links *jlp, int reuse, double *iter_time,
+					double *util)
 {
 	const struct job_links jl = *jlp;
 	size_t L = (size_t)t->n_links, start = 0;
@@ -860,13 +861,13 @@ crux_status_t crux_sched_evaluate(struct crux_sched_eval *ev, struct crux_sched_
 
 	if (s->n_jobs != n || s->levels < 1)
 		return CRUX_ERR_INVAL;
-	st = sched_jobs_validate(t, jobs, n);
+	st = crux_sched_jobs_validate(t, jobs, n);
 	if (st)
 		return st;
-	st = sched_job_links_build(t, jobs, n, s, &jl);
+	st = crux_sched_job_links_build(t, jobs, n, s, &jl);
 	if (st)
 		return st;
-	st = sched_evaluate_links(ev, t, jobs, n, s, &jl, 0, iter_time, util);
-	sched_job_links_free(&jl);
+	st = crux_sched_evaluate_links(ev, t, jobs, n, s, &jl, 0, iter_time, util);
+	crux_sched_job_links_free(&jl);
 	return st;
 }

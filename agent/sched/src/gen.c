@@ -17,13 +17,13 @@ static int add_named(struct topo_builder *b, const char *prefix, int i, int is_h
 	char name[64];
 
 	snprintf(name, sizeof(name), "%s%d", prefix, i);
-	return sched_tb_add_node(b, name, is_host);
+	return crux_sched_tb_add_node(b, name, is_host);
 }
 
 static int add_cables(struct topo_builder *b, int a, int c, double gbps, int count)
 {
 	for (int i = 0; i < count; i++)
-		if (sched_tb_add_cable(b, a, c, GBPS_TO_BYTES(gbps)) < 0)
+		if (crux_sched_tb_add_cable(b, a, c, GBPS_TO_BYTES(gbps)) < 0)
 			return -1;
 	return 0;
 }
@@ -36,10 +36,10 @@ crux_status_t crux_sched_topo_clos2(const struct crux_sched_clos2_params *p,
 
 	if (p->n_tor < 1 || p->n_agg < 1 || p->hosts_per_tor < 1 || p->tor_uplinks < 1 ||
 	    bad_rate(p->host_gbps) || bad_rate(p->tor_gbps)) {
-		sched_err(err, "clos2: counts must be >= 1 and rates > 0");
+		crux_sched_errf(err, "clos2: counts must be >= 1 and rates > 0");
 		return CRUX_ERR_INVAL;
 	}
-	sched_tb_init(&b);
+	crux_sched_tb_init(&b);
 	int nh = p->n_tor * p->hosts_per_tor;
 
 	for (int i = 0; i < nh; i++)
@@ -58,12 +58,12 @@ crux_status_t crux_sched_topo_clos2(const struct crux_sched_clos2_params *p,
 		for (int a = 0; a < p->n_agg; a++)
 			if (add_cables(&b, nh + r, nh + p->n_tor + a, p->tor_gbps, p->tor_uplinks))
 				goto fail;
-	st = sched_tb_finish(&b, out, err);
-	sched_tb_free(&b);
+	st = crux_sched_tb_finish(&b, out, err);
+	crux_sched_tb_free(&b);
 	return st;
 fail:
-	sched_tb_free(&b);
-	sched_err(err, "clos2: out of memory");
+	crux_sched_tb_free(&b);
+	crux_sched_errf(err, "clos2: out of memory");
 	return st;
 }
 
@@ -76,10 +76,10 @@ crux_status_t crux_sched_topo_clos3(const struct crux_sched_clos3_params *p,
 	if (p->n_pods < 1 || p->tors_per_pod < 1 || p->aggs_per_pod < 1 || p->n_core < 1 ||
 	    p->hosts_per_tor < 1 || bad_rate(p->host_gbps) || bad_rate(p->tor_gbps) ||
 	    bad_rate(p->agg_gbps)) {
-		sched_err(err, "clos3: counts must be >= 1 and rates > 0");
+		crux_sched_errf(err, "clos3: counts must be >= 1 and rates > 0");
 		return CRUX_ERR_INVAL;
 	}
-	sched_tb_init(&b);
+	crux_sched_tb_init(&b);
 	int ntor = p->n_pods * p->tors_per_pod, nagg = p->n_pods * p->aggs_per_pod;
 	int nh = ntor * p->hosts_per_tor;
 
@@ -110,12 +110,12 @@ crux_status_t crux_sched_topo_clos3(const struct crux_sched_clos3_params *p,
 		for (int c = 0; c < p->n_core; c++)
 			if (add_cables(&b, nh + ntor + a, nh + ntor + nagg + c, p->agg_gbps, 1))
 				goto fail;
-	st = sched_tb_finish(&b, out, err);
-	sched_tb_free(&b);
+	st = crux_sched_tb_finish(&b, out, err);
+	crux_sched_tb_free(&b);
 	return st;
 fail:
-	sched_tb_free(&b);
-	sched_err(err, "clos3: out of memory");
+	crux_sched_tb_free(&b);
+	crux_sched_errf(err, "clos3: out of memory");
 	return st;
 }
 
@@ -128,11 +128,11 @@ crux_status_t crux_sched_topo_dsided(const struct crux_sched_dsided_params *p,
 	if (p->n_hosts < 1 || p->n_tor < 2 || p->n_agg < 1 || p->n_core < 1 || p->host_links < 2 ||
 	    p->host_links % 2 || bad_rate(p->host_gbps) || bad_rate(p->tor_gbps) ||
 	    bad_rate(p->agg_gbps)) {
-		sched_err(err,
-			  "dsided: needs >= 1 host, >= 2 ToRs, an even host_links >= 2, rates > 0");
+		crux_sched_errf(
+		    err, "dsided: needs >= 1 host, >= 2 ToRs, an even host_links >= 2, rates > 0");
 		return CRUX_ERR_INVAL;
 	}
-	sched_tb_init(&b);
+	crux_sched_tb_init(&b);
 	int nh = p->n_hosts;
 
 	for (int i = 0; i < nh; i++)
@@ -166,12 +166,12 @@ crux_status_t crux_sched_topo_dsided(const struct crux_sched_dsided_params *p,
 			if (add_cables(&b, nh + p->n_tor + a, nh + p->n_tor + p->n_agg + c,
 				       p->agg_gbps, 1))
 				goto fail;
-	st = sched_tb_finish(&b, out, err);
-	sched_tb_free(&b);
+	st = crux_sched_tb_finish(&b, out, err);
+	crux_sched_tb_free(&b);
 	return st;
 fail:
-	sched_tb_free(&b);
-	sched_err(err, "dsided: out of memory");
+	crux_sched_tb_free(&b);
+	crux_sched_errf(err, "dsided: out of memory");
 	return st;
 }
 
@@ -198,13 +198,13 @@ crux_status_t crux_sched_topo_lingjun(const char *csv_path,
 
 	if (bad_rate(p->host_gbps) || bad_rate(p->tor_gbps) || bad_rate(p->agg_gbps) ||
 	    p->tor_uplinks < 1 || p->agg_uplinks < 1) {
-		sched_err(err, "lingjun: rates must be > 0 and uplink counts >= 1");
+		crux_sched_errf(err, "lingjun: rates must be > 0 and uplink counts >= 1");
 		return CRUX_ERR_INVAL;
 	}
-	st = sched_read_file_text(csv_path, &text, &len, err);
+	st = crux_sched_read_file_text(csv_path, &text, &len, err);
 	if (st)
 		return st;
-	sched_tb_init(&b);
+	crux_sched_tb_init(&b);
 	/* Two passes: hosts first (so they get the low indices), then switches and cables. */
 	for (int pass = 0; pass < 2; pass++) {
 		char *cur = text;
@@ -226,8 +226,8 @@ crux_status_t crux_sched_topo_lingjun(const char *csv_path,
 			if (l == 0 || (lineno == 1 && !strncmp(cur, "ip,", 3)))
 				goto next_line;
 			if (l >= sizeof(lbuf)) {
-				sched_err(err, "%s:%d: line longer than %zu bytes", csv_path,
-					  lineno, sizeof(lbuf) - 1);
+				crux_sched_errf(err, "%s:%d: line longer than %zu bytes", csv_path,
+						lineno, sizeof(lbuf) - 1);
 				st = CRUX_ERR_INVAL;
 				goto out;
 			}
@@ -247,17 +247,19 @@ crux_status_t crux_sched_topo_lingjun(const char *csv_path,
 				}
 			}
 			if (nf != 4 || !*f[0] || !*f[1] || !*f[2] || !*f[3]) {
-				sched_err(err, "%s:%d: malformed line; expected 'ip,DSW,PSW,ASW'",
-					  csv_path, lineno);
+				crux_sched_errf(err,
+						"%s:%d: malformed line; expected 'ip,DSW,PSW,ASW'",
+						csv_path, lineno);
 				st = CRUX_ERR_INVAL;
 				goto out;
 			}
 			if (pass == 0) {
-				int r = sched_tb_add_node(&b, f[0], 1);
+				int r = crux_sched_tb_add_node(&b, f[0], 1);
 
 				if (r == -2) {
-					sched_err(err, "%s:%d: field 'ip': duplicate host '%s'",
-						  csv_path, lineno, f[0]);
+					crux_sched_errf(err,
+							"%s:%d: field 'ip': duplicate host '%s'",
+							csv_path, lineno, f[0]);
 					st = CRUX_ERR_INVAL;
 					goto out;
 				}
@@ -265,35 +267,36 @@ crux_status_t crux_sched_topo_lingjun(const char *csv_path,
 					goto nomem;
 			} else {
 				char asw[160], psw[160], dsw[160];
-				int h = sched_tb_find(&b, f[0]), s_a, s_p, s_d;
+				int h = crux_sched_tb_find(&b, f[0]), s_a, s_p, s_d;
 
 				snprintf(dsw, sizeof(dsw), "dsw:%s", f[1]);
 				snprintf(psw, sizeof(psw), "psw:%s", f[2]);
 				snprintf(asw, sizeof(asw), "asw:%s/%s", f[2], f[3]);
-				s_d = sched_tb_find(&b, dsw);
-				if (s_d < 0 && (s_d = sched_tb_add_node(&b, dsw, 0)) < 0)
+				s_d = crux_sched_tb_find(&b, dsw);
+				if (s_d < 0 && (s_d = crux_sched_tb_add_node(&b, dsw, 0)) < 0)
 					goto nomem;
-				s_p = sched_tb_find(&b, psw);
+				s_p = crux_sched_tb_find(&b, psw);
 				if (s_p < 0) {
-					if ((s_p = sched_tb_add_node(&b, psw, 0)) < 0)
+					if ((s_p = crux_sched_tb_add_node(&b, psw, 0)) < 0)
 						goto nomem;
 					for (int u = 0; u < p->agg_uplinks; u++)
-						if (sched_tb_add_cable(&b, s_p, s_d,
-								       GBPS_TO_BYTES(p->agg_gbps)) <
+						if (crux_sched_tb_add_cable(
+							&b, s_p, s_d, GBPS_TO_BYTES(p->agg_gbps)) <
 						    0)
 							goto nomem;
 				}
-				s_a = sched_tb_find(&b, asw);
+				s_a = crux_sched_tb_find(&b, asw);
 				if (s_a < 0) {
-					if ((s_a = sched_tb_add_node(&b, asw, 0)) < 0)
+					if ((s_a = crux_sched_tb_add_node(&b, asw, 0)) < 0)
 						goto nomem;
 					for (int u = 0; u < p->tor_uplinks; u++)
-						if (sched_tb_add_cable(&b, s_a, s_p,
-								       GBPS_TO_BYTES(p->tor_gbps)) <
+						if (crux_sched_tb_add_cable(
+							&b, s_a, s_p, GBPS_TO_BYTES(p->tor_gbps)) <
 						    0)
 							goto nomem;
 				}
-				if (sched_tb_add_cable(&b, h, s_a, GBPS_TO_BYTES(p->host_gbps)) < 0)
+				if (crux_sched_tb_add_cable(&b, h, s_a,
+							    GBPS_TO_BYTES(p->host_gbps)) < 0)
 					goto nomem;
 			}
 		next_line:
@@ -302,13 +305,13 @@ crux_status_t crux_sched_topo_lingjun(const char *csv_path,
 			cur = next;
 		}
 	}
-	st = sched_tb_finish(&b, out, err);
+	st = crux_sched_tb_finish(&b, out, err);
 	goto out;
 nomem:
-	sched_err(err, "%s: out of memory", csv_path);
+	crux_sched_errf(err, "%s: out of memory", csv_path);
 	st = CRUX_ERR_NOMEM;
 out:
-	sched_tb_free(&b);
+	crux_sched_tb_free(&b);
 	free(text);
 	free(tok);
 	return st;

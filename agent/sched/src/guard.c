@@ -40,10 +40,11 @@ crux_status_t crux_sched_slowdown_parse(const char *text, double *out, struct cr
 	}
 	if (crux_parse_double("max slowdown", text, 1, CRUX_SCHED_MAX_SLOWDOWN_LIMIT, &v, NULL,
 			      0) != CRUX_OK) {
-		sched_err(err,
-			  "max slowdown '%s': expected a number in [1, %g] (e.g. 2.0 = no job "
-			  "below half its isolated speed), or 0/off to disable the guard",
-			  text, CRUX_SCHED_MAX_SLOWDOWN_LIMIT);
+		crux_sched_errf(
+		    err,
+		    "max slowdown '%s': expected a number in [1, %g] (e.g. 2.0 = no job "
+		    "below half its isolated speed), or 0/off to disable the guard",
+		    text, CRUX_SCHED_MAX_SLOWDOWN_LIMIT);
 		return CRUX_ERR_INVAL;
 	}
 	*out = v;
@@ -67,8 +68,8 @@ crux_status_t crux_sched_weights_parse(const char *text, struct crux_sched_param
 		char one[64];
 
 		if (n == CRUX_SCHED_MAX_LEVELS) {
-			sched_err(err, "level weights '%s': more than %d weights", text,
-				  CRUX_SCHED_MAX_LEVELS);
+			crux_sched_errf(err, "level weights '%s': more than %d weights", text,
+					CRUX_SCHED_MAX_LEVELS);
 			return CRUX_ERR_INVAL;
 		}
 		if (len < sizeof(one)) {
@@ -78,10 +79,11 @@ crux_status_t crux_sched_weights_parse(const char *text, struct crux_sched_param
 		if (len >= sizeof(one) ||
 		    crux_parse_double("level weight", one, 0, 1e9, &w[n], NULL, 0) != CRUX_OK ||
 		    !(w[n] > 0)) {
-			sched_err(err,
-				  "level weights '%s': weight %d is not a number in (0, 1e9]; give "
-				  "one weight per level, lowest level first, e.g. 1,1,2,2,4,4,8,8",
-				  text, n + 1);
+			crux_sched_errf(
+			    err,
+			    "level weights '%s': weight %d is not a number in (0, 1e9]; give "
+			    "one weight per level, lowest level first, e.g. 1,1,2,2,4,4,8,8",
+			    text, n + 1);
 			return CRUX_ERR_INVAL;
 		}
 		n++;
@@ -105,10 +107,10 @@ crux_status_t crux_sched_params_env(struct crux_sched_params *p, struct crux_sch
 	if (ms) {
 		st = crux_sched_slowdown_parse(ms, &v, err);
 		if (st) {
-			sched_err(err,
-				  "CRUX_MAX_SLOWDOWN='%s': expected a number in [1, %g] or "
-				  "0/off (unset: no bound)",
-				  ms, CRUX_SCHED_MAX_SLOWDOWN_LIMIT);
+			crux_sched_errf(err,
+					"CRUX_MAX_SLOWDOWN='%s': expected a number in [1, %g] or "
+					"0/off (unset: no bound)",
+					ms, CRUX_SCHED_MAX_SLOWDOWN_LIMIT);
 			return st;
 		}
 		p->max_slowdown = v;
@@ -118,7 +120,7 @@ crux_status_t crux_sched_params_env(struct crux_sched_params *p, struct crux_sch
 
 		st = crux_sched_weights_parse(lw, &tmp, err);
 		if (st) {
-			sched_err(
+			crux_sched_errf(
 			    err,
 			    "CRUX_LEVEL_WEIGHTS='%s': expected one positive weight per level, "
 			    "lowest first, comma-separated (e.g. 1,1,2,2,4,4,8,8)",
@@ -130,7 +132,7 @@ crux_status_t crux_sched_params_env(struct crux_sched_params *p, struct crux_sch
 	return CRUX_OK;
 }
 
-crux_status_t sched_shares(const struct crux_sched_params *p, struct crux_sched_schedule *s)
+crux_status_t crux_sched_shares(const struct crux_sched_params *p, struct crux_sched_schedule *s)
 {
 	double sum = 0;
 
@@ -174,7 +176,7 @@ struct guard_ws {
 
 static void guard_ws_free(struct guard_ws *w)
 {
-	sched_job_links_free(&w->jl);
+	crux_sched_job_links_free(&w->jl);
 	free(w->loff);
 	free(w->ljob);
 	free(w->iso);
@@ -201,9 +203,9 @@ static crux_status_t guard_ws_init(struct guard_ws *w, struct crux_sched_topo *t
 			w->cap = s->levels - 2;
 	/* Valid once here: every evaluation below reuses these links (only
 	 * levels change while this scratch lives). */
-	st = sched_jobs_validate(t, jobs, n);
+	st = crux_sched_jobs_validate(t, jobs, n);
 	if (!st)
-		st = sched_job_links_build(t, jobs, n, s, &w->jl);
+		st = crux_sched_job_links_build(t, jobs, n, s, &w->jl);
 	if (st)
 		return st;
 	inc = w->jl.off[n];
@@ -343,7 +345,7 @@ static crux_status_t guard_levels(struct guard_ws *w, struct crux_sched_topo *t,
 	for (int round = 0;; round++) {
 		size_t nl = 0;
 		crux_status_t st =
-		    sched_evaluate_links(w->ev, t, jobs, n, s, &w->jl, 1, w->T, util);
+		    crux_sched_evaluate_links(w->ev, t, jobs, n, s, &w->jl, 1, w->T, util);
 
 		if (st)
 			return st;
@@ -435,7 +437,7 @@ static crux_status_t guard_reroute(struct crux_sched_topo *t, const struct crux_
 	crux_status_t st = guard_ws_init(&w, t, jobs, n, bound, s);
 
 	if (!st)
-		st = sched_evaluate_links(w.ev, t, jobs, n, s, &w.jl, 1, w.T, &util);
+		st = crux_sched_evaluate_links(w.ev, t, jobs, n, s, &w.jl, 1, w.T, &util);
 	if (!st)
 		st = reroute(&w, t, jobs, n, s);
 	guard_ws_free(&w);
@@ -528,7 +530,7 @@ static crux_status_t guard_search(struct crux_sched_topo *t, const struct crux_s
 	crux_status_t st = guard_ws_init(&w, t, jobs, n, bound, s);
 
 	if (!st)
-		st = sched_evaluate_links(w.ev, t, jobs, n, s, &w.jl, 1, w.T, &util);
+		st = crux_sched_evaluate_links(w.ev, t, jobs, n, s, &w.jl, 1, w.T, &util);
 	if (st)
 		goto out;
 	f = search_obj(&w, n);
@@ -553,7 +555,7 @@ static crux_status_t guard_search(struct crux_sched_topo *t, const struct crux_s
 			if (l == cur)
 				continue;
 			s->d[wi].level = l;
-			st = sched_evaluate_links(w.ev, t, jobs, n, s, &w.jl, 1, w.T, &util);
+			st = crux_sched_evaluate_links(w.ev, t, jobs, n, s, &w.jl, 1, w.T, &util);
 			if (st)
 				goto out;
 			double g = search_obj(&w, n);
@@ -566,7 +568,7 @@ static crux_status_t guard_search(struct crux_sched_topo *t, const struct crux_s
 		s->d[wi].level = best;
 		f = bf;
 		*moves += best != cur;
-		st = sched_evaluate_links(w.ev, t, jobs, n, s, &w.jl, 1, w.T, &util);
+		st = crux_sched_evaluate_links(w.ev, t, jobs, n, s, &w.jl, 1, w.T, &util);
 		if (st)
 			goto out;
 	}
@@ -709,7 +711,7 @@ static crux_status_t urgent_met(struct crux_sched_topo *t, const struct crux_sch
 	crux_status_t st = guard_ws_init(&w, t, tmp, n, bound, s);
 
 	if (!st)
-		st = sched_evaluate_links(w.ev, t, tmp, n, s, &w.jl, 1, w.T, &util);
+		st = crux_sched_evaluate_links(w.ev, t, tmp, n, s, &w.jl, 1, w.T, &util);
 	for (size_t i = 0; !st && i < n; i++) {
 		if (!jobs[i].urgent || !(jobs[i].iter_time > GUARD_MODEL_GAP * w.T[i]))
 			continue;
@@ -723,7 +725,7 @@ static crux_status_t urgent_met(struct crux_sched_topo *t, const struct crux_sch
 		}
 	}
 	if (!st && blind)
-		st = sched_evaluate_links(w.ev, t, tmp, n, s, &w.jl, 1, w.T, &util);
+		st = crux_sched_evaluate_links(w.ev, t, tmp, n, s, &w.jl, 1, w.T, &util);
 	*met = 1;
 	for (size_t i = 0; !st && i < n; i++) {
 		left += over_bound(&w, i);
@@ -852,7 +854,7 @@ static crux_status_t guard_worst_abs(struct crux_sched_topo *t, const struct cru
 	crux_status_t st = guard_ws_init(&w, t, jobs, n, bound, s);
 
 	if (!st)
-		st = sched_evaluate_links(w.ev, t, jobs, n, s, &w.jl, 0, w.T, &util);
+		st = crux_sched_evaluate_links(w.ev, t, jobs, n, s, &w.jl, 0, w.T, &util);
 	if (!st) {
 		*worst = 0;
 		if (left)

@@ -52,38 +52,38 @@ struct topo_builder {
 	int max_paths;
 };
 
-void sched_tb_init(struct topo_builder *b);
-void sched_tb_free(struct topo_builder *b);
-int sched_tb_find(const struct topo_builder *b, const char *name);
+void crux_sched_tb_init(struct topo_builder *b);
+void crux_sched_tb_free(struct topo_builder *b);
+int crux_sched_tb_find(const struct topo_builder *b, const char *name);
 /* Returns node id, -1 on NOMEM, -2 if the name exists. */
-int sched_tb_add_node(struct topo_builder *b, const char *name, int is_host);
+int crux_sched_tb_add_node(struct topo_builder *b, const char *name, int is_host);
 /* Adds both directions; returns the first link id or -1 on NOMEM. */
-int sched_tb_add_cable(struct topo_builder *b, int a, int c, double bytes_per_s);
-crux_status_t sched_tb_finish(struct topo_builder *b, struct crux_sched_topo **out,
-			      struct crux_sched_err *err);
+int crux_sched_tb_add_cable(struct topo_builder *b, int a, int c, double bytes_per_s);
+crux_status_t crux_sched_tb_finish(struct topo_builder *b, struct crux_sched_topo **out,
+				   struct crux_sched_err *err);
 
 /* Errors and small helpers. */
-void sched_err(struct crux_sched_err *err, const char *fmt, ...)
+void crux_sched_errf(struct crux_sched_err *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-uint64_t sched_mix64(uint64_t x);
+uint64_t crux_sched_mix64(uint64_t x);
 struct sched_rng {
 	uint64_t s;
 };
-void sched_rng_seed(struct sched_rng *r, uint64_t seed);
-uint64_t sched_rng_next(struct sched_rng *r);
+void crux_sched_rng_seed(struct sched_rng *r, uint64_t seed);
+uint64_t crux_sched_rng_next(struct sched_rng *r);
 /* Uniform in [0, n). */
-uint32_t sched_rng_below(struct sched_rng *r, uint32_t n);
-uint32_t sched_name_hash(const char *s);
-crux_status_t sched_read_file_text(const char *path, char **text, size_t *len,
-				   struct crux_sched_err *err);
+uint32_t crux_sched_rng_below(struct sched_rng *r, uint32_t n);
+uint32_t crux_sched_name_hash(const char *s);
+crux_status_t crux_sched_read_file_text(const char *path, char **text, size_t *len,
+					struct crux_sched_err *err);
 
 /* Tokenizer for line-oriented formats: splits in place on blanks, drops '#' comments. */
 #define MAX_TOKENS 4096
-int sched_split_tokens(char *line, char **tok, int max);
+int crux_sched_split_tokens(char *line, char **tok, int max);
 
 /* Links of flow f of job i on the schedule's chosen path (count, pointer). */
-crux_status_t sched_flow_links(struct crux_sched_topo *t, const struct crux_sched_job *job, int f,
-			       int path_idx, const int **links, int *n_links);
+crux_status_t crux_sched_flow_links(struct crux_sched_topo *t, const struct crux_sched_job *job,
+				    int f, int path_idx, const int **links, int *n_links);
 
 /* Per job: distinct directed links on its chosen paths with bytes per iteration (CSR). */
 struct job_links {
@@ -96,10 +96,11 @@ struct job_links {
 	int *fl_link;
 	double *fl_bytes;
 };
-crux_status_t sched_job_links_build(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
-				    size_t n, const struct crux_sched_schedule *s,
-				    struct job_links *out);
-void sched_job_links_free(struct job_links *jl);
+crux_status_t crux_sched_job_links_build(struct crux_sched_topo *t,
+					 const struct crux_sched_job *jobs, size_t n,
+					 const struct crux_sched_schedule *s,
+					 struct job_links *out);
+void crux_sched_job_links_free(struct job_links *jl);
 /*
  * crux_sched_evaluate on links built for s's paths (levels may differ): for
  * callers that evaluate many level assignments of one set of valid jobs.
@@ -108,17 +109,18 @@ void sched_job_links_free(struct job_links *jl);
  * are then not computed again (same answer as a full pass).
  */
 struct crux_sched_eval;
-crux_status_t sched_evaluate_links(struct crux_sched_eval *ev, const struct crux_sched_topo *t,
-				   const struct crux_sched_job *jobs, size_t n,
-				   const struct crux_sched_schedule *s, const struct job_links *jl,
-				   int reuse, double *iter_time, double *util);
+crux_status_t crux_sched_evaluate_links(struct crux_sched_eval *ev, const struct crux_sched_topo *t,
+					const struct crux_sched_job *jobs, size_t n,
+					const struct crux_sched_schedule *s,
+					const struct job_links *jl, int reuse, double *iter_time,
+					double *util);
 /* 0: every reuse call makes a full pass (a benchmark's baseline); 1: default.
  * Process-wide, not thread-safe: for benchmarks and tests only. */
-void sched_eval_set_resume(int on);
+void crux_sched_eval_set_resume(int on);
 /* Finite, non-negative times, bytes and work; overlap in 0..1; hosts in range. */
-crux_status_t sched_jobs_validate(const struct crux_sched_topo *t,
-				  const struct crux_sched_job *jobs, size_t n);
+crux_status_t crux_sched_jobs_validate(const struct crux_sched_topo *t,
+				       const struct crux_sched_job *jobs, size_t n);
 /* Guaranteed shares per level from p->weight into s->share (zeros when unset);
  * CRUX_ERR_INVAL when the weights do not match the levels. */
-crux_status_t sched_shares(const struct crux_sched_params *p, struct crux_sched_schedule *s);
+crux_status_t crux_sched_shares(const struct crux_sched_params *p, struct crux_sched_schedule *s);
 #endif

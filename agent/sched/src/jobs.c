@@ -30,7 +30,7 @@ static size_t id_slot(const struct crux_sched_jobs *js, uint64_t id)
 {
 	size_t m = js->id_cap - 1;
 
-	for (size_t h = (size_t)sched_mix64(id) & m;; h = (h + 1) & m)
+	for (size_t h = (size_t)crux_sched_mix64(id) & m;; h = (h + 1) & m)
 		if (!js->id_tab[h] || js->id_tab[h] > js->n || js->v[js->id_tab[h] - 1].id == id)
 			return h;
 }
@@ -171,7 +171,7 @@ static int host_of(struct crux_sched_topo *t, const char *name)
 
 #define PERR(...)                                                                                  \
 	do {                                                                                       \
-		sched_err(err, __VA_ARGS__);                                                       \
+		crux_sched_errf(err, __VA_ARGS__);                                                 \
 		st = CRUX_ERR_INVAL;                                                               \
 		goto out;                                                                          \
 	} while (0)
@@ -203,7 +203,7 @@ crux_status_t crux_sched_jobs_parse(const char *text, size_t len, const char *na
 		if (next)
 			*next++ = '\0';
 		lineno++;
-		int nt = sched_split_tokens(line, tok, MAX_TOKENS);
+		int nt = crux_sched_split_tokens(line, tok, MAX_TOKENS);
 
 		if (nt < 0)
 			PERR("%s:%d: too many fields (max %d)", name, lineno, MAX_TOKENS);
@@ -410,7 +410,7 @@ crux_status_t crux_sched_jobs_parse(const char *text, size_t len, const char *na
 	st = CRUX_OK;
 	goto out;
 nomem:
-	sched_err(err, "%s: out of memory", name);
+	crux_sched_errf(err, "%s: out of memory", name);
 	st = CRUX_ERR_NOMEM;
 out:
 	crux_sched_jobs_free(&js);
@@ -427,7 +427,7 @@ crux_status_t crux_sched_jobs_load(const char *path, struct crux_sched_topo *t,
 {
 	char *text;
 	size_t len;
-	crux_status_t st = sched_read_file_text(path, &text, &len, err);
+	crux_status_t st = crux_sched_read_file_text(path, &text, &len, err);
 
 	if (st)
 		return st;

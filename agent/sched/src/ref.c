@@ -107,7 +107,7 @@ static crux_status_t ws_build(struct rws *w, struct crux_sched_topo *t,
 			const int *links;
 			int nl;
 
-			st = sched_flow_links(t, &jobs[i], f, s->d[i].path[f], &links, &nl);
+			st = crux_sched_flow_links(t, &jobs[i], f, s->d[i].path[f], &links, &nl);
 			if (st)
 				return st;
 			if (nl > 0 && jobs[i].flows[f].bytes > 0) {
@@ -143,7 +143,7 @@ static crux_status_t ws_build(struct rws *w, struct crux_sched_topo *t,
 			const int *links;
 			int nl;
 
-			st = sched_flow_links(t, &jobs[i], f, s->d[i].path[f], &links, &nl);
+			st = crux_sched_flow_links(t, &jobs[i], f, s->d[i].path[f], &links, &nl);
 			if (st) {
 				free(map);
 				return st;
@@ -565,7 +565,7 @@ crux_status_t crux_sched_reference(struct crux_sched_topo *t, const struct crux_
 	    p->max_events == 0 ||
 	    (p->fairness != CRUX_SCHED_REF_PER_FLOW && p->fairness != CRUX_SCHED_REF_PER_JOB))
 		return CRUX_ERR_INVAL;
-	st = sched_jobs_validate(t, jobs, n);
+	st = crux_sched_jobs_validate(t, jobs, n);
 	if (st)
 		return st;
 	st = ws_build(&w, t, jobs, n, s);
@@ -590,11 +590,11 @@ crux_status_t crux_sched_reference(struct crux_sched_topo *t, const struct crux_
 	int runs = p->phases > 0 ? p->phases : 1;
 	struct sched_rng rng;
 
-	sched_rng_seed(&rng, p->seed);
+	crux_sched_rng_seed(&rng, p->seed);
 	st_local.horizon_s = H;
 	for (int r = 0; r < runs; r++) {
 		for (size_t i = 0; i < n; i++) {
-			double u = (double)(sched_rng_next(&rng) >> 11) * 0x1.0p-53;
+			double u = (double)(crux_sched_rng_next(&rng) >> 11) * 0x1.0p-53;
 
 			w.j[i].offset = p->phases > 0 ? u * w.j[i].tiso : 0;
 		}

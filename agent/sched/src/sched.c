@@ -130,9 +130,9 @@ int crux_sched_ecmp_pick(uint64_t seed, uint64_t job_id, int src, int dst, int n
 {
 	if (n_paths <= 1)
 		return 0;
-	uint64_t h = sched_mix64(
-	    seed ^
-	    sched_mix64(job_id ^ sched_mix64(((uint64_t)(uint32_t)src << 32) | (uint32_t)dst)));
+	uint64_t h = crux_sched_mix64(
+	    seed ^ crux_sched_mix64(
+		       job_id ^ crux_sched_mix64(((uint64_t)(uint32_t)src << 32) | (uint32_t)dst)));
 
 	return (int)(h % (uint64_t)n_paths);
 }
@@ -272,7 +272,7 @@ crux_status_t crux_sched_intensity(struct crux_sched_topo *t, const struct crux_
 			const int *links;
 			int nl;
 
-			st = sched_flow_links(t, &jobs[i], f, s->d[i].path[f], &links, &nl);
+			st = crux_sched_flow_links(t, &jobs[i], f, s->d[i].path[f], &links, &nl);
 			if (st)
 				goto out;
 			for (int k = 0; k < nl; k++) {
@@ -529,7 +529,7 @@ crux_status_t crux_sched_correction(const struct crux_sched_job *jobs, size_t n,
 
 			memcpy(&h2, &key[1], 8);
 			memcpy(&h3, &key[2], 8);
-			h = sched_mix64(h ^ sched_mix64(h2 ^ sched_mix64(h3)));
+			h = crux_sched_mix64(h ^ crux_sched_mix64(h2 ^ crux_sched_mix64(h3)));
 			size_t slot = h & (cache_cap - 1);
 
 			while (cache[slot].t >= 0 &&
@@ -608,8 +608,8 @@ void crux_sched_compress_balanced(struct crux_sched_schedule *s)
 
 /* ---- policies ---- */
 
-crux_status_t sched_jobs_validate(const struct crux_sched_topo *t,
-				  const struct crux_sched_job *jobs, size_t n)
+crux_status_t crux_sched_jobs_validate(const struct crux_sched_topo *t,
+				       const struct crux_sched_job *jobs, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		const struct crux_sched_job *j = &jobs[i];
@@ -639,12 +639,12 @@ crux_status_t crux_sched_run(struct crux_sched_topo *t, const struct crux_sched_
 	    (p->eval_model != CRUX_SCHED_EVAL_PHASE_AWARE &&
 	     p->eval_model != CRUX_SCHED_EVAL_ALL_AT_ONCE))
 		return CRUX_ERR_INVAL;
-	st = sched_jobs_validate(t, jobs, n);
+	st = crux_sched_jobs_validate(t, jobs, n);
 	if (st)
 		return st;
 	s->levels = p->levels;
 	s->eval_model = p->eval_model;
-	st = sched_shares(p, s);
+	st = crux_sched_shares(p, s);
 	if (st)
 		return st;
 	s->cut_weight = 0;

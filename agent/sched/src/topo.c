@@ -29,13 +29,13 @@ static int grow(void **p, int *cap, int need, size_t elem)
 	return 0;
 }
 
-void sched_tb_init(struct topo_builder *b)
+void crux_sched_tb_init(struct topo_builder *b)
 {
 	memset(b, 0, sizeof(*b));
 	b->max_paths = CRUX_SCHED_DEF_MAXPATH;
 }
 
-void sched_tb_free(struct topo_builder *b)
+void crux_sched_tb_free(struct topo_builder *b)
 {
 	for (int i = 0; i < b->n_nodes; i++)
 		free(b->names[i]);
@@ -56,7 +56,7 @@ static int name_lookup(char **names, const int *tab, int cap, const char *name)
 {
 	if (!cap)
 		return -1;
-	for (uint32_t h = sched_name_hash(name) & (uint32_t)(cap - 1);;
+	for (uint32_t h = crux_sched_name_hash(name) & (uint32_t)(cap - 1);;
 	     h = (h + 1) & (uint32_t)(cap - 1)) {
 		if (tab[h] < 0)
 			return -1;
@@ -78,7 +78,7 @@ static int name_rehash(char **names, int n, int **tab, int *cap)
 	for (int i = 0; i < nc; i++)
 		nt[i] = -1;
 	for (int i = 0; i < n; i++) {
-		uint32_t h = sched_name_hash(names[i]) & (uint32_t)(nc - 1);
+		uint32_t h = crux_sched_name_hash(names[i]) & (uint32_t)(nc - 1);
 
 		while (nt[h] >= 0)
 			h = (h + 1) & (uint32_t)(nc - 1);
@@ -90,16 +90,16 @@ static int name_rehash(char **names, int n, int **tab, int *cap)
 	return 0;
 }
 
-int sched_tb_find(const struct topo_builder *b, const char *name)
+int crux_sched_tb_find(const struct topo_builder *b, const char *name)
 {
 	return name_lookup(b->names, b->name_tab, b->name_cap, name);
 }
 
-int sched_tb_add_node(struct topo_builder *b, const char *name, int is_host)
+int crux_sched_tb_add_node(struct topo_builder *b, const char *name, int is_host)
 {
 	int cap = b->cap_nodes;
 
-	if (sched_tb_find(b, name) >= 0)
+	if (crux_sched_tb_find(b, name) >= 0)
 		return -2;
 	if (grow((void **)&b->names, &cap, b->n_nodes + 1, sizeof(*b->names)))
 		return -1;
@@ -120,7 +120,7 @@ int sched_tb_add_node(struct topo_builder *b, const char *name, int is_host)
 			return -1;
 		}
 	} else {
-		uint32_t h = sched_name_hash(name) & (uint32_t)(b->name_cap - 1);
+		uint32_t h = crux_sched_name_hash(name) & (uint32_t)(b->name_cap - 1);
 
 		while (b->name_tab[h] >= 0)
 			h = (h + 1) & (uint32_t)(b->name_cap - 1);
@@ -129,7 +129,7 @@ int sched_tb_add_node(struct topo_builder *b, const char *name, int is_host)
 	return b->n_nodes - 1;
 }
 
-int sched_tb_add_cable(struct topo_builder *b, int a, int c, double bw)
+int crux_sched_tb_add_cable(struct topo_builder *b, int a, int c, double bw)
 {
 	int cap = b->cap_links;
 
@@ -183,7 +183,7 @@ static int sched_tb_add_exp(struct topo_builder *b, int src, int dst, const int 
 
 static uint64_t pc_key(int src, int dst)
 {
-	return sched_mix64(((uint64_t)(uint32_t)src << 32) | (uint32_t)dst);
+	return crux_sched_mix64(((uint64_t)(uint32_t)src << 32) | (uint32_t)dst);
 }
 
 static struct pcache_ent *pc_slot(struct crux_sched_topo *t, int src, int dst)
@@ -374,15 +374,15 @@ static crux_status_t build_csr(int n_nodes, int n_links, const int *key, int **o
 	return CRUX_OK;
 }
 
-crux_status_t sched_tb_finish(struct topo_builder *b, struct crux_sched_topo **out,
-			      struct crux_sched_err *err)
+crux_status_t crux_sched_tb_finish(struct topo_builder *b, struct crux_sched_topo **out,
+				   struct crux_sched_err *err)
 {
 	struct crux_sched_topo *t = NULL;
 	int *map = NULL;
 	crux_status_t st = CRUX_ERR_NOMEM;
 
 	if (b->n_hosts == 0) {
-		sched_err(err, "topology has no hosts; declare them with 'host NAME ...'");
+		crux_sched_errf(err, "topology has no hosts; declare them with 'host NAME ...'");
 		return CRUX_ERR_INVAL;
 	}
 	t = calloc(1, sizeof(*t));
@@ -438,7 +438,7 @@ crux_status_t sched_tb_finish(struct topo_builder *b, struct crux_sched_topo **o
 fail:
 	free(map);
 	crux_sched_topo_free(t);
-	sched_err(err, "out of memory building the topology");
+	crux_sched_errf(err, "out of memory building the topology");
 	return CRUX_ERR_NOMEM;
 }
 
@@ -669,8 +669,8 @@ int crux_sched_topo_path_hops(struct crux_sched_topo *t, int src, int dst, int i
 	return ps.off[idx + 1] - ps.off[idx];
 }
 
-crux_status_t sched_flow_links(struct crux_sched_topo *t, const struct crux_sched_job *job, int f,
-			       int path_idx, const int **links, int *n_links)
+crux_status_t crux_sched_flow_links(struct crux_sched_topo *t, const struct crux_sched_job *job,
+				    int f, int path_idx, const int **links, int *n_links)
 {
 	struct crux_sched_path_set ps;
 	const struct crux_sched_flow *fl = &job->flows[f];
@@ -721,7 +721,7 @@ static int resolve_hop(const struct topo_builder *b, char *tok, int *node, int *
 		if (parse_int(hash + 1, 0, 1 << 20, par))
 			return -1;
 	}
-	*node = sched_tb_find(b, tok);
+	*node = crux_sched_tb_find(b, tok);
 	return *node < 0 ? -2 : 0;
 }
 
@@ -747,20 +747,20 @@ crux_status_t crux_sched_topo_parse(const char *text, size_t len, const char *na
 	crux_status_t st = CRUX_ERR_INVAL;
 	int lineno = 0;
 
-	sched_tb_init(&b);
+	crux_sched_tb_init(&b);
 	buf = malloc(len + 1);
 	tok = malloc(MAX_TOKENS * sizeof(*tok));
 	plinks = malloc(MAX_TOKENS * sizeof(int));
 	pnodes = malloc(MAX_TOKENS * sizeof(int));
 	if (!buf || !tok || !plinks || !pnodes) {
-		sched_err(err, "%s: out of memory", name);
+		crux_sched_errf(err, "%s: out of memory", name);
 		st = CRUX_ERR_NOMEM;
 		goto out;
 	}
 	memcpy(buf, text, len);
 	buf[len] = '\0';
 	if (memchr(buf, '\0', len)) {
-		sched_err(err, "%s: contains a NUL byte; the topology is a text file", name);
+		crux_sched_errf(err, "%s: contains a NUL byte; the topology is a text file", name);
 		goto out;
 	}
 	for (char *line = buf, *next; line; line = next) {
@@ -768,11 +768,11 @@ crux_status_t crux_sched_topo_parse(const char *text, size_t len, const char *na
 		if (next)
 			*next++ = '\0';
 		lineno++;
-		int nt = sched_split_tokens(line, tok, MAX_TOKENS);
+		int nt = crux_sched_split_tokens(line, tok, MAX_TOKENS);
 
 		if (nt < 0) {
-			sched_err(err, "%s:%d: too many fields (max %d); split the line", name,
-				  lineno, MAX_TOKENS);
+			crux_sched_errf(err, "%s:%d: too many fields (max %d); split the line",
+					name, lineno, MAX_TOKENS);
 			goto out;
 		}
 		if (nt == 0)
@@ -781,22 +781,24 @@ crux_status_t crux_sched_topo_parse(const char *text, size_t len, const char *na
 			int is_host = tok[0][0] == 'h';
 
 			if (nt < 2) {
-				sched_err(err, "%s:%d: field 'name': '%s' needs at least one name",
-					  name, lineno, tok[0]);
+				crux_sched_errf(err,
+						"%s:%d: field 'name': '%s' needs at least one name",
+						name, lineno, tok[0]);
 				goto out;
 			}
 			for (int i = 1; i < nt; i++) {
-				int r = sched_tb_add_node(&b, tok[i], is_host);
+				int r = crux_sched_tb_add_node(&b, tok[i], is_host);
 
 				if (r == -2) {
-					sched_err(err,
-						  "%s:%d: field 'name': duplicate node '%s'; names "
-						  "must be unique",
-						  name, lineno, tok[i]);
+					crux_sched_errf(
+					    err,
+					    "%s:%d: field 'name': duplicate node '%s'; names "
+					    "must be unique",
+					    name, lineno, tok[i]);
 					goto out;
 				}
 				if (r < 0) {
-					sched_err(err, "%s: out of memory", name);
+					crux_sched_errf(err, "%s: out of memory", name);
 					st = CRUX_ERR_NOMEM;
 					goto out;
 				}
@@ -806,28 +808,30 @@ crux_status_t crux_sched_topo_parse(const char *text, size_t len, const char *na
 			int a, c, count = 1;
 
 			if (nt != 4 && nt != 5) {
-				sched_err(
+				crux_sched_errf(
 				    err,
 				    "%s:%d: malformed link line; expected 'link A B GBPS [xN]'",
 				    name, lineno);
 				goto out;
 			}
-			a = sched_tb_find(&b, tok[1]);
-			c = sched_tb_find(&b, tok[2]);
+			a = crux_sched_tb_find(&b, tok[1]);
+			c = crux_sched_tb_find(&b, tok[2]);
 			if (a < 0 || c < 0) {
-				sched_err(err,
-					  "%s:%d: field 'endpoint': unknown node '%s'; declare it "
-					  "with host/switch first",
-					  name, lineno, a < 0 ? tok[1] : tok[2]);
+				crux_sched_errf(
+				    err,
+				    "%s:%d: field 'endpoint': unknown node '%s'; declare it "
+				    "with host/switch first",
+				    name, lineno, a < 0 ? tok[1] : tok[2]);
 				goto out;
 			}
 			if (a == c) {
-				sched_err(err, "%s:%d: field 'endpoint': link from '%s' to itself",
-					  name, lineno, tok[1]);
+				crux_sched_errf(err,
+						"%s:%d: field 'endpoint': link from '%s' to itself",
+						name, lineno, tok[1]);
 				goto out;
 			}
 			if (parse_double(tok[3], &gbps) || !isfinite(gbps) || gbps <= 0) {
-				sched_err(
+				crux_sched_errf(
 				    err,
 				    "%s:%d: field 'bandwidth': '%s' must be a number > 0 (Gbit/s)",
 				    name, lineno, tok[3]);
@@ -835,14 +839,14 @@ crux_status_t crux_sched_topo_parse(const char *text, size_t len, const char *na
 			}
 			if (nt == 5 &&
 			    (tok[4][0] != 'x' || parse_int(tok[4] + 1, 1, 1024, &count))) {
-				sched_err(err,
-					  "%s:%d: field 'count': '%s' must be xN with N in 1..1024",
-					  name, lineno, tok[4]);
+				crux_sched_errf(
+				    err, "%s:%d: field 'count': '%s' must be xN with N in 1..1024",
+				    name, lineno, tok[4]);
 				goto out;
 			}
 			for (int i = 0; i < count; i++) {
-				if (sched_tb_add_cable(&b, a, c, GBPS_TO_BYTES(gbps)) < 0) {
-					sched_err(err, "%s: out of memory", name);
+				if (crux_sched_tb_add_cable(&b, a, c, GBPS_TO_BYTES(gbps)) < 0) {
+					crux_sched_errf(err, "%s: out of memory", name);
 					st = CRUX_ERR_NOMEM;
 					goto out;
 				}
@@ -851,7 +855,7 @@ crux_status_t crux_sched_topo_parse(const char *text, size_t len, const char *na
 			int nn = nt - 1;
 
 			if (nn < 2) {
-				sched_err(
+				crux_sched_errf(
 				    err,
 				    "%s:%d: malformed path line; expected 'path SRC NODE... DST'",
 				    name, lineno);
@@ -861,48 +865,52 @@ crux_status_t crux_sched_topo_parse(const char *text, size_t len, const char *na
 				int par, r = resolve_hop(&b, tok[i + 1], &pnodes[i], &par);
 
 				if (r == -1) {
-					sched_err(err,
-						  "%s:%d: field 'hop %d': bad parallel-cable index "
-						  "in '%s'; use NAME#K",
-						  name, lineno, i, tok[i + 1]);
+					crux_sched_errf(
+					    err,
+					    "%s:%d: field 'hop %d': bad parallel-cable index "
+					    "in '%s'; use NAME#K",
+					    name, lineno, i, tok[i + 1]);
 					goto out;
 				}
 				if (r == -2) {
-					sched_err(err, "%s:%d: field 'hop %d': unknown node '%s'",
-						  name, lineno, i, tok[i + 1]);
+					crux_sched_errf(err,
+							"%s:%d: field 'hop %d': unknown node '%s'",
+							name, lineno, i, tok[i + 1]);
 					goto out;
 				}
 				if (i == 0)
 					continue;
 				plinks[i - 1] = find_cable(&b, pnodes[i - 1], pnodes[i], par);
 				if (plinks[i - 1] < 0) {
-					sched_err(err,
-						  "%s:%d: field 'hop %d': no link (#%d) from '%s' "
-						  "to '%s'",
-						  name, lineno, i, par, b.names[pnodes[i - 1]],
-						  b.names[pnodes[i]]);
+					crux_sched_errf(
+					    err,
+					    "%s:%d: field 'hop %d': no link (#%d) from '%s' "
+					    "to '%s'",
+					    name, lineno, i, par, b.names[pnodes[i - 1]],
+					    b.names[pnodes[i]]);
 					goto out;
 				}
 			}
 			if (!b.is_host[pnodes[0]] || !b.is_host[pnodes[nn - 1]] ||
 			    pnodes[0] == pnodes[nn - 1]) {
-				sched_err(err,
-					  "%s:%d: field 'endpoints': a path runs between two "
-					  "different hosts",
-					  name, lineno);
+				crux_sched_errf(err,
+						"%s:%d: field 'endpoints': a path runs between two "
+						"different hosts",
+						name, lineno);
 				goto out;
 			}
 			for (int i = 1; i < nn - 1; i++) {
 				if (b.is_host[pnodes[i]]) {
-					sched_err(err,
-						  "%s:%d: field 'hop %d': host '%s' inside a path; "
-						  "hosts do not forward",
-						  name, lineno, i, b.names[pnodes[i]]);
+					crux_sched_errf(
+					    err,
+					    "%s:%d: field 'hop %d': host '%s' inside a path; "
+					    "hosts do not forward",
+					    name, lineno, i, b.names[pnodes[i]]);
 					goto out;
 				}
 				for (int k = 0; k < i; k++) {
 					if (pnodes[k] == pnodes[i]) {
-						sched_err(
+						crux_sched_errf(
 						    err,
 						    "%s:%d: field 'hop %d': path visits '%s' twice",
 						    name, lineno, i, b.names[pnodes[i]]);
@@ -911,32 +919,33 @@ crux_status_t crux_sched_topo_parse(const char *text, size_t len, const char *na
 				}
 			}
 			if (sched_tb_add_exp(&b, pnodes[0], pnodes[nn - 1], plinks, nn - 1)) {
-				sched_err(err, "%s: out of memory", name);
+				crux_sched_errf(err, "%s: out of memory", name);
 				st = CRUX_ERR_NOMEM;
 				goto out;
 			}
 		} else if (!strcmp(tok[0], "max-paths")) {
 			if (nt != 2 || parse_int(tok[1], 1, MAX_ENUM_PATHS, &b.max_paths)) {
-				sched_err(err,
-					  "%s:%d: field 'max-paths': expected one integer in 1..%d",
-					  name, lineno, MAX_ENUM_PATHS);
+				crux_sched_errf(
+				    err, "%s:%d: field 'max-paths': expected one integer in 1..%d",
+				    name, lineno, MAX_ENUM_PATHS);
 				goto out;
 			}
 		} else {
-			sched_err(err,
-				  "%s:%d: unknown keyword '%s'; expected host, switch, link, path "
-				  "or max-paths",
-				  name, lineno, tok[0]);
+			crux_sched_errf(
+			    err,
+			    "%s:%d: unknown keyword '%s'; expected host, switch, link, path "
+			    "or max-paths",
+			    name, lineno, tok[0]);
 			goto out;
 		}
 	}
 	if (b.n_hosts == 0) {
-		sched_err(err, "%s: no hosts; declare them with 'host NAME ...'", name);
+		crux_sched_errf(err, "%s: no hosts; declare them with 'host NAME ...'", name);
 		goto out;
 	}
-	st = sched_tb_finish(&b, out, err);
+	st = crux_sched_tb_finish(&b, out, err);
 out:
-	sched_tb_free(&b);
+	crux_sched_tb_free(&b);
 	free(buf);
 	free(tok);
 	free(plinks);
@@ -949,7 +958,7 @@ crux_status_t crux_sched_topo_load(const char *path, struct crux_sched_topo **ou
 {
 	char *text;
 	size_t len;
-	crux_status_t st = sched_read_file_text(path, &text, &len, err);
+	crux_status_t st = crux_sched_read_file_text(path, &text, &len, err);
 
 	if (st)
 		return st;

@@ -7,7 +7,7 @@
 
 #include "internal.h"
 
-void sched_err(struct crux_sched_err *err, const char *fmt, ...)
+void crux_sched_errf(struct crux_sched_err *err, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -18,7 +18,7 @@ void sched_err(struct crux_sched_err *err, const char *fmt, ...)
 	va_end(ap);
 }
 
-uint64_t sched_mix64(uint64_t x)
+uint64_t crux_sched_mix64(uint64_t x)
 {
 	/* splitmix64 finaliser: a fixed, portable hash so every agent agrees. */
 	x += 0x9e3779b97f4a7c15ULL;
@@ -27,23 +27,23 @@ uint64_t sched_mix64(uint64_t x)
 	return x ^ (x >> 31);
 }
 
-void sched_rng_seed(struct sched_rng *r, uint64_t seed)
+void crux_sched_rng_seed(struct sched_rng *r, uint64_t seed)
 {
 	r->s = seed;
 }
 
-uint64_t sched_rng_next(struct sched_rng *r)
+uint64_t crux_sched_rng_next(struct sched_rng *r)
 {
 	r->s += 0x9e3779b97f4a7c15ULL;
-	return sched_mix64(r->s);
+	return crux_sched_mix64(r->s);
 }
 
-uint32_t sched_rng_below(struct sched_rng *r, uint32_t n)
+uint32_t crux_sched_rng_below(struct sched_rng *r, uint32_t n)
 {
-	return (uint32_t)(((sched_rng_next(r) >> 32) * (uint64_t)n) >> 32);
+	return (uint32_t)(((crux_sched_rng_next(r) >> 32) * (uint64_t)n) >> 32);
 }
 
-uint32_t sched_name_hash(const char *s)
+uint32_t crux_sched_name_hash(const char *s)
 {
 	uint32_t h = 2166136261u;
 
@@ -54,8 +54,8 @@ uint32_t sched_name_hash(const char *s)
 	return h;
 }
 
-crux_status_t sched_read_file_text(const char *path, char **text, size_t *len,
-				   struct crux_sched_err *err)
+crux_status_t crux_sched_read_file_text(const char *path, char **text, size_t *len,
+					struct crux_sched_err *err)
 {
 	FILE *f = NULL;
 	char *buf = NULL;
@@ -64,7 +64,7 @@ crux_status_t sched_read_file_text(const char *path, char **text, size_t *len,
 
 	f = fopen(path, "r");
 	if (!f) {
-		sched_err(err, "%s: cannot open: %s; check the path", path, strerror(errno));
+		crux_sched_errf(err, "%s: cannot open: %s; check the path", path, strerror(errno));
 		return errno == ENOENT ? CRUX_ERR_NOENT : CRUX_ERR_IO;
 	}
 	for (;;) {
@@ -73,7 +73,7 @@ crux_status_t sched_read_file_text(const char *path, char **text, size_t *len,
 			char *nb = realloc(buf, nc);
 
 			if (!nb) {
-				sched_err(err, "%s: out of memory reading the file", path);
+				crux_sched_errf(err, "%s: out of memory reading the file", path);
 				st = CRUX_ERR_NOMEM;
 				goto out;
 			}
@@ -85,7 +85,7 @@ crux_status_t sched_read_file_text(const char *path, char **text, size_t *len,
 		n += r;
 		if (r == 0) {
 			if (ferror(f)) {
-				sched_err(err, "%s: read error", path);
+				crux_sched_errf(err, "%s: read error", path);
 				goto out;
 			}
 			break;
@@ -102,7 +102,7 @@ out:
 	return st;
 }
 
-int sched_split_tokens(char *line, char **tok, int max)
+int crux_sched_split_tokens(char *line, char **tok, int max)
 {
 	int n = 0;
 	char *p = line;
