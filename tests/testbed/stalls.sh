@@ -21,10 +21,12 @@ set -uo pipefail
 S="$1"
 B="$2"
 OUT_JSON="${3:-}"
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (network namespaces, tc)"; exit 77; }
-for c in ip tc unshare python3; do
-	command -v "$c" >/dev/null || { echo "SKIP: $c missing"; exit 77; }
-done
+. "$(dirname "$0")/../lib/harness.sh"
+cxt_need_root "network namespaces, tc"
+cxt_need_cmd ip iproute2
+cxt_need_cmd tc iproute2
+cxt_need_cmd unshare util-linux
+cxt_need_cmd python3
 TRAINER="$B/bench/testbed/crux-tb-trainer"
 EMU_DIR="$B/bench/testbed/emu"
 PLUGIN_DIR="$B/plugin"
@@ -36,36 +38,24 @@ done
 tag="st$$"
 NA="cx$tag-a"
 NB="cx$tag-b"
-T="$(mktemp -d /tmp/crux-stalls.XXXXXX)"
-chmod 755 "$T"
+cxt_workdir crux-stalls
+T=$CXT_W
 pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	ip netns del "$NA" 2>/dev/null
-	ip netns del "$NB" 2>/dev/null
-	[ -n "${KEEP:-}" ] || rm -rf "$T"
-}
-trap cleanup EXIT
+# The ranks' stderr (*.err) says why one failed; their *.log end with the last
+# iterations they marked.
 fail() {
-	echo "FAIL: $*"
 	for f in "$T"/*.err; do [ -s "$f" ] && { echo "== $f"; tail -n 5 "$f"; }; done
-	exit 1
+	CXT_LOG_LINES=5 cxt_fail "$@"
 }
 
-ip netns add "$NA" || fail "ip netns add"
-ip netns add "$NB" || fail "ip netns add"
-ip link add cxst0 netns "$NA" type veth peer name cxst0 netns "$NB" || fail "veth"
-ip -n "$NA" addr add 10.231.0.1/24 dev cxst0
-ip -n "$NB" addr add 10.231.0.2/24 dev cxst0
-for n in "$NA" "$NB"; do
-	ip -n "$n" link set lo up
-	ip -n "$n" link set cxst0 up
-done
+cxt_ns "$NA"
+cxt_ns "$NB"
+cxt_veth "$NA" cxst0 10.231.0.1 "$NB" cxst0 10.231.0.2
 
 COMPUTE_MS=150
 ITERS=60
 # run RATE_MBIT (0: unshaped): one job, both ranks; prints one JSON line with the figures
+# It runs in $(...), a subshell without the exit trap: its ranks end by timeout 120.
 run() {
 	local d="$1" job="st-r$1" r ns addr rc=0
 	local shm="$T/shm-$d"
