@@ -6,26 +6,14 @@ set -eu
 CTL=$1
 AGENT=$2
 RANK=$3
-tmp=$(mktemp -d /tmp/cxag-e2e.XXXXXX)
-chmod 755 "$tmp"
-agent_pid=
-rank_pid=
-cleanup() {
-	[ -n "$rank_pid" ] && kill -KILL "$rank_pid" 2>/dev/null
-	[ -n "$rank_pid" ] && wait "$rank_pid" 2>/dev/null
-	if [ -n "$agent_pid" ]; then
-		kill -CONT "$agent_pid" 2>/dev/null || true
-		kill -KILL "$agent_pid" 2>/dev/null || true
-		wait "$agent_pid" 2>/dev/null || true
-	fi
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/../lib/harness.sh"
+cxt_workdir cxag-e2e
+tmp=$CXT_W
 export CRUX_SHM_DIR="$tmp/shm"
 export CRUX_HEARTBEAT_TIMEOUT=1s
 export CRUX_PROBE=0
 export CRUX_AGENT_INTERVAL=100ms
-fail() { echo "FAIL: $*" >&2; exit 1; }
+fail() { cxt_fail "$@"; }
 expect_fail() { if "$@" >"$tmp/out" 2>"$tmp/err"; then fail "should have failed: $*"; fi; }
 
 # ---- errors name their real cause, once (no generic follow-up) ----
@@ -91,6 +79,8 @@ grep -q garbage "$CRUX_SHM_DIR/overrides.conf" && fail "garbage still in overrid
 "$CTL" set --job keep --level 1 >/dev/null          # left by an operator before the agent
 "$AGENT" --interval 100ms --window 200ms --no-probe --levels 5 --log-level info 2>"$tmp/agent.log" &
 agent_pid=$!
+# SIGKILL also ends it where the test left it stopped.
+cxt_kill_at_exit "$agent_pid"
 i=0
 until "$CTL" --json status 2>/dev/null | grep -q '"running":true'; do
 	i=$((i + 1)); [ $i -lt 50 ] || fail "agent did not come up: $(cat "$tmp/agent.log")"
@@ -114,6 +104,7 @@ grep -q "applied by the agent" "$tmp/out" || fail "clear through agent"
 FAKE_RANK_ATTACH=1 "$RANK" "$CRUX_SHM_DIR" env:att 198.18.7.1 198.18.7.2 1000 0.1 0.05 0.02 \
 	2>"$tmp/rank.err" &
 rank_pid=$!
+cxt_kill_at_exit "$rank_pid"
 i=0
 until "$CTL" --json status 2>/dev/null | grep -q "\"attached\":\[{\"pid\":$rank_pid,"; do
 	i=$((i + 1)); [ $i -lt 50 ] || fail "attached rank not listed: $(cat "$tmp/rank.err"; "$CTL" --json status)"
@@ -152,7 +143,7 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
 	[ "$rc" = 1 ] || fail "non-root set: exit $rc"
 	grep -q "set needs root: cruxd (pid $agent_pid)" "$tmp/nr.err" || fail "non-root set: $(cat "$tmp/nr.err")"
 fi
-kill -KILL "$rank_pid"; wait "$rank_pid" 2>/dev/null || true; rank_pid=
+kill -KILL "$rank_pid"; wait "$rank_pid" 2>/dev/null || true
 # Gone from the list once its connection closed (the next pass).
 i=0
 while "$CTL" --json status | grep -q '"job_id":"env:att"'; do
@@ -211,7 +202,6 @@ grep -q "5 levels, as the agent" "$tmp/plan.err" || fail "plan levels note: $(ca
 # ---- clean stop: valid table, stale after the timeout ----
 kill -TERM "$agent_pid"
 wait "$agent_pid" || fail "agent exit status"
-agent_pid=
 "$CTL" --json status | grep -q '"generation"' || fail "no valid table after SIGTERM"
 sleep 1.2
 "$CTL" --json status | grep -q '"stale":true' || fail "table not stale after the timeout"
