@@ -10,10 +10,21 @@ B="$1"
 TRAINER="$B/bench/testbed/crux-tb-trainer"
 PLUGIN_DIR="$B/plugin"
 [ -e "$PLUGIN_DIR/libnccl-net-crux.so" ] || { echo "SKIP: plugin not built"; exit 77; }
-T="$(mktemp -d /tmp/crux-tb-emu.XXXXXX)"
-trap 'for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done; rm -rf "$T"' EXIT
+. "$(dirname "$0")/../lib/harness.sh"
+cxt_workdir crux-tb-emu
+T=$CXT_W
 mkdir -m 0755 "$T/shm"
-fail() { echo "FAIL: $*"; for f in "$T"/*.err; do [ -s "$f" ] && { echo "== $f"; tail -n 5 "$f"; }; done; exit 1; }
+# The ranks' stderr (*.err) says why one failed; their *.log end with the last
+# iterations they marked.
+fail() {
+	for f in "$T"/*.err; do [ -s "$f" ] && { echo "== $f"; tail -n 5 "$f"; }; done
+	CXT_LOG_LINES=5 cxt_fail "$@"
+}
+# kill_rank_at_exit PID: PID is a rank's 'timeout' wrapper; its trainer goes first.
+kill_rank_at_exit() {
+	cxt_kill_at_exit "$1"
+	cxt_at_exit "pkill -KILL -P $1"
+}
 
 # run_job NAME NRANKS EXTRA_TRAINER_ARGS...: start all ranks, wait, return worst rc
 run_job() {
@@ -26,6 +37,7 @@ run_job() {
 			timeout 60 "$TRAINER" --job "$name" --model tiny --rank "$r" --nranks "$n" \
 			--id-file "$T/$name.id" --log "$T/$name-r$r.log" "$@" 2>"$T/$name-r$r.err" &
 		pids+=($!)
+		kill_rank_at_exit $!
 	done
 	for p in "${pids[@]}"; do
 		wait "$p" || rc=$?
@@ -55,6 +67,7 @@ for r in 0 1 2; do
 		--rank "$r" --nranks 3 --iters 100000 --id-file "$T/dead.id" \
 		--log "$T/dead-r$r.log" 2>"$T/dead-r$r.err" &
 	pids+=($!)
+	kill_rank_at_exit $!
 done
 for _ in $(seq 1 100); do
 	[ -f "$T/dead-r1.log" ] && [ "$(grep -c '^[0-9]' "$T/dead-r1.log")" -ge 3 ] && break
