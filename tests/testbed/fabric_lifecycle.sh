@@ -5,25 +5,19 @@
 # a live run, clean-up of a dead run's leftovers, nothing left after 'down'.
 #   fabric_lifecycle.sh SOURCE_ROOT   (root; exit 77 otherwise)
 set -uo pipefail
-if [ "$(id -u)" -ne 0 ]; then
-	echo "SKIP: needs root (network namespaces, veth, tc)"
-	exit 77
-fi
+. "$(dirname "$0")/../lib/harness.sh"
+cxt_need_root "network namespaces, veth, tc"
 F="$1/bench/testbed/fabric.sh"
 TAG="f$((RANDOM % 1000))"
 PFX="cxtb$TAG"
-OWNER_PID=""
-cleanup() {
-	[ -n "$OWNER_PID" ] && kill "$OWNER_PID" 2>/dev/null
-	"$F" down --tag "$TAG" >/dev/null 2>&1
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+cxt_at_exit '"$F" down --tag "$TAG"'
+fail() { cxt_fail "$@"; }
 count_ns() { ip netns list | awk '{print $1}' | grep -c "^$PFX-" || true; }
 
 # An owner that stays alive while we test the refusal.
 sleep 300 &
 OWNER_PID=$!
+cxt_kill_at_exit "$OWNER_PID"
 "$F" up --tag "$TAG" --owner "$OWNER_PID" --leaves 2 --hosts-per-leaf 2 --spines 2 \
 	--host-rate 20 --spine-rate 40 --dscp "0 8 16 24" || fail "up"
 [ "$(count_ns)" -eq 8 ] || fail "expected 8 namespaces (4 hosts, 2 leaves, 2 spines), got $(count_ns)"
@@ -65,7 +59,7 @@ if "$F" up --tag "$TAG" 2>/dev/null; then fail "built over a live run"; fi
 [ "$(count_ns)" -eq 8 ] || fail "the refused 'up' touched the fabric"
 
 # The owner dies: the next 'up' cleans the leftovers and builds anew.
-kill "$OWNER_PID"; wait "$OWNER_PID" 2>/dev/null; OWNER_PID=""
+kill "$OWNER_PID"; wait "$OWNER_PID" 2>/dev/null
 out="$("$F" up --tag "$TAG" --leaves 1 --hosts-per-leaf 2 --spines 1 2>&1)" || fail "up after a dead run: $out"
 grep -q "cleaning up the leftovers" <<<"$out" || fail "no clean-up message: $out"
 [ "$(count_ns)" -eq 4 ] || fail "expected 4 namespaces after the rebuild, got $(count_ns)"
