@@ -6,9 +6,10 @@
 #   analyze_fixture.sh BUILD_ROOT
 set -uo pipefail
 A="$1/bench/testbed/crux-tb-analyze"
-T="$(mktemp -d /tmp/crux-tb-an.XXXXXX)"
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/../lib/harness.sh"
+cxt_workdir crux-tb-an
+T=$CXT_W
+fail() { cxt_fail "$@"; }
 
 # mk RUN JOB RANKS ITERS COMPUTE_S COMM_S [STALL_AT]: a job's logs; iterations
 # back to back from t = 10 s; at iteration STALL_AT the comm phase lasts 3 s

@@ -8,10 +8,11 @@
 set -uo pipefail
 S="$1"
 B="$2"
-command -v python3 >/dev/null || { echo "SKIP: python3 not installed (predict.py is Python)"; exit 77; }
-T="$(mktemp -d /tmp/crux-tb-pred.XXXXXX)"
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/../lib/harness.sh"
+cxt_need_cmd python3 # predict.py is Python
+cxt_workdir crux-tb-pred
+T=$CXT_W
+fail() { cxt_fail "$@"; }
 
 out="$(bash "$S/bench/testbed/run.sh" --print-scenario)" || fail "run.sh --print-scenario exited $?"
 for k in "scenario default" "levels 2" "fabric --leaves" "job gpt gpt high" "cwnd 10"; do
