@@ -9,10 +9,12 @@
 set -uo pipefail
 SCRIPT="$1"
 BUILD="$(cd "$2" && pwd)"
-W="$(mktemp -d /tmp/crux-arc-test.XXXXXX)"
-trap 'rm -rf "$W"' EXIT
+. "$(dirname "$0")/../lib/harness.sh"
+cxt_workdir crux-arc-test
+W=$CXT_W
 mkdir -p "$W/bin" "$W/nt/build" "$W/tmp" "$W/shm"
 fails=0
+# Counts and goes on: the script reports every failing arm, then exits 1.
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 cat >"$W/bin/nvidia-smi" <<'X'

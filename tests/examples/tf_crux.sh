@@ -8,11 +8,12 @@
 set -eu
 SRC=$1
 BUILD=$2
-command -v bash >/dev/null || { echo "SKIP: bash not installed"; exit 77; }
-command -v sha256sum >/dev/null || { echo "SKIP: sha256sum not installed"; exit 77; }
-tmp=$(mktemp -d /tmp/cxtf.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/../lib/harness.sh"
+cxt_need_cmd bash
+cxt_need_cmd sha256sum coreutils
+cxt_workdir cxtf
+tmp=$CXT_W
+fail() { cxt_fail "$@"; }
 mkdir "$tmp/bin"
 cat >"$tmp/bin/python3" <<'PY'
 #!/bin/sh
