@@ -93,15 +93,15 @@ static void test_order(void **state)
 	ranks(r);
 	for (int i = 0; i < 6; i++)
 		s[i] = r[5 - i];
-	assert_int_equal(ag_view_build(r, 6, &v1), CRUX_OK);
-	assert_int_equal(ag_view_build(s, 6, &v2), CRUX_OK);
+	assert_int_equal(cruxd_view_build(r, 6, &v1), CRUX_OK);
+	assert_int_equal(cruxd_view_build(s, 6, &v2), CRUX_OK);
 	assert_views_equal(&v1, &v2);
 	assert_int_equal(v1.njobs, 3);
 	assert_true(v1.jobs[0].key < v1.jobs[1].key && v1.jobs[1].key < v1.jobs[2].key);
 	for (size_t i = 1; i < v1.nhosts; i++)
-		assert_true(ag_addr_cmp(&v1.hosts[i - 1].addr, &v1.hosts[i].addr) <= 0);
-	ag_view_free(&v1);
-	ag_view_free(&v2);
+		assert_true(cruxd_addr_cmp(&v1.hosts[i - 1].addr, &v1.hosts[i].addr) <= 0);
+	cruxd_view_free(&v1);
+	cruxd_view_free(&v2);
 }
 
 /* Through the wire: encode, decode. */
@@ -111,7 +111,7 @@ static void wire(const struct cruxd_view *v, const char *name, struct crux_cv_ho
 	char *txt;
 	size_t len;
 
-	assert_int_equal(ag_view_to_cv(v, name, &h), CRUX_OK);
+	assert_int_equal(cruxd_view_to_cv(v, name, &h), CRUX_OK);
 	assert_int_equal(crux_cv_host_encode(&h, &txt, &len), CRUX_OK);
 	assert_int_equal(crux_cv_host_decode(txt, len, out), CRUX_OK);
 	free(txt);
@@ -126,24 +126,24 @@ static void test_merge_exact(void **state)
 
 	(void)state;
 	ranks(r);
-	assert_int_equal(ag_view_build(r, 6, &all), CRUX_OK);
-	assert_int_equal(ag_view_build(r, 3, &va), CRUX_OK);
-	assert_int_equal(ag_view_build(r + 3, 3, &vb), CRUX_OK);
+	assert_int_equal(cruxd_view_build(r, 6, &all), CRUX_OK);
+	assert_int_equal(cruxd_view_build(r, 3, &va), CRUX_OK);
+	assert_int_equal(cruxd_view_build(r + 3, 3, &vb), CRUX_OK);
 	/* Given in the other order: the merge orders hosts by name. */
 	wire(&vb, "host-b", &h[0]);
 	wire(&va, "host-a", &h[1]);
 	assert_int_equal(crux_cv_merge(h, 2, &m), CRUX_OK);
-	assert_int_equal(ag_view_from_cv(&m, &vm), CRUX_OK);
+	assert_int_equal(cruxd_view_from_cv(&m, &vm), CRUX_OK);
 	assert_views_equal(&all, &vm);
 	/* job-a: 3 ranks, flows both ways summed per (source, peer) host. */
 	assert_int_equal(vm.jobs[0].nranks + vm.jobs[1].nranks + vm.jobs[2].nranks, 6);
 	crux_cv_host_free(&m);
 	crux_cv_host_free(&h[0]);
 	crux_cv_host_free(&h[1]);
-	ag_view_free(&all);
-	ag_view_free(&va);
-	ag_view_free(&vb);
-	ag_view_free(&vm);
+	cruxd_view_free(&all);
+	cruxd_view_free(&va);
+	cruxd_view_free(&vb);
+	cruxd_view_free(&vm);
 }
 
 int main(void)

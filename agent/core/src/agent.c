@@ -34,7 +34,7 @@ static void check_overrides(struct cruxd_agent *a)
 		if (a->ovr_present)
 			memset(a->ovr, 0, sizeof(*a->ovr));
 		if (cleared)
-			ag_cluster_overrides_changed(a);
+			cruxd_cluster_overrides_changed(a);
 		a->ovr_present = false;
 		a->ovr_error[0] = '\0';
 		return;
@@ -72,7 +72,7 @@ static void check_overrides(struct cruxd_agent *a)
 	a->resched_pending = true;
 	free(n);
 	/* Cluster mode: the leader merges them into the schedule for every host. */
-	ag_cluster_overrides_changed(a);
+	cruxd_cluster_overrides_changed(a);
 }
 
 /* ---- open / pass / close -------------------------------------------------- */
@@ -105,7 +105,7 @@ static crux_status_t adopt_table(struct cruxd_agent *a, uint64_t now)
 			continue;
 		if (tj->state == CRUX_JOB_OVERRIDDEN) {
 			struct cruxd_override o;
-			if (ag_overridden(a, tj->job_key))
+			if (cruxd_overridden(a, tj->job_key))
 				continue;
 			memset(&o, 0, sizeof(o));
 			o.job_key = tj->job_key;
@@ -127,9 +127,9 @@ static crux_status_t adopt_table(struct cruxd_agent *a, uint64_t now)
 				imported++;
 			continue;
 		}
-		if (ag_job_find(a, tj->job_key))
+		if (cruxd_job_find(a, tj->job_key))
 			continue;
-		j = ag_job_add(a, tj->job_key);
+		j = cruxd_job_add(a, tj->job_key);
 		if (!j)
 			return CRUX_ERR_NOMEM;
 		memcpy(j->id, tj->job_id, sizeof(j->id));
@@ -265,7 +265,7 @@ crux_status_t cruxd_agent_open(const struct cruxd_config *cfg, struct cruxd_agen
 		if (st != CRUX_OK)
 			goto fail;
 	}
-	ag_load_local_addrs(a);
+	cruxd_load_local_addrs(a);
 	*out = a;
 	return CRUX_OK;
 fail:
@@ -282,7 +282,7 @@ crux_status_t cruxd_agent_join(struct cruxd_agent *a, char *err, size_t errlen)
 {
 	if (!a->cfg.etcd[0] || a->cl)
 		return CRUX_OK;
-	return ag_cluster_open(a, err, errlen);
+	return cruxd_cluster_open(a, err, errlen);
 }
 
 void cruxd_agent_heartbeat(struct cruxd_agent *a)
@@ -298,45 +298,45 @@ crux_status_t cruxd_agent_pass(struct cruxd_agent *a, uint64_t now_ns)
 
 	a->now = now_ns;
 	check_overrides(a);
-	st = ag_observe(a, now_ns);
+	st = cruxd_observe(a, now_ns);
 	if (st != CRUX_OK) {
 		cruxd_agent_heartbeat(a); /* the old decisions stay valid */
 		return st;
 	}
-	st = ag_view_build(a->ranks, a->nranks, &a->view);
+	st = cruxd_view_build(a->ranks, a->nranks, &a->view);
 	if (st != CRUX_OK)
 		return st;
 	if (a->cl) {
 		/* etcd may be slow: the table's heartbeat must not wait for it. */
 		cruxd_agent_heartbeat(a);
-		ag_cluster_pass(a, now_ns);
+		cruxd_cluster_pass(a, now_ns);
 	} else {
-		st = ag_plan_take_view(a, &a->view, now_ns);
+		st = cruxd_plan_take_view(a, &a->view, now_ns);
 		if (st != CRUX_OK)
 			return st;
-		(void)ag_plan(a, now_ns);
+		(void)cruxd_plan(a, now_ns);
 	}
-	st = ag_realise(a, now_ns);
+	st = cruxd_realise(a, now_ns);
 	cruxd_agent_heartbeat(a);
 	a->passes++;
-	ag_report(a, crux_now_ns() - t0);
+	cruxd_report(a, crux_now_ns() - t0);
 	cruxd_status_publish(a->sw, a->status);
 	return st;
 }
 
 int cruxd_agent_wake_fd(const struct cruxd_agent *a)
 {
-	return ag_cluster_wake_fd(a);
+	return cruxd_cluster_wake_fd(a);
 }
 
 /* The table takes the new schedule now; the view, plan and report stay the
  * last pass's (the next pass refreshes them). */
 void cruxd_agent_apply_received(struct cruxd_agent *a, uint64_t now_ns)
 {
-	if (!ag_cluster_apply_received(a))
+	if (!cruxd_cluster_apply_received(a))
 		return;
 	a->now = now_ns;
-	(void)ag_realise(a, now_ns);
+	(void)cruxd_realise(a, now_ns);
 	cruxd_agent_heartbeat(a);
 }
 
@@ -377,7 +377,7 @@ crux_status_t cruxd_agent_reload(struct cruxd_agent *a, const struct cruxd_confi
 	a->star = NULL;
 	a->resched_pending = true;
 	a->published = false;
-	ag_load_local_addrs(a);
+	cruxd_load_local_addrs(a);
 	crux_info("configuration reloaded: %u levels, topology %s", cfg->settings.nlevels,
 		  cfg->topology[0] ? cfg->topology : "none (single-host view)");
 	return CRUX_OK;
@@ -392,7 +392,7 @@ void cruxd_agent_close(struct cruxd_agent *a)
 {
 	if (!a)
 		return;
-	ag_cluster_close(a);
+	cruxd_cluster_close(a);
 	if (a->probe)
 		cruxd_probe_cache_destroy(a->probe);
 	if (a->sw)
@@ -405,12 +405,12 @@ void cruxd_agent_close(struct cruxd_agent *a)
 		crux_dt_writer_close(a->dt);
 	}
 	for (size_t k = 0; k < a->njobs; k++)
-		ag_job_free(a->jobs[k]);
+		cruxd_job_free(a->jobs[k]);
 	free(a->jobs);
 	free(a->ranks);
 	free(a->next);
 	free(a->hosts);
-	ag_view_free(&a->view);
+	cruxd_view_free(&a->view);
 	crux_sched_topo_free(a->topo);
 	crux_sched_topo_free(a->star);
 	free(a->ovr);

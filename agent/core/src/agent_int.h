@@ -218,52 +218,52 @@ static inline double rel_change(double a, double b)
 	return m <= 0 ? 0 : fabs(a - b) / m;
 }
 
-int ag_addr_cmp(const struct crux_addr *x, const struct crux_addr *y);
+int cruxd_addr_cmp(const struct crux_addr *x, const struct crux_addr *y);
 
 /* observe.c */
-void ag_load_local_addrs(struct cruxd_agent *a);
-bool ag_is_local(const struct cruxd_agent *a, const struct crux_addr *x);
-crux_status_t ag_observe(struct cruxd_agent *a, uint64_t now);
+void cruxd_load_local_addrs(struct cruxd_agent *a);
+bool cruxd_is_local(const struct cruxd_agent *a, const struct crux_addr *x);
+crux_status_t cruxd_observe(struct cruxd_agent *a, uint64_t now);
 
 /* view.c */
-crux_status_t ag_view_build(const struct rank *ranks, size_t n, struct cruxd_view *out);
-crux_status_t ag_view_add_job(struct cruxd_view *v, const struct cruxd_view_job *j);
-crux_status_t ag_view_add_host(struct cruxd_view *v, const struct crux_addr *addr,
-			       const char *name);
-void ag_view_sort(struct cruxd_view *v);
-void ag_view_clear(struct cruxd_view *v);
-void ag_view_free(struct cruxd_view *v);
+crux_status_t cruxd_view_build(const struct rank *ranks, size_t n, struct cruxd_view *out);
+crux_status_t cruxd_view_add_job(struct cruxd_view *v, const struct cruxd_view_job *j);
+crux_status_t cruxd_view_add_host(struct cruxd_view *v, const struct crux_addr *addr,
+				  const char *name);
+void cruxd_view_sort(struct cruxd_view *v);
+void cruxd_view_clear(struct cruxd_view *v);
+void cruxd_view_free(struct cruxd_view *v);
 
 /* plan.c */
-struct job *ag_job_find(const struct cruxd_agent *a, uint64_t key);
-struct job *ag_job_add(struct cruxd_agent *a, uint64_t key);
-void ag_job_free(struct job *j);
-int ag_node_of(struct cruxd_agent *a, const struct crux_addr *addr);
-bool ag_overridden(const struct cruxd_agent *a, uint64_t key);
-crux_status_t ag_plan_take_view(struct cruxd_agent *a, const struct cruxd_view *v, uint64_t now);
-crux_status_t ag_plan(struct cruxd_agent *a, uint64_t now);
-bool ag_plan_due(const struct cruxd_agent *a);
+struct job *cruxd_job_find(const struct cruxd_agent *a, uint64_t key);
+struct job *cruxd_job_add(struct cruxd_agent *a, uint64_t key);
+void cruxd_job_free(struct job *j);
+int cruxd_node_of(struct cruxd_agent *a, const struct crux_addr *addr);
+bool cruxd_overridden(const struct cruxd_agent *a, uint64_t key);
+crux_status_t cruxd_plan_take_view(struct cruxd_agent *a, const struct cruxd_view *v, uint64_t now);
+crux_status_t cruxd_plan(struct cruxd_agent *a, uint64_t now);
+bool cruxd_plan_due(const struct cruxd_agent *a);
 
 /* realise.c */
-bool ag_route_ports(struct cruxd_agent *a, int src_node, const struct crux_addr *dst, int dst_node,
-		    int idx, struct crux_dt_route *rt);
-crux_status_t ag_realise(struct cruxd_agent *a, uint64_t now);
+bool cruxd_route_ports(struct cruxd_agent *a, int src_node, const struct crux_addr *dst,
+		       int dst_node, int idx, struct crux_dt_route *rt);
+crux_status_t cruxd_realise(struct cruxd_agent *a, uint64_t now);
 
 /* cluster.c (cluster_none.c when built without libcurl/json-c) */
-crux_status_t ag_cluster_open(struct cruxd_agent *a, char *err, size_t errlen);
-void ag_cluster_close(struct cruxd_agent *a);
+crux_status_t cruxd_cluster_open(struct cruxd_agent *a, char *err, size_t errlen);
+void cruxd_cluster_close(struct cruxd_agent *a);
 /* Publish this host's view; one round of the cluster node (the leader plans). */
-void ag_cluster_pass(struct cruxd_agent *a, uint64_t now);
+void cruxd_cluster_pass(struct cruxd_agent *a, uint64_t now);
 /* The schedule the watcher took since the pass, applied now (true: one was). */
-bool ag_cluster_apply_received(struct cruxd_agent *a);
-int ag_cluster_wake_fd(const struct cruxd_agent *a);
+bool cruxd_cluster_apply_received(struct cruxd_agent *a);
+int cruxd_cluster_wake_fd(const struct cruxd_agent *a);
 /* The applied schedule as this host's table; false: no schedule yet. */
-bool ag_cluster_table(struct cruxd_agent *a, uint32_t *njobs, uint32_t *nroutes);
-void ag_cluster_report(struct cruxd_agent *a, struct cruxd_status_body *b);
+bool cruxd_cluster_table(struct cruxd_agent *a, uint32_t *njobs, uint32_t *nroutes);
+void cruxd_cluster_report(struct cruxd_agent *a, struct cruxd_status_body *b);
 /* The local overrides file changed: hand it to the cluster. */
-void ag_cluster_overrides_changed(struct cruxd_agent *a);
+void cruxd_cluster_overrides_changed(struct cruxd_agent *a);
 
 /* report.c */
-void ag_report(struct cruxd_agent *a, uint64_t pass_ns);
+void cruxd_report(struct cruxd_agent *a, uint64_t pass_ns);
 
 #endif /* CRUXD_AGENT_INT_H */

@@ -92,7 +92,7 @@ static int decision_cmp(const void *x, const void *y)
 /* ---- views ---------------------------------------------------------------- */
 
 /* A host's view as the record it publishes (the same counts and sums). */
-crux_status_t ag_view_to_cv(const struct cruxd_view *v, const char *name, struct crux_cv_host *h)
+crux_status_t cruxd_view_to_cv(const struct cruxd_view *v, const char *name, struct crux_cv_host *h)
 {
 	crux_status_t st = CRUX_OK;
 
@@ -130,11 +130,11 @@ _Static_assert(sizeof(struct cruxd_view_flow) == sizeof(struct crux_cv_flow),
 	       "the view's flows are crux_cv_flow");
 
 /* The merged record as the planner's view; hosts known by address only. */
-crux_status_t ag_view_from_cv(const struct crux_cv_host *m, struct cruxd_view *v)
+crux_status_t cruxd_view_from_cv(const struct crux_cv_host *m, struct cruxd_view *v)
 {
 	crux_status_t st = CRUX_OK;
 
-	ag_view_clear(v);
+	cruxd_view_clear(v);
 	for (uint32_t i = 0; i < m->njobs && st == CRUX_OK; i++) {
 		const struct crux_cv_job *cj = &m->jobs[i];
 		struct cruxd_view_job j;
@@ -154,17 +154,17 @@ crux_status_t ag_view_from_cv(const struct crux_cv_host *m, struct cruxd_view *v
 		memcpy(j.hosts, cj->hosts, j.nhosts * sizeof(j.hosts[0]));
 		j.nflows = cj->nflows;
 		j.flows = (struct cruxd_view_flow *)cj->flows;
-		st = ag_view_add_job(v, &j);
+		st = cruxd_view_add_job(v, &j);
 		for (uint32_t h = 0; h < j.nhosts && st == CRUX_OK; h++)
-			st = ag_view_add_host(v, &j.hosts[h], NULL);
+			st = cruxd_view_add_host(v, &j.hosts[h], NULL);
 		for (uint32_t f = 0; f < cj->nflows && st == CRUX_OK; f++) {
-			st = ag_view_add_host(v, &cj->flows[f].src, NULL);
+			st = cruxd_view_add_host(v, &cj->flows[f].src, NULL);
 			if (st == CRUX_OK)
-				st = ag_view_add_host(v, &cj->flows[f].dst, NULL);
+				st = cruxd_view_add_host(v, &cj->flows[f].dst, NULL);
 		}
 	}
 	if (st == CRUX_OK)
-		ag_view_sort(v);
+		cruxd_view_sort(v);
 	return st;
 }
 
@@ -179,7 +179,7 @@ static crux_status_t planner_from_schedule(struct cruxd_agent *a, uint64_t now)
 	uint64_t wall = wall_ms();
 
 	for (size_t k = 0; k < a->njobs; k++)
-		ag_job_free(a->jobs[k]);
+		cruxd_job_free(a->jobs[k]);
 	a->njobs = 0;
 	a->first_pass = true;
 	a->resched_pending = false;
@@ -189,7 +189,7 @@ static crux_status_t planner_from_schedule(struct cruxd_agent *a, uint64_t now)
 
 		if (d->state == CRUX_JOB_OVERRIDDEN)
 			continue;
-		j = ag_job_add(a, d->key);
+		j = cruxd_job_add(a, d->key);
 		if (!j)
 			return CRUX_ERR_NOMEM;
 		snprintf(j->id, sizeof(j->id), "%s", d->id);
@@ -287,7 +287,7 @@ static crux_status_t export_schedule(struct cruxd_agent *a, struct crux_cv_sched
 	for (uint32_t i = 0; i < cl->ovr->n && n < CRUX_CV_MAX_JOBS; i++) {
 		const struct cruxd_override *o = &cl->ovr->o[i];
 		struct crux_cv_decision *d = &s.jobs[n++];
-		struct job *j = ag_job_find(a, o->job_key);
+		struct job *j = cruxd_job_find(a, o->job_key);
 
 		s.njobs = n;
 		d->key = o->job_key;
@@ -310,7 +310,7 @@ static crux_status_t export_schedule(struct cruxd_agent *a, struct crux_cv_sched
 		struct crux_cv_decision *d;
 		const struct crux_cv_decision *old;
 
-		if (ag_overridden(a, j->key))
+		if (cruxd_overridden(a, j->key))
 			continue;
 		d = &s.jobs[n++];
 		s.njobs = n;
@@ -381,9 +381,9 @@ static crux_status_t plan_cb(void *arg, const struct crux_cv_host *merged, const
 		cl->plan_term = cs.term;
 	}
 	take_overrides(a, ovr ? ovr : "", ovr ? ovr_len : 0);
-	st = ag_view_from_cv(merged, &cl->mview);
+	st = cruxd_view_from_cv(merged, &cl->mview);
 	if (st == CRUX_OK)
-		st = ag_plan_take_view(a, &cl->mview, cl->now);
+		st = cruxd_plan_take_view(a, &cl->mview, cl->now);
 	for (size_t k = 0; st == CRUX_OK && k < a->njobs; k++) {
 		struct job *j = a->jobs[k];
 		uint64_t el = cl->now - j->since_ns;
@@ -391,7 +391,7 @@ static crux_status_t plan_cb(void *arg, const struct crux_cv_host *merged, const
 			j->since_wall_ms = wall_ms() - el / 1000000u;
 	}
 	if (st == CRUX_OK)
-		st = ag_plan(a, cl->now);
+		st = cruxd_plan(a, cl->now);
 	if (st == CRUX_OK)
 		st = export_schedule(a, out);
 	return st;
@@ -442,7 +442,7 @@ static const struct cruxd_view_job *local_job(const struct cruxd_agent *a, uint6
 	return NULL;
 }
 
-bool ag_cluster_table(struct cruxd_agent *a, uint32_t *njobs, uint32_t *nroutes)
+bool cruxd_cluster_table(struct cruxd_agent *a, uint32_t *njobs, uint32_t *nroutes)
 {
 	struct ag_cluster *cl = a->cl;
 	uint32_t nj = 0, nr = 0, top = a->cfg.settings.nlevels - 1;
@@ -478,8 +478,9 @@ bool ag_cluster_table(struct cruxd_agent *a, uint32_t *njobs, uint32_t *nroutes)
 			if (cr->nports) {
 				rt->nports = cr->nports;
 				memcpy(rt->ports, cr->ports, sizeof(rt->ports));
-			} else if (!ag_route_ports(a, ag_node_of(a, &cr->src), &cr->dst,
-						   ag_node_of(a, &cr->dst), cr->path_id, rt)) {
+			} else if (!cruxd_route_ports(a, cruxd_node_of(a, &cr->src), &cr->dst,
+						      cruxd_node_of(a, &cr->dst), cr->path_id,
+						      rt)) {
 				if (a->probe)
 					cruxd_probe_cache_want(a->probe, &cr->dst, 0,
 							       crux_now_ns());
@@ -495,14 +496,14 @@ bool ag_cluster_table(struct cruxd_agent *a, uint32_t *njobs, uint32_t *nroutes)
 
 /* ---- the pass ------------------------------------------------------------- */
 
-void ag_cluster_pass(struct cruxd_agent *a, uint64_t now)
+void cruxd_cluster_pass(struct cruxd_agent *a, uint64_t now)
 {
 	struct ag_cluster *cl = a->cl;
 	struct crux_cluster_status cs;
 	struct crux_cv_host h;
 
 	cl->now = now;
-	if (ag_view_to_cv(&a->view, a->cfg.host, &h) == CRUX_OK) {
+	if (cruxd_view_to_cv(&a->view, a->cfg.host, &h) == CRUX_OK) {
 		crux_status_t st = crux_cluster_set_view(cl->node, &h);
 		if (st != CRUX_OK && crux_log_once_key(0xc1057e3ull ^ (uint64_t)st))
 			crux_err("cluster %s: this host's view cannot be published: %s",
@@ -513,12 +514,12 @@ void ag_cluster_pass(struct cruxd_agent *a, uint64_t now)
 	 * (a profiling window or a hold time ends, the guard ages a job), and on
 	 * the first step of a term. */
 	crux_cluster_get_status(cl->node, &cs);
-	if (cs.leader && (cs.term != cl->plan_term || ag_plan_due(a)))
+	if (cs.leader && (cs.term != cl->plan_term || cruxd_plan_due(a)))
 		crux_cluster_replan(cl->node);
 	(void)crux_cluster_step(cl->node);
 }
 
-bool ag_cluster_apply_received(struct cruxd_agent *a)
+bool cruxd_cluster_apply_received(struct cruxd_agent *a)
 {
 	struct ag_cluster *cl = a->cl;
 	uint64_t before;
@@ -530,14 +531,14 @@ bool ag_cluster_apply_received(struct cruxd_agent *a)
 	return cl->applies != before;
 }
 
-int ag_cluster_wake_fd(const struct cruxd_agent *a)
+int cruxd_cluster_wake_fd(const struct cruxd_agent *a)
 {
 	return a->cl ? crux_cluster_wake_fd(a->cl->node) : -1;
 }
 
 /* This host's overrides file changed: hand every job whose override changed
  * to the node (its before and after), which writes one key per job. */
-void ag_cluster_overrides_changed(struct cruxd_agent *a)
+void cruxd_cluster_overrides_changed(struct cruxd_agent *a)
 {
 	struct ag_cluster *cl = a->cl;
 	char before[2048], after[2048];
@@ -585,7 +586,7 @@ void ag_cluster_overrides_changed(struct cruxd_agent *a)
 		    a->cfg.cluster, changed, (unsigned long long)a->ovr->seq);
 }
 
-void ag_cluster_report(struct cruxd_agent *a, struct cruxd_status_body *b)
+void cruxd_cluster_report(struct cruxd_agent *a, struct cruxd_status_body *b)
 {
 	struct ag_cluster *cl = a->cl;
 	struct crux_cluster_status cs;
@@ -612,7 +613,7 @@ void ag_cluster_report(struct cruxd_agent *a, struct cruxd_status_body *b)
 
 /* ---- open / close ----------------------------------------------------------- */
 
-crux_status_t ag_cluster_open(struct cruxd_agent *a, char *err, size_t errlen)
+crux_status_t cruxd_cluster_open(struct cruxd_agent *a, char *err, size_t errlen)
 {
 	struct ag_cluster *cl = calloc(1, sizeof(*cl));
 	struct crux_cluster_cfg cc;
@@ -656,7 +657,7 @@ crux_status_t ag_cluster_open(struct cruxd_agent *a, char *err, size_t errlen)
 	return CRUX_OK;
 }
 
-void ag_cluster_close(struct cruxd_agent *a)
+void cruxd_cluster_close(struct cruxd_agent *a)
 {
 	struct ag_cluster *cl = a->cl;
 
@@ -664,7 +665,7 @@ void ag_cluster_close(struct cruxd_agent *a)
 		return;
 	crux_cluster_close(cl->node);
 	crux_cv_schedule_free(&cl->sched);
-	ag_view_free(&cl->mview);
+	cruxd_view_free(&cl->mview);
 	free(cl->ovr_text);
 	free(cl->ovr);
 	free(cl->local);

@@ -7,8 +7,9 @@
 #include "crux/cluster_view.h"
 
 /* v as host 'name''s record: the same counts, sums, hosts and flows. */
-crux_status_t ag_view_to_cv(const struct cruxd_view *v, const char *name, struct crux_cv_host *h);
+crux_status_t cruxd_view_to_cv(const struct cruxd_view *v, const char *name,
+			       struct crux_cv_host *h);
 /* A (merged) record as a view, sorted; its hosts known by address only. */
-crux_status_t ag_view_from_cv(const struct crux_cv_host *m, struct cruxd_view *v);
+crux_status_t cruxd_view_from_cv(const struct crux_cv_host *m, struct cruxd_view *v);
 
 #endif /* CRUXD_CLUSTER_INT_H */

@@ -4,7 +4,7 @@
 
 #include "agent_int.h"
 
-crux_status_t ag_cluster_open(struct cruxd_agent *a, char *err, size_t errlen)
+crux_status_t cruxd_cluster_open(struct cruxd_agent *a, char *err, size_t errlen)
 {
 	(void)a;
 	snprintf(err, errlen,
@@ -14,30 +14,30 @@ crux_status_t ag_cluster_open(struct cruxd_agent *a, char *err, size_t errlen)
 	return CRUX_ERR_UNSUPPORTED;
 }
 
-void ag_cluster_close(struct cruxd_agent *a)
+void cruxd_cluster_close(struct cruxd_agent *a)
 {
 	(void)a;
 }
 
-void ag_cluster_pass(struct cruxd_agent *a, uint64_t now)
+void cruxd_cluster_pass(struct cruxd_agent *a, uint64_t now)
 {
 	(void)a;
 	(void)now;
 }
 
-bool ag_cluster_apply_received(struct cruxd_agent *a)
+bool cruxd_cluster_apply_received(struct cruxd_agent *a)
 {
 	(void)a;
 	return false;
 }
 
-int ag_cluster_wake_fd(const struct cruxd_agent *a)
+int cruxd_cluster_wake_fd(const struct cruxd_agent *a)
 {
 	(void)a;
 	return -1;
 }
 
-bool ag_cluster_table(struct cruxd_agent *a, uint32_t *njobs, uint32_t *nroutes)
+bool cruxd_cluster_table(struct cruxd_agent *a, uint32_t *njobs, uint32_t *nroutes)
 {
 	(void)a;
 	(void)njobs;
@@ -45,13 +45,13 @@ bool ag_cluster_table(struct cruxd_agent *a, uint32_t *njobs, uint32_t *nroutes)
 	return false;
 }
 
-void ag_cluster_report(struct cruxd_agent *a, struct cruxd_status_body *b)
+void cruxd_cluster_report(struct cruxd_agent *a, struct cruxd_status_body *b)
 {
 	(void)a;
 	(void)b;
 }
 
-void ag_cluster_overrides_changed(struct cruxd_agent *a)
+void cruxd_cluster_overrides_changed(struct cruxd_agent *a)
 {
 	(void)a;
 }

@@ -14,7 +14,7 @@
 
 /* ---- local addresses ---------------------------------------------------- */
 
-void ag_load_local_addrs(struct cruxd_agent *a)
+void cruxd_load_local_addrs(struct cruxd_agent *a)
 {
 	struct ifaddrs *ifa = NULL;
 
@@ -29,7 +29,7 @@ void ag_load_local_addrs(struct cruxd_agent *a)
 	freeifaddrs(ifa);
 }
 
-bool ag_is_local(const struct cruxd_agent *a, const struct crux_addr *x)
+bool cruxd_is_local(const struct cruxd_agent *a, const struct crux_addr *x)
 {
 	if (x->family == 0)
 		return true;
@@ -249,7 +249,7 @@ static int attached_cb(void *arg, const struct crux_prof_snapshot *s)
 }
 
 /* Scan the records into a->ranks, sorted by (pid, start time). */
-crux_status_t ag_observe(struct cruxd_agent *a, uint64_t now)
+crux_status_t cruxd_observe(struct cruxd_agent *a, uint64_t now)
 {
 	struct crux_prof_scan_stats att;
 	struct rank *tmp;

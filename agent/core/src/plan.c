@@ -22,14 +22,14 @@ static int job_cmp_key(const void *k, const void *e)
 	return (key > j->key) - (key < j->key);
 }
 
-struct job *ag_job_find(const struct cruxd_agent *a, uint64_t key)
+struct job *cruxd_job_find(const struct cruxd_agent *a, uint64_t key)
 {
 	struct job **p =
 	    a->njobs ? bsearch(&key, a->jobs, a->njobs, sizeof(*a->jobs), job_cmp_key) : NULL;
 	return p ? *p : NULL;
 }
 
-void ag_job_free(struct job *j)
+void cruxd_job_free(struct job *j)
 {
 	if (!j)
 		return;
@@ -39,7 +39,7 @@ void ag_job_free(struct job *j)
 	free(j);
 }
 
-struct job *ag_job_add(struct cruxd_agent *a, uint64_t key)
+struct job *cruxd_job_add(struct cruxd_agent *a, uint64_t key)
 {
 	struct job *j;
 	size_t pos = 0;
@@ -127,7 +127,7 @@ static struct crux_sched_topo *topo_now(const struct cruxd_agent *a)
 }
 
 /* Map a host to a topology node: by its address written as text, else its host name. */
-int ag_node_of(struct cruxd_agent *a, const struct crux_addr *addr)
+int cruxd_node_of(struct cruxd_agent *a, const struct crux_addr *addr)
 {
 	struct crux_sched_topo *t = topo_now(a);
 	struct hostent *h = host_find(a, addr, NULL);
@@ -198,7 +198,7 @@ static crux_status_t build_star(struct cruxd_agent *a)
 /* ---- the view, as the planner's jobs ----------------------------------- */
 
 /* Take a (merged) job view: every job's figures are recomputed from its sums. */
-crux_status_t ag_plan_take_view(struct cruxd_agent *a, const struct cruxd_view *v, uint64_t now)
+crux_status_t cruxd_plan_take_view(struct cruxd_agent *a, const struct cruxd_view *v, uint64_t now)
 {
 	for (size_t k = 0; k < a->njobs; k++) {
 		struct job *j = a->jobs[k];
@@ -211,10 +211,10 @@ crux_status_t ag_plan_take_view(struct cruxd_agent *a, const struct cruxd_view *
 		return CRUX_ERR_NOMEM;
 	for (size_t i = 0; i < v->njobs; i++) {
 		const struct cruxd_view_job *vj = &v->jobs[i];
-		struct job *j = ag_job_find(a, vj->key);
+		struct job *j = cruxd_job_find(a, vj->key);
 
 		if (!j) {
-			j = ag_job_add(a, vj->key);
+			j = cruxd_job_add(a, vj->key);
 			if (!j)
 				return CRUX_ERR_NOMEM;
 			j->state = CRUX_JOB_PROFILING;
@@ -254,7 +254,7 @@ crux_status_t ag_plan_take_view(struct cruxd_agent *a, const struct cruxd_view *
 	return CRUX_OK;
 }
 
-bool ag_overridden(const struct cruxd_agent *a, uint64_t key)
+bool cruxd_overridden(const struct cruxd_agent *a, uint64_t key)
 {
 	return cruxd_overrides_find(a->povr, key) >= 0;
 }
@@ -293,7 +293,7 @@ static void life_cycle(struct cruxd_agent *a, uint64_t now)
 		}
 		if (j->state == CRUX_JOB_SCHEDULED)
 			a->resched_pending = true;
-		ag_job_free(j);
+		cruxd_job_free(j);
 		memmove(&a->jobs[k], &a->jobs[k + 1], (a->njobs - k - 1) * sizeof(*a->jobs));
 		a->njobs--;
 	}
@@ -396,7 +396,7 @@ static void guard_pass(struct cruxd_agent *a, uint64_t now)
 	for (size_t k = 0; k < a->njobs; k++) {
 		const struct job *j = a->jobs[k];
 
-		if (j->state != CRUX_JOB_SCHEDULED || !j->decided || ag_overridden(a, j->key) ||
+		if (j->state != CRUX_JOB_SCHEDULED || !j->decided || cruxd_overridden(a, j->key) ||
 		    !(j->iso > 0) || !(j->iter > 0))
 			continue;
 		account_pass(a, a->jobs[k], now);
@@ -434,7 +434,8 @@ static crux_status_t reschedule(struct cruxd_agent *a, uint64_t now, bool keep_a
 
 	crux_sched_jobs_init(&js);
 	for (size_t k = 0; k < a->njobs; k++)
-		if (a->jobs[k]->state == CRUX_JOB_SCHEDULED && !ag_overridden(a, a->jobs[k]->key))
+		if (a->jobs[k]->state == CRUX_JOB_SCHEDULED &&
+		    !cruxd_overridden(a, a->jobs[k]->key))
 			cap_flows = 1;
 	if (!cap_flows) {
 		a->last_resched_ns = now;
@@ -460,11 +461,11 @@ static crux_status_t reschedule(struct cruxd_agent *a, uint64_t now, bool keep_a
 
 		/* A job restored at start-up whose ranks have not re-attached yet
 		 * keeps its decision: nothing is measured for it now. */
-		if (j->state != CRUX_JOB_SCHEDULED || ag_overridden(a, j->key) ||
+		if (j->state != CRUX_JOB_SCHEDULED || cruxd_overridden(a, j->key) ||
 		    (j->restored && !j->present))
 			continue;
 		for (uint32_t h = 0; h < j->nhosts; h++) {
-			int n = ag_node_of(a, &j->hosts[h]);
+			int n = cruxd_node_of(a, &j->hosts[h]);
 			bool dup = false;
 			for (int q = 0; q < nh; q++)
 				dup |= hosts[q] == n;
@@ -482,8 +483,8 @@ static crux_status_t reschedule(struct cruxd_agent *a, uint64_t now, bool keep_a
 		}
 		for (uint32_t f = 0; f < j->nflows; f++) {
 			struct flow *fl = &j->flows[f];
-			fl->src_node = ag_node_of(a, &fl->src);
-			fl->dst_node = ag_node_of(a, &fl->dst);
+			fl->src_node = cruxd_node_of(a, &fl->src);
+			fl->dst_node = cruxd_node_of(a, &fl->dst);
 			fl->path = -1;
 			if (fl->src_node < 0 || fl->dst_node < 0 || fl->src_node == fl->dst_node)
 				continue;
@@ -613,7 +614,7 @@ out:
 }
 
 /* Life cycle, the fairness guard, and a reschedule when one is due. */
-crux_status_t ag_plan(struct cruxd_agent *a, uint64_t now)
+crux_status_t cruxd_plan(struct cruxd_agent *a, uint64_t now)
 {
 	crux_status_t st = CRUX_OK;
 
@@ -634,7 +635,7 @@ crux_status_t ag_plan(struct cruxd_agent *a, uint64_t now)
  * while a job is profiling (its window ends), a change waits for the hold
  * time, a reschedule is pending, or the fairness guard watches scheduled jobs.
  */
-bool ag_plan_due(const struct cruxd_agent *a)
+bool cruxd_plan_due(const struct cruxd_agent *a)
 {
 	bool guarded = a->cfg.guard.bound > 0;
 

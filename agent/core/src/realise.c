@@ -77,8 +77,8 @@ static int expected_paths(struct cruxd_agent *a, int src, int dst)
 }
 
 /* Ports for (dst, path); false when none are known. */
-bool ag_route_ports(struct cruxd_agent *a, int src_node, const struct crux_addr *dst, int dst_node,
-		    int idx, struct crux_dt_route *rt)
+bool cruxd_route_ports(struct cruxd_agent *a, int src_node, const struct crux_addr *dst,
+		       int dst_node, int idx, struct crux_dt_route *rt)
 {
 	struct cruxd_probe_entry *e;
 	bool ok = false;
@@ -122,7 +122,7 @@ static void build_table(struct cruxd_agent *a, uint64_t now, uint32_t *njobs, ui
 	for (uint32_t i = 0; i < a->ovr->n && nj < CRUX_DT_MAX_JOBS; i++) {
 		const struct cruxd_override *o = &a->ovr->o[i];
 		struct crux_dt_job *tj = &a->tjobs[nj++];
-		struct job *j = ag_job_find(a, o->job_key);
+		struct job *j = cruxd_job_find(a, o->job_key);
 
 		memset(tj, 0, sizeof(*tj));
 		tj->job_key = o->job_key;
@@ -135,7 +135,7 @@ static void build_table(struct cruxd_agent *a, uint64_t now, uint32_t *njobs, ui
 		for (uint8_t r = 0; r < o->nroutes && nr < CRUX_DT_MAX_ROUTES; r++) {
 			struct crux_dt_route *rt = &a->troutes[nr];
 			const struct cruxd_override_route * or = &o->routes[r];
-			int src = j && j->nhosts ? ag_node_of(a, &j->hosts[0]) : -1;
+			int src = j && j->nhosts ? cruxd_node_of(a, &j->hosts[0]) : -1;
 
 			memset(rt, 0, sizeof(*rt));
 			rt->job_key = o->job_key;
@@ -144,8 +144,9 @@ static void build_table(struct cruxd_agent *a, uint64_t now, uint32_t *njobs, ui
 			if (or->nports) {
 				rt->nports = or->nports;
 				memcpy(rt->ports, or->ports, sizeof(rt->ports));
-			} else if (!ag_route_ports(a, src, & or->peer, ag_node_of(a, & or->peer),
-						   or->path_id, rt)) {
+			} else if (!cruxd_route_ports(a, src, & or->peer,
+						      cruxd_node_of(a, & or->peer), or->path_id,
+						      rt)) {
 				continue; /* no ports known for that path yet */
 			}
 			nr++;
@@ -155,7 +156,7 @@ static void build_table(struct cruxd_agent *a, uint64_t now, uint32_t *njobs, ui
 		struct job *j = a->jobs[k];
 		struct crux_dt_job *tj;
 
-		if (ag_overridden(a, j->key))
+		if (cruxd_overridden(a, j->key))
 			continue;
 		if (nj >= CRUX_DT_MAX_JOBS) {
 			if (!warned)
@@ -190,7 +191,8 @@ static void build_table(struct cruxd_agent *a, uint64_t now, uint32_t *njobs, ui
 			rt->job_key = j->key;
 			rt->peer = fl->dst;
 			rt->path_id = (uint16_t)fl->path;
-			if (ag_route_ports(a, fl->src_node, &fl->dst, fl->dst_node, fl->path, rt))
+			if (cruxd_route_ports(a, fl->src_node, &fl->dst, fl->dst_node, fl->path,
+					      rt))
 				nr++;
 		}
 	}
@@ -205,7 +207,7 @@ static crux_status_t publish_table(struct cruxd_agent *a, uint64_t now)
 
 	if (!a->cl)
 		build_table(a, now, &nj, &nr);
-	else if (!ag_cluster_table(a, &nj, &nr))
+	else if (!cruxd_cluster_table(a, &nj, &nr))
 		return CRUX_OK; /* no schedule yet: the table found at start-up stays */
 	if (a->published && nj == a->pub_njobs && nr == a->pub_nroutes &&
 	    !memcmp(a->tjobs, a->pub_jobs, nj * sizeof(*a->tjobs)) &&
@@ -238,12 +240,13 @@ static void want_probes(struct cruxd_agent *a)
 		const struct cruxd_view_job *j = &a->view.jobs[k];
 		for (uint32_t f = 0; f < j->nflows; f++) {
 			const struct cruxd_view_flow *fl = &j->flows[f];
-			if (!ag_is_local(a, &fl->src) || fl->dst.family == 0 ||
-			    ag_is_local(a, &fl->dst))
+			if (!cruxd_is_local(a, &fl->src) || fl->dst.family == 0 ||
+			    cruxd_is_local(a, &fl->dst))
 				continue;
 			cruxd_probe_cache_want(a->probe, &fl->dst,
-					       (uint32_t)expected_paths(a, ag_node_of(a, &fl->src),
-									ag_node_of(a, &fl->dst)),
+					       (uint32_t)expected_paths(a,
+									cruxd_node_of(a, &fl->src),
+									cruxd_node_of(a, &fl->dst)),
 					       crux_now_ns());
 		}
 	}
@@ -254,7 +257,7 @@ static void want_probes(struct cruxd_agent *a)
 						       crux_now_ns());
 }
 
-crux_status_t ag_realise(struct cruxd_agent *a, uint64_t now)
+crux_status_t cruxd_realise(struct cruxd_agent *a, uint64_t now)
 {
 	want_probes(a);
 	return publish_table(a, now);

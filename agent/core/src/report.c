@@ -64,7 +64,7 @@ static uint32_t cluster_jobs(struct cruxd_agent *a, struct cruxd_status_body *b)
 	for (uint32_t i = 0; a->published && i < a->pub_njobs && nj < CRUXD_STATUS_MAX_JOBS; i++) {
 		const struct crux_dt_job *tj = &a->pub_jobs[i];
 		struct cruxd_status_job *sj = &b->jobs[nj++];
-		const struct job *pj = b->term > 0 ? ag_job_find(a, tj->job_key) : NULL;
+		const struct job *pj = b->term > 0 ? cruxd_job_find(a, tj->job_key) : NULL;
 
 		memset(sj, 0, sizeof(*sj));
 		sj->job_key = tj->job_key;
@@ -116,7 +116,7 @@ static uint32_t cluster_jobs(struct cruxd_agent *a, struct cruxd_status_body *b)
 	return nj;
 }
 
-void ag_report(struct cruxd_agent *a, uint64_t pass_ns)
+void cruxd_report(struct cruxd_agent *a, uint64_t pass_ns)
 {
 	struct cruxd_status_body *b = a->status;
 	struct cruxd_probe_entry *pe = NULL;
@@ -141,7 +141,7 @@ void ag_report(struct cruxd_agent *a, uint64_t pass_ns)
 	b->guard_infeasible = a->guard_infeasible;
 	snprintf(b->topology, sizeof(b->topology), "%s", a->topo ? a->cfg.topology : "");
 	snprintf(b->overrides_error, sizeof(b->overrides_error), "%s", a->ovr_error);
-	ag_cluster_report(a, b);
+	cruxd_cluster_report(a, b);
 	for (size_t k = 0; !a->cl && k < a->njobs && nj < CRUXD_STATUS_MAX_JOBS; k++) {
 		const struct job *j = a->jobs[k];
 		struct cruxd_status_job *sj = &b->jobs[nj++];
@@ -203,7 +203,8 @@ void ag_report(struct cruxd_agent *a, uint64_t pass_ns)
 			sp->path_id = (uint16_t)fl->path;
 			sp->bytes_per_iter = fl->bytes;
 			memset(&rt, 0, sizeof(rt));
-			if (ag_route_ports(a, fl->src_node, &fl->dst, fl->dst_node, fl->path, &rt))
+			if (cruxd_route_ports(a, fl->src_node, &fl->dst, fl->dst_node, fl->path,
+					      &rt))
 				sp->nports = rt.nports;
 			sj->npaths++;
 		}

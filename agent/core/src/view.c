@@ -12,7 +12,7 @@
 
 #include "agent_int.h"
 
-int ag_addr_cmp(const struct crux_addr *x, const struct crux_addr *y)
+int cruxd_addr_cmp(const struct crux_addr *x, const struct crux_addr *y)
 {
 	if (x->family != y->family)
 		return x->family < y->family ? -1 : 1;
@@ -21,20 +21,20 @@ int ag_addr_cmp(const struct crux_addr *x, const struct crux_addr *y)
 
 static int addr_qcmp(const void *x, const void *y)
 {
-	return ag_addr_cmp(x, y);
+	return cruxd_addr_cmp(x, y);
 }
 
 static int flow_cmp(const void *x, const void *y)
 {
 	const struct cruxd_view_flow *a = x, *b = y;
-	int c = ag_addr_cmp(&a->src, &b->src);
-	return c ? c : ag_addr_cmp(&a->dst, &b->dst);
+	int c = cruxd_addr_cmp(&a->src, &b->src);
+	return c ? c : cruxd_addr_cmp(&a->dst, &b->dst);
 }
 
 static int host_cmp(const void *x, const void *y)
 {
 	const struct cruxd_view_host *a = x, *b = y;
-	int c = ag_addr_cmp(&a->addr, &b->addr);
+	int c = cruxd_addr_cmp(&a->addr, &b->addr);
 	return c ? c : strcmp(a->name, b->name);
 }
 
@@ -54,13 +54,13 @@ static int rank_cmp_job(const void *x, const void *y)
 	return (a->start_time > b->start_time) - (a->start_time < b->start_time);
 }
 
-void ag_view_clear(struct cruxd_view *v)
+void cruxd_view_clear(struct cruxd_view *v)
 {
 	v->njobs = 0;
 	v->nhosts = 0;
 }
 
-void ag_view_free(struct cruxd_view *v)
+void cruxd_view_free(struct cruxd_view *v)
 {
 	for (size_t i = 0; i < v->capjobs; i++)
 		free(v->jobs[i].flows);
@@ -114,7 +114,8 @@ static crux_status_t job_flow(struct cruxd_view_job *j, const struct crux_addr *
 	return CRUX_OK;
 }
 
-crux_status_t ag_view_add_host(struct cruxd_view *v, const struct crux_addr *addr, const char *name)
+crux_status_t cruxd_view_add_host(struct cruxd_view *v, const struct crux_addr *addr,
+				  const char *name)
 {
 	struct cruxd_view_host *h;
 
@@ -143,7 +144,7 @@ crux_status_t ag_view_add_host(struct cruxd_view *v, const struct crux_addr *add
 	return CRUX_OK;
 }
 
-crux_status_t ag_view_add_job(struct cruxd_view *v, const struct cruxd_view_job *src)
+crux_status_t cruxd_view_add_job(struct cruxd_view *v, const struct cruxd_view_job *src)
 {
 	struct cruxd_view_job *j = view_new_job(v);
 
@@ -162,7 +163,7 @@ crux_status_t ag_view_add_job(struct cruxd_view *v, const struct cruxd_view_job 
 	return CRUX_OK;
 }
 
-void ag_view_sort(struct cruxd_view *v)
+void cruxd_view_sort(struct cruxd_view *v)
 {
 	if (v->njobs > 1)
 		qsort(v->jobs, v->njobs, sizeof(*v->jobs), job_cmp);
@@ -178,13 +179,13 @@ void ag_view_sort(struct cruxd_view *v)
 		qsort(v->hosts, v->nhosts, sizeof(*v->hosts), host_cmp);
 }
 
-crux_status_t ag_view_build(const struct rank *ranks, size_t n, struct cruxd_view *v)
+crux_status_t cruxd_view_build(const struct rank *ranks, size_t n, struct cruxd_view *v)
 {
 	const struct rank **order = n ? malloc(n * sizeof(*order)) : NULL;
 	crux_status_t st = CRUX_OK;
 	size_t i = 0;
 
-	ag_view_clear(v);
+	cruxd_view_clear(v);
 	if (n && !order)
 		return CRUX_ERR_NOMEM;
 	for (size_t k = 0; k < n; k++)
@@ -207,7 +208,7 @@ crux_status_t ag_view_build(const struct rank *ranks, size_t n, struct cruxd_vie
 			const struct rank *r = order[k];
 			bool known = false;
 
-			st = ag_view_add_host(v, &r->host, r->hostname);
+			st = cruxd_view_add_host(v, &r->host, r->hostname);
 			j->nranks++;
 			j->clamped |= r->clamped;
 			if (r->has_compute) {
@@ -234,7 +235,7 @@ crux_status_t ag_view_build(const struct rank *ranks, size_t n, struct cruxd_vie
 			for (uint32_t p = 0; p < r->npeers && st == CRUX_OK; p++) {
 				if (crux_addr_equal(&r->peer[p], &r->host) || r->bpi[p] <= 0)
 					continue; /* intra-host: no path to choose */
-				st = ag_view_add_host(v, &r->peer[p], NULL);
+				st = cruxd_view_add_host(v, &r->peer[p], NULL);
 				if (st == CRUX_OK)
 					st = job_flow(j, &r->host, &r->peer[p], r->bpi[p]);
 			}
@@ -243,6 +244,6 @@ crux_status_t ag_view_build(const struct rank *ranks, size_t n, struct cruxd_vie
 	}
 	free(order);
 	if (st == CRUX_OK)
-		ag_view_sort(v);
+		cruxd_view_sort(v);
 	return st;
 }
