@@ -64,10 +64,15 @@ cxt_cleanup() {
 	trap - EXIT INT TERM
 	cxt_list=$CXT_ACTIONS
 	CXT_ACTIONS=""
-	printf '%s\n' "$cxt_list" | while IFS= read -r cxt_a; do
+	# In this shell, not a pipeline's subshell: an action's 'wait' must reap
+	# this shell's children. The list comes on fd 9 so actions keep stdin;
+	# bash's 'Killed' notices for them go to /dev/null with their own output.
+	while IFS= read -r cxt_a <&9; do
 		[ -n "$cxt_a" ] || continue
 		eval "$cxt_a" >/dev/null 2>&1 || true
-	done
+	done 9<<CXT_EOF 2>/dev/null
+$cxt_list
+CXT_EOF
 	exit "$cxt_rc"
 }
 trap cxt_cleanup EXIT
