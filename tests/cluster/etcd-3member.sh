@@ -7,9 +7,11 @@
 set -eu
 . "$(dirname "$0")/etcd-lib.sh"
 etcd_need
-command -v curl >/dev/null || { echo "FAIL: curl is needed for the health check" >&2; exit 1; }
-tmp=$(mktemp -d /tmp/crux-etcd-3m.XXXXXX)
-trap 'etcd_stop; rm -rf "$tmp"' EXIT INT TERM
+. "$(dirname "$0")/../lib/harness.sh"
+command -v curl >/dev/null || cxt_fail "curl is needed for the health check (Debian package curl)"
+cxt_workdir crux-etcd-3m
+tmp=$CXT_W
+cxt_at_exit etcd_stop
 etcd_start "$tmp" 3
 set -- "$1" "$2" $ETCD_PIDS
 client=$1

@@ -4,9 +4,11 @@
 set -eu
 . "$(dirname "$0")/etcd-lib.sh"
 etcd_need
-command -v curl >/dev/null || { echo "FAIL: curl is needed for the health check" >&2; exit 1; }
-tmp=$(mktemp -d /tmp/crux-etcd-client.XXXXXX)
-trap 'etcd_stop; rm -rf "$tmp"' EXIT INT TERM
+. "$(dirname "$0")/../lib/harness.sh"
+command -v curl >/dev/null || cxt_fail "curl is needed for the health check (Debian package curl)"
+cxt_workdir crux-etcd-client
+tmp=$CXT_W
+cxt_at_exit etcd_stop
 etcd_start "$tmp" 1
 # A dead endpoint first: the client must move on to the live one.
 "$1" "http://127.0.0.1:1,$ETCD_ENDPOINTS"
