@@ -11,14 +11,13 @@
 set -eu
 . "$(dirname "$0")/etcd-lib.sh"
 etcd_need
+. "$(dirname "$0")/../lib/harness.sh"
 for t in curl openssl; do
-	command -v $t >/dev/null || { echo "FAIL: $t is needed (Debian $t)" >&2; exit 1; }
+	command -v $t >/dev/null || cxt_fail "$t is needed (Debian $t)"
 done
-tmp=$(mktemp -d /tmp/crux-etcd-tls.XXXXXX)
-apid="" rpid=""
-# p is the trap's own loop variable.
-# shellcheck disable=SC2154
-trap 'for p in $apid $rpid; do kill -KILL $p 2>/dev/null || true; wait $p 2>/dev/null || true; done; etcd_stop; rm -rf "$tmp"' EXIT INT TERM
+cxt_workdir crux-etcd-tls
+tmp=$CXT_W
+cxt_at_exit etcd_stop
 cd "$tmp"
 q() { "$@" >/dev/null 2>&1; }
 q openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=crux-test-ca -keyout ca.key -out ca.pem
@@ -41,11 +40,12 @@ etcd_start "$tmp" 1
 
 # ---- cruxd over TLS ----
 CRUXD=$2 CTL=$3 FAKE=$4
-fail() { echo "FAIL: $*" >&2; tail -n 20 "$tmp/cruxd.log" >&2 || true; exit 1; }
+fail() { CXT_LOG_LINES=20 cxt_fail "$@"; }
 mkdir -m 755 "$tmp/shm"
 export CRUX_SHM_DIR="$tmp/shm" CRUX_PROBE=0 CRUX_AGENT_INTERVAL=200ms CRUX_PROFILE_WINDOW=1s
 "$FAKE" "$tmp/shm" JT 10.78.0.1 10.78.0.2 1000 0.1 0.05 0.05 &
 rpid=$!
+cxt_kill_at_exit "$rpid"
 # cluster_state: "REVISION STALE" from cruxctl --json status
 cluster_state() {
 	"$CTL" --json status 2>/dev/null | grep -o '"schedule_revision":[0-9]*,"schedule_input_revision":[0-9]*,"stale":[a-z]*' |
@@ -54,6 +54,7 @@ cluster_state() {
 "$CRUXD" --etcd "$ETCD_ENDPOINTS" --cluster tls --host t1 --etcd-ca "$tmp/ca.pem" \
 	--etcd-cert "$tmp/client.pem" --etcd-key "$tmp/client.key" --log-level info >"$tmp/cruxd.log" 2>&1 &
 apid=$!
+cxt_kill_at_exit "$apid"
 i=0
 until "$CTL" --json status 2>/dev/null | grep -q '"id":"JT","level":[0-9]*,"state":"scheduled"' &&
 	[ "$(cluster_state | cut -d' ' -f2)" = false ]; do
@@ -68,6 +69,7 @@ wait $apid 2>/dev/null || true
 "$CRUXD" --etcd "$ETCD_ENDPOINTS" --cluster tls --host t2 --etcd-ca "$tmp/ca.pem" \
 	--log-level info >"$tmp/cruxd.log" 2>&1 &
 apid=$!
+cxt_kill_at_exit "$apid"
 i=0
 until [ "$(cluster_state | cut -d' ' -f2)" = true ]; do
 	i=$((i + 1))

@@ -8,9 +8,12 @@
 set -eu
 . "$(dirname "$0")/etcd-lib.sh"
 etcd_need
-tmp=$(mktemp -d /tmp/crux-node-faults.XXXXXX)
-PROXY_PID=
-trap 'etcd_stop; [ -f "$tmp/pid" ] && kill "$(cat "$tmp/pid")" 2>/dev/null; [ -n "$PROXY_PID" ] && kill "$PROXY_PID" 2>/dev/null; rm -rf "$tmp"' EXIT INT TERM
+. "$(dirname "$0")/../lib/harness.sh"
+cxt_workdir crux-node-faults
+tmp=$CXT_W
+cxt_at_exit etcd_stop
+# the etcd that restart-empty.sh started (not this shell's child)
+cxt_at_exit '[ ! -f "$tmp/pid" ] || kill "$(cat "$tmp/pid")"'
 etcd_start "$tmp" 1
 c=$ETCD_BASE
 p=$((ETCD_BASE + 1))
@@ -36,6 +39,7 @@ pp=$((ETCD_BASE + 2))
 while ! port_free "$pp"; do pp=$((pp + 1)); done
 "$2" "$pp" "$c" >"$tmp/proxy.out" 2>&1 &
 PROXY_PID=$!
+cxt_kill_at_exit "$PROXY_PID"
 i=0
 until grep -q ready "$tmp/proxy.out"; do
 	i=$((i + 1)); [ $i -le 50 ] || { echo "FAIL: tcp-proxy did not start: $(cat "$tmp/proxy.out")" >&2; exit 1; }
