@@ -36,8 +36,10 @@ echo "etcd member 1 of 3 killed: never stale; override applied on both hosts (re
 mkdir -m 755 "$T/dup"
 CRUX_SHM_DIR=$T/dup "$FAKE" "$T/dup" JD 10.77.0.9 10.77.0.1 100 0.1 0.09 0.01 &
 RANKS="$RANKS $!"
+cxt_kill_at_exit $!
 CRUX_SHM_DIR=$T/dup "$CRUXD" --host h1 --log-level info >"$T/dup.log" 2>&1 &
 A3=$!
+cxt_kill_at_exit $!
 i=0
 until grep -q "host name h1 is held by another agent's lease" "$T/dup.log"; do
 	i=$((i + 1))

@@ -8,30 +8,16 @@
 . "$(dirname "$0")/etcd-lib.sh"
 etcd_need
 
-T=$(mktemp -d /tmp/cxclu.XXXXXX)
-chmod 755 "$T"
+. "$(dirname "$0")/../lib/harness.sh"
+cxt_workdir cxclu
+T=$CXT_W
+cxt_at_exit etcd_stop
+# RANKS and A1..A3: the tests read and kill them; each is also killed at exit.
 RANKS=""
 A1="" A2="" A3=""
-cleanup() {
-	for p in $A1 $A2 $A3 $RANKS; do
-		kill -KILL "$p" 2>/dev/null || true
-	done
-	for p in $A1 $A2 $A3 $RANKS; do
-		wait "$p" 2>/dev/null || true
-	done
-	etcd_stop
-	rm -rf "$T"
-}
-trap cleanup EXIT
 fail() {
 	[ -z "${CRUX_TEST_KEEP:-}" ] || cp -r "$T" "$CRUX_TEST_KEEP"
-	echo "FAIL: $*" >&2
-	for h in 1 2 3; do
-		[ -f "$T/a$h.log" ] || continue
-		echo "--- h$h log" >&2
-		tail -n 15 "$T/a$h.log" >&2 || true
-	done
-	exit 1
+	CXT_LOG_LINES=15 cxt_fail "$@"
 }
 
 export CRUX_PROBE=0 CRUX_AGENT_INTERVAL=200ms CRUX_PROFILE_WINDOW=1s CRUX_HEARTBEAT_TIMEOUT=2s
@@ -41,6 +27,7 @@ TTL=3
 start_agent() {
 	CRUX_SHM_DIR=$T/h$1 "$CRUXD" --host "h$1" --log-level info >>"$T/a$1.log" 2>&1 &
 	eval "A$1=$!"
+	cxt_kill_at_exit $!
 }
 # start_hosts N: etcd must be up (CRUX_ETCD set)
 start_hosts() {
@@ -50,8 +37,10 @@ start_hosts() {
 		next=$((h % $1 + 1))
 		CRUX_SHM_DIR=$T/h$h "$FAKE" "$T/h$h" JA "10.77.0.$h" "10.77.0.$next" 1000000 0.1 0.05 0.05 &
 		RANKS="$RANKS $!"
+		cxt_kill_at_exit $!
 		CRUX_SHM_DIR=$T/h$h "$FAKE" "$T/h$h" "J$h" "10.77.0.$h" "10.77.0.$next" 100 0.1 0.09 0.01 &
 		RANKS="$RANKS $!"
+		cxt_kill_at_exit $!
 		start_agent "$h"
 	done
 }

@@ -19,12 +19,6 @@ CTL=$2
 FAKE=$3
 . "$(dirname "$0")/cruxd-lib.sh"
 AG=""
-cleanup() {
-	for p in $AG $RANKS; do kill -KILL "$p" 2>/dev/null || true; done
-	for p in $AG $RANKS; do wait "$p" 2>/dev/null || true; done
-	etcd_stop
-	rm -rf "$T"
-}
 export CRUX_AGENT_INTERVAL=250ms CRUX_AGENT_HOLD=2s CRUX_CLUSTER_TTL=5s
 N=8
 HOSTS=$(seq 1 $N | tr '\n' ' ')
