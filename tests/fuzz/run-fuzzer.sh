@@ -1,13 +1,26 @@
 #!/bin/sh
 # run-fuzzer.sh FUZZER CORPUS_DIR: replay the regression corpus, then fuzz for
 # CRUX_FUZZ_SECONDS (default 20) from it. New inputs go to a scratch
-# directory, never into the source tree.
+# directory, never into the source tree: removed after a clean run, kept (and
+# named) after a failing one for its crash artifact. The fuzzer is not exec'd:
+# that dropped the exit trap and left every run's scratch directory in /tmp.
+# A crash exits 1, not libFuzzer's default 77, which meson reads as "skipped".
 set -eu
 fuzzer=$1
 corpus=$2
 secs=${CRUX_FUZZ_SECONDS:-20}
-scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
-"$fuzzer" -runs=0 "$corpus"
-exec "$fuzzer" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
-	-artifact_prefix="$scratch/" "$scratch" "$corpus"
+. "$(dirname "$0")/../lib/harness.sh"
+cxt_workdir crux-fuzz
+scratch=$CXT_W
+rc=0
+"$fuzzer" -error_exitcode=1 -runs=0 "$corpus" || rc=$?
+if [ "$rc" = 0 ]; then
+	"$fuzzer" -error_exitcode=1 -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+		-artifact_prefix="$scratch/" "$scratch" "$corpus" || rc=$?
+fi
+if [ "$rc" != 0 ]; then
+	# shellcheck disable=SC2034 # read by the harness's exit action
+	KEEP=1
+	echo "run-fuzzer: exit $rc; new inputs and artifacts kept in $scratch"
+fi
+exit "$rc"
