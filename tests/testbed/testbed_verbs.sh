@@ -12,18 +12,16 @@
 #     class), and the fabric's priority classes above the default carried
 #     the jobs' bytes (HTB classifies by the DSCP the device puts on the wire).
 set -uo pipefail
-if [ "$(id -u)" -ne 0 ]; then
-	echo "SKIP: needs root (network namespaces, veth, tc)"
-	exit 77
-fi
-OUT="$(mktemp -d /tmp/crux-tb-verbs.XXXXXX)"
-trap 'rm -rf "$OUT"' EXIT
+. "$(dirname "$0")/../lib/harness.sh"
+cxt_need_root "network namespaces, veth, tc"
+cxt_workdir crux-tb-verbs
+OUT=$CXT_W
 bash "$1/bench/testbed/run.sh" --build "$2" --scenario short --reps 1 --arms crux \
 	--transport verbs --tag "v$((RANDOM % 1000))" --out "$OUT" 2>&1 | tee "$OUT/run.log"
 rc=${PIPESTATUS[0]}
-[ "$rc" -eq 0 ] || { echo "FAIL: the run failed (exit $rc)"; exit 1; }
+[ "$rc" -eq 0 ] || cxt_fail "the run failed (exit $rc)"
 line="$(cat "$OUT"/run-crux-1/transport.txt 2>/dev/null)"
 moves="$(sed -n 's/.*transport, \([0-9]*\) lane moves.*/\1/p' <<<"$line")"
 echo "$line"
-[ "${moves:-0}" -gt 0 ] || { echo "FAIL: no connection moved to a lane of a new class"; exit 1; }
+[ "${moves:-0}" -gt 0 ] || cxt_fail "no connection moved to a lane of a new class"
 echo "PASS: the jobs ran over verbs on the software RDMA device; the agent's classes reached the QPs ($moves lane moves)"
