@@ -15,13 +15,11 @@
 # gain (the demo's three full repetitions measure it). A failed attempt gets
 # up to two more independent attempts; all are printed.
 set -uo pipefail
-if [ "$(id -u)" -ne 0 ]; then
-	echo "SKIP: needs root (network namespaces, veth, tc)"
-	exit 77
-fi
+. "$(dirname "$0")/../lib/harness.sh"
+cxt_need_root "network namespaces, veth, tc"
 STALL_MAX=1
-OUT="$(mktemp -d /tmp/crux-tb-short.XXXXXX)"
-trap 'rm -rf "$OUT"' EXIT
+cxt_workdir crux-tb-short
+OUT=$CXT_W
 for attempt in 1 2 3; do
 	log="$OUT/a$attempt.log"
 	bash "$1/bench/testbed/run.sh" --build "$2" --scenario short --reps 2 --check \
@@ -49,4 +47,5 @@ for attempt in 1 2 3; do
 	fi
 	echo "testbed-short: failed on attempt $attempt"
 done
-exit 1
+# each attempt's log ends with its summary
+CXT_LOG_LINES=8 cxt_fail "no attempt of 3 passed"
