@@ -13,7 +13,7 @@ secs=${CRUX_FUZZ_SECONDS:-20}
 cxt_workdir crux-fuzz
 scratch=$CXT_W
 rc=0
-"$fuzzer" -error_exitcode=1 -runs=0 "$corpus" || rc=$?
+"$fuzzer" -error_exitcode=1 -artifact_prefix="$scratch/" -runs=0 "$corpus" || rc=$?
 if [ "$rc" = 0 ]; then
 	"$fuzzer" -error_exitcode=1 -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
 		-artifact_prefix="$scratch/" "$scratch" "$corpus" || rc=$?
