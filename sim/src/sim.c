@@ -352,6 +352,27 @@ static void heap_down(struct step_ent *h, size_t n, size_t i)
 	}
 }
 
+/* Credit running slot i with its progress from its last boundary to b, and its GPU
+ * time up to b within the report window (w1). */
+static void step_credit(struct sim_run *s, size_t i, double b, double w1)
+{
+	struct crux_sim_result *r = s->res;
+	struct sim_job *j = &s->jobs[s->running[i]];
+	double a = s->last_t[i];
+	double it = (b - a) / j->ev.iter_s;
+	it = it > j->remaining ? j->remaining : it;
+	j->remaining -= it;
+	r->jobs[s->running[i]].iterations_done += it;
+	r->job_bytes += it * j->ev.hop_bytes;
+	r->jobs[s->running[i]].net_bytes += it * j->ev.hop_bytes;
+	double z = b < w1 ? b : w1;
+	if (z > a) {
+		add_series(r->util, r->n_bins, r->bin_s, a, z,
+			   j->tj->gpus * j->tj->compute_s / j->ev.iter_s);
+		add_series(r->alloc, r->n_bins, r->bin_s, a, z, j->tj->gpus);
+	}
+}
+
 /*
  * The baseline the jump is measured against: walk every iteration boundary
  * of every running job in time order (a binary heap), crediting each job's
@@ -380,19 +401,8 @@ static void step_advance(struct sim_run *s, double t0, double t1)
 	while (n && h[0].t < t1) {
 		size_t i = h[0].slot;
 		struct sim_job *j = &s->jobs[s->running[i]];
-		double a = s->last_t[i], b = h[0].t;
-		double it = (b - a) / j->ev.iter_s;
-		it = it > j->remaining ? j->remaining : it;
-		j->remaining -= it;
-		r->jobs[s->running[i]].iterations_done += it;
-		r->job_bytes += it * j->ev.hop_bytes;
-		r->jobs[s->running[i]].net_bytes += it * j->ev.hop_bytes;
-		double z = b < w1 ? b : w1;
-		if (z > a) {
-			add_series(r->util, r->n_bins, r->bin_s, a, z,
-				   j->tj->gpus * j->tj->compute_s / j->ev.iter_s);
-			add_series(r->alloc, r->n_bins, r->bin_s, a, z, j->tj->gpus);
-		}
+		double b = h[0].t;
+		step_credit(s, i, b, w1);
 		s->last_t[i] = b;
 		r->steps++;
 		h[0].t = j->remaining > 0 ? b + j->ev.iter_s : INFINITY;
@@ -400,20 +410,7 @@ static void step_advance(struct sim_run *s, double t0, double t1)
 	}
 	/* The partial iterations up to t1. */
 	for (size_t i = 0; i < n; i++) {
-		struct sim_job *j = &s->jobs[s->running[i]];
-		double a = s->last_t[i];
-		double it = (t1 - a) / j->ev.iter_s;
-		it = it > j->remaining ? j->remaining : it;
-		j->remaining -= it;
-		r->jobs[s->running[i]].iterations_done += it;
-		r->job_bytes += it * j->ev.hop_bytes;
-		r->jobs[s->running[i]].net_bytes += it * j->ev.hop_bytes;
-		double z = t1 < w1 ? t1 : w1;
-		if (z > a) {
-			add_series(r->util, r->n_bins, r->bin_s, a, z,
-				   j->tj->gpus * j->tj->compute_s / j->ev.iter_s);
-			add_series(r->alloc, r->n_bins, r->bin_s, a, z, j->tj->gpus);
-		}
+		step_credit(s, i, t1, w1);
 	}
 	r->link_bytes += s->link_rate_sum * (t1 - t0);
 }
