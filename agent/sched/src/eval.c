@@ -19,6 +19,13 @@
 
 #define RESIDUAL_FLOOR 1e-6 /* of the link rate: starved, not divided by zero */
 
+double crux_sched_isolated_iter(const struct crux_sched_job *job, double comm)
+{
+	double T = (1.0 - job->overlap) * job->compute + comm;
+
+	return T > job->compute ? T : job->compute;
+}
+
 struct hent {
 	double key;
 	int link;

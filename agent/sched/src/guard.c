@@ -153,13 +153,6 @@ crux_status_t crux_sched_shares(const struct crux_sched_params *p, struct crux_s
 	return CRUX_OK;
 }
 
-double crux_sched_isolated_iter(const struct crux_sched_job *job, double comm)
-{
-	double T = (1.0 - job->overlap) * job->compute + comm;
-
-	return T > job->compute ? T : job->compute;
-}
-
 /* Scratch of one guard call: jobs on each link (CSR) and the evaluation. */
 struct guard_ws {
 	struct job_links jl;

@@ -120,6 +120,8 @@ void crux_sched_eval_set_resume(int on);
 /* Finite, non-negative times, bytes and work; overlap in 0..1; hosts in range. */
 crux_status_t crux_sched_jobs_validate(const struct crux_sched_topo *t,
 				       const struct crux_sched_job *jobs, size_t n);
+/* TACCL's levels: one per distinct hop count (floor of the priority), longest first. */
+crux_status_t crux_sched_compress_hops(struct crux_sched_schedule *s);
 /* Guaranteed shares per level from p->weight into s->share (zeros when unset);
  * CRUX_ERR_INVAL when the weights do not match the levels. */
 crux_status_t crux_sched_shares(const struct crux_sched_params *p, struct crux_sched_schedule *s);
