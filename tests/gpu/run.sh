@@ -104,12 +104,15 @@ phase_build() {
 	local meson=meson
 	command -v meson >/dev/null || meson="python3 -m mesonbuild.mesonmain"
 	rm -rf "$B"
-	$meson setup "$B" --buildtype=release -Dtests=disabled -Dcudaroot="$CUDA" \
-		--prefix "$PREFIX" >"$OUT/build.log" 2>&1 &&
-		$meson compile -C "$B" >>"$OUT/build.log" 2>&1 &&
-		$meson install -C "$B" >>"$OUT/build.log" 2>&1 || {
-		tail -40 "$OUT/build.log"; echo "build failed"; exit 1; }
-	grep -iE 'warning|CUDA|CUPTI|NCCL header' "$OUT/build.log" | head -20
+	# CRUX_GPU_NO_MESON=1: gpu_check only (phases that never load the project's libraries)
+	if [ "${CRUX_GPU_NO_MESON:-0}" != 1 ]; then
+		$meson setup "$B" --buildtype=release -Dtests=disabled -Dcudaroot="$CUDA" \
+			--prefix "$PREFIX" >"$OUT/build.log" 2>&1 &&
+			$meson compile -C "$B" >>"$OUT/build.log" 2>&1 &&
+			$meson install -C "$B" >>"$OUT/build.log" 2>&1 || {
+			tail -40 "$OUT/build.log"; echo "build failed"; exit 1; }
+		grep -iE 'warning|CUDA|CUPTI|NCCL header' "$OUT/build.log" | head -20
+	fi
 	log "build gpu_check (nvcc)"
 	"$CUDA/bin/nvcc" -O2 -arch=native -o "$GC" tests/gpu/gpu_check.cu -I"$NCCL_HOME/include" \
 		-L"$NCCL_LIB" -l:libnccl.so.2 -Xlinker -rpath="$NCCL_LIB" >>"$OUT/build.log" 2>&1 || {
@@ -448,6 +451,61 @@ phase_ibcompare() {
 	grep -h "WARN" "$OUT/ibcompare/"*.rank0.err | sort | uniq -c | head -5
 	mps_stop
 	python3 tests/gpu/summarize.py ibcompare "$OUT/ibcompare" "$OUT/gpu-ib-compare.json" || fail=1
+}
+
+# ibdiag: where NCCL's net_ib dies on the software RDMA device. Each rank
+# runs with crashtrace (tests/gpu/crashtrace.c: the faulting thread's frames
+# on stderr) and NCCL's log in a file of its own (stdout is lost with a
+# crashing process); variants in CRUX_GPU_IBDIAG ("plain nogin"); a debugger
+# backtrace of rank 0 where gdb or cuda-gdb is installed; objdump of NCCL's
+# code around a faulting offset.
+phase_ibdiag() {
+	log "ibdiag: NCCL net_ib on the software RDMA device, with crash traces"
+	[ -f "$SOFTRDMA" ] || { echo "ibdiag: $SOFTRDMA missing"; fail=1; return; }
+	local d="$OUT/ibdiag" v ct="$W/crashtrace.so" dbg=""
+	mkdir -p "$d" "$W/ibv"
+	cc -O1 -shared -fPIC -o "$ct" tests/gpu/crashtrace.c -ldl || { echo "ibdiag: crashtrace build failed"; fail=1; return; }
+	ln -sf "$SOFTRDMA" "$W/ibv/libibverbs.so"; ln -sf "$SOFTRDMA" "$W/ibv/libibverbs.so.1"
+	ln -sf "$SOFTRDMA" "$W/ibv/libmlx5.so"; ln -sf "$SOFTRDMA" "$W/ibv/libmlx5.so.1"
+	{
+		ldd "$NCCL_LIB/libnccl.so.2"
+		command -v gdb cuda-gdb "$CUDA/bin/cuda-gdb" objdump nm || true
+		nm -D --defined-only "$SOFTRDMA" | grep -c ' T ' || true
+	} >"$d/facts.txt" 2>&1
+	cat "$d/facts.txt"
+	for v in ${CRUX_GPU_IBDIAG:-plain nogin}; do
+		local lp="$d/$v" t0=$SECONDS
+		local -a e=(NCCL_NET=IB LD_LIBRARY_PATH="$W/ibv:$LD_LIBRARY_PATH" LD_PRELOAD="$ct"
+			NCCL_DEBUG_SUBSYS=ALL NCCL_DEBUG_FILE="$lp.nccl.%p.log")
+		[ "$v" = nogin ] && e+=(NCCL_GIN_ENABLE=0 NCCL_IB_DATA_DIRECT=0 NCCL_IB_ECE_ENABLE=0)
+		if ib_common "${e[@]}" bash -c "$(declare -f launch); GC='$GC' W='$W'; launch 2 '$lp' -- bw --min 1M --max 4M --step 4 --iters 5"; then
+			echo "ibdiag: $v ran"
+		else
+			echo "ibdiag: $v FAILED"
+		fi
+		log "ibdiag: $v took $((SECONDS - t0)) s"
+		grep -h "crashtrace" "$lp".rank*.err | head -40
+		tail -n 4 "$lp".rank*.err
+		local f
+		for f in "$lp".nccl.*.log; do [ -f "$f" ] && { echo "== $f"; tail -n 25 "$f"; }; done
+		grep -h '^{' "$lp.rank0.out" | tail -1
+		# NCCL's code at each faulting offset (the library has no symbols)
+		grep -ohE 'libnccl\.so[.0-9]*\+0x[0-9a-f]+' "$lp".rank*.err | sort -u | head -4 | while read -r at; do
+			local off=$((${at##*+}))
+			echo "== objdump $at"
+			objdump -d --no-show-raw-insn --start-address=$((off - 96)) --stop-address=$((off + 32)) \
+				"$NCCL_LIB/libnccl.so.2" 2>&1 | tail -n 40
+		done
+	done
+	for dbg in gdb "$CUDA/bin/cuda-gdb" cuda-gdb; do command -v "$dbg" >/dev/null && break; dbg=""; done
+	if [ -n "$dbg" ] && grep -q crashtrace "$d/plain".rank*.err 2>/dev/null; then
+		log "ibdiag: rank 0 under $dbg"
+		printf '%s\n' 'set pagination off' run bt 'info registers' 'x/12i $pc-24' 'info sharedlibrary' >"$W/gdb.cmds"
+		ib_common NCCL_NET=IB LD_LIBRARY_PATH="$W/ibv:$LD_LIBRARY_PATH" NCCL_DEBUG_SUBSYS=ALL \
+			CRUX_GPU_TIMEOUT=120 CRUX_GPU_WRAP0="$dbg -q -batch -x $W/gdb.cmds --args" \
+			bash -c "$(declare -f launch); GC='$GC' W='$W'; launch 2 '$d/gdb' -- bw --min 1M --max 4M --step 4 --iters 5"
+		grep -vE '^\[(New|Thread)|^NCCL|^$' "$d/gdb.rank0.out" | tail -n 60
+	fi
 }
 
 # The fabric needs iproute2 (ip, tc) and sysctl. A GPU machine without them
