@@ -3,7 +3,7 @@
  * The verbs transport's connections: the TCP bootstrap (listen, a
  * non-blocking connect and accept that exchange queue pair numbers, GIDs,
  * the CTS FIFO and the size table, as NCCL's IB transport does), lanes
- * per (class, path), and tear-down.
+ * per (class, path), their receives, and tear-down.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -740,4 +740,30 @@ void cruxn_vx_ctrl_progress(struct vx_comm *c)
 			}
 		}
 	}
+}
+
+/* ---- receives (their work request ids are what vx_data.c completes) ---- */
+
+crux_status_t cruxn_vx_post_recvs_qp(struct vx_comm *c, struct vx_lane *l, int q, int n)
+{
+	for (int i = 0; i < n; i++) {
+		struct ibv_recv_wr wr, *bad = NULL;
+		int prc;
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = WR_RECV | ((uint64_t)l->id << 8) | (uint64_t)q;
+		if ((prc = cruxn_ibv_post_recv(l->qps[q], &wr, &bad)) != 0) {
+			cruxn_vx_fail(c, "posting receives", cruxn_vx_post_err(prc),
+				      "queue pair out of receive entries");
+			return CRUX_ERR_IO;
+		}
+	}
+	return CRUX_OK;
+}
+
+crux_status_t cruxn_vx_post_recvs(struct vx_comm *c, struct vx_lane *l, int n)
+{
+	for (int q = 0; q < l->nqps; q++)
+		if (cruxn_vx_post_recvs_qp(c, l, q, n) != CRUX_OK)
+			return CRUX_ERR_IO;
+	return CRUX_OK;
 }

@@ -15,11 +15,6 @@
 #include "vx_transport.h"
 
 #define VX_MR_MAGIC 0x4d565843u
-#define WR_CTS	    (1ull << 63)
-#define WR_RECV	    (1ull << 62)
-#define WR_FLUSH    (1ull << 61)
-#define WR_LANE(x)  (((x) >> 8) & 0xffffffffull)
-#define WR_QP(x)    ((int)((x)&0xff)) /* receives: which of the lane's QPs */
 
 /*
  * The immediate of a data write: the receiver's request index and slot, and
@@ -224,36 +219,6 @@ static void vx_req_release(struct cruxn_base *b, struct cruxn_req *r)
 	vxr(r)->ntmp = 0;
 }
 
-/* rdma-core's post calls return the error; old providers -1 with errno. */
-static const char *post_err(int rc)
-{
-	return strerror(rc > 0 ? rc : errno);
-}
-
-static crux_status_t post_recvs_qp(struct vx_comm *c, struct vx_lane *l, int q, int n)
-{
-	for (int i = 0; i < n; i++) {
-		struct ibv_recv_wr wr, *bad = NULL;
-		int prc;
-		memset(&wr, 0, sizeof(wr));
-		wr.wr_id = WR_RECV | ((uint64_t)l->id << 8) | (uint64_t)q;
-		if ((prc = cruxn_ibv_post_recv(l->qps[q], &wr, &bad)) != 0) {
-			cruxn_vx_fail(c, "posting receives", post_err(prc),
-				      "queue pair out of receive entries");
-			return CRUX_ERR_IO;
-		}
-	}
-	return CRUX_OK;
-}
-
-crux_status_t cruxn_vx_post_recvs(struct vx_comm *c, struct vx_lane *l, int n)
-{
-	for (int q = 0; q < l->nqps; q++)
-		if (post_recvs_qp(c, l, q, n) != CRUX_OK)
-			return CRUX_ERR_IO;
-	return CRUX_OK;
-}
-
 /* ---- completions ------------------------------------------------------------ */
 
 static const char *wc_hint(enum ibv_wc_status s)
@@ -339,7 +304,7 @@ static void on_wc(struct vx_comm *c, const struct ibv_wc *wc)
 		if (l)
 			l->parts++; /* a closing lane goes once the sender's count is reached */
 		if (l && l->state != VX_LANE_CLOSING && q < l->nqps)
-			(void)post_recvs_qp(c, l, q, 1);
+			(void)cruxn_vx_post_recvs_qp(c, l, q, 1);
 		if (++vxr(r)->parts[slot] < IMM_PARTS(imm))
 			return; /* more parts on the lane's other QPs */
 		/* the size was written before the first part's data on the same QP */
@@ -647,7 +612,8 @@ static crux_status_t vx_post_send(struct cruxn_base *b, struct cruxn_req *r)
 			wr[i].next = &wr[i + 1];
 		if ((prc = cruxn_ibv_post_send(qp, &wr[0], &bad)) != 0) {
 			/* parts already posted would complete into a freed request */
-			cruxn_vx_fail(c, "posting a send", post_err(prc), "send queue full?");
+			cruxn_vx_fail(c, "posting a send", cruxn_vx_post_err(prc),
+				      "send queue full?");
 			return CRUX_ERR_REMOTE;
 		}
 		l->outstanding++;
@@ -704,7 +670,8 @@ static crux_status_t vx_post_recv(struct cruxn_base *b, struct cruxn_req *r)
 	wr.wr.rdma.rkey = c->rfifo_rkey;
 	wr.wr_id = WR_CTS | ((uint64_t)c->cur->id << 8) | (uint64_t)row;
 	if ((prc = cruxn_ibv_post_send(c->cur->qps[0], &wr, &bad)) != 0) {
-		cruxn_vx_fail(c, "posting a clear-to-send", post_err(prc), "send queue full?");
+		cruxn_vx_fail(c, "posting a clear-to-send", cruxn_vx_post_err(prc),
+			      "send queue full?");
 		return CRUX_ERR_REMOTE;
 	}
 	c->cur->outstanding++;
@@ -772,7 +739,7 @@ static crux_status_t vx_flush(struct cruxn_base *b, int n, void **data, int *siz
 	wr.wr_id = WR_FLUSH | (uint64_t)(r - c->b.reqs);
 	if ((prc = cruxn_ibv_post_send(c->flush_qp, &wr, &bad)) != 0) {
 		r->used = false;
-		cruxn_vx_fail(c, "posting a flush", post_err(prc), "send queue full?");
+		cruxn_vx_fail(c, "posting a flush", cruxn_vx_post_err(prc), "send queue full?");
 		return CRUX_ERR_REMOTE;
 	}
 	*out = r;

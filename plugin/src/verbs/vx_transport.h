@@ -14,7 +14,9 @@
 #ifndef CRUXN_VX_TRANSPORT_H
 #define CRUXN_VX_TRANSPORT_H
 
+#include <errno.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "core.h"
 #include "vx.h"
@@ -25,6 +27,13 @@
 #define VX_FIFO	      CRUXN_NET_MAX_REQUESTS
 #define VX_SLOTS      CRUXN_NET_MAX_RECVS
 #define VX_RECV_DEPTH (VX_FIFO * VX_SLOTS) /* per QP: one receive per message in flight */
+
+/* Work request ids: what was posted (CTS write, receive, flush) and on which lane and QP. */
+#define WR_CTS	      (1ull << 63)
+#define WR_RECV	      (1ull << 62)
+#define WR_FLUSH      (1ull << 61)
+#define WR_LANE(x)    (((x) >> 8) & 0xffffffffull)
+#define WR_QP(x)      ((int)((x)&0xff)) /* receives: which of the lane's QPs */
 #define VX_SEND_DEPTH (2 * VX_FIFO * VX_SLOTS)
 #define VX_MAX_LANES  4
 #define VX_MAX_QPS    CRUXN_VX_MAX_QPS
@@ -292,6 +301,9 @@ void cruxn_vx_note_arrival(struct vx_comm *c, const struct cruxn_req *r, int slo
 crux_status_t cruxn_vx_flush_qp(struct vx_comm *c);
 /* Error CQE or refused post: fail the comm with the device, GIDs and a hint. */
 void cruxn_vx_fail(struct vx_comm *c, const char *what, const char *detail, const char *hint);
+/* Post n receives on each of a lane's QPs (a new lane), or on its QP q (one consumed). */
+crux_status_t cruxn_vx_post_recvs(struct vx_comm *c, struct vx_lane *l, int n);
+crux_status_t cruxn_vx_post_recvs_qp(struct vx_comm *c, struct vx_lane *l, int q, int n);
 
 /* vx_init.c */
 crux_status_t cruxn_vx_start(const struct cruxn_config *cfg, char *err, size_t errlen);
@@ -304,7 +316,11 @@ int cruxn_vx_ndevs(void);
 /* Data-path searches of the registration cache (a buffer without NCCL's memory handle). */
 extern _Atomic uint64_t cruxn_vx_mr_searches;
 extern const struct cruxn_transport_ops cruxn_verbs_ops;
-/* Post the receives a new lane needs. */
-crux_status_t cruxn_vx_post_recvs(struct vx_comm *c, struct vx_lane *l, int n);
+
+/* rdma-core's post calls return the error; old providers -1 with errno. */
+static inline const char *cruxn_vx_post_err(int rc)
+{
+	return strerror(rc > 0 ? rc : errno);
+}
 
 #endif /* CRUXN_VX_TRANSPORT_H */
