@@ -437,7 +437,12 @@ phase_ibcompare() {
 	for rep in $(seq 1 "$REPS"); do
 		for arm in ib crux; do
 			local lp="$OUT/ibcompare/$arm.r$rep" t0=$SECONDS
-			local -a e=(NCCL_NET=IB NCCL_IBVERBS_LIB="$SOFTRDMA" LD_LIBRARY_PATH="$W/ibv:$LD_LIBRARY_PATH")
+			# NCCL_GIN_TYPE=2 (proxy): NCCL 2.28's automatic GIN choice keeps its
+			# "undecided" marker, (ncclGin_t *)-1, when GDAKI initialises but finds
+			# no device (any non-mlx5 NIC, the double too), then calls through it
+			# (SIGSEGV in ncclNetPluginInit, plugin/net.cc:216; fixed in 2.29)
+			local -a e=(NCCL_NET=IB NCCL_IBVERBS_LIB="$SOFTRDMA" LD_LIBRARY_PATH="$W/ibv:$LD_LIBRARY_PATH" NCCL_GIN_TYPE=2)
+			[ -f "$W/crashtrace.so" ] && e+=(LD_PRELOAD="$W/crashtrace.so")
 			[ $arm = crux ] && e=(NCCL_NET_PLUGIN=crux NCCL_NET=Crux CRUX_TRANSPORT=verbs CRUX_IBVERBS_LIB="$SOFTRDMA"
 				CRUX_MLX5_LIB="$SOFTRDMA" CRUX_SHM_DIR="$W/shm" CRUX_JOB_ID=ibcompare)
 			if ! ib_common "${e[@]}" bash -c "$(declare -f launch); GC='$GC' W='$W'; launch 2 '$lp' -- bw --min 1M --max 256M --step 4 --iters 10"; then
@@ -456,7 +461,8 @@ phase_ibcompare() {
 # ibdiag: where NCCL's net_ib dies on the software RDMA device. Each rank
 # runs with crashtrace (tests/gpu/crashtrace.c: the faulting thread's frames
 # on stderr) and NCCL's log in a file of its own (stdout is lost with a
-# crashing process); variants in CRUX_GPU_IBDIAG ("plain nogin"); a debugger
+# crashing process); variants in CRUX_GPU_IBDIAG ("plain nogin"; "proxy":
+# NCCL_GIN_TYPE=2, the way around NCCL 2.28's GIN crash, see ibcompare); a debugger
 # backtrace of rank 0 where gdb or cuda-gdb is installed; objdump of NCCL's
 # code around a faulting offset.
 phase_ibdiag() {
@@ -478,6 +484,7 @@ phase_ibdiag() {
 		local -a e=(NCCL_NET=IB LD_LIBRARY_PATH="$W/ibv:$LD_LIBRARY_PATH" LD_PRELOAD="$ct"
 			NCCL_DEBUG_SUBSYS=ALL NCCL_DEBUG_FILE="$lp.nccl.%p.log")
 		[ "$v" = nogin ] && e+=(NCCL_GIN_ENABLE=0 NCCL_IB_DATA_DIRECT=0 NCCL_IB_ECE_ENABLE=0)
+		[ "$v" = proxy ] && e+=(NCCL_GIN_TYPE=2)
 		if ib_common "${e[@]}" bash -c "$(declare -f launch); GC='$GC' W='$W'; launch 2 '$lp' -- bw --min 1M --max 4M --step 4 --iters 5"; then
 			echo "ibdiag: $v ran"
 		else
