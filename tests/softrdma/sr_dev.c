@@ -369,15 +369,20 @@ SR_API int ibv_dealloc_pd(struct ibv_pd *pd)
 	return 0;
 }
 
+/* The kernel's ib_check_mr_access: remote atomic is accepted whatever the
+ * device's atomic_cap (NCCL's net_ib asks for it on every buffer); remote
+ * write or atomic needs local write. The double performs no atomics. */
 static const int SR_ACCESS_OK = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-				IBV_ACCESS_REMOTE_READ | IBV_ACCESS_RELAXED_ORDERING;
+				IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+				IBV_ACCESS_RELAXED_ORDERING;
 
 static struct ibv_mr *mr_add(struct ibv_pd *pd, uint8_t *host, uint64_t iova, size_t len,
 			     int access, void *map)
 {
 	struct sr_ctx *c = (struct sr_ctx *)pd->context;
 	if ((access & ~SR_ACCESS_OK) ||
-	    ((access & IBV_ACCESS_REMOTE_WRITE) && !(access & IBV_ACCESS_LOCAL_WRITE)) ||
+	    ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+	     !(access & IBV_ACCESS_LOCAL_WRITE)) ||
 	    len > SR_MAX_MSG) {
 		errno = EINVAL;
 		return NULL;

@@ -105,6 +105,17 @@ static void test_device(void **st)
 	/* remote write without local write is refused, as by the kernel */
 	uint8_t buf[64];
 	assert_null(ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_REMOTE_WRITE));
+	/* NCCL's net_ib registers every buffer with remote atomic access too: the
+	 * kernel accepts the flag with local write whatever the device's
+	 * atomic_cap (ib_check_mr_access), and refuses it without */
+	struct ibv_mr *amr = ibv_reg_mr(pd, buf, sizeof buf,
+					IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+					    IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+	assert_non_null(amr);
+	assert_int_equal(ibv_dereg_mr(amr), 0);
+	errno = 0;
+	assert_null(ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_REMOTE_ATOMIC));
+	assert_int_equal(errno, EINVAL);
 	/* DMA-BUF: unsupported by default, EBADF for the probe when emulated */
 	unsetenv("CRUX_SOFTRDMA_DMABUF");
 	errno = 0;
