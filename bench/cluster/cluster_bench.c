@@ -48,7 +48,7 @@
 struct host {
 	pthread_mutex_t mu; /* one step or view change at a time; guards n, view, alive changes */
 	struct crux_cluster_node *n;
-	struct crux_cv_host view;
+	struct crux_job_view view;
 	atomic_bool alive; /* read without mu by the main thread */
 	atomic_int_fast64_t term;
 	atomic_bool has_target;
@@ -120,7 +120,7 @@ static int node_of(const struct crux_addr *a)
 	return i % n_topo_hosts;
 }
 
-static crux_status_t plan(void *arg, const struct crux_cv_host *m, const char *ovr, size_t ovr_len,
+static crux_status_t plan(void *arg, const struct crux_job_view *m, const char *ovr, size_t ovr_len,
 			  struct crux_cv_schedule *out)
 {
 	(void)ovr;
@@ -133,7 +133,7 @@ static crux_status_t plan(void *arg, const struct crux_cv_host *m, const char *o
 	if (saw)
 		set_once(&t_plan0, now_ns());
 	struct crux_sched_job *jobs = calloc(m->njobs ? m->njobs : 1, sizeof(*jobs));
-	int *hostbuf = calloc((size_t)m->njobs * CRUX_CV_MAX_JOB_HOSTS + 1, sizeof(int));
+	int *hostbuf = calloc((size_t)m->njobs * CRUX_JV_MAX_JOB_HOSTS + 1, sizeof(int));
 	size_t nflows = 0;
 	for (uint32_t i = 0; i < m->njobs; i++)
 		nflows += m->jobs[i].nflows;
@@ -144,13 +144,13 @@ static crux_status_t plan(void *arg, const struct crux_cv_host *m, const char *o
 		goto out;
 	size_t fo = 0;
 	for (uint32_t i = 0; i < m->njobs; i++) {
-		const struct crux_cv_job *j = &m->jobs[i];
+		const struct crux_jv_job *j = &m->jobs[i];
 		struct crux_sched_job *sj = &jobs[i];
 		double nc = j->ncompute ? j->ncompute : 1;
 		sj->id = j->key;
 		sj->gpus = (int)j->nranks;
 		sj->n_hosts = (int)j->nhosts;
-		sj->hosts = hostbuf + (size_t)i * CRUX_CV_MAX_JOB_HOSTS;
+		sj->hosts = hostbuf + (size_t)i * CRUX_JV_MAX_JOB_HOSTS;
 		for (uint32_t h = 0; h < j->nhosts; h++)
 			sj->hosts[h] = node_of(&j->hosts[h]);
 		sj->work = j->compute_sum;
@@ -221,7 +221,7 @@ static void apply(void *arg, const struct crux_cv_schedule *s, int64_t rev)
 /* Called with H[host].mu held. */
 static void add_job(int host, const char *id, int first, int nhosts)
 {
-	struct crux_cv_job j = {.nranks = RANKS_PER_HOST,
+	struct crux_jv_job j = {.nranks = RANKS_PER_HOST,
 				.ncompute = RANKS_PER_HOST,
 				.iter_sum = RANKS_PER_HOST * 0.30,
 				.compute_sum = RANKS_PER_HOST * 0.20,
@@ -232,12 +232,12 @@ static void add_job(int host, const char *id, int first, int nhosts)
 	j.key = crux_job_key_of(id);
 	for (int k = 0; k < nhosts; k++)
 		j.hosts[k] = host_addr(first + k);
-	struct crux_cv_flow f = {.src = host_addr(host),
+	struct crux_jv_flow f = {.src = host_addr(host),
 				 .dst = host_addr(first + (host - first + 1) % nhosts),
 				 .bytes = 2e9};
 	j.nflows = nhosts > 1 ? 1 : 0;
 	j.flows = &f;
-	if (crux_cv_host_add_job(&H[host].view, &j) != CRUX_OK ||
+	if (crux_jv_add_job(&H[host].view, &j) != CRUX_OK ||
 	    crux_cluster_set_view(H[host].n, &H[host].view) != CRUX_OK) {
 		fprintf(stderr, "cluster-bench: cannot add job %s\n", id);
 		exit(1);

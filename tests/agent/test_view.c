@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The agent's host job view (agent/core/src/view.c) and its cluster record:
+ * The agent's host job view (agent/core/src/host_view.c) and its cluster record:
  * - the view does not depend on the order ranks were found;
  * - the views of two hosts, sent as records (encode, decode) and merged by
- *   crux_cv_merge, give the view one agent seeing every rank builds: the
+ *   crux_jv_merge, give the view one agent seeing every rank builds: the
  *   same jobs, counts, sums, hosts and flows (values exact in binary, so
- *   the order of the additions cannot matter).
+ *   the order of the additions cannot matter);
+ * - merged without the wire, the stall breakdown adds up too.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,7 +19,7 @@
 #include <cmocka.h>
 
 #include "agent_int.h"
-#include "cluster_int.h"
+#include "crux/cluster_view.h"
 
 static struct crux_addr A(const char *s) {
 	struct crux_addr a;
@@ -62,11 +63,11 @@ static void ranks(struct rank *r)
 	r[5] = mk(15, "job-c", "10.0.0.2", "10.0.0.1", 8, 1, 0.5);
 }
 
-static void assert_views_equal(const struct cruxd_view *x, const struct cruxd_view *y)
+static void assert_views_equal(const struct crux_job_view *x, const struct crux_job_view *y)
 {
 	assert_int_equal(x->njobs, y->njobs);
 	for (size_t i = 0; i < x->njobs; i++) {
-		const struct cruxd_view_job *a = &x->jobs[i], *b = &y->jobs[i];
+		const struct crux_jv_job *a = &x->jobs[i], *b = &y->jobs[i];
 		assert_int_equal(a->key, b->key);
 		assert_string_equal(a->id, b->id);
 		assert_int_equal(a->nranks, b->nranks);
@@ -87,7 +88,7 @@ static void assert_views_equal(const struct cruxd_view *x, const struct cruxd_vi
 static void test_order(void **state)
 {
 	struct rank r[6], s[6];
-	struct cruxd_view v1 = {0}, v2 = {0};
+	struct crux_job_view v1 = {0}, v2 = {0};
 
 	(void)state;
 	ranks(r);
@@ -99,30 +100,29 @@ static void test_order(void **state)
 	assert_int_equal(v1.njobs, 3);
 	assert_true(v1.jobs[0].key < v1.jobs[1].key && v1.jobs[1].key < v1.jobs[2].key);
 	for (size_t i = 1; i < v1.nhosts; i++)
-		assert_true(cruxd_addr_cmp(&v1.hosts[i - 1].addr, &v1.hosts[i].addr) <= 0);
-	cruxd_view_free(&v1);
-	cruxd_view_free(&v2);
+		assert_true(crux_jv_addr_cmp(&v1.hosts[i - 1].addr, &v1.hosts[i].addr) <= 0);
+	crux_jv_free(&v1);
+	crux_jv_free(&v2);
 }
 
 /* Through the wire: encode, decode. */
-static void wire(const struct cruxd_view *v, const char *name, struct crux_cv_host *out)
+static void wire(struct crux_job_view *v, const char *name, struct crux_job_view *out)
 {
-	struct crux_cv_host h;
 	char *txt;
 	size_t len;
 
-	assert_int_equal(cruxd_view_to_cv(v, name, &h), CRUX_OK);
-	assert_int_equal(crux_cv_host_encode(&h, &txt, &len), CRUX_OK);
+	snprintf(v->name, sizeof(v->name), "%s", name);
+	assert_int_equal(crux_cv_host_encode(v, &txt, &len), CRUX_OK);
 	assert_int_equal(crux_cv_host_decode(txt, len, out), CRUX_OK);
+	assert_string_equal(out->name, name);
 	free(txt);
-	crux_cv_host_free(&h);
 }
 
 static void test_merge_exact(void **state)
 {
 	struct rank r[6];
-	struct cruxd_view all = {0}, va = {0}, vb = {0}, vm = {0};
-	struct crux_cv_host h[2], m;
+	struct crux_job_view all = {0}, va = {0}, vb = {0}, vm = {0};
+	struct crux_job_view h[2];
 
 	(void)state;
 	ranks(r);
@@ -132,18 +132,53 @@ static void test_merge_exact(void **state)
 	/* Given in the other order: the merge orders hosts by name. */
 	wire(&vb, "host-b", &h[0]);
 	wire(&va, "host-a", &h[1]);
-	assert_int_equal(crux_cv_merge(h, 2, &m), CRUX_OK);
-	assert_int_equal(cruxd_view_from_cv(&m, &vm), CRUX_OK);
+	assert_int_equal(crux_jv_merge(h, 2, &vm), CRUX_OK);
 	assert_views_equal(&all, &vm);
 	/* job-a: 3 ranks, flows both ways summed per (source, peer) host. */
 	assert_int_equal(vm.jobs[0].nranks + vm.jobs[1].nranks + vm.jobs[2].nranks, 6);
-	crux_cv_host_free(&m);
-	crux_cv_host_free(&h[0]);
-	crux_cv_host_free(&h[1]);
-	cruxd_view_free(&all);
-	cruxd_view_free(&va);
-	cruxd_view_free(&vb);
-	cruxd_view_free(&vm);
+	crux_jv_free(&h[0]);
+	crux_jv_free(&h[1]);
+	crux_jv_free(&all);
+	crux_jv_free(&va);
+	crux_jv_free(&vb);
+	crux_jv_free(&vm);
+}
+
+/* The stall breakdown is this host's (not on the wire), but views merge it exactly. */
+static void test_merge_split(void **state)
+{
+	struct rank r[6];
+	struct crux_job_view all = {0}, v[2] = {{.name = "b"}, {.name = "a"}}, m = {0};
+
+	(void)state;
+	ranks(r);
+	for (int i = 0; i < 6; i++) {
+		r[i].split = (struct crux_prof_stalls){.valid = true,
+						       .net_known = i % 2,
+						       .compute = 0.5,
+						       .interconnect = 0.125 * i,
+						       .network = 0.25,
+						       .other = 0.0625};
+	}
+	assert_int_equal(cruxd_view_build(r, 6, &all), CRUX_OK);
+	assert_int_equal(cruxd_view_build(r + 3, 3, &v[0]), CRUX_OK);
+	assert_int_equal(cruxd_view_build(r, 3, &v[1]), CRUX_OK);
+	assert_int_equal(crux_jv_merge(v, 2, &m), CRUX_OK);
+	assert_views_equal(&all, &m);
+	for (size_t i = 0; i < m.njobs; i++) {
+		const struct crux_jv_job *x = &all.jobs[i], *y = &m.jobs[i];
+		assert_int_equal(x->nsplit, y->nsplit);
+		assert_int_equal(x->nsplit_net, y->nsplit_net);
+		assert_true(x->split_compute_sum == y->split_compute_sum &&
+			    x->split_inter_sum == y->split_inter_sum &&
+			    x->split_net_sum == y->split_net_sum &&
+			    x->split_other_sum == y->split_other_sum);
+	}
+	assert_int_equal(all.jobs[0].nsplit + all.jobs[1].nsplit + all.jobs[2].nsplit, 6);
+	crux_jv_free(&all);
+	crux_jv_free(&v[0]);
+	crux_jv_free(&v[1]);
+	crux_jv_free(&m);
 }
 
 int main(void)
@@ -151,6 +186,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_order),
 	    cmocka_unit_test(test_merge_exact),
+	    cmocka_unit_test(test_merge_split),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void host_case(const char *s, size_t n)
 {
-	struct crux_cv_host h, again, m;
+	struct crux_job_view h, again, m;
 	if (crux_cv_host_decode(s, n, &h) != CRUX_OK)
 		return;
 	char *txt;
@@ -28,15 +28,15 @@ static void host_case(const char *s, size_t n)
 		    again.jobs[i].nflows != h.jobs[i].nflows ||
 		    memcmp(&again.jobs[i].iter_sum, &h.jobs[i].iter_sum, 5 * sizeof(double)) != 0)
 			abort();
-	struct crux_cv_host two[2] = {h, again};
-	if (crux_cv_merge(two, 2, &m) == CRUX_OK) {
+	struct crux_job_view two[2] = {h, again};
+	if (crux_jv_merge(two, 2, &m) == CRUX_OK) {
 		if (m.njobs != h.njobs)
 			abort();
-		crux_cv_host_free(&m);
+		crux_jv_free(&m);
 	}
 	free(txt);
-	crux_cv_host_free(&again);
-	crux_cv_host_free(&h);
+	crux_jv_free(&again);
+	crux_jv_free(&h);
 }
 
 static void schedule_case(const char *s, size_t n)

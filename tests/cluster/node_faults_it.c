@@ -141,13 +141,13 @@ static bool h3_record_ok(void)
 {
 	struct crux_etcd_kv kv;
 	static char v[1 << 16];
-	struct crux_cv_host h;
+	struct crux_job_view h;
 	if (!get1("/crux/it/hosts/h3", &kv, v, sizeof(v)) || !kv.lease)
 		return false;
 	if (crux_cv_host_decode(v, strlen(v), &h) != CRUX_OK)
 		return false;
 	bool ok = h.njobs == 1 && !strcmp(h.name, "h3");
-	crux_cv_host_free(&h);
+	crux_jv_free(&h);
 	return ok;
 }
 
@@ -367,7 +367,7 @@ int main(int argc, char **argv)
 
 	for (int i = 0; i < NN; i++) {
 		crux_cluster_close(H[i].n);
-		crux_cv_host_free(&H[i].view);
+		crux_jv_free(&H[i].view);
 	}
 	crux_etcd_close(E);
 	printf("cluster node faults: all checks passed\n");

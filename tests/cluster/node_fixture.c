@@ -14,7 +14,7 @@ double nfx_now_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-crux_status_t nfx_plan(void *arg, const struct crux_cv_host *m, const char *ovr, size_t ovr_len,
+crux_status_t nfx_plan(void *arg, const struct crux_job_view *m, const char *ovr, size_t ovr_len,
 		       struct crux_cv_schedule *out)
 {
 	(void)ovr;
@@ -43,7 +43,7 @@ void nfx_apply(void *arg, const struct crux_cv_schedule *s, int64_t rev)
 
 void nfx_add_job(struct host *h, const char *id, uint32_t ranks)
 {
-	struct crux_cv_job j = {.nranks = ranks,
+	struct crux_jv_job j = {.nranks = ranks,
 				.ncompute = ranks,
 				.iter_sum = ranks,
 				.compute_sum = ranks * 0.5,
@@ -51,7 +51,7 @@ void nfx_add_job(struct host *h, const char *id, uint32_t ranks)
 	snprintf(j.id, sizeof(j.id), "%s", id);
 	j.key = crux_job_key_of(id);
 	CHECK(crux_addr_parse(h->addr, &j.hosts[0]) == CRUX_OK);
-	CHECK(crux_cv_host_add_job(&h->view, &j) == CRUX_OK);
+	CHECK(crux_jv_add_job(&h->view, &j) == CRUX_OK);
 	CHECK(crux_cluster_set_view(h->n, &h->view) == CRUX_OK);
 }
 

@@ -25,7 +25,7 @@
 struct host {
 	const char *name, *addr;
 	struct crux_cluster_node *n;
-	struct crux_cv_host view;
+	struct crux_job_view view;
 	int64_t rev;
 	uint32_t njobs;
 	uint64_t keys[16];
@@ -35,7 +35,7 @@ struct host {
 
 double nfx_now_s(void);
 /* Level = the job's rank count, at most 3, on 4 levels. */
-crux_status_t nfx_plan(void *arg, const struct crux_cv_host *m, const char *ovr, size_t ovr_len,
+crux_status_t nfx_plan(void *arg, const struct crux_job_view *m, const char *ovr, size_t ovr_len,
 		       struct crux_cv_schedule *out);
 /* arg: the struct host the schedule reached. */
 void nfx_apply(void *arg, const struct crux_cv_schedule *s, int64_t rev);

@@ -190,7 +190,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < NN; i++) {
 		if (H[i].alive)
 			crux_cluster_close(H[i].n);
-		crux_cv_host_free(&H[i].view);
+		crux_jv_free(&H[i].view);
 	}
 	printf("cluster nodes: all checks passed\n");
 	return 0;

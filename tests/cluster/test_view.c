@@ -21,14 +21,14 @@ static struct crux_addr A(const char *s) {
 
 /* Host h of a 2-host job "job-a" (4 ranks each) plus a local job. */
 static void
-make_host(struct crux_cv_host *h, int which)
+make_host(struct crux_job_view *h, int which)
 {
 	memset(h, 0, sizeof(*h));
 	const char *me = which ? "10.0.0.2" : "10.0.0.1", *peer = which ? "10.0.0.1" : "10.0.0.2";
 	strcpy(h->name, which ? "host-b" : "host-a");
 	h->addr = A(me);
-	struct crux_cv_flow f = {.src = A(me), .dst = A(peer), .bytes = 1.5e9 + which};
-	struct crux_cv_job j = {.nranks = 4,
+	struct crux_jv_flow f = {.src = A(me), .dst = A(peer), .bytes = 1.5e9 + which};
+	struct crux_jv_job j = {.nranks = 4,
 				.ncompute = 4,
 				.iter_sum = 0.4 + 0.1 * which,
 				.compute_sum = 0.3,
@@ -41,19 +41,19 @@ make_host(struct crux_cv_host *h, int which)
 	strcpy(j.id, "job-a");
 	j.key = crux_job_key_of(j.id);
 	j.hosts[0] = A(me);
-	assert_int_equal(crux_cv_host_add_job(h, &j), CRUX_OK);
-	struct crux_cv_job l = {
+	assert_int_equal(crux_jv_add_job(h, &j), CRUX_OK);
+	struct crux_jv_job l = {
 	    .nranks = 1, .ncompute = 1, .iter_sum = 1, .compute_sum = 1, .nhosts = 1};
 	strcpy(l.id, which ? "local-b" : "local-a");
 	l.key = crux_job_key_of(l.id);
 	l.hosts[0] = A(me);
-	assert_int_equal(crux_cv_host_add_job(h, &l), CRUX_OK);
+	assert_int_equal(crux_jv_add_job(h, &l), CRUX_OK);
 }
 
 static void test_host_roundtrip(void **state)
 {
 	(void)state;
-	struct crux_cv_host h, d;
+	struct crux_job_view h, d;
 	char *txt;
 	size_t len;
 	make_host(&h, 0);
@@ -65,11 +65,11 @@ static void test_host_roundtrip(void **state)
 	assert_int_equal(d.jobs[0].key, h.jobs[0].key);
 	/* Doubles survive bit for bit (sums are merged, so this matters). */
 	assert_memory_equal(&d.jobs[0].comm_sum, &h.jobs[0].comm_sum, sizeof(double));
-	assert_memory_equal(&d.jobs[0].flows[0], &h.jobs[0].flows[0], sizeof(struct crux_cv_flow));
+	assert_memory_equal(&d.jobs[0].flows[0], &h.jobs[0].flows[0], sizeof(struct crux_jv_flow));
 	assert_true(crux_addr_equal(&d.jobs[0].hosts[0], &h.addr));
 	free(txt);
-	crux_cv_host_free(&d);
-	crux_cv_host_free(&h);
+	crux_jv_free(&d);
+	crux_jv_free(&h);
 }
 
 static void test_host_hostile(void **state)
@@ -87,12 +87,12 @@ static void test_host_hostile(void **state)
 	     "\"flows\":[]}]}"),
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		struct crux_cv_host d;
+		struct crux_job_view d;
 		assert_int_not_equal(crux_cv_host_decode(bad[i], strlen(bad[i]), &d), CRUX_OK);
 	}
 	/* Mutations of a good record: compute > ranks, negative or infinite sums,
 	 * overlap above its count, a short sum list, a port-like bad flow. */
-	struct crux_cv_host h;
+	struct crux_job_view h;
 	char *txt;
 	size_t len;
 	make_host(&h, 1);
@@ -114,29 +114,29 @@ static void test_host_hostile(void **state)
 		memcpy(m, txt, off);
 		strcpy(m + off, to[i]);
 		strcat(m, p + strlen(from[i]));
-		struct crux_cv_host d;
+		struct crux_job_view d;
 		assert_int_not_equal(crux_cv_host_decode(m, strlen(m), &d), CRUX_OK);
 		free(m);
 	}
 	free(txt);
-	crux_cv_host_free(&h);
+	crux_jv_free(&h);
 }
 
 static void test_merge(void **state)
 {
 	(void)state;
-	struct crux_cv_host hs[2], rev[2], m1, m2;
+	struct crux_job_view hs[2], rev[2], m1, m2;
 	make_host(&hs[0], 0);
 	make_host(&hs[1], 1);
 	rev[0] = hs[1];
 	rev[1] = hs[0];
-	assert_int_equal(crux_cv_merge(hs, 2, &m1), CRUX_OK);
-	assert_int_equal(crux_cv_merge(rev, 2, &m2), CRUX_OK);
+	assert_int_equal(crux_jv_merge(hs, 2, &m1), CRUX_OK);
+	assert_int_equal(crux_jv_merge(rev, 2, &m2), CRUX_OK);
 	assert_int_equal(m1.njobs, 3);
 	/* Sorted by key, identical whatever the order of the hosts. */
 	for (uint32_t i = 0; i + 1 < m1.njobs; i++)
 		assert_true(m1.jobs[i].key < m1.jobs[i + 1].key);
-	const struct crux_cv_job *ja = NULL;
+	const struct crux_jv_job *ja = NULL;
 	for (uint32_t i = 0; i < m1.njobs; i++) {
 		assert_int_equal(m1.jobs[i].key, m2.jobs[i].key);
 		assert_memory_equal(&m1.jobs[i].iter_sum, &m2.jobs[i].iter_sum, 5 * sizeof(double));
@@ -150,10 +150,10 @@ static void test_merge(void **state)
 	assert_int_equal(ja->nhosts, 2);
 	assert_int_equal(ja->nflows, 2);
 	assert_true(ja->iter_sum == 0.4 + 0.5);
-	crux_cv_host_free(&m1);
-	crux_cv_host_free(&m2);
-	crux_cv_host_free(&hs[0]);
-	crux_cv_host_free(&hs[1]);
+	crux_jv_free(&m1);
+	crux_jv_free(&m2);
+	crux_jv_free(&hs[0]);
+	crux_jv_free(&hs[1]);
 }
 
 static void test_schedule(void **state)

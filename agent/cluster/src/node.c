@@ -45,7 +45,7 @@ struct view_entry {
 	char *key;
 	int64_t mod; /* the record's mod revision: same key and mod, same value */
 	bool ok;     /* decoded (an unreadable record is left out, said once) */
-	struct crux_cv_host h;
+	struct crux_job_view h;
 };
 
 struct crux_cluster_node {
@@ -465,7 +465,7 @@ static void view_cache_drop(struct crux_cluster_node *n)
 {
 	for (size_t i = 0; i < n->nvc; i++) {
 		free(n->vc[i].key);
-		crux_cv_host_free(&n->vc[i].h);
+		crux_jv_free(&n->vc[i].h);
 	}
 	free(n->vc);
 	n->vc = NULL;
@@ -515,7 +515,7 @@ void crux_cluster_abandon(struct crux_cluster_node *n)
 		teardown(n);
 }
 
-crux_status_t crux_cluster_set_view(struct crux_cluster_node *n, const struct crux_cv_host *view)
+crux_status_t crux_cluster_set_view(struct crux_cluster_node *n, const struct crux_job_view *view)
 {
 	char *txt;
 	size_t len;
@@ -812,7 +812,7 @@ static crux_status_t overrides_text(struct crux_cluster_node *n, const struct cr
 #define VIEW_FETCH_MAX 2
 
 static crux_status_t read_views(struct crux_cluster_node *n, const struct crux_etcd_range *keys,
-				struct crux_cv_host **views, size_t *nv)
+				struct crux_job_view **views, size_t *nv)
 {
 	struct view_entry *nc = keys->n ? calloc(keys->n, sizeof(*nc)) : NULL;
 	bool *need = keys->n ? calloc(keys->n, sizeof(*need)) : NULL;
@@ -890,7 +890,7 @@ out:
 	if (st != CRUX_OK) {
 		for (size_t i = 0; nc && i < keys->n; i++) {
 			free(nc[i].key);
-			crux_cv_host_free(&nc[i].h);
+			crux_jv_free(&nc[i].h);
 		}
 		free(nc);
 		return st;
@@ -947,15 +947,15 @@ static crux_status_t lead(struct crux_cluster_node *n)
 		return CRUX_OK;
 	}
 	n->replan = false;
-	struct crux_cv_host *views = NULL;
+	struct crux_job_view *views = NULL;
 	size_t nv = 0;
-	struct crux_cv_host merged = {0};
+	struct crux_job_view merged = {0};
 	struct crux_cv_schedule s = {0};
 	char *txt = NULL, *cmp = NULL, *otext = NULL;
 	size_t len = 0, cmp_len = 0, olen = 0;
 	if ((st = read_views(n, &r, &views, &nv)) != CRUX_OK)
 		goto out;
-	crux_status_t pst = crux_cv_merge(views, nv, &merged);
+	crux_status_t pst = crux_jv_merge(views, nv, &merged);
 	if (pst == CRUX_OK)
 		pst = overrides_text(n, &ro, &otext, &olen);
 	if (pst == CRUX_OK)
@@ -1017,7 +1017,7 @@ out:
 	free(cmp);
 	crux_etcd_range_free(&ro);
 	crux_cv_schedule_free(&s);
-	crux_cv_host_free(&merged);
+	crux_jv_free(&merged);
 	free(views); /* the cache's */
 	crux_etcd_range_free(&r);
 	return st;

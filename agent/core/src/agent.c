@@ -410,7 +410,7 @@ void cruxd_agent_close(struct cruxd_agent *a)
 	free(a->ranks);
 	free(a->next);
 	free(a->hosts);
-	cruxd_view_free(&a->view);
+	crux_jv_free(&a->view);
 	crux_sched_topo_free(a->topo);
 	crux_sched_topo_free(a->star);
 	free(a->ovr);

@@ -5,9 +5,10 @@
  *
  *   observe.c  local profile records      -> ranks (per process, with the
  *                                             traffic reference windows)
- *   view.c     ranks                      -> this host's job view (counts and
- *                                             sums, never averages: views of
- *                                             several hosts merge exactly)
+ *   host_view.c ranks                     -> this host's job view
+ *                                             (crux/job_view.h: counts and sums,
+ *                                             never averages: views of several
+ *                                             hosts merge exactly)
  *   cluster.c  host view                  -> etcd; merged view -> the leader's
  *                                             plan; schedule -> this host
  *   plan.c     (merged) view, now         -> jobs' life cycle and decisions
@@ -30,12 +31,13 @@
 #include "crux/broker.h"
 #include "crux/decision_writer.h"
 #include "crux/guard.h"
+#include "crux/job_view.h"
 #include "crux/overrides.h"
 #include "crux/profile.h"
 #include "crux/sched.h"
 
 #define NS		1e9
-#define MAX_JOB_HOSTS	64
+#define MAX_JOB_HOSTS	CRUX_JV_MAX_JOB_HOSTS
 #define MAX_LOCAL_ADDRS 64
 
 /* One training process, as the agent tracks it between passes. */
@@ -115,43 +117,6 @@ struct hostent {
 	int node;
 };
 
-/* ---- this host's job view (view.c) --------------------------------------- */
-
-/* Exactly the fields of crux_cv_job / crux_cv_flow (crux/cluster_view.h). */
-struct cruxd_view_flow {
-	struct crux_addr src, dst;
-	double bytes; /* per iteration */
-};
-
-struct cruxd_view_job {
-	uint64_t key;
-	char id[CRUX_JOB_ID_LEN];
-	uint32_t nranks, ncompute; /* ncompute: ranks with a compute profile */
-	bool clamped;
-	double iter_sum, compute_sum, comm_sum, overlap_sum, stall_sum; /* over ncompute */
-	/* Stall breakdown: sums of the ranks' fractions (nsplit ranks; nsplit_net with the plugin's
-	 * busy time) */
-	uint32_t nsplit, nsplit_net;
-	double split_compute_sum, split_inter_sum, split_net_sum, split_other_sum;
-	uint32_t nhosts;
-	struct crux_addr hosts[MAX_JOB_HOSTS];
-	uint32_t nflows, capflows;
-	struct cruxd_view_flow *flows; /* sorted by (src, dst) */
-};
-
-/* A host the view names (a rank's host or a peer), to find topology nodes. */
-struct cruxd_view_host {
-	struct crux_addr addr;
-	char name[CRUX_HOSTNAME_LEN];
-};
-
-struct cruxd_view {
-	size_t njobs, capjobs;
-	struct cruxd_view_job *jobs; /* sorted by key */
-	size_t nhosts, caphosts;
-	struct cruxd_view_host *hosts; /* sorted by (address, name) */
-};
-
 struct ag_cluster;
 
 /* The agent's one context: everything it keeps between passes. */
@@ -192,7 +157,7 @@ struct cruxd_agent {
 	uint32_t guard_infeasible; /* the last plan's s->guard_infeasible */
 	uint64_t probe_version;
 	struct crux_prof_scan_stats scan;
-	struct cruxd_view view;	      /* this host's, rebuilt every pass */
+	struct crux_job_view view;    /* this host's, rebuilt every pass */
 	struct ag_cluster *cl;	      /* cluster mode; NULL: embedded single-host mode */
 	struct cruxd_overrides *povr; /* the planner's overrides: ovr, or the cluster's */
 
@@ -218,21 +183,13 @@ static inline double rel_change(double a, double b)
 	return m <= 0 ? 0 : fabs(a - b) / m;
 }
 
-int cruxd_addr_cmp(const struct crux_addr *x, const struct crux_addr *y);
-
 /* observe.c */
 void cruxd_load_local_addrs(struct cruxd_agent *a);
 bool cruxd_is_local(const struct cruxd_agent *a, const struct crux_addr *x);
 crux_status_t cruxd_observe(struct cruxd_agent *a, uint64_t now);
 
-/* view.c */
-crux_status_t cruxd_view_build(const struct rank *ranks, size_t n, struct cruxd_view *out);
-crux_status_t cruxd_view_add_job(struct cruxd_view *v, const struct cruxd_view_job *j);
-crux_status_t cruxd_view_add_host(struct cruxd_view *v, const struct crux_addr *addr,
-				  const char *name);
-void cruxd_view_sort(struct cruxd_view *v);
-void cruxd_view_clear(struct cruxd_view *v);
-void cruxd_view_free(struct cruxd_view *v);
+/* host_view.c */
+crux_status_t cruxd_view_build(const struct rank *ranks, size_t n, struct crux_job_view *out);
 
 /* plan.c */
 struct job *cruxd_job_find(const struct cruxd_agent *a, uint64_t key);
@@ -240,7 +197,8 @@ struct job *cruxd_job_add(struct cruxd_agent *a, uint64_t key);
 void cruxd_job_free(struct job *j);
 int cruxd_node_of(struct cruxd_agent *a, const struct crux_addr *addr);
 bool cruxd_overridden(const struct cruxd_agent *a, uint64_t key);
-crux_status_t cruxd_plan_take_view(struct cruxd_agent *a, const struct cruxd_view *v, uint64_t now);
+crux_status_t cruxd_plan_take_view(struct cruxd_agent *a, const struct crux_job_view *v,
+				   uint64_t now);
 crux_status_t cruxd_plan(struct cruxd_agent *a, uint64_t now);
 bool cruxd_plan_due(const struct cruxd_agent *a);
 

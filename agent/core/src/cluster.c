@@ -18,8 +18,8 @@
 #include <time.h>
 
 #include "agent_int.h"
-#include "cluster_int.h"
 #include "crux/cluster_node.h"
+#include "crux/cluster_view.h"
 #include "crux/log.h"
 
 struct ag_cluster {
@@ -33,7 +33,6 @@ struct ag_cluster {
 	struct cruxd_overrides *local; /* this host's overrides as last handed to the node */
 	char *ovr_text;		       /* the record they were parsed from */
 	size_t ovr_len;
-	struct cruxd_view mview;	/* the merged view, as the planner takes it */
 	uint64_t ovr_pushed, ovr_acked; /* local overrides seq handed to / written to etcd */
 	uint64_t now;
 };
@@ -87,85 +86,6 @@ static int decision_cmp(const void *x, const void *y)
 {
 	const struct crux_cv_decision *a = x, *b = y;
 	return (a->key > b->key) - (a->key < b->key);
-}
-
-/* ---- views ---------------------------------------------------------------- */
-
-/* A host's view as the record it publishes (the same counts and sums). */
-crux_status_t cruxd_view_to_cv(const struct cruxd_view *v, const char *name, struct crux_cv_host *h)
-{
-	crux_status_t st = CRUX_OK;
-
-	memset(h, 0, sizeof(*h));
-	snprintf(h->name, sizeof(h->name), "%s", name);
-	for (size_t i = 0; i < v->njobs && st == CRUX_OK; i++) {
-		const struct cruxd_view_job *vj = &v->jobs[i];
-		struct crux_cv_job j;
-
-		memset(&j, 0, sizeof(j));
-		j.key = vj->key;
-		memcpy(j.id, vj->id, sizeof(j.id));
-		j.nranks = vj->nranks;
-		j.ncompute = vj->ncompute;
-		j.clamped = vj->clamped;
-		j.iter_sum = vj->iter_sum;
-		j.compute_sum = vj->compute_sum;
-		j.comm_sum = vj->comm_sum;
-		j.overlap_sum = vj->overlap_sum;
-		j.stall_sum = vj->stall_sum;
-		j.nhosts = vj->nhosts;
-		memcpy(j.hosts, vj->hosts, vj->nhosts * sizeof(j.hosts[0]));
-		j.nflows = vj->nflows;
-		j.flows = (struct crux_cv_flow *)vj->flows; /* same layout, copied by add_job */
-		if (!h->addr.family && vj->nhosts)
-			h->addr = vj->hosts[vj->nhosts - 1];
-		st = crux_cv_host_add_job(h, &j);
-	}
-	if (st != CRUX_OK)
-		crux_cv_host_free(h);
-	return st;
-}
-
-_Static_assert(sizeof(struct cruxd_view_flow) == sizeof(struct crux_cv_flow),
-	       "the view's flows are crux_cv_flow");
-
-/* The merged record as the planner's view; hosts known by address only. */
-crux_status_t cruxd_view_from_cv(const struct crux_cv_host *m, struct cruxd_view *v)
-{
-	crux_status_t st = CRUX_OK;
-
-	cruxd_view_clear(v);
-	for (uint32_t i = 0; i < m->njobs && st == CRUX_OK; i++) {
-		const struct crux_cv_job *cj = &m->jobs[i];
-		struct cruxd_view_job j;
-
-		memset(&j, 0, sizeof(j));
-		j.key = cj->key;
-		memcpy(j.id, cj->id, sizeof(j.id));
-		j.nranks = cj->nranks;
-		j.ncompute = cj->ncompute;
-		j.clamped = cj->clamped;
-		j.iter_sum = cj->iter_sum;
-		j.compute_sum = cj->compute_sum;
-		j.comm_sum = cj->comm_sum;
-		j.overlap_sum = cj->overlap_sum;
-		j.stall_sum = cj->stall_sum;
-		j.nhosts = cj->nhosts < MAX_JOB_HOSTS ? cj->nhosts : MAX_JOB_HOSTS;
-		memcpy(j.hosts, cj->hosts, j.nhosts * sizeof(j.hosts[0]));
-		j.nflows = cj->nflows;
-		j.flows = (struct cruxd_view_flow *)cj->flows;
-		st = cruxd_view_add_job(v, &j);
-		for (uint32_t h = 0; h < j.nhosts && st == CRUX_OK; h++)
-			st = cruxd_view_add_host(v, &j.hosts[h], NULL);
-		for (uint32_t f = 0; f < cj->nflows && st == CRUX_OK; f++) {
-			st = cruxd_view_add_host(v, &cj->flows[f].src, NULL);
-			if (st == CRUX_OK)
-				st = cruxd_view_add_host(v, &cj->flows[f].dst, NULL);
-		}
-	}
-	if (st == CRUX_OK)
-		cruxd_view_sort(v);
-	return st;
 }
 
 /* ---- the leader's plan ---------------------------------------------------- */
@@ -365,7 +285,7 @@ nomem:
 	return CRUX_ERR_NOMEM;
 }
 
-static crux_status_t plan_cb(void *arg, const struct crux_cv_host *merged, const char *ovr,
+static crux_status_t plan_cb(void *arg, const struct crux_job_view *merged, const char *ovr,
 			     size_t ovr_len, struct crux_cv_schedule *out)
 {
 	struct cruxd_agent *a = arg;
@@ -381,9 +301,7 @@ static crux_status_t plan_cb(void *arg, const struct crux_cv_host *merged, const
 		cl->plan_term = cs.term;
 	}
 	take_overrides(a, ovr ? ovr : "", ovr ? ovr_len : 0);
-	st = cruxd_view_from_cv(merged, &cl->mview);
-	if (st == CRUX_OK)
-		st = cruxd_plan_take_view(a, &cl->mview, cl->now);
+	st = cruxd_plan_take_view(a, merged, cl->now);
 	for (size_t k = 0; st == CRUX_OK && k < a->njobs; k++) {
 		struct job *j = a->jobs[k];
 		uint64_t el = cl->now - j->since_ns;
@@ -434,7 +352,7 @@ static bool own_source(const struct cruxd_agent *a, const struct crux_addr *src)
 	return false;
 }
 
-static const struct cruxd_view_job *local_job(const struct cruxd_agent *a, uint64_t key)
+static const struct crux_jv_job *local_job(const struct cruxd_agent *a, uint64_t key)
 {
 	for (size_t i = 0; i < a->view.njobs; i++)
 		if (a->view.jobs[i].key == key)
@@ -451,7 +369,7 @@ bool cruxd_cluster_table(struct cruxd_agent *a, uint32_t *njobs, uint32_t *nrout
 		return false;
 	for (uint32_t i = 0; i < cl->sched.njobs && nj < CRUX_DT_MAX_JOBS; i++) {
 		const struct crux_cv_decision *d = &cl->sched.jobs[i];
-		const struct cruxd_view_job *lj = local_job(a, d->key);
+		const struct crux_jv_job *lj = local_job(a, d->key);
 		struct crux_dt_job *tj = &a->tjobs[nj++];
 
 		memset(tj, 0, sizeof(*tj));
@@ -499,17 +417,21 @@ bool cruxd_cluster_table(struct cruxd_agent *a, uint32_t *njobs, uint32_t *nrout
 void cruxd_cluster_pass(struct cruxd_agent *a, uint64_t now)
 {
 	struct ag_cluster *cl = a->cl;
+	struct crux_job_view *v = &a->view;
 	struct crux_cluster_status cs;
-	struct crux_cv_host h;
+	crux_status_t st;
 
 	cl->now = now;
-	if (cruxd_view_to_cv(&a->view, a->cfg.host, &h) == CRUX_OK) {
-		crux_status_t st = crux_cluster_set_view(cl->node, &h);
-		if (st != CRUX_OK && crux_log_once_key(0xc1057e3ull ^ (uint64_t)st))
-			crux_err("cluster %s: this host's view cannot be published: %s",
-				 a->cfg.cluster, crux_status_str(st));
-		crux_cv_host_free(&h);
-	}
+	/* The record names this host and an address of its ranks (the first job's last). */
+	snprintf(v->name, sizeof(v->name), "%s", a->cfg.host);
+	memset(&v->addr, 0, sizeof(v->addr));
+	for (size_t i = 0; i < v->njobs && !v->addr.family; i++)
+		if (v->jobs[i].nhosts)
+			v->addr = v->jobs[i].hosts[v->jobs[i].nhosts - 1];
+	st = crux_cluster_set_view(cl->node, v);
+	if (st != CRUX_OK && crux_log_once_key(0xc1057e3ull ^ (uint64_t)st))
+		crux_err("cluster %s: this host's view cannot be published: %s", a->cfg.cluster,
+			 crux_status_str(st));
 	/* Besides new inputs, the leader plans when time alone decides something
 	 * (a profiling window or a hold time ends, the guard ages a job), and on
 	 * the first step of a term. */
@@ -665,7 +587,6 @@ void cruxd_cluster_close(struct cruxd_agent *a)
 		return;
 	crux_cluster_close(cl->node);
 	crux_cv_schedule_free(&cl->sched);
-	cruxd_view_free(&cl->mview);
 	free(cl->ovr_text);
 	free(cl->ovr);
 	free(cl->local);

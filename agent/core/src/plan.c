@@ -101,7 +101,7 @@ static struct hostent *host_find(struct cruxd_agent *a, const struct crux_addr *
 }
 
 /* The planner's hosts: the view's (unique, sorted; every flow's ends among them). */
-static crux_status_t take_hosts(struct cruxd_agent *a, const struct cruxd_view *v)
+static crux_status_t take_hosts(struct cruxd_agent *a, const struct crux_job_view *v)
 {
 	if (v->nhosts > a->caphosts) {
 		struct hostent *nh = realloc(a->hosts, v->nhosts * sizeof(*nh));
@@ -198,7 +198,8 @@ static crux_status_t build_star(struct cruxd_agent *a)
 /* ---- the view, as the planner's jobs ----------------------------------- */
 
 /* Take a (merged) job view: every job's figures are recomputed from its sums. */
-crux_status_t cruxd_plan_take_view(struct cruxd_agent *a, const struct cruxd_view *v, uint64_t now)
+crux_status_t cruxd_plan_take_view(struct cruxd_agent *a, const struct crux_job_view *v,
+				   uint64_t now)
 {
 	for (size_t k = 0; k < a->njobs; k++) {
 		struct job *j = a->jobs[k];
@@ -210,7 +211,7 @@ crux_status_t cruxd_plan_take_view(struct cruxd_agent *a, const struct cruxd_vie
 	if (take_hosts(a, v) != CRUX_OK)
 		return CRUX_ERR_NOMEM;
 	for (size_t i = 0; i < v->njobs; i++) {
-		const struct cruxd_view_job *vj = &v->jobs[i];
+		const struct crux_jv_job *vj = &v->jobs[i];
 		struct job *j = cruxd_job_find(a, vj->key);
 
 		if (!j) {
@@ -245,7 +246,7 @@ crux_status_t cruxd_plan_take_view(struct cruxd_agent *a, const struct cruxd_vie
 		j->nhosts = vj->nhosts < MAX_JOB_HOSTS ? vj->nhosts : MAX_JOB_HOSTS;
 		memcpy(j->hosts, vj->hosts, j->nhosts * sizeof(j->hosts[0]));
 		for (uint32_t f = 0; f < vj->nflows; f++) {
-			const struct cruxd_view_flow *fl = &vj->flows[f];
+			const struct crux_jv_flow *fl = &vj->flows[f];
 			if (job_add_flow(j, &fl->src, &fl->dst, fl->bytes) != CRUX_OK)
 				return CRUX_ERR_NOMEM;
 			j->bytes += fl->bytes;

@@ -237,9 +237,9 @@ static void want_probes(struct cruxd_agent *a)
 	if (!a->probe)
 		return;
 	for (size_t k = 0; k < a->view.njobs; k++) {
-		const struct cruxd_view_job *j = &a->view.jobs[k];
+		const struct crux_jv_job *j = &a->view.jobs[k];
 		for (uint32_t f = 0; f < j->nflows; f++) {
-			const struct cruxd_view_flow *fl = &j->flows[f];
+			const struct crux_jv_flow *fl = &j->flows[f];
 			if (!cruxd_is_local(a, &fl->src) || fl->dst.family == 0 ||
 			    cruxd_is_local(a, &fl->dst))
 				continue;

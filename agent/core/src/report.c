@@ -20,10 +20,11 @@ static int flow_bytes_desc(const void *x, const void *y)
  * breakdown of its ranks and its bytes per iteration by host pair (the
  * largest CRUXD_STATUS_JOB_PEERS).
  */
-static void put_sensitivity(struct cruxd_status_job *sj, const struct cruxd_view *v, uint64_t key)
+static void put_sensitivity(struct cruxd_status_job *sj, const struct crux_job_view *v,
+			    uint64_t key)
 {
 	for (size_t i = 0; i < v->njobs; i++) {
-		const struct cruxd_view_job *vj = &v->jobs[i];
+		const struct crux_jv_job *vj = &v->jobs[i];
 		struct cruxd_status_path all[64];
 		uint32_t n = 0;
 
@@ -72,7 +73,7 @@ static uint32_t cluster_jobs(struct cruxd_agent *a, struct cruxd_status_body *b)
 		sj->level = tj->level;
 		sj->state = tj->state;
 		for (size_t v = 0; v < a->view.njobs; v++) {
-			const struct cruxd_view_job *lj = &a->view.jobs[v];
+			const struct crux_jv_job *lj = &a->view.jobs[v];
 			double nc = lj->ncompute ? lj->ncompute : 1;
 
 			if (lj->key != tj->job_key)

@@ -41,7 +41,7 @@ extern "C" {
  * value as one line, in key order; empty when there is none) -> schedule
  * (levels, jobs). The node fills input_revision
  * and term; a schedule equal to the last one written is not written again. */
-typedef crux_status_t (*crux_cluster_plan_fn)(void *arg, const struct crux_cv_host *merged,
+typedef crux_status_t (*crux_cluster_plan_fn)(void *arg, const struct crux_job_view *merged,
 					      const char *overrides, size_t overrides_len,
 					      struct crux_cv_schedule *out);
 /* Every host: a newer schedule to write into the local decision table.
@@ -91,7 +91,7 @@ void crux_cluster_stop(struct crux_cluster_node *n);
 void crux_cluster_abandon(struct crux_cluster_node *n);
 
 /* Set this host's view (published by the next step if it changed). */
-crux_status_t crux_cluster_set_view(struct crux_cluster_node *n, const struct crux_cv_host *view);
+crux_status_t crux_cluster_set_view(struct crux_cluster_node *n, const struct crux_job_view *view);
 /*
  * An operator's change on this host of one job's override, from 'before' to
  * 'after' (one line of text each; NULL: no override). The next step writes

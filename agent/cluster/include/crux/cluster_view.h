@@ -2,9 +2,10 @@
 /*
  * What hosts exchange through etcd in cluster mode:
  *
- * - the host job view: per job seen on this host, counts and sums of its
- *   ranks' profile (never averages), the hosts its ranks run on and its
- *   traffic per peer host, so views of several hosts merge exactly;
+ * - the host record: this host's job view (crux/job_view.h: per job seen on
+ *   this host, counts and sums of its ranks' profile, never averages, the
+ *   hosts its ranks run on and its traffic per peer host), so views of
+ *   several hosts merge exactly (crux_jv_merge);
  * - the schedule record: the leader's decision for every job (level and
  *   routes keyed by source host), tagged with the etcd revision it was
  *   computed from and the leader's term (its leader key's create revision).
@@ -21,62 +22,27 @@
 
 #include "crux/addr.h"
 #include "crux/decision.h"
+#include "crux/job_view.h"
 #include "crux/jobid.h"
-#include "crux/profile.h"
 #include "crux/status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define CRUX_CV_VERSION	      1
-#define CRUX_CV_MAX_JOBS      4096	 /* per host record / per schedule */
-#define CRUX_CV_MAX_JOB_HOSTS 64	 /* as the agent tracks a job */
-#define CRUX_CV_MAX_FLOWS     4096	 /* per job */
-#define CRUX_CV_MAX_ROUTES    65536	 /* per schedule */
-#define CRUX_CV_MAX_TEXT      (1u << 20) /* an encoded record (etcd's request limit is 1.5 MiB) */
-
-struct crux_cv_flow {
-	struct crux_addr src, dst;
-	double bytes; /* per iteration */
-};
-
-struct crux_cv_job {
-	uint64_t key;
-	char id[CRUX_JOB_ID_LEN];
-	uint32_t nranks, ncompute; /* ncompute <= nranks: ranks with a compute profile */
-	bool clamped;
-	/* Sums over the ncompute ranks, s (overlap: fraction). */
-	double iter_sum, compute_sum, comm_sum, overlap_sum, stall_sum;
-	uint32_t nhosts;
-	struct crux_addr hosts[CRUX_CV_MAX_JOB_HOSTS];
-	uint32_t nflows;
-	struct crux_cv_flow *flows;
-};
-
-struct crux_cv_host {
-	char name[CRUX_HOSTNAME_LEN];
-	struct crux_addr addr;
-	uint32_t njobs;
-	struct crux_cv_job *jobs;
-};
-
-void crux_cv_host_free(struct crux_cv_host *h);
-/* Append a copy of job (its flows copied) to h. */
-crux_status_t crux_cv_host_add_job(struct crux_cv_host *h, const struct crux_cv_job *job);
-
-/* Encode into a malloc'ed NUL-terminated string. */
-crux_status_t crux_cv_host_encode(const struct crux_cv_host *h, char **out, size_t *len);
-crux_status_t crux_cv_host_decode(const char *text, size_t len, struct crux_cv_host *out);
+#define CRUX_CV_VERSION	   1
+#define CRUX_CV_MAX_JOBS   CRUX_JV_MAX_JOBS /* per host record / per schedule */
+#define CRUX_CV_MAX_ROUTES 65536	    /* per schedule */
+#define CRUX_CV_MAX_TEXT   (1u << 20) /* an encoded record (etcd's request limit is 1.5 MiB) */
 
 /*
- * Merge the views of n hosts into one job list: jobs with the same key add
- * their counts and sums, union their hosts and add the bytes of equal
- * (src, dst) flows. Hosts are taken in order of name, jobs by key, so every
- * agent merging the same views gets bit-identical results. out: a host
- * record named "merged" (free with crux_cv_host_free).
+ * The host record: a job view (crux/job_view.h) as JSON: its name, address
+ * and jobs (not the stall breakdown, not the hosts index: the decoder leaves
+ * those empty; crux_jv_merge rebuilds the index). Encoding a view beyond the
+ * job view's limits is CRUX_ERR_RANGE.
  */
-crux_status_t crux_cv_merge(const struct crux_cv_host *hosts, size_t n, struct crux_cv_host *out);
+crux_status_t crux_cv_host_encode(const struct crux_job_view *v, char **out, size_t *len);
+crux_status_t crux_cv_host_decode(const char *text, size_t len, struct crux_job_view *out);
 
 struct crux_cv_route {
 	/* Routes are applied by the source host; src family 0 ("-" in JSON):

@@ -318,7 +318,7 @@ crux_status_t crux_sched_maxkcut(int n, int n_edges, const int *from, const int 
 				 const double *w, int levels, int orders, uint64_t seed,
 				 int *levels_out, double *cut_out);
 
-/* ---- Fairness guard (guard.c) -------------------------------------------- */
+/* ---- Fairness guard (slowdown_bound.c) ------------------------------------ */
 
 #define CRUX_SCHED_MAX_SLOWDOWN_LIMIT 1e6
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The host job view: JSON encoding, strict decoding, exact merge.
+ * The host record: a job view (crux/job_view.h) as JSON, encoded and strictly
+ * decoded (crux_jv_merge adds records up).
  *
  * {"v":1,"host":"h1","addr":"10.0.0.1","jobs":[{"id":"job-a","key":"<16 hex>",
  *  "ranks":8,"compute":8,"clamped":false,"sum":[iter,compute,comm,overlap,stall],
@@ -13,38 +14,6 @@
 #include <string.h>
 
 #include "cv_internal.h"
-
-void crux_cv_host_free(struct crux_cv_host *h)
-{
-	if (!h)
-		return;
-	for (uint32_t i = 0; i < h->njobs; i++)
-		free(h->jobs[i].flows);
-	free(h->jobs);
-	memset(h, 0, sizeof(*h));
-}
-
-crux_status_t crux_cv_host_add_job(struct crux_cv_host *h, const struct crux_cv_job *job)
-{
-	if (h->njobs >= CRUX_CV_MAX_JOBS || job->nflows > CRUX_CV_MAX_FLOWS ||
-	    job->nhosts > CRUX_CV_MAX_JOB_HOSTS)
-		return CRUX_ERR_RANGE;
-	struct crux_cv_job *v = realloc(h->jobs, (h->njobs + 1) * sizeof(*v));
-	if (!v)
-		return CRUX_ERR_NOMEM;
-	h->jobs = v;
-	struct crux_cv_job *j = &v[h->njobs];
-	*j = *job;
-	j->flows = NULL;
-	if (job->nflows) {
-		j->flows = malloc(job->nflows * sizeof(*j->flows));
-		if (!j->flows)
-			return CRUX_ERR_NOMEM;
-		memcpy(j->flows, job->flows, job->nflows * sizeof(*j->flows));
-	}
-	h->njobs++;
-	return CRUX_OK;
-}
 
 crux_status_t crux_cv_add_addr(json_object *arr, const struct crux_addr *a)
 {
@@ -75,7 +44,7 @@ crux_status_t crux_cv_finish(json_object *o, char **out, size_t *len)
 	return CRUX_OK;
 }
 
-static json_object *job_json(const struct crux_cv_job *j)
+static json_object *job_json(const struct crux_jv_job *j)
 {
 	json_object *o = json_object_new_object(), *sum = json_object_new_array(),
 		    *hosts = json_object_new_array(), *flows = json_object_new_array();
@@ -119,10 +88,26 @@ fail_o:
 	return NULL;
 }
 
-crux_status_t crux_cv_host_encode(const struct crux_cv_host *h, char **out, size_t *len)
+/* What the decoder would refuse is not sent. */
+static bool within_limits(const struct crux_job_view *h)
 {
-	json_object *o = json_object_new_object(), *jobs = json_object_new_array();
+	if (h->njobs > CRUX_CV_MAX_JOBS)
+		return false;
+	for (size_t i = 0; i < h->njobs; i++)
+		if (h->jobs[i].nflows > CRUX_JV_MAX_FLOWS ||
+		    h->jobs[i].nhosts > CRUX_JV_MAX_JOB_HOSTS)
+			return false;
+	return true;
+}
+
+crux_status_t crux_cv_host_encode(const struct crux_job_view *h, char **out, size_t *len)
+{
+	json_object *o, *jobs;
 	crux_status_t st = CRUX_ERR_NOMEM;
+	if (!within_limits(h))
+		return CRUX_ERR_RANGE;
+	o = json_object_new_object();
+	jobs = json_object_new_array();
 	if (!o || !jobs) {
 		json_object_put(jobs);
 		goto out;
@@ -133,7 +118,7 @@ crux_status_t crux_cv_host_encode(const struct crux_cv_host *h, char **out, size
 	crux_addr_format(&h->addr, a, sizeof(a));
 	json_object_object_add(o, "addr", json_object_new_string(a));
 	json_object_object_add(o, "jobs", jobs);
-	for (uint32_t i = 0; i < h->njobs; i++) {
+	for (size_t i = 0; i < h->njobs; i++) {
 		json_object *j = job_json(&h->jobs[i]);
 		if (!j)
 			goto out;
@@ -232,7 +217,7 @@ crux_status_t crux_cv_text(json_object *o, const char *name, char *buf, size_t c
 	return CRUX_OK;
 }
 
-static crux_status_t job_from_json(json_object *o, struct crux_cv_job *j)
+static crux_status_t job_from_json(json_object *o, struct crux_jv_job *j)
 {
 	json_object *sum, *hosts, *flows;
 	uint64_t v;
@@ -260,21 +245,22 @@ static crux_status_t job_from_json(json_object *o, struct crux_cv_job *j)
 	if (j->overlap_sum > j->ncompute) /* each rank's overlap is a fraction */
 		return CRUX_ERR_CORRUPT;
 	if (crux_cv_get(o, "hosts", json_type_array, &hosts) ||
-	    json_object_array_length(hosts) > CRUX_CV_MAX_JOB_HOSTS)
+	    json_object_array_length(hosts) > CRUX_JV_MAX_JOB_HOSTS)
 		return CRUX_ERR_CORRUPT;
 	j->nhosts = (uint32_t)json_object_array_length(hosts);
 	for (uint32_t i = 0; i < j->nhosts; i++)
 		if (crux_cv_addr(json_object_array_get_idx(hosts, i), &j->hosts[i]))
 			return CRUX_ERR_CORRUPT;
 	if (crux_cv_get(o, "flows", json_type_array, &flows) ||
-	    json_object_array_length(flows) > CRUX_CV_MAX_FLOWS)
+	    json_object_array_length(flows) > CRUX_JV_MAX_FLOWS)
 		return CRUX_ERR_CORRUPT;
 	size_t nf = json_object_array_length(flows);
 	if (nf && !(j->flows = calloc(nf, sizeof(*j->flows))))
 		return CRUX_ERR_NOMEM;
+	j->capflows = (uint32_t)nf;
 	for (size_t i = 0; i < nf; i++) {
 		json_object *f = json_object_array_get_idx(flows, i);
-		struct crux_cv_flow *fl = &j->flows[i];
+		struct crux_jv_flow *fl = &j->flows[i];
 		if (!json_object_is_type(f, json_type_array) || json_object_array_length(f) != 3 ||
 		    crux_cv_addr(json_object_array_get_idx(f, 0), &fl->src) ||
 		    crux_cv_addr(json_object_array_get_idx(f, 1), &fl->dst) ||
@@ -285,10 +271,10 @@ static crux_status_t job_from_json(json_object *o, struct crux_cv_job *j)
 	return CRUX_OK;
 }
 
-crux_status_t crux_cv_host_decode(const char *text, size_t len, struct crux_cv_host *out)
+crux_status_t crux_cv_host_decode(const char *text, size_t len, struct crux_job_view *out)
 {
 	json_object *o, *jobs;
-	struct crux_cv_host h = {0};
+	struct crux_job_view h = {0};
 	uint64_t v;
 	if (len > CRUX_CV_MAX_TEXT)
 		return CRUX_ERR_CORRUPT;
@@ -311,8 +297,9 @@ crux_status_t crux_cv_host_decode(const char *text, size_t len, struct crux_cv_h
 		st = CRUX_ERR_NOMEM;
 		goto out;
 	}
+	h.capjobs = n; /* every job's flows are freed, a half-decoded one's too */
 	for (size_t i = 0; i < n; i++) {
-		h.njobs = (uint32_t)i + 1; /* so a half-decoded job's flows are freed */
+		h.njobs = i + 1;
 		if ((st = job_from_json(json_object_array_get_idx(jobs, i), &h.jobs[i])) != CRUX_OK)
 			goto out;
 		for (size_t k = 0; k < i; k++)
@@ -325,110 +312,9 @@ crux_status_t crux_cv_host_decode(const char *text, size_t len, struct crux_cv_h
 out:
 	json_object_put(o);
 	if (st != CRUX_OK) {
-		crux_cv_host_free(&h);
+		crux_jv_free(&h);
 		return st;
 	}
 	*out = h;
 	return CRUX_OK;
-}
-
-/* ---- merge ---- */
-
-static int host_cmp(const void *a, const void *b)
-{
-	const struct crux_cv_host *x = *(const struct crux_cv_host *const *)a;
-	const struct crux_cv_host *y = *(const struct crux_cv_host *const *)b;
-	int c = strcmp(x->name, y->name);
-	return c ? c : memcmp(&x->addr, &y->addr, sizeof(x->addr));
-}
-
-static int job_cmp(const void *a, const void *b)
-{
-	const struct crux_cv_job *x = a, *y = b;
-	return x->key < y->key ? -1 : x->key > y->key;
-}
-
-static crux_status_t merge_into(struct crux_cv_job *m, const struct crux_cv_job *j)
-{
-	m->nranks += j->nranks;
-	m->ncompute += j->ncompute;
-	m->clamped |= j->clamped;
-	m->iter_sum += j->iter_sum;
-	m->compute_sum += j->compute_sum;
-	m->comm_sum += j->comm_sum;
-	m->overlap_sum += j->overlap_sum;
-	m->stall_sum += j->stall_sum;
-	for (uint32_t i = 0; i < j->nhosts; i++) {
-		bool known = false;
-		for (uint32_t k = 0; k < m->nhosts && !known; k++)
-			known = crux_addr_equal(&m->hosts[k], &j->hosts[i]);
-		if (!known && m->nhosts < CRUX_CV_MAX_JOB_HOSTS)
-			m->hosts[m->nhosts++] = j->hosts[i];
-	}
-	for (uint32_t i = 0; i < j->nflows; i++) {
-		const struct crux_cv_flow *f = &j->flows[i];
-		uint32_t k = 0;
-		while (k < m->nflows && !(crux_addr_equal(&m->flows[k].src, &f->src) &&
-					  crux_addr_equal(&m->flows[k].dst, &f->dst)))
-			k++;
-		if (k < m->nflows) {
-			m->flows[k].bytes += f->bytes;
-			continue;
-		}
-		if (m->nflows >= CRUX_CV_MAX_FLOWS)
-			return CRUX_ERR_RANGE;
-		struct crux_cv_flow *v = realloc(m->flows, (m->nflows + 1) * sizeof(*v));
-		if (!v)
-			return CRUX_ERR_NOMEM;
-		m->flows = v;
-		m->flows[m->nflows++] = *f;
-	}
-	return CRUX_OK;
-}
-
-crux_status_t crux_cv_merge(const struct crux_cv_host *hosts, size_t n, struct crux_cv_host *out)
-{
-	struct crux_cv_host m = {0};
-	const struct crux_cv_host **order = n ? malloc(n * sizeof(*order)) : NULL;
-	crux_status_t st = CRUX_ERR_NOMEM;
-	if (n && !order)
-		return st;
-	for (size_t i = 0; i < n; i++)
-		order[i] = &hosts[i];
-	if (n > 1)
-		qsort(order, n, sizeof(*order), host_cmp);
-	snprintf(m.name, sizeof(m.name), "merged");
-	for (size_t i = 0; i < n; i++) {
-		for (uint32_t k = 0; k < order[i]->njobs; k++) {
-			const struct crux_cv_job *j = &order[i]->jobs[k];
-			uint32_t x = 0;
-			while (x < m.njobs && m.jobs[x].key != j->key)
-				x++;
-			if (x == m.njobs) {
-				struct crux_cv_job empty = *j;
-				empty.nranks = empty.ncompute = empty.nhosts = empty.nflows = 0;
-				empty.clamped = false;
-				empty.iter_sum = empty.compute_sum = empty.comm_sum = 0;
-				empty.overlap_sum = empty.stall_sum = 0;
-				empty.flows = NULL;
-				if (m.njobs >= CRUX_CV_MAX_JOBS) {
-					st = CRUX_ERR_RANGE;
-					goto fail;
-				}
-				if ((st = crux_cv_host_add_job(&m, &empty)) != CRUX_OK)
-					goto fail;
-			}
-			if ((st = merge_into(&m.jobs[x], j)) != CRUX_OK)
-				goto fail;
-		}
-	}
-	if (m.njobs > 1)
-		qsort(m.jobs, m.njobs, sizeof(*m.jobs), job_cmp);
-	free(order);
-	*out = m;
-	return CRUX_OK;
-fail:
-	free(order);
-	crux_cv_host_free(&m);
-	return st;
 }
