@@ -26,41 +26,6 @@
 /* A preempted job restarts from its checkpoint: this much work is lost (our assumption). */
 #define CRUX_SIM_RESTART_S 60.0
 
-static const char *const policy_names[CRUX_SIM_N_POLICIES] = {
-    "ecmp",
-    "sincronia",
-    "taccl",
-    "cassini-lite",
-    "crux-pa",
-    "crux-ps-pa",
-    "crux-full",
-    "sincronia-lcp",
-    "cassini-lite-lcp",
-    "crux-random-order",
-    "crux-reversed-order",
-    "crux-one-level",
-};
-
-const char *crux_sim_policy_name(enum crux_sim_policy p)
-{
-	return (unsigned)p < CRUX_SIM_N_POLICIES ? policy_names[p] : "?";
-}
-
-crux_status_t crux_sim_policy_parse(const char *s, enum crux_sim_policy *out)
-{
-	if (strcmp(s, "cassini") == 0) { /* the name before it was called "lite" */
-		*out = CRUX_SIM_CASSINI;
-		return CRUX_OK;
-	}
-	for (int i = 0; i < CRUX_SIM_N_POLICIES; i++) {
-		if (strcmp(s, policy_names[i]) == 0) {
-			*out = (enum crux_sim_policy)i;
-			return CRUX_OK;
-		}
-	}
-	return CRUX_ERR_INVAL;
-}
-
 void crux_sim_config_defaults(struct crux_sim_config *c)
 {
 	memset(c, 0, sizeof(*c));
