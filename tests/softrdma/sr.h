@@ -15,8 +15,11 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <time.h>
 
 /* exported verbs entry points (the build hides everything else) */
 #define SR_API __attribute__((visibility("default")))
@@ -190,18 +193,42 @@ struct sr_ctx {
 	uint32_t keygen;
 };
 
+/* Files call downwards only: sr_dev.c -> sr_qp.c -> sr_wire.c -> sr_cq.c, sr_mr.c -> sr_torn.c. */
+
+__attribute__((format(printf, 1, 2))) static inline void sr_log(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("softrdma: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+static inline uint64_t sr_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* sr_dev.c */
 int sr_async_post(struct sr_ctx *c, const struct ibv_async_event *ev);
+
+/* sr_mr.c */
 struct sr_mr *sr_mr_find(struct sr_ctx *c, struct ibv_pd *pd, uint32_t key);
 uint8_t *sr_mr_ptr(struct sr_mr *mr, uint64_t addr, uint64_t len);
-void sr_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-uint64_t sr_now_ns(void);
+
+/* sr_cq.c */
+void sr_cq_push(struct sr_cq *cq, const struct ibv_wc *wc);
+int sr_cq_poll(struct ibv_cq *ib, int num, struct ibv_wc *wc);
+int sr_cq_req_notify(struct ibv_cq *ib, int solicited_only);
+void sr_wqe_free(struct sr_wqe *w);
+/* A send WR's completion (none for an unsignaled success). Lock held. */
+void sr_send_complete(struct sr_qp *qp, struct sr_wqe *w, enum ibv_wc_status st);
 
 /* sr_qp.c */
-void sr_cq_push(struct sr_cq *cq, const struct ibv_wc *wc);
-void sr_qp_fail(struct sr_qp *qp, enum ibv_wc_status head_status);
 void sr_ops_fill(struct ibv_context_ops *ops);
-int sr_sq_answer(struct sr_qp *qp, enum ibv_wc_status st, const uint8_t *pay, uint32_t plen);
 
 /* sr_torn.c */
 uint32_t sr_torn_chunk(void);
@@ -227,5 +254,7 @@ struct sr_conn *sr_conn_inbound(struct sr_ctx *c, struct sr_qp *qp, struct in_ad
 				uint32_t src_qpn, uint32_t epoch);
 void sr_wake(struct sr_ctx *c);
 uint16_t sr_qp_sport(const struct sr_qp *qp);
+void sr_qp_fail(struct sr_qp *qp, enum ibv_wc_status head_status);
+int sr_sq_answer(struct sr_qp *qp, enum ibv_wc_status st, const uint8_t *pay, uint32_t plen);
 
 #endif

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Software RDMA device: CQs, the RC QP state machine, posting and polling. */
+/* Software RDMA device: the RC QP state machine and posting. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -8,196 +8,6 @@
 #include <unistd.h>
 
 #include "sr.h"
-
-SR_API struct ibv_cq *ibv_create_cq(struct ibv_context *ib, int cqe, void *cq_context,
-				    struct ibv_comp_channel *ch, int comp_vector)
-{
-	(void)comp_vector;
-	if (cqe < 1 || cqe > (1 << 20)) {
-		errno = EINVAL;
-		return NULL;
-	}
-	struct sr_cq *cq = calloc(1, sizeof *cq);
-	if (cq)
-		cq->ring = calloc((size_t)cqe, sizeof *cq->ring);
-	if (!cq || !cq->ring) {
-		free(cq);
-		errno = ENOMEM;
-		return NULL;
-	}
-	cq->cap = cqe;
-	cq->ib.context = ib;
-	cq->ib.channel = ch;
-	cq->ib.cq_context = cq_context;
-	cq->ib.cqe = cqe;
-	pthread_mutex_init(&cq->ib.mutex, NULL);
-	pthread_cond_init(&cq->ib.cond, NULL);
-	return &cq->ib;
-}
-
-SR_API int ibv_destroy_cq(struct ibv_cq *ib)
-{
-	struct sr_cq *cq = (struct sr_cq *)ib;
-	struct sr_ctx *c = (struct sr_ctx *)ib->context;
-	pthread_mutex_lock(&c->mu);
-	int users = cq->users;
-	pthread_mutex_unlock(&c->mu);
-	if (users)
-		return EBUSY;
-	pthread_mutex_destroy(&ib->mutex);
-	pthread_cond_destroy(&ib->cond);
-	free(cq->ring);
-	free(cq);
-	return 0;
-}
-
-/* caller holds the context mutex */
-void sr_cq_push(struct sr_cq *cq, const struct ibv_wc *wc)
-{
-	if (cq->n == cq->cap) {
-		if (!cq->overflowed)
-			sr_log("CQ overrun (%d entries): completions are lost", cq->cap);
-		cq->overflowed = true;
-		return;
-	}
-	cq->ring[(cq->head + cq->n) % cq->cap] = *wc;
-	cq->n++;
-	if (cq->armed && cq->ib.channel) {
-		cq->armed = false;
-		ssize_t w = write(cq->ib.channel->refcnt, "c", 1);
-		(void)w;
-	}
-}
-
-static int poll_cq(struct ibv_cq *ib, int num, struct ibv_wc *wc)
-{
-	struct sr_cq *cq = (struct sr_cq *)ib;
-	struct sr_ctx *c = (struct sr_ctx *)ib->context;
-	int k = 0;
-	pthread_mutex_lock(&c->mu);
-	while (k < num && cq->n > 0) {
-		wc[k++] = cq->ring[cq->head];
-		cq->head = (cq->head + 1) % cq->cap;
-		cq->n--;
-	}
-	pthread_mutex_unlock(&c->mu);
-	return k;
-}
-
-static int req_notify_cq(struct ibv_cq *ib, int solicited_only)
-{
-	(void)solicited_only;
-	struct sr_cq *cq = (struct sr_cq *)ib;
-	struct sr_ctx *c = (struct sr_ctx *)ib->context;
-	pthread_mutex_lock(&c->mu);
-	cq->armed = true;
-	pthread_mutex_unlock(&c->mu);
-	return 0;
-}
-
-static void wqe_free(struct sr_wqe *w)
-{
-	free(w->sg);
-	free(w->inl);
-	free(w);
-}
-
-static void complete_send(struct sr_qp *qp, struct sr_wqe *w, enum ibv_wc_status st)
-{
-	if (st == IBV_WC_SUCCESS && !w->signaled)
-		return;
-	static const enum ibv_wc_opcode map[] = {
-	    [IBV_WR_RDMA_WRITE] = IBV_WC_RDMA_WRITE,
-	    [IBV_WR_RDMA_WRITE_WITH_IMM] = IBV_WC_RDMA_WRITE,
-	    [IBV_WR_SEND] = IBV_WC_SEND,
-	    [IBV_WR_SEND_WITH_IMM] = IBV_WC_SEND,
-	    [IBV_WR_RDMA_READ] = IBV_WC_RDMA_READ,
-	};
-	struct ibv_wc wc = {0};
-	wc.wr_id = w->wr_id;
-	wc.status = st;
-	wc.opcode = map[w->op];
-	wc.qp_num = qp->ib.qp_num;
-	if (w->op == IBV_WR_RDMA_READ)
-		wc.byte_len = w->len;
-	sr_cq_push((struct sr_cq *)qp->ib.send_cq, &wc);
-}
-
-/* Fail the QP: the oldest send WR gets head_status (when not FLUSH), every
- * other send and receive WR a flush error; the QP enters ERR. Lock held. */
-void sr_qp_fail(struct sr_qp *qp, enum ibv_wc_status head_status)
-{
-	enum ibv_wc_status st = head_status;
-	while (qp->sq) {
-		struct sr_wqe *w = qp->sq;
-		qp->sq = w->next;
-		/* error completions are reported even for unsignaled WRs */
-		w->signaled = true;
-		complete_send(qp, w, st);
-		st = IBV_WC_WR_FLUSH_ERR;
-		wqe_free(w);
-	}
-	qp->sq_tail = NULL;
-	qp->nsq = 0;
-	while (qp->rq_n > 0) {
-		struct sr_rwqe *r = &qp->rq[qp->rq_head];
-		struct ibv_wc wc = {.wr_id = r->wr_id,
-				    .status = IBV_WC_WR_FLUSH_ERR,
-				    .opcode = IBV_WC_RECV,
-				    .qp_num = qp->ib.qp_num};
-		sr_cq_push((struct sr_cq *)qp->ib.recv_cq, &wc);
-		free(r->sg);
-		qp->rq_head = (qp->rq_head + 1) % (int)qp->cap.max_recv_wr;
-		qp->rq_n--;
-	}
-	qp->ib.state = IBV_QPS_ERR;
-	qp->a.qp_state = IBV_QPS_ERR;
-	qp->resend_ns = 0;
-	qp->stalled = false;
-	if (qp->out) {
-		sr_conn_close(qp->ctx, qp->out);
-		qp->out = NULL;
-	}
-}
-
-/* The responder answered the oldest send WR: success (READ data in pay) or
- * an error status. Lock held. Returns -1 when the QP failed. */
-int sr_sq_answer(struct sr_qp *qp, enum ibv_wc_status st, const uint8_t *pay, uint32_t plen)
-{
-	struct sr_wqe *w = qp->sq;
-	if (st == IBV_WC_SUCCESS && w->op == IBV_WR_RDMA_READ) {
-		uint32_t off = 0;
-		if (plen != w->len)
-			st = IBV_WC_BAD_RESP_ERR;
-		for (int i = 0; st == IBV_WC_SUCCESS && i < w->nsg; i++) {
-			struct sr_mr *m = sr_mr_find(qp->ctx, qp->ib.pd, w->sg[i].lkey);
-			uint8_t *p = m ? sr_mr_ptr(m, w->sg[i].addr, w->sg[i].length) : NULL;
-			if (!p && w->sg[i].length) {
-				st = IBV_WC_LOC_PROT_ERR;
-				break;
-			}
-			if (w->sg[i].length)
-				memcpy(p, pay + off, w->sg[i].length);
-			off += w->sg[i].length;
-		}
-	}
-	if (st != IBV_WC_SUCCESS) {
-		sr_qp_fail(qp, st);
-		return -1;
-	}
-	qp->sq = w->next;
-	if (!qp->sq)
-		qp->sq_tail = NULL;
-	qp->nsq--;
-	qp->rnr_left = qp->a.rnr_retry;
-	complete_send(qp, w, IBV_WC_SUCCESS);
-	wqe_free(w);
-	if (qp->sq && qp->sq->err) {
-		sr_qp_fail(qp, qp->sq->err);
-		return -1;
-	}
-	return 0;
-}
 
 /*
  * Firmware latency (CRUX_SOFTRDMA_FW_LATENCY_US="LO-HI" microseconds): QP
@@ -640,8 +450,8 @@ static int post_recv(struct ibv_qp *ib, struct ibv_recv_wr *wr, struct ibv_recv_
 
 void sr_ops_fill(struct ibv_context_ops *ops)
 {
-	ops->poll_cq = poll_cq;
-	ops->req_notify_cq = req_notify_cq;
+	ops->poll_cq = sr_cq_poll;
+	ops->req_notify_cq = sr_cq_req_notify;
 	ops->post_send = post_send;
 	ops->post_recv = post_recv;
 }

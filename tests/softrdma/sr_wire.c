@@ -978,3 +978,81 @@ void sr_ctx_stop(struct sr_ctx *c)
 	close(c->efd);
 	free(c->pkts);
 }
+
+/* ---- the requester side: the answer to a send work request, or the QP failed ---- */
+
+/* Fail the QP: the oldest send WR gets head_status (when not FLUSH), every
+ * other send and receive WR a flush error; the QP enters ERR. Lock held. */
+void sr_qp_fail(struct sr_qp *qp, enum ibv_wc_status head_status)
+{
+	enum ibv_wc_status st = head_status;
+	while (qp->sq) {
+		struct sr_wqe *w = qp->sq;
+		qp->sq = w->next;
+		/* error completions are reported even for unsignaled WRs */
+		w->signaled = true;
+		sr_send_complete(qp, w, st);
+		st = IBV_WC_WR_FLUSH_ERR;
+		sr_wqe_free(w);
+	}
+	qp->sq_tail = NULL;
+	qp->nsq = 0;
+	while (qp->rq_n > 0) {
+		struct sr_rwqe *r = &qp->rq[qp->rq_head];
+		struct ibv_wc wc = {.wr_id = r->wr_id,
+				    .status = IBV_WC_WR_FLUSH_ERR,
+				    .opcode = IBV_WC_RECV,
+				    .qp_num = qp->ib.qp_num};
+		sr_cq_push((struct sr_cq *)qp->ib.recv_cq, &wc);
+		free(r->sg);
+		qp->rq_head = (qp->rq_head + 1) % (int)qp->cap.max_recv_wr;
+		qp->rq_n--;
+	}
+	qp->ib.state = IBV_QPS_ERR;
+	qp->a.qp_state = IBV_QPS_ERR;
+	qp->resend_ns = 0;
+	qp->stalled = false;
+	if (qp->out) {
+		sr_conn_close(qp->ctx, qp->out);
+		qp->out = NULL;
+	}
+}
+
+/* The responder answered the oldest send WR: success (READ data in pay) or
+ * an error status. Lock held. Returns -1 when the QP failed. */
+int sr_sq_answer(struct sr_qp *qp, enum ibv_wc_status st, const uint8_t *pay, uint32_t plen)
+{
+	struct sr_wqe *w = qp->sq;
+	if (st == IBV_WC_SUCCESS && w->op == IBV_WR_RDMA_READ) {
+		uint32_t off = 0;
+		if (plen != w->len)
+			st = IBV_WC_BAD_RESP_ERR;
+		for (int i = 0; st == IBV_WC_SUCCESS && i < w->nsg; i++) {
+			struct sr_mr *m = sr_mr_find(qp->ctx, qp->ib.pd, w->sg[i].lkey);
+			uint8_t *p = m ? sr_mr_ptr(m, w->sg[i].addr, w->sg[i].length) : NULL;
+			if (!p && w->sg[i].length) {
+				st = IBV_WC_LOC_PROT_ERR;
+				break;
+			}
+			if (w->sg[i].length)
+				memcpy(p, pay + off, w->sg[i].length);
+			off += w->sg[i].length;
+		}
+	}
+	if (st != IBV_WC_SUCCESS) {
+		sr_qp_fail(qp, st);
+		return -1;
+	}
+	qp->sq = w->next;
+	if (!qp->sq)
+		qp->sq_tail = NULL;
+	qp->nsq--;
+	qp->rnr_left = qp->a.rnr_retry;
+	sr_send_complete(qp, w, IBV_WC_SUCCESS);
+	sr_wqe_free(w);
+	if (qp->sq && qp->sq->err) {
+		sr_qp_fail(qp, qp->sq->err);
+		return -1;
+	}
+	return 0;
+}
