@@ -34,7 +34,7 @@
 #include "crux/json.h"
 #include "crux/sched.h"
 #include "crux/sched_ref.h"
-#include "internal.h" /* crux_sched_evaluate_links: the enumeration's inner loop */
+#include "sched_int.h" /* crux_sched_evaluate_links: the enumeration's inner loop */
 
 #define NJ	5
 #define K3	3

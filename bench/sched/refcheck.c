@@ -40,7 +40,7 @@
 #include "crux/json.h"
 #include "crux/sched.h"
 #include "crux/sched_ref.h"
-#include "internal.h"
+#include "sched_int.h"
 
 enum sch {
 	S_CRUX,	    /* crux-full (the library's default: P = I, no correction factor) */

@@ -34,7 +34,7 @@
 #include "cases.h"
 #include "crux/json.h"
 #include "crux/sched.h"
-#include "internal.h" /* crux_sched_eval_set_resume: the guard's baseline */
+#include "sched_int.h" /* crux_sched_eval_set_resume: the guard's baseline */
 
 static double now(void)
 {

@@ -23,7 +23,7 @@
 
 #include "crux/broker.h"
 #include "crux/log.h"
-#include "internal.h"
+#include "common_int.h"
 
 #define BROKER_MAX_PEERS 4096
 #define BROKER_POLL_MS	 250

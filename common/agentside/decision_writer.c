@@ -16,7 +16,7 @@
 #include "crux/log.h"
 #include "crux/shm.h"
 #include "decision_writer_int.h"
-#include "internal.h"
+#include "common_int.h"
 
 static uint32_t buckets_for(uint32_t n, uint32_t max)
 {

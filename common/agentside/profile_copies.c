@@ -18,7 +18,7 @@
 #include "crux/profile.h"
 #include "crux/profile_scan.h"
 #include "crux/shm.h"
-#include "internal.h"
+#include "common_int.h"
 #include "profile_layout.h"
 
 #define COPIES_MAX 4096 /* processes remembered per pass (more are copied, not cleaned up) */

@@ -13,7 +13,7 @@
 
 #include "crux/attach.h"
 #include "crux/log.h"
-#include "internal.h"
+#include "common_int.h"
 
 struct crux_agent_conn {
 	int sock;

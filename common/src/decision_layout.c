@@ -8,7 +8,7 @@
 #include "crux/log.h"
 #include "crux/shm.h"
 #include "decision_layout.h"
-#include "internal.h"
+#include "common_int.h"
 
 size_t crux_dt_file_size(void)
 {

@@ -14,7 +14,7 @@
 #include "crux/decision.h"
 #include "crux/shm.h"
 #include "decision_layout.h"
-#include "internal.h"
+#include "common_int.h"
 
 /*
  * The seqlock's closing check, for a copy: the counters and indexes the copy

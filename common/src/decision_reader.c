@@ -8,7 +8,7 @@
 #include "crux/log.h"
 #include "crux/shm.h"
 #include "decision_layout.h"
-#include "internal.h"
+#include "common_int.h"
 
 crux_status_t crux_dt_reader_open_ex(const char *dir, struct crux_dt_reader **out, char *err,
 				     size_t errlen)

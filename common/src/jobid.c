@@ -6,7 +6,7 @@
 
 #include "crux/jobid.h"
 #include "crux/log.h"
-#include "internal.h"
+#include "common_int.h"
 
 uint64_t crux_job_key_of(const char *id)
 {

@@ -13,7 +13,7 @@
 
 #include "crux/env.h"
 #include "crux/log.h"
-#include "internal.h"
+#include "common_int.h"
 
 #define CRUX_LOG_COMPONENT_LEN 32
 #define CRUX_LOG_ONCE_SLOTS    256

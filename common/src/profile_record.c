@@ -20,7 +20,7 @@
 #include "crux/log.h"
 #include "crux/profile.h"
 #include "crux/shm.h"
-#include "internal.h"
+#include "common_int.h"
 #include "profile_layout.h"
 
 struct crux_prof_handle {

@@ -13,7 +13,7 @@
 
 #include "crux/log.h"
 #include "crux/shm.h"
-#include "internal.h"
+#include "common_int.h"
 
 _Static_assert(sizeof(struct crux_shm_header) == 64, "the record header is 64 bytes");
 

@@ -4,7 +4,7 @@
 
 #include "crux/attach.h"
 #include "crux/jobid.h"
-#include "internal.h"
+#include "common_int.h"
 
 static crux_status_t head_check(const void *buf, size_t len, size_t want, uint16_t *type, char *err,
 				size_t errlen)

@@ -3,7 +3,7 @@
  * Internal interfaces of the Crux NCCL net plugin.
  *
  * One version-independent core (net.c, core.c) behind thin per-version
- * shims (shims.c); transports behind an operations table (core.h). All
+ * shims (net_abi.c); transports behind an operations table (core.h). All
  * process-wide state lives in struct cruxn_context.
  */
 #ifndef CRUXN_H
@@ -30,7 +30,7 @@
 #define CRUXN_MAX_SOCKS	 CRUX_ROUTE_MAX_PORTS /* data sockets per connection */
 #define CRUXN_IFNAME_LEN 16
 
-/* ---- Configuration (config.c) -------------------------------------------- */
+/* ---- Configuration (settings.c) -------------------------------------------- */
 
 enum cruxn_family { CRUXN_FAM_ANY = 0, CRUXN_FAM_V4, CRUXN_FAM_V6 };
 
@@ -132,7 +132,7 @@ struct cruxn_peer_stats *cruxn_peer_stats_get(const struct crux_addr *peer);
 crux_status_t cruxn_tagging_start(void);
 void cruxn_tagging_stop(void);
 
-/* ---- Sockets (sock.c) ---------------------------------------------------- */
+/* ---- Sockets (sockopt.c) ---------------------------------------------------- */
 
 int cruxn_sock_set_class(int fd, int family, const struct cruxn_class *cls);
 crux_status_t cruxn_sock_tune(int fd, const struct cruxn_config *cfg);

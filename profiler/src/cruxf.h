@@ -2,7 +2,7 @@
 /*
  * Internals of libnccl-profiler-crux.so: the per-communicator context NCCL
  * hands back with every event, the event handles, and the version-neutral
- * event descriptor the per-version shims (shims.c) fill for the core.
+ * event descriptor the per-version shims (profiler_abi.c) fill for the core.
  */
 #ifndef CRUXF_H
 #define CRUXF_H
@@ -120,7 +120,7 @@ struct cruxf_next_state {
 };
 extern struct cruxf_next_state cruxf_next;
 
-/* A version's descriptor into the core (shims.c); 'parent' is our own parent handle. */
+/* A version's descriptor into the core (profiler_abi.c); 'parent' is our own parent handle. */
 typedef void (*cruxf_core_start_fn)(void *core_ctx, void **handle, const void *descr, void *parent);
 
 cruxf_result_t cruxf_chain_init(int version, void **context, int *mask, uint64_t comm_id,

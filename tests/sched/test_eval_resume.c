@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "crux/sched.h"
-#include "internal.h"
+#include "sched_int.h"
 
 /* Two leaves of three hosts, two spines: cross-leaf flows have two paths. */
 static const char *leafspine = "host h0 h1 h2 h3 h4 h5\nswitch l0 l1 s0 s1\n"

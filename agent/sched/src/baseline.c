@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "sched_int.h"
 
 void crux_sched_job_links_free(struct job_links *jl)
 {

@@ -11,7 +11,7 @@
 #include "crux/json.h"
 #include "crux/sched_cli.h"
 #include "crux/sched_ref.h"
-#include "internal.h"
+#include "sched_int.h"
 
 static void usage(FILE *f, const char *prog)
 {

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "sched_int.h"
 
 /*
  * Segment tree over split points j with K values per node and lazy adds that

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "sched_int.h"
 
 #define RESIDUAL_FLOOR 1e-6 /* of the link rate: starved, not divided by zero */
 

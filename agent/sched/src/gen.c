@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "sched_int.h"
 
 static int bad_rate(double g)
 {

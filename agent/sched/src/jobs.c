@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "crux/env.h"
-#include "internal.h"
+#include "sched_int.h"
 
 void crux_sched_jobs_init(struct crux_sched_jobs *js)
 {

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "crux/sched_ref.h"
-#include "internal.h"
+#include "sched_int.h"
 
 #define FREEZE_EPS 1e-12 /* of a link's rate: saturated */
 #define DONE_EPS   1e-9	 /* of a flow's bytes: finished */

@@ -5,7 +5,7 @@
  */
 #include <stdlib.h>
 
-#include "internal.h"
+#include "sched_int.h"
 
 crux_status_t crux_sched_run(struct crux_sched_topo *t, const struct crux_sched_job *jobs, size_t n,
 			     const struct crux_sched_params *p, enum crux_sched_policy pol,

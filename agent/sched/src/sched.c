@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "sched_int.h"
 
 #define K_MAX	       100.0 /* clamp of the correction factor */
 #define GAIN_EPS       1e-9

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "crux/env.h"
-#include "internal.h"
+#include "sched_int.h"
 
 /* A round lifts every violator once; this many rounds of K levels suffice
  * for every job to reach the top, so the loop always ends. */

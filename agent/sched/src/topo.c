@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "crux/env.h"
-#include "internal.h"
+#include "sched_int.h"
 
 #define MAX_ENUM_PATHS 4096
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "sched_int.h"
 
 void crux_sched_errf(struct crux_sched_err *err, const char *fmt, ...)
 {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers shared by the files of common/ and not part of its API. */
-#ifndef CRUX_COMMON_INTERNAL_H
-#define CRUX_COMMON_INTERNAL_H
+#ifndef CRUX_COMMON_INT_H
+#define CRUX_COMMON_INT_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -43,4 +43,4 @@ static inline bool crux_put(int fd, const void *p, size_t len, size_t off)
 ssize_t crux_sock_send(int sock, const void *buf, size_t len, int fd);
 ssize_t crux_sock_recv(int sock, void *buf, size_t len, int *fd, int *nfds);
 
-#endif /* CRUX_COMMON_INTERNAL_H */
+#endif /* CRUX_COMMON_INT_H */

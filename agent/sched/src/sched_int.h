@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Internals shared by the scheduler's source files. */
-#ifndef CRUX_SCHED_INTERNAL_H
-#define CRUX_SCHED_INTERNAL_H
+#ifndef CRUX_SCHED_INT_H
+#define CRUX_SCHED_INT_H
 
 #include <stdarg.h>
 #include <stddef.h>
