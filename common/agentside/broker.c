@@ -21,9 +21,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common_int.h"
 #include "crux/broker.h"
 #include "crux/log.h"
-#include "common_int.h"
 
 #define BROKER_MAX_PEERS 4096
 #define BROKER_POLL_MS	 250

@@ -6,9 +6,9 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "common_int.h"
 #include "crux/shm.h"
 #include "decision_writer_int.h"
-#include "common_int.h"
 
 /* The pid holding an flock on (dev, ino), from /proc/locks; 0 when not found. */
 static pid_t flock_holder(dev_t dev, ino_t ino)

@@ -13,11 +13,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common_int.h"
 #include "crux/decision.h"
 #include "crux/log.h"
 #include "crux/shm.h"
 #include "decision_writer_int.h"
-#include "common_int.h"
 
 crux_status_t crux_dt_writer_open_ex(const char *dir, const struct crux_dt_settings *settings,
 				     struct crux_dt_writer **out, pid_t *holder_pid, char *err,

@@ -12,11 +12,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common_int.h"
 #include "crux/decision.h"
 #include "crux/log.h"
 #include "crux/shm.h"
 #include "decision_writer_int.h"
-#include "common_int.h"
 
 static uint32_t buckets_for(uint32_t n, uint32_t max)
 {

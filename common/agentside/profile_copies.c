@@ -13,12 +13,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common_int.h"
 #include "crux/clock.h"
 #include "crux/log.h"
 #include "crux/profile.h"
 #include "crux/profile_scan.h"
 #include "crux/shm.h"
-#include "common_int.h"
 #include "profile_layout.h"
 
 #define COPIES_MAX 4096 /* processes remembered per pass (more are copied, not cleaned up) */

@@ -14,13 +14,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common_int.h"
 #include "crux/attach.h"
 #include "crux/jobid.h"
 #include "crux/log.h"
 #include "crux/profile.h"
 #include "crux/profile_scan.h"
 #include "crux/shm.h"
-#include "common_int.h"
 #include "profile_layout.h"
 
 crux_status_t crux_prof_map_fd(int fd, struct crux_shm_map *out, char *err, size_t errlen)

@@ -11,9 +11,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common_int.h"
 #include "crux/attach.h"
 #include "crux/log.h"
-#include "common_int.h"
 
 struct crux_agent_conn {
 	int sock;

@@ -4,11 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common_int.h"
 #include "crux/decision.h"
 #include "crux/log.h"
 #include "crux/shm.h"
 #include "decision_layout.h"
-#include "common_int.h"
 
 size_t crux_dt_file_size(void)
 {

@@ -11,10 +11,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common_int.h"
 #include "crux/decision.h"
 #include "crux/shm.h"
 #include "decision_layout.h"
-#include "common_int.h"
 
 /*
  * The seqlock's closing check, for a copy: the counters and indexes the copy

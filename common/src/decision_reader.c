@@ -4,11 +4,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common_int.h"
 #include "crux/decision.h"
 #include "crux/log.h"
 #include "crux/shm.h"
 #include "decision_layout.h"
-#include "common_int.h"
 
 crux_status_t crux_dt_reader_open_ex(const char *dir, struct crux_dt_reader **out, char *err,
 				     size_t errlen)

@@ -4,9 +4,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common_int.h"
 #include "crux/jobid.h"
 #include "crux/log.h"
-#include "common_int.h"
 
 uint64_t crux_job_key_of(const char *id)
 {

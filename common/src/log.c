@@ -11,9 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common_int.h"
 #include "crux/env.h"
 #include "crux/log.h"
-#include "common_int.h"
 
 #define CRUX_LOG_COMPONENT_LEN 32
 #define CRUX_LOG_ONCE_SLOTS    256

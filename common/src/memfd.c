@@ -13,9 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common_int.h"
 #include "crux/log.h"
 #include "crux/shm.h"
-#include "common_int.h"
 
 _Static_assert(CRUX_SEALS_PROFILE == (F_SEAL_SHRINK | F_SEAL_GROW), "profile seals");
 _Static_assert(CRUX_SEALS_TABLE == (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE),

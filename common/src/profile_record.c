@@ -16,11 +16,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common_int.h"
 #include "crux/attach.h"
 #include "crux/log.h"
 #include "crux/profile.h"
 #include "crux/shm.h"
-#include "common_int.h"
 #include "profile_layout.h"
 
 struct crux_prof_handle {

@@ -11,9 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common_int.h"
 #include "crux/log.h"
 #include "crux/shm.h"
-#include "common_int.h"
 
 _Static_assert(sizeof(struct crux_shm_header) == 64, "the record header is 64 bytes");
 

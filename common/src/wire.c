@@ -2,9 +2,9 @@
 /* Strict decoders of the attach protocol's messages (crux/attach.h). */
 #include <string.h>
 
+#include "common_int.h"
 #include "crux/attach.h"
 #include "crux/jobid.h"
-#include "common_int.h"
 
 static crux_status_t head_check(const void *buf, size_t len, size_t want, uint16_t *type, char *err,
 				size_t errlen)
