@@ -87,24 +87,20 @@ for g in $(printf '%s\n' $GUARDS | sort) base; do
 done | xargs -P "$PAR" -n 3 sh "$0" --one "$SIM" "$DIR"
 
 # One line per run: experiment seed policy util worst p99, read from the
-# JSON crux-sim writes (one run object per block, fields in a fixed order).
+# JSON crux-sim writes (null where a figure is undefined).
 table() {
 	for e in $EXPERIMENTS; do
 		s=$FIRST
 		while [ "$s" -le "$LAST" ]; do
 			for g in base $GUARDS; do
-				awk -v e="$e" -v s="$s" '
-				/^ *\{"policy": "/ && /"base_policy"/ {
-					p = $0; sub(/^ *\{"policy": "/, "", p); sub(/".*/, "", p)
-				}
-				/"mean_gpu_util": / {
-					u = $0; sub(/.*"mean_gpu_util": /, "", u); sub(/,.*/, "", u)
-				}
-				/"slowdown": \{"p50"/ {
-					q = $0; sub(/.*"p99": /, "", q); sub(/,.*/, "", q)
-					m = $0; sub(/.*"max": /, "", m); sub(/,.*/, "", m)
-					print e, s, p, u, m, q
-				}' "$DIR/$e-s$s-$g.json"
+				python3 -c '
+import json, sys
+e, s, path = sys.argv[1:4]
+fig = lambda v: "null" if v is None else str(v)
+for r in json.load(open(path))["runs"]:
+    sd = r["slowdown"]
+    print(e, s, r["policy"], fig(r["mean_gpu_util"]), fig(sd["max"]), fig(sd["p99"]))
+' "$e" "$s" "$DIR/$e-s$s-$g.json"
 			done
 			s=$((s + 1))
 		done

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "crux/env.h"
+#include "crux/json.h"
 #include "crux/sched.h"
 #include "crux/sim.h"
 
@@ -600,22 +601,58 @@ static int cmd_gen(struct cli *c)
 	return 0;
 }
 
-static void topo_json(const struct cli *c, char *buf, size_t len)
+static void key_str(struct crux_json *j, const char *k, const char *v)
 {
+	crux_json_key(j, k);
+	crux_json_str(j, v);
+}
+
+static void key_u64(struct crux_json *j, const char *k, uint64_t v)
+{
+	crux_json_key(j, k);
+	crux_json_u64(j, v);
+}
+
+static void key_numf(struct crux_json *j, const char *k, const char *fmt, double v)
+{
+	crux_json_key(j, k);
+	crux_json_numf(j, fmt, v);
+}
+
+/* The "topology" and "workload" members of a result file (arg: the struct cli). */
+static void topo_json(struct crux_json *j, const void *arg)
+{
+	const struct cli *c = arg;
 	const struct crux_sim_topo_params *p = &c->cfg.tp;
 	static const char *const kinds[] = {"clos2", "double-sided", "lingjun", "clos3", "file"};
-	snprintf(buf, len,
-		 "\"topology\": {\"kind\": \"%s\", \"tors\": %u, \"aggs\": %u, \"cores\": %u, "
-		 "\"hosts_per_tor\": %u, \"hosts\": %u, \"host_links\": %u, \"gpus_per_host\": %u, "
-		 "\"channels\": %u, \"host_gbps\": %g, \"tor_gbps\": %g, \"agg_gbps\": %g, "
-		 "\"placement\": \"%s\", \"delay_timer_s\": %g, \"preempt\": %s}, "
-		 "\"workload\": {\"trace\": \"%s\", \"jobs\": %u, \"days\": %g, \"load\": %g, "
-		 "\"seed\": %llu}",
-		 kinds[c->cfg.topo], p->n_tor, p->n_agg, p->n_core, p->hosts_per_tor, p->n_hosts,
-		 p->host_links, p->gpus_per_host, p->channels, p->host_gbps, p->tor_gbps,
-		 p->agg_gbps, crux_sim_placement_name(c->cfg.placement), c->cfg.delay_timer_s,
-		 c->cfg.no_preempt ? "false" : "true", c->trace_path ? c->trace_path : "generated",
-		 c->wp.n_jobs, c->wp.span_s / 86400, c->wp.load, (unsigned long long)c->wp.seed);
+
+	crux_json_key(j, "topology");
+	crux_json_obj(j);
+	key_str(j, "kind", kinds[c->cfg.topo]);
+	key_u64(j, "tors", p->n_tor);
+	key_u64(j, "aggs", p->n_agg);
+	key_u64(j, "cores", p->n_core);
+	key_u64(j, "hosts_per_tor", p->hosts_per_tor);
+	key_u64(j, "hosts", p->n_hosts);
+	key_u64(j, "host_links", p->host_links);
+	key_u64(j, "gpus_per_host", p->gpus_per_host);
+	key_u64(j, "channels", p->channels);
+	key_numf(j, "host_gbps", "%g", p->host_gbps);
+	key_numf(j, "tor_gbps", "%g", p->tor_gbps);
+	key_numf(j, "agg_gbps", "%g", p->agg_gbps);
+	key_str(j, "placement", crux_sim_placement_name(c->cfg.placement));
+	key_numf(j, "delay_timer_s", "%g", c->cfg.delay_timer_s);
+	crux_json_key(j, "preempt");
+	crux_json_bool(j, !c->cfg.no_preempt);
+	crux_json_end_obj(j);
+	crux_json_key(j, "workload");
+	crux_json_obj(j);
+	key_str(j, "trace", c->trace_path ? c->trace_path : "generated");
+	key_u64(j, "jobs", c->wp.n_jobs);
+	key_numf(j, "days", "%g", c->wp.span_s / 86400);
+	key_numf(j, "load", "%g", c->wp.load);
+	key_u64(j, "seed", c->wp.seed);
+	crux_json_end_obj(j);
 }
 
 static int cmd_run(struct cli *c)
@@ -658,10 +695,8 @@ static int cmd_run(struct cli *c)
 	       res[0]->total_gpus, res[0]->window_s / 86400, c->cfg.levels, res[0]->label);
 	crux_sim_print_summary(stdout, rr, c->n_policies);
 	if (c->json_path) {
-		char extra[1024];
-		topo_json(c, extra, sizeof(extra));
 		if (crux_sim_write_json(c->json_path, c->experiment ? c->experiment : "crux-sim",
-					rr, c->n_policies, extra) != CRUX_OK) {
+					rr, c->n_policies, topo_json, c) != CRUX_OK) {
 			fprintf(stderr, "crux-sim: cannot write %s\n", c->json_path);
 			goto out;
 		}
@@ -753,29 +788,45 @@ static int cmd_speed(struct cli *c)
 			perror(c->json_path);
 			goto out;
 		}
-		char extra[1024];
-		topo_json(c, extra, sizeof(extra));
-		fprintf(
-		    f,
-		    "{\n  \"benchmark\": \"sim-speed\",\n  %s,\n  \"policy\": \"%s\",\n"
-		    "  \"jobs\": %zu, \"gpus\": %u, \"simulated_days\": %.4f,\n"
-		    "  \"jump_wall_s\": %.4f, \"events\": %zu, \"evaluations\": %zu,\n"
-		    "  \"baseline\": \"stepping through every iteration of every job (binary heap "
-		    "of iteration boundaries) with the same steady states: the jump run's wall "
-		    "time plus the per-step cost measured on the first slice_s simulated seconds "
-		    "(stepping minus jumping wall time over the steps) times every iteration of "
-		    "the trace\",\n  \"trace_iterations\": %.6g, \"step_cost_ns\": %.2f,\n"
-		    "  \"slice_s\": %.1f, \"step_slice_wall_s\": %.4f, \"step_slice_steps\": %llu,"
-		    "\n  \"jump_slice_wall_s\": %.4f,\n  \"step_extrapolated_wall_s\": %.1f,\n"
-		    "  \"speedup_vs_stepping\": %.1f,\n  \"slice_util_jump\": %.8f, "
-		    "\"slice_util_step\": %.8f,\n  \"goal\": \"<= 60 s for two weeks, 2,000 GPUs, "
-		    "5,000 jobs on a 2-core machine\",\n  \"meets_goal\": %s\n}\n",
-		    extra, crux_sim_policy_name(cfg.policy), t->n_jobs, jump->total_gpus,
-		    span / 86400, jump->wall_s, jump->events, jump->evaluations, iters,
-		    per_step * 1e9, c->slice_s, slice_step->wall_s,
-		    (unsigned long long)slice_step->steps, slice_jump->wall_s, step_est, ratio,
-		    slice_jump->mean_util, slice_step->mean_util,
-		    jump->wall_s <= 60 ? "true" : "false");
+		struct crux_json j;
+		crux_json_init_lines(&j, f);
+		crux_json_obj(&j);
+		key_str(&j, "benchmark", "sim-speed");
+		topo_json(&j, c);
+		key_str(&j, "policy", crux_sim_policy_name(cfg.policy));
+		key_u64(&j, "jobs", t->n_jobs);
+		key_u64(&j, "gpus", jump->total_gpus);
+		key_numf(&j, "simulated_days", "%.4f", span / 86400);
+		key_numf(&j, "jump_wall_s", "%.4f", jump->wall_s);
+		key_u64(&j, "events", jump->events);
+		key_u64(&j, "evaluations", jump->evaluations);
+		key_str(
+		    &j, "baseline",
+		    "stepping through every iteration of every job (binary heap of iteration "
+		    "boundaries) with the same steady states: the jump run's wall time plus the "
+		    "per-step cost measured on the first slice_s simulated seconds (stepping "
+		    "minus jumping wall time over the steps) times every iteration of the trace");
+		key_numf(&j, "trace_iterations", "%.6g", iters);
+		key_numf(&j, "step_cost_ns", "%.2f", per_step * 1e9);
+		key_numf(&j, "slice_s", "%.1f", c->slice_s);
+		key_numf(&j, "step_slice_wall_s", "%.4f", slice_step->wall_s);
+		key_u64(&j, "step_slice_steps", slice_step->steps);
+		key_numf(&j, "jump_slice_wall_s", "%.4f", slice_jump->wall_s);
+		key_numf(&j, "step_extrapolated_wall_s", "%.1f", step_est);
+		key_numf(&j, "speedup_vs_stepping", "%.1f", ratio);
+		key_numf(&j, "slice_util_jump", "%.8f", slice_jump->mean_util);
+		key_numf(&j, "slice_util_step", "%.8f", slice_step->mean_util);
+		key_str(&j, "goal",
+			"<= 60 s for two weeks, 2,000 GPUs, 5,000 jobs on a 2-core machine");
+		crux_json_key(&j, "meets_goal");
+		crux_json_bool(&j, jump->wall_s <= 60);
+		crux_json_end_obj(&j);
+		crux_json_done(&j);
+		if (ferror(f)) {
+			fclose(f);
+			fprintf(stderr, "crux-sim: cannot write %s\n", c->json_path);
+			goto out;
+		}
 		if (fclose(f) != 0) {
 			fprintf(stderr, "crux-sim: cannot write %s\n", c->json_path);
 			goto out;

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "crux/json.h"
 #include "crux/sim.h"
 
 static int cmp_double(const void *a, const void *b)
@@ -145,139 +146,143 @@ void crux_sim_print_summary(FILE *f, const struct crux_sim_result *const *r, siz
 	}
 }
 
-static void json_num(FILE *f, double v)
+/* Six significant digits: the precision the figures carry (and always had here). */
+static void key_num(struct crux_json *j, const char *k, double v)
 {
-	if (isfinite(v))
-		fprintf(f, "%.6g", v);
-	else
-		fputs("null", f);
+	crux_json_key(j, k);
+	crux_json_numf(j, "%.6g", v);
 }
 
-static void write_run(FILE *f, const struct crux_sim_result *r, const struct crux_sim_result *base)
+static void key_u64(struct crux_json *j, const char *k, uint64_t v)
+{
+	crux_json_key(j, k);
+	crux_json_u64(j, v);
+}
+
+static void write_ref_snaps(struct crux_json *j, const struct crux_sim_result *r)
+{
+	crux_json_key(j, "reference_snapshots");
+	crux_json_arr(j);
+	for (size_t k = 0; k < r->n_ref_snaps; k++) {
+		const struct crux_sim_ref_snap *q = &r->ref_snaps[k];
+
+		crux_json_obj(j);
+		key_num(j, "t_s", q->t_s);
+		key_u64(j, "jobs", q->jobs);
+		key_u64(j, "net_jobs", q->net_jobs);
+		key_num(j, "eval_util", q->eval_util);
+		key_num(j, "ref_util", q->ref_util);
+		key_num(j, "iter_err_p50", q->iter_err_p50);
+		key_num(j, "iter_err_p90", q->iter_err_p90);
+		key_num(j, "max_slowdown_eval", q->slow_eval_max);
+		key_num(j, "max_slowdown_ref", q->slow_ref_max);
+		key_u64(j, "starved", q->starved);
+		key_u64(j, "truncated", q->truncated);
+		key_num(j, "wall_s", q->wall_s);
+		crux_json_end_obj(j);
+	}
+	crux_json_end_arr(j);
+}
+
+/* Per-job results as parallel arrays (compact for 5,000 jobs). */
+static void write_job_arrays(struct crux_json *j, const struct crux_sim_result *r)
+{
+	crux_json_key(j, "job_id");
+	crux_json_arr(j);
+	for (size_t i = 0; i < r->n_jobs; i++)
+		crux_json_u64(j, r->jobs[i].id);
+	crux_json_end_arr(j);
+	crux_json_key(j, "job_gpus");
+	crux_json_arr(j);
+	for (size_t i = 0; i < r->n_jobs; i++)
+		crux_json_u64(j, r->jobs[i].gpus);
+	crux_json_end_arr(j);
+	crux_json_key(j, "job_jct_s"); /* null: not finished */
+	crux_json_arr(j);
+	for (size_t i = 0; i < r->n_jobs; i++)
+		crux_json_numf(j, "%.0f", r->jobs[i].finish_s >= 0 ? r->jobs[i].jct_s : NAN);
+	crux_json_end_arr(j);
+	crux_json_key(j, "job_slowdown"); /* null: no iteration done */
+	crux_json_arr(j);
+	for (size_t i = 0; i < r->n_jobs; i++)
+		crux_json_numf(j, "%.4f",
+			       r->jobs[i].iterations_done > 0 ? r->jobs[i].slowdown : NAN);
+	crux_json_end_arr(j);
+	crux_json_key(j, "job_level");
+	crux_json_arr(j);
+	for (size_t i = 0; i < r->n_jobs; i++)
+		crux_json_i64(j, r->jobs[i].level);
+	crux_json_end_arr(j);
+}
+
+static void write_run(struct crux_json *j, const struct crux_sim_result *r,
+		      const struct crux_sim_result *base)
 {
 	double *sd;
 	size_t m = sorted_slowdowns(r, &sd);
 	double mj;
 	size_t done;
 	jct_stats(r, &mj, &done);
-	fprintf(
-	    f,
-	    "    {\"policy\": \"%s\", \"base_policy\": \"%s\", \"max_slowdown\": %g, "
-	    "\"promote_bound\": %g, \"level_weights\": %s, \"levels\": %u, \"total_gpus\": %u,\n"
-	    "     \"eval_model\": \"%s\",\n",
-	    r->label, crux_sim_policy_name(r->policy), r->max_slowdown, r->promote_bound,
-	    r->weighted ? "true" : "false", r->levels, r->total_gpus,
-	    r->eval_model ? "all-at-once" : "phase-aware");
-	fprintf(f, "     \"mean_gpu_util\": ");
-	json_num(f, r->mean_util);
-	fprintf(f, ", \"gain_vs_first\": ");
-	json_num(f, r->mean_util / base->mean_util - 1);
-	fprintf(f, ", \"mean_gpus_held\": ");
-	json_num(f, r->mean_alloc);
-	fprintf(f, ", \"busy_of_held\": ");
-	json_num(f, r->busy_of_held);
-	fprintf(f, ",\n     \"window_s\": ");
-	json_num(f, r->window_s);
-	fprintf(f, ", \"end_s\": ");
-	json_num(f, r->end_s);
-	fprintf(f,
-		", \"jobs\": %zu, \"finished\": %zu, \"events\": %zu, \"evaluations\": %zu, "
-		"\"wall_s\": ",
-		r->n_jobs, r->finished, r->events, r->evaluations);
-	json_num(f, r->wall_s);
-	fprintf(f, ",\n     \"mean_jct_s\": ");
-	json_num(f, mj);
-	fprintf(f, ", \"link_bytes\": ");
-	json_num(f, r->link_bytes);
-	fprintf(f, ", \"job_bytes\": ");
-	json_num(f, r->job_bytes);
-	fprintf(f, ", \"max_link_load\": ");
-	json_num(f, r->max_link_load);
-	fprintf(f, ", \"preemptions\": %zu", r->preemptions);
-	fprintf(f, ",\n     \"infeasible_jobs\": %zu, \"infeasible_job_ids\": [",
-		r->infeasible_jobs);
-	for (size_t i = 0, c = 0; i < r->n_jobs; i++)
+	crux_json_obj(j);
+	crux_json_key(j, "policy");
+	crux_json_str(j, r->label);
+	crux_json_key(j, "base_policy");
+	crux_json_str(j, crux_sim_policy_name(r->policy));
+	crux_json_key(j, "max_slowdown");
+	crux_json_numf(j, "%g", r->max_slowdown);
+	crux_json_key(j, "promote_bound");
+	crux_json_numf(j, "%g", r->promote_bound);
+	crux_json_key(j, "level_weights");
+	crux_json_bool(j, r->weighted);
+	key_u64(j, "levels", r->levels);
+	key_u64(j, "total_gpus", r->total_gpus);
+	crux_json_key(j, "eval_model");
+	crux_json_str(j, r->eval_model ? "all-at-once" : "phase-aware");
+	key_num(j, "mean_gpu_util", r->mean_util);
+	key_num(j, "gain_vs_first", r->mean_util / base->mean_util - 1);
+	key_num(j, "mean_gpus_held", r->mean_alloc);
+	key_num(j, "busy_of_held", r->busy_of_held);
+	key_num(j, "window_s", r->window_s);
+	key_num(j, "end_s", r->end_s);
+	key_u64(j, "jobs", r->n_jobs);
+	key_u64(j, "finished", r->finished);
+	key_u64(j, "events", r->events);
+	key_u64(j, "evaluations", r->evaluations);
+	key_num(j, "wall_s", r->wall_s);
+	key_num(j, "mean_jct_s", mj);
+	key_num(j, "link_bytes", r->link_bytes);
+	key_num(j, "job_bytes", r->job_bytes);
+	key_num(j, "max_link_load", r->max_link_load);
+	key_u64(j, "preemptions", r->preemptions);
+	key_u64(j, "infeasible_jobs", r->infeasible_jobs);
+	crux_json_key(j, "infeasible_job_ids");
+	crux_json_arr(j);
+	for (size_t i = 0; i < r->n_jobs; i++)
 		if (r->jobs[i].infeasible)
-			fprintf(f, "%s%u", c++ ? "," : "", r->jobs[i].id);
-	fprintf(f, "]");
-	fprintf(f, ",\n     \"reference_snapshots\": [");
-	for (size_t k = 0; k < r->n_ref_snaps; k++) {
-		const struct crux_sim_ref_snap *q = &r->ref_snaps[k];
-
-		fprintf(f, "%s{\"t_s\": ", k ? ", " : "");
-		json_num(f, q->t_s);
-		fprintf(f, ", \"jobs\": %u, \"net_jobs\": %u, \"eval_util\": ", q->jobs,
-			q->net_jobs);
-		json_num(f, q->eval_util);
-		fprintf(f, ", \"ref_util\": ");
-		json_num(f, q->ref_util);
-		fprintf(f, ", \"iter_err_p50\": ");
-		json_num(f, q->iter_err_p50);
-		fprintf(f, ", \"iter_err_p90\": ");
-		json_num(f, q->iter_err_p90);
-		fprintf(f, ", \"max_slowdown_eval\": ");
-		json_num(f, q->slow_eval_max);
-		fprintf(f, ", \"max_slowdown_ref\": ");
-		json_num(f, q->slow_ref_max);
-		fprintf(f, ", \"starved\": %u, \"truncated\": %u, \"wall_s\": ", q->starved,
-			q->truncated);
-		json_num(f, q->wall_s);
-		fputc('}', f);
-	}
-	fprintf(f, "]");
-	fprintf(f, ",\n     \"slowdown\": {\"p50\": ");
-	json_num(f, pct(sd, m, 0.5));
-	fprintf(f, ", \"p90\": ");
-	json_num(f, pct(sd, m, 0.9));
-	fprintf(f, ", \"p99\": ");
-	json_num(f, pct(sd, m, 0.99));
-	fprintf(f, ", \"max\": ");
-	json_num(f, m ? sd[m - 1] : NAN);
-	fprintf(f, ", \"cdf\": [");
-	/* 101 quantiles are enough to redraw the CDF. */
-	for (int q = 0; q <= 100; q++) {
-		if (q)
-			fputc(',', f);
-		json_num(f, pct(sd, m, q / 100.0));
-	}
+			crux_json_u64(j, r->jobs[i].id);
+	crux_json_end_arr(j);
+	write_ref_snaps(j, r);
+	crux_json_key(j, "slowdown");
+	crux_json_obj(j);
+	key_num(j, "p50", pct(sd, m, 0.5));
+	key_num(j, "p90", pct(sd, m, 0.9));
+	key_num(j, "p99", pct(sd, m, 0.99));
+	key_num(j, "max", m ? sd[m - 1] : NAN);
+	crux_json_key(j, "cdf"); /* 101 quantiles are enough to redraw the CDF */
+	crux_json_arr(j);
+	for (int q = 0; q <= 100; q++)
+		crux_json_numf(j, "%.6g", pct(sd, m, q / 100.0));
+	crux_json_end_arr(j);
+	crux_json_end_obj(j);
 	free(sd);
-	fprintf(f, "]},\n     \"bin_s\": ");
-	json_num(f, r->bin_s);
-	fprintf(f, ", \"util_series\": [");
-	for (size_t i = 0; i < r->n_bins; i++) {
-		if (i)
-			fputc(',', f);
-		json_num(f, r->util[i]);
-	}
-	/* Per-job results as parallel arrays (compact for 5,000 jobs). */
-	fprintf(f, "],\n     \"job_id\": [");
-	for (size_t i = 0; i < r->n_jobs; i++)
-		fprintf(f, "%s%u", i ? "," : "", r->jobs[i].id);
-	fprintf(f, "],\n     \"job_gpus\": [");
-	for (size_t i = 0; i < r->n_jobs; i++)
-		fprintf(f, "%s%u", i ? "," : "", r->jobs[i].gpus);
-	fprintf(f, "],\n     \"job_jct_s\": [");
-	for (size_t i = 0; i < r->n_jobs; i++) {
-		if (i)
-			fputc(',', f);
-		if (r->jobs[i].finish_s >= 0)
-			fprintf(f, "%.0f", r->jobs[i].jct_s);
-		else
-			fputs("null", f);
-	}
-	fprintf(f, "],\n     \"job_slowdown\": [");
-	for (size_t i = 0; i < r->n_jobs; i++) {
-		if (i)
-			fputc(',', f);
-		if (r->jobs[i].iterations_done > 0)
-			fprintf(f, "%.4f", r->jobs[i].slowdown);
-		else
-			fputs("null", f);
-	}
-	fprintf(f, "],\n     \"job_level\": [");
-	for (size_t i = 0; i < r->n_jobs; i++)
-		fprintf(f, "%s%d", i ? "," : "", r->jobs[i].level);
-	fprintf(f, "]}");
+	key_num(j, "bin_s", r->bin_s);
+	crux_json_key(j, "util_series");
+	crux_json_arr(j);
+	for (size_t i = 0; i < r->n_bins; i++)
+		crux_json_numf(j, "%.6g", r->util[i]);
+	crux_json_end_arr(j);
+	write_job_arrays(j, r);
+	crux_json_end_obj(j);
 }
 
 static int is_baseline(const struct crux_sim_result *r)
@@ -292,10 +297,10 @@ static int is_baseline(const struct crux_sim_result *r)
  * and the share of unguarded Crux-full's utilisation gain over the best
  * baseline (of this run set) that it keeps.
  */
-static void write_guard_summary(FILE *f, const struct crux_sim_result *const *r, size_t n)
+static void write_guard_summary(struct crux_json *j, const struct crux_sim_result *const *r,
+				size_t n)
 {
 	const struct crux_sim_result *best = NULL, *full = NULL;
-	int first = 1;
 
 	for (size_t i = 0; i < n; i++) {
 		if (is_baseline(r[i]) && (!best || r[i]->mean_util > best->mean_util))
@@ -304,8 +309,14 @@ static void write_guard_summary(FILE *f, const struct crux_sim_result *const *r,
 		    !(r[i]->promote_bound > 0) && !r[i]->weighted)
 			full = r[i];
 	}
-	fprintf(f, "  \"guard\": {\"best_baseline\": \"%s\", \"crux_full\": %s, \"runs\": [",
-		best ? best->label : "", full ? "true" : "false");
+	crux_json_key(j, "guard");
+	crux_json_obj(j);
+	crux_json_key(j, "best_baseline");
+	crux_json_str(j, best ? best->label : "");
+	crux_json_key(j, "crux_full");
+	crux_json_bool(j, full != NULL);
+	crux_json_key(j, "runs");
+	crux_json_arr(j);
 	for (size_t i = 0; i < n; i++) {
 		double *sd;
 		size_t m;
@@ -321,41 +332,47 @@ static void write_guard_summary(FILE *f, const struct crux_sim_result *const *r,
 		if (best && full && full->mean_util > best->mean_util)
 			kept = (r[i]->mean_util - best->mean_util) /
 			       (full->mean_util - best->mean_util);
-		fprintf(f, "%s\n    {\"policy\": \"%s\", \"max_slowdown\": %g, \"worst\": ",
-			first ? "" : ",", r[i]->label, bound);
-		json_num(f, worst);
-		fprintf(f, ", \"p99\": ");
-		json_num(f, pct(sd, m, 0.99));
-		fprintf(f, ", \"util\": ");
-		json_num(f, r[i]->mean_util);
-		fprintf(f, ", \"within_bound\": %s, \"gain_kept\": ",
-			bound > 0 && worst <= bound * (1 + 1e-9) ? "true" : "false");
-		json_num(f, kept);
-		fprintf(f, "}");
-		first = 0;
+		crux_json_obj(j);
+		crux_json_key(j, "policy");
+		crux_json_str(j, r[i]->label);
+		crux_json_key(j, "max_slowdown");
+		crux_json_numf(j, "%g", bound);
+		key_num(j, "worst", worst);
+		key_num(j, "p99", pct(sd, m, 0.99));
+		key_num(j, "util", r[i]->mean_util);
+		crux_json_key(j, "within_bound");
+		crux_json_bool(j, bound > 0 && worst <= bound * (1 + 1e-9));
+		key_num(j, "gain_kept", kept);
+		crux_json_end_obj(j);
 		free(sd);
 	}
-	fprintf(f, "]},\n");
+	crux_json_end_arr(j);
+	crux_json_end_obj(j);
 }
 
 crux_status_t crux_sim_write_json(const char *path, const char *experiment,
 				  const struct crux_sim_result *const *r, size_t n,
-				  const char *extra_json)
+				  void (*extra)(struct crux_json *j, const void *arg),
+				  const void *extra_arg)
 {
 	FILE *f = fopen(path, "w");
 	if (!f)
 		return CRUX_ERR_IO;
-	fprintf(f, "{\n  \"experiment\": \"%s\",\n", experiment);
-	if (extra_json && *extra_json)
-		fprintf(f, "  %s,\n", extra_json);
-	write_guard_summary(f, r, n);
-	fprintf(f, "  \"runs\": [\n");
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			fprintf(f, ",\n");
-		write_run(f, r[i], r[0]);
-	}
-	fprintf(f, "\n  ]\n}\n");
+	struct crux_json j;
+	crux_json_init_lines(&j, f);
+	crux_json_obj(&j);
+	crux_json_key(&j, "experiment");
+	crux_json_str(&j, experiment);
+	if (extra)
+		extra(&j, extra_arg);
+	write_guard_summary(&j, r, n);
+	crux_json_key(&j, "runs");
+	crux_json_arr(&j);
+	for (size_t i = 0; i < n; i++)
+		write_run(&j, r[i], r[0]);
+	crux_json_end_arr(&j);
+	crux_json_end_obj(&j);
+	crux_json_done(&j);
 	int bad = ferror(f);
 	if (fclose(f) != 0 || bad)
 		return CRUX_ERR_IO;

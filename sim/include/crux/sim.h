@@ -226,10 +226,13 @@ void crux_sim_result_free(struct crux_sim_result *r);
 /* Per-policy summary table (and the worst-off jobs) as text. */
 void crux_sim_print_summary(FILE *f, const struct crux_sim_result *const *r, size_t n);
 
-/* JSON with every run's summary, slowdown distribution, series and jobs. */
+/* JSON with every run's summary, slowdown distribution, series and jobs;
+ * extra (may be NULL) writes more members of the top object after "experiment". */
+struct crux_json;
 crux_status_t crux_sim_write_json(const char *path, const char *experiment,
 				  const struct crux_sim_result *const *r, size_t n,
-				  const char *extra_json);
+				  void (*extra)(struct crux_json *j, const void *arg),
+				  const void *extra_arg);
 
 /* Per-job table (CSV). */
 crux_status_t crux_sim_write_jobs_csv(const char *path, const struct crux_sim_result *r);
