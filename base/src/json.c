@@ -137,6 +137,42 @@ void crux_json_null(struct crux_json *j)
 	fputs("null", j->f);
 }
 
+void crux_json_field_str(struct crux_json *j, const char *k, const char *v)
+{
+	crux_json_key(j, k);
+	crux_json_str(j, v);
+}
+
+void crux_json_field_num(struct crux_json *j, const char *k, double v)
+{
+	crux_json_key(j, k);
+	crux_json_num(j, v);
+}
+
+void crux_json_field_numf(struct crux_json *j, const char *k, const char *fmt, double v)
+{
+	crux_json_key(j, k);
+	crux_json_numf(j, fmt, v);
+}
+
+void crux_json_field_u64(struct crux_json *j, const char *k, uint64_t v)
+{
+	crux_json_key(j, k);
+	crux_json_u64(j, v);
+}
+
+void crux_json_field_i64(struct crux_json *j, const char *k, int64_t v)
+{
+	crux_json_key(j, k);
+	crux_json_i64(j, v);
+}
+
+void crux_json_field_bool(struct crux_json *j, const char *k, bool v)
+{
+	crux_json_key(j, k);
+	crux_json_bool(j, v);
+}
+
 void crux_json_done(struct crux_json *j)
 {
 	fputc('\n', j->f);

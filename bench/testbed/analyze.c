@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "crux/env.h"
+#include "crux/json.h"
 
 #define TB_MAX_JOBS    16
 #define TB_MAX_RANKS   64
@@ -453,15 +454,20 @@ static struct tb_stat tb_stats(const double *v, int n)
 	return s;
 }
 
-static void tb_json_stat(FILE *f, const char *key, struct tb_stat s, const double *v)
+static void tb_json_stat(struct crux_json *j, const char *key, struct tb_stat s, const double *v)
 {
-	fprintf(f,
-		"\"%s\": {\"mean\": %.6f, \"stdev\": %.6f, \"min\": %.6f, \"max\": %.6f, "
-		"\"runs\": [",
-		key, s.mean, s.sd, s.min, s.max);
+	crux_json_key(j, key);
+	crux_json_obj(j);
+	crux_json_field_numf(j, "mean", "%.6f", s.mean);
+	crux_json_field_numf(j, "stdev", "%.6f", s.sd);
+	crux_json_field_numf(j, "min", "%.6f", s.min);
+	crux_json_field_numf(j, "max", "%.6f", s.max);
+	crux_json_key(j, "runs");
+	crux_json_arr(j);
 	for (int i = 0; i < s.n; i++)
-		fprintf(f, "%s%.6f", i ? ", " : "", v[i]);
-	fprintf(f, "]}");
+		crux_json_numf(j, "%.6f", v[i]);
+	crux_json_end_arr(j);
+	crux_json_end_obj(j);
 }
 
 /* An arm's name in the plot's data. */
@@ -534,6 +540,120 @@ static struct tb_cmp tb_compare(int a)
 static const char *tb_met(bool m)
 {
 	return m ? "met" : "not met";
+}
+
+/* One arm's figures: cluster utilization and, per job, iteration time, JCT, utilization. */
+static void tb_json_arm(struct crux_json *j, const struct tb_run *ref, const struct tb_agg *g)
+{
+	crux_json_obj(j);
+	tb_json_stat(j, "cluster_gpu_utilization", tb_stats(g->util, g->nutil), g->util);
+	crux_json_key(j, "jobs");
+	crux_json_obj(j);
+	for (int k = 0; k < ref->njobs; k++) {
+		crux_json_key(j, ref->jobs[k].name);
+		crux_json_obj(j);
+		crux_json_field_str(j, "model", ref->jobs[k].model);
+		crux_json_field_i64(j, "gpus", ref->jobs[k].nranks);
+		crux_json_field_str(j, "role", ref->jobs[k].role);
+		tb_json_stat(j, "iter_time_s", tb_stats(g->it[k], g->nj[k]), g->it[k]);
+		tb_json_stat(j, "jct_s", tb_stats(g->jct[k], g->nj[k]), g->jct[k]);
+		tb_json_stat(j, "gpu_utilization", tb_stats(g->ju[k], g->nj[k]), g->ju[k]);
+		crux_json_field_i64(j, "seconds_without_progress", g->starved[k]);
+		crux_json_field_i64(j, "seconds_of_machine_stall", g->stalled[k]);
+		crux_json_field_numf(j, "min_per_second_utilization", "%.4f", g->min_sec_util[k]);
+		crux_json_end_obj(j);
+	}
+	crux_json_end_obj(j);
+	crux_json_end_obj(j);
+}
+
+/* The goals of one scheduled arm against the baseline. */
+static void tb_json_goals(struct crux_json *j, double ugain, double hi_jct, const char *starved_key,
+			  bool starved)
+{
+	crux_json_key(j, "goals");
+	crux_json_obj(j);
+	crux_json_field_bool(j, "utilization_gain_ge_10pct", ugain >= 10);
+	crux_json_field_bool(j, "high_intensity_jct_le_minus_20pct", hi_jct <= -20);
+	crux_json_field_bool(j, starved_key, !starved);
+	crux_json_end_obj(j);
+}
+
+/*
+ * The result file: every arm's figures; with a baseline and more arms, the
+ * first scheduled arm's ratios and goals, and every scheduled arm's goals.
+ */
+static void tb_write_json(FILE *f, const struct tb_run *ref, double ugain, double hi_jct,
+			  bool starved)
+{
+	struct crux_json j;
+	char key[48 + TB_NAME];
+
+	crux_json_init_lines(&j, f);
+	crux_json_obj(&j);
+	crux_json_field_str(&j, "benchmark", "testbed");
+	crux_json_field_str(&j, "scenario", tb.scenario ? tb.scenario : "");
+	crux_json_field_str(&j, "fabric", tb.fabric ? tb.fabric : "");
+	crux_json_field_str(
+	    &j, "definitions",
+	    "utilization = compute-busy time / (GPUs x window); window = all jobs past their "
+	    "first iteration until the first job ends; iteration time = mean over "
+	    "iterations starting in the window; JCT = first iteration start to last "
+	    "iteration end");
+	crux_json_field_str(&j, "baseline", tb.arms[0]);
+	crux_json_key(&j, "arms");
+	crux_json_obj(&j);
+	for (int a = 0; a < tb.narms; a++) {
+		crux_json_key(&j, tb.arms[a]);
+		tb_json_arm(&j, ref, &tb_aggs[a]);
+	}
+	crux_json_end_obj(&j);
+	if (tb.narms > 1) {
+		crux_json_key(&j, "ratios");
+		crux_json_obj(&j);
+		crux_json_field_numf(&j, "utilization_ratio", "%.4f", 1 + ugain / 100);
+		crux_json_field_numf(&j, "utilization_gain_pct", "%.2f", ugain);
+		crux_json_key(&j, "jobs");
+		crux_json_obj(&j);
+		for (int k = 0; k < ref->njobs; k++) {
+			struct tb_stat i0 = tb_stats(tb_aggs[0].it[k], tb_aggs[0].nj[k]);
+			struct tb_stat i1 = tb_stats(tb_aggs[1].it[k], tb_aggs[1].nj[k]);
+			struct tb_stat j0 = tb_stats(tb_aggs[0].jct[k], tb_aggs[0].nj[k]);
+			struct tb_stat j1 = tb_stats(tb_aggs[1].jct[k], tb_aggs[1].nj[k]);
+
+			crux_json_key(&j, ref->jobs[k].name);
+			crux_json_obj(&j);
+			crux_json_field_numf(&j, "iter_time_change_pct", "%.2f",
+					     tb_pct(i1.mean, i0.mean));
+			crux_json_field_numf(&j, "jct_change_pct", "%.2f",
+					     tb_pct(j1.mean, j0.mean));
+			crux_json_field_numf(&j, "jct_ratio", "%.4f",
+					     j0.mean > 0 ? j1.mean / j0.mean : 0);
+			crux_json_end_obj(&j);
+		}
+		crux_json_end_obj(&j);
+		crux_json_end_obj(&j);
+		snprintf(key, sizeof(key), "every_job_progressed_every_second_with_%s", tb.arms[1]);
+		tb_json_goals(&j, ugain, hi_jct, key, starved);
+		/* Every scheduled arm against the baseline (the console's goal lines). */
+		crux_json_key(&j, "vs_baseline");
+		crux_json_obj(&j);
+		for (int a = 1; a < tb.narms; a++) {
+			struct tb_cmp c = tb_compare(a);
+
+			crux_json_key(&j, tb.arms[a]);
+			crux_json_obj(&j);
+			crux_json_field_numf(&j, "utilization_gain_pct", "%.2f", c.ugain);
+			crux_json_field_numf(&j, "best_high_intensity_jct_change_pct", "%.2f",
+					     c.hi_jct);
+			tb_json_goals(&j, c.ugain, c.hi_jct, "every_job_progressed_every_second",
+				      c.starved);
+			crux_json_end_obj(&j);
+		}
+		crux_json_end_obj(&j);
+	}
+	crux_json_end_obj(&j);
+	crux_json_done(&j);
 }
 
 static int tb_report(void)
@@ -678,87 +798,7 @@ static int tb_report(void)
 		f = fopen(tb.json, "w");
 		if (!f)
 			return tb_err("cannot write %s: %s", tb.json, strerror(errno));
-		fprintf(f, "{\n  \"benchmark\": \"testbed\",\n  \"scenario\": \"%s\",\n",
-			tb.scenario ? tb.scenario : "");
-		fprintf(f, "  \"fabric\": \"%s\",\n", tb.fabric ? tb.fabric : "");
-		fprintf(f,
-			"  \"definitions\": \"utilization = compute-busy time / (GPUs x window); "
-			"window = all jobs past their first iteration until the first job ends; "
-			"iteration time = mean over iterations starting in the window; JCT = "
-			"first iteration start to last iteration end\",\n");
-		fprintf(f, "  \"baseline\": \"%s\",\n  \"arms\": {\n", tb.arms[0]);
-		for (int a = 0; a < tb.narms; a++) {
-			struct tb_agg *g = &tb_aggs[a];
-			fprintf(f, "    \"%s\": {\n      ", tb.arms[a]);
-			tb_json_stat(f, "cluster_gpu_utilization", tb_stats(g->util, g->nutil),
-				     g->util);
-			fprintf(f, ",\n      \"jobs\": {\n");
-			for (int j = 0; j < ref->njobs; j++) {
-				fprintf(f,
-					"        \"%s\": {\"model\": \"%s\", \"gpus\": %d, "
-					"\"role\": \"%s\", ",
-					ref->jobs[j].name, ref->jobs[j].model, ref->jobs[j].nranks,
-					ref->jobs[j].role);
-				tb_json_stat(f, "iter_time_s", tb_stats(g->it[j], g->nj[j]),
-					     g->it[j]);
-				fprintf(f, ", ");
-				tb_json_stat(f, "jct_s", tb_stats(g->jct[j], g->nj[j]), g->jct[j]);
-				fprintf(f, ", ");
-				tb_json_stat(f, "gpu_utilization", tb_stats(g->ju[j], g->nj[j]),
-					     g->ju[j]);
-				fprintf(f,
-					", \"seconds_without_progress\": %d, "
-					"\"seconds_of_machine_stall\": %d, "
-					"\"min_per_second_utilization\": %.4f}%s\n",
-					g->starved[j], g->stalled[j], g->min_sec_util[j],
-					j + 1 < ref->njobs ? "," : "");
-			}
-			fprintf(f, "      }\n    }%s\n", a + 1 < tb.narms ? "," : "");
-		}
-		fprintf(f, "  }");
-		if (tb.narms > 1) {
-			fprintf(f,
-				",\n  \"ratios\": {\n    \"utilization_ratio\": %.4f,\n"
-				"    \"utilization_gain_pct\": %.2f,\n    \"jobs\": {\n",
-				1 + ugain / 100, ugain);
-			for (int j = 0; j < ref->njobs; j++) {
-				struct tb_stat i0 = tb_stats(tb_aggs[0].it[j], tb_aggs[0].nj[j]);
-				struct tb_stat i1 = tb_stats(tb_aggs[1].it[j], tb_aggs[1].nj[j]);
-				struct tb_stat j0 = tb_stats(tb_aggs[0].jct[j], tb_aggs[0].nj[j]);
-				struct tb_stat j1 = tb_stats(tb_aggs[1].jct[j], tb_aggs[1].nj[j]);
-				fprintf(f,
-					"      \"%s\": {\"iter_time_change_pct\": %.2f, "
-					"\"jct_change_pct\": %.2f, \"jct_ratio\": %.4f}%s\n",
-					ref->jobs[j].name, tb_pct(i1.mean, i0.mean),
-					tb_pct(j1.mean, j0.mean),
-					j0.mean > 0 ? j1.mean / j0.mean : 0,
-					j + 1 < ref->njobs ? "," : "");
-			}
-			fprintf(f,
-				"    }\n  },\n  \"goals\": {\n"
-				"    \"utilization_gain_ge_10pct\": %s,\n"
-				"    \"high_intensity_jct_le_minus_20pct\": %s,\n"
-				"    \"every_job_progressed_every_second_with_%s\": %s\n  }",
-				ugain >= 10 ? "true" : "false", hi_jct <= -20 ? "true" : "false",
-				tb.arms[1], starved ? "false" : "true");
-			/* Every scheduled arm against the baseline (the console's goal lines). */
-			fprintf(f, ",\n  \"vs_baseline\": {\n");
-			for (int a = 1; a < tb.narms; a++) {
-				struct tb_cmp c = tb_compare(a);
-				fprintf(f,
-					"    \"%s\": {\"utilization_gain_pct\": %.2f, "
-					"\"best_high_intensity_jct_change_pct\": %.2f, \"goals\": "
-					"{\"utilization_gain_ge_10pct\": %s, "
-					"\"high_intensity_jct_le_minus_20pct\": %s, "
-					"\"every_job_progressed_every_second\": %s}}%s\n",
-					tb.arms[a], c.ugain, c.hi_jct,
-					c.ugain >= 10 ? "true" : "false",
-					c.hi_jct <= -20 ? "true" : "false",
-					c.starved ? "false" : "true", a + 1 < tb.narms ? "," : "");
-			}
-			fprintf(f, "  }");
-		}
-		fprintf(f, "\n}\n");
+		tb_write_json(f, ref, ugain, hi_jct, starved);
 		if (fclose(f) != 0)
 			return tb_err("cannot write %s: %s", tb.json, strerror(errno));
 	}

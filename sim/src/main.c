@@ -601,24 +601,6 @@ static int cmd_gen(struct cli *c)
 	return 0;
 }
 
-static void key_str(struct crux_json *j, const char *k, const char *v)
-{
-	crux_json_key(j, k);
-	crux_json_str(j, v);
-}
-
-static void key_u64(struct crux_json *j, const char *k, uint64_t v)
-{
-	crux_json_key(j, k);
-	crux_json_u64(j, v);
-}
-
-static void key_numf(struct crux_json *j, const char *k, const char *fmt, double v)
-{
-	crux_json_key(j, k);
-	crux_json_numf(j, fmt, v);
-}
-
 /* The "topology" and "workload" members of a result file (arg: the struct cli). */
 static void topo_json(struct crux_json *j, const void *arg)
 {
@@ -628,30 +610,29 @@ static void topo_json(struct crux_json *j, const void *arg)
 
 	crux_json_key(j, "topology");
 	crux_json_obj(j);
-	key_str(j, "kind", kinds[c->cfg.topo]);
-	key_u64(j, "tors", p->n_tor);
-	key_u64(j, "aggs", p->n_agg);
-	key_u64(j, "cores", p->n_core);
-	key_u64(j, "hosts_per_tor", p->hosts_per_tor);
-	key_u64(j, "hosts", p->n_hosts);
-	key_u64(j, "host_links", p->host_links);
-	key_u64(j, "gpus_per_host", p->gpus_per_host);
-	key_u64(j, "channels", p->channels);
-	key_numf(j, "host_gbps", "%g", p->host_gbps);
-	key_numf(j, "tor_gbps", "%g", p->tor_gbps);
-	key_numf(j, "agg_gbps", "%g", p->agg_gbps);
-	key_str(j, "placement", crux_sim_placement_name(c->cfg.placement));
-	key_numf(j, "delay_timer_s", "%g", c->cfg.delay_timer_s);
-	crux_json_key(j, "preempt");
-	crux_json_bool(j, !c->cfg.no_preempt);
+	crux_json_field_str(j, "kind", kinds[c->cfg.topo]);
+	crux_json_field_u64(j, "tors", p->n_tor);
+	crux_json_field_u64(j, "aggs", p->n_agg);
+	crux_json_field_u64(j, "cores", p->n_core);
+	crux_json_field_u64(j, "hosts_per_tor", p->hosts_per_tor);
+	crux_json_field_u64(j, "hosts", p->n_hosts);
+	crux_json_field_u64(j, "host_links", p->host_links);
+	crux_json_field_u64(j, "gpus_per_host", p->gpus_per_host);
+	crux_json_field_u64(j, "channels", p->channels);
+	crux_json_field_numf(j, "host_gbps", "%g", p->host_gbps);
+	crux_json_field_numf(j, "tor_gbps", "%g", p->tor_gbps);
+	crux_json_field_numf(j, "agg_gbps", "%g", p->agg_gbps);
+	crux_json_field_str(j, "placement", crux_sim_placement_name(c->cfg.placement));
+	crux_json_field_numf(j, "delay_timer_s", "%g", c->cfg.delay_timer_s);
+	crux_json_field_bool(j, "preempt", !c->cfg.no_preempt);
 	crux_json_end_obj(j);
 	crux_json_key(j, "workload");
 	crux_json_obj(j);
-	key_str(j, "trace", c->trace_path ? c->trace_path : "generated");
-	key_u64(j, "jobs", c->wp.n_jobs);
-	key_numf(j, "days", "%g", c->wp.span_s / 86400);
-	key_numf(j, "load", "%g", c->wp.load);
-	key_u64(j, "seed", c->wp.seed);
+	crux_json_field_str(j, "trace", c->trace_path ? c->trace_path : "generated");
+	crux_json_field_u64(j, "jobs", c->wp.n_jobs);
+	crux_json_field_numf(j, "days", "%g", c->wp.span_s / 86400);
+	crux_json_field_numf(j, "load", "%g", c->wp.load);
+	crux_json_field_u64(j, "seed", c->wp.seed);
 	crux_json_end_obj(j);
 }
 
@@ -791,35 +772,35 @@ static int cmd_speed(struct cli *c)
 		struct crux_json j;
 		crux_json_init_lines(&j, f);
 		crux_json_obj(&j);
-		key_str(&j, "benchmark", "sim-speed");
+		crux_json_field_str(&j, "benchmark", "sim-speed");
 		topo_json(&j, c);
-		key_str(&j, "policy", crux_sim_policy_name(cfg.policy));
-		key_u64(&j, "jobs", t->n_jobs);
-		key_u64(&j, "gpus", jump->total_gpus);
-		key_numf(&j, "simulated_days", "%.4f", span / 86400);
-		key_numf(&j, "jump_wall_s", "%.4f", jump->wall_s);
-		key_u64(&j, "events", jump->events);
-		key_u64(&j, "evaluations", jump->evaluations);
-		key_str(
+		crux_json_field_str(&j, "policy", crux_sim_policy_name(cfg.policy));
+		crux_json_field_u64(&j, "jobs", t->n_jobs);
+		crux_json_field_u64(&j, "gpus", jump->total_gpus);
+		crux_json_field_numf(&j, "simulated_days", "%.4f", span / 86400);
+		crux_json_field_numf(&j, "jump_wall_s", "%.4f", jump->wall_s);
+		crux_json_field_u64(&j, "events", jump->events);
+		crux_json_field_u64(&j, "evaluations", jump->evaluations);
+		crux_json_field_str(
 		    &j, "baseline",
 		    "stepping through every iteration of every job (binary heap of iteration "
 		    "boundaries) with the same steady states: the jump run's wall time plus the "
 		    "per-step cost measured on the first slice_s simulated seconds (stepping "
 		    "minus jumping wall time over the steps) times every iteration of the trace");
-		key_numf(&j, "trace_iterations", "%.6g", iters);
-		key_numf(&j, "step_cost_ns", "%.2f", per_step * 1e9);
-		key_numf(&j, "slice_s", "%.1f", c->slice_s);
-		key_numf(&j, "step_slice_wall_s", "%.4f", slice_step->wall_s);
-		key_u64(&j, "step_slice_steps", slice_step->steps);
-		key_numf(&j, "jump_slice_wall_s", "%.4f", slice_jump->wall_s);
-		key_numf(&j, "step_extrapolated_wall_s", "%.1f", step_est);
-		key_numf(&j, "speedup_vs_stepping", "%.1f", ratio);
-		key_numf(&j, "slice_util_jump", "%.8f", slice_jump->mean_util);
-		key_numf(&j, "slice_util_step", "%.8f", slice_step->mean_util);
-		key_str(&j, "goal",
-			"<= 60 s for two weeks, 2,000 GPUs, 5,000 jobs on a 2-core machine");
-		crux_json_key(&j, "meets_goal");
-		crux_json_bool(&j, jump->wall_s <= 60);
+		crux_json_field_numf(&j, "trace_iterations", "%.6g", iters);
+		crux_json_field_numf(&j, "step_cost_ns", "%.2f", per_step * 1e9);
+		crux_json_field_numf(&j, "slice_s", "%.1f", c->slice_s);
+		crux_json_field_numf(&j, "step_slice_wall_s", "%.4f", slice_step->wall_s);
+		crux_json_field_u64(&j, "step_slice_steps", slice_step->steps);
+		crux_json_field_numf(&j, "jump_slice_wall_s", "%.4f", slice_jump->wall_s);
+		crux_json_field_numf(&j, "step_extrapolated_wall_s", "%.1f", step_est);
+		crux_json_field_numf(&j, "speedup_vs_stepping", "%.1f", ratio);
+		crux_json_field_numf(&j, "slice_util_jump", "%.8f", slice_jump->mean_util);
+		crux_json_field_numf(&j, "slice_util_step", "%.8f", slice_step->mean_util);
+		crux_json_field_str(
+		    &j, "goal",
+		    "<= 60 s for two weeks, 2,000 GPUs, 5,000 jobs on a 2-core machine");
+		crux_json_field_bool(&j, "meets_goal", jump->wall_s <= 60);
 		crux_json_end_obj(&j);
 		crux_json_done(&j);
 		if (ferror(f)) {

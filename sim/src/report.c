@@ -147,17 +147,7 @@ void crux_sim_print_summary(FILE *f, const struct crux_sim_result *const *r, siz
 }
 
 /* Six significant digits: the precision the figures carry (and always had here). */
-static void key_num(struct crux_json *j, const char *k, double v)
-{
-	crux_json_key(j, k);
-	crux_json_numf(j, "%.6g", v);
-}
-
-static void key_u64(struct crux_json *j, const char *k, uint64_t v)
-{
-	crux_json_key(j, k);
-	crux_json_u64(j, v);
-}
+#define SIM_NUM "%.6g"
 
 static void write_ref_snaps(struct crux_json *j, const struct crux_sim_result *r)
 {
@@ -167,18 +157,18 @@ static void write_ref_snaps(struct crux_json *j, const struct crux_sim_result *r
 		const struct crux_sim_ref_snap *q = &r->ref_snaps[k];
 
 		crux_json_obj(j);
-		key_num(j, "t_s", q->t_s);
-		key_u64(j, "jobs", q->jobs);
-		key_u64(j, "net_jobs", q->net_jobs);
-		key_num(j, "eval_util", q->eval_util);
-		key_num(j, "ref_util", q->ref_util);
-		key_num(j, "iter_err_p50", q->iter_err_p50);
-		key_num(j, "iter_err_p90", q->iter_err_p90);
-		key_num(j, "max_slowdown_eval", q->slow_eval_max);
-		key_num(j, "max_slowdown_ref", q->slow_ref_max);
-		key_u64(j, "starved", q->starved);
-		key_u64(j, "truncated", q->truncated);
-		key_num(j, "wall_s", q->wall_s);
+		crux_json_field_numf(j, "t_s", SIM_NUM, q->t_s);
+		crux_json_field_u64(j, "jobs", q->jobs);
+		crux_json_field_u64(j, "net_jobs", q->net_jobs);
+		crux_json_field_numf(j, "eval_util", SIM_NUM, q->eval_util);
+		crux_json_field_numf(j, "ref_util", SIM_NUM, q->ref_util);
+		crux_json_field_numf(j, "iter_err_p50", SIM_NUM, q->iter_err_p50);
+		crux_json_field_numf(j, "iter_err_p90", SIM_NUM, q->iter_err_p90);
+		crux_json_field_numf(j, "max_slowdown_eval", SIM_NUM, q->slow_eval_max);
+		crux_json_field_numf(j, "max_slowdown_ref", SIM_NUM, q->slow_ref_max);
+		crux_json_field_u64(j, "starved", q->starved);
+		crux_json_field_u64(j, "truncated", q->truncated);
+		crux_json_field_numf(j, "wall_s", SIM_NUM, q->wall_s);
 		crux_json_end_obj(j);
 	}
 	crux_json_end_arr(j);
@@ -224,37 +214,31 @@ static void write_run(struct crux_json *j, const struct crux_sim_result *r,
 	size_t done;
 	jct_stats(r, &mj, &done);
 	crux_json_obj(j);
-	crux_json_key(j, "policy");
-	crux_json_str(j, r->label);
-	crux_json_key(j, "base_policy");
-	crux_json_str(j, crux_sim_policy_name(r->policy));
-	crux_json_key(j, "max_slowdown");
-	crux_json_numf(j, "%g", r->max_slowdown);
-	crux_json_key(j, "promote_bound");
-	crux_json_numf(j, "%g", r->promote_bound);
-	crux_json_key(j, "level_weights");
-	crux_json_bool(j, r->weighted);
-	key_u64(j, "levels", r->levels);
-	key_u64(j, "total_gpus", r->total_gpus);
-	crux_json_key(j, "eval_model");
-	crux_json_str(j, r->eval_model ? "all-at-once" : "phase-aware");
-	key_num(j, "mean_gpu_util", r->mean_util);
-	key_num(j, "gain_vs_first", r->mean_util / base->mean_util - 1);
-	key_num(j, "mean_gpus_held", r->mean_alloc);
-	key_num(j, "busy_of_held", r->busy_of_held);
-	key_num(j, "window_s", r->window_s);
-	key_num(j, "end_s", r->end_s);
-	key_u64(j, "jobs", r->n_jobs);
-	key_u64(j, "finished", r->finished);
-	key_u64(j, "events", r->events);
-	key_u64(j, "evaluations", r->evaluations);
-	key_num(j, "wall_s", r->wall_s);
-	key_num(j, "mean_jct_s", mj);
-	key_num(j, "link_bytes", r->link_bytes);
-	key_num(j, "job_bytes", r->job_bytes);
-	key_num(j, "max_link_load", r->max_link_load);
-	key_u64(j, "preemptions", r->preemptions);
-	key_u64(j, "infeasible_jobs", r->infeasible_jobs);
+	crux_json_field_str(j, "policy", r->label);
+	crux_json_field_str(j, "base_policy", crux_sim_policy_name(r->policy));
+	crux_json_field_numf(j, "max_slowdown", "%g", r->max_slowdown);
+	crux_json_field_numf(j, "promote_bound", "%g", r->promote_bound);
+	crux_json_field_bool(j, "level_weights", r->weighted);
+	crux_json_field_u64(j, "levels", r->levels);
+	crux_json_field_u64(j, "total_gpus", r->total_gpus);
+	crux_json_field_str(j, "eval_model", r->eval_model ? "all-at-once" : "phase-aware");
+	crux_json_field_numf(j, "mean_gpu_util", SIM_NUM, r->mean_util);
+	crux_json_field_numf(j, "gain_vs_first", SIM_NUM, r->mean_util / base->mean_util - 1);
+	crux_json_field_numf(j, "mean_gpus_held", SIM_NUM, r->mean_alloc);
+	crux_json_field_numf(j, "busy_of_held", SIM_NUM, r->busy_of_held);
+	crux_json_field_numf(j, "window_s", SIM_NUM, r->window_s);
+	crux_json_field_numf(j, "end_s", SIM_NUM, r->end_s);
+	crux_json_field_u64(j, "jobs", r->n_jobs);
+	crux_json_field_u64(j, "finished", r->finished);
+	crux_json_field_u64(j, "events", r->events);
+	crux_json_field_u64(j, "evaluations", r->evaluations);
+	crux_json_field_numf(j, "wall_s", SIM_NUM, r->wall_s);
+	crux_json_field_numf(j, "mean_jct_s", SIM_NUM, mj);
+	crux_json_field_numf(j, "link_bytes", SIM_NUM, r->link_bytes);
+	crux_json_field_numf(j, "job_bytes", SIM_NUM, r->job_bytes);
+	crux_json_field_numf(j, "max_link_load", SIM_NUM, r->max_link_load);
+	crux_json_field_u64(j, "preemptions", r->preemptions);
+	crux_json_field_u64(j, "infeasible_jobs", r->infeasible_jobs);
 	crux_json_key(j, "infeasible_job_ids");
 	crux_json_arr(j);
 	for (size_t i = 0; i < r->n_jobs; i++)
@@ -264,22 +248,22 @@ static void write_run(struct crux_json *j, const struct crux_sim_result *r,
 	write_ref_snaps(j, r);
 	crux_json_key(j, "slowdown");
 	crux_json_obj(j);
-	key_num(j, "p50", pct(sd, m, 0.5));
-	key_num(j, "p90", pct(sd, m, 0.9));
-	key_num(j, "p99", pct(sd, m, 0.99));
-	key_num(j, "max", m ? sd[m - 1] : NAN);
+	crux_json_field_numf(j, "p50", SIM_NUM, pct(sd, m, 0.5));
+	crux_json_field_numf(j, "p90", SIM_NUM, pct(sd, m, 0.9));
+	crux_json_field_numf(j, "p99", SIM_NUM, pct(sd, m, 0.99));
+	crux_json_field_numf(j, "max", SIM_NUM, m ? sd[m - 1] : NAN);
 	crux_json_key(j, "cdf"); /* 101 quantiles are enough to redraw the CDF */
 	crux_json_arr(j);
 	for (int q = 0; q <= 100; q++)
-		crux_json_numf(j, "%.6g", pct(sd, m, q / 100.0));
+		crux_json_numf(j, SIM_NUM, pct(sd, m, q / 100.0));
 	crux_json_end_arr(j);
 	crux_json_end_obj(j);
 	free(sd);
-	key_num(j, "bin_s", r->bin_s);
+	crux_json_field_numf(j, "bin_s", SIM_NUM, r->bin_s);
 	crux_json_key(j, "util_series");
 	crux_json_arr(j);
 	for (size_t i = 0; i < r->n_bins; i++)
-		crux_json_numf(j, "%.6g", r->util[i]);
+		crux_json_numf(j, SIM_NUM, r->util[i]);
 	crux_json_end_arr(j);
 	write_job_arrays(j, r);
 	crux_json_end_obj(j);
@@ -311,10 +295,8 @@ static void write_guard_summary(struct crux_json *j, const struct crux_sim_resul
 	}
 	crux_json_key(j, "guard");
 	crux_json_obj(j);
-	crux_json_key(j, "best_baseline");
-	crux_json_str(j, best ? best->label : "");
-	crux_json_key(j, "crux_full");
-	crux_json_bool(j, full != NULL);
+	crux_json_field_str(j, "best_baseline", best ? best->label : "");
+	crux_json_field_bool(j, "crux_full", full != NULL);
 	crux_json_key(j, "runs");
 	crux_json_arr(j);
 	for (size_t i = 0; i < n; i++) {
@@ -333,16 +315,13 @@ static void write_guard_summary(struct crux_json *j, const struct crux_sim_resul
 			kept = (r[i]->mean_util - best->mean_util) /
 			       (full->mean_util - best->mean_util);
 		crux_json_obj(j);
-		crux_json_key(j, "policy");
-		crux_json_str(j, r[i]->label);
-		crux_json_key(j, "max_slowdown");
-		crux_json_numf(j, "%g", bound);
-		key_num(j, "worst", worst);
-		key_num(j, "p99", pct(sd, m, 0.99));
-		key_num(j, "util", r[i]->mean_util);
-		crux_json_key(j, "within_bound");
-		crux_json_bool(j, bound > 0 && worst <= bound * (1 + 1e-9));
-		key_num(j, "gain_kept", kept);
+		crux_json_field_str(j, "policy", r[i]->label);
+		crux_json_field_numf(j, "max_slowdown", "%g", bound);
+		crux_json_field_numf(j, "worst", SIM_NUM, worst);
+		crux_json_field_numf(j, "p99", SIM_NUM, pct(sd, m, 0.99));
+		crux_json_field_numf(j, "util", SIM_NUM, r[i]->mean_util);
+		crux_json_field_bool(j, "within_bound", bound > 0 && worst <= bound * (1 + 1e-9));
+		crux_json_field_numf(j, "gain_kept", SIM_NUM, kept);
 		crux_json_end_obj(j);
 		free(sd);
 	}
@@ -361,8 +340,7 @@ crux_status_t crux_sim_write_json(const char *path, const char *experiment,
 	struct crux_json j;
 	crux_json_init_lines(&j, f);
 	crux_json_obj(&j);
-	crux_json_key(&j, "experiment");
-	crux_json_str(&j, experiment);
+	crux_json_field_str(&j, "experiment", experiment);
 	if (extra)
 		extra(&j, extra_arg);
 	write_guard_summary(&j, r, n);

@@ -168,6 +168,30 @@ static void test_lines(void **state)
 	free(s);
 }
 
+/* The field calls are a key and its value: the same bytes as the two calls. */
+static void test_fields(void **state)
+{
+	(void)state;
+	struct out o;
+	start(&o);
+	crux_json_obj(&o.j);
+	crux_json_field_str(&o.j, "s", "a\"b");
+	crux_json_field_num(&o.j, "n", 0.1);
+	crux_json_field_numf(&o.j, "f", "%.2f", NAN);
+	crux_json_field_u64(&o.j, "u", 7);
+	crux_json_field_i64(&o.j, "i", -7);
+	crux_json_field_bool(&o.j, "b", false);
+	crux_json_key(&o.j, "o");
+	crux_json_obj(&o.j);
+	crux_json_field_numf(&o.j, "g", "%g", 1.5);
+	crux_json_end_obj(&o.j);
+	crux_json_end_obj(&o.j);
+	char *s = take(&o);
+	assert_string_equal(s, "{\"s\":\"a\\\"b\",\"n\":0.1,\"f\":null,\"u\":7,\"i\":-7,"
+			       "\"b\":false,\"o\":{\"g\":1.5}}");
+	free(s);
+}
+
 #if CRUX_TEST_HAVE_JSONC
 /* The writer's \u00XX is read as code point U+00XX: bytes >= 0x80 come back as two-byte UTF-8. */
 static void as_read(const char *in, char *out)
@@ -243,6 +267,7 @@ int main(void)
 		cmocka_unit_test(test_nesting),
 		cmocka_unit_test(test_numbers),
 		cmocka_unit_test(test_lines),
+		cmocka_unit_test(test_fields),
 #if CRUX_TEST_HAVE_JSONC
 		cmocka_unit_test(test_jsonc_round_trip),
 #endif

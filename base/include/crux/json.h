@@ -63,6 +63,14 @@ void crux_json_u64(struct crux_json *j, uint64_t v);
 void crux_json_i64(struct crux_json *j, int64_t v);
 void crux_json_bool(struct crux_json *j, bool v);
 void crux_json_null(struct crux_json *j);
+/* One member of an object: its key, then its value (the calls above, in one). */
+void crux_json_field_str(struct crux_json *j, const char *k, const char *v);
+void crux_json_field_num(struct crux_json *j, const char *k, double v);
+void crux_json_field_numf(struct crux_json *j, const char *k, const char *fmt, double v)
+    __attribute__((format(printf, 3, 0)));
+void crux_json_field_u64(struct crux_json *j, const char *k, uint64_t v);
+void crux_json_field_i64(struct crux_json *j, const char *k, int64_t v);
+void crux_json_field_bool(struct crux_json *j, const char *k, bool v);
 /* Ends a document with a newline and flushes; the writer can start another. */
 void crux_json_done(struct crux_json *j);
 
