@@ -306,6 +306,14 @@ cruxn_result_t cruxn_dereg_mr(void *comm, void *mhandle)
 
 /* ---- data path -------------------------------------------------------------- */
 
+/* isend takes nothing now: NCCL retries (an error if the comm failed meanwhile); unlocks. */
+static cruxn_result_t not_now(struct cruxn_base *c, void **request)
+{
+	*request = NULL;
+	pthread_mutex_unlock(&c->lock);
+	return atomic_load(&c->error) ? CRUXN_REMOTE_ERROR : CRUXN_SUCCESS;
+}
+
 cruxn_result_t cruxn_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 			   void **request)
 {
@@ -320,6 +328,9 @@ cruxn_result_t cruxn_isend(void *send_comm, void *data, size_t size, int tag, vo
 		pthread_mutex_unlock(&c->lock);
 		return CRUXN_REMOTE_ERROR;
 	}
+	/* the receiver has not posted: NCCL retries, nothing taken, no decision read */
+	if (c->ops->peer_ready && !c->ops->peer_ready(c))
+		return not_now(c, request);
 	r = req_free(c);
 	if (!r) {
 		*request = NULL; /* 32 in flight: NCCL retries later */
@@ -333,12 +344,9 @@ cruxn_result_t cruxn_isend(void *send_comm, void *data, size_t size, int tag, vo
 		if (cls || route)
 			c->ops->boundary(c, cls, route);
 	}
-	/* the receiver has not posted (or a lane is being built): NCCL retries, nothing taken */
-	if (c->ops->send_ready && !c->ops->send_ready(c)) {
-		*request = NULL;
-		pthread_mutex_unlock(&c->lock);
-		return atomic_load(&c->error) ? CRUXN_REMOTE_ERROR : CRUXN_SUCCESS;
-	}
+	/* a lane is being built or moved: NCCL retries, nothing taken */
+	if (c->ops->send_ready && !c->ops->send_ready(c))
+		return not_now(c, request);
 	req_take(c, r);
 	r->n = 1;
 	r->data[0] = data;

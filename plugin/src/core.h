@@ -117,10 +117,17 @@ struct cruxn_transport_ops {
 	 */
 	crux_status_t (*post_send)(struct cruxn_base *c, struct cruxn_req *r);
 	/*
-	 * May be NULL. Sender, after the boundary and before a request is taken
-	 * (NCCL's IB isend looks at its FIFO first too): false, no send can be
-	 * posted now (NCCL gets a NULL request to retry); true, post_send
-	 * follows at once under the same lock (it reports any failure).
+	 * May be NULL. Sender, first in isend, before a request is taken or the
+	 * decision read: has the receiver posted (NCCL's IB isend looks at its
+	 * FIFO and returns at once when not)? False: NCCL gets a NULL request
+	 * to retry (an error if the comm failed meanwhile).
+	 */
+	bool (*peer_ready)(struct cruxn_base *c);
+	/*
+	 * May be NULL. Sender, after the boundary and before a request is taken:
+	 * false, no send can be posted now (a lane is being built or moved;
+	 * NCCL gets a NULL request to retry); true, post_send follows at once
+	 * under the same lock (it reports any failure).
 	 */
 	bool (*send_ready)(struct cruxn_base *c);
 	crux_status_t (*post_recv)(struct cruxn_base *c, struct cruxn_req *r);

@@ -548,6 +548,74 @@ static void test_lane_close_waits_for_parts(void **state)
 }
 
 /*
+ * CTS writes go unsignaled (one in VX_FIFO signaled, as NCCL's IB
+ * transport): no completion says such a write landed, so a lane the sender
+ * closes must keep its queue pair while a CTS write posted on it may still
+ * be in flight, or the sender never sees that receive. The receiver fences
+ * the closing lane (an empty signaled write after its CTS writes) and frees
+ * it once that completed. Seen failing with the fence left out: the CTS
+ * write in flight went with the queue pair and the send never started.
+ */
+static void test_lane_close_fences_cts(void **state)
+{
+	static unsigned char sb[4096], rb[4096];
+	struct vx_comm *s = sc, *r = rc;
+	void *smr, *rmr, *sreq = NULL, *rreq = NULL, *d = rb;
+	size_t cap = sizeof(rb);
+	(void)state;
+
+	assert_int_equal(cruxn_reg_mr(sc, sb, sizeof(sb), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_reg_mr(rc, rb, sizeof(rb), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
+	cruxn_vx_qpcfg.warm_lanes = 0; /* the old lane closes at once */
+	send_one(sb, rb, 100, 1);      /* lane 0 carried a part */
+	/* a new decision, no receive posted: the sender builds lane 1 and moves to it */
+	s->b.tag.cls.tos = 26 << 2;
+	s->b.ops->boundary(&s->b, true, false);
+	for (int k = 0; s->cur->id != 1 && k < 5000; k++) {
+		r->b.ops->progress(&r->b); /* the receiver answers LANE */
+		assert_int_equal(cruxn_isend(sc, sb, 100, 0, smr, &sreq), CRUXN_SUCCESS);
+		assert_null(sreq);
+		usleep(100);
+	}
+	assert_int_equal(s->cur->id, 1);
+	/* the receiver posts before it hears of the move: its CTS goes on lane 0, in flight */
+	vxd.hold_sends = true;
+	vxd.dropped_sends = 0;
+	fill(sb, 3000, 2);
+	assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, &rmr, &rreq), CRUXN_SUCCESS);
+	assert_int_equal(r->cur->id, 0);
+	cruxn_vx_ctrl_progress(s); /* LANE_MOVE and LANE_CLOSE out */
+	for (int k = 0; k < 100 && r->cur->id != 1; k++) {
+		r->b.ops->progress(&r->b);
+		usleep(100);
+	}
+	assert_int_equal(r->cur->id, 1); /* it read LANE_CLOSE (lane 0's part was counted) */
+	for (int k = 0; k < 20; k++)
+		r->b.ops->progress(&r->b);
+	assert_int_equal(vxd.dropped_sends, 0); /* the CTS write was not lost with lane 0 */
+	assert_non_null(cruxn_vx_lane_find(r, 0));
+	vxd.hold_sends = false;
+	vxd_release_sends();
+	for (int k = 0; !sreq && k < 5000; k++)
+		assert_int_equal(cruxn_isend(sc, sb, 3000, 0, smr, &sreq), CRUXN_SUCCESS);
+	assert_non_null(sreq);
+	wait_done(sreq, NULL);
+	wait_done(rreq, NULL);
+	check(rb, 3000, 2);
+	/* lane 0 goes at both ends once the fence completed */
+	for (int k = 0; k < 1000 && (cruxn_vx_lane_find(r, 0) || cruxn_vx_lane_find(s, 0)); k++) {
+		r->b.ops->progress(&r->b);
+		s->b.ops->progress(&s->b);
+		usleep(100);
+	}
+	assert_null(cruxn_vx_lane_find(r, 0));
+	assert_null(cruxn_vx_lane_find(s, 0));
+	cruxn_vx_qpcfg.warm_lanes = 2;
+	cruxn_dereg_mr(sc, smr);
+	cruxn_dereg_mr(rc, rmr);
+}
+
+/*
  * Warm lanes: a decision that returns to a class (and path) used before
  * moves back by pointer at a message boundary: no queue pair is created or
  * modified (the firmware commands stay out of the data path), and the
@@ -1278,6 +1346,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_lane_switch, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lane_flip_back, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lane_close_waits_for_parts, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lane_close_fences_cts, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_warm_lane_return, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lanes_ahead, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lane_rate_limit, setup, teardown),

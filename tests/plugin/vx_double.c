@@ -493,12 +493,56 @@ static struct vxd_mr *mr_by_rkey(uint32_t rkey)
 	return NULL;
 }
 
+/* Sends in flight (vxd.hold_sends): executed by vxd_release_sends, lost with their QP. */
+#define VXD_HELD_SENDS 64
+static struct {
+	struct ibv_qp *qp;
+	struct ibv_send_wr wr;
+	struct ibv_sge sg[2];
+} held_sends[VXD_HELD_SENDS];
+static int nheld_sends;
+
+static bool hold_send(struct ibv_qp *qp, const struct ibv_send_wr *wr)
+{
+	if (nheld_sends >= VXD_HELD_SENDS || wr->num_sge > 2)
+		return false;
+	held_sends[nheld_sends].qp = qp;
+	held_sends[nheld_sends].wr = *wr;
+	held_sends[nheld_sends].wr.next = NULL;
+	held_sends[nheld_sends].wr.sg_list = held_sends[nheld_sends].sg;
+	for (int i = 0; i < wr->num_sge; i++)
+		held_sends[nheld_sends].sg[i] = wr->sg_list[i];
+	nheld_sends++;
+	return true;
+}
+
+static int post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+
+void vxd_release_sends(void)
+{
+	bool hold = vxd.hold_sends;
+	struct ibv_send_wr *bad = NULL;
+
+	vxd.hold_sends = false;
+	for (int i = 0; i < nheld_sends; i++)
+		(void)post_send(held_sends[i].qp, &held_sends[i].wr, &bad);
+	nheld_sends = 0;
+	vxd.hold_sends = hold;
+}
+
 static int post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
 	struct vxd_qp *me = (struct vxd_qp *)(void *)qp;
 
 	torn_tick(false);
 	for (; wr; wr = wr->next) {
+		if (vxd.hold_sends && qp->state == IBV_QPS_RTS) {
+			if (!hold_send(qp, wr)) {
+				*bad = wr;
+				return ENOMEM;
+			}
+			continue;
+		}
 		struct vxd_qp *peer = qp_by_num(me->rtr.dest_qp_num);
 		struct vxd_mr *m = mr_by_rkey(wr->wr.rdma.rkey);
 		size_t len = 0;
@@ -683,6 +727,12 @@ static int destroy_qp(struct ibv_qp *qp)
 					held[keep++] = held[i];
 			vxd.purged += nheld - keep;
 			nheld = keep;
+			keep = 0;
+			for (int i = 0; i < nheld_sends; i++)
+				if (held_sends[i].qp != qp)
+					held_sends[keep++] = held_sends[i];
+			vxd.dropped_sends += nheld_sends - keep;
+			nheld_sends = keep;
 			free(q);
 			vxd.qps--;
 			return 0;

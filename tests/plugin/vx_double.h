@@ -46,6 +46,8 @@ struct vxd {
 	bool lose_ack;	   /* the next signaled WRITE lands but completes RETRY_EXC_ERR */
 	bool refuse_mr;	   /* reg_mr fails (ENOMEM) */
 	bool hold_recv;	   /* receive completions are written late: vxd_release_held() */
+	bool hold_sends;   /* posted sends wait (in flight) until vxd_release_sends() */
+	int dropped_sends; /* sends still in flight when destroy_qp took their QP (lost) */
 	int purged;	   /* completions destroy_qp removed before they were polled */
 	int torn_chunk;	 /* RDMA WRITEs land in chunks of this many bytes, out of order (0: off) */
 	int torn_writes; /* WRITEs landed that way */
@@ -77,6 +79,8 @@ int vxd_open_lo(struct cruxn_vx *out);
 void vxd_settle(void);
 /* The receive completions held back (vxd.hold_recv) become visible, in order. */
 void vxd_release_held(void);
+/* The sends held in flight (vxd.hold_sends) execute now, in the order posted. */
+void vxd_release_sends(void);
 /*
  * Raise an async event on every context of device 'dev' (the double's
  * events are read in the order raised; PORT_ERR takes the port down).

@@ -594,6 +594,23 @@ void cruxn_vx_ctrl_send(struct vx_comm *c, const struct vx_msg *m)
 	}
 	c->outq[(c->out_head + c->out_count) % VX_OUTQ] = *m;
 	c->out_count++;
+	c->ctrl_quiet = false;
+}
+
+/* Something under way on the control socket: progress reads it on every call. */
+static bool ctrl_busy(const struct vx_comm *c)
+{
+	if (!c->ready || c->out_count > 0 || c->in_off > 0 || c->gone_ns)
+		return true;
+	/*
+	 * A lane being built or closed, or lane traffic within the last
+	 * VX_CTRL_EVENT_NS (the peer's LANE_MOVE follows); warm lanes and lanes
+	 * built ahead otherwise wait quietly.
+	 */
+	for (const struct vx_lane *l = c->lanes; l; l = l->next)
+		if (l->state != VX_LANE_UP)
+			return true;
+	return c->lanes && c->lanes->next && crux_now_ns() - c->ctrl_event_ns < VX_CTRL_EVENT_NS;
 }
 
 static bool msg_valid(const struct vx_comm *c, const struct vx_msg *m)
@@ -661,6 +678,7 @@ static void recv_ctrl(struct vx_comm *c, const struct vx_msg *m)
 			/* freed once its CTS writes completed and every part was counted */
 			l->state = VX_LANE_CLOSING;
 			l->close_parts = m->parts;
+			(void)cruxn_vx_cts_fence(c, l);
 		}
 	}
 }
@@ -740,9 +758,55 @@ void cruxn_vx_ctrl_progress(struct vx_comm *c)
 			}
 		}
 	}
+	/* what can make it busy again goes through here, ctrl_send or an error completion */
+	c->ctrl_quiet = !ctrl_busy(c);
 }
 
 /* ---- receives (their work request ids are what vx_data.c completes) ---- */
+
+/*
+ * A CTS write into the sender's FIFO (sg NULL: an empty one) on lane l's
+ * first QP. As NCCL's IB transport, one in VX_FIFO is signaled, so the
+ * send queue drains; the others complete silently, and RC completes a
+ * QP's work in order, so a signaled completion covers the writes before
+ * it. l->outstanding counts the signaled ones; l->cts_unsignaled the
+ * writes since the last signaled one, which no completion covers yet.
+ */
+crux_status_t cruxn_vx_cts_write(struct vx_comm *c, struct vx_lane *l, struct ibv_sge *sg,
+				 uint64_t remote, bool signaled)
+{
+	struct ibv_send_wr wr, *bad = NULL;
+	int prc;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.sg_list = sg;
+	wr.num_sge = sg ? 1 : 0;
+	wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+	wr.wr.rdma.remote_addr = remote;
+	wr.wr.rdma.rkey = c->rfifo_rkey;
+	wr.wr_id = WR_CTS | ((uint64_t)l->id << 8);
+	if ((prc = cruxn_ibv_post_send(l->qps[0], &wr, &bad)) != 0) {
+		cruxn_vx_fail(c, "posting a clear-to-send", cruxn_vx_post_err(prc),
+			      "send queue full?");
+		return CRUX_ERR_REMOTE;
+	}
+	if (signaled) {
+		l->outstanding++;
+		l->cts_unsignaled = 0;
+	} else {
+		l->cts_unsignaled++;
+	}
+	return CRUX_OK;
+}
+
+crux_status_t cruxn_vx_cts_fence(struct vx_comm *c, struct vx_lane *l)
+{
+	if (l->cts_unsignaled == 0)
+		return CRUX_OK;
+	/* an empty signaled WRITE after them: its completion says they all landed */
+	return cruxn_vx_cts_write(c, l, NULL, c->rfifo, true);
+}
 
 crux_status_t cruxn_vx_post_recvs_qp(struct vx_comm *c, struct vx_lane *l, int q, int n)
 {

@@ -282,6 +282,7 @@ static void on_wc(struct vx_comm *c, const struct ibv_wc *wc)
 			if (c->bye || c->b.peer_closed)
 				return;
 			if (!c->gone_ns) {
+				c->ctrl_quiet = false; /* the BYE or the socket's end decides */
 				c->gone_ns = crux_now_ns();
 				snprintf(c->gone_detail, sizeof(c->gone_detail), "%s", d);
 			}
@@ -329,21 +330,6 @@ static void on_wc(struct vx_comm *c, const struct ibv_wc *wc)
 	}
 }
 
-static bool ctrl_busy(const struct vx_comm *c)
-{
-	if (!c->ready || c->out_count > 0 || c->in_off > 0 || c->gone_ns)
-		return true;
-	/*
-	 * A lane being built or closed, or lane traffic within the last
-	 * VX_CTRL_EVENT_NS (the peer's LANE_MOVE follows); warm lanes and lanes
-	 * built ahead otherwise wait quietly.
-	 */
-	for (const struct vx_lane *l = c->lanes; l; l = l->next)
-		if (l->state != VX_LANE_UP)
-			return true;
-	return c->lanes && c->lanes->next && crux_now_ns() - c->ctrl_event_ns < VX_CTRL_EVENT_NS;
-}
-
 /* The async-event thread saw the device, the port or one of our QPs fail. */
 static __attribute__((noinline, cold)) void async_failed(struct vx_comm *c)
 {
@@ -364,43 +350,54 @@ static __attribute__((noinline, cold)) void async_failed(struct vx_comm *c)
 			      "see the device's error counters and the peer's log");
 }
 
+/* The n completions of a poll, and more while the batches come back full. */
+static __attribute__((noinline)) int take_wcs(struct vx_comm *c, struct ibv_wc *wc, int n)
+{
+	for (;;) {
+		for (int i = 0; i < n; i++)
+			on_wc(c, &wc[i]);
+		if (n < 16 || atomic_load(&c->b.error))
+			return n;
+		if ((n = cruxn_ibv_poll_cq(c->cq, 16, wc)) <= 0)
+			return n;
+	}
+}
+
 /*
  * Takes the completions there are: batches until one comes back short (the
  * queue was empty then; what lands later is the next call's). Returns the
- * last poll's result.
+ * last poll's result. An empty queue, the usual answer, costs one call.
  */
-static int poll_all(struct vx_comm *c)
+static inline int poll_all(struct vx_comm *c)
 {
 	struct ibv_wc wc[16];
-	int n = 0;
+	int n;
 
-	while (!atomic_load(&c->b.error) && (n = cruxn_ibv_poll_cq(c->cq, 16, wc)) > 0) {
-		for (int i = 0; i < n; i++)
-			on_wc(c, &wc[i]);
-		if (n < 16)
-			break;
-	}
-	return n;
+	if (atomic_load(&c->b.error))
+		return 0;
+	n = cruxn_ibv_poll_cq(c->cq, 16, wc);
+	return n > 0 ? take_wcs(c, wc, n) : n;
 }
 
-static void vx_progress(struct cruxn_base *b)
+/* The async-event thread's verdict (two relaxed loads when nothing happened). */
+static inline void async_check(struct vx_comm *c)
 {
-	struct vx_comm *c = vx_of(b);
-
 	if (atomic_load_explicit(&c->dev->dead, memory_order_relaxed) ||
 	    atomic_load_explicit(&c->async_event, memory_order_relaxed))
 		async_failed(c);
-	if (poll_all(c) < 0)
-		cruxn_vx_fail(c, "polling the completion queue", strerror(errno),
-			      "the device failed");
+}
+
+/* The control socket and the bound on a gone peer: what progress does besides the CQ. */
+static void ctrl_tick(struct vx_comm *c)
+{
 	/*
 	 * The control socket costs a system call: read it on every call only
 	 * while something is under way there (set-up, a lane change or close,
-	 * queued messages, an error completion waiting for the peer's BYE),
-	 * else at most every VX_CTRL_POLL_NS (a LANE, BYE or the socket's end
-	 * is seen that much later).
+	 * queued messages, an error completion waiting for the peer's BYE:
+	 * not ctrl_quiet), else at most every VX_CTRL_POLL_NS (a LANE, BYE or
+	 * the socket's end is seen that much later).
 	 */
-	if (ctrl_busy(c) || crux_now_ns() - c->ctrl_ns >= VX_CTRL_POLL_NS) {
+	if (!c->ctrl_quiet || crux_now_ns() - c->ctrl_ns >= VX_CTRL_POLL_NS) {
 		bool was_open = !c->b.peer_closed;
 		cruxn_vx_ctrl_progress(c);
 		c->ctrl_ns = crux_now_ns();
@@ -418,6 +415,17 @@ static void vx_progress(struct cruxn_base *b)
 	    (c->b.peer_closed || crux_now_ns() - c->gone_ns > VX_GONE_WAIT_NS))
 		cruxn_vx_fail(c, "work completion error", c->gone_detail,
 			      wc_hint(IBV_WC_RETRY_EXC_ERR));
+}
+
+static void vx_progress(struct cruxn_base *b)
+{
+	struct vx_comm *c = vx_of(b);
+
+	async_check(c);
+	if (poll_all(c) < 0)
+		cruxn_vx_fail(c, "polling the completion queue", strerror(errno),
+			      "the device failed");
+	ctrl_tick(c);
 	if (c->b.is_send && !cruxn_vx_lanes_settled(c) && !c->b.peer_closed &&
 	    !atomic_load(&c->b.error))
 		cruxn_vx_lanes_progress(c);
@@ -494,22 +502,64 @@ static bool lane_ready(struct vx_comm *c)
 	return false;
 }
 
+/* The receiver's CTS row for the next send has landed, every entry of it (post_send checks them
+ * again). */
+static inline bool cts_posted(const struct vx_comm *c)
+{
+	const volatile struct vx_cts *e = c->fifo[c->row % VX_FIFO];
+	uint32_t want = c->row + 1;
+	int n;
+
+	if (e[0].stamp != want)
+		return false;
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	n = e[0].nslots;
+	for (int i = 1; i < n && i < VX_SLOTS; i++)
+		if (e[i].stamp != want)
+			return false;
+	return true;
+}
+
 /*
- * Before a request is taken: completions and control first, then
- * drain-then-move (hold new messages until the decision's lane is
- * current), then the receiver's CTS. False: NCCL gets a NULL request. A
- * failure answers true: post_send reports it.
+ * First in isend, as NCCL's IB isend: the receiver's CTS, and nothing else
+ * when it is there. Without it, progress (a double in this process moves
+ * only when called) and the lane under way, whose control and bounds go on
+ * while the receiver is behind.
+ */
+static bool vx_peer_ready(struct cruxn_base *b)
+{
+	struct vx_comm *c = vx_of(b);
+
+	if (cts_posted(c))
+		return true;
+	vx_progress(b);
+	if (!cruxn_vx_lanes_settled(c) && !atomic_load(&c->b.error))
+		(void)lane_ready(c); /* a lane the peer never answers fails after CRUX_TIMEOUT */
+	return cts_posted(c) && !atomic_load(&c->b.error);
+}
+
+/*
+ * After the boundary, the CTS seen (vx_peer_ready, same lock): with the
+ * lanes settled the message goes on the current lane, nothing polled.
+ * Otherwise completions and control first, then drain-then-move (hold new
+ * messages until the decision's lane is current). False: NCCL gets a NULL
+ * request. A failure answers true: post_send reports it.
  */
 static bool vx_send_ready(struct cruxn_base *b)
 {
 	struct vx_comm *c = vx_of(b);
 
+	if (cruxn_vx_lanes_settled(c)) {
+		async_check(c);
+		c->hold_ns = 0;
+		return true;
+	}
 	vx_progress(b);
 	if (atomic_load(&c->b.error))
 		return true;
 	if (!lane_ready(c))
 		return atomic_load(&c->b.error);
-	return c->fifo[c->row % VX_FIFO][0].stamp == c->row + 1;
+	return cts_posted(c);
 }
 
 /* The core called send_ready just before, under the same lock. */
@@ -637,9 +687,8 @@ static crux_status_t vx_post_send(struct cruxn_base *b, struct cruxn_req *r)
 static crux_status_t vx_post_recv(struct cruxn_base *b, struct cruxn_req *r)
 {
 	struct vx_comm *c = vx_of(b);
-	int row = (int)(c->rrow % VX_FIFO), idx = (int)(r - c->b.reqs), prc;
+	int row = (int)(c->rrow % VX_FIFO), idx = (int)(r - c->b.reqs);
 	struct ibv_sge sg;
-	struct ibv_send_wr wr, *bad = NULL;
 
 	/* no polling here (NCCL's IB irecv neither): test() takes the completions */
 	if (atomic_load(&c->b.error))
@@ -658,23 +707,13 @@ static crux_status_t vx_post_recv(struct cruxn_base *b, struct cruxn_req *r)
 		e->slot = (uint8_t)i;
 		e->stamp = c->rrow + 1;
 	}
-	memset(&wr, 0, sizeof(wr));
 	sg.addr = (uint64_t)(uintptr_t)c->cts[row];
 	sg.length = (uint32_t)(sizeof(struct vx_cts) * (size_t)r->n);
 	sg.lkey = c->cts_mr->lkey;
-	wr.opcode = IBV_WR_RDMA_WRITE;
-	wr.sg_list = &sg;
-	wr.num_sge = 1;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.wr.rdma.remote_addr = c->rfifo + (uint64_t)row * VX_SLOTS * sizeof(struct vx_cts);
-	wr.wr.rdma.rkey = c->rfifo_rkey;
-	wr.wr_id = WR_CTS | ((uint64_t)c->cur->id << 8) | (uint64_t)row;
-	if ((prc = cruxn_ibv_post_send(c->cur->qps[0], &wr, &bad)) != 0) {
-		cruxn_vx_fail(c, "posting a clear-to-send", cruxn_vx_post_err(prc),
-			      "send queue full?");
+	if (cruxn_vx_cts_write(c, c->cur, &sg,
+			       c->rfifo + (uint64_t)row * VX_SLOTS * sizeof(struct vx_cts),
+			       c->cur->cts_unsignaled + 1 >= VX_FIFO) != CRUX_OK)
 		return CRUX_ERR_REMOTE;
-	}
-	c->cur->outstanding++;
 	vxr(r)->row = c->rrow;
 	c->row_done[row] = 0;
 	c->rrow++;
@@ -777,6 +816,7 @@ const struct cruxn_transport_ops cruxn_verbs_ops = {
     .reg_mr = vx_reg_mr,
     .dereg_mr = vx_dereg_mr,
     .boundary = vx_boundary,
+    .peer_ready = vx_peer_ready,
     .send_ready = vx_send_ready,
     .post_send = vx_post_send,
     .post_recv = vx_post_recv,

@@ -120,6 +120,7 @@ struct vx_lane {
 	uint32_t flow_label[VX_MAX_QPS]; /* what realises it */
 	bool route_refused;		 /* the device cannot realise the route: label 0 (hash) */
 	int outstanding;		 /* signaled work requests not yet completed */
+	int cts_unsignaled;		 /* receiver: CTS writes no completion covers yet */
 	/*
 	 * Parts (WRITE WITH IMMEDIATE) the sender posted on the lane / the
 	 * receiver's completions of them; a closing lane's queue pairs go only
@@ -168,6 +169,12 @@ struct vx_comm {
 	 * causes wait (bounded) for the BYE or the socket's end to say which.
 	 */
 	uint64_t ctrl_ns; /* when the control socket was last read */
+	/*
+	 * Nothing under way on the control socket when it was last read, and
+	 * nothing queued or failed since: progress reads it only every
+	 * VX_CTRL_POLL_NS (false, as calloc leaves it: on every call).
+	 */
+	bool ctrl_quiet;
 	uint64_t
 	    ctrl_event_ns; /* when a control message last went or came (a lane change under way) */
 	bool bye;
@@ -304,6 +311,19 @@ void cruxn_vx_fail(struct vx_comm *c, const char *what, const char *detail, cons
 /* Post n receives on each of a lane's QPs (a new lane), or on its QP q (one consumed). */
 crux_status_t cruxn_vx_post_recvs(struct vx_comm *c, struct vx_lane *l, int n);
 crux_status_t cruxn_vx_post_recvs_qp(struct vx_comm *c, struct vx_lane *l, int q, int n);
+/*
+ * Receiver: a CTS write into the sender's FIFO at 'remote' (sg NULL: an
+ * empty one) on lane l's first QP, signaled or not (l->outstanding counts
+ * the signaled, l->cts_unsignaled the writes since the last of them).
+ */
+crux_status_t cruxn_vx_cts_write(struct vx_comm *c, struct vx_lane *l, struct ibv_sge *sg,
+				 uint64_t remote, bool signaled);
+/*
+ * Receiver, lane l closing: a signaled write after its unsignaled CTS
+ * writes, so l->outstanding covers them (its QPs must not go while one is
+ * in flight: the sender would never see that CTS).
+ */
+crux_status_t cruxn_vx_cts_fence(struct vx_comm *c, struct vx_lane *l);
 
 /* vx_init.c */
 crux_status_t cruxn_vx_start(const struct cruxn_config *cfg, char *err, size_t errlen);
