@@ -12,8 +12,18 @@ writes the same fabric and jobs as a crux-plan topology and jobs file, and runs
 crux-plan for each arm of the testbed with the reference model on:
 
   none   --policy ecmp, one level           (no scheduling: default class, ECMP)
-  crux   --policy crux-pa, K levels         (priorities on ECMP paths: cruxd, no probing)
+  crux   --policy crux --ecmp-paths         (cruxd without probing: it plans Crux-full,
+                                             levels by Max-K-Cut, but its routes carry
+                                             no ports, so the flows stay on ECMP paths)
   paths  --policy crux, K levels            (priorities and chosen paths)
+
+The levels are those the agents applied where the result file's run directories
+say (cruxd logs every level change; levels.py): the model runs once per level
+assignment the runs held (--levels-given), profiling included (every job on the
+top level), and weighs each by the time the runs spent in it over the analysis
+window (utilisation: time-weighted; iteration time: the mean over the
+iterations, 1 / sum(share / iteration time)). Without them, the planner's own
+levels.
 
 each with the testbed's level weights (HTB guaranteed shares) and fairness bound,
 over N ECMP seeds (the testbed hashes source ports: its paths are a draw too).
@@ -199,19 +209,88 @@ def queue_latency(sc, mods, run, ids, standing):
     return lat
 
 
-def plan_arm(build, sc, mods, d, arm, seed, phases, standing):
+def plan_arm(build, sc, mods, d, arm, seed, phases, standing, given=None):
     """crux-plan for one arm and seed; with `standing` > 0 a second pass adds the
-    ring steps' queueing latency found from the first pass's rates."""
+    ring steps' queueing latency found from the first pass's rates. `given`:
+    {job name: level} the agents applied, in place of the planner's."""
     topo, jobs, ids = write_inputs(sc, mods, d)
-    run = plan(build, topo, jobs, arm_args(arm, sc), seed, phases)
+    args = arm_args(arm, sc)
+    if given:
+        num = {v: k for k, v in ids.items()}
+        args = args + ["--levels-given", ",".join(f"{num[n]}={lv}" for n, lv in sorted(given.items()))]
+    run = plan(build, topo, jobs, args, seed, phases)
     lat = {}
     if standing > 0:
         lat = queue_latency(sc, mods, run, ids, standing)
         topo, jobs, ids = write_inputs(sc, mods, d, lat)
-        run = plan(build, topo, jobs, arm_args(arm, sc), seed, phases)
+        run = plan(build, topo, jobs, args, seed, phases)
     for j in run["jobs"]:
         j["queue_latency_s"] = lat.get(ids[j["id"]], 0.0)
     return run
+
+
+def applied_levels(measured_path, sc, arm, step=0.05):
+    """{level assignment (sorted (job, level) pairs): seconds} over the analysis
+    windows of the arm's runs beside the result file (every job past its first
+    iteration until the first job ends, as crux-tb-analyze), from the agents'
+    level logs; a job still profiling (or not yet in the table) sits on the top
+    level. None when the runs or their level logs are not there."""
+    sys.path.insert(0, HERE)
+    import levels  # noqa: E402 (bench/testbed/levels.py: the same parsers)
+    top = sc["levels"] - 1
+    names = [j["name"] for j in sc["jobs"]]
+    tally = {}
+    for run in sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(measured_path)), f"run-{arm}-*"))):
+        log = next((p for p in (os.path.join(run, "cruxd.log"), os.path.join(run, "cruxd-h0.log"))
+                    if os.path.exists(p)), None)
+        if log is None:
+            return None
+        tl = levels.timeline(log)
+        if not tl:
+            return None
+        try:
+            its = {n: levels.iterations(os.path.join(run, "logs", f"{n}-r0.log"), strict=True) for n in names}
+        except (OSError, ValueError):
+            return None
+        if any(not v for v in its.values()):
+            return None
+        a = max(v[0][1] for v in its.values())
+        b = min(v[-1][1] for v in its.values())
+        t = a
+        while t < b:
+            cfg = []
+            for n in names:
+                st = levels.level_at(tl.get(n, []), t)
+                cfg.append((n, top if st is None or st[1] else st[0]))
+            cfg = tuple(cfg)
+            tally[cfg] = tally.get(cfg, 0.0) + step
+            t += step
+    return tally or None
+
+
+def mix_runs(parts):
+    """Per-level-assignment predictions [(share, run)] -> one run-like dict:
+    utilisation by time, each job's iteration time as the mean over iterations."""
+    first = parts[0][1]
+    out = {"ref_model": {"gpu_util": sum(w * r["ref_model"]["gpu_util"] for w, r in parts)},
+           "gpu_util": sum(w * r["gpu_util"] for w, r in parts), "jobs": []}
+    for j in first["jobs"]:
+        js = [(w, next(x for x in r["jobs"] if x["id"] == j["id"])) for w, r in parts]
+        out["jobs"].append({"id": j["id"], "level": j["level"],
+                            "ref_iter_time": 1.0 / sum(w / x["ref_iter_time"] for w, x in js),
+                            "iter_time": 1.0 / sum(w / x["iter_time"] for w, x in js),
+                            "queue_latency_s": sum(w * x["queue_latency_s"] for w, x in js)})
+    return out
+
+
+def predict_arm(a, sc, mods, d, arm, seed, tally):
+    """One seed's prediction of an arm: on the levels the runs held (tally), else the planner's."""
+    if not tally:
+        return plan_arm(a.build, sc, mods, d, arm, seed, a.phases, a.standing_bytes)
+    total = sum(tally.values())
+    parts = [(sec / total, plan_arm(a.build, sc, mods, d, arm, seed, a.phases, a.standing_bytes, dict(cfg)))
+             for cfg, sec in tally.items()]
+    return mix_runs(parts)
 
 
 def plan(build, topo, jobs, args, seed, phases):
@@ -232,7 +311,7 @@ def arm_args(arm, sc):
     if arm == "none":
         return ["--policy", "ecmp", "--levels", "1"]
     if arm == "crux":
-        return ["--policy", "crux-pa"] + common
+        return ["--policy", "crux", "--ecmp-paths"] + common
     return ["--policy", "crux"] + common
 
 
@@ -258,6 +337,8 @@ def main():
                     help="bytes each flow keeps queued at a shared bottleneck (default: measured by the runs "
                          "of --measured when their directories are there, else the stack's measured value; "
                          "0: a pure fluid model)")
+    ap.add_argument("--planned-levels", action="store_true",
+                    help="the planner's levels even where the runs' level logs say which the agents applied")
     ap.add_argument("--out", default="")
     ap.add_argument("--verdict", action="store_true")
     ap.add_argument("--check", action="store_true")
@@ -284,12 +365,17 @@ def main():
     if not arms:
         die(f"{a.measured} has no arm none/crux/paths")
     rows = {"arms": {}, "jobs": {}}
+    applied = {}
     with tempfile.TemporaryDirectory() as d:
         topo, jobs, ids = write_inputs(sc, mods, d)
         inputs = {"topology": open(topo).read(), "jobs": open(jobs).read()}
         for arm in arms:
-            runs = [plan_arm(a.build, sc, mods, d, arm, s, a.phases, a.standing_bytes)
-                    for s in range(1, a.seeds + 1)]
+            tally = applied_levels(a.measured, sc, arm) if arm != "none" and not a.planned_levels else None
+            runs = [predict_arm(a, sc, mods, d, arm, s, tally) for s in range(1, a.seeds + 1)]
+            if tally:
+                total = sum(tally.values())
+                applied[arm] = [{"levels": dict(cfg), "share": sec / total}
+                                for cfg, sec in sorted(tally.items(), key=lambda x: -x[1])]
             m = measured["arms"][arm]
             ref_u = med([r["ref_model"]["gpu_util"] for r in runs])
             ev_u = med([r["gpu_util"] for r in runs])
@@ -298,9 +384,14 @@ def main():
                                  "reference_util": ref_u, "evaluator_util": ev_u,
                                  "reference_error": err(ref_u, mu), "evaluator_error": err(ev_u, mu),
                                  "reference_within_10pct": err(ref_u, mu) is not None and abs(err(ref_u, mu)) <= TOL,
+                                 "levels_source": "applied" if arm in applied else "planned",
                                  "levels": {ids[j["id"]]: sorted({jj["level"] for r2 in runs for jj in r2["jobs"]
                                                                   if jj["id"] == j["id"]})
                                             for j in runs[0]["jobs"]}}
+            if arm in applied:
+                rows["arms"][arm]["levels"] = {n: sorted({c["levels"][n] for c in applied[arm]})
+                                               for n in applied[arm][0]["levels"]}
+                rows["arms"][arm]["levels_applied"] = applied[arm]
             for j in runs[0]["jobs"]:
                 name = ids[j["id"]]
                 mj = m["jobs"].get(name)
@@ -320,8 +411,9 @@ def main():
         return "   n/a" if x is None else f"{x * 100:+6.1f}%"
     print(f"testbed '{a.scenario}' vs the scheduling model ({a.seeds} ECMP seeds, reference model with "
           f"{a.phases} start phases, ring steps queued behind {a.standing_bytes:.0f} bytes per flow: "
-          f"{standing_src}); "
-          f"measured: {a.measured}")
+          f"{standing_src}; levels: " +
+          (", ".join(f"{x} as applied ({len(v)} assignments)" for x, v in applied.items()) or "as planned") +
+          f"); measured: {a.measured}")
     print(f"{'':22s} {'measured':>9s} {'reference':>10s} {'err':>8s} {'evaluator':>10s} {'err':>8s}")
     for arm, r in rows["arms"].items():
         print(f"util {arm:17s} {r['measured_util'] * 100:8.1f}% {r['reference_util'] * 100:9.1f}% "

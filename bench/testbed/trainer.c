@@ -6,6 +6,7 @@
  * sums. Per-iteration timestamps (CLOCK_MONOTONIC ns) go to a log the
  * experiment runner reads:
  *   # crux-tb-trainer job=J model=M rank=R nranks=N host=H compute_ms=C grad_bytes=B buckets=K
+ *     realtime_offset_ns=O
  *   <iter> <start_ns> <compute_end_ns> <end_ns> <bucket_end_ns>...
  *   # done iters=K
  *
@@ -346,11 +347,17 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
+	/* O = CLOCK_REALTIME - CLOCK_MONOTONIC: the agents' logs carry wall-clock
+	 * times, and levels.py sets their level changes against these iterations. */
+	struct timespec rt, mt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	clock_gettime(CLOCK_MONOTONIC, &mt);
 	fprintf(log,
 		"# crux-tb-trainer job=%s model=%s rank=%d nranks=%d host=%s compute_ms=%.3f "
-		"grad_bytes=%zu buckets=%d\n",
+		"grad_bytes=%zu buckets=%d realtime_offset_ns=%lld\n",
 		t->job, t->model->name, t->rank, t->nranks, t->host, t->compute_ms,
-		elems * sizeof(float), t->buckets);
+		elems * sizeof(float), t->buckets,
+		(long long)(rt.tv_sec - mt.tv_sec) * 1000000000LL + (rt.tv_nsec - mt.tv_nsec));
 	fflush(log);
 	long it;
 	uint64_t start = crux_tb_now();

@@ -268,6 +268,69 @@ static void test_profiling_then_scheduled(void **state)
 	cruxd_agent_close(a);
 }
 
+/* Log lines captured by a sink (the level log's test). */
+struct logcap {
+	char text[8192];
+	size_t n;
+};
+
+static void cap_sink(void *arg, enum crux_log_level level, const char *file, int line,
+		     const char *msg)
+{
+	struct logcap *c = arg;
+	int w;
+
+	(void)level;
+	(void)file;
+	(void)line;
+	w = snprintf(c->text + c->n, sizeof(c->text) - c->n, "%s\n", msg);
+	if (w > 0 && (size_t)w < sizeof(c->text) - c->n)
+		c->n += (size_t)w;
+}
+
+/*
+ * cruxd logs each job's level when it enters the table and at every change
+ * of level or of profiling state, once (bench/testbed/levels.py reads the
+ * run's level timeline from these lines); an unchanged table logs nothing.
+ */
+static void test_level_log(void **state)
+{
+	struct t *t = *state;
+	struct cruxd_agent *a;
+	struct logcap *c = calloc(1, sizeof(*c));
+	char want[128];
+	enum crux_log_level old = crux_log_get_level();
+	unsigned top = t->cfg.settings.nlevels - 1;
+
+	assert_non_null(c);
+	two_jobs(t);
+	a = open_agent(t);
+	crux_log_set_level(CRUX_LOG_INFO);
+	crux_log_set_sink(cap_sink, c);
+	assert_int_equal(cruxd_agent_pass(a, 10 * SEC), CRUX_OK);
+	snprintf(want, sizeof(want), "job env:A: level %u, profiling (table generation", top);
+	assert_non_null(strstr(c->text, want));
+	snprintf(want, sizeof(want), "job env:B: level %u, profiling (table generation", top);
+	assert_non_null(strstr(c->text, want));
+	size_t before = c->n;
+
+	assert_int_equal(cruxd_agent_pass(a, 10 * SEC + SEC / 2), CRUX_OK);
+	assert_null(strstr(c->text + before, "job env:")); /* nothing changed */
+	assert_int_equal(cruxd_agent_pass(a, 11 * SEC + SEC / 10), CRUX_OK);
+	const struct cruxd_status_job *A = sjob(a, "env:A"), *B = sjob(a, "env:B");
+
+	/* Profiling ended: one line per job, from the top level to its own
+	 * (the same number when it stays on top, without ", profiling"). */
+	snprintf(want, sizeof(want), "job env:A: level %u -> %u (table generation", top, A->level);
+	assert_non_null(strstr(c->text + before, want));
+	snprintf(want, sizeof(want), "job env:B: level %u -> %u (table generation", top, B->level);
+	assert_non_null(strstr(c->text + before, want));
+	crux_log_set_sink(NULL, NULL);
+	crux_log_set_level(old);
+	cruxd_agent_close(a);
+	free(c);
+}
+
 static void schedule_both(struct t *t, struct cruxd_agent *a)
 {
 	assert_int_equal(cruxd_agent_pass(a, 10 * SEC), CRUX_OK);
@@ -940,6 +1003,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_grouping, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_host_from_net_section, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_profiling_then_scheduled, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_level_log, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hysteresis, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hold_time, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_overrides, setup, teardown),

@@ -728,6 +728,103 @@ static void test_plan_cli(void **state)
 	rmdir(dir);
 }
 
+/* Run crux-plan with ARGS on the test's files; its output in buf, exit status returned. */
+static int plan_run(const char *dir, const char *args, char *buf, size_t cap)
+{
+	char cmd[1200], out[256];
+
+	snprintf(out, sizeof(out), "%s/out", dir);
+	snprintf(cmd, sizeof(cmd), "'%s' --topology '%s/t.topo' --jobs '%s/j.jobs' %s > '%s' 2>&1",
+		 g_plan_exe, dir, dir, args, out);
+	int rc = system(cmd);
+	FILE *f = fopen(out, "r");
+
+	assert_non_null(f);
+	size_t n = fread(buf, 1, cap - 1, f);
+
+	fclose(f);
+	buf[n] = '\0';
+	unlink(out);
+	return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+/* The aggregation switch of every flow in order ("0110"), from the JSON's hops. */
+static void aggs_of(const char *buf, char *aggs, size_t cap)
+{
+	size_t n = 0;
+
+	for (const char *p = strstr(buf, "\"agg"); p && n + 1 < cap; p = strstr(p + 1, "\"agg"))
+		aggs[n++] = p[4];
+	aggs[n] = '\0';
+}
+
+/*
+ * --ecmp-paths keeps the plan's levels but puts every flow back on its ECMP
+ * draw (what a fabric carries where the plan's paths are not bound: cruxd
+ * without probing); --levels-given pins levels the plan would not choose.
+ */
+static void test_plan_cli_ecmp_given(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/crux-sched-test-XXXXXX", path[256], buf[8192];
+	char ecmp[16], crux[16], mixed[16];
+
+	if (!g_plan_exe)
+		skip();
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/t.topo", dir);
+	write_file(
+	    path,
+	    "host h0 h1 h2 h3\nswitch tor0 tor1 agg0 agg1\n"
+	    "link h0 tor0 100\nlink h1 tor0 100\nlink h2 tor1 100\nlink h3 tor1 100\n"
+	    "link tor0 agg0 100\nlink tor0 agg1 100\nlink tor1 agg0 100\nlink tor1 agg1 100\n");
+	snprintf(path, sizeof(path), "%s/j.jobs", dir);
+	write_file(path, "job 11 hosts=h0,h2 compute=0.2 allreduce=2e9\n"
+			 "job 12 hosts=h1,h3 compute=0.4 allreduce=1e9 overlap=0.5\n");
+	/* Seed 1: ECMP hashes three of the four flows onto agg0; Crux-full
+	 * separates the jobs. */
+	assert_int_equal(
+	    plan_run(dir, "--levels 2 --seed 1 --policy ecmp --json", buf, sizeof(buf)), 0);
+	aggs_of(buf, ecmp, sizeof(ecmp));
+	assert_int_equal(plan_run(dir, "--levels 2 --seed 1 --json", buf, sizeof(buf)), 0);
+	aggs_of(buf, crux, sizeof(crux));
+	assert_string_equal(ecmp, "0010");
+	assert_string_not_equal(crux, ecmp);
+	assert_non_null(strstr(buf, "\"ecmp_paths\":false"));
+	const char *l11 = strstr(buf, "\"id\":11,\"level\":");
+	assert_non_null(l11);
+	int lv11 = l11[strlen("\"id\":11,\"level\":")] - '0';
+
+	assert_int_equal(plan_run(dir, "--levels 2 --seed 1 --ecmp-paths --json", buf, sizeof(buf)),
+			 0);
+	aggs_of(buf, mixed, sizeof(mixed));
+	assert_string_equal(mixed, ecmp);
+	assert_non_null(strstr(buf, "\"ecmp_paths\":true"));
+	assert_non_null(strstr(buf, lv11 ? "\"id\":11,\"level\":1" : "\"id\":11,\"level\":0"));
+	/* Levels given: both jobs where they are named, the paths still planned. */
+	assert_int_equal(
+	    plan_run(dir, "--levels 2 --seed 1 --levels-given 11=0,12=1 --json", buf, sizeof(buf)),
+	    0);
+	assert_non_null(strstr(buf, "\"id\":11,\"level\":0"));
+	assert_non_null(strstr(buf, "\"id\":12,\"level\":1"));
+	aggs_of(buf, mixed, sizeof(mixed));
+	assert_string_equal(mixed, crux);
+	/* Bad lists exit 2 naming the fault. */
+	assert_int_equal(plan_run(dir, "--levels 2 --levels-given 11=2", buf, sizeof(buf)), 2);
+	assert_non_null(strstr(buf, "a level in 0..1"));
+	assert_int_equal(plan_run(dir, "--levels 2 --levels-given 13=0", buf, sizeof(buf)), 2);
+	assert_non_null(strstr(buf, "job 13 is not in the jobs file"));
+	assert_int_equal(plan_run(dir, "--levels 2 --levels-given 11=0,11=1", buf, sizeof(buf)), 2);
+	assert_non_null(strstr(buf, "given twice"));
+	assert_int_equal(plan_run(dir, "--levels 2 --levels-given 11", buf, sizeof(buf)), 2);
+	assert_non_null(strstr(buf, "expected ID=LEVEL"));
+	snprintf(path, sizeof(path), "%s/t.topo", dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/j.jobs", dir);
+	unlink(path);
+	rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -745,6 +842,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_topo_errors),
 	    cmocka_unit_test(test_jobs_errors),
 	    cmocka_unit_test(test_plan_cli),
+	    cmocka_unit_test(test_plan_cli_ecmp_given),
 	};
 
 	g_plan_exe = argc > 1 ? argv[1] : NULL;

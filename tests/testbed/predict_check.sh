@@ -141,4 +141,78 @@ python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))["fits"][0]; asser
 python3 "$S/bench/testbed/steps.py" "$T/nosuch" >/dev/null 2>&1
 [ $? -eq 2 ] || fail "steps.py on a directory without logs did not exit 2"
 
+# levels.py and predict.py on the levels the agent applied (its level log): 4 jobs of
+# 10 one-second iterations from T; every job profiled (top level) for the first second,
+# then the GPT-like job alone on level 1 (run A), or joined there by bert-a from
+# T + 5.5 s on (run B)
+python3 - "$T/lv" "$T/measured.json" <<'PY'
+import os, shutil, sys, time
+root, measured = sys.argv[1], sys.argv[2]
+T = 1.7e9
+def stamp(t):
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(round((t % 1) * 1000)):03d}Z"
+for name, join in (("a", None), ("b", 5.5)):
+    run = os.path.join(root, name, "run-crux-1")
+    os.makedirs(os.path.join(run, "logs"))
+    shutil.copy(measured, os.path.join(root, name, "testbed.json"))
+    jobs = (("gpt", "gpt", 8, "high"), ("bert-a", "bert", 4, "low"), ("bert-b", "bert", 4, "low"),
+            ("resnet", "resnet", 2, "low"))
+    with open(os.path.join(run, "jobs.txt"), "w") as f:
+        for j in jobs:
+            f.write(" ".join(map(str, j)) + "\n")
+    for j in jobs:
+        with open(os.path.join(run, "logs", f"{j[0]}-r0.log"), "w") as f:
+            f.write(f"# crux-tb-trainer job={j[0]} model={j[1]} rank=0 nranks={j[2]} host=h0 compute_ms=100 "
+                    "grad_bytes=1000 buckets=1 realtime_offset_ns=0\n")
+            for i in range(10):
+                s = int((T + i) * 1e9)
+                f.write(f"{i} {s} {s + 10**8} {s + 10**9} {s + 10**9}\n")
+    with open(os.path.join(run, "cruxd.log"), "w") as f:
+        f.write(f"{stamp(T)} cruxd[1] INFO: cruxd 0.1.0 started (pid 1) on x: 2 levels\n")
+        for j in jobs:
+            f.write(f"{stamp(T)} cruxd[1] INFO: job env:{j[0]}: level 1, profiling (table generation 2)\n")
+        for j in jobs:
+            f.write(f"{stamp(T + 1)} cruxd[1] INFO: job env:{j[0]}: level 1 -> {1 if j[0] == 'gpt' else 0} "
+                    "(table generation 3)\n")
+        if join:
+            f.write(f"{stamp(T + join)} cruxd[1] INFO: job env:bert-a: level 0 -> 1 (table generation 4)\n")
+PY
+python3 "$S/bench/testbed/levels.py" --json "$T/lv.json" "$T/lv/b/run-crux-1" >"$T/lvout" 2>&1 ||
+	fail "levels.py exited $?: $(cat "$T/lvout")"
+python3 - "$T/lv.json" <<'PY' || fail "levels.py: wrong states: $(cat "$T/lvout")"
+import json, sys
+r = json.load(open(sys.argv[1]))[0]
+assert r["job"] == "gpt" and r["iterations"] == 10 and r["first_decided_iteration"] == 1, r
+assert (r["profiling"]["count"], r["alone"]["count"], r["shared"]["count"]) == (1, 4, 5), r
+assert abs(r["shared_time_fraction"] - 0.5) < 0.02, r["shared_time_fraction"]
+assert abs(r["rows"][5]["shared_fraction"] - 0.5) < 0.06, r["rows"][5]
+PY
+for v in a b; do
+	python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/lv/$v/testbed.json" --seeds 2 --phases 2 \
+		--out "$T/lv-$v.json" >"$T/lvp" 2>&1 || fail "predict.py on run $v's level log exited $?: $(cat "$T/lvp")"
+done
+grep -q "levels: crux as applied (2 assignments)" "$T/lvp" || fail "predict.py does not say the levels were applied: $(cat "$T/lvp")"
+python3 - "$T/lv-a.json" "$T/lv-b.json" <<'PY' || fail "predict.py: the applied levels not used"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+la, lb = a["arms"]["crux"]["levels_applied"], b["arms"]["crux"]["levels_applied"]
+assert a["arms"]["crux"]["levels_source"] == "applied" and a["arms"]["paths"]["levels_source"] == "planned", a["arms"]
+assert len(la) == 1 and la[0]["levels"] == {"gpt": 1, "bert-a": 0, "bert-b": 0, "resnet": 0}, la
+assert abs(la[0]["share"] - 1) < 1e-9, la
+shares = {c["levels"]["bert-a"]: c["share"] for c in lb}
+assert len(lb) == 2 and abs(shares[0] - 0.5) < 0.02 and abs(shares[1] - 0.5) < 0.02, lb
+assert b["arms"]["crux"]["levels"]["bert-a"] == [0, 1], b["arms"]["crux"]["levels"]
+# sharing the top level for half the window slows the GPT-like job and speeds bert-a
+ga, gb = (x["jobs"]["gpt"]["crux"]["reference_iter_s"] for x in (a, b))
+ba, bb = (x["jobs"]["bert-a"]["crux"]["reference_iter_s"] for x in (a, b))
+assert gb > ga * 1.02 and bb < ba, (ga, gb, ba, bb)
+PY
+python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/lv/b/testbed.json" --seeds 1 --phases 1 \
+	--planned-levels --out "$T/lv-p.json" >"$T/lvp" 2>&1 || fail "--planned-levels exited $?"
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["arms"]["crux"]["levels_source"] == "planned", d["arms"]["crux"]' \
+	"$T/lv-p.json" || fail "--planned-levels still used the level log"
+sed -i 's/ realtime_offset_ns=0//' "$T/lv/b/run-crux-1/logs/gpt-r0.log"
+python3 "$S/bench/testbed/levels.py" "$T/lv/b/run-crux-1" >"$T/lvout" 2>&1
+[ $? -eq 2 ] && grep -q "no realtime_offset_ns" "$T/lvout" || fail "levels.py on an old trainer log: $(cat "$T/lvout")"
+
 echo "ok: scenario as data, predictions against known medians, bad input refused"

@@ -200,6 +200,36 @@ static void build_table(struct cruxd_agent *a, uint64_t now, uint32_t *njobs, ui
 	*nroutes = nr;
 }
 
+/*
+ * One line per job whose level or profiling state differs from the table
+ * last published (new jobs included): the level timeline of a run, which the
+ * testbed needs to tell a job's slow iterations from those it ran with a
+ * neighbour on its level (bench/testbed/levels.py). Tables keep their order
+ * from pass to pass, so the same index is tried first.
+ */
+static void log_levels(const struct cruxd_agent *a, uint32_t nj)
+{
+	uint32_t pn = a->published ? a->pub_njobs : 0;
+
+	for (uint32_t i = 0; i < nj; i++) {
+		const struct crux_dt_job *n = &a->tjobs[i], *o = NULL;
+		bool prof = n->state == CRUX_JOB_PROFILING;
+		char from[16] = "";
+
+		if (i < pn && a->pub_jobs[i].job_key == n->job_key)
+			o = &a->pub_jobs[i];
+		for (uint32_t q = 0; !o && q < pn; q++)
+			if (a->pub_jobs[q].job_key == n->job_key)
+				o = &a->pub_jobs[q];
+		if (o && o->level == n->level && (o->state == CRUX_JOB_PROFILING) == prof)
+			continue;
+		if (o)
+			snprintf(from, sizeof(from), "%u -> ", o->level);
+		crux_info("job %s: level %s%u%s (table generation %llu)", n->job_id, from, n->level,
+			  prof ? ", profiling" : "", (unsigned long long)a->table_gen + 1);
+	}
+}
+
 static crux_status_t publish_table(struct cruxd_agent *a, uint64_t now)
 {
 	uint32_t nj, nr;
@@ -219,6 +249,7 @@ static crux_status_t publish_table(struct cruxd_agent *a, uint64_t now)
 		crux_err("cannot publish the decision table: %s", err);
 		return st;
 	}
+	log_levels(a, nj);
 	a->table_gen++; /* each publish bumps the table's generation by one */
 	memcpy(a->pub_jobs, a->tjobs, nj * sizeof(*a->tjobs));
 	memcpy(a->pub_routes, a->troutes, nr * sizeof(*a->troutes));

@@ -20,6 +20,7 @@ static void usage(FILE *f, const char *prog)
 		"          [--policy crux|crux-ps-pa|crux-pa|sincronia|varys|taccl|ecmp] [--json]\n"
 		"          [--max-slowdown X] [--level-weights W,W,...]\n"
 		"          [--reference [--ref-fairness flow|job] [--ref-phases N]] [--paper-k]\n"
+		"          [--ecmp-paths] [--levels-given ID=L,...]\n"
 		"  FILE for --topology: a topology file, lingjun:CSV or "
 		"clos2:TORS,AGGS,HOSTS_PER_TOR\n"
 		"  --max-slowdown X: no job's predicted iteration time above X times its\n"
@@ -31,7 +32,14 @@ static void usage(FILE *f, const char *prog)
 		"  flow, or per job with --ref-fairness job; N random start phases, 0 = all\n"
 		"  start together; default 4) and print its iteration times and utilisation\n"
 		"  --paper-k: rank by P = k I with the paper's correction factor (default\n"
-		"  P = I: k lowers utilisation in the reference model, sched-refcheck)\n",
+		"  P = I: k lowers utilisation in the reference model, sched-refcheck)\n"
+		"  --ecmp-paths: the plan's levels on the ECMP paths the flows hash to, not\n"
+		"  on its own paths: what a fabric carries where the plan's paths are not\n"
+		"  bound (cruxd without probing plans Crux-full, but its routes carry no\n"
+		"  ports); evaluator and reference model both\n"
+		"  --levels-given: these jobs on these levels (0 = lowest), whatever the\n"
+		"  policy plans for them (e.g. the levels an agent applied, from its log);\n"
+		"  the policy still plans the others and every path\n",
 		prog);
 }
 
@@ -99,6 +107,59 @@ static double plan_slowdown(const struct crux_sched_job *j, double comm, double 
 	return iso > 0 ? iter / iso : 1;
 }
 
+/*
+ * --levels-given ID=L,...: each named job on level L in place of the plan's.
+ * Every job named once, every level in [0, levels); -1 with a message else.
+ */
+static int give_levels(const char *prog, const char *spec, const struct crux_sched_job *jobs,
+		       size_t n, int levels, struct crux_sched_schedule *s)
+{
+	char *dup = strdup(spec), *save = NULL, *tok;
+	bool *seen = calloc(n ? n : 1, sizeof(bool));
+	int rc = -1;
+
+	if (!dup || !seen) {
+		fprintf(stderr, "%s: out of memory\n", prog);
+		goto out;
+	}
+	for (tok = strtok_r(dup, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(tok, '=');
+		uint64_t id;
+		long long lv;
+		size_t i;
+
+		if (!eq) {
+			fprintf(stderr, "%s: --levels-given '%s': expected ID=LEVEL, got '%s'\n",
+				prog, spec, tok);
+			goto out;
+		}
+		*eq = '\0';
+		if (crux_parse_u64("id", tok, 0, UINT64_MAX, &id, NULL, 0) ||
+		    crux_parse_int("level", eq + 1, 0, levels - 1, &lv, NULL, 0)) {
+			fprintf(
+			    stderr,
+			    "%s: --levels-given '%s': '%s=%s' needs a job id of the jobs file and "
+			    "a level in 0..%d\n",
+			    prog, spec, tok, eq + 1, levels - 1);
+			goto out;
+		}
+		for (i = 0; i < n && jobs[i].id != id; i++)
+			;
+		if (i == n || seen[i]) {
+			fprintf(stderr, "%s: --levels-given '%s': job %s %s\n", prog, spec, tok,
+				i == n ? "is not in the jobs file" : "is given twice");
+			goto out;
+		}
+		seen[i] = true;
+		s->d[i].level = (int)lv;
+	}
+	rc = 0;
+out:
+	free(seen);
+	free(dup);
+	return rc;
+}
+
 int crux_sched_plan_cli(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -115,11 +176,13 @@ int crux_sched_plan_cli(int argc, char **argv)
 	    {"ref-fairness", required_argument, NULL, 'F'},
 	    {"ref-phases", required_argument, NULL, 'P'},
 	    {"paper-k", no_argument, NULL, 'K'},
+	    {"ecmp-paths", no_argument, NULL, 'E'},
+	    {"levels-given", required_argument, NULL, 'G'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	const char *prog = argc > 0 ? argv[0] : "plan";
-	const char *topo_path = NULL, *jobs_path = NULL;
+	const char *topo_path = NULL, *jobs_path = NULL, *given = NULL;
 	struct crux_sched_params p;
 	enum crux_sched_policy pol = CRUX_SCHED_CRUX_FULL;
 	struct crux_sched_topo *t = NULL;
@@ -130,7 +193,7 @@ int crux_sched_plan_cli(int argc, char **argv)
 	double *iter = NULL, util = 0, *riter = NULL, rutil = 0;
 	struct crux_sched_ref_params rp;
 	struct crux_sched_ref_stats rs = {0};
-	int json = 0, rc = 1, c, ref = 0;
+	int json = 0, rc = 1, c, ref = 0, on_ecmp = 0;
 	long v;
 
 	crux_sched_params_default(&p);
@@ -208,6 +271,12 @@ int crux_sched_plan_cli(int argc, char **argv)
 		case 'K':
 			p.correction = 1;
 			break;
+		case 'E':
+			on_ecmp = 1;
+			break;
+		case 'G':
+			given = optarg;
+			break;
 		case 'F':
 			if (!strcmp(optarg, "flow")) {
 				rp.fairness = CRUX_SCHED_REF_PER_FLOW;
@@ -268,6 +337,14 @@ int crux_sched_plan_cli(int argc, char **argv)
 	}
 	crux_status_t st = crux_sched_run(t, js.v, js.n, &p, pol, s);
 
+	if (!st && given && give_levels(prog, given, js.v, js.n, p.levels, s)) {
+		rc = 2;
+		goto out;
+	}
+	/* The levels stay the plan's; every flow goes back to its ECMP draw (the
+	 * draw every policy starts from: same seed, job, ends). */
+	if (!st && on_ecmp)
+		st = crux_sched_paths_ecmp(t, js.v, js.n, p.seed, s);
 	if (!st)
 		st = crux_sched_evaluate(ev, t, js.v, js.n, s, iter, &util);
 	rp.seed = p.seed;
@@ -309,6 +386,8 @@ int crux_sched_plan_cli(int argc, char **argv)
 		crux_json_i64(&j, s->guard_infeasible);
 		crux_json_key(&j, "correction");
 		crux_json_bool(&j, p.correction);
+		crux_json_key(&j, "ecmp_paths");
+		crux_json_bool(&j, on_ecmp);
 		if (ref) {
 			crux_json_key(&j, "ref_model");
 			crux_json_obj(&j);
@@ -387,8 +466,9 @@ int crux_sched_plan_cli(int argc, char **argv)
 		crux_json_end_obj(&j);
 		crux_json_done(&j);
 	} else {
-		printf("policy %s, %d levels (higher = higher priority), seed %llu, %zu jobs\n",
-		       crux_sched_policy_name(pol), p.levels, (unsigned long long)p.seed, js.n);
+		printf("policy %s%s, %d levels (higher = higher priority), seed %llu, %zu jobs\n",
+		       crux_sched_policy_name(pol), on_ecmp ? " (levels on ECMP paths)" : "",
+		       p.levels, (unsigned long long)p.seed, js.n);
 		if (s->reference >= 0)
 			printf("reference job %llu, cut weight %.6g, predicted GPU utilisation "
 			       "%.2f%%\n",
