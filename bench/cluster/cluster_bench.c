@@ -35,6 +35,7 @@
 #include <time.h>
 
 #include "crux/cluster_node.h"
+#include "crux/json.h"
 #include "crux/sched.h"
 
 #define RANKS_PER_HOST 8
@@ -405,10 +406,15 @@ static double pct(const double *v, int n, double q)
 	return r;
 }
 
-static void stats_json(FILE *f, const char *name, const double *v, int n, const char *sep)
+/* "name": {"median", "p99", "max"} of n values. */
+static void stats_json(struct crux_json *j, const char *name, const double *v, int n)
 {
-	fprintf(f, "\"%s\": {\"median\": %.4f, \"p99\": %.4f, \"max\": %.4f}%s", name,
-		pct(v, n, 0.5), pct(v, n, 0.99), pct(v, n, 1.0), sep);
+	crux_json_key(j, name);
+	crux_json_obj(j);
+	crux_json_field_numf(j, "median", "%.4f", pct(v, n, 0.5));
+	crux_json_field_numf(j, "p99", "%.4f", pct(v, n, 0.99));
+	crux_json_field_numf(j, "max", "%.4f", pct(v, n, 1.0));
+	crux_json_end_obj(j);
 }
 
 static double loadavg1(void)
@@ -695,38 +701,62 @@ int main(int argc, char **argv)
 	FILE *f = fopen(argv[6], "w");
 	if (!f)
 		return 1;
-	fprintf(
-	    f,
-	    "{\"hosts\": %d, \"lease_ttl_s\": %d, \"etcd_members\": %d, \"stepper_threads\": %d, "
-	    "\"first_schedule_s\": %.3f,\n \"arrival_to_all_applied_s\": {\"median\": %.4f, "
-	    "\"p99\": %.4f, \"min\": %.4f, \"max\": %.4f, \"n\": %d},\n ",
-	    N, ttl, nep, T, warm, med, p99, pct(lat, arrivals, 0), pct(lat, arrivals, 1.0),
-	    arrivals);
-	stats_json(f, "arrival_to_each_host_applied_s", per_host, (int)nper, ",\n \"phases_s\": {");
-	stats_json(f, "published", ph[0], arrivals, ", ");
-	stats_json(f, "plan_sees_it", ph[1], arrivals, ", ");
-	stats_json(f, "plan", ph[2], arrivals, ",\n  ");
-	stats_json(f, "written", ph[3], arrivals, ", ");
-	stats_json(f, "written_to_all_applied", ph[4], arrivals, ", ");
-	stats_json(f, "longest_sweep", ph[5], arrivals, ",\n  ");
-	stats_json(f, "leader_step", ph[6], arrivals, ",\n  ");
-	stats_json(f, "longest_sweep_without_leader", ph[9], arrivals, ", ");
-	stats_json(f, "last_watcher_received", ph[7], arrivals, ", ");
-	stats_json(f, "received_to_applied_p99", ph[8], arrivals, "},\n");
-	fprintf(f, " \"schedule_bytes_last\": %zu,\n", atomic_load(&sched_bytes));
-	char wal[32] = "null", frac[32] = "null";
-	if (!isnan(per_host_min)) {
-		snprintf(wal, sizeof(wal), "%.1f", per_host_min);
-		snprintf(frac, sizeof(frac), "%.3e", link_fraction);
-	}
-	fprintf(f,
-		" \"steady_wal_bytes_per_host_per_min\": %s, \"steady_fraction_of_100gbps\": %s, "
-		"\"steady_window_s\": %.1f, \"steady_renewals_per_s\": {\"mean\": %.1f, "
-		"\"busiest_second\": %.0f},\n"
-		" \"leader_failover_s\": %.3f, \"load_avg_1min\": [%.2f, %.2f], "
-		"\"goal_arrival_p99_le_2s\": %s, \"goal_bytes_below_1e-4_of_link\": %s}\n",
-		wal, frac, secs, ren_mean, ren_max, fo, load0, load1, p99 <= 2 ? "true" : "false",
-		link_fraction < 1e-4 ? "true" : "false");
+	struct crux_json j;
+	crux_json_init_lines(&j, f);
+	crux_json_obj(&j);
+	crux_json_field_i64(&j, "hosts", N);
+	crux_json_field_i64(&j, "lease_ttl_s", ttl);
+	crux_json_field_i64(&j, "etcd_members", nep);
+	crux_json_field_i64(&j, "stepper_threads", T);
+	crux_json_field_numf(&j, "first_schedule_s", "%.3f", warm);
+	crux_json_key(&j, "arrival_to_all_applied_s");
+	crux_json_obj(&j);
+	crux_json_field_numf(&j, "median", "%.4f", med);
+	crux_json_field_numf(&j, "p99", "%.4f", p99);
+	crux_json_field_numf(&j, "min", "%.4f", pct(lat, arrivals, 0));
+	crux_json_field_numf(&j, "max", "%.4f", pct(lat, arrivals, 1.0));
+	crux_json_field_i64(&j, "n", arrivals);
+	crux_json_end_obj(&j);
+	stats_json(&j, "arrival_to_each_host_applied_s", per_host, (int)nper);
+	static const struct {
+		const char *name;
+		int ph; /* row of ph[] */
+	} phases[] = {{"published", 0},
+		      {"plan_sees_it", 1},
+		      {"plan", 2},
+		      {"written", 3},
+		      {"written_to_all_applied", 4},
+		      {"longest_sweep", 5},
+		      {"leader_step", 6},
+		      {"longest_sweep_without_leader", 9},
+		      {"last_watcher_received", 7},
+		      {"received_to_applied_p99", 8}};
+	crux_json_key(&j, "phases_s");
+	crux_json_obj(&j);
+	for (size_t k = 0; k < sizeof(phases) / sizeof(phases[0]); k++)
+		stats_json(&j, phases[k].name, ph[phases[k].ph], arrivals);
+	crux_json_end_obj(&j);
+	crux_json_field_u64(&j, "schedule_bytes_last", atomic_load(&sched_bytes));
+	/* null: no steady window measured */
+	crux_json_field_numf(&j, "steady_wal_bytes_per_host_per_min", "%.1f", per_host_min);
+	crux_json_field_numf(&j, "steady_fraction_of_100gbps", "%.3e",
+			     isnan(per_host_min) ? NAN : link_fraction);
+	crux_json_field_numf(&j, "steady_window_s", "%.1f", secs);
+	crux_json_key(&j, "steady_renewals_per_s");
+	crux_json_obj(&j);
+	crux_json_field_numf(&j, "mean", "%.1f", ren_mean);
+	crux_json_field_numf(&j, "busiest_second", "%.0f", ren_max);
+	crux_json_end_obj(&j);
+	crux_json_field_numf(&j, "leader_failover_s", "%.3f", fo);
+	crux_json_key(&j, "load_avg_1min");
+	crux_json_arr(&j);
+	crux_json_numf(&j, "%.2f", load0);
+	crux_json_numf(&j, "%.2f", load1);
+	crux_json_end_arr(&j);
+	crux_json_field_bool(&j, "goal_arrival_p99_le_2s", p99 <= 2);
+	crux_json_field_bool(&j, "goal_bytes_below_1e-4_of_link", link_fraction < 1e-4);
+	crux_json_end_obj(&j);
+	crux_json_done(&j);
 	fclose(f);
 	atomic_store(&running, false);
 	for (int t = 0; t < T; t++)

@@ -38,21 +38,10 @@ ETCD_TIMING=${ETCD_TIMING:---heartbeat-interval 100 --election-timeout 1000}
 tmp=$(mktemp -d /tmp/crux-cluster-bench.XXXXXX)
 trap 'etcd_stop; rm -rf "$tmp"' EXIT INT TERM
 
-# median and spread of one numeric field over the runs' JSON files
-field() { sed -n "s/.*\"$1\": *\([-0-9.e+]*\).*/\1/p" "$2" | head -n 1; }
-nested() { sed -n "s/.*\"$1\": *{\"median\": *[-0-9.e+]*, *\"p99\": *\([-0-9.e+]*\).*/\1/p" "$2" | head -n 1; }
-nestedm() { sed -n "s/.*\"$1\": *{\"median\": *\([-0-9.e+]*\).*/\1/p" "$2" | head -n 1; }
-summ() { # summ NAME VALUES...: "NAME": {"median": m, "min": a, "max": b}
-	name=$1
-	shift
-	printf '%s\n' "$@" | grep -v '^$' | sort -g | awk -v n="$name" '
-		{ v[NR] = $1 }
-		END { if (NR == 0) { printf "\"%s\": null", n; exit }
-		      m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-		      printf "\"%s\": {\"median\": %.4g, \"min\": %.4g, \"max\": %.4g}", n, m, v[1], v[NR] }'
-}
+# the result file: bench/cluster/summary.py (median and spread over the runs, goals)
+summary() { python3 "$here/summary.py" "$@"; }
 
-parts=""
+sizefiles=""
 IFS_OLD=$IFS
 IFS=';'
 for spec in $sizes; do
@@ -79,41 +68,16 @@ for spec in $sizes; do
 		terms=$(cat "$tmp"/m*.log | sed -n 's/.*elected leader [0-9a-f]* at term \([0-9]*\).*/\1/p' |
 			sort -n | tail -n 1)
 		el=$(( ${terms:-2} > 2 ? ${terms:-2} - 2 : 0 ))
-		sed "\$ s/}\$/, \"etcd_slow_request_warnings\": $slow, \"etcd_elections_after_start\": $el}/" \
-			"$tmp/n$hosts-$r.json" >"$tmp/r$hosts-$r.json"
+		summary run "$tmp/n$hosts-$r.json" "$slow" "$el" "$tmp/r$hosts-$r.json"
 		files="$files $tmp/r$hosts-$r.json"
 		r=$((r + 1))
 	done
-	med="" p99="" hp99="" wal="" fo="" first=""
-	for f in $files; do
-		med="$med $(nestedm arrival_to_all_applied_s "$f")"
-		p99="$p99 $(nested arrival_to_all_applied_s "$f")"
-		hp99="$hp99 $(nested arrival_to_each_host_applied_s "$f")"
-		wal="$wal $(field steady_wal_bytes_per_host_per_min "$f")"
-		fo="$fo $(field leader_failover_s "$f")"
-		first="$first $(field first_schedule_s "$f")"
-	done
-	# shellcheck disable=SC2086
-	summary="$(summ arrival_to_all_applied_median_s $med), $(summ arrival_to_all_applied_p99_s $p99), $(summ arrival_to_each_host_applied_p99_s $hp99), $(summ steady_wal_bytes_per_host_per_min $wal), $(summ leader_failover_s $fo), $(summ first_schedule_s $first)"
-	worst=$(printf '%s\n' $p99 | sort -g | tail -n 1)
-	met=$(awk -v w="$worst" 'BEGIN { print (w <= 2 ? "true" : "false") }')
-	# issue 29's goals: p99 <= 1 s, and failover <= TTL + 2 s, at the median over runs
-	mp99=$(printf '%s\n' $p99 | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {print NR % 2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}')
-	mfo=$(printf '%s\n' $fo | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {print NR % 2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}')
-	met1=$(awk -v w="$mp99" 'BEGIN { print (w <= 1 ? "true" : "false") }')
-	metfo=$(awk -v f="$mfo" -v t="$ttl" 'BEGIN { print (f <= t + 2 ? "true" : "false") }')
-	runsjson=$(for f in $files; do cat "$f"; echo ,; done | sed '$d')
-	parts="${parts:+$parts,
-}{\"hosts\": $hosts, \"runs\": $runs, \"summary_over_runs\": {$summary, \"goal_arrival_p99_le_2s_in_every_run\": $met, \"goal_arrival_p99_le_1s_median\": $met1, \"lease_ttl_s\": $ttl, \"goal_failover_le_ttl_plus_2s_median\": $metfo},
-\"each_run\": [$runsjson]}"
-	echo "N=$hosts over $runs runs: $summary"
+	# shellcheck disable=SC2086 # files is a list of paths without spaces
+	summary size "$hosts" "$ttl" "$tmp/size$hosts.json" $files
+	sizefiles="$sizefiles $tmp/size$hosts.json"
 	IFS=';'
 done
 IFS=$IFS_OLD
-cat >"$out" <<EOF
-{"bench": "cluster", "machine_cores": $(nproc), "arrivals_per_run": $arrivals, "stepper_threads": $threads,
- "agents_nice": ${CLUSTER_BENCH_NICE:-10}, "etcd_timing": "$ETCD_TIMING",
- "command": "sh bench/cluster/run.sh", "sizes": [
-$parts]}
-EOF
+# shellcheck disable=SC2086 # sizefiles is a list of paths without spaces
+summary all "$out" "$arrivals" "$threads" "${CLUSTER_BENCH_NICE:-10}" "$ETCD_TIMING" $sizefiles
 echo "wrote $out"
