@@ -455,7 +455,8 @@ static void test_lane_switch(void **state)
 	/* the very next message leaves on the new lane: held until it is up, none slips */
 	send_one(sb, rb, 4000, 2);
 	assert_int_equal(s->cur->id, 1);
-	assert_int_equal(vxd_qp_bytes(s->cur->qps[0]->qp_num), 4000 + sizeof(uint64_t));
+	/* the message, its size, and the bell that told the receiver of the move (LANE_MOVE) */
+	assert_int_equal(vxd_qp_bytes(s->cur->qps[0]->qp_num), 4000 + 2 * sizeof(uint64_t));
 	for (unsigned i = 3; i < 40; i++)
 		send_one(sb, rb, 1000 + i * 1500, i);
 	assert_int_equal(s->cur->id, 1);
@@ -613,6 +614,42 @@ static void test_lane_close_fences_cts(void **state)
 	cruxn_vx_qpcfg.warm_lanes = 2;
 	cruxn_dereg_mr(sc, smr);
 	cruxn_dereg_mr(rc, rmr);
+}
+
+/*
+ * Control bells: an idle receiver reads its control socket only every
+ * VX_CTRL_POLL_NS; a sender's control message (here LANE, a lane to build)
+ * comes with a bell, an RDMA WRITE of the sender's message count into the
+ * receiver's memory, so the receiver reads at once. Without the bell the
+ * count never moves and the receiver sees the LANE only at its next
+ * periodic read.
+ */
+static void test_ctrl_bell(void **state)
+{
+	static unsigned char sb[4096], rb[4096];
+	struct vx_comm *s = sc, *r = rc;
+	uint32_t got;
+	(void)state;
+
+	send_one(sb, rb, 100, 1); /* set-up done at both ends */
+	for (int k = 0; k < 20; k++)
+		r->b.ops->progress(&r->b);
+	assert_true(r->ctrl_quiet); /* nothing under way: periodic reads only */
+	assert_false(cruxn_vx_bell_ahead(r));
+	got = r->ctrl_got;
+	s->b.tag.cls.tos = 10 << 2;
+	s->b.ops->boundary(&s->b, true, false); /* LANE queued */
+	cruxn_vx_ctrl_progress(s);		/* written, and the bell rung */
+	assert_int_equal(s->ctrl_sent, got + 1);
+	assert_true(cruxn_vx_bell_ahead(r));
+	for (int k = 0; k < 100 && !cruxn_vx_lane_find(r, 1); k++)
+		r->b.ops->progress(&r->b);
+	assert_non_null(cruxn_vx_lane_find(r, 1)); /* the receiver built its end */
+	assert_int_equal(r->ctrl_got, got + 1);
+	assert_false(cruxn_vx_bell_ahead(r));
+	/* the new lane carries the next message; every byte checked */
+	send_one(sb, rb, 3000, 2);
+	assert_int_equal(s->cur->id, 1);
 }
 
 /*
@@ -1347,6 +1384,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_lane_flip_back, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lane_close_waits_for_parts, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lane_close_fences_cts, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_ctrl_bell, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_warm_lane_return, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lanes_ahead, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lane_rate_limit, setup, teardown),

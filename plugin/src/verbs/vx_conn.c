@@ -597,20 +597,18 @@ void cruxn_vx_ctrl_send(struct vx_comm *c, const struct vx_msg *m)
 	c->ctrl_quiet = false;
 }
 
+static void ring(struct vx_comm *c);
+
 /* Something under way on the control socket: progress reads it on every call. */
 static bool ctrl_busy(const struct vx_comm *c)
 {
 	if (!c->ready || c->out_count > 0 || c->in_off > 0 || c->gone_ns)
 		return true;
-	/*
-	 * A lane being built or closed, or lane traffic within the last
-	 * VX_CTRL_EVENT_NS (the peer's LANE_MOVE follows); warm lanes and lanes
-	 * built ahead otherwise wait quietly.
-	 */
+	/* a lane being built or closed; warm lanes and lanes built ahead wait quietly */
 	for (const struct vx_lane *l = c->lanes; l; l = l->next)
 		if (l->state != VX_LANE_UP)
 			return true;
-	return c->lanes && c->lanes->next && crux_now_ns() - c->ctrl_event_ns < VX_CTRL_EVENT_NS;
+	return cruxn_vx_bell_ahead(c); /* the peer rang for a message not read yet */
 }
 
 static bool msg_valid(const struct vx_comm *c, const struct vx_msg *m)
@@ -706,6 +704,8 @@ static void send_ctrl(struct vx_comm *c, const struct vx_msg *m)
 
 void cruxn_vx_ctrl_progress(struct vx_comm *c)
 {
+	uint32_t sent = c->ctrl_sent;
+
 	while (c->out_count > 0 && !atomic_load(&c->b.error)) {
 		int e = cruxn_boot_write_some(c->fd, &c->outq[c->out_head], sizeof(struct vx_msg),
 					      &c->out_off);
@@ -716,10 +716,13 @@ void cruxn_vx_ctrl_progress(struct vx_comm *c)
 		if (c->out_off < sizeof(struct vx_msg))
 			break;
 		c->out_off = 0;
+		if (c->outq[c->out_head].kind >= VX_LANE)
+			c->ctrl_sent++;
 		c->out_head = (c->out_head + 1) % VX_OUTQ;
 		c->out_count--;
-		c->ctrl_event_ns = crux_now_ns();
 	}
+	if (c->ctrl_sent != sent)
+		ring(c);
 	while (!c->b.peer_closed && !atomic_load(&c->b.error)) {
 		int e = cruxn_boot_read_some(c->fd, &c->in, sizeof(c->in), &c->in_off);
 		if (e == CRUXN_BOOT_EOF) {
@@ -733,11 +736,12 @@ void cruxn_vx_ctrl_progress(struct vx_comm *c)
 		if (c->in_off < sizeof(c->in))
 			break;
 		c->in_off = 0;
-		c->ctrl_event_ns = crux_now_ns();
 		if (!msg_valid(c, &c->in)) {
 			cruxn_vx_fail(c, "control socket", "malformed message", "not a Crux peer?");
 			return;
 		}
+		if (c->in.kind >= VX_LANE)
+			c->ctrl_got++; /* what the peer's bell counts */
 		if (c->in.kind == VX_BYE)
 			on_bye(c, &c->in);
 		else if (c->b.is_send)
@@ -772,8 +776,8 @@ void cruxn_vx_ctrl_progress(struct vx_comm *c)
  * it. l->outstanding counts the signaled ones; l->cts_unsignaled the
  * writes since the last signaled one, which no completion covers yet.
  */
-crux_status_t cruxn_vx_cts_write(struct vx_comm *c, struct vx_lane *l, struct ibv_sge *sg,
-				 uint64_t remote, bool signaled)
+static crux_status_t ctl_write(struct vx_comm *c, struct vx_lane *l, struct ibv_sge *sg,
+			       uint64_t remote, uint32_t rkey, bool signaled)
 {
 	struct ibv_send_wr wr, *bad = NULL;
 	int prc;
@@ -784,11 +788,11 @@ crux_status_t cruxn_vx_cts_write(struct vx_comm *c, struct vx_lane *l, struct ib
 	wr.num_sge = sg ? 1 : 0;
 	wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
 	wr.wr.rdma.remote_addr = remote;
-	wr.wr.rdma.rkey = c->rfifo_rkey;
+	wr.wr.rdma.rkey = rkey;
 	wr.wr_id = WR_CTS | ((uint64_t)l->id << 8);
 	if ((prc = cruxn_ibv_post_send(l->qps[0], &wr, &bad)) != 0) {
-		cruxn_vx_fail(c, "posting a clear-to-send", cruxn_vx_post_err(prc),
-			      "send queue full?");
+		cruxn_vx_fail(c, "posting a control write (CTS, fence or bell)",
+			      cruxn_vx_post_err(prc), "send queue full?");
 		return CRUX_ERR_REMOTE;
 	}
 	if (signaled) {
@@ -800,12 +804,44 @@ crux_status_t cruxn_vx_cts_write(struct vx_comm *c, struct vx_lane *l, struct ib
 	return CRUX_OK;
 }
 
+crux_status_t cruxn_vx_cts_write(struct vx_comm *c, struct vx_lane *l, struct ibv_sge *sg,
+				 uint64_t remote, bool signaled)
+{
+	return ctl_write(c, l, sg, remote, c->rfifo_rkey, signaled);
+}
+
 crux_status_t cruxn_vx_cts_fence(struct vx_comm *c, struct vx_lane *l)
 {
 	if (l->cts_unsignaled == 0)
 		return CRUX_OK;
 	/* an empty signaled WRITE after them: its completion says they all landed */
-	return cruxn_vx_cts_write(c, l, NULL, c->rfifo, true);
+	return ctl_write(c, l, NULL, c->rfifo, c->rfifo_rkey, true);
+}
+
+/*
+ * Ring the peer: our count of control messages written into its bell, by
+ * the current lane (signaled: l->outstanding holds a lane move or close
+ * until it landed). Before set-up ends the peer reads on every call anyway.
+ */
+static void ring(struct vx_comm *c)
+{
+	struct vx_lane *l = c->cur;
+	struct ibv_sge sg;
+
+	if (!c->ready || !l || l->state != VX_LANE_UP || atomic_load(&c->b.error))
+		return;
+	sg.length = sizeof(uint64_t);
+	if (c->b.is_send) {
+		c->sizes_out_bell = c->ctrl_sent;
+		sg.addr = (uint64_t)(uintptr_t)&c->sizes_out_bell;
+		sg.lkey = c->sizes_out_mr->lkey;
+		(void)ctl_write(c, l, &sg, c->rsizes + sizeof(c->sizes), c->rsizes_rkey, true);
+	} else {
+		c->cts_bell = c->ctrl_sent;
+		sg.addr = (uint64_t)(uintptr_t)&c->cts_bell;
+		sg.lkey = c->cts_mr->lkey;
+		(void)ctl_write(c, l, &sg, c->rfifo + sizeof(c->fifo), c->rfifo_rkey, true);
+	}
 }
 
 crux_status_t cruxn_vx_post_recvs_qp(struct vx_comm *c, struct vx_lane *l, int q, int n)

@@ -394,10 +394,11 @@ static void ctrl_tick(struct vx_comm *c)
 	 * The control socket costs a system call: read it on every call only
 	 * while something is under way there (set-up, a lane change or close,
 	 * queued messages, an error completion waiting for the peer's BYE:
-	 * not ctrl_quiet), else at most every VX_CTRL_POLL_NS (a LANE, BYE or
-	 * the socket's end is seen that much later).
+	 * not ctrl_quiet) or the peer rang for a message, else at most every
+	 * VX_CTRL_POLL_NS (a socket's end without a BYE is seen that much later).
 	 */
-	if (!c->ctrl_quiet || crux_now_ns() - c->ctrl_ns >= VX_CTRL_POLL_NS) {
+	if (!c->ctrl_quiet || cruxn_vx_bell_ahead(c) ||
+	    crux_now_ns() - c->ctrl_ns >= VX_CTRL_POLL_NS) {
 		bool was_open = !c->b.peer_closed;
 		cruxn_vx_ctrl_progress(c);
 		c->ctrl_ns = crux_now_ns();

@@ -129,14 +129,16 @@ static struct vx_comm *comm_new(bool is_send, int dev, int family, int nqps)
 	if (!c->cq)
 		goto fail;
 	if (is_send) {
-		c->fifo_mr = v->reg_mr(c->dev->pd, c->fifo, sizeof(c->fifo), rw);
-		c->sizes_out_mr = v->reg_mr(c->dev->pd, c->sizes_out, sizeof(c->sizes_out),
+		/* each table with the bell that follows it */
+		c->fifo_mr = v->reg_mr(c->dev->pd, c->fifo, sizeof(c->fifo) + 8, rw);
+		c->sizes_out_mr = v->reg_mr(c->dev->pd, c->sizes_out, sizeof(c->sizes_out) + 8,
 					    IBV_ACCESS_LOCAL_WRITE);
 		if (!c->fifo_mr || !c->sizes_out_mr)
 			goto fail;
 	} else {
-		c->sizes_mr = v->reg_mr(c->dev->pd, c->sizes, sizeof(c->sizes), rw);
-		c->cts_mr = v->reg_mr(c->dev->pd, c->cts, sizeof(c->cts), IBV_ACCESS_LOCAL_WRITE);
+		c->sizes_mr = v->reg_mr(c->dev->pd, c->sizes, sizeof(c->sizes) + 8, rw);
+		c->cts_mr =
+		    v->reg_mr(c->dev->pd, c->cts, sizeof(c->cts) + 8, IBV_ACCESS_LOCAL_WRITE);
 		if (!c->sizes_mr || !c->cts_mr)
 			goto fail;
 	}

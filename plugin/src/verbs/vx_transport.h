@@ -23,7 +23,7 @@
 #include "vx_req.h"
 
 #define VX_MAGIC      0x42565843u /* "CXVB" */
-#define VX_VERSION    3		  /* 3: LANE_CLOSE carries the lane's part count */
+#define VX_VERSION    4		  /* 3: LANE_CLOSE carries a part count; 4: control bells */
 #define VX_FIFO	      CRUXN_NET_MAX_REQUESTS
 #define VX_SLOTS      CRUXN_NET_MAX_RECVS
 #define VX_RECV_DEPTH (VX_FIFO * VX_SLOTS) /* per QP: one receive per message in flight */
@@ -40,9 +40,12 @@
 /* every lane's QPs, and the flush QP's one READ per request */
 #define VX_CQ_DEPTH(nqps) (VX_MAX_LANES * (nqps) * (VX_RECV_DEPTH + VX_SEND_DEPTH) + VX_FIFO)
 #define VX_MAX_MSG	  0x7fffffffull /* NCCL's IB transport: int sizes */
-/* the control socket is read at least this often when nothing is under way there */
-#define VX_CTRL_POLL_NS	 1000000ull
-#define VX_CTRL_EVENT_NS 100000000ull /* after a control message, read on every call this long */
+/*
+ * The control socket is read at least this often when nothing is under way
+ * there: the peer rings for each control message it sends (the bells), so
+ * this only finds a socket's end (a peer gone without its BYE).
+ */
+#define VX_CTRL_POLL_NS 10000000ull
 /* the longest a message waits for a decision's lane that is not up yet */
 #define VX_HOLD_MAX_NS 1000000000ull
 /* how long an error completion waits for a closing peer's BYE */
@@ -175,8 +178,15 @@ struct vx_comm {
 	 * VX_CTRL_POLL_NS (false, as calloc leaves it: on every call).
 	 */
 	bool ctrl_quiet;
-	uint64_t
-	    ctrl_event_ns; /* when a control message last went or came (a lane change under way) */
+	/*
+	 * Control bells: each end counts the control messages (kind VX_LANE and
+	 * later) it wrote to the socket and writes the count by RDMA into the
+	 * peer's bell (fifo_bell / sizes_bell, which sit right after the FIFO and
+	 * the size table, inside their registrations); the peer reads its socket
+	 * while its bell is ahead of the messages it read (ctrl_got), so no
+	 * periodic read is needed to see a lane change.
+	 */
+	uint32_t ctrl_sent, ctrl_got;
 	bool bye;
 	uint32_t bye_rrow;
 	uint8_t bye_done[VX_FIFO];
@@ -202,18 +212,23 @@ struct vx_comm {
 	 */
 	/* sender */
 	_Alignas(64) struct vx_cts fifo[VX_FIFO][VX_SLOTS];
+	_Alignas(64) uint64_t fifo_bell; /* the receiver's count (it writes; in fifo_mr) */
 	struct ibv_mr *fifo_mr;
 	uint32_t row;	  /* FIFO row the next send takes */
 	uint8_t row_used; /* slots of that row already sent */
 	uint64_t rsizes;  /* receiver's size table */
 	uint32_t rsizes_rkey;
 	_Alignas(64) uint64_t sizes_out[VX_FIFO][VX_SLOTS]; /* sizes being written */
+	_Alignas(64) uint64_t
+	    sizes_out_bell; /* our count, the source of the write (in sizes_out_mr) */
 	struct ibv_mr *sizes_out_mr;
 
 	/* receiver */
 	_Alignas(64) uint64_t sizes[VX_FIFO][VX_SLOTS];
+	_Alignas(64) uint64_t sizes_bell; /* the sender's count (it writes; in sizes_mr) */
 	struct ibv_mr *sizes_mr;
 	_Alignas(64) struct vx_cts cts[VX_FIFO][VX_SLOTS]; /* CTS entries being written */
+	_Alignas(64) uint64_t cts_bell; /* our count, the source of the write (in cts_mr) */
 	struct ibv_mr *cts_mr;
 	uint64_t rfifo; /* sender's FIFO */
 	uint32_t rfifo_rkey;
@@ -231,6 +246,28 @@ _Static_assert(offsetof(struct vx_comm, cts) % 64 == 0, "the CTS source starts a
 _Static_assert(offsetof(struct vx_comm, sizes) % 64 == 0, "the size table starts a cache line");
 _Static_assert(offsetof(struct vx_comm, sizes_out) % 64 == 0, "sizes out start a cache line");
 _Static_assert(sizeof(struct vx_cts) * VX_SLOTS % 64 == 0, "a CTS row is whole cache lines");
+/* a bell right after its table: the peer finds it at the table's address + its size */
+_Static_assert(offsetof(struct vx_comm, fifo_bell) ==
+		   offsetof(struct vx_comm, fifo) + sizeof(((struct vx_comm *)0)->fifo),
+	       "the receiver's bell follows the FIFO");
+_Static_assert(offsetof(struct vx_comm, sizes_bell) ==
+		   offsetof(struct vx_comm, sizes) + sizeof(((struct vx_comm *)0)->sizes),
+	       "the sender's bell follows the size table");
+_Static_assert(offsetof(struct vx_comm, sizes_out_bell) ==
+		   offsetof(struct vx_comm, sizes_out) + sizeof(((struct vx_comm *)0)->sizes_out),
+	       "the sender's bell source follows its sizes");
+_Static_assert(offsetof(struct vx_comm, cts_bell) ==
+		   offsetof(struct vx_comm, cts) + sizeof(((struct vx_comm *)0)->cts),
+	       "the receiver's bell source follows its CTS entries");
+
+/* The peer rang for a control message not read yet (its bell ahead of ctrl_got). */
+static inline bool cruxn_vx_bell_ahead(const struct vx_comm *c)
+{
+	uint32_t bell =
+	    (uint32_t) * (const volatile uint64_t *)(c->b.is_send ? &c->fifo_bell : &c->sizes_bell);
+
+	return (int32_t)(bell - c->ctrl_got) > 0;
+}
 
 static inline struct vx_comm *vx_of(struct cruxn_base *b)
 {
