@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The scheduler benchmarks' random stream and small optimality case (cases.h). */
+#include <string.h>
+
 #include "cases.h"
 #include "crux/json.h"
 
@@ -74,6 +76,17 @@ const char *crux_bench_small_case(uint64_t seed, int nj, struct crux_sched_topo 
 			return "out of memory";
 	}
 	return NULL;
+}
+
+const char *crux_bench_single_link(struct crux_sched_topo **t)
+{
+	static struct crux_sched_err err;
+	const char *txt = "host h0 h1 h2 h3 h4 h5 h6 h7 h8 h9 h10\nswitch s\n"
+			  "link h0 s 100\nlink h1 s 100\nlink h2 s 100\nlink h3 s 100\n"
+			  "link h4 s 100\nlink h5 s 100\nlink h6 s 100\nlink h7 s 100\n"
+			  "link h8 s 100\nlink h9 s 100\nlink h10 s 100\n";
+
+	return crux_sched_topo_parse(txt, strlen(txt), "single", t, &err) ? err.msg : NULL;
 }
 
 void crux_bench_json_paper(struct crux_json *j)

@@ -24,4 +24,8 @@ double crux_bench_urand(uint64_t *s, double lo, double hi);
 const char *crux_bench_small_case(uint64_t seed, int nj, struct crux_sched_topo **t,
 				  struct crux_sched_jobs *js);
 
+/* Eleven 100 G hosts on one switch (h0..h10): jobs that all send into h0
+ * share its one link. NULL, or what went wrong; the caller frees *t. */
+const char *crux_bench_single_link(struct crux_sched_topo **t);
+
 #endif

@@ -151,13 +151,10 @@ static struct crux_sched_topo *make_topo(uint64_t *rs, int *single)
 
 	*single = crux_bench_rnd(rs) % 4 == 0;
 	if (*single) {
-		const char *txt = "host h0 h1 h2 h3 h4 h5 h6 h7 h8 h9 h10\nswitch s\n"
-				  "link h0 s 100\nlink h1 s 100\nlink h2 s 100\nlink h3 s 100\n"
-				  "link h4 s 100\nlink h5 s 100\nlink h6 s 100\nlink h7 s 100\n"
-				  "link h8 s 100\nlink h9 s 100\nlink h10 s 100\n";
+		const char *msg = crux_bench_single_link(&t);
 
-		if (crux_sched_topo_parse(txt, strlen(txt), "single", &t, &err))
-			die(err.msg);
+		if (msg)
+			die(msg);
 		return t;
 	}
 	struct crux_sched_clos2_params cp = {

@@ -716,13 +716,24 @@ crux_status_t crux_sim_engine_reference(struct sim_engine *e, const struct sim_a
 	snap->starved = 0;
 	snap->truncated = rs.truncated > 0;
 	snap->slow_eval_max = snap->slow_ref_max = 0;
+	snap->held_eval_max = snap->held_ref_max = 0;
+	snap->held_above_eval = snap->held_above_ref = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (js->v[i].n_flows == 0)
 			continue;
 		snap->net_jobs++;
 		if (act[i].iso_s > 0) {
-			snap->slow_eval_max = fmax(snap->slow_eval_max, e->iter[i] / act[i].iso_s);
-			snap->slow_ref_max = fmax(snap->slow_ref_max, Tr[i] / act[i].iso_s);
+			double se = e->iter[i] / act[i].iso_s, sr = Tr[i] / act[i].iso_s;
+			double b = act[i].bound > 0 ? act[i].bound : e->cfg->max_slowdown;
+
+			snap->slow_eval_max = fmax(snap->slow_eval_max, se);
+			snap->slow_ref_max = fmax(snap->slow_ref_max, sr);
+			if (b > 0 && !s->d[i].infeasible) {
+				snap->held_eval_max = fmax(snap->held_eval_max, se);
+				snap->held_ref_max = fmax(snap->held_ref_max, sr);
+				snap->held_above_eval += se > b * (1 + 1e-6);
+				snap->held_above_ref += sr > b * 1.02;
+			}
 		}
 		if (Tr[i] > 0.25 * rs.horizon_s) {
 			snap->starved++;

@@ -166,6 +166,10 @@ static void write_ref_snaps(struct crux_json *j, const struct crux_sim_result *r
 		crux_json_field_numf(j, "iter_err_p90", SIM_NUM, q->iter_err_p90);
 		crux_json_field_numf(j, "max_slowdown_eval", SIM_NUM, q->slow_eval_max);
 		crux_json_field_numf(j, "max_slowdown_ref", SIM_NUM, q->slow_ref_max);
+		crux_json_field_numf(j, "held_max_slowdown_eval", SIM_NUM, q->held_eval_max);
+		crux_json_field_numf(j, "held_max_slowdown_ref", SIM_NUM, q->held_ref_max);
+		crux_json_field_u64(j, "held_above_bound_eval", q->held_above_eval);
+		crux_json_field_u64(j, "held_above_bound_ref", q->held_above_ref);
 		crux_json_field_u64(j, "starved", q->starved);
 		crux_json_field_u64(j, "truncated", q->truncated);
 		crux_json_field_numf(j, "wall_s", SIM_NUM, q->wall_s);

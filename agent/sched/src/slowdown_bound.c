@@ -29,6 +29,10 @@
 #define GUARD_URGENT_TARGET 0.8
 /* Measured this much slower than predicted: the model does not see why. */
 #define GUARD_MODEL_GAP 1.5
+/* The bottom-up filling: its evaluations at most (each a full one), and the
+ * network jobs above which it is not tried (its cost grows with both). */
+#define FILL_EVALS 96
+#define FILL_JOBS  256
 
 crux_status_t crux_sched_slowdown_parse(const char *text, double *out, struct crux_sched_err *err)
 {
@@ -575,9 +579,146 @@ out:
 	return st;
 }
 
+/*
+ * 5. Levels filled from the bottom (Audsley's order of fixed-priority
+ * scheduling): the jobs given up take the lowest level; every other job starts
+ * on the highest it may take; then, level by level from the lowest free one,
+ * jobs still up there, least intense first, go down to it as long as every job
+ * on it and below stays within its bound with all the others above (they only
+ * gain by it). The longest such run of the order is found by doubling and
+ * halving; the job that ends it stays up and the run goes on after it. A level
+ * no job can take ends the filling: the rest share the highest. Crux's order
+ * holds wherever the bound allows it, and a job it would starve ends above the
+ * jobs that can wait.
+ */
+struct fill {
+	struct guard_ws *w;
+	struct crux_sched_topo *t;
+	const struct crux_sched_job *jobs;
+	size_t n;
+	const unsigned char *gave_up;
+	struct crux_sched_schedule *s;
+	const size_t *cand; /* the jobs to place, least intense first */
+	double util;
+	int evals;
+};
+
+/* Do cand[q..q+k) on level l keep every job on l and below within bound? */
+static crux_status_t fill_try(struct fill *f, size_t q, size_t k, int l, int *ok)
+{
+	crux_status_t st;
+
+	for (size_t x = q; x < q + k; x++)
+		f->s->d[f->cand[x]].level = l;
+	st = crux_sched_evaluate_links(f->w->ev, f->t, f->jobs, f->n, f->s, &f->w->jl, 1, f->w->T,
+				       &f->util);
+	f->evals++;
+	*ok = 1;
+	for (size_t i = 0; !st && i < f->n && *ok; i++)
+		*ok = f->s->d[i].level > l || (f->gave_up && f->gave_up[i]) || !over_bound(f->w, i);
+	for (size_t x = q; x < q + k; x++)
+		f->s->d[f->cand[x]].level = f->w->cap;
+	return st;
+}
+
+static size_t net_jobs(const struct crux_sched_job *jobs, size_t n)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++)
+		k += jobs[i].n_flows > 0;
+	return k;
+}
+
+static crux_status_t guard_bottom_up(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+				     size_t n, double bound, const unsigned char *gave_up,
+				     struct crux_sched_schedule *s, int *moves, struct guard_res *r)
+{
+	struct guard_ws w;
+	int *was = malloc(n * sizeof(int));
+	size_t *order = malloc(n * sizeof(size_t)), *cand = malloc(n * sizeof(size_t)), nc = 0;
+	crux_status_t st = guard_ws_init(&w, t, jobs, n, bound, s);
+	struct fill f = {&w, t, jobs, n, gave_up, s, cand, 0, 0};
+	int low = 0;
+
+	if (!st && (!was || !order || !cand))
+		st = CRUX_ERR_NOMEM;
+	if (st)
+		goto out;
+	/* Least intense first: Crux's rank, lowest priority first. */
+	for (size_t i = 0; i < n; i++)
+		order[(size_t)s->d[i].rank < n ? n - 1 - (size_t)s->d[i].rank : i] = i;
+	for (size_t i = 0; i < n; i++) {
+		was[i] = s->d[i].level;
+		if (jobs[i].urgent || w.jl.off[i + 1] == w.jl.off[i])
+			continue; /* urgent: the top level; no traffic: anywhere */
+		s->d[i].level = w.cap;
+		if (gave_up && gave_up[i]) {
+			s->d[i].level = 0;
+			low = 1;
+		}
+	}
+	for (size_t q = 0; q < n; q++)
+		if (s->d[order[q]].level == w.cap && !jobs[order[q]].urgent &&
+		    w.jl.off[order[q] + 1] > w.jl.off[order[q]])
+			cand[nc++] = order[q];
+	for (int l = low; l < w.cap && nc > 0; l++) {
+		size_t q = 0, left = 0;
+		int placed = 0;
+
+		while (q < nc && f.evals < FILL_EVALS) {
+			size_t good = 0, bad = nc - q + 1, k = 1;
+			int ok = 0;
+
+			/* doubling, then halving: the longest run from q that fits */
+			while (k < bad && f.evals < FILL_EVALS) {
+				st = fill_try(&f, q, k, l, &ok);
+				if (st)
+					goto out;
+				if (ok)
+					good = k;
+				else
+					bad = k;
+				k = bad == nc - q + 1 ? 2 * k : good + (bad - good) / 2;
+				if (k > nc - q)
+					k = bad == nc - q + 1 ? nc - q : k;
+				if (good + 1 >= bad || k <= good)
+					break;
+			}
+			for (size_t x = q; x < q + good; x++)
+				s->d[cand[x]].level = l;
+			placed += good > 0;
+			q += good;
+			if (q < nc)
+				cand[left++] = cand[q++]; /* ends the run: stays up */
+		}
+		while (q < nc)
+			cand[left++] = cand[q++];
+		nc = left;
+		if (!placed)
+			break;
+	}
+	st = crux_sched_evaluate_links(w.ev, t, jobs, n, s, &w.jl, 1, w.T, &f.util);
+	if (st)
+		goto out;
+	r->left = 0;
+	for (size_t i = 0; i < n; i++) {
+		r->left += !(gave_up && gave_up[i]) && over_bound(&w, i);
+		*moves += s->d[i].level != was[i];
+	}
+	r->util = f.util;
+	r->worst = guard_worst(&w, n);
+out:
+	free(was);
+	free(order);
+	free(cand);
+	guard_ws_free(&w);
+	return st;
+}
+
 static crux_status_t guard_run(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 			       size_t n, const struct crux_sched_params *p,
-			       struct crux_sched_schedule *s)
+			       const unsigned char *gave_up, struct crux_sched_schedule *s)
 {
 	struct crux_sched_schedule *orig = NULL, *best = NULL;
 	struct guard_res r, rb, r0;
@@ -661,6 +802,20 @@ static crux_status_t guard_run(struct crux_sched_topo *t, const struct crux_sche
 			rb.left = r.left;
 			rb.worst = r.worst;
 			rb.util = r.util;
+			lifts_b += moves;
+			st = crux_sched_schedule_copy(best, s);
+		}
+	}
+	/* 5. Still above it: the levels filled from the bottom, on the best
+	 * paths so far; kept when it leaves fewer jobs above their bound. */
+	if (!st && rb.left > 0 && s->levels > 1 && net_jobs(jobs, n) <= FILL_JOBS) {
+		int moves = 0;
+
+		st = crux_sched_schedule_copy(s, best);
+		if (!st)
+			st = guard_bottom_up(t, jobs, n, bound, gave_up, s, &moves, &r);
+		if (!st && guard_better(&r, &rb)) {
+			rb = r;
 			lifts_b += moves;
 			st = crux_sched_schedule_copy(best, s);
 		}
@@ -834,7 +989,7 @@ out:
 
 static crux_status_t guard_main(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 				size_t n, const struct crux_sched_params *p,
-				struct crux_sched_schedule *s);
+				const unsigned char *gave_up, struct crux_sched_schedule *s);
 
 /* s evaluated: the highest slowdown of any job (T over its isolated time) and
  * (left, may be NULL) the jobs not in inf above their own bound. */
@@ -878,7 +1033,7 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
 	for (size_t i = 0; i < s->n_jobs; i++)
 		s->d[i].infeasible = 0;
 	if (!(p->max_slowdown > 0) || n == 0 || s->n_jobs != n || p->guard_enforce_all)
-		return guard_main(t, jobs, n, p, s);
+		return guard_main(t, jobs, n, p, NULL, s);
 	inf = malloc(n);
 	relax = malloc(n * sizeof(double));
 	st = inf && relax ? CRUX_OK : CRUX_ERR_NOMEM;
@@ -887,7 +1042,7 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
 	if (st)
 		goto out;
 	if (!count) {
-		st = guard_main(t, jobs, n, p, s);
+		st = guard_main(t, jobs, n, p, NULL, s);
 		goto out;
 	}
 	/* The others keep their bounds; the infeasible ones get what they can. */
@@ -906,7 +1061,7 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
 		tmp[i].slowdown_bound = relax[i];
 		tmp[i].urgent = 0;
 	}
-	st = guard_main(t, tmp, n, p, s);
+	st = guard_main(t, tmp, n, p, inf, s);
 	if (!st)
 		st = guard_worst_abs(t, jobs, n, p->max_slowdown, s, inf, &worst1, &left);
 	/* Never a worse worst job than no guard: else the guard as without the
@@ -914,7 +1069,7 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
 	if (!st && worst1 > worst0 * (1 + GUARD_EPS)) {
 		st = crux_sched_schedule_copy(s, orig);
 		if (!st)
-			st = guard_main(t, jobs, n, p, s);
+			st = guard_main(t, jobs, n, p, NULL, s);
 		if (!st)
 			st = guard_worst_abs(t, jobs, n, p->max_slowdown, s, inf, &worst1, &left);
 	}
@@ -934,7 +1089,7 @@ out:
 
 static crux_status_t guard_main(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 				size_t n, const struct crux_sched_params *p,
-				struct crux_sched_schedule *s)
+				const unsigned char *gave_up, struct crux_sched_schedule *s)
 {
 	struct crux_sched_job *tmp = NULL;
 	struct crux_sched_schedule *save = NULL;
@@ -944,7 +1099,7 @@ static crux_status_t guard_main(struct crux_sched_topo *t, const struct crux_sch
 	for (size_t i = 0; i < n && p->max_slowdown > 0 && s->levels > 1; i++)
 		urgent += jobs[i].urgent != 0;
 	if (!urgent)
-		return guard_run(t, jobs, n, p, s);
+		return guard_run(t, jobs, n, p, gave_up, s);
 	/*
 	 * Urgent jobs first as protected ones with a tighter bound, by the usual
 	 * steps: sharing a level with its blockers costs the others less than
@@ -963,13 +1118,13 @@ static crux_status_t guard_main(struct crux_sched_topo *t, const struct crux_sch
 		if (jobs[i].urgent)
 			tmp[i].slowdown_bound = GUARD_URGENT_TARGET * p->max_slowdown;
 	}
-	st = guard_run(t, tmp, n, p, s);
+	st = guard_run(t, tmp, n, p, gave_up, s);
 	if (!st)
 		st = urgent_met(t, jobs, tmp, n, p->max_slowdown, s, &met);
 	if (!st && !met) {
 		st = crux_sched_schedule_copy(s, save);
 		if (!st)
-			st = guard_run(t, jobs, n, p, s);
+			st = guard_run(t, jobs, n, p, gave_up, s);
 	}
 out:
 	free(tmp);

@@ -149,9 +149,15 @@ struct crux_sim_ref_snap {
 	double eval_util, ref_util;	    /* sum W/T over sum GPUs of the running jobs */
 	double iter_err_p50, iter_err_p90;  /* |T_eval - T_ref| / T_ref, network jobs not starved */
 	double slow_eval_max, slow_ref_max; /* highest slowdown (T over the isolated time) */
-	uint32_t starved;		    /* network jobs the reference saw end < 2 iterations */
-	uint32_t truncated;		    /* 1: the reference hit its event limit */
-	double wall_s;			    /* the reference's wall time */
+	/* Guarded runs: the jobs the plan holds (not reported infeasible), their
+	 * highest slowdown and how many are above their bound in this plan (the
+	 * account's, else the configured one; the reference beyond it x 1.02,
+	 * its own noise). */
+	double held_eval_max, held_ref_max;
+	uint32_t held_above_eval, held_above_ref;
+	uint32_t starved;   /* network jobs the reference saw end < 2 iterations */
+	uint32_t truncated; /* 1: the reference hit its event limit */
+	double wall_s;	    /* the reference's wall time */
 };
 
 void crux_sim_config_defaults(struct crux_sim_config *c);

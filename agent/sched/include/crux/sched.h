@@ -346,7 +346,11 @@ double crux_sched_isolated_iter(const struct crux_sched_job *job, double comm);
  * violators first and the same rounds, kept when it does better (higher
  * predicted utilisation, or fewer jobs above the bound); if jobs remain
  * above it, a search that moves the worst jobs (8 at most) each to its best
- * level. Each job's bound is its own
+ * level; if jobs still remain above it (plans of at most 256 network jobs),
+ * the levels filled from the bottom (Audsley's order: the jobs given up
+ * lowest, then level by level the least intense jobs that stay within their
+ * bound with every other job above them), kept when fewer jobs are left
+ * above their bound. Each job's bound is its own
  * slowdown_bound when set, else max_slowdown. Urgent jobs are first held to
  * 0.8 x max_slowdown by the same steps (one measured far slower than its
  * prediction first goes up to its highest contender's level); where that
