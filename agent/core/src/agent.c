@@ -2,7 +2,8 @@
 /*
  * cruxd: from profile records to the decision table. This file opens and
  * closes the agent and runs one pass as a pipeline of stages (agent_int.h):
- * observe -> host view -> (cluster) merged view -> plan -> realise -> report.
+ * observe -> host view -> (cluster) merged view -> plan -> realise -> report,
+ * each stage's output a value of the pass (struct cruxd_pass) it owns.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -29,7 +30,7 @@ static void check_overrides(struct cruxd_agent *a)
 		bool cleared = a->ovr_present && a->ovr->n;
 		if (cleared) {
 			crux_info("overrides file removed: %u override(s) cleared", a->ovr->n);
-			a->resched_pending = true;
+			a->pl.resched_pending = true;
 		}
 		if (a->ovr_present)
 			memset(a->ovr, 0, sizeof(*a->ovr));
@@ -69,7 +70,7 @@ static void check_overrides(struct cruxd_agent *a)
 			  n->n);
 	memcpy(a->ovr, n, sizeof(*n));
 	a->ovr_error[0] = '\0';
-	a->resched_pending = true;
+	a->pl.resched_pending = true;
 	free(n);
 	/* Cluster mode: the leader merges them into the schedule for every host. */
 	cruxd_cluster_overrides_changed(a);
@@ -127,9 +128,9 @@ static crux_status_t adopt_table(struct cruxd_agent *a, uint64_t now)
 				imported++;
 			continue;
 		}
-		if (cruxd_job_find(a, tj->job_key))
+		if (cruxd_jobs_find(&a->pl.jobs, tj->job_key))
 			continue;
-		j = cruxd_job_add(a, tj->job_key);
+		j = cruxd_jobs_add(&a->pl.jobs, tj->job_key);
 		if (!j)
 			return CRUX_ERR_NOMEM;
 		memcpy(j->id, tj->job_id, sizeof(j->id));
@@ -206,17 +207,15 @@ crux_status_t cruxd_agent_open(const struct cruxd_config *cfg, struct cruxd_agen
 	if (!a)
 		return CRUX_ERR_NOMEM;
 	a->cfg = *cfg;
-	a->first_pass = true;
+	a->pl.first_pass = true;
 	a->ovr = calloc(1, sizeof(*a->ovr));
 	a->povr = a->ovr;
-	a->tjobs = calloc(CRUX_DT_MAX_JOBS, sizeof(*a->tjobs));
-	a->pub_jobs = calloc(CRUX_DT_MAX_JOBS, sizeof(*a->pub_jobs));
-	a->troutes = calloc(CRUX_DT_MAX_ROUTES, sizeof(*a->troutes));
-	a->pub_routes = calloc(CRUX_DT_MAX_ROUTES, sizeof(*a->pub_routes));
 	a->old = calloc(1, sizeof(*a->old));
 	a->status = calloc(1, sizeof(*a->status));
-	if (!a->ovr || !a->tjobs || !a->pub_jobs || !a->troutes || !a->pub_routes || !a->old ||
-	    !a->status || cruxd_guard_new(&cfg->guard, &a->guard) != CRUX_OK) {
+	if (!a->ovr || cruxd_rows_open(&a->pub) != CRUX_OK ||
+	    cruxd_rows_open(&a->pass.rows) != CRUX_OK ||
+	    cruxd_snap_open(&a->pass.probe, cfg->probe) != CRUX_OK || !a->old || !a->status ||
+	    cruxd_guard_new(&cfg->guard, &a->guard) != CRUX_OK) {
 		st = CRUX_ERR_NOMEM;
 		goto fail;
 	}
@@ -226,6 +225,7 @@ crux_status_t cruxd_agent_open(const struct cruxd_config *cfg, struct cruxd_agen
 	st = load_topology(cfg, &a->topo);
 	if (st != CRUX_OK)
 		goto fail;
+	cruxd_jobs_set_topo(&a->pl.jobs, a->topo);
 	st = crux_dt_writer_open_shadow(cfg->shm_dir, &cfg->settings, &a->dt, holder, derr,
 					sizeof(derr));
 	if (st != CRUX_OK) {
@@ -291,35 +291,56 @@ void cruxd_agent_heartbeat(struct cruxd_agent *a)
 	cruxd_status_heartbeat(a->sw);
 }
 
+/* Decisions -> the table: what to probe, one probe snapshot, rows, published. */
+static crux_status_t realise(struct cruxd_agent *a, struct cruxd_pass *p)
+{
+	const struct cruxd_decisions *d = &p->plan;
+
+	cruxd_want_probes(a, &p->view);
+	cruxd_snap_take(&p->probe, a->probe);
+	if (a->cl) {
+		crux_status_t st = cruxd_cluster_decide(a, &p->view, &p->schedule);
+		if (st != CRUX_OK)
+			return st;
+		d = &p->schedule;
+	}
+	if (!d->valid)
+		return CRUX_OK; /* no schedule yet: the table found at start-up stays */
+	cruxd_realise(a, d, &p->probe, &p->rows);
+	return cruxd_publish(a, &p->rows);
+}
+
 crux_status_t cruxd_agent_pass(struct cruxd_agent *a, uint64_t now_ns)
 {
+	struct cruxd_pass *p = &a->pass;
 	uint64_t t0 = crux_now_ns(); /* the pass's duration, for status only */
 	crux_status_t st;
 
-	a->now = now_ns;
+	p->now = now_ns;
 	check_overrides(a);
-	st = cruxd_observe(a, now_ns);
+	st = cruxd_observe(a, p);
 	if (st != CRUX_OK) {
 		cruxd_agent_heartbeat(a); /* the old decisions stay valid */
 		return st;
 	}
-	st = cruxd_view_build(a->ranks, a->nranks, &a->view);
+	st = cruxd_view_build(p->ranks, p->nranks, &p->view);
 	if (st != CRUX_OK)
 		return st;
 	if (a->cl) {
 		/* etcd may be slow: the table's heartbeat must not wait for it. */
 		cruxd_agent_heartbeat(a);
-		cruxd_cluster_pass(a, now_ns);
+		cruxd_cluster_pass(a, p);
 	} else {
-		st = cruxd_plan_take_view(a, &a->view, now_ns);
+		st = cruxd_plan_take_view(a, &p->view, now_ns);
 		if (st != CRUX_OK)
 			return st;
-		(void)cruxd_plan(a, now_ns);
+		(void)cruxd_plan(a, now_ns, &p->plan);
 	}
-	st = cruxd_realise(a, now_ns);
+	st = realise(a, p);
 	cruxd_agent_heartbeat(a);
 	a->passes++;
-	cruxd_report(a, crux_now_ns() - t0);
+	cruxd_cluster_report(a, a->status);
+	cruxd_report(a, p, crux_now_ns() - t0);
 	cruxd_status_publish(a->sw, a->status);
 	return st;
 }
@@ -335,8 +356,8 @@ void cruxd_agent_apply_received(struct cruxd_agent *a, uint64_t now_ns)
 {
 	if (!cruxd_cluster_apply_received(a))
 		return;
-	a->now = now_ns;
-	(void)cruxd_realise(a, now_ns);
+	a->pass.now = now_ns;
+	(void)realise(a, &a->pass);
 	cruxd_agent_heartbeat(a);
 }
 
@@ -357,8 +378,6 @@ crux_status_t cruxd_agent_reload(struct cruxd_agent *a, const struct cruxd_confi
 	a->table_gen++; /* new settings bump the table's generation */
 	crux_sched_topo_free(a->topo);
 	a->topo = t;
-	for (size_t i = 0; i < a->nhosts; i++)
-		a->hosts[i].node = -1;
 	snprintf(a->cfg.topology, sizeof(a->cfg.topology), "%s", cfg->topology);
 	a->cfg.settings = cfg->settings;
 	a->cfg.interval_ns = cfg->interval_ns;
@@ -370,12 +389,13 @@ crux_status_t cruxd_agent_reload(struct cruxd_agent *a, const struct cruxd_confi
 	a->cfg.seed = cfg->seed;
 	a->cfg.guard = cfg->guard;
 	cruxd_guard_configure(a->guard, &cfg->guard);
-	for (size_t k = 0; k < a->njobs; k++)
-		a->jobs[k]->adopted = false;
-	a->star_hosts_sig = 0;
-	crux_sched_topo_free(a->star);
-	a->star = NULL;
-	a->resched_pending = true;
+	for (size_t k = 0; k < a->pl.jobs.n; k++)
+		a->pl.jobs.v[k]->adopted = false;
+	a->pl.star_hosts_sig = 0;
+	crux_sched_topo_free(a->pl.star);
+	a->pl.star = NULL;
+	cruxd_jobs_set_topo(&a->pl.jobs, a->topo); /* every host is looked up again */
+	a->pl.resched_pending = true;
 	a->published = false;
 	cruxd_load_local_addrs(a);
 	crux_info("configuration reloaded: %u levels, topology %s", cfg->settings.nlevels,
@@ -404,20 +424,18 @@ void cruxd_agent_close(struct cruxd_agent *a)
 		crux_dt_heartbeat(a->dt);
 		crux_dt_writer_close(a->dt);
 	}
-	for (size_t k = 0; k < a->njobs; k++)
-		cruxd_job_free(a->jobs[k]);
-	free(a->jobs);
-	free(a->ranks);
-	free(a->next);
-	free(a->hosts);
-	crux_jv_free(&a->view);
+	cruxd_jobs_free(&a->pl.jobs);
+	free(a->pass.ranks);
+	free(a->pass.next);
+	crux_jv_free(&a->pass.view);
+	cruxd_decisions_free(&a->pass.plan);
+	cruxd_decisions_free(&a->pass.schedule);
+	cruxd_snap_close(&a->pass.probe);
+	cruxd_rows_close(&a->pass.rows);
+	cruxd_rows_close(&a->pub);
 	crux_sched_topo_free(a->topo);
-	crux_sched_topo_free(a->star);
+	crux_sched_topo_free(a->pl.star);
 	free(a->ovr);
-	free(a->tjobs);
-	free(a->pub_jobs);
-	free(a->troutes);
-	free(a->pub_routes);
 	free(a->old);
 	free(a->status);
 	cruxd_guard_free(a->guard);

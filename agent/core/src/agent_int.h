@@ -1,22 +1,26 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * cruxd's pass, as stages with explicit inputs and outputs (agent.c runs
- * them in order):
+ * cruxd's pass, as a pipeline of values. agent.c owns the pass's values
+ * (struct cruxd_pass) and runs the stages in order; each stage reads what the
+ * ones before it produced and the agent's long-lived state (configuration,
+ * writers, caches, the guard), and writes only its own output:
  *
- *   observe.c  local profile records      -> ranks (per process, with the
- *                                             traffic reference windows)
- *   host_view.c ranks                     -> this host's job view
- *                                             (crux/job_view.h: counts and sums,
- *                                             never averages: views of several
- *                                             hosts merge exactly)
- *   cluster.c  host view                  -> etcd; merged view -> the leader's
- *                                             plan; schedule -> this host
- *   plan.c     (merged) view, now         -> jobs' life cycle and decisions
- *                                             (the scheduler library)
- *   realise.c  decisions or schedule      -> the local decision table
- *   report.c   everything above           -> the status record for cruxctl
+ *   observe.c   profile records, last ranks -> ranks (per process, with the
+ *                                              traffic reference windows)
+ *   host_view.c ranks                       -> this host's job view
+ *                                              (crux/job_view.h: counts and
+ *                                              sums; views merge exactly)
+ *   cluster.c   host view                   -> etcd; merged view -> the
+ *                                              leader's plan -> schedule;
+ *                                              schedule -> decisions
+ *   plan.c      view, overrides, job table, -> the job table (life cycle,
+ *               now                            scheduler) and decisions
+ *   realise.c   decisions, probe snapshot   -> the table's rows, published
+ *   report.c    decisions, rows, snapshot   -> the status record for cruxctl
  *
- * The pass reads no clock for its decisions: it takes 'now' as input.
+ * jobs.c (the job table) and ports.c (probe snapshot -> ports) are read by the
+ * stages; no stage calls a later one or goes back to an earlier one. The pass
+ * reads no clock for its decisions: it takes 'now' as input.
  */
 #ifndef CRUXD_AGENT_INT_H
 #define CRUXD_AGENT_INT_H
@@ -35,9 +39,9 @@
 #include "crux/overrides.h"
 #include "crux/profile.h"
 #include "crux/sched.h"
+#include "jobs.h"
 
 #define NS		1e9
-#define MAX_JOB_HOSTS	CRUX_JV_MAX_JOB_HOSTS
 #define MAX_LOCAL_ADDRS 64
 
 /* One training process, as the agent tracks it between passes. */
@@ -65,61 +69,96 @@ struct rank {
 	uint64_t ref_tx[CRUX_PROF_MAX_PEERS];
 };
 
-struct flow {
-	struct crux_addr src, dst;
-	double bytes; /* per iteration */
-	int path;     /* scheduler's candidate index, -1 none */
+/* ---- decisions: plan's (or the cluster schedule's) output, realise's input ---- */
+
+/* A route a decision asks for: the row, and its ends' topology nodes. */
+struct cruxd_route {
+	struct crux_dt_route rt; /* rt.nports 0: ports from the probe snapshot */
 	int src_node, dst_node;
 };
 
-struct job {
-	uint64_t key;
-	char id[CRUX_JOB_ID_LEN];
-	uint8_t state; /* CRUX_JOB_PROFILING or CRUX_JOB_SCHEDULED */
-	bool present;
-	bool adopted; /* decision taken over from the table at start-up */
-	/* Taken over at start-up and not seen since: its ranks may still be
-	 * re-attaching to the restarted agent; it departs only when they have
-	 * not come back by grace_until (set at the first pass). */
-	bool restored;
-	uint64_t grace_until;
-	bool clamped;
-	uint64_t since_ns;
-	uint32_t nranks, ncompute;
-	uint32_t nhosts;
-	struct crux_addr hosts[MAX_JOB_HOSTS];
-	double iter, compute, comm, overlap, stall, work, bytes;
-	uint32_t nflows, capflows;
-	struct flow *flows;
-	/* profile the current decision was made for (hysteresis) */
-	bool has_base;
-	double base_work, base_bytes, base_iter;
-	uint64_t since_wall_ms; /* cluster mode: since_ns as Unix time, for the next leader */
-	/* decision */
-	bool decided;
-	uint8_t level;	  /* published: scheduled level + guard lift */
-	double iso;	  /* isolated iteration estimate on its paths, s (fairness guard) */
-	double prof_iter; /* iteration time measured at the end of profiling (top level) */
-	/* The bound on its mean slowdown (CRUX_MAX_SLOWDOWN): measured
-	 * slowdowns, pass by pass, since it was first scheduled. */
-	struct crux_sched_account acct;
-	uint64_t acct_ns; /* last pass accounted; 0 = none yet (calloc: a free account) */
-	double t, intensity, k, priority;
-	uint32_t ndflows;
-	struct flow *dflows;
-	uint32_t nadopt;
-	struct crux_dt_route *adopt;
+enum cruxd_routes_from {
+	CRUXD_ROUTES_PLANNED,  /* flows: the scheduler's paths, one route per peer */
+	CRUXD_ROUTES_ADOPTED,  /* routes: taken over from the table at start-up, as they are */
+	CRUXD_ROUTES_OVERRIDE, /* routes: an operator's, ports given or probed */
+	CRUXD_ROUTES_SCHEDULE, /* routes: the cluster schedule's from this host, one per peer */
 };
 
-struct hostent {
-	struct crux_addr addr;
-	char name[CRUX_HOSTNAME_LEN];
-	int node;
+/* One job's decision: its row of the table, and the planner's figures for the status. */
+struct cruxd_decision {
+	uint64_t key;
+	char id[CRUX_JOB_ID_LEN];
+	uint8_t state; /* the row's: profiling, scheduled, overridden */
+	uint8_t level;
+	uint8_t from;	 /* enum cruxd_routes_from */
+	bool overridden; /* a planner's job an override replaces: the override's row stands */
+	uint32_t nroutes, caproutes;
+	struct cruxd_route *routes;
+	uint32_t nflows, capflows; /* the scheduler's flows with their paths (status, schedule) */
+	struct flow *flows;
+	/* The planner's figures. */
+	bool decided, adopted, has_base, clamped;
+	uint32_t nranks, nhosts;
+	struct crux_addr hosts[MAX_JOB_HOSTS];
+	double iter, compute, comm, overlap, stall, work, bytes;
+	double t, intensity, k, priority, iso;
+	struct crux_sched_account acct;
+	uint64_t since_ns, since_wall_ms;
+	double base_work, base_bytes, base_iter;
+};
+
+struct cruxd_decisions {
+	bool valid;	/* false: none (cluster mode before its first schedule) */
+	bool warn_full; /* say so when the table cannot take every job */
+	size_t nover;	/* v[0..nover): the overrides; then one per job, by key */
+	size_t n, cap;
+	struct cruxd_decision *v;
+};
+
+/* ---- the pass's other values --------------------------------------------- */
+
+/* The probe cache's entries, copied once for realise and report. */
+struct cruxd_probe_snap {
+	struct cruxd_probe_entry *e; /* CRUXD_PROBE_MAX_PEERS; NULL: no prober */
+	uint32_t n;
+};
+
+/* The table's rows (CRUX_DT_MAX_JOBS jobs, CRUX_DT_MAX_ROUTES routes). */
+struct cruxd_rows {
+	struct crux_dt_job *jobs;
+	struct crux_dt_route *routes;
+	uint32_t njobs, nroutes;
+};
+
+/* One pass's values: each stage's output, kept until the next pass. */
+struct cruxd_pass {
+	uint64_t now;
+	struct rank *ranks, *next; /* observe: this pass's (sorted by pid), the spare */
+	size_t nranks, capranks, nnext, capnext;
+	struct crux_prof_scan_stats scan;
+	struct crux_job_view view;	 /* this host's */
+	struct cruxd_decisions plan;	 /* the planner's (cluster mode: the leader's last) */
+	struct cruxd_decisions schedule; /* cluster mode: the applied schedule, for this host */
+	struct cruxd_probe_snap probe;
+	struct cruxd_rows rows; /* what realise built */
 };
 
 struct ag_cluster;
 
-/* The agent's one context: everything it keeps between passes. */
+/* What the planner keeps between passes (plan.c; cluster.c resets it for a new term). */
+struct cruxd_planner {
+	struct cruxd_jobs jobs;
+	struct crux_sched_topo *star; /* single-host view: built from the hosts seen */
+	uint32_t star_hosts_sig;
+	bool first_pass;
+	bool resched_pending;
+	bool held; /* a profile change waits for the hold time */
+	uint64_t last_resched_ns;
+	uint64_t reschedules;
+	uint32_t guard_infeasible; /* the last plan's s->guard_infeasible */
+};
+
+/* The agent's long-lived state: configuration, writers, caches, the guard; and the pass it runs. */
 struct cruxd_agent {
 	struct cruxd_config cfg;
 	struct crux_dt_writer *dt;	 /* a sealed memfd (handed out) with a written file copy */
@@ -127,47 +166,27 @@ struct cruxd_agent {
 	struct crux_broker *broker;	 /* the attach socket (crux/attach.h) */
 	struct crux_prof_copies *copies; /* attached records copied for cruxctl (crux/profile.h) */
 	struct cruxd_status_writer *sw;
+	struct cruxd_status_body *status;
 	struct cruxd_probe_cache *probe;
-	struct crux_sched_topo *topo; /* from the file; NULL = single-host view */
-	struct crux_sched_topo *star; /* built from the hosts seen */
-	uint32_t star_hosts_sig;
-
-	struct rank *ranks, *next;
-	size_t nranks, capranks, nnext, capnext;
-	struct job **jobs;
-	size_t njobs, capjobs;
-	struct hostent *hosts;
-	size_t nhosts, caphosts;
-
-	struct crux_addr local[MAX_LOCAL_ADDRS];
+	struct crux_sched_topo *topo;		 /* from the file; NULL = single-host view */
+	struct crux_addr local[MAX_LOCAL_ADDRS]; /* this host's addresses */
 	uint32_t nlocal;
-
 	struct cruxd_guard *guard; /* promotion by measured slowdown */
+	struct cruxd_planner pl;
+	uint64_t passes;
 
-	struct cruxd_overrides *ovr;
+	struct cruxd_overrides *ovr; /* the overrides file */
 	bool ovr_present;
 	struct stat ovr_stat;
 	char ovr_error[256];
-
-	bool first_pass;
-	bool resched_pending;
-	bool held; /* a profile change waits for the hold time */
-	uint64_t last_resched_ns;
-	uint64_t reschedules, passes;
-	uint32_t guard_infeasible; /* the last plan's s->guard_infeasible */
-	uint64_t probe_version;
-	struct crux_prof_scan_stats scan;
-	struct crux_job_view view;    /* this host's, rebuilt every pass */
-	struct ag_cluster *cl;	      /* cluster mode; NULL: embedded single-host mode */
 	struct cruxd_overrides *povr; /* the planner's overrides: ovr, or the cluster's */
+	struct ag_cluster *cl;	      /* cluster mode; NULL: embedded single-host mode */
 
-	struct crux_dt_job *tjobs, *pub_jobs;
-	struct crux_dt_route *troutes, *pub_routes;
-	uint32_t pub_njobs, pub_nroutes;
+	struct cruxd_rows pub; /* the table as last published */
 	bool published;
 	struct crux_dt_contents *old; /* table at start-up */
-	struct cruxd_status_body *status;
-	uint64_t now;
+
+	struct cruxd_pass pass;
 };
 
 static inline double clampd(double v, double lo, double hi)
@@ -183,45 +202,74 @@ static inline double rel_change(double a, double b)
 	return m <= 0 ? 0 : fabs(a - b) / m;
 }
 
-/* observe.c */
+static inline bool cruxd_addr_in(const struct crux_addr *set, uint32_t n, const struct crux_addr *x)
+{
+	if (x->family == 0)
+		return true;
+	for (uint32_t i = 0; i < n; i++)
+		if (crux_addr_equal(&set[i], x))
+			return true;
+	return false;
+}
+
+/* observe.c: profile records and the last pass's ranks -> p's ranks (sorted by pid). */
 void cruxd_load_local_addrs(struct cruxd_agent *a);
-bool cruxd_is_local(const struct cruxd_agent *a, const struct crux_addr *x);
-crux_status_t cruxd_observe(struct cruxd_agent *a, uint64_t now);
+crux_status_t cruxd_observe(struct cruxd_agent *a, struct cruxd_pass *p);
 
 /* host_view.c */
 crux_status_t cruxd_view_build(const struct rank *ranks, size_t n, struct crux_job_view *out);
 
-/* plan.c */
-struct job *cruxd_job_find(const struct cruxd_agent *a, uint64_t key);
-struct job *cruxd_job_add(struct cruxd_agent *a, uint64_t key);
-void cruxd_job_free(struct job *j);
-int cruxd_node_of(struct cruxd_agent *a, const struct crux_addr *addr);
-bool cruxd_overridden(const struct cruxd_agent *a, uint64_t key);
+/* plan.c: the view and 'now' into the job table; the job table into decisions. */
 crux_status_t cruxd_plan_take_view(struct cruxd_agent *a, const struct crux_job_view *v,
 				   uint64_t now);
-crux_status_t cruxd_plan(struct cruxd_agent *a, uint64_t now);
+crux_status_t cruxd_plan(struct cruxd_agent *a, uint64_t now, struct cruxd_decisions *out);
 bool cruxd_plan_due(const struct cruxd_agent *a);
+bool cruxd_overridden(const struct cruxd_agent *a, uint64_t key);
 
-/* realise.c */
-bool cruxd_route_ports(struct cruxd_agent *a, int src_node, const struct crux_addr *dst,
-		       int dst_node, int idx, struct crux_dt_route *rt);
-crux_status_t cruxd_realise(struct cruxd_agent *a, uint64_t now);
+/* decisions.c */
+/* A new decision at the end (its buffers kept from an earlier pass); NULL: out of memory. */
+struct cruxd_decision *cruxd_decision_new(struct cruxd_decisions *d);
+/* Room for n routes. */
+crux_status_t cruxd_decision_routes(struct cruxd_decision *x, uint32_t n);
+/* The decision of a planner's job (not an override's). */
+const struct cruxd_decision *cruxd_decision_of(const struct cruxd_decisions *d, uint64_t key);
+void cruxd_decisions_free(struct cruxd_decisions *d);
+
+/* ports.c */
+crux_status_t cruxd_snap_open(struct cruxd_probe_snap *s, bool probing);
+void cruxd_snap_close(struct cruxd_probe_snap *s);
+void cruxd_snap_take(struct cruxd_probe_snap *s, struct cruxd_probe_cache *c);
+/* The ports of probed path for the scheduler's candidate idx from src to dst (false: none known).
+ */
+bool cruxd_snap_ports(const struct cruxd_probe_snap *s, struct crux_sched_topo *topo, int hops,
+		      int src_node, const struct crux_addr *dst, int dst_node, int idx,
+		      struct crux_dt_route *rt);
+int cruxd_expected_paths(struct crux_sched_topo *topo, int src, int dst);
+
+/* realise.c: what to probe; decisions and the snapshot -> rows; rows -> the table. */
+void cruxd_want_probes(struct cruxd_agent *a, const struct crux_job_view *v);
+void cruxd_realise(struct cruxd_agent *a, const struct cruxd_decisions *d,
+		   const struct cruxd_probe_snap *snap, struct cruxd_rows *out);
+crux_status_t cruxd_publish(struct cruxd_agent *a, const struct cruxd_rows *rows);
+crux_status_t cruxd_rows_open(struct cruxd_rows *r);
+void cruxd_rows_close(struct cruxd_rows *r);
 
 /* cluster.c (cluster_none.c when built without libcurl/json-c) */
 crux_status_t cruxd_cluster_open(struct cruxd_agent *a, char *err, size_t errlen);
 void cruxd_cluster_close(struct cruxd_agent *a);
-/* Publish this host's view; one round of the cluster node (the leader plans). */
-void cruxd_cluster_pass(struct cruxd_agent *a, uint64_t now);
+/* Publish this host's view; one round of the cluster node (the leader plans into p->plan). */
+void cruxd_cluster_pass(struct cruxd_agent *a, struct cruxd_pass *p);
 /* The schedule the watcher took since the pass, applied now (true: one was). */
 bool cruxd_cluster_apply_received(struct cruxd_agent *a);
 int cruxd_cluster_wake_fd(const struct cruxd_agent *a);
-/* The applied schedule as this host's table; false: no schedule yet. */
-bool cruxd_cluster_table(struct cruxd_agent *a, uint32_t *njobs, uint32_t *nroutes);
+/* The applied schedule as this host's decisions (out->valid false: no schedule yet). */
+crux_status_t cruxd_cluster_decide(struct cruxd_agent *a, const struct crux_job_view *v,
+				   struct cruxd_decisions *out);
 void cruxd_cluster_report(struct cruxd_agent *a, struct cruxd_status_body *b);
 /* The local overrides file changed: hand it to the cluster. */
 void cruxd_cluster_overrides_changed(struct cruxd_agent *a);
 
-/* report.c */
-void cruxd_report(struct cruxd_agent *a, uint64_t pass_ns);
+/* report.c: the pass's values -> the status record. */
+void cruxd_report(struct cruxd_agent *a, const struct cruxd_pass *p, uint64_t pass_ns);
 
 #endif /* CRUXD_AGENT_INT_H */

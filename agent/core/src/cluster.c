@@ -35,6 +35,7 @@ struct ag_cluster {
 	size_t ovr_len;
 	uint64_t ovr_pushed, ovr_acked; /* local overrides seq handed to / written to etcd */
 	uint64_t now;
+	struct cruxd_decisions *plan; /* where the leader's planner puts its decisions */
 };
 
 /* ---- schedules ----------------------------------------------------------- */
@@ -98,18 +99,16 @@ static crux_status_t planner_from_schedule(struct cruxd_agent *a, uint64_t now)
 
 	uint64_t wall = wall_ms();
 
-	for (size_t k = 0; k < a->njobs; k++)
-		cruxd_job_free(a->jobs[k]);
-	a->njobs = 0;
-	a->first_pass = true;
-	a->resched_pending = false;
+	cruxd_jobs_clear(&a->pl.jobs);
+	a->pl.first_pass = true;
+	a->pl.resched_pending = false;
 	for (uint32_t i = 0; cl->have_sched && i < cl->sched.njobs; i++) {
 		const struct crux_cv_decision *d = &cl->sched.jobs[i];
 		struct job *j;
 
 		if (d->state == CRUX_JOB_OVERRIDDEN)
 			continue;
-		j = cruxd_job_add(a, d->key);
+		j = cruxd_jobs_add(&a->pl.jobs, d->key);
 		if (!j)
 			return CRUX_ERR_NOMEM;
 		snprintf(j->id, sizeof(j->id), "%s", d->id);
@@ -190,67 +189,58 @@ static void take_overrides(struct cruxd_agent *a, const char *text, size_t len)
 	free(one);
 	crux_info("cluster %s: overrides: %u job(s)%s", a->cfg.cluster, cl->ovr->n,
 		  bad ? " (some refused)" : "");
-	a->resched_pending = true;
+	a->pl.resched_pending = true;
 }
 
-/* The planner's decisions and the cluster's overrides as a schedule. */
-static crux_status_t export_schedule(struct cruxd_agent *a, struct crux_cv_schedule *out)
+/* The planner's decisions (the cluster's overrides first) as a schedule. */
+static crux_status_t export_schedule(struct cruxd_agent *a, const struct cruxd_decisions *dec,
+				     struct crux_cv_schedule *out)
 {
 	struct ag_cluster *cl = a->cl;
-	uint32_t top = a->cfg.settings.nlevels - 1, n = 0;
+	uint32_t n = 0;
 	struct crux_cv_schedule s = {0};
 
 	s.levels = a->cfg.settings.nlevels;
-	s.jobs = calloc(a->njobs + cl->ovr->n + 1, sizeof(*s.jobs));
+	s.jobs = calloc(dec->n + 1, sizeof(*s.jobs));
 	if (!s.jobs)
 		return CRUX_ERR_NOMEM;
-	for (uint32_t i = 0; i < cl->ovr->n && n < CRUX_CV_MAX_JOBS; i++) {
-		const struct cruxd_override *o = &cl->ovr->o[i];
-		struct crux_cv_decision *d = &s.jobs[n++];
-		struct job *j = cruxd_job_find(a, o->job_key);
-
-		s.njobs = n;
-		d->key = o->job_key;
-		snprintf(d->id, sizeof(d->id), "%s", o->job_id[0] ? o->job_id : j ? j->id : "");
-		d->state = CRUX_JOB_OVERRIDDEN;
-		d->level = (uint8_t)(o->level > top ? top : o->level);
-		d->routes = o->nroutes ? calloc(o->nroutes, sizeof(*d->routes)) : NULL;
-		if (o->nroutes && !d->routes)
-			goto nomem;
-		for (uint8_t r = 0; r < o->nroutes; r++) {
-			struct crux_cv_route *rt = &d->routes[d->nroutes++];
-			rt->dst = o->routes[r].peer; /* src "any": every host applies it */
-			rt->path_id = o->routes[r].path_id;
-			rt->nports = o->routes[r].nports;
-			memcpy(rt->ports, o->routes[r].ports, sizeof(rt->ports));
-		}
-	}
-	for (size_t k = 0; k < a->njobs && n < CRUX_CV_MAX_JOBS; k++) {
-		const struct job *j = a->jobs[k];
+	for (size_t i = 0; i < dec->n && n < CRUX_CV_MAX_JOBS; i++) {
+		const struct cruxd_decision *x = &dec->v[i];
 		struct crux_cv_decision *d;
 		const struct crux_cv_decision *old;
 
-		if (cruxd_overridden(a, j->key))
+		if (x->overridden)
 			continue;
 		d = &s.jobs[n++];
 		s.njobs = n;
-		d->key = j->key;
-		memcpy(d->id, j->id, sizeof(d->id));
-		d->since_ms = j->since_wall_ms;
-		if (j->state == CRUX_JOB_PROFILING || !j->decided) {
-			d->state = CRUX_JOB_PROFILING;
-			d->level = (uint8_t)top;
+		d->key = x->key;
+		memcpy(d->id, x->id, sizeof(d->id));
+		d->state = x->state;
+		d->level = x->level;
+		if (x->from == CRUXD_ROUTES_OVERRIDE) {
+			d->routes = x->nroutes ? calloc(x->nroutes, sizeof(*d->routes)) : NULL;
+			if (x->nroutes && !d->routes)
+				goto nomem;
+			for (uint32_t r = 0; r < x->nroutes; r++) {
+				struct crux_cv_route *rt = &d->routes[d->nroutes++];
+				rt->dst =
+				    x->routes[r].rt.peer; /* src "any": every host applies it */
+				rt->path_id = x->routes[r].rt.path_id;
+				rt->nports = x->routes[r].rt.nports;
+				memcpy(rt->ports, x->routes[r].rt.ports, sizeof(rt->ports));
+			}
 			continue;
 		}
+		d->since_ms = x->since_wall_ms;
+		if (x->state == CRUX_JOB_PROFILING)
+			continue;
 		d->since_ms = 0; /* scheduled: the window no longer matters */
-		d->has_base = j->has_base;
-		d->base[0] = j->base_work;
-		d->base[1] = j->base_bytes;
-		d->base[2] = j->base_iter;
-		d->state = CRUX_JOB_SCHEDULED;
-		d->level = j->level;
-		old = j->adopted && cl->have_sched ? sched_find(&cl->sched, j->key) : NULL;
-		if (j->adopted) {
+		d->has_base = x->has_base;
+		d->base[0] = x->base_work;
+		d->base[1] = x->base_bytes;
+		d->base[2] = x->base_iter;
+		old = x->adopted && cl->have_sched ? sched_find(&cl->sched, x->key) : NULL;
+		if (x->adopted) {
 			/* Taken over from the schedule in force: its routes stay. */
 			if (old && old->nroutes) {
 				d->routes = malloc(old->nroutes * sizeof(*d->routes));
@@ -261,11 +251,11 @@ static crux_status_t export_schedule(struct cruxd_agent *a, struct crux_cv_sched
 			}
 			continue;
 		}
-		d->routes = j->ndflows ? calloc(j->ndflows, sizeof(*d->routes)) : NULL;
-		if (j->ndflows && !d->routes)
+		d->routes = x->nflows ? calloc(x->nflows, sizeof(*d->routes)) : NULL;
+		if (x->nflows && !d->routes)
 			goto nomem;
-		for (uint32_t f = 0; f < j->ndflows; f++) {
-			const struct flow *fl = &j->dflows[f];
+		for (uint32_t f = 0; f < x->nflows; f++) {
+			const struct flow *fl = &x->flows[f];
 			struct crux_cv_route *rt;
 
 			if (fl->path < 0)
@@ -302,16 +292,16 @@ static crux_status_t plan_cb(void *arg, const struct crux_job_view *merged, cons
 	}
 	take_overrides(a, ovr ? ovr : "", ovr ? ovr_len : 0);
 	st = cruxd_plan_take_view(a, merged, cl->now);
-	for (size_t k = 0; st == CRUX_OK && k < a->njobs; k++) {
-		struct job *j = a->jobs[k];
+	for (size_t k = 0; st == CRUX_OK && k < a->pl.jobs.n; k++) {
+		struct job *j = a->pl.jobs.v[k];
 		uint64_t el = cl->now - j->since_ns;
 		if (!j->since_wall_ms)
 			j->since_wall_ms = wall_ms() - el / 1000000u;
 	}
 	if (st == CRUX_OK)
-		st = cruxd_plan(a, cl->now);
+		st = cruxd_plan(a, cl->now, cl->plan);
 	if (st == CRUX_OK)
-		st = export_schedule(a, out);
+		st = export_schedule(a, cl->plan, out);
 	return st;
 }
 
@@ -341,87 +331,86 @@ static void apply_cb(void *arg, const struct crux_cv_schedule *s, int64_t revisi
 }
 
 /* A source address of this host: one its ranks run on. */
-static bool own_source(const struct cruxd_agent *a, const struct crux_addr *src)
+static bool own_source(const struct crux_job_view *v, const struct crux_addr *src)
 {
 	if (!src->family)
 		return true; /* an override: every host */
-	for (size_t i = 0; i < a->view.njobs; i++)
-		for (uint32_t h = 0; h < a->view.jobs[i].nhosts; h++)
-			if (crux_addr_equal(&a->view.jobs[i].hosts[h], src))
+	for (size_t i = 0; i < v->njobs; i++)
+		for (uint32_t h = 0; h < v->jobs[i].nhosts; h++)
+			if (crux_addr_equal(&v->jobs[i].hosts[h], src))
 				return true;
 	return false;
 }
 
-static const struct crux_jv_job *local_job(const struct cruxd_agent *a, uint64_t key)
+static const struct crux_jv_job *local_job(const struct crux_job_view *v, uint64_t key)
 {
-	for (size_t i = 0; i < a->view.njobs; i++)
-		if (a->view.jobs[i].key == key)
-			return &a->view.jobs[i];
+	for (size_t i = 0; i < v->njobs; i++)
+		if (v->jobs[i].key == key)
+			return &v->jobs[i];
 	return NULL;
 }
 
-bool cruxd_cluster_table(struct cruxd_agent *a, uint32_t *njobs, uint32_t *nroutes)
+/* One decision of the schedule, as this host applies it: the routes from its own sources. */
+static crux_status_t decide_one(struct cruxd_agent *a, const struct crux_job_view *v,
+				const struct crux_cv_decision *d, struct cruxd_decision *x)
+{
+	const struct crux_jv_job *lj = local_job(v, d->key);
+	uint32_t top = a->cfg.settings.nlevels - 1;
+	x->key = d->key;
+	snprintf(x->id, sizeof(x->id), "%s", d->id[0] ? d->id : lj ? lj->id : "");
+	x->level = (uint8_t)(d->level > top ? top : d->level);
+	x->state = d->state;
+	x->from = CRUXD_ROUTES_SCHEDULE;
+	if (cruxd_decision_routes(x, d->nroutes) != CRUX_OK)
+		return CRUX_ERR_NOMEM;
+	for (uint32_t r = 0; r < d->nroutes; r++) {
+		const struct crux_cv_route *cr = &d->routes[r];
+		struct cruxd_route *rt;
+
+		if (!own_source(v, &cr->src))
+			continue;
+		rt = &x->routes[x->nroutes++];
+		memset(rt, 0, sizeof(*rt));
+		rt->rt.job_key = d->key;
+		rt->rt.peer = cr->dst;
+		rt->rt.path_id = cr->path_id;
+		if (cr->nports) {
+			rt->rt.nports = cr->nports;
+			memcpy(rt->rt.ports, cr->ports, sizeof(rt->rt.ports));
+		}
+		rt->src_node = cruxd_jobs_node_of(&a->pl.jobs, &cr->src);
+		rt->dst_node = cruxd_jobs_node_of(&a->pl.jobs, &cr->dst);
+	}
+	return CRUX_OK;
+}
+
+crux_status_t cruxd_cluster_decide(struct cruxd_agent *a, const struct crux_job_view *v,
+				   struct cruxd_decisions *out)
 {
 	struct ag_cluster *cl = a->cl;
-	uint32_t nj = 0, nr = 0, top = a->cfg.settings.nlevels - 1;
+	crux_status_t st = CRUX_OK;
 
-	if (!cl->have_sched)
-		return false;
-	for (uint32_t i = 0; i < cl->sched.njobs && nj < CRUX_DT_MAX_JOBS; i++) {
-		const struct crux_cv_decision *d = &cl->sched.jobs[i];
-		const struct crux_jv_job *lj = local_job(a, d->key);
-		struct crux_dt_job *tj = &a->tjobs[nj++];
-
-		memset(tj, 0, sizeof(*tj));
-		tj->job_key = d->key;
-		snprintf(tj->job_id, sizeof(tj->job_id), "%s", d->id[0] ? d->id : lj ? lj->id : "");
-		tj->level = (uint8_t)(d->level > top ? top : d->level);
-		tj->state = d->state;
-		for (uint32_t r = 0; r < d->nroutes && nr < CRUX_DT_MAX_ROUTES; r++) {
-			const struct crux_cv_route *cr = &d->routes[r];
-			struct crux_dt_route *rt = &a->troutes[nr];
-			bool dup = false;
-
-			if (!own_source(a, &cr->src))
-				continue;
-			for (uint32_t q = 0; q < nr; q++)
-				dup |= a->troutes[q].job_key == d->key &&
-				       crux_addr_equal(&a->troutes[q].peer, &cr->dst);
-			if (dup)
-				continue;
-			memset(rt, 0, sizeof(*rt));
-			rt->job_key = d->key;
-			rt->peer = cr->dst;
-			rt->path_id = cr->path_id;
-			if (cr->nports) {
-				rt->nports = cr->nports;
-				memcpy(rt->ports, cr->ports, sizeof(rt->ports));
-			} else if (!cruxd_route_ports(a, cruxd_node_of(a, &cr->src), &cr->dst,
-						      cruxd_node_of(a, &cr->dst), cr->path_id,
-						      rt)) {
-				if (a->probe)
-					cruxd_probe_cache_want(a->probe, &cr->dst, 0,
-							       crux_now_ns());
-				continue; /* no ports known for that path yet */
-			}
-			nr++;
-		}
+	out->n = out->nover = 0;
+	out->warn_full = false;
+	out->valid = cl->have_sched;
+	for (uint32_t i = 0; out->valid && i < cl->sched.njobs && st == CRUX_OK; i++) {
+		struct cruxd_decision *x = cruxd_decision_new(out);
+		st = x ? decide_one(a, v, &cl->sched.jobs[i], x) : CRUX_ERR_NOMEM;
 	}
-	*njobs = nj;
-	*nroutes = nr;
-	return true;
+	return st;
 }
 
 /* ---- the pass ------------------------------------------------------------- */
 
-void cruxd_cluster_pass(struct cruxd_agent *a, uint64_t now)
+void cruxd_cluster_pass(struct cruxd_agent *a, struct cruxd_pass *p)
 {
 	struct ag_cluster *cl = a->cl;
-	struct crux_job_view *v = &a->view;
+	struct crux_job_view *v = &p->view;
 	struct crux_cluster_status cs;
 	crux_status_t st;
 
-	cl->now = now;
+	cl->now = p->now;
+	cl->plan = &p->plan;
 	/* The record names this host and an address of its ranks (the first job's last). */
 	snprintf(v->name, sizeof(v->name), "%s", a->cfg.host);
 	memset(&v->addr, 0, sizeof(v->addr));

@@ -19,10 +19,10 @@ void cruxd_cluster_close(struct cruxd_agent *a)
 	(void)a;
 }
 
-void cruxd_cluster_pass(struct cruxd_agent *a, uint64_t now)
+void cruxd_cluster_pass(struct cruxd_agent *a, struct cruxd_pass *p)
 {
 	(void)a;
-	(void)now;
+	(void)p;
 }
 
 bool cruxd_cluster_apply_received(struct cruxd_agent *a)
@@ -37,12 +37,13 @@ int cruxd_cluster_wake_fd(const struct cruxd_agent *a)
 	return -1;
 }
 
-bool cruxd_cluster_table(struct cruxd_agent *a, uint32_t *njobs, uint32_t *nroutes)
+crux_status_t cruxd_cluster_decide(struct cruxd_agent *a, const struct crux_job_view *v,
+				   struct cruxd_decisions *out)
 {
 	(void)a;
-	(void)njobs;
-	(void)nroutes;
-	return false;
+	(void)v;
+	out->valid = false;
+	return CRUX_OK;
 }
 
 void cruxd_cluster_report(struct cruxd_agent *a, struct cruxd_status_body *b)

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Stage 1, observe: this host's profile records (attached processes, then v1
- * record files) -> ranks. Per process it keeps what only this host can know:
- * the traffic reference window and whether a clamp was logged.
+ * record files) and the last pass's ranks -> this pass's ranks. Per process
+ * it carries over what only this host can know: the traffic reference window
+ * and whether a clamp was logged.
  */
 #include <ifaddrs.h>
 #include <stdio.h>
@@ -29,16 +30,6 @@ void cruxd_load_local_addrs(struct cruxd_agent *a)
 	freeifaddrs(ifa);
 }
 
-bool cruxd_is_local(const struct cruxd_agent *a, const struct crux_addr *x)
-{
-	if (x->family == 0)
-		return true;
-	for (uint32_t i = 0; i < a->nlocal; i++)
-		if (crux_addr_equal(&a->local[i], x))
-			return true;
-	return false;
-}
-
 /* ---- profile scan -------------------------------------------------------- */
 
 static int rank_cmp(const void *x, const void *y)
@@ -49,11 +40,17 @@ static int rank_cmp(const void *x, const void *y)
 	return (a->start_time > b->start_time) - (a->start_time < b->start_time);
 }
 
-static const struct rank *rank_prev(const struct cruxd_agent *a, pid_t pid, uint64_t start)
+static const struct rank *rank_prev(const struct cruxd_pass *p, pid_t pid, uint64_t start)
 {
 	struct rank key = {.pid = pid, .start_time = start};
-	return a->nranks ? bsearch(&key, a->ranks, a->nranks, sizeof(key), rank_cmp) : NULL;
+	return p->nranks ? bsearch(&key, p->ranks, p->nranks, sizeof(key), rank_cmp) : NULL;
 }
+
+/* What the scan callbacks need. */
+struct scan {
+	struct cruxd_agent *a;
+	struct cruxd_pass *p;
+};
 
 static void clamp_rank(struct cruxd_agent *a, struct rank *r, const struct crux_prof_compute *c)
 {
@@ -173,22 +170,23 @@ bound:
 
 static int scan_cb(void *arg, const struct crux_prof_snapshot *s)
 {
-	struct cruxd_agent *a = arg;
+	struct cruxd_agent *a = ((struct scan *)arg)->a;
+	struct cruxd_pass *p = ((struct scan *)arg)->p;
 	const struct rank *prev;
 	struct rank *r;
 
 	if (s->id.job_key == 0 || s->id.job_id[0] == '\0')
 		return 0; /* a record with no identity: nothing to group it by */
-	if (a->nnext == a->capnext) {
-		size_t nc = a->capnext ? a->capnext * 2 : 64;
-		struct rank *nr = realloc(a->next, nc * sizeof(*nr));
+	if (p->nnext == p->capnext) {
+		size_t nc = p->capnext ? p->capnext * 2 : 64;
+		struct rank *nr = realloc(p->next, nc * sizeof(*nr));
 		if (!nr)
 			return 1;
-		a->next = nr;
-		a->capnext = nc;
+		p->next = nr;
+		p->capnext = nc;
 	}
-	r = &a->next[a->nnext];
-	prev = rank_prev(a, s->pid, s->start_time);
+	r = &p->next[p->nnext];
+	prev = rank_prev(p, s->pid, s->start_time);
 	if (prev)
 		*r = *prev;
 	else
@@ -226,7 +224,7 @@ static int scan_cb(void *arg, const struct crux_prof_snapshot *s)
 		r->iter = r->compute = r->comm = r->overlap = r->stall = 0;
 	}
 	split_rank(r, s);
-	update_traffic(a, r, s, a->now);
+	update_traffic(a, r, s, p->now);
 	if (r->clamped && !r->clamp_logged) {
 		crux_warn(
 		    "profile %s (pid %d, job %s): implausible values clamped (iteration %.3g s, "
@@ -236,53 +234,52 @@ static int scan_cb(void *arg, const struct crux_prof_snapshot *s)
 		    s->compute.comm_s, a->cfg.link_gbps);
 		r->clamp_logged = true;
 	}
-	a->nnext++;
+	p->nnext++;
 	return 0;
 }
 
 /* An attached record: copied for cruxctl, then taken like any other. */
 static int attached_cb(void *arg, const struct crux_prof_snapshot *s)
 {
-	struct cruxd_agent *a = arg;
-	crux_prof_copies_put(a->copies, s);
+	crux_prof_copies_put(((struct scan *)arg)->a->copies, s);
 	return scan_cb(arg, s);
 }
 
-/* Scan the records into a->ranks, sorted by (pid, start time). */
-crux_status_t cruxd_observe(struct cruxd_agent *a, uint64_t now)
+/* Scan the records into p's ranks, sorted by (pid, start time). */
+crux_status_t cruxd_observe(struct cruxd_agent *a, struct cruxd_pass *p)
 {
 	struct crux_prof_scan_stats att;
+	struct scan sc = {a, p};
 	struct rank *tmp;
 	size_t tcap;
 	crux_status_t st;
 
-	a->now = now;
-	a->nnext = 0;
-	memset(&a->scan, 0, sizeof(a->scan));
+	p->nnext = 0;
+	memset(&p->scan, 0, sizeof(p->scan));
 	/* Attached processes first (identity from the kernel), then v1 record files. */
 	crux_prof_copies_begin(a->copies);
-	st = crux_broker_scan(a->broker, attached_cb, a, &att);
+	st = crux_broker_scan(a->broker, attached_cb, &sc, &att);
 	if (st == CRUX_OK)
 		crux_prof_copies_end(a->copies);
 	if (st == CRUX_OK)
-		st = crux_prof_scan(a->cfg.shm_dir, CRUX_PROF_SCAN_REAP, scan_cb, a, &a->scan);
-	a->scan.valid += att.valid;
-	a->scan.invalid += att.invalid;
-	a->scan.busy += att.busy;
-	a->scan.reaped += att.reaped;
+		st = crux_prof_scan(a->cfg.shm_dir, CRUX_PROF_SCAN_REAP, scan_cb, &sc, &p->scan);
+	p->scan.valid += att.valid;
+	p->scan.invalid += att.invalid;
+	p->scan.busy += att.busy;
+	p->scan.reaped += att.reaped;
 	if (st != CRUX_OK) {
 		crux_err("profile scan of %s failed: %s", a->cfg.shm_dir, crux_status_str(st));
 		return st;
 	}
-	/* The fresh ranks become the state; the old array is reused next pass. */
-	tmp = a->ranks;
-	tcap = a->capranks;
-	a->ranks = a->next;
-	a->capranks = a->capnext;
-	a->nranks = a->nnext;
-	a->next = tmp;
-	a->capnext = tcap;
-	if (a->nranks > 1)
-		qsort(a->ranks, a->nranks, sizeof(*a->ranks), rank_cmp);
+	/* The fresh ranks become the pass's; the old array is reused next pass. */
+	tmp = p->ranks;
+	tcap = p->capranks;
+	p->ranks = p->next;
+	p->capranks = p->capnext;
+	p->nranks = p->nnext;
+	p->next = tmp;
+	p->capnext = tcap;
+	if (p->nranks > 1)
+		qsort(p->ranks, p->nranks, sizeof(*p->ranks), rank_cmp);
 	return CRUX_OK;
 }

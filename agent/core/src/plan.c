@@ -13,170 +13,32 @@
 #include "agent_int.h"
 #include "crux/log.h"
 
-/* ---- jobs ---------------------------------------------------------------- */
-
-static int job_cmp_key(const void *k, const void *e)
-{
-	uint64_t key = *(const uint64_t *)k;
-	const struct job *j = *(struct job *const *)e;
-	return (key > j->key) - (key < j->key);
-}
-
-struct job *cruxd_job_find(const struct cruxd_agent *a, uint64_t key)
-{
-	struct job **p =
-	    a->njobs ? bsearch(&key, a->jobs, a->njobs, sizeof(*a->jobs), job_cmp_key) : NULL;
-	return p ? *p : NULL;
-}
-
-void cruxd_job_free(struct job *j)
-{
-	if (!j)
-		return;
-	free(j->flows);
-	free(j->dflows);
-	free(j->adopt);
-	free(j);
-}
-
-struct job *cruxd_job_add(struct cruxd_agent *a, uint64_t key)
-{
-	struct job *j;
-	size_t pos = 0;
-
-	if (a->njobs == a->capjobs) {
-		size_t nc = a->capjobs ? a->capjobs * 2 : 64;
-		struct job **nj = realloc(a->jobs, nc * sizeof(*nj));
-		if (!nj)
-			return NULL;
-		a->jobs = nj;
-		a->capjobs = nc;
-	}
-	j = calloc(1, sizeof(*j));
-	if (!j)
-		return NULL;
-	j->key = key;
-	while (pos < a->njobs && a->jobs[pos]->key < key)
-		pos++;
-	memmove(&a->jobs[pos + 1], &a->jobs[pos], (a->njobs - pos) * sizeof(*a->jobs));
-	a->jobs[pos] = j;
-	a->njobs++;
-	return j;
-}
-
-static crux_status_t job_add_flow(struct job *j, const struct crux_addr *src,
-				  const struct crux_addr *dst, double bytes)
-{
-	for (uint32_t i = 0; i < j->nflows; i++)
-		if (crux_addr_equal(&j->flows[i].src, src) &&
-		    crux_addr_equal(&j->flows[i].dst, dst)) {
-			j->flows[i].bytes += bytes;
-			return CRUX_OK;
-		}
-	if (j->nflows == j->capflows) {
-		uint32_t nc = j->capflows ? j->capflows * 2 : 8;
-		struct flow *nf = realloc(j->flows, nc * sizeof(*nf));
-		if (!nf)
-			return CRUX_ERR_NOMEM;
-		j->flows = nf;
-		j->capflows = nc;
-	}
-	j->flows[j->nflows] = (struct flow){.src = *src, .dst = *dst, .bytes = bytes, .path = -1};
-	j->nflows++;
-	return CRUX_OK;
-}
-
-/* ---- hosts and topology nodes ------------------------------------------ */
-
-static struct hostent *host_find(struct cruxd_agent *a, const struct crux_addr *addr,
-				 const char *name)
-{
-	for (size_t i = 0; i < a->nhosts; i++) {
-		struct hostent *h = &a->hosts[i];
-		if (addr->family ? crux_addr_equal(&h->addr, addr)
-				 : (h->addr.family == 0 && !strcmp(h->name, name ? name : "")))
-			return h;
-	}
-	return NULL;
-}
-
-/* The planner's hosts: the view's (unique, sorted; every flow's ends among them). */
-static crux_status_t take_hosts(struct cruxd_agent *a, const struct crux_job_view *v)
-{
-	if (v->nhosts > a->caphosts) {
-		struct hostent *nh = realloc(a->hosts, v->nhosts * sizeof(*nh));
-		if (!nh)
-			return CRUX_ERR_NOMEM;
-		a->hosts = nh;
-		a->caphosts = v->nhosts;
-	}
-	for (size_t i = 0; i < v->nhosts; i++) {
-		struct hostent *h = &a->hosts[i];
-		memset(h, 0, sizeof(*h));
-		h->addr = v->hosts[i].addr;
-		memcpy(h->name, v->hosts[i].name, sizeof(h->name));
-		h->node = -1;
-	}
-	a->nhosts = v->nhosts;
-	return CRUX_OK;
-}
-
-static struct crux_sched_topo *topo_now(const struct cruxd_agent *a)
-{
-	return a->topo ? a->topo : a->star;
-}
-
-/* Map a host to a topology node: by its address written as text, else its host name. */
-int cruxd_node_of(struct cruxd_agent *a, const struct crux_addr *addr)
-{
-	struct crux_sched_topo *t = topo_now(a);
-	struct hostent *h = host_find(a, addr, NULL);
-	char buf[CRUX_ADDR_STRLEN];
-	int n = -1;
-
-	if (!t)
-		return -1;
-	if (h && h->node >= 0)
-		return h->node;
-	if (addr->family) {
-		crux_addr_format(addr, buf, sizeof(buf));
-		n = crux_sched_topo_find(t, buf);
-	}
-	if (n < 0 && h && h->name[0])
-		n = crux_sched_topo_find(t, h->name);
-	if (n >= crux_sched_topo_n_hosts(t))
-		n = -1;
-	if (h)
-		h->node = n;
-	return n;
-}
-
 /* Single-host view: a star of every host seen around one switch. */
 static crux_status_t build_star(struct cruxd_agent *a)
 {
 	struct crux_sched_err err;
 	struct crux_sched_topo *t = NULL;
 	uint32_t sig = 2166136261u;
-	size_t cap = 256 + a->nhosts * 200, off = 0;
+	size_t cap = 256 + a->pl.jobs.nhosts * 200, off = 0;
 	char *text;
 	crux_status_t st;
 
-	for (size_t i = 0; i < a->nhosts; i++)
-		sig = (sig ^ (uint32_t)crux_addr_hash(&a->hosts[i].addr)) * 16777619u;
-	sig ^= (uint32_t)a->nhosts;
-	if (a->star && sig == a->star_hosts_sig)
+	for (size_t i = 0; i < a->pl.jobs.nhosts; i++)
+		sig = (sig ^ (uint32_t)crux_addr_hash(&a->pl.jobs.hosts[i].addr)) * 16777619u;
+	sig ^= (uint32_t)a->pl.jobs.nhosts;
+	if (a->pl.star && sig == a->pl.star_hosts_sig)
 		return CRUX_OK;
 	text = malloc(cap);
 	if (!text)
 		return CRUX_ERR_NOMEM;
 	off += (size_t)snprintf(text + off, cap - off, "switch crux-star-fabric\n");
-	for (size_t i = 0; i < a->nhosts; i++) {
+	for (size_t i = 0; i < a->pl.jobs.nhosts; i++) {
 		char name[CRUX_ADDR_STRLEN + CRUX_HOSTNAME_LEN];
-		if (a->hosts[i].addr.family)
-			crux_addr_format(&a->hosts[i].addr, name, sizeof(name));
+		if (a->pl.jobs.hosts[i].addr.family)
+			crux_addr_format(&a->pl.jobs.hosts[i].addr, name, sizeof(name));
 		else
 			snprintf(name, sizeof(name), "%s",
-				 a->hosts[i].name[0] ? a->hosts[i].name : "local");
+				 a->pl.jobs.hosts[i].name[0] ? a->pl.jobs.hosts[i].name : "local");
 		off += (size_t)snprintf(text + off, cap - off,
 					"host %s\nlink %s crux-star-fabric %.6f\n", name, name,
 					a->cfg.link_gbps);
@@ -187,11 +49,10 @@ static crux_status_t build_star(struct cruxd_agent *a)
 		crux_err("cannot build the single-host view: %s", err.msg);
 		return st;
 	}
-	crux_sched_topo_free(a->star);
-	a->star = t;
-	a->star_hosts_sig = sig;
-	for (size_t i = 0; i < a->nhosts; i++)
-		a->hosts[i].node = -1;
+	crux_sched_topo_free(a->pl.star);
+	a->pl.star = t;
+	a->pl.star_hosts_sig = sig;
+	cruxd_jobs_set_topo(&a->pl.jobs, t);
 	return CRUX_OK;
 }
 
@@ -201,21 +62,21 @@ static crux_status_t build_star(struct cruxd_agent *a)
 crux_status_t cruxd_plan_take_view(struct cruxd_agent *a, const struct crux_job_view *v,
 				   uint64_t now)
 {
-	for (size_t k = 0; k < a->njobs; k++) {
-		struct job *j = a->jobs[k];
+	for (size_t k = 0; k < a->pl.jobs.n; k++) {
+		struct job *j = a->pl.jobs.v[k];
 		j->present = false;
 		j->nranks = j->ncompute = j->nhosts = j->nflows = 0;
 		j->iter = j->compute = j->comm = j->overlap = j->stall = j->work = j->bytes = 0;
 		j->clamped = false;
 	}
-	if (take_hosts(a, v) != CRUX_OK)
+	if (cruxd_jobs_take_hosts(&a->pl.jobs, v) != CRUX_OK)
 		return CRUX_ERR_NOMEM;
 	for (size_t i = 0; i < v->njobs; i++) {
 		const struct crux_jv_job *vj = &v->jobs[i];
-		struct job *j = cruxd_job_find(a, vj->key);
+		struct job *j = cruxd_jobs_find(&a->pl.jobs, vj->key);
 
 		if (!j) {
-			j = cruxd_job_add(a, vj->key);
+			j = cruxd_jobs_add(&a->pl.jobs, vj->key);
 			if (!j)
 				return CRUX_ERR_NOMEM;
 			j->state = CRUX_JOB_PROFILING;
@@ -247,7 +108,7 @@ crux_status_t cruxd_plan_take_view(struct cruxd_agent *a, const struct crux_job_
 		memcpy(j->hosts, vj->hosts, j->nhosts * sizeof(j->hosts[0]));
 		for (uint32_t f = 0; f < vj->nflows; f++) {
 			const struct crux_jv_flow *fl = &vj->flows[f];
-			if (job_add_flow(j, &fl->src, &fl->dst, fl->bytes) != CRUX_OK)
+			if (cruxd_job_add_flow(j, &fl->src, &fl->dst, fl->bytes) != CRUX_OK)
 				return CRUX_ERR_NOMEM;
 			j->bytes += fl->bytes;
 		}
@@ -260,14 +121,14 @@ bool cruxd_overridden(const struct cruxd_agent *a, uint64_t key)
 	return cruxd_overrides_find(a->povr, key) >= 0;
 }
 
-/* Departures, end of profiling, significant changes. Sets a->resched_pending. */
+/* Departures, end of profiling, significant changes. Sets a->pl.resched_pending. */
 static void life_cycle(struct cruxd_agent *a, uint64_t now)
 {
 	bool changed = false;
 	size_t k = 0;
 
-	while (k < a->njobs) {
-		struct job *j = a->jobs[k];
+	while (k < a->pl.jobs.n) {
+		struct job *j = a->pl.jobs.v[k];
 		if (j->present) {
 			k++;
 			continue;
@@ -293,13 +154,11 @@ static void life_cycle(struct cruxd_agent *a, uint64_t now)
 			crux_info("job %s (0x%016llx) departed", j->id, (unsigned long long)j->key);
 		}
 		if (j->state == CRUX_JOB_SCHEDULED)
-			a->resched_pending = true;
-		cruxd_job_free(j);
-		memmove(&a->jobs[k], &a->jobs[k + 1], (a->njobs - k - 1) * sizeof(*a->jobs));
-		a->njobs--;
+			a->pl.resched_pending = true;
+		cruxd_jobs_drop(&a->pl.jobs, k);
 	}
-	for (k = 0; k < a->njobs; k++) {
-		struct job *j = a->jobs[k];
+	for (k = 0; k < a->pl.jobs.n; k++) {
+		struct job *j = a->pl.jobs.v[k];
 		uint64_t el = now - j->since_ns;
 
 		if (j->restored && !j->present)
@@ -310,7 +169,7 @@ static void life_cycle(struct cruxd_agent *a, uint64_t now)
 			    (measured || el >= 2 * a->cfg.profile_window_ns)) {
 				j->state = CRUX_JOB_SCHEDULED;
 				j->prof_iter = j->iter;
-				a->resched_pending = true;
+				a->pl.resched_pending = true;
 				crux_info(
 				    "job %s profiled: W %.4g GPU-s/iteration, %.4g bytes/iteration "
 				    "across hosts, iteration %.4g s%s",
@@ -335,9 +194,9 @@ static void life_cycle(struct cruxd_agent *a, uint64_t now)
 			changed = true;
 		}
 	}
-	if (changed && now - a->last_resched_ns >= a->cfg.hold_ns)
-		a->resched_pending = true;
-	a->held = changed && !a->resched_pending;
+	if (changed && now - a->pl.last_resched_ns >= a->cfg.hold_ns)
+		a->pl.resched_pending = true;
+	a->pl.held = changed && !a->pl.resched_pending;
 }
 
 /* ---- scheduling ----------------------------------------------------------- */
@@ -384,7 +243,7 @@ static void account_pass(struct cruxd_agent *a, struct job *j, uint64_t now)
 		crux_info("fairness guard: job %s mean slowdown %.2fx (bound %.2fx): %s", j->id,
 			  crux_sched_account_mean(&j->acct), bound,
 			  crux_sched_account_state_name(j->acct.state));
-		a->resched_pending = true;
+		a->pl.resched_pending = true;
 	}
 }
 
@@ -394,13 +253,13 @@ static void guard_pass(struct cruxd_agent *a, uint64_t now)
 {
 	if (!(a->cfg.guard.bound > 0))
 		return;
-	for (size_t k = 0; k < a->njobs; k++) {
-		const struct job *j = a->jobs[k];
+	for (size_t k = 0; k < a->pl.jobs.n; k++) {
+		const struct job *j = a->pl.jobs.v[k];
 
 		if (j->state != CRUX_JOB_SCHEDULED || !j->decided || cruxd_overridden(a, j->key) ||
 		    !(j->iso > 0) || !(j->iter > 0))
 			continue;
-		account_pass(a, a->jobs[k], now);
+		account_pass(a, a->pl.jobs.v[k], now);
 		if (cruxd_guard_observe(a->guard, j->key, j->iter / j->iso, now,
 					a->cfg.settings.nlevels)) {
 			crux_info(
@@ -408,7 +267,7 @@ static void guard_pass(struct cruxd_agent *a, uint64_t now)
 			    "(bound %.2fx): lift now %u level(s)",
 			    j->id, j->iter / j->iso, a->cfg.guard.bound,
 			    cruxd_guard_lift(a->guard, j->key));
-			a->resched_pending = true;
+			a->pl.resched_pending = true;
 		}
 	}
 	/* Departed jobs: forgotten after a minute without samples. */
@@ -434,29 +293,29 @@ static crux_status_t reschedule(struct cruxd_agent *a, uint64_t now, bool keep_a
 	crux_status_t st = CRUX_OK;
 
 	crux_sched_jobs_init(&js);
-	for (size_t k = 0; k < a->njobs; k++)
-		if (a->jobs[k]->state == CRUX_JOB_SCHEDULED &&
-		    !cruxd_overridden(a, a->jobs[k]->key))
+	for (size_t k = 0; k < a->pl.jobs.n; k++)
+		if (a->pl.jobs.v[k]->state == CRUX_JOB_SCHEDULED &&
+		    !cruxd_overridden(a, a->pl.jobs.v[k]->key))
 			cap_flows = 1;
 	if (!cap_flows) {
-		a->last_resched_ns = now;
+		a->pl.last_resched_ns = now;
 		return CRUX_OK; /* nothing to schedule */
 	}
 	cap_flows = 0;
-	if (!a->topo && a->nhosts) {
+	if (!a->topo && a->pl.jobs.nhosts) {
 		st = build_star(a);
 		if (st != CRUX_OK)
 			return st;
 	}
-	t = topo_now(a);
-	map = calloc(a->njobs + 1, sizeof(*map));
+	t = a->pl.jobs.topo;
+	map = calloc(a->pl.jobs.n + 1, sizeof(*map));
 	hosts = calloc(MAX_JOB_HOSTS, sizeof(*hosts));
 	if (!map || !hosts) {
 		st = CRUX_ERR_NOMEM;
 		goto out;
 	}
-	for (size_t k = 0; k < a->njobs; k++) {
-		struct job *j = a->jobs[k];
+	for (size_t k = 0; k < a->pl.jobs.n; k++) {
+		struct job *j = a->pl.jobs.v[k];
 		struct crux_sched_job sj;
 		int nh = 0, nf = 0;
 
@@ -466,7 +325,7 @@ static crux_status_t reschedule(struct cruxd_agent *a, uint64_t now, bool keep_a
 		    (j->restored && !j->present))
 			continue;
 		for (uint32_t h = 0; h < j->nhosts; h++) {
-			int n = cruxd_node_of(a, &j->hosts[h]);
+			int n = cruxd_jobs_node_of(&a->pl.jobs, &j->hosts[h]);
 			bool dup = false;
 			for (int q = 0; q < nh; q++)
 				dup |= hosts[q] == n;
@@ -484,8 +343,8 @@ static crux_status_t reschedule(struct cruxd_agent *a, uint64_t now, bool keep_a
 		}
 		for (uint32_t f = 0; f < j->nflows; f++) {
 			struct flow *fl = &j->flows[f];
-			fl->src_node = cruxd_node_of(a, &fl->src);
-			fl->dst_node = cruxd_node_of(a, &fl->dst);
+			fl->src_node = cruxd_jobs_node_of(&a->pl.jobs, &fl->src);
+			fl->dst_node = cruxd_jobs_node_of(&a->pl.jobs, &fl->dst);
 			fl->path = -1;
 			if (fl->src_node < 0 || fl->dst_node < 0 || fl->src_node == fl->dst_node)
 				continue;
@@ -547,7 +406,7 @@ static crux_status_t reschedule(struct cruxd_agent *a, uint64_t now, bool keep_a
 			    "fairness guard: the planner lifted %d level(s) to keep predicted "
 			    "slowdowns within %.2fx; %d job(s) still predicted above it",
 			    s->guard_lifts, p.max_slowdown, s->guard_violators);
-		a->guard_infeasible = (uint32_t)s->guard_infeasible;
+		a->pl.guard_infeasible = (uint32_t)s->guard_infeasible;
 		for (size_t i = 0; i < js.n; i++)
 			if (s->d[i].infeasible)
 				crux_info(
@@ -592,8 +451,8 @@ static crux_status_t reschedule(struct cruxd_agent *a, uint64_t now, bool keep_a
 			j->dflows[j->ndflows++] = fl;
 		}
 	}
-	for (size_t k = 0; k < a->njobs; k++) {
-		struct job *j = a->jobs[k];
+	for (size_t k = 0; k < a->pl.jobs.n; k++) {
+		struct job *j = a->pl.jobs.v[k];
 		if (j->state == CRUX_JOB_SCHEDULED) {
 			j->has_base = true;
 			j->base_work = j->work;
@@ -601,8 +460,8 @@ static crux_status_t reschedule(struct cruxd_agent *a, uint64_t now, bool keep_a
 			j->base_iter = j->iter;
 		}
 	}
-	a->last_resched_ns = now;
-	a->reschedules++;
+	a->pl.last_resched_ns = now;
+	a->pl.reschedules++;
 	crux_info("rescheduled %zu job(s) (%s)", js.n,
 		  a->topo ? a->cfg.topology : "single-host view");
 out:
@@ -614,21 +473,139 @@ out:
 	return st;
 }
 
-/* Life cycle, the fairness guard, and a reschedule when one is due. */
-crux_status_t cruxd_plan(struct cruxd_agent *a, uint64_t now)
+/* ---- decisions ------------------------------------------------------------ */
+
+/* An override's decision: its level and routes, found from the job's first host. */
+static crux_status_t decide_override(struct cruxd_agent *a, const struct cruxd_override *o,
+				     struct cruxd_decision *x)
+{
+	uint32_t top = a->cfg.settings.nlevels - 1;
+	const struct job *j = cruxd_jobs_find(&a->pl.jobs, o->job_key);
+	int src = j && j->nhosts ? cruxd_jobs_node_of(&a->pl.jobs, &j->hosts[0]) : -1;
+
+	x->key = o->job_key;
+	snprintf(x->id, sizeof(x->id), "%s", o->job_id[0] ? o->job_id : j ? j->id : "");
+	x->state = CRUX_JOB_OVERRIDDEN;
+	x->level = (uint8_t)(o->level > top ? top : o->level);
+	x->from = CRUXD_ROUTES_OVERRIDE;
+	if (cruxd_decision_routes(x, o->nroutes) != CRUX_OK)
+		return CRUX_ERR_NOMEM;
+	for (uint8_t r = 0; r < o->nroutes; r++) {
+		struct cruxd_route *rt = &x->routes[x->nroutes++];
+		memset(rt, 0, sizeof(*rt));
+		rt->rt.job_key = o->job_key;
+		rt->rt.peer = o->routes[r].peer;
+		rt->rt.path_id = o->routes[r].path_id;
+		rt->rt.nports = o->routes[r].nports;
+		memcpy(rt->rt.ports, o->routes[r].ports, sizeof(rt->rt.ports));
+		rt->src_node = src;
+		rt->dst_node = cruxd_jobs_node_of(&a->pl.jobs, &o->routes[r].peer);
+	}
+	return CRUX_OK;
+}
+
+/* A job's decision: its row (profiling, scheduled, or its override's level) and figures. */
+static crux_status_t decide_job(struct cruxd_agent *a, const struct job *j,
+				struct cruxd_decision *x)
+{
+	uint32_t top = a->cfg.settings.nlevels - 1;
+	int oi = cruxd_overrides_find(a->povr, j->key);
+
+	x->key = j->key;
+	memcpy(x->id, j->id, sizeof(x->id));
+	if (oi >= 0) {
+		uint32_t lv = a->povr->o[oi].level;
+		x->overridden = true;
+		x->state = CRUX_JOB_OVERRIDDEN;
+		x->level = (uint8_t)(lv > top ? top : lv);
+	} else if (j->state == CRUX_JOB_PROFILING || !j->decided) {
+		x->state = CRUX_JOB_PROFILING;
+		x->level = (uint8_t)top;
+	} else {
+		x->state = CRUX_JOB_SCHEDULED;
+		x->level = j->level;
+	}
+	x->from = j->adopted ? CRUXD_ROUTES_ADOPTED : CRUXD_ROUTES_PLANNED;
+	if (cruxd_decision_routes(x, j->nadopt) != CRUX_OK)
+		return CRUX_ERR_NOMEM;
+	for (uint32_t r = 0; r < j->nadopt; r++)
+		x->routes[x->nroutes++] =
+		    (struct cruxd_route){.rt = j->adopt[r], .src_node = -1, .dst_node = -1};
+	if (j->ndflows > x->capflows) {
+		struct flow *nf = realloc(x->flows, j->ndflows * sizeof(*nf));
+		if (!nf)
+			return CRUX_ERR_NOMEM;
+		x->flows = nf;
+		x->capflows = j->ndflows;
+	}
+	if (j->ndflows)
+		memcpy(x->flows, j->dflows, j->ndflows * sizeof(*x->flows));
+	x->nflows = j->ndflows;
+	x->decided = j->decided;
+	x->adopted = j->adopted;
+	x->has_base = j->has_base;
+	x->clamped = j->clamped;
+	x->nranks = j->nranks;
+	x->nhosts = j->nhosts;
+	memcpy(x->hosts, j->hosts, j->nhosts * sizeof(x->hosts[0]));
+	x->iter = j->iter;
+	x->compute = j->compute;
+	x->comm = j->comm;
+	x->overlap = j->overlap;
+	x->stall = j->stall;
+	x->work = j->work;
+	x->bytes = j->bytes;
+	x->t = j->t;
+	x->intensity = j->intensity;
+	x->k = j->k;
+	x->priority = j->priority;
+	x->iso = j->iso;
+	x->acct = j->acct;
+	x->since_ns = j->since_ns;
+	x->since_wall_ms = j->since_wall_ms;
+	x->base_work = j->base_work;
+	x->base_bytes = j->base_bytes;
+	x->base_iter = j->base_iter;
+	return CRUX_OK;
+}
+
+/* The overrides (in their order), then every job (by key). */
+static crux_status_t decide(struct cruxd_agent *a, struct cruxd_decisions *out)
 {
 	crux_status_t st = CRUX_OK;
 
-	life_cycle(a, now);
-	guard_pass(a, now);
-	if (a->first_pass || a->resched_pending) {
-		/* After a restart with nothing new: figures only, decisions stay. */
-		st = reschedule(a, now, !a->resched_pending);
-		if (st == CRUX_OK)
-			a->resched_pending = false;
-		a->first_pass = false;
+	out->n = 0;
+	out->valid = true;
+	out->warn_full = true;
+	for (uint32_t i = 0; i < a->povr->n && st == CRUX_OK; i++) {
+		struct cruxd_decision *x = cruxd_decision_new(out);
+		st = x ? decide_override(a, &a->povr->o[i], x) : CRUX_ERR_NOMEM;
+	}
+	out->nover = out->n;
+	for (size_t k = 0; k < a->pl.jobs.n && st == CRUX_OK; k++) {
+		struct cruxd_decision *x = cruxd_decision_new(out);
+		st = x ? decide_job(a, a->pl.jobs.v[k], x) : CRUX_ERR_NOMEM;
 	}
 	return st;
+}
+
+/* Life cycle, the fairness guard, and a reschedule when one is due; then the
+ * decisions (made every pass, the job table's figures change every pass). */
+crux_status_t cruxd_plan(struct cruxd_agent *a, uint64_t now, struct cruxd_decisions *out)
+{
+	crux_status_t st = CRUX_OK, dst;
+
+	life_cycle(a, now);
+	guard_pass(a, now);
+	if (a->pl.first_pass || a->pl.resched_pending) {
+		/* After a restart with nothing new: figures only, decisions stay. */
+		st = reschedule(a, now, !a->pl.resched_pending);
+		if (st == CRUX_OK)
+			a->pl.resched_pending = false;
+		a->pl.first_pass = false;
+	}
+	dst = decide(a, out);
+	return st != CRUX_OK ? st : dst;
 }
 
 /*
@@ -640,10 +617,11 @@ bool cruxd_plan_due(const struct cruxd_agent *a)
 {
 	bool guarded = a->cfg.guard.bound > 0;
 
-	if (a->resched_pending || a->held)
+	if (a->pl.resched_pending || a->pl.held)
 		return true;
-	for (size_t k = 0; k < a->njobs; k++)
-		if (a->jobs[k]->state == CRUX_JOB_PROFILING || (guarded && a->jobs[k]->decided))
+	for (size_t k = 0; k < a->pl.jobs.n; k++)
+		if (a->pl.jobs.v[k]->state == CRUX_JOB_PROFILING ||
+		    (guarded && a->pl.jobs.v[k]->decided))
 			return true;
 	return false;
 }

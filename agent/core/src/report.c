@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Stage 5, report: what the pass computed -> the status record for cruxctl. */
+/* Stage 5, report: the pass's decisions, rows, view and probe snapshot -> the status record. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,25 +55,28 @@ static void put_sensitivity(struct cruxd_status_job *sj, const struct crux_job_v
 
 /*
  * Cluster mode: every job of the table this host applies, with this host's
- * share of its profile (its local ranks) and, on the leader, the planner's
- * figures.
+ * share of its profile (its local ranks) and, on the leader (b->term, set by
+ * the cluster stage's report), the planner's figures.
  */
-static uint32_t cluster_jobs(struct cruxd_agent *a, struct cruxd_status_body *b)
+static uint32_t cluster_jobs(const struct cruxd_agent *a, const struct cruxd_pass *p,
+			     struct cruxd_status_body *b)
 {
+	const struct crux_job_view *view = &p->view;
 	uint32_t nj = 0;
 
-	for (uint32_t i = 0; a->published && i < a->pub_njobs && nj < CRUXD_STATUS_MAX_JOBS; i++) {
-		const struct crux_dt_job *tj = &a->pub_jobs[i];
+	for (uint32_t i = 0; a->published && i < a->pub.njobs && nj < CRUXD_STATUS_MAX_JOBS; i++) {
+		const struct crux_dt_job *tj = &a->pub.jobs[i];
 		struct cruxd_status_job *sj = &b->jobs[nj++];
-		const struct job *pj = b->term > 0 ? cruxd_job_find(a, tj->job_key) : NULL;
+		const struct cruxd_decision *pj =
+		    b->term > 0 ? cruxd_decision_of(&p->plan, tj->job_key) : NULL;
 
 		memset(sj, 0, sizeof(*sj));
 		sj->job_key = tj->job_key;
 		memcpy(sj->job_id, tj->job_id, sizeof(sj->job_id));
 		sj->level = tj->level;
 		sj->state = tj->state;
-		for (size_t v = 0; v < a->view.njobs; v++) {
-			const struct crux_jv_job *lj = &a->view.jobs[v];
+		for (size_t v = 0; v < view->njobs; v++) {
+			const struct crux_jv_job *lj = &view->jobs[v];
 			double nc = lj->ncompute ? lj->ncompute : 1;
 
 			if (lj->key != tj->job_key)
@@ -92,8 +95,8 @@ static uint32_t cluster_jobs(struct cruxd_agent *a, struct cruxd_status_body *b)
 			for (uint32_t f = 0; f < lj->nflows; f++)
 				sj->bytes_per_iter += lj->flows[f].bytes;
 			for (uint32_t r = 0;
-			     r < a->pub_nroutes && sj->npaths < CRUXD_STATUS_JOB_PATHS; r++) {
-				const struct crux_dt_route *rt = &a->pub_routes[r];
+			     r < a->pub.nroutes && sj->npaths < CRUXD_STATUS_JOB_PATHS; r++) {
+				const struct crux_dt_route *rt = &a->pub.routes[r];
 				struct cruxd_status_path *sp = &sj->paths[sj->npaths];
 				if (rt->job_key != tj->job_key)
 					continue;
@@ -105,7 +108,7 @@ static uint32_t cluster_jobs(struct cruxd_agent *a, struct cruxd_status_body *b)
 				sj->npaths++;
 			}
 		}
-		put_sensitivity(sj, &a->view, tj->job_key);
+		put_sensitivity(sj, view, tj->job_key);
 		if (pj) {
 			sj->comm_time_s = pj->t;
 			sj->intensity = pj->intensity;
@@ -117,36 +120,15 @@ static uint32_t cluster_jobs(struct cruxd_agent *a, struct cruxd_status_body *b)
 	return nj;
 }
 
-void cruxd_report(struct cruxd_agent *a, uint64_t pass_ns)
+/* Single-host mode: every job the planner tracks, with its figures and decision. */
+static uint32_t planner_jobs(const struct cruxd_agent *a, const struct cruxd_pass *p,
+			     struct cruxd_status_body *b)
 {
-	struct cruxd_status_body *b = a->status;
-	struct cruxd_probe_entry *pe = NULL;
 	uint32_t nj = 0;
 
-	b->agent_pid = (uint32_t)getpid();
-	b->nlevels = a->cfg.settings.nlevels;
-	b->overrides_seq = a->ovr->seq;
-	b->passes = a->passes;
-	b->reschedules = a->reschedules;
-	b->last_pass_ns = pass_ns;
-	b->interval_ns = a->cfg.interval_ns;
-	b->profile_window_ns = a->cfg.profile_window_ns;
-	b->table_generation = a->table_gen;
-	b->records_valid = a->scan.valid;
-	b->records_invalid = a->scan.invalid;
-	b->records_busy = a->scan.busy;
-	b->records_reaped = a->scan.reaped;
-	b->nhosts_topology = a->topo ? (uint32_t)crux_sched_topo_n_hosts(a->topo) : 0;
-	b->max_slowdown = a->cfg.guard.bound;
-	b->guard_changes = cruxd_guard_changes(a->guard);
-	b->guard_infeasible = a->guard_infeasible;
-	snprintf(b->topology, sizeof(b->topology), "%s", a->topo ? a->cfg.topology : "");
-	snprintf(b->overrides_error, sizeof(b->overrides_error), "%s", a->ovr_error);
-	cruxd_cluster_report(a, b);
-	for (size_t k = 0; !a->cl && k < a->njobs && nj < CRUXD_STATUS_MAX_JOBS; k++) {
-		const struct job *j = a->jobs[k];
+	for (size_t k = p->plan.nover; k < p->plan.n && nj < CRUXD_STATUS_MAX_JOBS; k++) {
+		const struct cruxd_decision *j = &p->plan.v[k];
 		struct cruxd_status_job *sj = &b->jobs[nj++];
-		int oi = cruxd_overrides_find(a->ovr, j->key);
 
 		memset(sj, 0, sizeof(*sj));
 		sj->job_key = j->key;
@@ -168,7 +150,7 @@ void cruxd_report(struct cruxd_agent *a, uint64_t pass_ns)
 		sj->priority = j->priority;
 		sj->clamped = j->clamped;
 		sj->iso_iter_s = j->iso;
-		put_sensitivity(sj, &a->view, j->key);
+		put_sensitivity(sj, &p->view, j->key);
 		sj->slowdown = cruxd_guard_slowdown(a->guard, j->key);
 		if (!(sj->slowdown > 0) && j->iso > 0 && j->iter > 0)
 			sj->slowdown = j->iter / j->iso;
@@ -177,25 +159,18 @@ void cruxd_report(struct cruxd_agent *a, uint64_t pass_ns)
 			sj->mean_slowdown = crux_sched_account_mean(&j->acct);
 			sj->guard_state = (uint8_t)j->acct.state;
 		}
-		if (oi >= 0) {
-			uint32_t lv = a->ovr->o[oi].level;
-			sj->state = CRUX_JOB_OVERRIDDEN;
-			sj->level = (uint8_t)(lv >= b->nlevels ? b->nlevels - 1 : lv);
-		} else if (j->state == CRUX_JOB_PROFILING || !j->decided) {
-			uint64_t el = a->now - j->since_ns;
-			sj->state = CRUX_JOB_PROFILING;
-			sj->level = (uint8_t)(b->nlevels - 1);
+		sj->state = j->state;
+		sj->level = j->level;
+		if (j->state == CRUX_JOB_PROFILING) {
+			uint64_t el = p->now - j->since_ns;
 			sj->profiling_left_ms = el < a->cfg.profile_window_ns
 						    ? (a->cfg.profile_window_ns - el) / 1000000
 						    : 0;
-		} else {
-			sj->state = CRUX_JOB_SCHEDULED;
-			sj->level = j->level;
 		}
-		for (uint32_t f = 0; f < j->ndflows && sj->npaths < CRUXD_STATUS_JOB_PATHS; f++) {
+		for (uint32_t f = 0; f < j->nflows && sj->npaths < CRUXD_STATUS_JOB_PATHS; f++) {
 			struct cruxd_status_path *sp = &sj->paths[sj->npaths];
 			struct crux_dt_route rt;
-			const struct flow *fl = &j->dflows[f];
+			const struct flow *fl = &j->flows[f];
 
 			if (fl->path < 0)
 				continue;
@@ -204,37 +179,65 @@ void cruxd_report(struct cruxd_agent *a, uint64_t pass_ns)
 			sp->path_id = (uint16_t)fl->path;
 			sp->bytes_per_iter = fl->bytes;
 			memset(&rt, 0, sizeof(rt));
-			if (cruxd_route_ports(a, fl->src_node, &fl->dst, fl->dst_node, fl->path,
-					      &rt))
+			if (cruxd_snap_ports(&p->probe, a->topo, a->cfg.probe_cfg.probe.hops,
+					     fl->src_node, &fl->dst, fl->dst_node, fl->path, &rt))
 				sp->nports = rt.nports;
 			sj->npaths++;
 		}
 	}
-	if (a->cl)
-		nj = cluster_jobs(a, b);
-	b->njobs = nj;
-	b->npeers = 0;
-	if (a->probe && (pe = malloc(CRUXD_STATUS_MAX_PEERS * sizeof(*pe)))) {
-		uint32_t n = cruxd_probe_cache_list(a->probe, pe, CRUXD_STATUS_MAX_PEERS);
-		uint64_t now = crux_now_ns();
-		for (uint32_t i = 0; i < n; i++) {
-			struct cruxd_status_peer *sp = &b->peers[i];
-			memset(sp, 0, sizeof(*sp));
-			sp->peer = pe[i].peer;
-			sp->state = pe[i].state;
-			sp->failures = pe[i].failures;
-			sp->age_ms =
-			    pe[i].probed_ns ? (now - pe[i].probed_ns) / 1000000 : UINT64_MAX;
-			sp->npaths = (uint8_t)pe[i].result.npaths;
-			for (uint32_t p = 0; p < pe[i].result.npaths && p < CRUXD_STATUS_PEER_PATHS;
-			     p++) {
-				sp->paths[p].hop = pe[i].result.paths[p].hop;
-				sp->paths[p].nports = pe[i].result.paths[p].nports;
-				memcpy(sp->paths[p].ports, pe[i].result.paths[p].ports,
-				       sizeof(sp->paths[p].ports));
-			}
+	return nj;
+}
+
+/* The probed peers, as the snapshot realise used holds them. */
+static uint32_t probed_peers(const struct cruxd_probe_snap *s, struct cruxd_status_body *b)
+{
+	uint64_t now = crux_now_ns();
+	uint32_t n = s->n < CRUXD_STATUS_MAX_PEERS ? s->n : CRUXD_STATUS_MAX_PEERS;
+
+	for (uint32_t i = 0; i < n; i++) {
+		const struct cruxd_probe_entry *pe = &s->e[i];
+		struct cruxd_status_peer *sp = &b->peers[i];
+
+		memset(sp, 0, sizeof(*sp));
+		sp->peer = pe->peer;
+		sp->state = pe->state;
+		sp->failures = pe->failures;
+		sp->age_ms = pe->probed_ns ? (now - pe->probed_ns) / 1000000 : UINT64_MAX;
+		sp->npaths = (uint8_t)pe->result.npaths;
+		for (uint32_t q = 0; q < pe->result.npaths && q < CRUXD_STATUS_PEER_PATHS; q++) {
+			sp->paths[q].hop = pe->result.paths[q].hop;
+			sp->paths[q].nports = pe->result.paths[q].nports;
+			memcpy(sp->paths[q].ports, pe->result.paths[q].ports,
+			       sizeof(sp->paths[q].ports));
 		}
-		b->npeers = n;
-		free(pe);
 	}
+	return n;
+}
+
+void cruxd_report(struct cruxd_agent *a, const struct cruxd_pass *p, uint64_t pass_ns)
+{
+	struct cruxd_status_body *b = a->status;
+
+	b->agent_pid = (uint32_t)getpid();
+	b->nlevels = a->cfg.settings.nlevels;
+	if (!a->cl) /* cluster mode: the seq etcd holds (the cluster stage's report) */
+		b->overrides_seq = a->ovr->seq;
+	b->passes = a->passes;
+	b->reschedules = a->pl.reschedules;
+	b->last_pass_ns = pass_ns;
+	b->interval_ns = a->cfg.interval_ns;
+	b->profile_window_ns = a->cfg.profile_window_ns;
+	b->table_generation = a->table_gen;
+	b->records_valid = p->scan.valid;
+	b->records_invalid = p->scan.invalid;
+	b->records_busy = p->scan.busy;
+	b->records_reaped = p->scan.reaped;
+	b->nhosts_topology = a->topo ? (uint32_t)crux_sched_topo_n_hosts(a->topo) : 0;
+	b->max_slowdown = a->cfg.guard.bound;
+	b->guard_changes = cruxd_guard_changes(a->guard);
+	b->guard_infeasible = a->pl.guard_infeasible;
+	snprintf(b->topology, sizeof(b->topology), "%s", a->topo ? a->cfg.topology : "");
+	snprintf(b->overrides_error, sizeof(b->overrides_error), "%s", a->ovr_error);
+	b->njobs = a->cl ? cluster_jobs(a, p, b) : planner_jobs(a, p, b);
+	b->npeers = probed_peers(&p->probe, b);
 }
