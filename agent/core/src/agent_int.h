@@ -19,8 +19,9 @@
  *   report.c    decisions, rows, snapshot   -> the status record for cruxctl
  *
  * jobs.c (the job table) and ports.c (probe snapshot -> ports) are read by the
- * stages; no stage calls a later one or goes back to an earlier one. The pass
- * reads no clock for its decisions: it takes 'now' as input.
+ * stages. No stage calls back into an earlier one; the cluster stage runs the
+ * planner on the leader (its plan callback), as agent.c does in single-host
+ * mode. The pass reads no clock for its decisions: it takes 'now' as input.
  */
 #ifndef CRUXD_AGENT_INT_H
 #define CRUXD_AGENT_INT_H
