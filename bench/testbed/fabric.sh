@@ -24,7 +24,12 @@
 # State (parameters, host list, owner) is kept in /run/crux-testbed<T>; a run
 # that finds state or namespaces of an earlier run whose owner is gone cleans
 # them first; one whose owner is alive refuses to start.
+#
+# Built with the tests' shell harness (tests/lib/harness.sh: namespaces, veth
+# pairs, router settings, the one exit trap); the namespaces outlive 'up'.
 set -euo pipefail
+# shellcheck source=../../tests/lib/harness.sh
+. "$(cd "$(dirname "$0")" && pwd)/../../tests/lib/harness.sh"
 
 PROG=fabric.sh
 TAG=""
@@ -267,16 +272,6 @@ shape() {
 	done
 }
 
-router_sysctls() {
-	local ns="$1"
-	ip netns exec "$ns" sysctl -qw net.ipv4.ip_forward=1
-	ip netns exec "$ns" sysctl -qw net.ipv4.fib_multipath_hash_policy=3
-	ip netns exec "$ns" sysctl -qw net.ipv4.fib_multipath_hash_fields=0x17
-	ip netns exec "$ns" sysctl -qw net.ipv4.icmp_ratelimit=0
-	ip netns exec "$ns" sysctl -qw net.ipv4.conf.all.rp_filter=0
-	ip netns exec "$ns" sysctl -qw net.ipv4.conf.default.rp_filter=0
-}
-
 do_up() {
 	local l h s ns hns lns sns i
 	mkdir -p "$STATE"
@@ -300,25 +295,18 @@ EOF
 	: >"$STATE/hosts"
 	for ((s = 0; s < SPINES; s++)); do
 		sns="$PFX-s$s"
-		ip netns add "$sns"
-		ip -n "$sns" link set lo up
-		router_sysctls "$sns"
+		cxt_ns_lasting "$sns"
+		cxt_router "$sns"
 	done
 	i=0
 	for ((l = 0; l < LEAVES; l++)); do
 		lns="$PFX-l$l"
-		ip netns add "$lns"
-		ip -n "$lns" link set lo up
-		router_sysctls "$lns"
+		cxt_ns_lasting "$lns"
+		cxt_router "$lns"
 		for ((h = 0; h < HPL; h++)); do
 			hns="$PFX-h$i"
-			ip netns add "$hns"
-			ip -n "$hns" link set lo up
-			ip link add "h$h" netns "$lns" type veth peer name eth0 netns "$hns"
-			ip -n "$lns" addr add "198.18.$l.$((4 * h + 1))/30" dev "h$h"
-			ip -n "$hns" addr add "198.18.$l.$((4 * h + 2))/30" dev eth0
-			ip -n "$lns" link set "h$h" up
-			ip -n "$hns" link set eth0 up
+			cxt_ns_lasting "$hns"
+			cxt_veth "$lns" "h$h" "198.18.$l.$((4 * h + 1))" "$hns" eth0 "198.18.$l.$((4 * h + 2))" 30
 			if [ "$CWND" -gt 0 ]; then
 				ip -n "$hns" route add default via "198.18.$l.$((4 * h + 1))" rto_min "${RTO_MIN}ms" \
 					cwnd lock "$CWND"
@@ -333,11 +321,7 @@ EOF
 		done
 		for ((s = 0; s < SPINES; s++)); do
 			sns="$PFX-s$s"
-			ip link add "s$s" netns "$lns" type veth peer name "l$l" netns "$sns"
-			ip -n "$sns" addr add "198.19.$s.$((4 * l + 1))/30" dev "l$l"
-			ip -n "$lns" addr add "198.19.$s.$((4 * l + 2))/30" dev "s$s"
-			ip -n "$sns" link set "l$l" up
-			ip -n "$lns" link set "s$s" up
+			cxt_veth "$sns" "l$l" "198.19.$s.$((4 * l + 1))" "$lns" "s$s" "198.19.$s.$((4 * l + 2))" 30
 			shape "$sns" "l$l" "$SPINE_RATE"
 			shape "$lns" "s$s" "$SPINE_RATE"
 			ip -n "$sns" route add "198.18.$l.0/24" via "198.19.$s.$((4 * l + 2))"
@@ -420,12 +404,11 @@ up)
 		echo "$PROG: cleaning up the leftovers of an unfinished run (tag '$TAG')" >&2
 		do_down
 	fi
-	# Any failure while building tears everything down again (rc is set in the trap).
-	# shellcheck disable=SC2154
-	trap 'rc=$?; if [ $rc -ne 0 ]; then echo "$PROG: building the fabric failed; tearing it down" >&2; do_down; fi' EXIT
-	trap 'exit 130' INT TERM
+	# Any failure while building tears everything down again (the harness's exit
+	# trap, which silences its actions: the message goes to stderr kept on fd 7).
+	exec 7>&2
+	cxt_at_failure 'echo "$PROG: building the fabric failed; tearing it down" >&7; do_down'
 	do_up
-	trap - EXIT
 	;;
 down)
 	parse_args "$@"

@@ -7,11 +7,12 @@
 # crux/NAME.h under some include/). A rename without a README update fails here, naming both.
 # Usage: readme-files.sh [REPO_ROOT]
 set -u
+. "$(cd "$(dirname "$0")" && pwd)/../lib/harness.sh"
 root=${1:-.}
 cd "$root" || { echo "readme-files: cannot enter $root" >&2; exit 1; }
 bad=0
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
+cxt_workdir readme-files
+tmp=$CXT_W
 
 complain() {
 	echo "$1" >&2

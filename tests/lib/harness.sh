@@ -1,6 +1,7 @@
 # shellcheck shell=sh
-# The integration tests' shell harness (sourced): skip and fail with a reason,
-# one cleanup trap that runs registered actions newest first, a work directory
+# The integration tests' shell harness (sourced; also by the testbed's fabric.sh):
+# skip and fail with a reason, one cleanup trap that runs registered actions
+# newest first (or only on failure), a work directory
 # that an unprivileged rank can enter (root's home is mode 700), network
 # namespaces that are always removed, veth pairs and the leaf-spine fabric.
 # Every name starts with cxt_ (CXT_ for variables) so a sourcing script keeps its own.
@@ -36,10 +37,10 @@ cxt_need_cmd() {
 cxt_fail() {
 	echo "FAIL: $*"
 	if [ -n "$CXT_W" ]; then
-		for f in "$CXT_W"/*.log; do
-			[ -f "$f" ] || continue
-			echo "--- $f"
-			tail -n "${CXT_LOG_LINES:-30}" "$f"
+		for cxt_log in "$CXT_W"/*.log; do
+			[ -f "$cxt_log" ] || continue
+			echo "--- $cxt_log"
+			tail -n "${CXT_LOG_LINES:-30}" "$cxt_log"
 		done
 	fi
 	exit 1
@@ -52,10 +53,16 @@ cxt_at_exit() {
 $CXT_ACTIONS"
 }
 
+# cxt_at_failure CMD: like cxt_at_exit, but only when the script exits non-zero
+# (a tool that builds something lasting tears down what it half built).
+cxt_at_failure() {
+	cxt_at_exit "[ \"\$cxt_rc\" -eq 0 ] || { $1; }"
+}
+
 # cxt_kill_at_exit PID...: SIGKILL and reap these processes at exit.
 cxt_kill_at_exit() {
-	for p in "$@"; do
-		cxt_at_exit "kill -KILL $p 2>/dev/null; wait $p 2>/dev/null"
+	for cxt_pid in "$@"; do
+		cxt_at_exit "kill -KILL $cxt_pid 2>/dev/null; wait $cxt_pid 2>/dev/null"
 	done
 }
 
@@ -88,8 +95,14 @@ cxt_workdir() {
 
 # cxt_ns NAME: a network namespace with lo up, deleted at exit.
 cxt_ns() {
-	ip netns add "$1" || cxt_fail "ip netns add $1"
+	cxt_ns_lasting "$1"
 	cxt_at_exit "ip netns del $1"
+}
+
+# cxt_ns_lasting NAME: a network namespace with lo up that outlives the script
+# (a tool's fabric, which its own teardown removes).
+cxt_ns_lasting() {
+	ip netns add "$1" || cxt_fail "ip netns add $1"
 	ip -n "$1" link set lo up
 }
 
@@ -97,10 +110,10 @@ cxt_ns() {
 # port (hash policy 3, fields 0x17: addresses, protocol, source port), answer
 # TTL probes without rate limit, and accept asymmetric paths.
 cxt_router() {
-	for s in net.ipv4.ip_forward=1 net.ipv4.fib_multipath_hash_policy=3 \
+	for cxt_sysctl in net.ipv4.ip_forward=1 net.ipv4.fib_multipath_hash_policy=3 \
 		net.ipv4.fib_multipath_hash_fields=0x17 net.ipv4.icmp_ratelimit=0 \
 		net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0; do
-		ip netns exec "$1" sysctl -qw "$s" || cxt_fail "sysctl $s in $1"
+		ip netns exec "$1" sysctl -qw "$cxt_sysctl" || cxt_fail "sysctl $cxt_sysctl in $1"
 	done
 }
 

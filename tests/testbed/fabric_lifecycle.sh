@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # The namespace fabric: built as asked (routes, ECMP hash policy, HTB classes
 # per level), strict priority by DSCP on a shaped link, refusal to build over
-# a live run, clean-up of a dead run's leftovers, nothing left after 'down'.
+# a live run, clean-up of a dead run's leftovers, nothing left after 'down' or
+# after a build that failed half way.
 #   fabric_lifecycle.sh SOURCE_ROOT   (root; exit 77 otherwise)
 set -uo pipefail
 . "$(dirname "$0")/../lib/harness.sh"
@@ -67,4 +68,16 @@ grep -q "cleaning up the leftovers" <<<"$out" || fail "no clean-up message: $out
 "$F" down --tag "$TAG" || fail "down"
 [ "$(count_ns)" -eq 0 ] || fail "namespaces left after down"
 [ ! -e "/run/crux-testbed$TAG" ] || fail "state left after down"
+
+# A build that fails half way (here a tc that refuses every command, after the
+# namespaces and links exist) tears down what it built.
+cxt_workdir cxtb-tc
+printf '#!/bin/sh\nexit 1\n' >"$CXT_W/tc"
+chmod +x "$CXT_W/tc"
+if out="$(PATH="$CXT_W:$PATH" "$F" up --tag "$TAG" --leaves 1 --hosts-per-leaf 2 --spines 1 2>&1)"; then
+	fail "up succeeded with a failing tc"
+fi
+grep -q "tearing it down" <<<"$out" || fail "no tear-down message: $out"
+[ "$(count_ns)" -eq 0 ] || fail "the failed build left $(count_ns) namespaces"
+[ ! -e "/run/crux-testbed$TAG" ] || fail "the failed build left its state"
 echo "PASS"
