@@ -455,8 +455,8 @@ static void test_lane_switch(void **state)
 	/* the very next message leaves on the new lane: held until it is up, none slips */
 	send_one(sb, rb, 4000, 2);
 	assert_int_equal(s->cur->id, 1);
-	/* the message, its size, and the bell that told the receiver of the move (LANE_MOVE) */
-	assert_int_equal(vxd_qp_bytes(s->cur->qps[0]->qp_num), 4000 + 2 * sizeof(uint64_t));
+	/* the message and the bell that told the receiver of the move (LANE_MOVE) */
+	assert_int_equal(vxd_qp_bytes(s->cur->qps[0]->qp_num), 4000 + sizeof(uint64_t));
 	for (unsigned i = 3; i < 40; i++)
 		send_one(sb, rb, 1000 + i * 1500, i);
 	assert_int_equal(s->cur->id, 1);
@@ -650,6 +650,53 @@ static void test_ctrl_bell(void **state)
 	/* the new lane carries the next message; every byte checked */
 	send_one(sb, rb, 3000, 2);
 	assert_int_equal(s->cur->id, 1);
+}
+
+/*
+ * A single receive's size is the completion's byte_len (one WRITE WITH
+ * IMMEDIATE per message, as NCCL's single-receive sends); a grouped receive
+ * still gets each size written into its table before the data. Every size
+ * and byte checked, and what the sender's queue pair wrote counted.
+ */
+static void test_sizes_by_byte_len(void **state)
+{
+	static unsigned char sb[2][4096], rb[2][4096];
+	struct vx_comm *s = sc;
+	void *smr, *rmr, *sreq[2], *rreq, *rdata[2] = {rb[0], rb[1]}, *rmh[2];
+	size_t cap[2] = {4096, 4096};
+	int tags[2] = {1, 2}, sizes[2];
+	uint64_t before;
+	(void)state;
+
+	assert_int_equal(cruxn_reg_mr(sc, sb, sizeof(sb), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_reg_mr(rc, rb, sizeof(rb), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
+	rmh[0] = rmh[1] = rmr;
+	for (unsigned round = 0; round < 2; round++) {
+		int n = (int)round + 1; /* a single receive, then a group of two */
+		before = vxd_qp_bytes(s->cur->qps[0]->qp_num);
+		assert_int_equal(cruxn_irecv(rc, n, rdata, cap, tags, rmh, &rreq), CRUXN_SUCCESS);
+		for (int i = 0; i < n; i++) {
+			fill(sb[i], 1234 + (size_t)i * 1000, round * 2 + (unsigned)i);
+			sreq[i] = NULL;
+			for (int k = 0; !sreq[i] && k < 1000; k++)
+				assert_int_equal(cruxn_isend(sc, sb[i], 1234 + (size_t)i * 1000,
+							     tags[i], smr, &sreq[i]),
+						 CRUXN_SUCCESS);
+			assert_non_null(sreq[i]);
+		}
+		for (int i = 0; i < n; i++)
+			wait_done(sreq[i], NULL);
+		wait_done(rreq, sizes);
+		for (int i = 0; i < n; i++) {
+			assert_int_equal(sizes[i], 1234 + i * 1000);
+			check(rb[i], 1234 + (size_t)i * 1000, round * 2 + (unsigned)i);
+		}
+		/* the data, plus an 8-byte size per message of a group */
+		assert_int_equal(vxd_qp_bytes(s->cur->qps[0]->qp_num) - before,
+				 n == 1 ? 1234 : 1234 + 2234 + 2 * sizeof(uint64_t));
+	}
+	cruxn_dereg_mr(sc, smr);
+	cruxn_dereg_mr(rc, rmr);
 }
 
 /*
@@ -1385,6 +1432,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_lane_close_waits_for_parts, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lane_close_fences_cts, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_ctrl_bell, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sizes_by_byte_len, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_warm_lane_return, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lanes_ahead, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lane_rate_limit, setup, teardown),

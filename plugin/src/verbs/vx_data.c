@@ -22,9 +22,16 @@
  * receive completes when all parts' immediates arrived.
  */
 #define IMM(nparts, req, slot) ((((uint32_t)(nparts)-1) << 8) | ((uint32_t)(req) << 3) | (slot))
-#define IMM_SLOT(imm)	       ((int)((imm)&7))
-#define IMM_REQ(imm)	       ((int)(((imm) >> 3) & (CRUXN_NET_MAX_REQUESTS - 1)))
-#define IMM_PARTS(imm)	       ((int)(((imm) >> 8) & (VX_MAX_QPS - 1)) + 1)
+/*
+ * The message's size is the completion's byte_len (what RC reports for a
+ * WRITE WITH IMMEDIATE): a single receive, one part, no adaptive-routing
+ * split. NCCL carries a single receive's size with the data too (in its
+ * immediate); grouped receives and split messages write the size table.
+ */
+#define IMM_BYTE_LEN   (1u << 11)
+#define IMM_SLOT(imm)  ((int)((imm)&7))
+#define IMM_REQ(imm)   ((int)(((imm) >> 3) & (CRUXN_NET_MAX_REQUESTS - 1)))
+#define IMM_PARTS(imm) ((int)(((imm) >> 8) & (VX_MAX_QPS - 1)) + 1)
 
 struct vx_mr {
 	uint32_t magic;
@@ -295,9 +302,10 @@ static void on_wc(struct vx_comm *c, const struct ibv_wc *wc)
 		uint32_t imm = ntohl(wc->imm_data);
 		int idx = IMM_REQ(imm), slot = IMM_SLOT(imm), q = WR_QP(wc->wr_id);
 		struct cruxn_req *r = &c->b.reqs[idx];
+		uint64_t got;
 
 		if (!r->used || r->is_send || slot >= r->n || r->matched[slot] ||
-		    IMM_PARTS(imm) > c->nqps) {
+		    IMM_PARTS(imm) > c->nqps || ((imm & IMM_BYTE_LEN) && IMM_PARTS(imm) != 1)) {
 			cruxn_vx_fail(c, "data for no posted receive", "bad immediate",
 				      "peer out of step (not a Crux peer?)");
 			return;
@@ -308,14 +316,15 @@ static void on_wc(struct vx_comm *c, const struct ibv_wc *wc)
 			(void)cruxn_vx_post_recvs_qp(c, l, q, 1);
 		if (++vxr(r)->parts[slot] < IMM_PARTS(imm))
 			return; /* more parts on the lane's other QPs */
-		/* the size was written before the first part's data on the same QP */
-		if (c->sizes[idx][slot] > r->cap[slot]) {
+		/* else the size was written before the first part's data on the same QP */
+		got = imm & IMM_BYTE_LEN ? wc->byte_len : c->sizes[idx][slot];
+		if (got > r->cap[slot]) {
 			cruxn_vx_fail(c, "data for a posted receive",
 				      "a size larger than its buffer",
 				      "peer out of step (not a Crux peer?)");
 			return;
 		}
-		r->got[slot] = c->sizes[idx][slot];
+		r->got[slot] = got;
 		r->matched[slot] = true;
 		r->nmatched++;
 		cruxn_vx_note_arrival(c, r, slot);
@@ -574,6 +583,7 @@ static crux_status_t vx_post_send(struct cruxn_base *b, struct cruxn_req *r)
 	uint32_t lkey, rkey;
 	size_t size = r->cap[0], chunk;
 	int nparts, prc;
+	bool by_len;
 
 	if (atomic_load(&c->b.error))
 		return CRUX_ERR_REMOTE;
@@ -613,8 +623,11 @@ static crux_status_t vx_post_send(struct cruxn_base *b, struct cruxn_req *r)
 		cruxn_vx_split(size, c->cur->nqps, &chunk, &nparts);
 	else
 		chunk = size, nparts = 1;
-	/* the size first, then the data; the parts' immediates complete the receive */
-	c->sizes_out[row][k] = size;
+	/* the size first (unless byte_len carries it), then the data; the parts' immediates
+	 * complete the receive */
+	by_len = n == 1 && nparts == 1 && !(c->dev->ar && size > cruxn_vx_qpcfg.ar_threshold);
+	if (!by_len)
+		c->sizes_out[row][k] = size;
 	for (int p = 0; p < nparts; p++) {
 		struct vx_lane *l = c->cur;
 		struct ibv_qp *qp = l->qps[(c->qrr + (uint32_t)p) % (uint32_t)l->nqps];
@@ -624,8 +637,8 @@ static crux_status_t vx_post_send(struct cruxn_base *b, struct cruxn_req *r)
 		int nw = 0;
 
 		/* the size write (first part), the bulk (adaptive routing), the immediate */
-		memset(wr, 0, sizeof(wr[0]) * (size_t)((p == 0) + ar + 1));
-		if (p == 0) {
+		memset(wr, 0, sizeof(wr[0]) * (size_t)((p == 0 && !by_len) + ar + 1));
+		if (p == 0 && !by_len) {
 			sg[0].addr = (uint64_t)(uintptr_t)&c->sizes_out[row][k];
 			sg[0].length = sizeof(uint64_t);
 			sg[0].lkey = c->sizes_out_mr->lkey;
@@ -654,7 +667,8 @@ static crux_status_t vx_post_send(struct cruxn_base *b, struct cruxn_req *r)
 		wr[nw].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
 		wr[nw].sg_list = len && !ar ? &sg[1] : NULL;
 		wr[nw].num_sge = len && !ar ? 1 : 0;
-		wr[nw].imm_data = htonl(IMM(nparts, e[k].req, e[k].slot));
+		wr[nw].imm_data =
+		    htonl(IMM(nparts, e[k].req, e[k].slot) | (by_len ? IMM_BYTE_LEN : 0));
 		wr[nw].send_flags = IBV_SEND_SIGNALED;
 		wr[nw].wr.rdma.remote_addr = e[k].addr + off;
 		wr[nw].wr.rdma.rkey = e[k].rkey;

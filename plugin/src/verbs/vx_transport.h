@@ -22,8 +22,9 @@
 #include "vx.h"
 #include "vx_req.h"
 
-#define VX_MAGIC      0x42565843u /* "CXVB" */
-#define VX_VERSION    4		  /* 3: LANE_CLOSE carries a part count; 4: control bells */
+#define VX_MAGIC 0x42565843u /* "CXVB" */
+/* 3: LANE_CLOSE carries a part count; 4: control bells; 5: byte_len sizes */
+#define VX_VERSION    5
 #define VX_FIFO	      CRUXN_NET_MAX_REQUESTS
 #define VX_SLOTS      CRUXN_NET_MAX_RECVS
 #define VX_RECV_DEPTH (VX_FIFO * VX_SLOTS) /* per QP: one receive per message in flight */
