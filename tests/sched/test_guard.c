@@ -661,6 +661,54 @@ static void test_level_search(void **state)
 }
 
 /*
+ * Levels filled from the bottom (attempt 5), hand-computed in the first
+ * evaluator model on one 1 GB/s link, bound 1.5. Jobs (compute, bytes):
+ * A (0.6 s, 0.4 GB), B (0.6, 0.1), C (0.6, 0.7); alone 1.0 / 0.7 / 1.3 s;
+ * intensities 1.5 / 6 / 0.86, so Crux ranks B > A > C. Unguarded (three
+ * levels) C gets 1 - 0.1/0.7 - 0.4/1.067 = 0.482 GB/s: 0.6 + 0.7/0.482 =
+ * 2.05 s, 1.58x. The lifts end with C sharing A's level (C 1.54x, still
+ * above). Filled from the bottom: C, the least intense, can take the lowest
+ * level under A and B sharing the top one: A and B get 0.5 GB/s each, A 0.6 +
+ * 0.8 = 1.4 s (1.4x), B 0.6 + 0.2 = 0.8 s (1.14x), their loads 0.286 + 0.125
+ * leave C 0.589 GB/s: 0.6 + 0.7/0.589 = 1.788 s (1.375x). Every job within
+ * 1.5, at a higher utilisation than the lifts' plan (0.252 against 0.236).
+ */
+static void test_fill_from_bottom(void **state)
+{
+	struct crux_sched_topo *t = topo();
+	struct crux_sched_jobs js;
+	struct crux_sched_params p;
+	struct crux_sched_schedule *s;
+	struct crux_sched_eval *ev;
+	double T[3], util;
+
+	(void)state;
+	crux_sched_jobs_init(&js);
+	add_job(&js, 1, 1, 0, 0.4e9, 0.6, 0.6);
+	add_job(&js, 2, 2, 0, 0.1e9, 0.6, 0.6);
+	add_job(&js, 3, 3, 0, 0.7e9, 0.6, 0.6);
+	crux_sched_params_default(&p);
+	p.eval_model = CRUX_SCHED_EVAL_ALL_AT_ONCE; /* the hand-computed case */
+	p.max_slowdown = 1.5;
+	assert_int_equal(crux_sched_schedule_new(js.v, js.n, p.levels, &s), CRUX_OK);
+	assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s), CRUX_OK);
+	assert_int_equal(crux_sched_eval_new(&ev), CRUX_OK);
+	assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s, T, &util), CRUX_OK);
+	assert_int_equal(s->guard_infeasible, 0);
+	assert_int_equal(s->guard_violators, 0);
+	assert_int_equal(s->d[0].level, s->d[1].level);
+	assert_true(s->d[2].level < s->d[0].level);
+	assert_true(fabs(T[0] - 1.4) < 1e-6);
+	assert_true(fabs(T[1] - 0.8) < 1e-6);
+	assert_true(fabs(T[2] - (0.6 + 0.7 / (1 - 0.4 / 1.4 - 0.1 / 0.8))) < 1e-6);
+	assert_true(T[2] / 1.3 < 1.5);
+	crux_sched_eval_free(ev);
+	crux_sched_schedule_free(s);
+	crux_sched_jobs_free(&js);
+	crux_sched_topo_free(t);
+}
+
+/*
  * Three levels, three jobs from h0 to h1 (0.9, 0.3 and 1.0 GB per 1.1, 1.3
  * and 1.0 s of compute): job 1 alone on the top level, jobs 2 and 3
  * together on the bottom one, where job 3 runs 2.3x slower than alone. One
@@ -909,6 +957,7 @@ int main(void)
 	    cmocka_unit_test(test_level_search),
 	    cmocka_unit_test(test_reroute),
 	    cmocka_unit_test(test_lift_above_peers),
+	    cmocka_unit_test(test_fill_from_bottom),
 	    cmocka_unit_test(test_bound_random),
 	    cmocka_unit_test(test_shares_in_run),
 	    cmocka_unit_test(test_plan_options),
