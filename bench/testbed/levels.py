@@ -21,6 +21,12 @@ first iteration that started after the job's first decision (decision latency
 from its first iteration), and what fraction of the decided time the job
 shared its level. A model that gives the job a level of its own predicts its
 'alone' time; the run's mean mixes all three.
+
+It also prints how late the machine woke the ranks: the mean, over every
+rank's iterations after the third, of the time its compute (a sleep of
+compute_ms) took beyond compute_ms. On an idle machine that is ~0.1 ms; on a
+loaded one, processes wait for a core, and a ring step waits for the slowest
+of its ranks to wake: a cost of the 2-core host, not of the fabric.
 """
 import argparse
 import datetime
@@ -141,8 +147,24 @@ def analyse(run, job):
     dec = [r for r in rows if r["state"] != "profiling"]
     out["shared_time_fraction"] = (sum(r["shared_fraction"] * r["time_s"] for r in dec) /
                                    sum(r["time_s"] for r in dec)) if dec else None
+    out["wake_late_ms"] = wake_late(run)
     out["rows"] = rows
     return out
+
+
+def wake_late(run, skip=3):
+    """Mean lateness (ms) of the ranks' compute sleeps over all jobs' ranks."""
+    late = []
+    for path in glob.glob(os.path.join(run, "logs", "*-r*.log")):
+        with open(path) as f:
+            head = f.readline().split()
+            rows = [ln.split() for ln in f if ln[:1].isdigit()]
+        kv = dict(x.split("=", 1) for x in head[2:] if "=" in x)
+        if "compute_ms" not in kv:
+            continue
+        c = float(kv["compute_ms"]) / 1e3
+        late += [(int(r[2]) - int(r[1])) / 1e9 - c for r in rows[skip:]]
+    return statistics.fmean(late) * 1e3 if late else None
 
 
 def main():
@@ -164,10 +186,11 @@ def main():
                 d = r[s]
                 return f"{s} {d['count']:2d} x {d['mean_s']:.3f} s" if d["mean_s"] is not None else f"{s}  0"
             sf = r["shared_time_fraction"]
+            wl = "n/a" if r["wake_late_ms"] is None else f"{r['wake_late_ms']:.1f} ms"
             print(f"{os.path.basename(os.path.normpath(run))} {r['job']}: " + ", ".join(fmt(s) for s in
                   ("profiling", "alone", "shared")) +
                   f"; first decided iteration {r['first_decided_iteration']}; level shared "
-                  f"{'n/a' if sf is None else f'{sf * 100:.0f} %'} of the decided time")
+                  f"{'n/a' if sf is None else f'{sf * 100:.0f} %'} of the decided time; ranks woken {wl} late")
             if a.rows:
                 for x in r["rows"]:
                     print(f"  {x['iter']:3d} {x['start_s']:7.2f} s {x['time_s']:.3f} s {x['state']}"

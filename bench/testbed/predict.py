@@ -17,13 +17,14 @@ crux-plan for each arm of the testbed with the reference model on:
                                              no ports, so the flows stay on ECMP paths)
   paths  --policy crux, K levels            (priorities and chosen paths)
 
-The levels are those the agents applied where the result file's run directories
-say (cruxd logs every level change; levels.py): the model runs once per level
-assignment the runs held (--levels-given), profiling included (every job on the
-top level), and weighs each by the time the runs spent in it over the analysis
-window (utilisation: time-weighted; iteration time: the mean over the
-iterations, 1 / sum(share / iteration time)). Without them, the planner's own
-levels.
+The levels are the planner's own (a prediction made before the runs). With
+--applied-levels they are those the agents applied, from the level logs of the
+result file's run directories (cruxd logs every level change; levels.py): the
+model runs once per level assignment the runs held (--levels-given), profiling
+included (every job on the top level), and weighs each by the time the runs
+spent in it over the analysis window (utilisation: time-weighted; iteration
+time: the mean over the iterations, 1 / sum(share / iteration time)): the
+model's error with the stack's decisions given, the planner's noise apart.
 
 each with the testbed's level weights (HTB guaranteed shares) and fairness bound,
 over N ECMP seeds (the testbed hashes source ports: its paths are a draw too).
@@ -337,8 +338,9 @@ def main():
                     help="bytes each flow keeps queued at a shared bottleneck (default: measured by the runs "
                          "of --measured when their directories are there, else the stack's measured value; "
                          "0: a pure fluid model)")
-    ap.add_argument("--planned-levels", action="store_true",
-                    help="the planner's levels even where the runs' level logs say which the agents applied")
+    ap.add_argument("--applied-levels", action="store_true",
+                    help="the levels the agents applied (the level logs of the runs beside --measured), "
+                         "not the planner's")
     ap.add_argument("--out", default="")
     ap.add_argument("--verdict", action="store_true")
     ap.add_argument("--check", action="store_true")
@@ -370,7 +372,10 @@ def main():
         topo, jobs, ids = write_inputs(sc, mods, d)
         inputs = {"topology": open(topo).read(), "jobs": open(jobs).read()}
         for arm in arms:
-            tally = applied_levels(a.measured, sc, arm) if arm != "none" and not a.planned_levels else None
+            tally = applied_levels(a.measured, sc, arm) if arm != "none" and a.applied_levels else None
+            if a.applied_levels and arm != "none" and not tally:
+                die(f"--applied-levels: no level log for every run-{arm}-* beside {a.measured} "
+                    "(cruxd.log or cruxd-h0.log with level lines, trainer logs with realtime_offset_ns)")
             runs = [predict_arm(a, sc, mods, d, arm, s, tally) for s in range(1, a.seeds + 1)]
             if tally:
                 total = sum(tally.values())

@@ -176,6 +176,7 @@ for name, join in (("a", None), ("b", 5.5)):
                     "(table generation 3)\n")
         if join:
             f.write(f"{stamp(T + join)} cruxd[1] INFO: job env:bert-a: level 0 -> 1 (table generation 4)\n")
+    shutil.copytree(run, os.path.join(root, name, "run-paths-1"))
 PY
 python3 "$S/bench/testbed/levels.py" --json "$T/lv.json" "$T/lv/b/run-crux-1" >"$T/lvout" 2>&1 ||
 	fail "levels.py exited $?: $(cat "$T/lvout")"
@@ -186,17 +187,18 @@ assert r["job"] == "gpt" and r["iterations"] == 10 and r["first_decided_iteratio
 assert (r["profiling"]["count"], r["alone"]["count"], r["shared"]["count"]) == (1, 4, 5), r
 assert abs(r["shared_time_fraction"] - 0.5) < 0.02, r["shared_time_fraction"]
 assert abs(r["rows"][5]["shared_fraction"] - 0.5) < 0.06, r["rows"][5]
+assert abs(r["wake_late_ms"]) < 1e-6, r["wake_late_ms"]  # every compute ended on time
 PY
 for v in a b; do
 	python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/lv/$v/testbed.json" --seeds 2 --phases 2 \
-		--out "$T/lv-$v.json" >"$T/lvp" 2>&1 || fail "predict.py on run $v's level log exited $?: $(cat "$T/lvp")"
+		--applied-levels --out "$T/lv-$v.json" >"$T/lvp" 2>&1 || fail "predict.py on run $v's level log exited $?: $(cat "$T/lvp")"
 done
 grep -q "levels: crux as applied (2 assignments)" "$T/lvp" || fail "predict.py does not say the levels were applied: $(cat "$T/lvp")"
 python3 - "$T/lv-a.json" "$T/lv-b.json" <<'PY' || fail "predict.py: the applied levels not used"
 import json, sys
 a, b = (json.load(open(f)) for f in sys.argv[1:])
 la, lb = a["arms"]["crux"]["levels_applied"], b["arms"]["crux"]["levels_applied"]
-assert a["arms"]["crux"]["levels_source"] == "applied" and a["arms"]["paths"]["levels_source"] == "planned", a["arms"]
+assert a["arms"]["crux"]["levels_source"] == "applied", a["arms"]
 assert len(la) == 1 and la[0]["levels"] == {"gpt": 1, "bert-a": 0, "bert-b": 0, "resnet": 0}, la
 assert abs(la[0]["share"] - 1) < 1e-9, la
 shares = {c["levels"]["bert-a"]: c["share"] for c in lb}
@@ -208,9 +210,14 @@ ba, bb = (x["jobs"]["bert-a"]["crux"]["reference_iter_s"] for x in (a, b))
 assert gb > ga * 1.02 and bb < ba, (ga, gb, ba, bb)
 PY
 python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/lv/b/testbed.json" --seeds 1 --phases 1 \
-	--planned-levels --out "$T/lv-p.json" >"$T/lvp" 2>&1 || fail "--planned-levels exited $?"
+	--out "$T/lv-p.json" >"$T/lvp" 2>&1 || fail "predict.py beside level logs exited $?"
 python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["arms"]["crux"]["levels_source"] == "planned", d["arms"]["crux"]' \
-	"$T/lv-p.json" || fail "--planned-levels still used the level log"
+	"$T/lv-p.json" || fail "without --applied-levels the level log was used"
+# a run without its agent's log: --applied-levels refuses, naming what is missing
+rm "$T/lv/b/run-paths-1/cruxd.log"
+python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/lv/b/testbed.json" --seeds 1 --phases 1 \
+	--applied-levels >"$T/lvp" 2>&1
+[ $? -eq 2 ] && grep -q "no level log for every run-paths-" "$T/lvp" || fail "--applied-levels without logs: $(cat "$T/lvp")"
 sed -i 's/ realtime_offset_ns=0//' "$T/lv/b/run-crux-1/logs/gpt-r0.log"
 python3 "$S/bench/testbed/levels.py" "$T/lv/b/run-crux-1" >"$T/lvout" 2>&1
 [ $? -eq 2 ] && grep -q "no realtime_offset_ns" "$T/lvout" || fail "levels.py on an old trainer log: $(cat "$T/lvout")"
