@@ -18,21 +18,25 @@
 
 #include "agent_int.h"
 
-static struct crux_addr A(const char *s)
-{
+static struct crux_addr A(const char *s) {
 	struct crux_addr a;
 	assert_int_equal(crux_addr_parse(s, &a), CRUX_OK);
 	return a;
 }
 
-static void test_snapshot_ports(void **state)
+static void
+test_snapshot_ports(void **state)
 {
 	struct cruxd_agent *a = calloc(1, sizeof(*a));
 	struct cruxd_guard_config gc;
 	struct cruxd_pass *p;
 	struct cruxd_decision *d;
-	struct flow fl = {.src = A("10.0.0.1"), .dst = A("10.0.0.2"), .bytes = 4096, .path = 1,
-			  .src_node = -1, .dst_node = -1};
+	struct flow fl = {.src = A("10.0.0.1"),
+			  .dst = A("10.0.0.2"),
+			  .bytes = 4096,
+			  .path = 1,
+			  .src_node = -1,
+			  .dst_node = -1};
 
 	(void)state;
 	assert_non_null(a);

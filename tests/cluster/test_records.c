@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Host job views and schedule records: round trips, strict decoding, and a
- * merge that is exact and independent of the order hosts are given in. */
+/* Host records (job views as JSON) and schedule records: round trips, strict
+ * decoding, and a merge (crux_jv_merge) that is exact and independent of the
+ * order hosts are given in. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
