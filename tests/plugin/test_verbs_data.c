@@ -432,6 +432,57 @@ static void send_one(unsigned char *sb, unsigned char *rb, size_t len, unsigned 
 	check(rb, len, seed);
 }
 
+/*
+ * Receives go back to a QP in chains of VX_RECV_BATCH, so up to a batch less
+ * one may be owed at any time; a QP holds VX_RECV_DEPTH + VX_RECV_BATCH so
+ * that every message that can be in flight still finds one. Here 8 messages
+ * leave 8 owed, then 32 receives of 8 slots take 256 messages at once,
+ * which the device delivers before the receiver polls anything: with only
+ * VX_RECV_DEPTH posted the 249th finds no receive (receiver not ready).
+ */
+static void test_receives_in_batches(void **state)
+{
+	static unsigned char sbuf[256][64], rbuf[256][64];
+	void *smr, *rmr, *sreq[256], *rreq[32];
+	(void)state;
+
+	assert_int_equal(cruxn_reg_mr(sc, sbuf, sizeof(sbuf), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_reg_mr(rc, rbuf, sizeof(rbuf), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
+	for (unsigned i = 0; i < 8; i++)
+		send_one(sbuf[0], rbuf[0], 64, 500 + i);
+	for (int i = 0; i < 32; i++) {
+		void *d[8], *mh[8];
+		size_t cap[8];
+		int tags[8];
+		for (int j = 0; j < 8; j++) {
+			d[j] = rbuf[i * 8 + j];
+			mh[j] = rmr;
+			cap[j] = 64;
+			tags[j] = j;
+		}
+		assert_int_equal(cruxn_irecv(rc, 8, d, cap, tags, mh, &rreq[i]), CRUXN_SUCCESS);
+		assert_non_null(rreq[i]);
+	}
+	/* 32 sends at a time (the sender's requests), the receiver polling nothing meanwhile */
+	for (int i = 0; i < 256; i++) {
+		fill(sbuf[i], 64, (unsigned)i);
+		sreq[i] = NULL;
+		for (int k = 0; !sreq[i] && k < 1000; k++)
+			assert_int_equal(cruxn_isend(sc, sbuf[i], 64, i % 8, smr, &sreq[i]),
+					 CRUXN_SUCCESS);
+		assert_non_null(sreq[i]);
+		if (i % 32 == 31)
+			for (int j = i - 31; j <= i; j++)
+				wait_done(sreq[j], NULL);
+	}
+	for (int i = 0; i < 32; i++)
+		wait_done(rreq[i], NULL);
+	for (int i = 0; i < 256; i++)
+		check(rbuf[i], 64, (unsigned)i);
+	cruxn_dereg_mr(sc, smr);
+	cruxn_dereg_mr(rc, rmr);
+}
+
 static void test_lane_switch(void **state)
 {
 	static unsigned char sb[65536], rb[65536];
@@ -1433,6 +1484,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_lane_close_fences_cts, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_ctrl_bell, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_sizes_by_byte_len, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_receives_in_batches, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_warm_lane_return, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lanes_ahead, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lane_rate_limit, setup, teardown),

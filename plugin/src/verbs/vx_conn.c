@@ -73,7 +73,7 @@ static struct ibv_qp *qp_create(struct vx_comm *c)
 	ia.qp_type = IBV_QPT_RC;
 	ia.qp_context = c; /* the async-event thread finds the comm of a failed QP */
 	ia.cap.max_send_wr = VX_SEND_DEPTH;
-	ia.cap.max_recv_wr = VX_RECV_DEPTH;
+	ia.cap.max_recv_wr = VX_RECV_POSTED;
 	ia.cap.max_send_sge = 1;
 	ia.cap.max_recv_sge = 1;
 	ia.cap.max_inline_data = sizeof(uint64_t);
@@ -650,7 +650,7 @@ static void recv_ctrl(struct vx_comm *c, const struct vx_msg *m)
 			l->flow_label[i] = m->flow_label[i]; /* the sender's paths, both ways */
 		cruxn_vx_lane_link(c, l);
 		if (cruxn_vx_lane_connect(c, l, m) != CRUX_OK ||
-		    cruxn_vx_post_recvs(c, l, VX_RECV_DEPTH) != CRUX_OK)
+		    cruxn_vx_post_recvs(c, l, VX_RECV_POSTED) != CRUX_OK)
 			return;
 		cruxn_vx_ep_to_msg(c, l, &a, VX_LANE_ACK);
 		cruxn_vx_ctrl_send(c, &a);
@@ -844,18 +844,25 @@ static void ring(struct vx_comm *c)
 	}
 }
 
+/* n zero-length receives on the lane's QP q, in chains of up to VX_RECV_BATCH per call. */
 crux_status_t cruxn_vx_post_recvs_qp(struct vx_comm *c, struct vx_lane *l, int q, int n)
 {
-	for (int i = 0; i < n; i++) {
-		struct ibv_recv_wr wr, *bad = NULL;
-		int prc;
-		memset(&wr, 0, sizeof(wr));
-		wr.wr_id = WR_RECV | ((uint64_t)l->id << 8) | (uint64_t)q;
-		if ((prc = cruxn_ibv_post_recv(l->qps[q], &wr, &bad)) != 0) {
+	struct ibv_recv_wr wr[VX_RECV_BATCH], *bad = NULL;
+	uint64_t id = WR_RECV | ((uint64_t)l->id << 8) | (uint64_t)q;
+
+	while (n > 0) {
+		int k = n < VX_RECV_BATCH ? n : VX_RECV_BATCH, prc;
+		memset(wr, 0, sizeof(wr[0]) * (size_t)k);
+		for (int i = 0; i < k; i++) {
+			wr[i].wr_id = id;
+			wr[i].next = i + 1 < k ? &wr[i + 1] : NULL;
+		}
+		if ((prc = cruxn_ibv_post_recv(l->qps[q], wr, &bad)) != 0) {
 			cruxn_vx_fail(c, "posting receives", cruxn_vx_post_err(prc),
 				      "queue pair out of receive entries");
 			return CRUX_ERR_IO;
 		}
+		n -= k;
 	}
 	return CRUX_OK;
 }

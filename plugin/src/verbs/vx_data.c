@@ -312,8 +312,11 @@ static void on_wc(struct vx_comm *c, const struct ibv_wc *wc)
 		}
 		if (l)
 			l->parts++; /* a closing lane goes once the sender's count is reached */
-		if (l && l->state != VX_LANE_CLOSING && q < l->nqps)
-			(void)cruxn_vx_post_recvs_qp(c, l, q, 1);
+		if (l && l->state != VX_LANE_CLOSING && q < l->nqps &&
+		    ++l->recv_owed[q] == VX_RECV_BATCH) {
+			l->recv_owed[q] = 0;
+			(void)cruxn_vx_post_recvs_qp(c, l, q, VX_RECV_BATCH);
+		}
 		if (++vxr(r)->parts[slot] < IMM_PARTS(imm))
 			return; /* more parts on the lane's other QPs */
 		/* else the size was written before the first part's data on the same QP */

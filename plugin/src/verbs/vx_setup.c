@@ -387,7 +387,7 @@ static crux_status_t accept_build(struct vx_listen *l)
 	c->cur = lane;
 	c->b.marked = cls;
 	if (cruxn_vx_lane_connect(c, lane, &l->in) != CRUX_OK ||
-	    cruxn_vx_post_recvs(c, lane, VX_RECV_DEPTH) != CRUX_OK)
+	    cruxn_vx_post_recvs(c, lane, VX_RECV_POSTED) != CRUX_OK)
 		return CRUX_ERR_IO;
 	cruxn_vx_ep_to_msg(c, lane, &m, VX_ACCEPT);
 	m.addr = (uint64_t)(uintptr_t)c->sizes;

@@ -28,6 +28,13 @@
 #define VX_FIFO	      CRUXN_NET_MAX_REQUESTS
 #define VX_SLOTS      CRUXN_NET_MAX_RECVS
 #define VX_RECV_DEPTH (VX_FIFO * VX_SLOTS) /* per QP: one receive per message in flight */
+/*
+ * Consumed receives go back in chains of VX_RECV_BATCH (one post call per
+ * batch, not per message); a QP holds VX_RECV_DEPTH more than that, so one
+ * is always posted for every message that can be in flight.
+ */
+#define VX_RECV_BATCH  16
+#define VX_RECV_POSTED (VX_RECV_DEPTH + VX_RECV_BATCH)
 
 /* Work request ids: what was posted (CTS write, receive, flush) and on which lane and QP. */
 #define WR_CTS	      (1ull << 63)
@@ -39,7 +46,7 @@
 #define VX_MAX_LANES  4
 #define VX_MAX_QPS    CRUXN_VX_MAX_QPS
 /* every lane's QPs, and the flush QP's one READ per request */
-#define VX_CQ_DEPTH(nqps) (VX_MAX_LANES * (nqps) * (VX_RECV_DEPTH + VX_SEND_DEPTH) + VX_FIFO)
+#define VX_CQ_DEPTH(nqps) (VX_MAX_LANES * (nqps) * (VX_RECV_POSTED + VX_SEND_DEPTH) + VX_FIFO)
 #define VX_MAX_MSG	  0x7fffffffull /* NCCL's IB transport: int sizes */
 /*
  * The control socket is read at least this often when nothing is under way
@@ -125,6 +132,7 @@ struct vx_lane {
 	bool route_refused;		 /* the device cannot realise the route: label 0 (hash) */
 	int outstanding;		 /* signaled work requests not yet completed */
 	int cts_unsignaled;		 /* receiver: CTS writes no completion covers yet */
+	uint8_t recv_owed[VX_MAX_QPS]; /* receiver: consumed, not posted again (< VX_RECV_BATCH) */
 	/*
 	 * Parts (WRITE WITH IMMEDIATE) the sender posted on the lane / the
 	 * receiver's completions of them; a closing lane's queue pairs go only
