@@ -93,6 +93,8 @@ def scenario(name):
             sc[key] = float(rest)
         elif key == "cwnd":
             sc[key] = int(rest)
+        elif key == "profile_window":
+            sc[key] = float(rest)
     return sc
 
 
@@ -271,8 +273,9 @@ def applied_levels(measured_path, sc, arm, step=0.05):
 
 def mix_runs(parts):
     """Per-level-assignment predictions [(share, run)] -> one run-like dict:
-    utilisation by time, each job's iteration time as the mean over iterations."""
-    first = parts[0][1]
+    utilisation by time, each job's iteration time as the mean over iterations; the
+    levels those of the largest share."""
+    first = max(parts, key=lambda x: x[0])[1]
     out = {"ref_model": {"gpu_util": sum(w * r["ref_model"]["gpu_util"] for w, r in parts)},
            "gpu_util": sum(w * r["gpu_util"] for w, r in parts), "jobs": []}
     for j in first["jobs"]:
@@ -284,10 +287,37 @@ def mix_runs(parts):
     return out
 
 
+def profiling_share(sc, prof, planned, ids):
+    """The share of the analysis window (every job past its first iteration until the
+    first job ends) during which the agent still profiles every job on the top level:
+    the jobs start together and each is decided a profiling window after its start
+    (levels.py on the mix runs: 4.5-5.5 s after its first iteration, 8-13 % of the
+    window). `prof`, `planned`: the arm's runs with every job on the top level and on
+    the planned levels."""
+    w = sc.get("profile_window", 0.0)
+    iters = {j["name"]: j["iters"] for j in sc["jobs"]}
+    tp = {ids[j["id"]]: j["ref_iter_time"] for j in prof["jobs"]}
+    td = {ids[j["id"]]: j["ref_iter_time"] for j in planned["jobs"]}
+    start = max(tp.values())
+    end = min(min(w / tp[n], iters[n]) * tp[n] + max(iters[n] - w / tp[n], 0) * td[n] for n in tp)
+    return min(max(w - start, 0.0) / (end - start), 1.0) if end > start else 0.0
+
+
 def predict_arm(a, sc, mods, d, arm, seed, tally):
-    """One seed's prediction of an arm: on the levels the runs held (tally), else the planner's."""
+    """One seed's prediction of an arm: on the levels the runs held (tally), else the
+    planner's, after the profiling window (every job on the top level) where it
+    reaches into the analysis window."""
     if not tally:
-        return plan_arm(a.build, sc, mods, d, arm, seed, a.phases, a.standing_bytes)
+        run = plan_arm(a.build, sc, mods, d, arm, seed, a.phases, a.standing_bytes)
+        if arm == "none" or not sc.get("profile_window"):
+            return run
+        ids = write_inputs(sc, mods, d)[2]
+        top = {j["name"]: sc["levels"] - 1 for j in sc["jobs"]}
+        prof = plan_arm(a.build, sc, mods, d, arm, seed, a.phases, a.standing_bytes, top)
+        p = profiling_share(sc, prof, run, ids)
+        out = mix_runs([(p, prof), (1.0 - p, run)]) if p > 0 else run
+        out["profiling_share"] = p
+        return out
     total = sum(tally.values())
     parts = [(sec / total, plan_arm(a.build, sc, mods, d, arm, seed, a.phases, a.standing_bytes, dict(cfg)))
              for cfg, sec in tally.items()]
@@ -390,6 +420,7 @@ def main():
                                  "reference_error": err(ref_u, mu), "evaluator_error": err(ev_u, mu),
                                  "reference_within_10pct": err(ref_u, mu) is not None and abs(err(ref_u, mu)) <= TOL,
                                  "levels_source": "applied" if arm in applied else "planned",
+                                 "profiling_share": med([r.get("profiling_share") for r in runs]),
                                  "levels": {ids[j["id"]]: sorted({jj["level"] for r2 in runs for jj in r2["jobs"]
                                                                   if jj["id"] == j["id"]})
                                             for j in runs[0]["jobs"]}}

@@ -180,6 +180,7 @@ if [ "$PRINT_SCENARIO" -eq 1 ]; then
 	echo "weights $WEIGHTS"
 	echo "max_slowdown $MAX_SLOWDOWN"
 	echo "cwnd $TCP_CWND"
+	echo "profile_window ${AGENT_WINDOW%s}"
 	for jl in "${JOBS[@]}"; do echo "job $jl"; done
 	exit 0
 fi
