@@ -17,7 +17,7 @@ export CRUX_FUZZ_SECONDS
 DEB_PACKAGES = gcc make pkg-config meson ninja-build libcmocka-dev libibverbs-dev \
 	libibverbs1 ibverbs-providers \
 	clang libclang-rt-14-dev iproute2 tcpdump iperf3 valgrind gnuplot-nox procps \
-	libcurl4-openssl-dev libjson-c-dev etcd-server curl openssl libmicrohttpd-dev \
+	libcurl4-openssl-dev libjson-c-dev zlib1g-dev etcd-server curl openssl libmicrohttpd-dev \
 	clang-format shellcheck
 
 .PHONY: all deps setup build style test test-unit test-asan test-fuzz bench demo clean

@@ -93,7 +93,11 @@ static bool get1(const char *key, struct crux_etcd_kv *out, char *val, size_t ca
 	bool found = r.n == 1;
 	if (found) {
 		*out = r.kvs[0];
-		snprintf(val, cap, "%.*s", (int)r.kvs[0].value_len, (const char *)r.kvs[0].value);
+		/* Bytes, not text: the leader's schedule is packed (zlib). */
+		size_t n = r.kvs[0].value_len < cap - 1 ? r.kvs[0].value_len : cap - 1;
+		memcpy(val, r.kvs[0].value, n);
+		val[n] = '\0';
+		out->value_len = n;
 		out->key = out->value = NULL;
 	}
 	crux_etcd_range_free(&r);
@@ -110,7 +114,7 @@ static bool schedule_is_leaders(void)
 	if (!get1("/crux/it/ctl/leader", &lk, lv, sizeof(lv)) || !lk.lease ||
 	    !get1("/crux/it/ctl/schedule", &kv, v, sizeof(v)))
 		return false;
-	if (crux_cv_schedule_decode(v, strlen(v), &s) != CRUX_OK)
+	if (crux_cv_schedule_unpack(v, kv.value_len, &s) != CRUX_OK)
 		return false;
 	bool ok = s.term == lk.create_revision;
 	crux_cv_schedule_free(&s);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <zlib.h>
 
 #include "crux/cluster_view.h"
 
@@ -285,12 +286,77 @@ static void test_schedule_state(void **state)
 				     CRUX_OK);
 }
 
+/* The packed schedule (zlib, as the leader stores it): a round trip; the
+ * plain text still unpacks; a stream cut short, with trailing bytes, a
+ * broken checksum or unpacking past CRUX_CV_MAX_TEXT is refused. */
+static void test_schedule_packed(void **state)
+{
+	(void)state;
+	struct crux_cv_decision d[64];
+	memset(d, 0, sizeof(d));
+	for (int i = 0; i < 64; i++) {
+		d[i].key = 0x1000 + (uint64_t)i;
+		d[i].level = (uint8_t)(i % 4);
+		snprintf(d[i].id, sizeof(d[i].id), "job-%d", i);
+	}
+	struct crux_cv_schedule s = {.input_revision = 9,
+				     .term = 3,
+				     .lease = 77,
+				     .levels = 4,
+				     .njobs = 64,
+				     .jobs = d},
+				out;
+	char *txt, *z;
+	size_t len, zlen;
+	assert_int_equal(crux_cv_schedule_encode(&s, &txt, &len), CRUX_OK);
+	assert_int_equal(crux_cv_schedule_pack(&s, &z, &zlen), CRUX_OK);
+	assert_true(zlen * 4 < len); /* what every watcher is sent */
+	assert_int_equal(z[0], 'z');
+	assert_int_equal(crux_cv_schedule_unpack(z, zlen, &out), CRUX_OK);
+	assert_int_equal(out.njobs, 64);
+	assert_int_equal(out.lease, 77);
+	assert_string_equal(out.jobs[63].id, "job-63");
+	assert_int_equal(out.jobs[63].level, 3);
+	crux_cv_schedule_free(&out);
+	assert_int_equal(crux_cv_schedule_unpack(txt, len, &out), CRUX_OK);
+	assert_int_equal(out.njobs, 64);
+	crux_cv_schedule_free(&out);
+
+	assert_int_equal(crux_cv_schedule_unpack(z, zlen - 1, &out), CRUX_ERR_CORRUPT);
+	assert_int_equal(crux_cv_schedule_unpack(z, 1, &out), CRUX_ERR_CORRUPT);
+	assert_int_equal(crux_cv_schedule_unpack(z, 0, &out), CRUX_ERR_CORRUPT);
+	char *more = malloc(zlen + 1);
+	memcpy(more, z, zlen);
+	more[zlen] = ' ';
+	assert_int_equal(crux_cv_schedule_unpack(more, zlen + 1, &out), CRUX_ERR_CORRUPT);
+	memcpy(more, z, zlen);
+	more[zlen - 1] ^= 0x5a; /* the adler-32 checksum's last byte */
+	assert_int_equal(crux_cv_schedule_unpack(more, zlen, &out), CRUX_ERR_CORRUPT);
+	free(more);
+	free(z);
+	free(txt);
+
+	/* 2 MiB of spaces after a valid object packs small; it unpacks past the limit. */
+	size_t big = 2u << 20;
+	char *sp = malloc(big);
+	memset(sp, ' ', big);
+	memcpy(sp, "{}", 2);
+	uLongf bl = compressBound((uLong)big);
+	char *bz = malloc(bl + 1);
+	bz[0] = 'z';
+	assert_int_equal(compress2((Bytef *)bz + 1, &bl, (Bytef *)sp, (uLong)big, 9), Z_OK);
+	assert_true(bl < 8192);
+	assert_int_equal(crux_cv_schedule_unpack(bz, bl + 1, &out), CRUX_ERR_CORRUPT);
+	free(bz);
+	free(sp);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_host_roundtrip), cmocka_unit_test(test_host_hostile),
 	    cmocka_unit_test(test_merge),	   cmocka_unit_test(test_schedule),
-	    cmocka_unit_test(test_schedule_state),
+	    cmocka_unit_test(test_schedule_state), cmocka_unit_test(test_schedule_packed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

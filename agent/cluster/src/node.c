@@ -158,7 +158,7 @@ static bool name_ok(const char *s)
 static void take_schedule(struct crux_cluster_node *n, const struct crux_etcd_kv *kv)
 {
 	struct crux_cv_schedule s;
-	crux_status_t st = crux_cv_schedule_decode((const char *)kv->value, kv->value_len, &s);
+	crux_status_t st = crux_cv_schedule_unpack(kv->value, kv->value_len, &s);
 	if (st != CRUX_OK) {
 		if (crux_log_once_key(0x5c4ed0000ull ^ (uint64_t)kv->mod_revision))
 			crux_warn(
@@ -972,7 +972,7 @@ static crux_status_t lead(struct crux_cluster_node *n)
 	s.lease = n->lease;
 	snprintf(s.leader, sizeof(s.leader), "%s", n->host);
 	if (pst == CRUX_OK)
-		pst = crux_cv_schedule_encode(&s, &txt, &len);
+		pst = crux_cv_schedule_pack(&s, &txt, &len);
 	if (pst != CRUX_OK) {
 		/* A planning failure is not an etcd failure: keep the last schedule
 		 * and try again when the inputs change. */

@@ -10,9 +10,12 @@
  * unknown); src "-": every host.
  */
 #include <inttypes.h>
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "cv_internal.h"
 
@@ -245,4 +248,101 @@ out:
 	}
 	*out = s;
 	return CRUX_OK;
+}
+
+#define PACK_TAG 'z'
+
+crux_status_t crux_cv_schedule_pack(const struct crux_cv_schedule *s, char **out, size_t *len)
+{
+	char *txt;
+	size_t tlen;
+	crux_status_t st = crux_cv_schedule_encode(s, &txt, &tlen);
+	if (st != CRUX_OK)
+		return st;
+	uLongf zlen = compressBound((uLong)tlen);
+	char *z = malloc(zlen + 2);
+	if (!z) {
+		free(txt);
+		return CRUX_ERR_NOMEM;
+	}
+	z[0] = PACK_TAG;
+	int rc =
+	    compress2((Bytef *)z + 1, &zlen, (const Bytef *)txt, (uLong)tlen, Z_BEST_COMPRESSION);
+	free(txt);
+	if (rc != Z_OK) {
+		free(z);
+		return CRUX_ERR_NOMEM;
+	}
+	z[zlen + 1] = '\0';
+	*out = z;
+	*len = zlen + 1;
+	return CRUX_OK;
+}
+
+/* Inflate one whole zlib stream into at most CRUX_CV_MAX_TEXT bytes. */
+static crux_status_t inflate_all(const unsigned char *in, size_t inlen, char **out, size_t *outlen)
+{
+	z_stream zs = {0};
+	size_t cap = inlen * 8 + 1024;
+	if (cap > CRUX_CV_MAX_TEXT + 1)
+		cap = CRUX_CV_MAX_TEXT + 1;
+	char *buf = malloc(cap);
+	if (!buf || inlen > UINT_MAX || inflateInit(&zs) != Z_OK) {
+		free(buf);
+		return CRUX_ERR_NOMEM;
+	}
+	crux_status_t st = CRUX_ERR_CORRUPT;
+	zs.next_in = (Bytef *)(uintptr_t)in;
+	zs.avail_in = (uInt)inlen;
+	for (;;) {
+		zs.next_out = (Bytef *)buf + zs.total_out;
+		zs.avail_out = (uInt)(cap - zs.total_out);
+		int rc = inflate(&zs, Z_NO_FLUSH);
+		if (rc == Z_STREAM_END) {
+			/* The whole value is the stream, and the text fits the limit. */
+			if (zs.avail_in == 0 && zs.total_out <= CRUX_CV_MAX_TEXT)
+				st = CRUX_OK;
+			break;
+		}
+		if (rc != Z_OK && rc != Z_BUF_ERROR)
+			break; /* bad data or checksum */
+		if (zs.avail_out > 0)
+			break; /* out of input before the stream's end */
+		if (cap > CRUX_CV_MAX_TEXT)
+			break; /* more than the limit */
+		size_t ncap = cap * 2 > CRUX_CV_MAX_TEXT + 1 ? CRUX_CV_MAX_TEXT + 1 : cap * 2;
+		char *nb = realloc(buf, ncap);
+		if (!nb) {
+			st = CRUX_ERR_NOMEM;
+			break;
+		}
+		buf = nb;
+		cap = ncap;
+	}
+	size_t n = zs.total_out;
+	inflateEnd(&zs);
+	if (st != CRUX_OK) {
+		free(buf);
+		return st;
+	}
+	*out = buf;
+	*outlen = n;
+	return CRUX_OK;
+}
+
+crux_status_t crux_cv_schedule_unpack(const void *value, size_t len, struct crux_cv_schedule *out)
+{
+	const unsigned char *v = value;
+	if (len == 0 || !v)
+		return CRUX_ERR_CORRUPT;
+	if (v[0] != PACK_TAG)
+		return crux_cv_schedule_decode(value, len, out);
+	char *txt;
+	size_t tlen;
+	crux_status_t st = inflate_all(v + 1, len - 1, &txt, &tlen);
+	if (st != CRUX_OK)
+		return st;
+	st = crux_cv_schedule_decode(txt, tlen, out);
+	free(txt);
+	return st;
 }
