@@ -7,6 +7,7 @@
 #   CLUSTER_BENCH_RUNS      runs per N (3)
 #   CLUSTER_BENCH_ARRIVALS  job arrivals per run (100)
 #   CLUSTER_BENCH_THREADS   threads stepping the agents (16; 1: one loop)
+#   CLUSTER_BENCH_SWEEP_MS  each agent's step period (1000: cruxd's pass)
 #   CLUSTER_BENCH_SIZES     "N TTL STEADY_S" specs, ';'-separated
 #                           ("100 10 30;1000 10 60": a lease of 10 s at both sizes)
 #   CLUSTER_BENCH_OUT       result file (bench/results/cluster.json)

@@ -59,6 +59,7 @@ struct crux_cluster_node {
 	double next_keepalive, next_campaign;
 	uint64_t rng;	  /* spreads renewals: hosts started together drift apart */
 	uint64_t wrng;	  /* the watcher's: spreads its retries */
+	uint64_t irng;	  /* the input watcher's */
 	int64_t seen_rev; /* store revision of the leader's last full read of the views */
 	uint64_t renewals;
 	char *view_text; /* to publish */
@@ -112,6 +113,17 @@ struct crux_cluster_node {
 	 * keys and revisions and fetches only the records that changed. */
 	struct view_entry *vc;
 	size_t nvc;
+	/* The leader's input watch (its own thread and handle, started at its
+	 * first term): a host record or an override changing wakes the agent so
+	 * its round runs now, where it waited for its next pass (cruxd: up to a
+	 * second) and probed the store's revision every step. */
+	pthread_t iwatcher;
+	bool iwatcher_started;
+	struct crux_etcd *ie;
+	atomic_int_fast64_t lead_term;	/* the term the input watch serves, 0: none */
+	atomic_int_fast64_t inputs_rev; /* newest input change it saw (or its start) */
+	atomic_bool iwatch_open;	/* streaming from a known revision */
+	_Atomic double iwatch_last;	/* when it last brought a message */
 	/* step only */
 	double next_beat;
 	int64_t written_rev;   /* revision of this leader's last schedule write */
@@ -218,11 +230,11 @@ static bool on_watch(void *arg, const struct crux_etcd_watch_msg *m)
 			pthread_mutex_lock(&n->mu);
 			leader_key_seen(n, put ? kv : NULL);
 			pthread_mutex_unlock(&n->mu);
+			/* Gone: campaign now, not at the next timer or pass. Put: a
+			 * schedule held for its term may be the new leader's. */
 			if (!put)
-				atomic_store(&n->leader_gone,
-					     true); /* campaign now, not at the next timer */
-			else
-				wake(n); /* a schedule held for its term may be the new leader's */
+				atomic_store(&n->leader_gone, true);
+			wake(n);
 		}
 	}
 	pthread_mutex_lock(&n->mu);
@@ -386,6 +398,95 @@ static void *watcher_main(void *arg)
 	return NULL;
 }
 
+/* ---- the leader's input watch ---- */
+
+static void raise_rev(atomic_int_fast64_t *r, int64_t v)
+{
+	int_fast64_t cur = atomic_load(r);
+	while (v > cur && !atomic_compare_exchange_weak(r, &cur, v))
+		;
+}
+
+static bool on_input(void *arg, const struct crux_etcd_watch_msg *m)
+{
+	struct crux_cluster_node *n = arg;
+	size_t cl = strlen(n->k_ctl);
+	bool input = false;
+	for (size_t i = 0; i < m->n; i++) {
+		const struct crux_etcd_kv *kv = &m->events[i].kv;
+		/* ctl/ is the leader's own (schedule, beat) and the election. */
+		if (kv->key_len >= cl && !memcmp(kv->key, n->k_ctl, cl))
+			continue;
+		raise_rev(&n->inputs_rev, kv->mod_revision ? kv->mod_revision : m->revision);
+		input = true;
+	}
+	atomic_store(&n->iwatch_last, mono_s());
+	if (input)
+		wake(n);
+	return !atomic_load(&n->stop) && atomic_load(&n->lead_term) > 0;
+}
+
+static bool input_stop(void *arg)
+{
+	struct crux_cluster_node *n = arg;
+	/* A stream silent past the deadline (the leader's own beats pass
+	 * through it) is dead: list again. */
+	return atomic_load(&n->stop) || atomic_load(&n->lead_term) == 0 ||
+	       mono_s() - atomic_load(&n->iwatch_last) > n->deadline_s;
+}
+
+/* The whole cluster prefix from the revision of a one-key read: a change
+ * after it arrives as an event; one before it is in the leader's next
+ * full read (inputs_rev is raised to it). */
+static void *input_watcher_main(void *arg)
+{
+	struct crux_cluster_node *n = arg;
+	char prefix[96];
+	snprintf(prefix, sizeof(prefix), "/crux/%s/", n->cluster);
+	while (!atomic_load(&n->stop)) {
+		if (atomic_load(&n->lead_term) == 0) {
+			nap(n, 0.1);
+			continue;
+		}
+		struct crux_etcd_range r;
+		if (crux_etcd_get(n->ie, n->k_leader, strlen(n->k_leader), false, &r) != CRUX_OK) {
+			nap(n, 0.1 + 0.4 * xorshift01(&n->irng));
+			continue;
+		}
+		int64_t from = r.revision;
+		crux_etcd_range_free(&r);
+		raise_rev(&n->inputs_rev, from);
+		atomic_store(&n->iwatch_last, mono_s());
+		atomic_store(&n->iwatch_open, true);
+		crux_status_t st = crux_etcd_watch(n->ie, prefix, strlen(prefix), true, from + 1,
+						   on_input, input_stop, n);
+		atomic_store(&n->iwatch_open, false);
+		if (st != CRUX_OK && !atomic_load(&n->stop))
+			nap(n, 0.1 + 0.4 * xorshift01(&n->irng));
+	}
+	return NULL;
+}
+
+/* The input watch says nothing changed since the leader's last full read:
+ * open, heard within a beat and a second (the leader's own beats pass
+ * through it), and no input event after seen_rev. */
+static bool inputs_quiet(struct crux_cluster_node *n)
+{
+	return atomic_load(&n->iwatch_open) &&
+	       mono_s() - atomic_load(&n->iwatch_last) < n->beat_s + 1.0 &&
+	       atomic_load(&n->inputs_rev) <= n->seen_rev;
+}
+
+/* Step only: the input watch serves this term (started at the first). */
+static void input_watch_follow(struct crux_cluster_node *n)
+{
+	atomic_store(&n->lead_term, n->term);
+	if (n->term <= 0 || n->iwatcher_started || !n->ie)
+		return;
+	/* Without it the leader probes the store every step. */
+	n->iwatcher_started = pthread_create(&n->iwatcher, NULL, input_watcher_main, n) == 0;
+}
+
 /* ---- open / close ---- */
 
 crux_status_t crux_cluster_open(const struct crux_cluster_cfg *cfg, struct crux_cluster_node **out,
@@ -420,6 +521,7 @@ crux_status_t crux_cluster_open(const struct crux_cluster_cfg *cfg, struct crux_
 		n->rng = (n->rng ^ (uint8_t)*c) * 0x100000001b3ull;
 	n->rng |= 1;
 	n->wrng = n->rng * 0x9e3779b97f4a7c15ull | 1;
+	n->irng = n->wrng * 0x9e3779b97f4a7c15ull | 1;
 	if (!n->cfg.ttl_s)
 		n->cfg.ttl_s = 10;
 	snprintf(n->cluster, sizeof(n->cluster), "%s", cfg->cluster);
@@ -443,6 +545,8 @@ crux_status_t crux_cluster_open(const struct crux_cluster_cfg *cfg, struct crux_
 	crux_status_t st = crux_etcd_open(&cfg->etcd, &n->e, err, errlen);
 	if (st == CRUX_OK)
 		st = crux_etcd_open(&cfg->etcd, &n->we, err, errlen);
+	if (st == CRUX_OK) /* the input watch's, used once this host leads */
+		st = crux_etcd_open(&cfg->etcd, &n->ie, err, errlen);
 	if (st == CRUX_OK && pthread_create(&n->watcher, NULL, watcher_main, n) != 0) {
 		snprintf(err, errlen, "cluster: cannot start the watcher thread");
 		st = CRUX_ERR_IO;
@@ -450,6 +554,7 @@ crux_status_t crux_cluster_open(const struct crux_cluster_cfg *cfg, struct crux_
 	if (st != CRUX_OK) {
 		crux_etcd_close(n->e);
 		crux_etcd_close(n->we);
+		crux_etcd_close(n->ie);
 		if (n->wake_fd >= 0)
 			close(n->wake_fd);
 		pthread_mutex_destroy(&n->mu);
@@ -477,8 +582,11 @@ static void teardown(struct crux_cluster_node *n)
 	atomic_store(&n->stop, true);
 	if (n->watcher_started)
 		pthread_join(n->watcher, NULL);
+	if (n->iwatcher_started)
+		pthread_join(n->iwatcher, NULL);
 	crux_etcd_close(n->e);
 	crux_etcd_close(n->we);
+	crux_etcd_close(n->ie);
 	if (n->wake_fd >= 0)
 		close(n->wake_fd);
 	crux_cv_schedule_free(&n->latest);
@@ -916,10 +1024,12 @@ static crux_status_t lead(struct crux_cluster_node *n)
 		    "cluster %s: the schedule key was changed by someone other than leader %s "
 		    "at revision %lld: writing the leader's schedule again",
 		    n->cluster, n->host, (long long)foreign);
-	/* Nothing written anywhere since the last full read (a one-key read
-	 * tells the store's revision): the views are unchanged, so skip reading
-	 * all N of them again. */
+	/* Nothing written anywhere since the last full read (the input watch
+	 * says so, or a one-key read tells the store's revision): the views are
+	 * unchanged, so skip reading all N of them again. */
 	if (n->seen_rev && n->planned_term == n->term && !n->replan && !force) {
+		if (inputs_quiet(n))
+			return CRUX_OK;
 		if ((st = crux_etcd_get(n->e, n->k_leader, strlen(n->k_leader), false, &r)) !=
 		    CRUX_OK)
 			return st;
@@ -1300,6 +1410,7 @@ static void resync(struct crux_cluster_node *n)
 	n->last_plan = NULL;
 	n->last_plan_len = 0;
 	n->next_campaign = 0;
+	atomic_store(&n->inputs_rev, 0); /* the input watch lists the new store again */
 	view_cache_drop(n); /* another store: its revisions say nothing of our copies */
 }
 
@@ -1336,6 +1447,7 @@ crux_status_t crux_cluster_step(struct crux_cluster_node *n)
 			crux_info("cluster %s: host %s leads (term %lld)", n->cluster, n->host,
 				  (long long)n->term);
 	}
+	input_watch_follow(n);
 	if (st == CRUX_OK && n->term > 0)
 		st = lead(n);
 	if (st == CRUX_OK && n->term > 0 && now >= n->next_beat)
@@ -1362,6 +1474,12 @@ int crux_cluster_wake_fd(const struct crux_cluster_node *n)
 void crux_cluster_apply_received(struct crux_cluster_node *n)
 {
 	apply_latest(n);
+}
+
+bool crux_cluster_step_due(struct crux_cluster_node *n)
+{
+	return (n->term > 0 && atomic_load(&n->inputs_rev) > n->seen_rev) ||
+	       (n->term == 0 && atomic_load(&n->leader_gone));
 }
 
 void crux_cluster_get_status(struct crux_cluster_node *n, struct crux_cluster_status *out)

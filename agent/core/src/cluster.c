@@ -438,6 +438,13 @@ bool cruxd_cluster_apply_received(struct cruxd_agent *a)
 	if (!cl)
 		return false;
 	before = cl->applies;
+	/* The leader's input watch saw a host or an override change (its
+	 * round: read, plan, write), or the leader key went (campaign): now,
+	 * not at the next pass. */
+	if (crux_cluster_step_due(cl->node)) {
+		cl->now = crux_now_ns(); /* the plan's clock */
+		(void)crux_cluster_step(cl->node);
+	}
 	crux_cluster_apply_received(cl->node);
 	return cl->applies != before;
 }

@@ -120,6 +120,14 @@ void crux_cluster_get_status(struct crux_cluster_node *n, struct crux_cluster_st
  */
 int crux_cluster_wake_fd(const struct crux_cluster_node *n);
 void crux_cluster_apply_received(struct crux_cluster_node *n);
+/*
+ * A step is due now, not at the next pass: the leader's input watch saw a
+ * host record or an override written after its last round (the leader
+ * learns of changes by watching; its round reads what changed, plans and
+ * writes), or the leader key is gone (campaign). Both wake the same
+ * descriptor; the agent then calls crux_cluster_step.
+ */
+bool crux_cluster_step_due(struct crux_cluster_node *n);
 
 #ifdef __cplusplus
 }
