@@ -35,7 +35,8 @@ struct ag_cluster {
 	size_t ovr_len;
 	uint64_t ovr_pushed, ovr_acked; /* local overrides seq handed to / written to etcd */
 	uint64_t now;
-	struct cruxd_decisions *plan; /* where the leader's planner puts its decisions */
+	/* Where the leader's planner puts its decisions: the agent's pass. */
+	struct cruxd_decisions *plan;
 };
 
 /* ---- schedules ----------------------------------------------------------- */
@@ -410,7 +411,6 @@ void cruxd_cluster_pass(struct cruxd_agent *a, struct cruxd_pass *p)
 	crux_status_t st;
 
 	cl->now = p->now;
-	cl->plan = &p->plan;
 	/* The record names this host and an address of its ranks (the first job's last). */
 	snprintf(v->name, sizeof(v->name), "%s", a->cfg.host);
 	memset(&v->addr, 0, sizeof(v->addr));
@@ -558,6 +558,7 @@ crux_status_t cruxd_cluster_open(struct cruxd_agent *a, char *err, size_t errlen
 	cc.plan = plan_cb;
 	cc.apply = apply_cb;
 	cc.arg = a;
+	cl->plan = &a->pass.plan; /* a step between passes plans too (apply_received) */
 	a->cl = cl;
 	st = crux_cluster_open(&cc, &cl->node, err, errlen);
 	if (st != CRUX_OK) {
