@@ -536,13 +536,6 @@ static void lane_unlink_free(struct vx_comm *c, uint32_t id)
 
 /* ---- close -------------------------------------------------------------------- */
 
-void cruxn_vx_note_arrival(struct vx_comm *c, const struct cruxn_req *r, int slot)
-{
-	/* only the row last posted at that index is reported */
-	if (c->rrow - vxr_c(r)->row <= VX_FIFO)
-		c->row_done[vxr_c(r)->row % VX_FIFO] |= (uint8_t)(1u << slot);
-}
-
 bool cruxn_vx_delivered(const struct vx_comm *c, const struct cruxn_req *r)
 {
 	uint32_t d = c->bye_rrow - vxr_c(r)->row;

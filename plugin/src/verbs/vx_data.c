@@ -271,7 +271,7 @@ static void on_wc(struct vx_comm *c, const struct ibv_wc *wc)
 		}
 		return;
 	}
-	l = cruxn_vx_lane_find(c, (uint32_t)WR_LANE(wc->wr_id));
+	l = cruxn_vx_lane_of(c, (uint32_t)WR_LANE(wc->wr_id));
 
 	/* a closed lane's queue pair flushes what it still held: expected, not a failure */
 	if (wc->status == IBV_WC_WR_FLUSH_ERR && (!l || l->state == VX_LANE_CLOSING))

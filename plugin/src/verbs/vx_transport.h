@@ -334,6 +334,11 @@ static inline bool cruxn_vx_lanes_settled(const struct vx_comm *c)
 	       c->settled_dt == atomic_load_explicit(&cruxn_ctx.dt, memory_order_relaxed);
 }
 struct vx_lane *cruxn_vx_lane_find(struct vx_comm *c, uint32_t id);
+/* The same, the current lane (nearly every completion's) without a call. */
+static inline struct vx_lane *cruxn_vx_lane_of(struct vx_comm *c, uint32_t id)
+{
+	return c->cur && c->cur->id == id ? c->cur : cruxn_vx_lane_find(c, id);
+}
 struct vx_lane *cruxn_vx_lane_new(struct vx_comm *c, uint32_t id, const struct cruxn_class *cls,
 				  const struct cruxn_route *route);
 void cruxn_vx_lane_link(struct vx_comm *c, struct vx_lane *l);
@@ -348,7 +353,12 @@ void cruxn_vx_bye(struct vx_comm *c);
 /* Sender: did the receiver's BYE report r's message as arrived? */
 bool cruxn_vx_delivered(const struct vx_comm *c, const struct cruxn_req *r);
 /* Receiver: the arrival of slot 'slot' of r, for the BYE. */
-void cruxn_vx_note_arrival(struct vx_comm *c, const struct cruxn_req *r, int slot);
+static inline void cruxn_vx_note_arrival(struct vx_comm *c, const struct cruxn_req *r, int slot)
+{
+	/* only the row last posted at that index is reported */
+	if (c->rrow - vxr_c(r)->row <= VX_FIFO)
+		c->row_done[vxr_c(r)->row % VX_FIFO] |= (uint8_t)(1u << slot);
+}
 
 /* Receiver: the loopback QP the flush READs go through (created on first use). */
 crux_status_t cruxn_vx_flush_qp(struct vx_comm *c);
