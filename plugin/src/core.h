@@ -134,7 +134,12 @@ struct cruxn_transport_ops {
 	/* NULL op, or *out NULL: nothing to flush (host memory), NCCL gets a NULL request. */
 	crux_status_t (*flush)(struct cruxn_base *c, int n, void **data, int *sizes,
 			       void **mhandles, struct cruxn_req **out);
-	void (*progress)(struct cruxn_base *c);
+	/*
+	 * Moves what can move; false only when nothing changed (no completion,
+	 * no control message, no failure), so test() need not look at the
+	 * request again.
+	 */
+	bool (*progress)(struct cruxn_base *c);
 	bool (*req_done)(const struct cruxn_req *r);
 	/* After the peer closed: can r still finish? */
 	bool (*req_orphaned)(const struct cruxn_req *r);

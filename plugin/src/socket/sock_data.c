@@ -542,12 +542,13 @@ static bool sk_req_done(const struct cruxn_req *r)
 	return r->nmatched == r->n && sr->inline_len == 0;
 }
 
-static void sk_progress(struct cruxn_base *b)
+static bool sk_progress(struct cruxn_base *b)
 {
 	if (b->is_send)
 		send_progress(cruxn_sk(b));
 	else
 		recv_progress(cruxn_sk(b));
+	return true; /* the helpers move bytes meanwhile: always look again */
 }
 
 const struct cruxn_transport_ops cruxn_socket_ops = {

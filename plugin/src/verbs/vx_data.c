@@ -399,19 +399,26 @@ static inline void async_check(struct vx_comm *c)
 		async_failed(c);
 }
 
-/* The control socket and the bound on a gone peer: what progress does besides the CQ. */
-static void ctrl_tick(struct vx_comm *c)
+/*
+ * The control socket and the bound on a gone peer: what progress does
+ * besides the CQ. True: the socket was read.
+ */
+static bool ctrl_tick(struct vx_comm *c)
 {
+	bool read = false;
+
 	/*
 	 * The control socket costs a system call: read it on every call only
 	 * while something is under way there (set-up, a lane change or close,
 	 * queued messages, an error completion waiting for the peer's BYE:
 	 * not ctrl_quiet) or the peer rang for a message, else at most every
-	 * VX_CTRL_POLL_NS (a socket's end without a BYE is seen that much later).
+	 * VX_CTRL_POLL_NS (a socket's end without a BYE is seen that much later;
+	 * the clock is looked at every 16th call).
 	 */
 	if (!c->ctrl_quiet || cruxn_vx_bell_ahead(c) ||
-	    crux_now_ns() - c->ctrl_ns >= VX_CTRL_POLL_NS) {
+	    ((++c->idle_ticks & 15) == 0 && crux_now_ns() - c->ctrl_ns >= VX_CTRL_POLL_NS)) {
 		bool was_open = !c->b.peer_closed;
+		read = true;
 		cruxn_vx_ctrl_progress(c);
 		c->ctrl_ns = crux_now_ns();
 		/*
@@ -428,20 +435,27 @@ static void ctrl_tick(struct vx_comm *c)
 	    (c->b.peer_closed || crux_now_ns() - c->gone_ns > VX_GONE_WAIT_NS))
 		cruxn_vx_fail(c, "work completion error", c->gone_detail,
 			      wc_hint(IBV_WC_RETRY_EXC_ERR));
+	return read;
 }
 
-static void vx_progress(struct cruxn_base *b)
+/* False: an empty CQ, the control socket not read, the lanes settled and no failure. */
+static bool vx_progress(struct cruxn_base *b)
 {
 	struct vx_comm *c = vx_of(b);
+	int n;
+	bool changed;
 
 	async_check(c);
-	if (poll_all(c) < 0)
+	if ((n = poll_all(c)) < 0)
 		cruxn_vx_fail(c, "polling the completion queue", strerror(errno),
 			      "the device failed");
-	ctrl_tick(c);
+	changed = ctrl_tick(c) || n != 0;
 	if (c->b.is_send && !cruxn_vx_lanes_settled(c) && !c->b.peer_closed &&
-	    !atomic_load(&c->b.error))
+	    !atomic_load(&c->b.error)) {
 		cruxn_vx_lanes_progress(c);
+		changed = true;
+	}
+	return changed || atomic_load(&c->b.error);
 }
 
 /* ---- send ------------------------------------------------------------------- */
@@ -545,7 +559,7 @@ static bool vx_peer_ready(struct cruxn_base *b)
 
 	if (cts_posted(c))
 		return true;
-	vx_progress(b);
+	(void)vx_progress(b);
 	if (!cruxn_vx_lanes_settled(c) && !atomic_load(&c->b.error))
 		(void)lane_ready(c); /* a lane the peer never answers fails after CRUX_TIMEOUT */
 	return cts_posted(c) && !atomic_load(&c->b.error);
@@ -567,7 +581,7 @@ static bool vx_send_ready(struct cruxn_base *b)
 		c->hold_ns = 0;
 		return true;
 	}
-	vx_progress(b);
+	(void)vx_progress(b);
 	if (atomic_load(&c->b.error))
 		return true;
 	if (!lane_ready(c))

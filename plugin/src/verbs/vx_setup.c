@@ -84,7 +84,7 @@ void cruxn_vx_destroy(struct cruxn_base *b)
 
 	/* what arrived (completions not yet polled included), then BYE, then the QPs go */
 	if (c->ready && !atomic_load(&c->b.error))
-		c->b.ops->progress(&c->b);
+		(void)c->b.ops->progress(&c->b);
 	cruxn_vx_bye(c);
 	comm_free(c);
 }

@@ -187,6 +187,7 @@ struct vx_comm {
 	 * VX_CTRL_POLL_NS (false, as calloc leaves it: on every call).
 	 */
 	bool ctrl_quiet;
+	uint32_t idle_ticks; /* progress calls while quiet: the clock is read every 16th */
 	/*
 	 * Control bells: each end counts the control messages (kind VX_LANE and
 	 * later) it wrote to the socket and writes the count by RDMA into the
