@@ -139,7 +139,7 @@ cat > "$OUT.tmp" <<JSON
 {
   "benchmark": "plugin-verbs",
   "date": "$(date -u +%Y-%m-%dT%H:%M:%SZ)",
-  "machine": "$(uname -srm), $(nproc) cores, shared with other jobs (noisy)",
+  "machine": "$(uname -srm), $(nproc) cores, shared with other jobs (load average at the end $(cut -d' ' -f1-3 /proc/loadavg))",
   "what": "software cost per message of the plugin's verbs transport over the software RDMA device (tests/softrdma, a test double that carries RC as RoCEv2-shaped UDP packets on loopback through a progress thread), against the socket transport in the same run; not RDMA bandwidth or latency, which need hardware (tools/crux-hw-check)",
   "round_trip": {
     "what": "ping-pong of one message each way (isend+test, irecv+test, buffers registered with regMr), private loopback, callers spin on test",
