@@ -526,6 +526,21 @@ static void test_lane_switch(void **state)
 	cruxn_dereg_mr(rc, rmr);
 }
 
+/* Lane 0, closing, goes at both ends (both progress); then warm lanes and registrations back. */
+static void lane0_gone(struct vx_comm *s, struct vx_comm *r, void *smr, void *rmr)
+{
+	for (int k = 0; k < 1000 && (cruxn_vx_lane_find(r, 0) || cruxn_vx_lane_find(s, 0)); k++) {
+		(void)r->b.ops->progress(&r->b);
+		(void)s->b.ops->progress(&s->b);
+		usleep(100);
+	}
+	assert_null(cruxn_vx_lane_find(r, 0));
+	assert_null(cruxn_vx_lane_find(s, 0));
+	cruxn_vx_qpcfg.warm_lanes = 2;
+	cruxn_dereg_mr(sc, smr);
+	cruxn_dereg_mr(rc, rmr);
+}
+
 /*
  * A receive completion the device writes late (after the sender's LANE_CLOSE
  * crossed the control socket) must not vanish with its lane: mlx5's
@@ -587,16 +602,7 @@ static void test_lane_close_waits_for_parts(void **state)
 	wait_done(sreq, NULL);
 	check(rb[0], sizeof(rb[0]), 21);
 	/* lane 0 goes once its part was counted */
-	for (int k = 0; k < 1000 && (cruxn_vx_lane_find(r, 0) || cruxn_vx_lane_find(s, 0)); k++) {
-		r->b.ops->progress(&r->b);
-		s->b.ops->progress(&s->b);
-		usleep(100);
-	}
-	assert_null(cruxn_vx_lane_find(r, 0));
-	assert_null(cruxn_vx_lane_find(s, 0));
-	cruxn_vx_qpcfg.warm_lanes = 2;
-	cruxn_dereg_mr(sc, smr);
-	cruxn_dereg_mr(rc, rmr);
+	lane0_gone(s, r, smr, rmr);
 }
 
 /*
@@ -655,16 +661,7 @@ static void test_lane_close_fences_cts(void **state)
 	wait_done(rreq, NULL);
 	check(rb, 3000, 2);
 	/* lane 0 goes at both ends once the fence completed */
-	for (int k = 0; k < 1000 && (cruxn_vx_lane_find(r, 0) || cruxn_vx_lane_find(s, 0)); k++) {
-		r->b.ops->progress(&r->b);
-		s->b.ops->progress(&s->b);
-		usleep(100);
-	}
-	assert_null(cruxn_vx_lane_find(r, 0));
-	assert_null(cruxn_vx_lane_find(s, 0));
-	cruxn_vx_qpcfg.warm_lanes = 2;
-	cruxn_dereg_mr(sc, smr);
-	cruxn_dereg_mr(rc, rmr);
+	lane0_gone(s, r, smr, rmr);
 }
 
 /*
