@@ -291,7 +291,7 @@ def profiling_share(sc, prof, planned, ids):
     """The share of the analysis window (every job past its first iteration until the
     first job ends) during which the agent still profiles every job on the top level:
     the jobs start together and each is decided a profiling window after its start
-    (levels.py on the mix runs: 4.5-5.5 s after its first iteration, 8-13 % of the
+    (levels.py on the mix runs: 4.5-5.5 s after its first iteration, 4-13 % of the
     window). `prof`, `planned`: the arm's runs with every job on the top level and on
     the planned levels."""
     w = sc.get("profile_window", 0.0)
