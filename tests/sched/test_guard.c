@@ -709,6 +709,57 @@ static void test_fill_from_bottom(void **state)
 }
 
 /*
+ * A bound strict priority cannot hold though the average loads fit: one
+ * 1 GB/s link, bound 1.5, first evaluator model. Jobs (compute, bytes): A
+ * (0.5 s, 0.5 GB), B (0.6, 0.4), C (0.7, 0.6); alone 1.0 / 1.0 / 1.3 s. At
+ * their bounds they need 0.33 + 0.27 + 0.31 = 0.91 GB/s, so the estimate
+ * reports none. By hand, no level assignment holds all three: on one level
+ * A takes 0.5 + 0.5 / (1/3) = 2.0 s; whichever job is alone at the bottom
+ * gets what the two above it leave at their own speed (A 1.75x, B 1.74x,
+ * C 1.75x); with one job on top and two sharing below, one of them misses
+ * (A on top: B 2.2x; B: A 2.17x; C: A 2.36x); in three levels the lowest
+ * gets 0.18-0.25 GB/s (2.5x or more). The filling from the bottom leaves
+ * A, its worst violator, at the bottom; it gives A up and fills again: A is
+ * reported, below B and C sharing a level, B 0.6 + 0.8 = 1.4 s, C 0.7 + 1.2 = 1.9 s
+ * (1.46x), A 0.5 + 0.5 / (1 - 0.4/1.4 - 0.6/1.9) s = 1.75x, and no job it
+ * holds is left above 1.5 (before: the same levels, A counted a violator).
+ */
+static void test_fill_gives_up(void **state)
+{
+	struct crux_sched_topo *t = topo();
+	struct crux_sched_jobs js;
+	struct crux_sched_params p;
+	struct crux_sched_schedule *s;
+	struct crux_sched_eval *ev;
+	double T[3], util;
+
+	(void)state;
+	crux_sched_jobs_init(&js);
+	add_job(&js, 1, 1, 0, 0.5e9, 0.5, 0.5);
+	add_job(&js, 2, 2, 0, 0.4e9, 0.6, 0.6);
+	add_job(&js, 3, 3, 0, 0.6e9, 0.7, 0.7);
+	crux_sched_params_default(&p);
+	p.eval_model = CRUX_SCHED_EVAL_ALL_AT_ONCE; /* the hand-computed case */
+	p.max_slowdown = 1.5;
+	assert_int_equal(crux_sched_schedule_new(js.v, js.n, p.levels, &s), CRUX_OK);
+	assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s), CRUX_OK);
+	assert_int_equal(crux_sched_eval_new(&ev), CRUX_OK);
+	assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s, T, &util), CRUX_OK);
+	assert_int_equal(s->guard_infeasible, 1);
+	assert_int_equal(s->d[0].infeasible, 1);
+	assert_int_equal(s->guard_violators, 0);
+	assert_int_equal(s->d[1].level, s->d[2].level);
+	assert_true(s->d[0].level < s->d[1].level);
+	assert_true(fabs(T[1] - 1.4) < 1e-6);
+	assert_true(fabs(T[2] - 1.9) < 1e-6);
+	assert_true(fabs(T[0] - (0.5 + 0.5 / (1 - 0.4 / 1.4 - 0.6 / 1.9))) < 1e-6);
+	crux_sched_eval_free(ev);
+	crux_sched_schedule_free(s);
+	crux_sched_jobs_free(&js);
+	crux_sched_topo_free(t);
+}
+
+/*
  * Three levels, three jobs from h0 to h1 (0.9, 0.3 and 1.0 GB per 1.1, 1.3
  * and 1.0 s of compute): job 1 alone on the top level, jobs 2 and 3
  * together on the bottom one, where job 3 runs 2.3x slower than alone. One
@@ -958,6 +1009,7 @@ int main(void)
 	    cmocka_unit_test(test_reroute),
 	    cmocka_unit_test(test_lift_above_peers),
 	    cmocka_unit_test(test_fill_from_bottom),
+	    cmocka_unit_test(test_fill_gives_up),
 	    cmocka_unit_test(test_bound_random),
 	    cmocka_unit_test(test_shares_in_run),
 	    cmocka_unit_test(test_plan_options),

@@ -31,8 +31,9 @@
 #define GUARD_MODEL_GAP 1.5
 /* The bottom-up filling: its evaluations at most (each a full one), and the
  * network jobs above which it is not tried (its cost grows with both). */
-#define FILL_EVALS 96
-#define FILL_JOBS  256
+#define FILL_EVALS   96
+#define FILL_JOBS    256
+#define FILL_GIVE_UP 3 /* jobs it may give up on top of the estimate's */
 
 crux_status_t crux_sched_slowdown_parse(const char *text, double *out, struct crux_sched_err *err)
 {
@@ -632,7 +633,8 @@ static size_t net_jobs(const struct crux_sched_job *jobs, size_t n)
 
 static crux_status_t guard_bottom_up(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 				     size_t n, double bound, const unsigned char *gave_up,
-				     struct crux_sched_schedule *s, int *moves, struct guard_res *r)
+				     struct crux_sched_schedule *s, int *moves, struct guard_res *r,
+				     int *worst_i)
 {
 	struct guard_ws w;
 	int *was = malloc(n * sizeof(int));
@@ -702,9 +704,15 @@ static crux_status_t guard_bottom_up(struct crux_sched_topo *t, const struct cru
 	if (st)
 		goto out;
 	r->left = 0;
+	*worst_i = -1;
 	for (size_t i = 0; i < n; i++) {
-		r->left += !(gave_up && gave_up[i]) && over_bound(&w, i);
+		int v = !(gave_up && gave_up[i]) && over_bound(&w, i);
+
+		r->left += v;
 		*moves += s->d[i].level != was[i];
+		if (v && !jobs[i].urgent &&
+		    (*worst_i < 0 || bound_ratio(&w, i) > bound_ratio(&w, (size_t)*worst_i)))
+			*worst_i = (int)i;
 	}
 	r->util = f.util;
 	r->worst = guard_worst(&w, n);
@@ -718,7 +726,8 @@ out:
 
 static crux_status_t guard_run(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 			       size_t n, const struct crux_sched_params *p,
-			       const unsigned char *gave_up, struct crux_sched_schedule *s)
+			       const unsigned char *gave_up, unsigned char *extra,
+			       struct crux_sched_schedule *s)
 {
 	struct crux_sched_schedule *orig = NULL, *best = NULL;
 	struct guard_res r, rb, r0;
@@ -730,6 +739,8 @@ static crux_status_t guard_run(struct crux_sched_topo *t, const struct crux_sche
 		return CRUX_OK;
 	if (!(bound >= 1) || s->n_jobs != n)
 		return CRUX_ERR_INVAL;
+	for (size_t i = 0; extra && i < n; i++)
+		extra[i] = 0;
 	st = crux_sched_schedule_new(jobs, n, s->levels, &orig);
 	if (!st)
 		st = crux_sched_schedule_new(jobs, n, s->levels, &best);
@@ -809,16 +820,32 @@ static crux_status_t guard_run(struct crux_sched_topo *t, const struct crux_sche
 	/* 5. Still above it: the levels filled from the bottom, on the best
 	 * paths so far; kept when it leaves fewer jobs above their bound. */
 	if (!st && rb.left > 0 && s->levels > 1 && net_jobs(jobs, n) <= FILL_JOBS) {
-		int moves = 0;
+		unsigned char *gu = calloc(n, 1);
+		int moves = 0, wi = -1;
 
-		st = crux_sched_schedule_copy(s, best);
-		if (!st)
-			st = guard_bottom_up(t, jobs, n, bound, gave_up, s, &moves, &r);
+		st = gu ? CRUX_OK : CRUX_ERR_NOMEM;
+		for (size_t i = 0; !st && gave_up && i < n; i++)
+			gu[i] = gave_up[i];
+		/* A job the filling finds no level for, with the others held, is
+		 * given up too (its worst violator, FILL_GIVE_UP at most) and the
+		 * filling starts again: no schedule of levels it tried holds it. */
+		for (int g = 0; !st; g++) {
+			moves = 0;
+			st = crux_sched_schedule_copy(s, best);
+			if (!st)
+				st = guard_bottom_up(t, jobs, n, bound, gu, s, &moves, &r, &wi);
+			if (st || r.left == 0 || wi < 0 || !extra || g == FILL_GIVE_UP)
+				break;
+			gu[wi] = 1;
+		}
 		if (!st && guard_better(&r, &rb)) {
 			rb = r;
 			lifts_b += moves;
 			st = crux_sched_schedule_copy(best, s);
+			for (size_t i = 0; extra && i < n; i++)
+				extra[i] = gu[i] && !(gave_up && gave_up[i]);
 		}
+		free(gu);
 	}
 	/* Never worse than no guard: if the moves raised the worst predicted
 	 * slowdown and still miss the bound, the compression stays as it was. */
@@ -826,6 +853,8 @@ static crux_status_t guard_run(struct crux_sched_topo *t, const struct crux_sche
 		st = crux_sched_schedule_copy(best, orig);
 		rb.left = r0.left0;
 		lifts_b = 0;
+		for (size_t i = 0; extra && i < n; i++)
+			extra[i] = 0;
 	}
 	if (!st)
 		st = crux_sched_schedule_copy(s, best);
@@ -989,7 +1018,8 @@ out:
 
 static crux_status_t guard_main(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 				size_t n, const struct crux_sched_params *p,
-				const unsigned char *gave_up, struct crux_sched_schedule *s);
+				const unsigned char *gave_up, unsigned char *extra,
+				struct crux_sched_schedule *s);
 
 /* s evaluated: the highest slowdown of any job (T over its isolated time) and
  * (left, may be NULL) the jobs not in inf above their own bound. */
@@ -1024,36 +1054,32 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
 {
 	struct crux_sched_job *tmp = NULL;
 	struct crux_sched_schedule *orig = NULL;
-	unsigned char *inf = NULL;
+	unsigned char *inf = NULL, *extra = NULL;
 	double *relax = NULL, worst0 = 0, worst1 = 0;
-	int count = 0, left = 0;
+	int count = 0, left = 0, extras = 0;
 	crux_status_t st;
 
 	s->guard_infeasible = 0;
 	for (size_t i = 0; i < s->n_jobs; i++)
 		s->d[i].infeasible = 0;
 	if (!(p->max_slowdown > 0) || n == 0 || s->n_jobs != n || p->guard_enforce_all)
-		return guard_main(t, jobs, n, p, NULL, s);
+		return guard_main(t, jobs, n, p, NULL, NULL, s);
 	inf = malloc(n);
+	extra = calloc(n, 1);
 	relax = malloc(n * sizeof(double));
-	st = inf && relax ? CRUX_OK : CRUX_ERR_NOMEM;
+	tmp = malloc(n * sizeof(*tmp));
+	st = inf && extra && relax && tmp ? CRUX_OK : CRUX_ERR_NOMEM;
 	if (!st)
 		st = guard_infeasible(t, jobs, n, p->max_slowdown, s, inf, relax, &count);
-	if (st)
-		goto out;
-	if (!count) {
-		st = guard_main(t, jobs, n, p, NULL, s);
-		goto out;
-	}
-	/* The others keep their bounds; the infeasible ones get what they can. */
-	tmp = malloc(n * sizeof(*tmp));
-	st = tmp ? crux_sched_schedule_new(jobs, n, s->levels, &orig) : CRUX_ERR_NOMEM;
+	if (!st)
+		st = crux_sched_schedule_new(jobs, n, s->levels, &orig);
 	if (!st)
 		st = crux_sched_schedule_copy(orig, s);
 	if (!st)
 		st = guard_worst_abs(t, jobs, n, p->max_slowdown, s, inf, &worst0, NULL);
 	if (st)
 		goto out;
+	/* The others keep their bounds; the infeasible ones get what they can. */
 	memcpy(tmp, jobs, n * sizeof(*tmp));
 	for (size_t i = 0; i < n; i++) {
 		if (!inf[i])
@@ -1061,35 +1087,46 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
 		tmp[i].slowdown_bound = relax[i];
 		tmp[i].urgent = 0;
 	}
-	st = guard_main(t, tmp, n, p, inf, s);
+	st = guard_main(t, tmp, n, p, count ? inf : NULL, extra, s);
+	for (size_t i = 0; i < n; i++) {
+		extras += extra[i];
+		inf[i] |= extra[i];
+	}
 	if (!st)
 		st = guard_worst_abs(t, jobs, n, p->max_slowdown, s, inf, &worst1, &left);
 	/* Never a worse worst job than no guard: else the guard as without the
-	 * estimate (the report stays). */
-	if (!st && worst1 > worst0 * (1 + GUARD_EPS)) {
+	 * estimate (the estimate's report stays). */
+	if (!st && (count || extras) && worst1 > worst0 * (1 + GUARD_EPS)) {
+		for (size_t i = 0; i < n; i++) {
+			inf[i] &= !extra[i];
+			extra[i] = 0;
+		}
 		st = crux_sched_schedule_copy(s, orig);
 		if (!st)
-			st = guard_main(t, jobs, n, p, NULL, s);
+			st = guard_main(t, jobs, n, p, NULL, NULL, s);
 		if (!st)
 			st = guard_worst_abs(t, jobs, n, p->max_slowdown, s, inf, &worst1, &left);
 	}
 	if (!st) {
 		s->guard_violators = left;
-		s->guard_infeasible = count;
-		for (size_t i = 0; i < n; i++)
+		for (size_t i = 0; i < n; i++) {
 			s->d[i].infeasible = inf[i];
+			s->guard_infeasible += inf[i];
+		}
 	}
 out:
 	crux_sched_schedule_free(orig);
 	free(tmp);
 	free(inf);
+	free(extra);
 	free(relax);
 	return st;
 }
 
 static crux_status_t guard_main(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 				size_t n, const struct crux_sched_params *p,
-				const unsigned char *gave_up, struct crux_sched_schedule *s)
+				const unsigned char *gave_up, unsigned char *extra,
+				struct crux_sched_schedule *s)
 {
 	struct crux_sched_job *tmp = NULL;
 	struct crux_sched_schedule *save = NULL;
@@ -1099,7 +1136,8 @@ static crux_status_t guard_main(struct crux_sched_topo *t, const struct crux_sch
 	for (size_t i = 0; i < n && p->max_slowdown > 0 && s->levels > 1; i++)
 		urgent += jobs[i].urgent != 0;
 	if (!urgent)
-		return guard_run(t, jobs, n, p, gave_up, s);
+		return guard_run(t, jobs, n, p, gave_up, extra, s);
+	extra = NULL; /* urgency has its own step: nothing more is given up */
 	/*
 	 * Urgent jobs first as protected ones with a tighter bound, by the usual
 	 * steps: sharing a level with its blockers costs the others less than
@@ -1118,13 +1156,13 @@ static crux_status_t guard_main(struct crux_sched_topo *t, const struct crux_sch
 		if (jobs[i].urgent)
 			tmp[i].slowdown_bound = GUARD_URGENT_TARGET * p->max_slowdown;
 	}
-	st = guard_run(t, tmp, n, p, gave_up, s);
+	st = guard_run(t, tmp, n, p, gave_up, extra, s);
 	if (!st)
 		st = urgent_met(t, jobs, tmp, n, p->max_slowdown, s, &met);
 	if (!st && !met) {
 		st = crux_sched_schedule_copy(s, save);
 		if (!st)
-			st = guard_run(t, jobs, n, p, gave_up, s);
+			st = guard_run(t, jobs, n, p, gave_up, extra, s);
 	}
 out:
 	free(tmp);

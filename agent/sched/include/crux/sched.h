@@ -349,8 +349,10 @@ double crux_sched_isolated_iter(const struct crux_sched_job *job, double comm);
  * level; if jobs still remain above it (plans of at most 256 network jobs),
  * the levels filled from the bottom (Audsley's order: the jobs given up
  * lowest, then level by level the least intense jobs that stay within their
- * bound with every other job above them), kept when fewer jobs are left
- * above their bound. Each job's bound is its own
+ * bound with every other job above them; a job it finds no level for, its
+ * worst violator, is given up too and the filling starts again, 3 at most),
+ * kept when fewer of the jobs it holds are left above their bound. Each
+ * job's bound is its own
  * slowdown_bound when set, else max_slowdown. Urgent jobs are first held to
  * 0.8 x max_slowdown by the same steps (one measured far slower than its
  * prediction first goes up to its highest contender's level); where that
@@ -364,7 +366,9 @@ double crux_sched_isolated_iter(const struct crux_sched_job *job, double comm);
  * time, so it needs at least its bytes over that on each of its links; where
  * a link cannot carry what its jobs need together, the job needing the most
  * of it is given up, until every link fits; a job slower than b alone on its
- * own paths too). They are reported (s->guard_infeasible, d[].infeasible)
+ * own paths too). They, and the jobs the filling gave up (never where a
+ * job is urgent, and not where that makes the worst job worse than no
+ * guard), are reported (s->guard_infeasible, d[].infeasible)
  * instead of spending the other jobs' gain on them: this plan bounds them at
  * b x the overload of their most overloaded link (their own slowdown alone
  * when that is higher), never urgent.
