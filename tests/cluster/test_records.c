@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "crux/cluster_view.h"
+#include "crux/jobid.h"
 
 static struct crux_addr A(const char *s) {
 	struct crux_addr a;
@@ -280,6 +281,8 @@ static void test_schedule_state(void **state)
 	    "{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"key\":\"0000000000000001\","
 	    "\"level\":0,"
 	    "\"since\":-5,\"routes\":[]}]}",
+	    /* neither a key nor an id to derive it from */
+	    "{\"v\":1,\"rev\":1,\"term\":1,\"levels\":2,\"jobs\":[{\"level\":0,\"routes\":[]}]}",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		assert_int_not_equal(crux_cv_schedule_decode(bad[i], strlen(bad[i]), &out),
@@ -295,10 +298,11 @@ static void test_schedule_packed(void **state)
 	struct crux_cv_decision d[64];
 	memset(d, 0, sizeof(d));
 	for (int i = 0; i < 64; i++) {
-		d[i].key = 0x1000 + (uint64_t)i;
 		d[i].level = (uint8_t)(i % 4);
 		snprintf(d[i].id, sizeof(d[i].id), "job-%d", i);
+		d[i].key = crux_job_key_of(d[i].id);
 	}
+	d[5].key = 0x1005; /* not its id's: written out */
 	struct crux_cv_schedule s = {.input_revision = 9,
 				     .term = 3,
 				     .lease = 77,
@@ -309,6 +313,9 @@ static void test_schedule_packed(void **state)
 	char *txt, *z;
 	size_t len, zlen;
 	assert_int_equal(crux_cv_schedule_encode(&s, &txt, &len), CRUX_OK);
+	/* The keys that are their ids' are left out: only job-5's is in the text. */
+	assert_non_null(strstr(txt, "\"key\":\"0000000000001005\""));
+	assert_null(strstr(strstr(txt, "\"key\"") + 1, "\"key\""));
 	assert_int_equal(crux_cv_schedule_pack(&s, &z, &zlen), CRUX_OK);
 	assert_true(zlen * 4 < len); /* what every watcher is sent */
 	assert_int_equal(z[0], 'z');
@@ -317,6 +324,8 @@ static void test_schedule_packed(void **state)
 	assert_int_equal(out.lease, 77);
 	assert_string_equal(out.jobs[63].id, "job-63");
 	assert_int_equal(out.jobs[63].level, 3);
+	assert_int_equal(out.jobs[63].key, crux_job_key_of("job-63"));
+	assert_int_equal(out.jobs[5].key, 0x1005);
 	crux_cv_schedule_free(&out);
 	assert_int_equal(crux_cv_schedule_unpack(txt, len, &out), CRUX_OK);
 	assert_int_equal(out.njobs, 64);

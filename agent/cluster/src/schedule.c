@@ -7,7 +7,9 @@
  *  "since":unix_ms,"base":[W,bytes,iter],
  * "lease", "leader" (the leader key's lease and holder: hosts fence on
  * them), "id", "state", "since" and "base" are optional (absent: no id, scheduled,
- * unknown); src "-": every host.
+ * unknown); src "-": every host. "key" is left out when it is
+ * crux_job_key_of(id): 8 bytes per job that do not compress, sent to every
+ * host's watch (225 jobs pack into 2.6 KB with their keys, 0.9 KB without).
  */
 #include <inttypes.h>
 #include <limits.h>
@@ -17,6 +19,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "crux/jobid.h"
 #include "cv_internal.h"
 
 void crux_cv_schedule_free(struct crux_cv_schedule *s)
@@ -77,7 +80,8 @@ crux_status_t crux_cv_schedule_encode(const struct crux_cv_schedule *s, char **o
 		}
 		json_object_array_add(jobs, j);
 		snprintf(key, sizeof(key), "%016" PRIx64, d->key);
-		json_object_object_add(j, "key", json_object_new_string(key));
+		if (!d->id[0] || crux_job_key_of(d->id) != d->key)
+			json_object_object_add(j, "key", json_object_new_string(key));
 		json_object_object_add(j, "level", json_object_new_int(d->level));
 		if (d->id[0])
 			json_object_object_add(j, "id", json_object_new_string(d->id));
@@ -145,13 +149,17 @@ static crux_status_t decision_from_json(json_object *o, uint32_t levels, uint32_
 {
 	json_object *routes, *st;
 	uint64_t v;
-	if (!json_object_is_type(o, json_type_object) || crux_cv_key(o, &d->key) ||
-	    crux_cv_uint(o, "level", levels - 1, &v) ||
+	if (!json_object_is_type(o, json_type_object) || crux_cv_uint(o, "level", levels - 1, &v) ||
 	    crux_cv_get(o, "routes", json_type_array, &routes))
 		return CRUX_ERR_CORRUPT;
 	d->level = (uint8_t)v;
 	d->state = CRUX_JOB_SCHEDULED;
 	if (json_object_object_get_ex(o, "id", NULL) && crux_cv_text(o, "id", d->id, sizeof(d->id)))
+		return CRUX_ERR_CORRUPT;
+	/* No key: the id's (a job without either is no job). */
+	if (json_object_object_get_ex(o, "key", NULL)
+		? crux_cv_key(o, &d->key) != CRUX_OK
+		: !d->id[0] || !(d->key = crux_job_key_of(d->id)))
 		return CRUX_ERR_CORRUPT;
 	if (json_object_object_get_ex(o, "state", &st)) {
 		const char *t =
