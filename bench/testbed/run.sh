@@ -57,6 +57,12 @@ ONLY=""
 # TCP window clamp on the hosts (fabric.sh --cwnd, segments): bounds what each
 # flow keeps queued; predict.py's queueing latency is derived from it.
 TCP_CWND=10
+# The ranks' plugin: one data socket per connection (one TCP flow per ring hop,
+# as the model has it) and messages above 4 KiB on it, not on the control
+# socket. The plugin's default (65536) equals the emulator's 64 KiB chunks, so
+# every byte rode the control socket, whose port is ephemeral: the paths arm's
+# data sockets, bound to the probed ports of the planned path, carried nothing.
+INLINE_BYTES=4096
 
 die() {
 	echo "$PROG: $*" >&2
@@ -565,6 +571,7 @@ run_one() {
 				CRUX_SHM_DIR="$rshm" CRUX_JOB_ID="$name" CRUX_TIMING=host \
 				CRUX_PROFILE_WINDOW=2s CRUX_PUBLISH_INTERVAL=10ms \
 				CRUX_TB_PROGRESS="$dir/logs/$name-r$r.prog" CRUX_TB_CHUNK_BYTES=65536 \
+				CRUX_INLINE_BYTES="$INLINE_BYTES" CRUX_SOCKET_NTHREADS=1 CRUX_NSOCKS_PERTHREAD=1 \
 				RANK="$r" WORLD_SIZE="$n" LOCAL_RANK=0 \
 				"$TRAINER" --job "$name" --model "$model" --rank "$r" --nranks "$n" \
 				--iters "$iters" --host "$h" --id-file "$dir/$name.id" \
