@@ -43,10 +43,7 @@ test_snapshot_ports(void **state)
 	p = &a->pass;
 	a->cfg.settings.nlevels = 4;
 	a->cfg.profile_window_ns = 1000000000ull;
-	a->ovr = calloc(1, sizeof(*a->ovr));
-	a->povr = a->ovr;
 	a->status = calloc(1, sizeof(*a->status));
-	assert_non_null(a->ovr);
 	assert_non_null(a->status);
 	cruxd_guard_config_default(&gc);
 	assert_int_equal(cruxd_guard_new(&gc, &a->guard), CRUX_OK);
@@ -106,7 +103,6 @@ test_snapshot_ports(void **state)
 	cruxd_snap_close(&p->probe);
 	cruxd_rows_close(&p->rows);
 	cruxd_guard_free(a->guard);
-	free(a->ovr);
 	free(a->status);
 	free(a);
 }

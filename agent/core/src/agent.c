@@ -15,67 +15,6 @@
 #include "agent_int.h"
 #include "crux/log.h"
 
-/* ---- overrides ------------------------------------------------------------ */
-
-static void check_overrides(struct cruxd_agent *a)
-{
-	char path[CRUX_PATH_MAX + 32];
-	struct cruxd_overrides *n;
-	struct stat sb;
-	char err[256];
-	crux_status_t st;
-
-	snprintf(path, sizeof(path), "%s/%s", a->cfg.shm_dir, CRUXD_OVERRIDES_FILE);
-	if (lstat(path, &sb) != 0) {
-		bool cleared = a->ovr_present && a->ovr->n;
-		if (cleared) {
-			crux_info("overrides file removed: %u override(s) cleared", a->ovr->n);
-			a->pl.resched_pending = true;
-		}
-		if (a->ovr_present)
-			memset(a->ovr, 0, sizeof(*a->ovr));
-		if (cleared)
-			cruxd_cluster_overrides_changed(a);
-		a->ovr_present = false;
-		a->ovr_error[0] = '\0';
-		return;
-	}
-	if (a->ovr_present && sb.st_ino == a->ovr_stat.st_ino &&
-	    sb.st_size == a->ovr_stat.st_size && sb.st_mtim.tv_sec == a->ovr_stat.st_mtim.tv_sec &&
-	    sb.st_mtim.tv_nsec == a->ovr_stat.st_mtim.tv_nsec)
-		return;
-	a->ovr_present = true;
-	a->ovr_stat = sb;
-	n = malloc(sizeof(*n));
-	if (!n)
-		return;
-	st = cruxd_overrides_load(a->cfg.shm_dir, n, err, sizeof(err));
-	if (st != CRUX_OK) {
-		crux_err("overrides file refused, keeping the previous overrides: %s; fix: correct "
-			 "it, or run 'cruxctl clear' to replace it (drops every override)",
-			 err);
-		snprintf(a->ovr_error, sizeof(a->ovr_error), "%s", err);
-		free(n);
-		return;
-	}
-	for (uint32_t i = 0; i < n->n; i++)
-		if (n->o[i].level >= a->cfg.settings.nlevels)
-			crux_warn(
-			    "override for job 0x%016llx: level %u >= CRUX_LEVELS=%u, using %u",
-			    (unsigned long long)n->o[i].job_key, n->o[i].level,
-			    a->cfg.settings.nlevels, a->cfg.settings.nlevels - 1);
-	if (n->seq != a->ovr->seq || n->n != a->ovr->n ||
-	    memcmp(n->o, a->ovr->o, n->n * sizeof(n->o[0])))
-		crux_info("overrides applied (seq %llu): %u job(s)", (unsigned long long)n->seq,
-			  n->n);
-	memcpy(a->ovr, n, sizeof(*n));
-	a->ovr_error[0] = '\0';
-	a->pl.resched_pending = true;
-	free(n);
-	/* Cluster mode: the leader merges them into the schedule for every host. */
-	cruxd_cluster_overrides_changed(a);
-}
-
 /* ---- open / pass / close -------------------------------------------------- */
 
 static crux_status_t load_topology(const struct cruxd_config *cfg, struct crux_sched_topo **out)
@@ -96,17 +35,18 @@ static crux_status_t load_topology(const struct cruxd_config *cfg, struct crux_s
 static crux_status_t adopt_table(struct cruxd_agent *a, uint64_t now)
 {
 	struct crux_dt_contents *c = a->old;
-	uint32_t imported = 0;
+	uint32_t imported = 0, caproutes = 0;
+	struct crux_dt_route *routes = NULL;
 
 	for (uint32_t i = 0; i < c->njobs && i < CRUX_DT_MAX_JOBS; i++) {
 		const struct crux_dt_job *tj = &c->jobs[i];
-		struct job *j;
+		struct cruxd_planner_kept k;
 
 		if (tj->job_key == 0)
 			continue;
 		if (tj->state == CRUX_JOB_OVERRIDDEN) {
 			struct cruxd_override o;
-			if (cruxd_overridden(a, tj->job_key))
+			if (cruxd_ovr_watch_has(a->ovr, tj->job_key))
 				continue;
 			memset(&o, 0, sizeof(o));
 			o.job_key = tj->job_key;
@@ -124,48 +64,42 @@ static crux_status_t adopt_table(struct cruxd_agent *a, uint64_t now)
 				       sizeof(o.routes[0].ports));
 				o.nroutes++;
 			}
-			if (cruxd_overrides_put(a->ovr, &o) == CRUX_OK)
+			if (cruxd_ovr_watch_keep(a->ovr, &o) == CRUX_OK)
 				imported++;
 			continue;
 		}
-		if (cruxd_jobs_find(&a->pl.jobs, tj->job_key))
-			continue;
-		j = cruxd_jobs_add(&a->pl.jobs, tj->job_key);
-		if (!j)
-			return CRUX_ERR_NOMEM;
-		memcpy(j->id, tj->job_id, sizeof(j->id));
-		j->id[sizeof(j->id) - 1] = '\0';
-		j->since_ns = now;
-		j->restored = true;
-		j->state =
-		    tj->state == CRUX_JOB_SCHEDULED ? CRUX_JOB_SCHEDULED : CRUX_JOB_PROFILING;
-		if (j->state == CRUX_JOB_SCHEDULED) {
-			j->adopted = true;
-			j->decided = true;
-			j->level = (uint8_t)(tj->level >= a->cfg.settings.nlevels
-						 ? a->cfg.settings.nlevels - 1
-						 : tj->level);
-			for (uint32_t r = 0; r < c->nroutes; r++) {
+		k = (struct cruxd_planner_kept){.key = tj->job_key,
+						.id = tj->job_id,
+						.state = tj->state,
+						.level = tj->level,
+						.restored = true,
+						.since_ns = now};
+		/* Its routes, as the table holds them. */
+		for (uint32_t r = 0; r < c->nroutes && tj->state == CRUX_JOB_SCHEDULED; r++) {
+			if (c->routes[r].job_key != tj->job_key)
+				continue;
+			if (k.nroutes == caproutes) {
 				struct crux_dt_route *nr;
-				if (c->routes[r].job_key != tj->job_key)
-					continue;
-				nr = realloc(j->adopt, (j->nadopt + 1) * sizeof(*nr));
-				if (!nr)
+				caproutes = caproutes ? 2 * caproutes : 16;
+				nr = realloc(routes, caproutes * sizeof(*nr));
+				if (!nr) {
+					free(routes);
 					return CRUX_ERR_NOMEM;
-				j->adopt = nr;
-				j->adopt[j->nadopt++] = c->routes[r];
+				}
+				routes = nr;
 			}
+			routes[k.nroutes++] = c->routes[r];
+		}
+		k.routes = routes;
+		if (cruxd_planner_keep(a->pl, &k) != CRUX_OK) {
+			free(routes);
+			return CRUX_ERR_NOMEM;
 		}
 	}
+	free(routes);
 	if (imported) {
-		a->ovr->seq++;
 		crux_info("kept %u override(s) found in the decision table", imported);
-		if (cruxd_overrides_store(a->cfg.shm_dir, a->ovr) == CRUX_OK) {
-			char path[CRUX_PATH_MAX + 32];
-			snprintf(path, sizeof(path), "%s/%s", a->cfg.shm_dir, CRUXD_OVERRIDES_FILE);
-			if (lstat(path, &a->ovr_stat) == 0)
-				a->ovr_present = true;
-		}
+		cruxd_ovr_watch_store(a->ovr);
 	}
 	if (c->njobs)
 		crux_info("took over the decision table: %u job(s), %u route(s)", c->njobs,
@@ -201,19 +135,15 @@ crux_status_t cruxd_agent_open(const struct cruxd_config *cfg, struct cruxd_agen
 			       pid_t *holder)
 {
 	struct cruxd_agent *a = calloc(1, sizeof(*a));
-	char err[256], derr[512];
+	char derr[512];
 	crux_status_t st;
 
 	if (!a)
 		return CRUX_ERR_NOMEM;
 	a->cfg = *cfg;
-	a->pl.first_pass = true;
-	a->ovr = calloc(1, sizeof(*a->ovr));
-	a->povr = a->ovr;
 	a->old = calloc(1, sizeof(*a->old));
 	a->status = calloc(1, sizeof(*a->status));
-	if (!a->ovr || cruxd_rows_open(&a->pub) != CRUX_OK ||
-	    cruxd_rows_open(&a->pass.rows) != CRUX_OK ||
+	if (cruxd_rows_open(&a->pub) != CRUX_OK || cruxd_rows_open(&a->pass.rows) != CRUX_OK ||
 	    cruxd_snap_open(&a->pass.probe, cfg->probe) != CRUX_OK || !a->old || !a->status ||
 	    cruxd_guard_new(&cfg->guard, &a->guard) != CRUX_OK) {
 		st = CRUX_ERR_NOMEM;
@@ -225,7 +155,9 @@ crux_status_t cruxd_agent_open(const struct cruxd_config *cfg, struct cruxd_agen
 	st = load_topology(cfg, &a->topo);
 	if (st != CRUX_OK)
 		goto fail;
-	cruxd_jobs_set_topo(&a->pl.jobs, a->topo);
+	st = cruxd_planner_new(&a->cfg, a->topo, a->guard, &a->pl);
+	if (st != CRUX_OK)
+		goto fail;
 	st = crux_dt_writer_open_shadow(cfg->shm_dir, &cfg->settings, &a->dt, holder, derr,
 					sizeof(derr));
 	if (st != CRUX_OK) {
@@ -239,18 +171,10 @@ crux_status_t cruxd_agent_open(const struct cruxd_config *cfg, struct cruxd_agen
 		memset(a->old, 0, sizeof(*a->old));
 	}
 	a->table_gen = a->old->generation;
-	st = cruxd_overrides_load(cfg->shm_dir, a->ovr, err, sizeof(err));
-	if (st == CRUX_OK) {
-		char path[CRUX_PATH_MAX + 32];
-		snprintf(path, sizeof(path), "%s/%s", cfg->shm_dir, CRUXD_OVERRIDES_FILE);
-		a->ovr_present = lstat(path, &a->ovr_stat) == 0;
-	} else if (st != CRUX_ERR_NOENT) {
-		crux_err("overrides file refused: %s; fix: correct it, or run 'cruxctl clear' to "
-			 "replace it (drops every override)",
-			 err);
-		snprintf(a->ovr_error, sizeof(a->ovr_error), "%s", err);
-		memset(a->ovr, 0, sizeof(*a->ovr));
-	}
+	st = cruxd_ovr_watch_open(a->cfg.shm_dir, &a->ovr);
+	if (st != CRUX_OK)
+		goto fail;
+	a->pass.ovr = cruxd_ovr_watch_get(a->ovr);
 	st = adopt_table(a, crux_now_ns());
 	if (st != CRUX_OK)
 		goto fail;
@@ -282,7 +206,8 @@ crux_status_t cruxd_agent_join(struct cruxd_agent *a, char *err, size_t errlen)
 {
 	if (!a->cfg.etcd[0] || a->cl)
 		return CRUX_OK;
-	return cruxd_cluster_open(a, err, errlen);
+	return cruxd_cluster_open(&a->cfg, a->pl, cruxd_ovr_watch_get(a->ovr), &a->pass.plan,
+				  &a->cl, err, errlen);
 }
 
 void cruxd_agent_heartbeat(struct cruxd_agent *a)
@@ -296,10 +221,10 @@ static crux_status_t realise(struct cruxd_agent *a, struct cruxd_pass *p)
 {
 	const struct cruxd_decisions *d = &p->plan;
 
-	cruxd_want_probes(a, &p->view);
+	cruxd_want_probes(a, &p->view, p->ovr);
 	cruxd_snap_take(&p->probe, a->probe);
 	if (a->cl) {
-		crux_status_t st = cruxd_cluster_decide(a, &p->view, &p->schedule);
+		crux_status_t st = cruxd_cluster_decide(a->cl, &p->view, &p->schedule);
 		if (st != CRUX_OK)
 			return st;
 		d = &p->schedule;
@@ -315,9 +240,15 @@ crux_status_t cruxd_agent_pass(struct cruxd_agent *a, uint64_t now_ns)
 	struct cruxd_pass *p = &a->pass;
 	uint64_t t0 = crux_now_ns(); /* the pass's duration, for status only */
 	crux_status_t st;
+	bool ovr_changed;
 
 	p->now = now_ns;
-	check_overrides(a);
+	p->ovr = cruxd_ovr_watch_check(a->ovr, a->cfg.settings.nlevels, &ovr_changed);
+	if (ovr_changed) {
+		cruxd_planner_resched(a->pl);
+		/* Cluster mode: the leader merges them into the schedule for every host. */
+		cruxd_cluster_overrides_changed(a->cl, p->ovr);
+	}
 	st = cruxd_observe(a, p);
 	if (st != CRUX_OK) {
 		cruxd_agent_heartbeat(a); /* the old decisions stay valid */
@@ -329,17 +260,18 @@ crux_status_t cruxd_agent_pass(struct cruxd_agent *a, uint64_t now_ns)
 	if (a->cl) {
 		/* etcd may be slow: the table's heartbeat must not wait for it. */
 		cruxd_agent_heartbeat(a);
-		cruxd_cluster_pass(a, p);
+		cruxd_cluster_pass(a->cl, &p->view, now_ns);
 	} else {
-		st = cruxd_plan_take_view(a, &p->view, now_ns);
+		st = cruxd_planner_take_view(a->pl, &p->view, now_ns);
 		if (st != CRUX_OK)
 			return st;
-		(void)cruxd_plan(a, now_ns, &p->plan);
+		(void)cruxd_planner_plan(a->pl, p->ovr, now_ns, &p->plan);
 	}
 	st = realise(a, p);
 	cruxd_agent_heartbeat(a);
 	a->passes++;
-	cruxd_cluster_report(a, a->status);
+	cruxd_ovr_watch_report(a->ovr, a->status);
+	cruxd_cluster_report(a->cl, a->status); /* cluster mode: the overrides etcd holds */
 	cruxd_report(a, p, crux_now_ns() - t0);
 	cruxd_status_publish(a->sw, a->status);
 	return st;
@@ -347,14 +279,14 @@ crux_status_t cruxd_agent_pass(struct cruxd_agent *a, uint64_t now_ns)
 
 int cruxd_agent_wake_fd(const struct cruxd_agent *a)
 {
-	return cruxd_cluster_wake_fd(a);
+	return cruxd_cluster_wake_fd(a->cl);
 }
 
 /* The table takes the new schedule now; the view, plan and report stay the
  * last pass's (the next pass refreshes them). */
 void cruxd_agent_apply_received(struct cruxd_agent *a, uint64_t now_ns)
 {
-	if (!cruxd_cluster_apply_received(a))
+	if (!cruxd_cluster_apply_received(a->cl))
 		return;
 	a->pass.now = now_ns;
 	(void)realise(a, &a->pass);
@@ -389,13 +321,7 @@ crux_status_t cruxd_agent_reload(struct cruxd_agent *a, const struct cruxd_confi
 	a->cfg.seed = cfg->seed;
 	a->cfg.guard = cfg->guard;
 	cruxd_guard_configure(a->guard, &cfg->guard);
-	for (size_t k = 0; k < a->pl.jobs.n; k++)
-		a->pl.jobs.v[k]->adopted = false;
-	a->pl.star_hosts_sig = 0;
-	crux_sched_topo_free(a->pl.star);
-	a->pl.star = NULL;
-	cruxd_jobs_set_topo(&a->pl.jobs, a->topo); /* every host is looked up again */
-	a->pl.resched_pending = true;
+	cruxd_planner_configure(a->pl, a->topo);
 	a->published = false;
 	cruxd_load_local_addrs(a);
 	crux_info("configuration reloaded: %u levels, topology %s", cfg->settings.nlevels,
@@ -412,7 +338,7 @@ void cruxd_agent_close(struct cruxd_agent *a)
 {
 	if (!a)
 		return;
-	cruxd_cluster_close(a);
+	cruxd_cluster_close(a->cl);
 	if (a->probe)
 		cruxd_probe_cache_destroy(a->probe);
 	if (a->sw)
@@ -424,7 +350,7 @@ void cruxd_agent_close(struct cruxd_agent *a)
 		crux_dt_heartbeat(a->dt);
 		crux_dt_writer_close(a->dt);
 	}
-	cruxd_jobs_free(&a->pl.jobs);
+	cruxd_planner_free(a->pl);
 	free(a->pass.ranks);
 	free(a->pass.next);
 	crux_jv_free(&a->pass.view);
@@ -434,8 +360,7 @@ void cruxd_agent_close(struct cruxd_agent *a)
 	cruxd_rows_close(&a->pass.rows);
 	cruxd_rows_close(&a->pub);
 	crux_sched_topo_free(a->topo);
-	crux_sched_topo_free(a->pl.star);
-	free(a->ovr);
+	cruxd_ovr_watch_close(a->ovr);
 	free(a->old);
 	free(a->status);
 	cruxd_guard_free(a->guard);

@@ -13,12 +13,14 @@
  *   cluster.c   host view                   -> etcd; merged view -> the
  *                                              leader's plan -> schedule;
  *                                              schedule -> decisions
- *   plan.c      view, overrides, job table, -> the job table (life cycle,
- *               now                            scheduler) and decisions
+ *   planner.c   view, overrides, now        -> decisions (decisions.h)
  *   realise.c   decisions, probe snapshot   -> the table's rows, published
  *   report.c    decisions, rows, snapshot   -> the status record for cruxctl
  *
- * jobs.c (the job table) and ports.c (probe snapshot -> ports) are read by the
+ * The components with state between passes are behind their own headers,
+ * and the agent holds only their handles: the planner (planner.h: its job
+ * table, hysteresis, counters), the overrides file (ovr_watch.h) and the
+ * cluster node (cluster.h). ports.c (probe snapshot -> ports) is read by the
  * stages. No stage calls back into an earlier one; the cluster stage runs the
  * planner on the leader (its plan callback), as agent.c does in single-host
  * mode. The pass reads no clock for its decisions: it takes 'now' as input.
@@ -31,6 +33,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "cluster.h"
 #include "crux/agent.h"
 #include "crux/attach.h"
 #include "crux/broker.h"
@@ -40,7 +43,9 @@
 #include "crux/overrides.h"
 #include "crux/profile.h"
 #include "crux/sched.h"
-#include "jobs.h"
+#include "decisions.h"
+#include "ovr_watch.h"
+#include "planner.h"
 
 #define NS		1e9
 #define MAX_LOCAL_ADDRS 64
@@ -70,52 +75,6 @@ struct rank {
 	uint64_t ref_tx[CRUX_PROF_MAX_PEERS];
 };
 
-/* ---- decisions: plan's (or the cluster schedule's) output, realise's input ---- */
-
-/* A route a decision asks for: the row, and its ends' topology nodes. */
-struct cruxd_route {
-	struct crux_dt_route rt; /* rt.nports 0: ports from the probe snapshot */
-	int src_node, dst_node;
-};
-
-enum cruxd_routes_from {
-	CRUXD_ROUTES_PLANNED,  /* flows: the scheduler's paths, one route per peer */
-	CRUXD_ROUTES_ADOPTED,  /* routes: taken over from the table at start-up, as they are */
-	CRUXD_ROUTES_OVERRIDE, /* routes: an operator's, ports given or probed */
-	CRUXD_ROUTES_SCHEDULE, /* routes: the cluster schedule's from this host, one per peer */
-};
-
-/* One job's decision: its row of the table, and the planner's figures for the status. */
-struct cruxd_decision {
-	uint64_t key;
-	char id[CRUX_JOB_ID_LEN];
-	uint8_t state; /* the row's: profiling, scheduled, overridden */
-	uint8_t level;
-	uint8_t from;	 /* enum cruxd_routes_from */
-	bool overridden; /* a planner's job an override replaces: the override's row stands */
-	uint32_t nroutes, caproutes;
-	struct cruxd_route *routes;
-	uint32_t nflows, capflows; /* the scheduler's flows with their paths (status, schedule) */
-	struct flow *flows;
-	/* The planner's figures. */
-	bool decided, adopted, has_base, clamped;
-	uint32_t nranks, nhosts;
-	struct crux_addr hosts[MAX_JOB_HOSTS];
-	double iter, compute, comm, overlap, stall, work, bytes;
-	double t, intensity, k, priority, iso;
-	struct crux_sched_account acct;
-	uint64_t since_ns, since_wall_ms;
-	double base_work, base_bytes, base_iter;
-};
-
-struct cruxd_decisions {
-	bool valid;	/* false: none (cluster mode before its first schedule) */
-	bool warn_full; /* say so when the table cannot take every job */
-	size_t nover;	/* v[0..nover): the overrides; then one per job, by key */
-	size_t n, cap;
-	struct cruxd_decision *v;
-};
-
 /* ---- the pass's other values --------------------------------------------- */
 
 /* The probe cache's entries, copied once for realise and report. */
@@ -134,7 +93,8 @@ struct cruxd_rows {
 /* One pass's values: each stage's output, kept until the next pass. */
 struct cruxd_pass {
 	uint64_t now;
-	struct rank *ranks, *next; /* observe: this pass's (sorted by pid), the spare */
+	const struct cruxd_overrides *ovr; /* the overrides file's, as this pass found it */
+	struct rank *ranks, *next;	   /* observe: this pass's (sorted by pid), the spare */
 	size_t nranks, capranks, nnext, capnext;
 	struct crux_prof_scan_stats scan;
 	struct crux_job_view view;	 /* this host's */
@@ -142,21 +102,6 @@ struct cruxd_pass {
 	struct cruxd_decisions schedule; /* cluster mode: the applied schedule, for this host */
 	struct cruxd_probe_snap probe;
 	struct cruxd_rows rows; /* what realise built */
-};
-
-struct ag_cluster;
-
-/* What the planner keeps between passes (plan.c; cluster.c resets it for a new term). */
-struct cruxd_planner {
-	struct cruxd_jobs jobs;
-	struct crux_sched_topo *star; /* single-host view: built from the hosts seen */
-	uint32_t star_hosts_sig;
-	bool first_pass;
-	bool resched_pending;
-	bool held; /* a profile change waits for the hold time */
-	uint64_t last_resched_ns;
-	uint64_t reschedules;
-	uint32_t guard_infeasible; /* the last plan's s->guard_infeasible */
 };
 
 /* The agent's long-lived state: configuration, writers, caches, the guard; and the pass it runs. */
@@ -172,16 +117,11 @@ struct cruxd_agent {
 	struct crux_sched_topo *topo;		 /* from the file; NULL = single-host view */
 	struct crux_addr local[MAX_LOCAL_ADDRS]; /* this host's addresses */
 	uint32_t nlocal;
-	struct cruxd_guard *guard; /* promotion by measured slowdown */
-	struct cruxd_planner pl;
+	struct cruxd_guard *guard;   /* promotion by measured slowdown */
+	struct cruxd_planner *pl;    /* the jobs between passes (planner.h) */
+	struct cruxd_ovr_watch *ovr; /* the overrides file (ovr_watch.h) */
+	struct cruxd_cluster *cl;    /* cluster mode (cluster.h); NULL: single-host mode */
 	uint64_t passes;
-
-	struct cruxd_overrides *ovr; /* the overrides file */
-	bool ovr_present;
-	struct stat ovr_stat;
-	char ovr_error[256];
-	struct cruxd_overrides *povr; /* the planner's overrides: ovr, or the cluster's */
-	struct ag_cluster *cl;	      /* cluster mode; NULL: embedded single-host mode */
 
 	struct cruxd_rows pub; /* the table as last published */
 	bool published;
@@ -195,12 +135,6 @@ static inline double clampd(double v, double lo, double hi)
 	if (!isfinite(v) || v < lo)
 		return lo;
 	return v > hi ? hi : v;
-}
-
-static inline double rel_change(double a, double b)
-{
-	double m = fmax(fabs(a), fabs(b));
-	return m <= 0 ? 0 : fabs(a - b) / m;
 }
 
 static inline bool cruxd_addr_in(const struct crux_addr *set, uint32_t n, const struct crux_addr *x)
@@ -220,22 +154,6 @@ crux_status_t cruxd_observe(struct cruxd_agent *a, struct cruxd_pass *p);
 /* host_view.c */
 crux_status_t cruxd_view_build(const struct rank *ranks, size_t n, struct crux_job_view *out);
 
-/* plan.c: the view and 'now' into the job table; the job table into decisions. */
-crux_status_t cruxd_plan_take_view(struct cruxd_agent *a, const struct crux_job_view *v,
-				   uint64_t now);
-crux_status_t cruxd_plan(struct cruxd_agent *a, uint64_t now, struct cruxd_decisions *out);
-bool cruxd_plan_due(const struct cruxd_agent *a);
-bool cruxd_overridden(const struct cruxd_agent *a, uint64_t key);
-
-/* decisions.c */
-/* A new decision at the end (its buffers kept from an earlier pass); NULL: out of memory. */
-struct cruxd_decision *cruxd_decision_new(struct cruxd_decisions *d);
-/* Room for n routes. */
-crux_status_t cruxd_decision_routes(struct cruxd_decision *x, uint32_t n);
-/* The decision of a planner's job (not an override's). */
-const struct cruxd_decision *cruxd_decision_of(const struct cruxd_decisions *d, uint64_t key);
-void cruxd_decisions_free(struct cruxd_decisions *d);
-
 /* ports.c */
 crux_status_t cruxd_snap_open(struct cruxd_probe_snap *s, bool probing);
 void cruxd_snap_close(struct cruxd_probe_snap *s);
@@ -248,27 +166,13 @@ bool cruxd_snap_ports(const struct cruxd_probe_snap *s, struct crux_sched_topo *
 int cruxd_expected_paths(struct crux_sched_topo *topo, int src, int dst);
 
 /* realise.c: what to probe; decisions and the snapshot -> rows; rows -> the table. */
-void cruxd_want_probes(struct cruxd_agent *a, const struct crux_job_view *v);
+void cruxd_want_probes(struct cruxd_agent *a, const struct crux_job_view *v,
+		       const struct cruxd_overrides *local);
 void cruxd_realise(struct cruxd_agent *a, const struct cruxd_decisions *d,
 		   const struct cruxd_probe_snap *snap, struct cruxd_rows *out);
 crux_status_t cruxd_publish(struct cruxd_agent *a, const struct cruxd_rows *rows);
 crux_status_t cruxd_rows_open(struct cruxd_rows *r);
 void cruxd_rows_close(struct cruxd_rows *r);
-
-/* cluster.c (cluster_none.c when built without libcurl/json-c) */
-crux_status_t cruxd_cluster_open(struct cruxd_agent *a, char *err, size_t errlen);
-void cruxd_cluster_close(struct cruxd_agent *a);
-/* Publish this host's view; one round of the cluster node (the leader plans into p->plan). */
-void cruxd_cluster_pass(struct cruxd_agent *a, struct cruxd_pass *p);
-/* The schedule the watcher took since the pass, applied now (true: one was). */
-bool cruxd_cluster_apply_received(struct cruxd_agent *a);
-int cruxd_cluster_wake_fd(const struct cruxd_agent *a);
-/* The applied schedule as this host's decisions (out->valid false: no schedule yet). */
-crux_status_t cruxd_cluster_decide(struct cruxd_agent *a, const struct crux_job_view *v,
-				   struct cruxd_decisions *out);
-void cruxd_cluster_report(struct cruxd_agent *a, struct cruxd_status_body *b);
-/* The local overrides file changed: hand it to the cluster. */
-void cruxd_cluster_overrides_changed(struct cruxd_agent *a);
 
 /* report.c: the pass's values -> the status record. */
 void cruxd_report(struct cruxd_agent *a, const struct cruxd_pass *p, uint64_t pass_ns);

@@ -17,12 +17,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent_int.h"
+#include "cluster.h"
 #include "crux/cluster_node.h"
 #include "crux/cluster_view.h"
 #include "crux/log.h"
 
-struct ag_cluster {
+struct cruxd_cluster {
+	const struct cruxd_config *cfg; /* the agent's */
+	struct cruxd_planner *pl;	/* the agent's: the leader plans with it */
 	struct crux_cluster_node *node;
 	struct crux_cv_schedule sched; /* the schedule applied */
 	int64_t sched_rev;
@@ -93,58 +95,44 @@ static int decision_cmp(const void *x, const void *y)
 /* ---- the leader's plan ---------------------------------------------------- */
 
 /* A new term: the planner starts from the schedule in force. */
-static crux_status_t planner_from_schedule(struct cruxd_agent *a, uint64_t now)
+static crux_status_t planner_from_schedule(struct cruxd_cluster *cl, uint64_t now)
 {
-	struct ag_cluster *cl = a->cl;
-	uint32_t top = a->cfg.settings.nlevels - 1;
-
 	uint64_t wall = wall_ms();
 
-	cruxd_jobs_clear(&a->pl.jobs);
-	a->pl.first_pass = true;
-	a->pl.resched_pending = false;
+	cruxd_planner_restart(cl->pl);
 	for (uint32_t i = 0; cl->have_sched && i < cl->sched.njobs; i++) {
 		const struct crux_cv_decision *d = &cl->sched.jobs[i];
-		struct job *j;
+		struct cruxd_planner_kept k = {.key = d->key,
+					       .id = d->id,
+					       .state = d->state,
+					       .level = d->level,
+					       .since_ns = now,
+					       .has_base = d->has_base,
+					       .base_work = d->base[0],
+					       .base_bytes = d->base[1],
+					       .base_iter = d->base[2]};
 
 		if (d->state == CRUX_JOB_OVERRIDDEN)
 			continue;
-		j = cruxd_jobs_add(&a->pl.jobs, d->key);
-		if (!j)
-			return CRUX_ERR_NOMEM;
-		snprintf(j->id, sizeof(j->id), "%s", d->id);
-		j->since_ns = now;
 		if (d->since_ms && d->since_ms <= wall) {
 			/* The profiling window goes on from where it began. */
 			uint64_t el = (wall - d->since_ms) * 1000000u;
-			j->since_ns = el < now ? now - el : 0;
-			j->since_wall_ms = d->since_ms;
+			k.since_ns = el < now ? now - el : 0;
+			k.since_wall_ms = d->since_ms;
 		}
-		j->state = d->state == CRUX_JOB_SCHEDULED ? CRUX_JOB_SCHEDULED : CRUX_JOB_PROFILING;
-		if (j->state == CRUX_JOB_SCHEDULED) {
-			j->adopted = true;
-			j->decided = true;
-			j->level = (uint8_t)(d->level > top ? top : d->level);
-		}
-		if (d->has_base) {
-			/* The hysteresis baseline of the decision in force. */
-			j->has_base = true;
-			j->base_work = d->base[0];
-			j->base_bytes = d->base[1];
-			j->base_iter = d->base[2];
-		}
+		if (cruxd_planner_keep(cl->pl, &k) != CRUX_OK)
+			return CRUX_ERR_NOMEM;
 	}
 	if (cl->have_sched)
 		crux_info("cluster %s: leading from schedule revision %lld (%u job(s))",
-			  a->cfg.cluster, (long long)cl->sched_rev, cl->sched.njobs);
+			  cl->cfg->cluster, (long long)cl->sched_rev, cl->sched.njobs);
 	return CRUX_OK;
 }
 
 /* The cluster's overrides: one line per job, each parsed on its own, so a
  * bad key (written by hand) is left out without dropping the others. */
-static void take_overrides(struct cruxd_agent *a, const char *text, size_t len)
+static void take_overrides(struct cruxd_cluster *cl, const char *text, size_t len)
 {
-	struct ag_cluster *cl = a->cl;
 	struct cruxd_overrides *n, *one;
 	const char *p = text, *end = text + len;
 	unsigned bad = 0;
@@ -173,7 +161,7 @@ static void take_overrides(struct cruxd_agent *a, const char *text, size_t len)
 				    "cluster %s: an override in etcd is refused and left out "
 				    "(%.*s): %s; fix: run 'cruxctl set' or 'cruxctl clear' for "
 				    "that job on any host",
-				    a->cfg.cluster, (int)(ll > 120 ? 120 : ll), p,
+				    cl->cfg->cluster, (int)(ll > 120 ? 120 : ll), p,
 				    one->n != 1 ? "not one job line" : err);
 			bad++;
 		}
@@ -188,20 +176,19 @@ static void take_overrides(struct cruxd_agent *a, const char *text, size_t len)
 	memcpy(cl->ovr, n, sizeof(*n));
 	free(n);
 	free(one);
-	crux_info("cluster %s: overrides: %u job(s)%s", a->cfg.cluster, cl->ovr->n,
+	crux_info("cluster %s: overrides: %u job(s)%s", cl->cfg->cluster, cl->ovr->n,
 		  bad ? " (some refused)" : "");
-	a->pl.resched_pending = true;
+	cruxd_planner_resched(cl->pl);
 }
 
 /* The planner's decisions (the cluster's overrides first) as a schedule. */
-static crux_status_t export_schedule(struct cruxd_agent *a, const struct cruxd_decisions *dec,
+static crux_status_t export_schedule(struct cruxd_cluster *cl, const struct cruxd_decisions *dec,
 				     struct crux_cv_schedule *out)
 {
-	struct ag_cluster *cl = a->cl;
 	uint32_t n = 0;
 	struct crux_cv_schedule s = {0};
 
-	s.levels = a->cfg.settings.nlevels;
+	s.levels = cl->cfg->settings.nlevels;
 	s.jobs = calloc(dec->n + 1, sizeof(*s.jobs));
 	if (!s.jobs)
 		return CRUX_ERR_NOMEM;
@@ -279,30 +266,25 @@ nomem:
 static crux_status_t plan_cb(void *arg, const struct crux_job_view *merged, const char *ovr,
 			     size_t ovr_len, struct crux_cv_schedule *out)
 {
-	struct cruxd_agent *a = arg;
-	struct ag_cluster *cl = a->cl;
+	struct cruxd_cluster *cl = arg;
 	struct crux_cluster_status cs;
 	crux_status_t st;
 
 	crux_cluster_get_status(cl->node, &cs);
 	if (cs.term != cl->plan_term) {
-		st = planner_from_schedule(a, cl->now);
+		st = planner_from_schedule(cl, cl->now);
 		if (st != CRUX_OK)
 			return st;
 		cl->plan_term = cs.term;
 	}
-	take_overrides(a, ovr ? ovr : "", ovr ? ovr_len : 0);
-	st = cruxd_plan_take_view(a, merged, cl->now);
-	for (size_t k = 0; st == CRUX_OK && k < a->pl.jobs.n; k++) {
-		struct job *j = a->pl.jobs.v[k];
-		uint64_t el = cl->now - j->since_ns;
-		if (!j->since_wall_ms)
-			j->since_wall_ms = wall_ms() - el / 1000000u;
+	take_overrides(cl, ovr ? ovr : "", ovr ? ovr_len : 0);
+	st = cruxd_planner_take_view(cl->pl, merged, cl->now);
+	if (st == CRUX_OK) {
+		cruxd_planner_stamp_wall(cl->pl, cl->now, wall_ms());
+		st = cruxd_planner_plan(cl->pl, cl->ovr, cl->now, cl->plan);
 	}
 	if (st == CRUX_OK)
-		st = cruxd_plan(a, cl->now, cl->plan);
-	if (st == CRUX_OK)
-		st = export_schedule(a, cl->plan, out);
+		st = export_schedule(cl, cl->plan, out);
 	return st;
 }
 
@@ -310,14 +292,13 @@ static crux_status_t plan_cb(void *arg, const struct crux_job_view *merged, cons
 
 static void apply_cb(void *arg, const struct crux_cv_schedule *s, int64_t revision)
 {
-	struct cruxd_agent *a = arg;
-	struct ag_cluster *cl = a->cl;
+	struct cruxd_cluster *cl = arg;
 	struct crux_cv_schedule c;
 
 	if (sched_copy(s, &c) != CRUX_OK) {
 		crux_err("cluster %s: out of memory applying schedule revision %lld: keeping the "
 			 "last one",
-			 a->cfg.cluster, (long long)revision);
+			 cl->cfg->cluster, (long long)revision);
 		return;
 	}
 	crux_cv_schedule_free(&cl->sched);
@@ -327,7 +308,7 @@ static void apply_cb(void *arg, const struct crux_cv_schedule *s, int64_t revisi
 	cl->have_sched = true;
 	crux_info("cluster %s: applying schedule revision %lld (from revision %lld, term %lld): "
 		  "%u job(s)",
-		  a->cfg.cluster, (long long)revision, (long long)s->input_revision,
+		  cl->cfg->cluster, (long long)revision, (long long)s->input_revision,
 		  (long long)s->term, s->njobs);
 }
 
@@ -352,11 +333,11 @@ static const struct crux_jv_job *local_job(const struct crux_job_view *v, uint64
 }
 
 /* One decision of the schedule, as this host applies it: the routes from its own sources. */
-static crux_status_t decide_one(struct cruxd_agent *a, const struct crux_job_view *v,
+static crux_status_t decide_one(struct cruxd_cluster *cl, const struct crux_job_view *v,
 				const struct crux_cv_decision *d, struct cruxd_decision *x)
 {
 	const struct crux_jv_job *lj = local_job(v, d->key);
-	uint32_t top = a->cfg.settings.nlevels - 1;
+	uint32_t top = cl->cfg->settings.nlevels - 1;
 	x->key = d->key;
 	snprintf(x->id, sizeof(x->id), "%s", d->id[0] ? d->id : lj ? lj->id : "");
 	x->level = (uint8_t)(d->level > top ? top : d->level);
@@ -379,16 +360,15 @@ static crux_status_t decide_one(struct cruxd_agent *a, const struct crux_job_vie
 			rt->rt.nports = cr->nports;
 			memcpy(rt->rt.ports, cr->ports, sizeof(rt->rt.ports));
 		}
-		rt->src_node = cruxd_jobs_node_of(&a->pl.jobs, &cr->src);
-		rt->dst_node = cruxd_jobs_node_of(&a->pl.jobs, &cr->dst);
+		rt->src_node = cruxd_planner_node_of(cl->pl, &cr->src);
+		rt->dst_node = cruxd_planner_node_of(cl->pl, &cr->dst);
 	}
 	return CRUX_OK;
 }
 
-crux_status_t cruxd_cluster_decide(struct cruxd_agent *a, const struct crux_job_view *v,
+crux_status_t cruxd_cluster_decide(struct cruxd_cluster *cl, const struct crux_job_view *v,
 				   struct cruxd_decisions *out)
 {
-	struct ag_cluster *cl = a->cl;
 	crux_status_t st = CRUX_OK;
 
 	out->n = out->nover = 0;
@@ -396,43 +376,40 @@ crux_status_t cruxd_cluster_decide(struct cruxd_agent *a, const struct crux_job_
 	out->valid = cl->have_sched;
 	for (uint32_t i = 0; out->valid && i < cl->sched.njobs && st == CRUX_OK; i++) {
 		struct cruxd_decision *x = cruxd_decision_new(out);
-		st = x ? decide_one(a, v, &cl->sched.jobs[i], x) : CRUX_ERR_NOMEM;
+		st = x ? decide_one(cl, v, &cl->sched.jobs[i], x) : CRUX_ERR_NOMEM;
 	}
 	return st;
 }
 
 /* ---- the pass ------------------------------------------------------------- */
 
-void cruxd_cluster_pass(struct cruxd_agent *a, struct cruxd_pass *p)
+void cruxd_cluster_pass(struct cruxd_cluster *cl, struct crux_job_view *v, uint64_t now)
 {
-	struct ag_cluster *cl = a->cl;
-	struct crux_job_view *v = &p->view;
 	struct crux_cluster_status cs;
 	crux_status_t st;
 
-	cl->now = p->now;
+	cl->now = now;
 	/* The record names this host and an address of its ranks (the first job's last). */
-	snprintf(v->name, sizeof(v->name), "%s", a->cfg.host);
+	snprintf(v->name, sizeof(v->name), "%s", cl->cfg->host);
 	memset(&v->addr, 0, sizeof(v->addr));
 	for (size_t i = 0; i < v->njobs && !v->addr.family; i++)
 		if (v->jobs[i].nhosts)
 			v->addr = v->jobs[i].hosts[v->jobs[i].nhosts - 1];
 	st = crux_cluster_set_view(cl->node, v);
 	if (st != CRUX_OK && crux_log_once_key(0xc1057e3ull ^ (uint64_t)st))
-		crux_err("cluster %s: this host's view cannot be published: %s", a->cfg.cluster,
+		crux_err("cluster %s: this host's view cannot be published: %s", cl->cfg->cluster,
 			 crux_status_str(st));
 	/* Besides new inputs, the leader plans when time alone decides something
 	 * (a profiling window or a hold time ends, the guard ages a job), and on
 	 * the first step of a term. */
 	crux_cluster_get_status(cl->node, &cs);
-	if (cs.leader && (cs.term != cl->plan_term || cruxd_plan_due(a)))
+	if (cs.leader && (cs.term != cl->plan_term || cruxd_planner_due(cl->pl)))
 		crux_cluster_replan(cl->node);
 	(void)crux_cluster_step(cl->node);
 }
 
-bool cruxd_cluster_apply_received(struct cruxd_agent *a)
+bool cruxd_cluster_apply_received(struct cruxd_cluster *cl)
 {
-	struct ag_cluster *cl = a->cl;
 	uint64_t before;
 
 	if (!cl)
@@ -449,27 +426,26 @@ bool cruxd_cluster_apply_received(struct cruxd_agent *a)
 	return cl->applies != before;
 }
 
-int cruxd_cluster_wake_fd(const struct cruxd_agent *a)
+int cruxd_cluster_wake_fd(const struct cruxd_cluster *cl)
 {
-	return a->cl ? crux_cluster_wake_fd(a->cl->node) : -1;
+	return cl ? crux_cluster_wake_fd(cl->node) : -1;
 }
 
 /* This host's overrides file changed: hand every job whose override changed
  * to the node (its before and after), which writes one key per job. */
-void cruxd_cluster_overrides_changed(struct cruxd_agent *a)
+void cruxd_cluster_overrides_changed(struct cruxd_cluster *cl, const struct cruxd_overrides *local)
 {
-	struct ag_cluster *cl = a->cl;
 	char before[2048], after[2048];
 	unsigned changed = 0;
 
 	if (!cl)
 		return;
 	for (int pass = 0; pass < 2; pass++) {
-		const struct cruxd_overrides *x = pass ? a->ovr : cl->local;
+		const struct cruxd_overrides *x = pass ? local : cl->local;
 		for (uint32_t i = 0; i < x->n; i++) {
 			uint64_t key = x->o[i].job_key;
 			int bi = cruxd_overrides_find(cl->local, key),
-			    ai = cruxd_overrides_find(a->ovr, key);
+			    ai = cruxd_overrides_find(local, key);
 			size_t bl = 0, al = 0;
 			crux_status_t st = CRUX_OK;
 
@@ -479,8 +455,8 @@ void cruxd_cluster_overrides_changed(struct cruxd_agent *a)
 				st = cruxd_override_format_line(&cl->local->o[bi], before,
 								sizeof(before), &bl);
 			if (ai >= 0 && st == CRUX_OK)
-				st = cruxd_override_format_line(&a->ovr->o[ai], after,
-								sizeof(after), &al);
+				st = cruxd_override_format_line(&local->o[ai], after, sizeof(after),
+								&al);
 			if (st == CRUX_OK && bi >= 0 && ai >= 0 && bl == al &&
 			    !memcmp(before, after, bl))
 				continue;
@@ -490,30 +466,29 @@ void cruxd_cluster_overrides_changed(struct cruxd_agent *a)
 			if (st != CRUX_OK)
 				crux_err("cluster %s: the override of job 0x%016llx cannot go to "
 					 "etcd: %s",
-					 a->cfg.cluster, (unsigned long long)key,
+					 cl->cfg->cluster, (unsigned long long)key,
 					 crux_status_str(st));
 			else
 				changed++;
 		}
 	}
-	memcpy(cl->local, a->ovr, sizeof(*a->ovr));
-	cl->ovr_pushed = a->ovr->seq;
+	memcpy(cl->local, local, sizeof(*local));
+	cl->ovr_pushed = local->seq;
 	if (changed)
 		crux_info(
 		    "cluster %s: %u override change(s) (seq %llu) go to every host through etcd",
-		    a->cfg.cluster, changed, (unsigned long long)a->ovr->seq);
+		    cl->cfg->cluster, changed, (unsigned long long)local->seq);
 }
 
-void cruxd_cluster_report(struct cruxd_agent *a, struct cruxd_status_body *b)
+void cruxd_cluster_report(struct cruxd_cluster *cl, struct cruxd_status_body *b)
 {
-	struct ag_cluster *cl = a->cl;
 	struct crux_cluster_status cs;
 
 	if (!cl)
 		return;
 	crux_cluster_get_status(cl->node, &cs);
-	snprintf(b->cluster, sizeof(b->cluster), "%s", a->cfg.cluster);
-	snprintf(b->host, sizeof(b->host), "%s", a->cfg.host);
+	snprintf(b->cluster, sizeof(b->cluster), "%s", cl->cfg->cluster);
+	snprintf(b->host, sizeof(b->host), "%s", cl->cfg->host);
 	snprintf(b->leader, sizeof(b->leader), "%s", cs.leader_name);
 	b->term = cs.term;
 	b->schedule_revision = cs.applied_revision;
@@ -531,9 +506,11 @@ void cruxd_cluster_report(struct cruxd_agent *a, struct cruxd_status_body *b)
 
 /* ---- open / close ----------------------------------------------------------- */
 
-crux_status_t cruxd_cluster_open(struct cruxd_agent *a, char *err, size_t errlen)
+crux_status_t cruxd_cluster_open(const struct cruxd_config *cfg, struct cruxd_planner *pl,
+				 const struct cruxd_overrides *local, struct cruxd_decisions *plan,
+				 struct cruxd_cluster **out, char *err, size_t errlen)
 {
-	struct ag_cluster *cl = calloc(1, sizeof(*cl));
+	struct cruxd_cluster *cl = calloc(1, sizeof(*cl));
 	struct crux_cluster_cfg cc;
 	crux_status_t st;
 
@@ -545,40 +522,39 @@ crux_status_t cruxd_cluster_open(struct cruxd_agent *a, char *err, size_t errlen
 		snprintf(err, errlen, "out of memory");
 		return CRUX_ERR_NOMEM;
 	}
+	cl->cfg = cfg;
+	cl->pl = pl;
 	memset(&cc, 0, sizeof(cc));
-	cc.etcd.endpoints = a->cfg.etcd;
-	cc.etcd.ca_file = a->cfg.etcd_ca[0] ? a->cfg.etcd_ca : NULL;
-	cc.etcd.cert_file = a->cfg.etcd_cert[0] ? a->cfg.etcd_cert : NULL;
-	cc.etcd.key_file = a->cfg.etcd_key[0] ? a->cfg.etcd_key : NULL;
+	cc.etcd.endpoints = cl->cfg->etcd;
+	cc.etcd.ca_file = cl->cfg->etcd_ca[0] ? cl->cfg->etcd_ca : NULL;
+	cc.etcd.cert_file = cl->cfg->etcd_cert[0] ? cl->cfg->etcd_cert : NULL;
+	cc.etcd.key_file = cl->cfg->etcd_key[0] ? cl->cfg->etcd_key : NULL;
 	/* A pass must not wait long on etcd: the table's heartbeat depends on it. */
 	cc.etcd.timeout_ms = 1000;
-	cc.cluster = a->cfg.cluster;
-	cc.host = a->cfg.host;
-	cc.ttl_s = (int64_t)(a->cfg.cluster_ttl_ns / 1000000000ull);
+	cc.cluster = cl->cfg->cluster;
+	cc.host = cl->cfg->host;
+	cc.ttl_s = (int64_t)(cl->cfg->cluster_ttl_ns / 1000000000ull);
 	cc.plan = plan_cb;
 	cc.apply = apply_cb;
-	cc.arg = a;
-	cl->plan = &a->pass.plan; /* a step between passes plans too (apply_received) */
-	a->cl = cl;
+	cc.arg = cl;
+	cl->plan = plan; /* a step between passes plans too (apply_received) */
 	st = crux_cluster_open(&cc, &cl->node, err, errlen);
 	if (st != CRUX_OK) {
-		a->cl = NULL;
 		free(cl->ovr);
 		free(cl->local);
 		free(cl);
 		return st;
 	}
-	a->povr = cl->ovr;
 	/* What the file holds at start is taken as written already: a restarted
 	 * agent does not push old overrides over what others changed meanwhile. */
-	memcpy(cl->local, a->ovr, sizeof(*a->ovr));
-	cl->ovr_pushed = cl->ovr_acked = a->ovr->seq;
+	memcpy(cl->local, local, sizeof(*local));
+	cl->ovr_pushed = cl->ovr_acked = local->seq;
+	*out = cl;
 	return CRUX_OK;
 }
 
-void cruxd_cluster_close(struct cruxd_agent *a)
+void cruxd_cluster_close(struct cruxd_cluster *cl)
 {
-	struct ag_cluster *cl = a->cl;
 
 	if (!cl)
 		return;
@@ -588,6 +564,4 @@ void cruxd_cluster_close(struct cruxd_agent *a)
 	free(cl->ovr);
 	free(cl->local);
 	free(cl);
-	a->cl = NULL;
-	a->povr = a->ovr;
 }

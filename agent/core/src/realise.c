@@ -30,7 +30,8 @@ void cruxd_rows_close(struct cruxd_rows *r)
 /* ---- probing wishes --------------------------------------------------------- */
 
 /* The peers this host's jobs send to (the prober keeps its own clock). */
-void cruxd_want_probes(struct cruxd_agent *a, const struct crux_job_view *v)
+void cruxd_want_probes(struct cruxd_agent *a, const struct crux_job_view *v,
+		       const struct cruxd_overrides *local)
 {
 	if (!a->probe)
 		return;
@@ -43,16 +44,15 @@ void cruxd_want_probes(struct cruxd_agent *a, const struct crux_job_view *v)
 				continue;
 			cruxd_probe_cache_want(a->probe, &fl->dst,
 					       (uint32_t)cruxd_expected_paths(
-						   a->topo,
-						   cruxd_jobs_node_of(&a->pl.jobs, &fl->src),
-						   cruxd_jobs_node_of(&a->pl.jobs, &fl->dst)),
+						   a->topo, cruxd_planner_node_of(a->pl, &fl->src),
+						   cruxd_planner_node_of(a->pl, &fl->dst)),
 					       crux_now_ns());
 		}
 	}
-	for (uint32_t i = 0; i < a->ovr->n; i++)
-		for (uint8_t r = 0; r < a->ovr->o[i].nroutes; r++)
-			if (!a->ovr->o[i].routes[r].nports)
-				cruxd_probe_cache_want(a->probe, &a->ovr->o[i].routes[r].peer, 0,
+	for (uint32_t i = 0; i < local->n; i++)
+		for (uint8_t r = 0; r < local->o[i].nroutes; r++)
+			if (!local->o[i].routes[r].nports)
+				cruxd_probe_cache_want(a->probe, &local->o[i].routes[r].peer, 0,
 						       crux_now_ns());
 }
 

@@ -220,10 +220,8 @@ void cruxd_report(struct cruxd_agent *a, const struct cruxd_pass *p, uint64_t pa
 
 	b->agent_pid = (uint32_t)getpid();
 	b->nlevels = a->cfg.settings.nlevels;
-	if (!a->cl) /* cluster mode: the seq etcd holds (the cluster stage's report) */
-		b->overrides_seq = a->ovr->seq;
 	b->passes = a->passes;
-	b->reschedules = a->pl.reschedules;
+	b->reschedules = p->plan.reschedules;
 	b->last_pass_ns = pass_ns;
 	b->interval_ns = a->cfg.interval_ns;
 	b->profile_window_ns = a->cfg.profile_window_ns;
@@ -235,9 +233,8 @@ void cruxd_report(struct cruxd_agent *a, const struct cruxd_pass *p, uint64_t pa
 	b->nhosts_topology = a->topo ? (uint32_t)crux_sched_topo_n_hosts(a->topo) : 0;
 	b->max_slowdown = a->cfg.guard.bound;
 	b->guard_changes = cruxd_guard_changes(a->guard);
-	b->guard_infeasible = a->pl.guard_infeasible;
+	b->guard_infeasible = p->plan.guard_infeasible;
 	snprintf(b->topology, sizeof(b->topology), "%s", a->topo ? a->cfg.topology : "");
-	snprintf(b->overrides_error, sizeof(b->overrides_error), "%s", a->ovr_error);
 	b->njobs = a->cl ? cluster_jobs(a, p, b) : planner_jobs(a, p, b);
 	b->npeers = probed_peers(&p->probe, b);
 }
