@@ -13,7 +13,7 @@
 #include "cassini.h"
 #include "crux/sched.h"
 #include "crux/sched_ref.h"
-#include "promote.h"
+#include "promote_replay.h"
 #include "sim_engine.h"
 
 struct sim_engine {

@@ -4,7 +4,7 @@
  * steady state of the running set after every change, and between two events
  * every job advances at its steady rate (the simulator jumps).
  *
- * Placement (placement.c) owns the free GPUs and says, job by job, whether
+ * Placement (placer.c) owns the free GPUs and says, job by job, whether
  * and where a waiting job starts, or which running jobs to preempt for it.
  * Queue: first come first served (or the placement's order) with
  * backfilling, except that a job waiting longer than CRUX_SIM_STARVE_S at
@@ -19,7 +19,7 @@
 
 #include "crux/sched.h"
 #include "crux/sim.h"
-#include "placement.h"
+#include "placer.h"
 #include "sim_engine.h"
 
 #define CRUX_SIM_STARVE_S (6 * 3600.0)

@@ -23,7 +23,7 @@
 
 #define CRUX_TB_EXPORT __attribute__((visibility("default")))
 
-/* ---- The loaded net plugin (net.c) --------------------------------------- */
+/* ---- The loaded net plugin (plugin_loader.c) ------------------------------ */
 
 /* One plugin, whatever its ABI version; calls go through crux_tb_net_*. */
 struct crux_tb_net {
@@ -72,7 +72,7 @@ void crux_tb_net_close_send(struct crux_tb_net *net, void *c);
 void crux_tb_net_close_recv(struct crux_tb_net *net, void *c);
 void crux_tb_net_close_listen(struct crux_tb_net *net, void *c);
 
-/* ---- Bootstrap over TCP (boot.c) ----------------------------------------- */
+/* ---- Bootstrap over TCP (rendezvous.c) ----------------------------------- */
 
 /* What travels inside an ncclUniqueId. */
 struct crux_tb_uid {

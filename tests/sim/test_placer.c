@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "crux/sim.h"
-#include "placement.h"
+#include "placer.h"
 #include "sim_engine.h"
 
 #define assert_near(a, b, eps)                                                                     \

@@ -8,8 +8,8 @@
  * job first, balanced contention and overhead). Every network policy runs
  * on top of any of them.
  */
-#ifndef CRUX_SIM_PLACEMENT_H
-#define CRUX_SIM_PLACEMENT_H
+#ifndef CRUX_SIM_PLACER_H
+#define CRUX_SIM_PLACER_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -85,4 +85,4 @@ double crux_sim_place_stretch(const struct sim_place *p);
 /* Free GPUs of host h (tests). */
 uint32_t crux_sim_place_free_gpus(const struct sim_place *p, uint32_t h);
 
-#endif /* CRUX_SIM_PLACEMENT_H */
+#endif /* CRUX_SIM_PLACER_H */

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Promotion by measurement at event granularity (see promote.h). */
+/* Promotion by measurement at event granularity (see promote_replay.h). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "promote.h"
+#include "promote_replay.h"
 
 #define RETURN_FRACTION 0.7 /* cruxd's default hysteresis */
 #define MAX_HOLD	64

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * crux-sim placement policies (placement.h). A job smaller than a host goes
+ * crux-sim placement policies (placer.h). A job smaller than a host goes
  * to the fullest host it fits on (best fit) under every policy: it uses no
  * fabric link. A larger one takes whole free hosts:
  *
@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "crux/sched.h"
-#include "placement.h"
+#include "placer.h"
 
 /* A job below this sensitivity gains too little from a group to wait for one
  * under a fixed timer, or to preempt for one. */

@@ -8,8 +8,8 @@
  * undone, at most 64) gives one back. The lag of one event stands for the
  * agent's measurement delay.
  */
-#ifndef CRUX_SIM_PROMOTE_H
-#define CRUX_SIM_PROMOTE_H
+#ifndef CRUX_SIM_PROMOTE_REPLAY_H
+#define CRUX_SIM_PROMOTE_REPLAY_H
 
 #include <stdint.h>
 
