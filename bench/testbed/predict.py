@@ -25,9 +25,14 @@ included (every job on the top level), and weighs each by the time the runs
 spent in it over the analysis window (utilisation: time-weighted; iteration
 time: the mean over the iterations, 1 / sum(share / iteration time)): the
 model's error with the stack's decisions given, the planner's noise apart.
+It also prints, per level assignment, each job's iterations that ran wholly
+under it (median, count) beside the model's run of that assignment: where the
+mix's error comes from.
 
 each with the testbed's level weights (HTB guaranteed shares) and fairness bound,
-over N ECMP seeds (the testbed hashes source ports: its paths are a draw too).
+over N ECMP seeds (the testbed hashes source ports: its paths are a draw too;
+default 32: over 8 the model's own median moved by 6 % from one set of seeds
+to another on the mix scenario's none arm).
 The prediction of an arm is the median over the seeds, for the reference model
 and for the planner's own evaluator. Against the measured medians of a testbed
 result file (run.sh's JSON), it prints and writes per arm the cluster GPU
@@ -116,30 +121,48 @@ def models(build):
 
 
 def cross_leaf_flows(sc):
-    """Ring hops (one TCP flow each) whose ends sit on different leaves."""
+    """Per job, its ring hops (one TCP flow each) whose ends sit on different leaves."""
     hpl = sc["fabric"]["hosts-per-leaf"]
-    n = 0
+    n = {}
     for job in sc["jobs"]:
         h = [int(x[1:]) for x in job["hosts"]]
-        if len(h) < 2:
-            continue
-        n += sum(1 for i in range(len(h)) if h[i] // hpl != h[(i + 1) % len(h)] // hpl)
+        n[job["name"]] = sum(1 for i in range(len(h)) if h[i] // hpl != h[(i + 1) % len(h)] // hpl) \
+            if len(h) > 1 else 0
     return n
 
 
-def measured_standing(measured_path, sc):
-    """The standing queue per flow from the none arm's sampled uplink queues, when
-    the result file sits in run.sh's output directory; None otherwise."""
+def active_cross_flows(a, sc, mods):
+    """The mean number of flows crossing the spines that are sending at a time in the
+    none arm: a job's flows send only in its communication phase, a share 1 - compute /
+    iteration of its time (the fluid model's none arm, median over seeds 1..4)."""
+    cross = cross_leaf_flows(sc)
+    comp = {j["name"]: mods[j["model"]]["compute_s"] for j in sc["jobs"]}
+    vals = []
+    with tempfile.TemporaryDirectory() as d:
+        ids = write_inputs(sc, mods, d)[2]
+        for seed in range(1, 5):
+            run = plan_arm(a.build, sc, mods, d, "none", seed, a.phases, 0.0)
+            vals.append(sum(cross[ids[j["id"]]] * max(1.0 - comp[ids[j["id"]]] / j["ref_iter_time"], 0.0)
+                            for j in run["jobs"]))
+    return statistics.median(vals)
+
+
+def measured_standing(measured_path, sc, active):
+    """The standing queue per sending flow from the none arm's sampled uplink queues,
+    when the result file sits in run.sh's output directory; None otherwise. The
+    samples average over time, idle flows included: the backlog is divided by the
+    flows sending at a time (`active`), not by every flow crossing the spines."""
     vals = []
     for f in sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(measured_path)),
                                            "run-none-*", "queues-mean.txt"))):
         r = re.search(r": (\d+) \(", open(f).read())
         if r:
             vals.append(float(r.group(1)))
-    flows = cross_leaf_flows(sc)
-    if not vals or flows == 0:
+    flows = sum(cross_leaf_flows(sc).values())
+    if not vals or flows == 0 or active <= 0:
         return None
-    return statistics.median(vals) / flows, f"{len(vals)} none-arm runs' uplink queues over {flows} flows"
+    return statistics.median(vals) / active, (f"{len(vals)} none-arm runs' uplink queues over {active:.1f} of "
+                                              f"{flows} flows sending at a time")
 
 
 def ring_steps(mo, n):
@@ -232,18 +255,21 @@ def plan_arm(build, sc, mods, d, arm, seed, phases, standing, given=None):
     return run
 
 
-def applied_levels(measured_path, sc, arm, step=0.05):
+def applied_levels(measured_path, sc, arm, step=0.05, samples=None, runs=None):
     """{level assignment (sorted (job, level) pairs): seconds} over the analysis
     windows of the arm's runs beside the result file (every job past its first
     iteration until the first job ends, as crux-tb-analyze), from the agents'
     level logs; a job still profiling (or not yet in the table) sits on the top
-    level. None when the runs or their level logs are not there."""
+    level. None when the runs or their level logs are not there. `samples`, when
+    given, receives {(assignment, job): [iteration time]} for every iteration
+    that starts in the window and runs under one assignment throughout: what
+    the model's run of that assignment predicts, measured."""
     sys.path.insert(0, HERE)
     import levels  # noqa: E402 (bench/testbed/levels.py: the same parsers)
     top = sc["levels"] - 1
     names = [j["name"] for j in sc["jobs"]]
     tally = {}
-    for run in sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(measured_path)), f"run-{arm}-*"))):
+    for run in runs or arm_runs(measured_path, arm):
         log = next((p for p in (os.path.join(run, "cruxd.log"), os.path.join(run, "cruxd-h0.log"))
                     if os.path.exists(p)), None)
         if log is None:
@@ -257,18 +283,40 @@ def applied_levels(measured_path, sc, arm, step=0.05):
             return None
         if any(not v for v in its.values()):
             return None
-        a = max(v[0][1] for v in its.values())
-        b = min(v[-1][1] for v in its.values())
-        t = a
-        while t < b:
+
+        def cfg_at(t):
             cfg = []
             for n in names:
                 st = levels.level_at(tl.get(n, []), t)
                 cfg.append((n, top if st is None or st[1] else st[0]))
-            cfg = tuple(cfg)
+            return tuple(cfg)
+        a = max(v[0][1] for v in its.values())
+        b = min(v[-1][1] for v in its.values())
+        t = a
+        while t < b:
+            cfg = cfg_at(t)
             tally[cfg] = tally.get(cfg, 0.0) + step
             t += step
+        if samples is None:
+            continue
+        for n in names:
+            for s, e in its[n]:
+                if not a <= s < b:
+                    continue
+                c = cfg_at(s)
+                if all(cfg_at(u) == c for u in frange(s, e, step)) and cfg_at(e) == c:
+                    samples.setdefault((c, n), []).append(e - s)
     return tally or None
+
+
+def arm_runs(measured_path, arm):
+    return sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(measured_path)), f"run-{arm}-*")))
+
+
+def frange(a, b, step):
+    while a < b:
+        yield a
+        a += step
 
 
 def mix_runs(parts):
@@ -319,9 +367,12 @@ def predict_arm(a, sc, mods, d, arm, seed, tally):
         out["profiling_share"] = p
         return out
     total = sum(tally.values())
-    parts = [(sec / total, plan_arm(a.build, sc, mods, d, arm, seed, a.phases, a.standing_bytes, dict(cfg)))
-             for cfg, sec in tally.items()]
-    return mix_runs(parts)
+    cfgs = list(tally)
+    parts = [(tally[cfg] / total, plan_arm(a.build, sc, mods, d, arm, seed, a.phases, a.standing_bytes, dict(cfg)))
+             for cfg in cfgs]
+    out = mix_runs(parts)
+    out["configs"] = {cfg: {j["id"]: j["ref_iter_time"] for j in r["jobs"]} for cfg, (_, r) in zip(cfgs, parts)}
+    return out
 
 
 def plan(build, topo, jobs, args, seed, phases):
@@ -362,7 +413,7 @@ def main():
     ap.add_argument("--build", default=os.path.join(HERE, "..", "..", "build"))
     ap.add_argument("--measured", default=os.path.join(HERE, "..", "results", "testbed.json"))
     ap.add_argument("--scenario", default="default")
-    ap.add_argument("--seeds", type=int, default=8)
+    ap.add_argument("--seeds", type=int, default=32)
     ap.add_argument("--phases", type=int, default=4)
     ap.add_argument("--standing-bytes", type=float, default=-1,
                     help="bytes each flow keeps queued at a shared bottleneck (default: measured by the runs "
@@ -385,7 +436,7 @@ def main():
     mods = models(a.build)
     standing_src = "given"
     if a.standing_bytes < 0:
-        got = None if a.predict_only else measured_standing(a.measured, sc)
+        got = None if a.predict_only else measured_standing(a.measured, sc, active_cross_flows(a, sc, mods))
         a.standing_bytes, standing_src = got if got else (STANDING_DEFAULT, "the stack's measured default")
     if a.predict_only:
         return predict_only(a, sc, mods)
@@ -402,14 +453,20 @@ def main():
         topo, jobs, ids = write_inputs(sc, mods, d)
         inputs = {"topology": open(topo).read(), "jobs": open(jobs).read()}
         for arm in arms:
-            tally = applied_levels(a.measured, sc, arm) if arm != "none" and a.applied_levels else None
+            samples = {}
+            tally = applied_levels(a.measured, sc, arm, samples=samples) \
+                if arm != "none" and a.applied_levels else None
             if a.applied_levels and arm != "none" and not tally:
                 die(f"--applied-levels: no level log for every run-{arm}-* beside {a.measured} "
                     "(cruxd.log or cruxd-h0.log with level lines, trainer logs with realtime_offset_ns)")
             runs = [predict_arm(a, sc, mods, d, arm, s, tally) for s in range(1, a.seeds + 1)]
             if tally:
                 total = sum(tally.values())
-                applied[arm] = [{"levels": dict(cfg), "share": sec / total}
+                applied[arm] = [{"levels": dict(cfg), "share": sec / total,
+                                 "jobs": {ids[i]: {"reference_iter_s": med([r["configs"][cfg][i] for r in runs]),
+                                                   "measured_iter_s": med(samples.get((cfg, ids[i]), [])),
+                                                   "measured_iterations": len(samples.get((cfg, ids[i]), []))}
+                                          for i in runs[0]["configs"][cfg]}}
                                 for cfg, sec in sorted(tally.items(), key=lambda x: -x[1])]
             m = measured["arms"][arm]
             ref_u = med([r["ref_model"]["gpu_util"] for r in runs])
@@ -461,6 +518,17 @@ def main():
     allr = [r["reference_within_10pct"] for r in rows["arms"].values()] + \
         [r["reference_within_10pct"] for j in rows["jobs"].values() for r in j.values()]
     print(f"within +-10 % of the measured median (reference model): {sum(allr)} of {len(allr)}")
+    for arm, cfgs in applied.items():
+        print(f"{arm}: per level assignment (top level; share of the window): iteration measured (median of the "
+              "iterations run wholly under it, count) / reference model")
+        for c in cfgs:
+            if c["share"] < 0.02:
+                continue
+            top = " ".join(n for n, lv in c["levels"].items() if lv == sc["levels"] - 1)
+            print(f"  {top:36s} {c['share'] * 100:4.1f}%: " + "  ".join(
+                f"{n} " + (f"{r['measured_iter_s']:.3f}s ({r['measured_iterations']})"
+                           if r["measured_iter_s"] else "-") + f" / {r['reference_iter_s']:.3f}s"
+                for n, r in c["jobs"].items()))
     if a.out:
         res = {"benchmark": "testbed-calibration",
                "what": "the testbed scenario described to crux-plan (reference model and evaluator) against the "

@@ -498,6 +498,8 @@ run_one() {
 	local tcp0 sp0
 	tcp0="$(tcp_counters)"
 	sp0="$(spine_bytes)"
+	# the machine's load (others' work shares its cores): 1-minute load average at the start and the end
+	cut -d' ' -f1 /proc/loadavg >"$dir/load.txt"
 	sample_queues "$dir/queues.txt" &
 	QPID=$!
 	if [ "$arm" = crux ] && [ "$DECIDER" = agent ]; then
@@ -664,6 +666,7 @@ run_one() {
 	done
 	echo "  $label: bytes through the spines: $spl" | tee "$dir/spines.txt"
 	stop_sampler
+	cut -d' ' -f1 /proc/loadavg >>"$dir/load.txt"
 	awk '{s += $2; n++} END {if (n) printf "mean bytes queued at the leaves'"'"' uplinks: %.0f (%d samples)\n", s / n, n}' \
 		"$dir/queues.txt" >"$dir/queues-mean.txt" 2>/dev/null
 	local tcp1
@@ -697,6 +700,26 @@ SCEN_TEXT="$SCEN_DESC"
 "$ANALYZE" --json "$JSON" --plot-dir "$OUT/plot" --scenario "$SCEN_TEXT" \
 	--fabric "$FABRIC_TEXT" "${check_arg[@]}" "${RUNS[@]}"
 arc=$?
+# the runs' load averages into the result file (the figures move with the machine's load)
+if [ -s "$JSON" ]; then
+	python3 - "$JSON" "${RUNS[@]}" <<'PY' || echo "$PROG: could not add the load averages to $JSON" >&2
+import json, os, sys
+path, runs = sys.argv[1], sys.argv[2:]
+d = json.load(open(path))
+per = {}
+for r in runs:
+    run = r.split(":", 1)[1]
+    try:
+        per[os.path.basename(run)] = [float(x) for x in open(os.path.join(run, "load.txt")).read().split()]
+    except (OSError, ValueError):
+        pass
+vals = [v for x in per.values() for v in x]
+if vals:
+    d["load_average"] = {"what": "1-minute load average of the 2-core host at each run's start and end",
+                         "min": min(vals), "max": max(vals), "runs": per}
+    json.dump(d, open(path, "w"), indent=2)
+PY
+fi
 if command -v gnuplot >/dev/null 2>&1; then
 	narms=$(echo $ARMS | wc -w)
 	arm1=$(echo $ARMS | cut -d' ' -f1)

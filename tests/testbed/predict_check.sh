@@ -96,8 +96,18 @@ echo "mean bytes queued at the leaves' uplinks: 120000 (75 samples)" >"$T/runs/r
 echo "mean bytes queued at the leaves' uplinks: 999999 (75 samples)" >"$T/runs/run-crux-1/queues-mean.txt"
 python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/runs/testbed.json" --seeds 1 --phases 1 \
 	--out "$T/calq.json" >"$T/logq" 2>&1 || { cat "$T/logq"; fail "predict.py on a run directory exited non-zero"; }
-python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["standing_bytes_per_flow"] == 10000, d["standing_bytes_per_flow"]; assert "2 none-arm runs" in d["standing_bytes_source"], d["standing_bytes_source"]' \
-	"$T/calq.json" || fail "the standing queue was not taken from the none arm's samples"
+# (over the flows sending at a time: each job's crossing flows times the share of its
+# iteration spent communicating, fewer than the 12 crossing flows; the backlog is a time mean)
+python3 - "$T/calq.json" <<'PY' || fail "the standing queue was not taken from the none arm's samples"
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+src = d["standing_bytes_source"]
+m = re.search(r"over ([0-9.]+) of 12 flows sending at a time", src)
+assert "2 none-arm runs" in src and m, src
+active = float(m.group(1))
+assert 2 < active < 12, active
+assert abs(d["standing_bytes_per_flow"] * active - 120000) < 120000 * 0.01, (d["standing_bytes_per_flow"], active)
+PY
 python3 "$S/bench/testbed/predict.py" --build "$B" --scenario mix --predict-only --seeds 2 --phases 2 >"$T/p" 2>&1 ||
 	fail "--predict-only exited $?: $(cat "$T/p")"
 grep -q "^util none .* gain crux [-+][0-9.]*% / paths [-+][0-9.]*%" "$T/p" || fail "--predict-only: $(cat "$T/p")"
@@ -200,6 +210,7 @@ for v in a b; do
 		--applied-levels --out "$T/lv-$v.json" >"$T/lvp" 2>&1 || fail "predict.py on run $v's level log exited $?: $(cat "$T/lvp")"
 done
 grep -q "levels: crux as applied (2 assignments)" "$T/lvp" || fail "predict.py does not say the levels were applied: $(cat "$T/lvp")"
+grep -q "^  gpt bert-a .*bert-a 1.000s (4) / " "$T/lvp" || fail "no per-assignment line for gpt + bert-a on top: $(cat "$T/lvp")"
 python3 - "$T/lv-a.json" "$T/lv-b.json" <<'PY' || fail "predict.py: the applied levels not used"
 import json, sys
 a, b = (json.load(open(f)) for f in sys.argv[1:])
@@ -210,6 +221,12 @@ assert abs(la[0]["share"] - 1) < 1e-9, la
 shares = {c["levels"]["bert-a"]: c["share"] for c in lb}
 assert len(lb) == 2 and abs(shares[0] - 0.5) < 0.02 and abs(shares[1] - 0.5) < 0.02, lb
 assert b["arms"]["crux"]["levels"]["bert-a"] == [0, 1], b["arms"]["crux"]["levels"]
+# per assignment, the iterations run wholly under it (1 s each): 4 before bert-a joins the top
+# level at T + 5.5 s (iterations 1-4), 4 after (6-9); iteration 5 straddles the change
+for c in lb:
+    for n, r in c["jobs"].items():
+        assert r["measured_iterations"] == 4 and r["measured_iter_s"] == 1.0, (c["levels"], n, r)
+        assert r["reference_iter_s"] > 0, (c["levels"], n, r)
 # sharing the top level for half the window slows the GPT-like job and speeds bert-a
 ga, gb = (x["jobs"]["gpt"]["crux"]["reference_iter_s"] for x in (a, b))
 ba, bb = (x["jobs"]["bert-a"]["crux"]["reference_iter_s"] for x in (a, b))
