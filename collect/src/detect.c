@@ -7,7 +7,7 @@
 
 #define HASH_SLOTS	   1024 /* > 2 * CRUXC_DET_MAX_DISTINCT, power of two */
 #define HASH_BASE	   0x100000001b3ull
-#define MIN_SHARE	   0.5 /* the mode segment must be most of the anchor's segments */
+#define MIN_SHARE	   0.5 /* the mode segment must be more than this share of the anchor's segments */
 #define MIN_COVERAGE	   0.3 /* ... and cover this much of the sequence */
 #define MIN_SHORT_COVERAGE 0.5
 
@@ -156,7 +156,9 @@ static bool anchor_mode(struct cruxc_det_scratch *s, const struct distinct *d, s
 			mode = &s->segs[i];
 		}
 	}
-	if (best < 2 || (double)best < MIN_SHARE * (double)k)
+	/* Strictly more than half: an anchor that occurs twice per iteration splits
+	 * it into two segments that alternate, each exactly half (A A B: "A", "A B"). */
+	if (best < 2 || (double)best <= MIN_SHARE * (double)k)
 		return false;
 	*c = (struct cand){
 	    .anchor = d->key,

@@ -105,6 +105,53 @@ static void test_ddp_rebuild(void **state)
 	assert_true(r.repeats >= 100);
 }
 
+/*
+ * The first calls of a DDP run with two equal buckets (A A B per iteration)
+ * after two warm-up calls: 'A' splits the run into alternating segments "A"
+ * and "A B", each exactly half. Neither is "most" of A's segments, so no
+ * period yet (a loaded machine ran detection here, counted a 2-call period
+ * and published 111 iterations for 80 run); once B has repeated, the period
+ * is the whole iteration.
+ */
+static void early_alternating(uint32_t a, uint32_t b)
+{
+	struct trace t = {.n = 0};
+	struct cruxc_det_result r;
+
+	put(&t, AR(40));
+	put(&t, AR(41));
+	for (int i = 0; i < 3; i++) {
+		put(&t, a);
+		put(&t, a);
+		if (i < 2)
+			put(&t, b);
+	}
+	/* C D A A B A A B A A: A's segments alternate, B's repeat twice */
+	for (size_t n = 9; n <= t.n; n++) {
+		crux_status_t st = cruxc_detect(t.sig, NULL, n, scratch, &r);
+		if (st == CRUX_OK && r.length != 3)
+			fail_msg("%zu calls: a %u-call period (%u repeats, coverage %.2f)", n,
+				 r.length, r.repeats, r.coverage);
+	}
+	put(&t, b);
+	for (int i = 0; i < 2; i++) {
+		put(&t, a);
+		put(&t, a);
+		put(&t, b);
+	}
+	r = detect_ok(&t);
+	assert_int_equal(r.length, 3);
+}
+
+/* Which of the two equal-share modes the sort meets first depends on the
+ * signatures' hashes: try several. */
+static void test_early_alternating_segments(void **state)
+{
+	(void)state;
+	for (uint32_t x = 0; x < 32; x++)
+		early_alternating(AR(100 + x), AR(7));
+}
+
 /* 60 identical full buckets: the period is the whole iteration, not one bucket. */
 static void test_ddp_many_equal_buckets(void **state)
 {
@@ -386,6 +433,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_ddp_rebuild),
+	    cmocka_unit_test(test_early_alternating_segments),
 	    cmocka_unit_test(test_ddp_many_equal_buckets),
 	    cmocka_unit_test(test_ddp_metric_noise),
 	    cmocka_unit_test(test_ddp_metric_noise_shifted),
