@@ -24,7 +24,8 @@
  * stages. No stage calls back into an earlier one, but for one read: what to
  * probe asks the planner for a host's topology node (the planner keeps the
  * hosts' map). The cluster stage runs the planner on the leader (its plan
- * callback), as agent.c does in single-host mode. The pass reads no clock for its decisions: it takes 'now' as input.
+ * callback), as agent.c does in single-host mode. The pass reads no clock
+ * for its decisions: it takes 'now' as input.
  */
 #ifndef CRUXD_AGENT_INT_H
 #define CRUXD_AGENT_INT_H
