@@ -436,7 +436,7 @@ cruxn_result_t cruxn_test(void *request, int *done, int *sizes)
 		return CRUXN_INVALID_ARGUMENT;
 	c = r->comm;
 	pthread_mutex_lock(&c->lock);
-	if (c->ops->req_done(r) || (c->ops->progress(c) && c->ops->req_done(r))) {
+	if (c->ops->test(c, r)) {
 		if (sizes)
 			for (int i = 0; i < r->n; i++)
 				sizes[i] = (int)(r->got[i] > 0x7fffffff ? 0x7fffffff : r->got[i]);

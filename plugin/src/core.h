@@ -140,7 +140,11 @@ struct cruxn_transport_ops {
 	 * request again.
 	 */
 	bool (*progress)(struct cruxn_base *c);
-	bool (*req_done)(const struct cruxn_req *r);
+	/*
+	 * test()'s question, one call: is r done, after one progress call when
+	 * it was not (an empty poll, the usual answer, costs one indirect call).
+	 */
+	bool (*test)(struct cruxn_base *c, struct cruxn_req *r);
 	/* After the peer closed: can r still finish? */
 	bool (*req_orphaned)(const struct cruxn_req *r);
 	/* A finished or abandoned request gives back what the transport held for it (may be NULL).

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -698,6 +699,58 @@ static void test_ctrl_bell(void **state)
 	/* the new lane carries the next message; every byte checked */
 	send_one(sb, rb, 3000, 2);
 	assert_int_equal(s->cur->id, 1);
+}
+
+/*
+ * The quiet control socket's rule, which keeps an empty test() to one CQ
+ * poll and a look at the bell: no read and no clock before the
+ * VX_CTRL_TICK-th call, a read then once VX_CTRL_POLL_NS passed, none
+ * again within VX_CTRL_POLL_NS however often test() is called, and a
+ * peer's socket ending without a BYE still seen within those bounds (a
+ * pending receive fails rather than hangs) when test() is called rarely.
+ */
+static void test_ctrl_tick(void **state)
+{
+	static unsigned char sb[4096], rb[4096];
+	struct vx_comm *r = rc;
+	void *rmr, *rreq, *d = rb;
+	size_t cap = sizeof(rb);
+	uint64_t t, t0;
+	int done = 0, calls = 0;
+	cruxn_result_t res = CRUXN_SUCCESS;
+	(void)state;
+
+	send_one(sb, rb, 100, 1); /* set-up done at both ends */
+	for (int k = 0; k < 20; k++)
+		r->b.ops->progress(&r->b);
+	assert_true(r->ctrl_quiet);
+	r->ctrl_ns = 0; /* last read long ago */
+	r->idle_ticks = 0;
+	for (unsigned k = 1; k < VX_CTRL_TICK; k++)
+		r->b.ops->progress(&r->b);
+	assert_int_equal(r->ctrl_ns, 0); /* not read: no system call, no clock */
+	r->b.ops->progress(&r->b);
+	assert_true(r->ctrl_ns != 0); /* the VX_CTRL_TICK-th call read it */
+	t = r->ctrl_ns;
+	for (unsigned k = 0; k < 4 * VX_CTRL_TICK; k++)
+		r->b.ops->progress(&r->b);
+	if (crux_now_ns() - t < VX_CTRL_POLL_NS) /* a loaded machine may take longer */
+		assert_int_equal(r->ctrl_ns, t);
+	/* the sender goes without a BYE reaching the receiver: its socket's end decides */
+	assert_int_equal(cruxn_reg_mr(rc, rb, sizeof(rb), CRUXN_PTR_HOST, &rmr), CRUXN_SUCCESS);
+	assert_int_equal(cruxn_irecv(rc, 1, &d, &cap, NULL, NULL, &rreq), CRUXN_SUCCESS);
+	assert_int_equal(shutdown(vx_of(sc)->fd, SHUT_RDWR), 0);
+	t0 = crux_now_ns();
+	while (res == CRUXN_SUCCESS && crux_now_ns() - t0 < 5000000000ull) {
+		res = cruxn_test(rreq, &done, NULL);
+		calls++;
+		usleep(2000); /* a rare caller: about VX_CTRL_POLL_NS / 5 apart */
+	}
+	assert_int_equal(res, CRUXN_REMOTE_ERROR);
+	assert_true(r->b.peer_closed);
+	/* calls 2 ms apart: VX_CTRL_POLL_NS passed by the VX_CTRL_TICK-th, which read it */
+	assert_true(calls <= (int)VX_CTRL_TICK);
+	cruxn_dereg_mr(rc, rmr);
 }
 
 /*
@@ -1480,6 +1533,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_lane_close_waits_for_parts, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lane_close_fences_cts, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_ctrl_bell, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_ctrl_tick, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_sizes_by_byte_len, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_receives_in_batches, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_warm_lane_return, setup, teardown),

@@ -551,6 +551,11 @@ static bool sk_progress(struct cruxn_base *b)
 	return true; /* the helpers move bytes meanwhile: always look again */
 }
 
+static bool sk_test(struct cruxn_base *b, struct cruxn_req *r)
+{
+	return sk_req_done(r) || (sk_progress(b) && sk_req_done(r));
+}
+
 const struct cruxn_transport_ops cruxn_socket_ops = {
     .name = "socket",
     .kind = CRUXN_TP_SOCKET,
@@ -570,7 +575,7 @@ const struct cruxn_transport_ops cruxn_socket_ops = {
     .post_recv = sk_post_recv,
     .flush = NULL, /* host memory: the data is in place when the receive completes */
     .progress = sk_progress,
-    .req_done = sk_req_done,
+    .test = sk_test,
     .req_orphaned = sk_req_orphaned,
     .wake = cruxn_sk_wake,
     .destroy = cruxn_sk_destroy,

@@ -363,7 +363,8 @@ static __attribute__((noinline, cold)) void async_failed(struct vx_comm *c)
 }
 
 /* The n completions of a poll, and more while the batches come back full. */
-static __attribute__((noinline)) int take_wcs(struct vx_comm *c, struct ibv_wc *wc, int n)
+static inline __attribute__((always_inline)) int take_wcs(struct vx_comm *c, struct ibv_wc *wc,
+							  int n)
 {
 	for (;;) {
 		for (int i = 0; i < n; i++)
@@ -378,9 +379,10 @@ static __attribute__((noinline)) int take_wcs(struct vx_comm *c, struct ibv_wc *
 /*
  * Takes the completions there are: batches until one comes back short (the
  * queue was empty then; what lands later is the next call's). Returns the
- * last poll's result. An empty queue, the usual answer, costs one call.
+ * last poll's result. Progress polls by itself (progress_once); this is
+ * for the poll again after the peer's end was seen.
  */
-static inline int poll_all(struct vx_comm *c)
+static __attribute__((noinline)) int poll_all(struct vx_comm *c)
 {
 	struct ibv_wc wc[16];
 	int n;
@@ -401,9 +403,11 @@ static inline void async_check(struct vx_comm *c)
 
 /*
  * The control socket and the bound on a gone peer: what progress does
- * besides the CQ. True: the socket was read.
+ * besides the CQ. tick: a quiet socket's VX_CTRL_TICK-th call
+ * (progress_once), the only one that asks the clock whether VX_CTRL_POLL_NS
+ * passed. True: the socket was read.
  */
-static bool ctrl_tick(struct vx_comm *c)
+static bool ctrl_tick(struct vx_comm *c, bool tick)
 {
 	bool read = false;
 
@@ -412,11 +416,10 @@ static bool ctrl_tick(struct vx_comm *c)
 	 * while something is under way there (set-up, a lane change or close,
 	 * queued messages, an error completion waiting for the peer's BYE:
 	 * not ctrl_quiet) or the peer rang for a message, else at most every
-	 * VX_CTRL_POLL_NS (a socket's end without a BYE is seen that much later;
-	 * the clock is looked at every 16th call).
+	 * VX_CTRL_POLL_NS (a socket's end without a BYE is seen that much later).
 	 */
 	if (!c->ctrl_quiet || cruxn_vx_bell_ahead(c) ||
-	    ((++c->idle_ticks & 15) == 0 && crux_now_ns() - c->ctrl_ns >= VX_CTRL_POLL_NS)) {
+	    (tick && crux_now_ns() - c->ctrl_ns >= VX_CTRL_POLL_NS)) {
 		bool was_open = !c->b.peer_closed;
 		read = true;
 		cruxn_vx_ctrl_progress(c);
@@ -438,24 +441,55 @@ static bool ctrl_tick(struct vx_comm *c)
 	return read;
 }
 
-/* False: an empty CQ, the control socket not read, the lanes settled and no failure. */
-static bool vx_progress(struct cruxn_base *b)
+/* Progress past an empty poll: the n completions in wc, failures, the control socket, lanes. */
+static __attribute__((noinline)) bool progress_rest(struct vx_comm *c, struct ibv_wc *wc, int n,
+						    bool tick)
 {
-	struct vx_comm *c = vx_of(b);
-	int n;
 	bool changed;
 
-	async_check(c);
-	if ((n = poll_all(c)) < 0)
+	if (n > 0)
+		n = take_wcs(c, wc, n);
+	if (n < 0)
 		cruxn_vx_fail(c, "polling the completion queue", strerror(errno),
 			      "the device failed");
-	changed = ctrl_tick(c) || n != 0;
+	changed = ctrl_tick(c, tick) || n != 0;
 	if (c->b.is_send && !cruxn_vx_lanes_settled(c) && !c->b.peer_closed &&
 	    !atomic_load(&c->b.error)) {
 		cruxn_vx_lanes_progress(c);
 		changed = true;
 	}
 	return changed || atomic_load(&c->b.error);
+}
+
+/*
+ * False: an empty CQ, the control socket not read, the lanes settled and no
+ * failure. The usual answer of an idle test() is what NCCL's IB transport
+ * does: the failure flags, one poll of the comm's CQ, and a look at the
+ * bell, with nothing else called; the rest only when one of them asks.
+ */
+static inline __attribute__((always_inline)) bool progress_once(struct vx_comm *c)
+{
+	struct ibv_wc wc[16];
+	int n = 0;
+	bool err, look; /* look: the control socket may be due */
+
+	async_check(c);
+	/* only this thread, under the comm's lock, sets the error from here on */
+	err = atomic_load(&c->b.error);
+	if (!err)
+		n = cruxn_ibv_poll_cq(c->cq, 16, wc);
+	/* an error completion from a gone peer (gone_ns) clears ctrl_quiet for good */
+	look =
+	    !c->ctrl_quiet || cruxn_vx_bell_ahead(c) || (++c->idle_ticks & (VX_CTRL_TICK - 1)) == 0;
+	if (__builtin_expect(
+		n == 0 && !look && !err && (!c->b.is_send || cruxn_vx_lanes_settled(c)), 1))
+		return false;
+	return progress_rest(c, wc, n, look);
+}
+
+static bool vx_progress(struct cruxn_base *b)
+{
+	return progress_once(vx_of(b));
 }
 
 /* ---- send ------------------------------------------------------------------- */
@@ -826,6 +860,12 @@ static bool vx_req_done(const struct cruxn_req *r)
 	return r->nmatched == r->n;
 }
 
+/* test(): the request's state, and one progress call (inlined) when it is not done. */
+static bool vx_test(struct cruxn_base *b, struct cruxn_req *r)
+{
+	return vx_req_done(r) || (progress_once(vx_of(b)) && vx_req_done(r));
+}
+
 /* After the peer closed: nothing more can arrive or be acknowledged. */
 static bool vx_req_orphaned(const struct cruxn_req *r)
 {
@@ -854,7 +894,7 @@ const struct cruxn_transport_ops cruxn_verbs_ops = {
     .post_recv = vx_post_recv,
     .flush = vx_flush,
     .progress = vx_progress,
-    .req_done = vx_req_done,
+    .test = vx_test,
     .req_orphaned = vx_req_orphaned,
     .req_release = vx_req_release,
     .wake = NULL,

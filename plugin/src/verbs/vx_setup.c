@@ -118,6 +118,7 @@ static struct vx_comm *comm_new(bool is_send, int dev, int family, int nqps)
 		return NULL;
 	cruxn_base_init(&c->b, is_send, &cruxn_verbs_ops, dev, family);
 	c->fd = -1;
+	c->bell = is_send ? &c->fifo_bell : &c->sizes_bell;
 	c->dev = &cruxn_vx_state.devs[dev];
 	c->nqps = nqps;
 	if (cruxn_vx_ep_refresh(&cruxn_vx_state, c->dev, &c->ep, why, sizeof(why)) != CRUX_OK) {

@@ -51,9 +51,13 @@
 /*
  * The control socket is read at least this often when nothing is under way
  * there: the peer rings for each control message it sends (the bells), so
- * this only finds a socket's end (a peer gone without its BYE).
+ * this only finds a socket's end (a peer gone without its BYE; one that
+ * goes with data in flight is found by its error completions). The clock
+ * is looked at every VX_CTRL_TICK-th quiet progress call.
  */
 #define VX_CTRL_POLL_NS 10000000ull
+#define VX_CTRL_TICK	16u
+_Static_assert((VX_CTRL_TICK & (VX_CTRL_TICK - 1)) == 0, "a power of two (a mask)");
 /* the longest a message waits for a decision's lane that is not up yet */
 #define VX_HOLD_MAX_NS 1000000000ull
 /* how long an error completion waits for a closing peer's BYE */
@@ -187,7 +191,7 @@ struct vx_comm {
 	 * VX_CTRL_POLL_NS (false, as calloc leaves it: on every call).
 	 */
 	bool ctrl_quiet;
-	uint32_t idle_ticks; /* progress calls while quiet: the clock is read every 16th */
+	uint32_t idle_ticks; /* quiet progress calls: every VX_CTRL_TICK-th reads the clock */
 	/*
 	 * Control bells: each end counts the control messages (kind VX_LANE and
 	 * later) it wrote to the socket and writes the count by RDMA into the
@@ -197,6 +201,7 @@ struct vx_comm {
 	 * periodic read is needed to see a lane change.
 	 */
 	uint32_t ctrl_sent, ctrl_got;
+	const volatile uint64_t *bell; /* ours: fifo_bell (sender) or sizes_bell (receiver) */
 	bool bye;
 	uint32_t bye_rrow;
 	uint8_t bye_done[VX_FIFO];
@@ -273,8 +278,7 @@ _Static_assert(offsetof(struct vx_comm, cts_bell) ==
 /* The peer rang for a control message not read yet (its bell ahead of ctrl_got). */
 static inline bool cruxn_vx_bell_ahead(const struct vx_comm *c)
 {
-	uint32_t bell =
-	    (uint32_t) * (const volatile uint64_t *)(c->b.is_send ? &c->fifo_bell : &c->sizes_bell);
+	uint32_t bell = (uint32_t)*c->bell;
 
 	return (int32_t)(bell - c->ctrl_got) > 0;
 }
