@@ -251,7 +251,8 @@ static bool peer_gone_status(enum ibv_wc_status s)
 	       s == IBV_WC_WR_FLUSH_ERR || s == IBV_WC_REM_ABORT_ERR;
 }
 
-static void on_wc(struct vx_comm *c, const struct ibv_wc *wc)
+/* inlined into the loop that takes completions (take_wcs) */
+static inline __attribute__((always_inline)) void on_wc(struct vx_comm *c, const struct ibv_wc *wc)
 {
 	struct vx_lane *l;
 
@@ -362,7 +363,7 @@ static __attribute__((noinline, cold)) void async_failed(struct vx_comm *c)
 			      "see the device's error counters and the peer's log");
 }
 
-/* The n completions of a poll, and more while the batches come back full. */
+/* The n completions of a poll, and more while the batches come back full (no call per one). */
 static inline __attribute__((always_inline)) int take_wcs(struct vx_comm *c, struct ibv_wc *wc,
 							  int n)
 {
@@ -593,7 +594,7 @@ static bool vx_peer_ready(struct cruxn_base *b)
 
 	if (cts_posted(c))
 		return true;
-	(void)vx_progress(b);
+	(void)progress_once(c);
 	if (!cruxn_vx_lanes_settled(c) && !atomic_load(&c->b.error))
 		(void)lane_ready(c); /* a lane the peer never answers fails after CRUX_TIMEOUT */
 	return cts_posted(c) && !atomic_load(&c->b.error);
