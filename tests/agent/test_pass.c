@@ -4,7 +4,9 @@
  * report take their ports from the one probe snapshot of the pass, so the
  * table and the status name the same ports even when the prober's live cache
  * holds something else (here: no prober at all), and report reads the
- * planner's decisions, not its job table (here: empty).
+ * planner's decisions, not its job table (here: empty). Realise finds a
+ * host's topology node from the hosts the planner's decisions carry, without
+ * calling the planner.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -107,10 +109,84 @@ test_snapshot_ports(void **state)
 	free(a);
 }
 
+/* A topology naming its hosts by name, not address: a host's node needs the
+ * name the plan's view gave its address. */
+static void test_plan_hosts_nodes(void **state)
+{
+	static const char topo[] = "host hA hB\n"
+				   "switch leaf1 leaf2 s1 s2\n"
+				   "link hA leaf1 10\nlink hB leaf2 10\n"
+				   "link leaf1 s1 10\nlink leaf1 s2 10\n"
+				   "link s1 leaf2 10\nlink s2 leaf2 10\n";
+	struct cruxd_config cfg;
+	struct cruxd_guard_config gc;
+	struct cruxd_guard *guard;
+	struct crux_sched_topo *t = NULL;
+	struct crux_sched_err err;
+	struct cruxd_planner *pl;
+	struct cruxd_overrides ovr;
+	struct cruxd_decisions plan;
+	struct crux_job_view v;
+	struct crux_jv_job *j;
+	struct crux_addr ha = A("10.0.0.1"), hb = A("10.0.0.2"), other = A("10.0.0.9");
+	int na, nb;
+
+	(void)state;
+	memset(&cfg, 0, sizeof(cfg));
+	memset(&ovr, 0, sizeof(ovr));
+	memset(&plan, 0, sizeof(plan));
+	memset(&v, 0, sizeof(v));
+	cfg.settings.nlevels = 4;
+	cfg.profile_window_ns = 1000000000ull;
+	cruxd_guard_config_default(&gc);
+	assert_int_equal(cruxd_guard_new(&gc, &guard), CRUX_OK);
+	assert_int_equal(crux_sched_topo_parse(topo, sizeof(topo) - 1, "test", &t, &err), CRUX_OK);
+	assert_int_equal(cruxd_planner_new(&cfg, t, guard, &pl), CRUX_OK);
+
+	j = crux_jv_new_job(&v);
+	assert_non_null(j);
+	j->key = crux_job_key_of("job-a");
+	snprintf(j->id, sizeof(j->id), "job-a");
+	j->nranks = 2;
+	assert_int_equal(crux_jv_job_flow(j, &ha, &hb, 4096), CRUX_OK);
+	v.hosts = calloc(2, sizeof(*v.hosts));
+	assert_non_null(v.hosts);
+	v.nhosts = v.caphosts = 2;
+	v.hosts[0].addr = ha;
+	snprintf(v.hosts[0].name, sizeof(v.hosts[0].name), "hA");
+	v.hosts[1].addr = hb;
+	snprintf(v.hosts[1].name, sizeof(v.hosts[1].name), "hB");
+
+	/* Before any plan the decisions name no host: no node, no paths expected. */
+	assert_int_equal(cruxd_topo_node(t, &hb, cruxd_hosts_name(&plan.hosts, &hb)), -1);
+
+	assert_int_equal(cruxd_planner_take_view(pl, &v, 1), CRUX_OK);
+	assert_int_equal(cruxd_planner_plan(pl, &ovr, 1, &plan), CRUX_OK);
+	assert_int_equal(plan.hosts.n, 2);
+	na = cruxd_topo_node(t, &ha, cruxd_hosts_name(&plan.hosts, &ha));
+	nb = cruxd_topo_node(t, &hb, cruxd_hosts_name(&plan.hosts, &hb));
+	assert_int_equal(na, crux_sched_topo_find(t, "hA"));
+	assert_int_equal(nb, crux_sched_topo_find(t, "hB"));
+	assert_true(na >= 0 && nb >= 0 && na != nb);
+	assert_int_equal(cruxd_expected_paths(t, na, nb), 2);
+	/* An address the view does not name, and a switch's name: no host node. */
+	assert_int_equal(cruxd_topo_node(t, &other, cruxd_hosts_name(&plan.hosts, &other)), -1);
+	assert_int_equal(cruxd_topo_node(t, &other, "s1"), -1);
+	/* No topology (the single-host view): no node. */
+	assert_int_equal(cruxd_topo_node(NULL, &ha, "hA"), -1);
+
+	cruxd_decisions_free(&plan);
+	crux_jv_free(&v);
+	cruxd_planner_free(pl);
+	crux_sched_topo_free(t);
+	cruxd_guard_free(guard);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_snapshot_ports),
+	    cmocka_unit_test(test_plan_hosts_nodes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

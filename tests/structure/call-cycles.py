@@ -12,7 +12,12 @@ Circles known and not yet broken are listed in circles.txt beside this script, o
 files, space-separated): a new circle fails, so does a listed one that grew or is gone (take it
 off the list).
 
-Usage: call-cycles.py BUILD_DIR [KNOWN_LIST]
+Calls that must not be, even without a circle, are listed in no-calls.txt, one a line: "A -> B"
+(file A calls no function of file B, e.g. a stage of cruxd's pass into the planner whose output
+it takes as a value). Such a call fails, naming a function that makes it; so does a line naming a
+file no target builds (the rule would hold for nothing).
+
+Usage: call-cycles.py BUILD_DIR [KNOWN_LIST [FORBIDDEN_LIST]]
 """
 import json
 import os
@@ -123,15 +128,37 @@ def known_circles(path):
     return {tuple(sorted(ln)) for ln in lines if ln}
 
 
+def forbidden_calls(path):
+    """The listed calls that must not be: [(line number, caller file, callee file)]."""
+    if path is None:
+        return []
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [ln.split("#", 1)[0].split() for ln in f]
+    except OSError as e:
+        fail(f"cannot read the list of forbidden calls {path} ({e})")
+    rules = []
+    for no, ln in enumerate(lines, 1):
+        if not ln:
+            continue
+        if len(ln) != 3 or ln[1] != "->":
+            fail(f"{path}:{no}: expected 'CALLER_FILE -> CALLEE_FILE', got '{' '.join(ln)}'")
+        rules.append((no, ln[0], ln[2]))
+    return rules
+
+
 def main():
-    if len(sys.argv) not in (2, 3):
-        fail("usage: call-cycles.py BUILD_DIR [KNOWN_LIST]")
+    if len(sys.argv) not in (2, 3, 4):
+        fail("usage: call-cycles.py BUILD_DIR [KNOWN_LIST [FORBIDDEN_LIST]]")
     if shutil.which("nm") is None:
         print("SKIP: nm is not installed (binutils)")
         sys.exit(77)
     build = sys.argv[1]
-    known = known_circles(sys.argv[2] if len(sys.argv) == 3 else None)
+    known = known_circles(sys.argv[2] if len(sys.argv) >= 3 else None)
+    forbidden = forbidden_calls(sys.argv[3] if len(sys.argv) == 4 else None)
     found = {}
+    calls = {}  # (caller file, callee file) -> a function that makes the call
+    built = set()
     checked = files = 0
     for folder, objs in sorted(targets_of(build).items()):
         missing = [o for o in objs if not os.path.isfile(o)]
@@ -148,6 +175,8 @@ def main():
                 d = owner.get(s)
                 if d is not None and d != o:
                     edges.setdefault(objs[o], {}).setdefault(objs[d], s)
+                    calls.setdefault((objs[o], objs[d]), s)
+        built.update(objs.values())
         checked += 1
         files += len(objs)
         for comp in cycles(edges, set(objs.values())):
@@ -168,10 +197,20 @@ def main():
                 if b in edges.get(a, {}):
                     print(f"  {a} -> {b}  ({edges[a][b]})")
         print("  move the shared code to the file it belongs to, or to one both use")
+    for no, caller, callee in forbidden:
+        gone = [f for f in (caller, callee) if f not in built]
+        if gone:
+            print(f"FAIL: {sys.argv[3]}:{no} names {gone[0]}, which no target builds: name the "
+                  "file as it is now, or take the line off")
+            bad = True
+        elif (caller, callee) in calls:
+            print(f"FAIL: {caller} calls {callee} ({calls[(caller, callee)]}), which "
+                  f"{sys.argv[3]}:{no} forbids: hand what it needs over as a value")
+            bad = True
     if bad:
         sys.exit(1)
     print(f"PASS: no circle of calls in {checked} targets ({files} objects) but {len(known)} "
-          "listed")
+          f"listed; none of the {len(forbidden)} forbidden calls")
 
 
 if __name__ == "__main__":

@@ -221,7 +221,7 @@ static crux_status_t realise(struct cruxd_agent *a, struct cruxd_pass *p)
 {
 	const struct cruxd_decisions *d = &p->plan;
 
-	cruxd_want_probes(a, &p->view, p->ovr);
+	cruxd_want_probes(a, &p->view, &p->plan.hosts, p->ovr);
 	cruxd_snap_take(&p->probe, a->probe);
 	if (a->cl) {
 		crux_status_t st = cruxd_cluster_decide(a->cl, &p->view, &p->schedule);

@@ -13,7 +13,8 @@
  *   cluster.c   host view                   -> etcd; merged view -> the
  *                                              leader's plan -> schedule;
  *                                              schedule -> decisions
- *   planner.c   view, overrides, now        -> decisions (decisions.h)
+ *   planner.c   view, overrides, now        -> decisions (decisions.h), with
+ *                                              the view's hosts
  *   realise.c   decisions, probe snapshot   -> the table's rows, published
  *   report.c    decisions, rows, snapshot   -> the status record for cruxctl
  *
@@ -21,11 +22,13 @@
  * and the agent holds only their handles: the planner (planner.h: its job
  * table, hysteresis, counters), the overrides file (ovr_watch.h) and the
  * cluster node (cluster.h). ports.c (probe snapshot -> ports) is read by the
- * stages. No stage calls back into an earlier one, but for one read: what to
- * probe asks the planner for a host's topology node (the planner keeps the
- * hosts' map). The cluster stage runs the planner on the leader (its plan
- * callback), as agent.c does in single-host mode. The pass reads no clock
- * for its decisions: it takes 'now' as input.
+ * stages. No stage calls back into an earlier one: what to probe finds a
+ * host's topology node from the hosts the planner's decisions carry (the
+ * view it planned from) and the agent's topology, by the planner's rule
+ * (cruxd_topo_node, decisions.h); tests/structure/no-calls.txt forbids
+ * realise and report any call into the planner. The cluster stage runs the
+ * planner on the leader (its plan callback), as agent.c does in single-host
+ * mode. The pass reads no clock for its decisions: it takes 'now' as input.
  */
 #ifndef CRUXD_AGENT_INT_H
 #define CRUXD_AGENT_INT_H
@@ -169,7 +172,7 @@ int cruxd_expected_paths(struct crux_sched_topo *topo, int src, int dst);
 
 /* realise.c: what to probe; decisions and the snapshot -> rows; rows -> the table. */
 void cruxd_want_probes(struct cruxd_agent *a, const struct crux_job_view *v,
-		       const struct cruxd_overrides *local);
+		       const struct cruxd_hosts *hosts, const struct cruxd_overrides *local);
 void cruxd_realise(struct cruxd_agent *a, const struct cruxd_decisions *d,
 		   const struct cruxd_probe_snap *snap, struct cruxd_rows *out);
 crux_status_t cruxd_publish(struct cruxd_agent *a, const struct cruxd_rows *rows);

@@ -3,7 +3,9 @@
  * Decisions: the planner's (or the cluster schedule's) output, realise's and
  * report's input. A value of the pass; its buffers are kept from pass to pass.
  * The helpers are small and inline: every stage that builds or reads
- * decisions uses them, none owns them.
+ * decisions uses them, none owns them. The planner's decisions carry the
+ * hosts of the view it planned from, so realise finds a host's topology node
+ * from values (cruxd_topo_node: the one rule, the planner's too).
  */
 #ifndef CRUXD_DECISIONS_H
 #define CRUXD_DECISIONS_H
@@ -63,6 +65,12 @@ struct cruxd_decision {
 	double base_work, base_bytes, base_iter;
 };
 
+/* The hosts of the view a plan was made from (addresses and names, in the view's order). */
+struct cruxd_hosts {
+	size_t n, cap;
+	struct crux_jv_host *v;
+};
+
 struct cruxd_decisions {
 	bool valid;	/* false: none (cluster mode before its first schedule) */
 	bool warn_full; /* say so when the table cannot take every job */
@@ -72,7 +80,37 @@ struct cruxd_decisions {
 	/* The planner's counters when it made them (the status shows them). */
 	uint64_t reschedules;
 	uint32_t guard_infeasible; /* the last schedule's jobs no level keeps within the bound */
+	struct cruxd_hosts hosts;  /* the planner's: the view's hosts; the schedule's: none */
 };
+
+/* A host's topology node: by its address as text, else by its name (NULL:
+ * none); -1 (or below): not a host of t, or no topology. */
+static inline int cruxd_topo_node(const struct crux_sched_topo *t, const struct crux_addr *addr,
+				  const char *name)
+{
+	char buf[CRUX_ADDR_STRLEN];
+	int n = -1;
+
+	if (!t)
+		return -1;
+	if (addr->family) {
+		crux_addr_format(addr, buf, sizeof(buf));
+		n = crux_sched_topo_find(t, buf);
+	}
+	if (n < 0 && name && name[0])
+		n = crux_sched_topo_find(t, name);
+	return n < crux_sched_topo_n_hosts(t) ? n : -1;
+}
+
+/* The name of the host with that address (NULL: none, or no address). */
+static inline const char *cruxd_hosts_name(const struct cruxd_hosts *hs,
+					   const struct crux_addr *addr)
+{
+	for (size_t i = 0; addr->family && i < hs->n; i++)
+		if (crux_addr_equal(&hs->v[i].addr, addr))
+			return hs->v[i].name;
+	return NULL;
+}
 
 /* A new decision at the end (its buffers kept from an earlier pass); NULL: out of memory. */
 static inline struct cruxd_decision *cruxd_decision_new(struct cruxd_decisions *d)
@@ -134,6 +172,7 @@ static inline void cruxd_decisions_free(struct cruxd_decisions *d)
 		free(d->v[i].flows);
 	}
 	free(d->v);
+	free(d->hosts.v);
 	memset(d, 0, sizeof(*d));
 }
 

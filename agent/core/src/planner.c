@@ -229,24 +229,36 @@ static void jobs_set_topo(struct cruxd_jobs *t, struct crux_sched_topo *topo)
 static int jobs_node_of(struct cruxd_jobs *t, const struct crux_addr *addr)
 {
 	struct hostent *h = host_find(t, addr);
-	char buf[CRUX_ADDR_STRLEN];
-	int n = -1;
+	int n;
 
 	if (!t->topo)
 		return -1;
 	if (h && h->node >= 0)
 		return h->node;
-	if (addr->family) {
-		crux_addr_format(addr, buf, sizeof(buf));
-		n = crux_sched_topo_find(t->topo, buf);
-	}
-	if (n < 0 && h && h->name[0])
-		n = crux_sched_topo_find(t->topo, h->name);
-	if (n >= crux_sched_topo_n_hosts(t->topo))
-		n = -1;
+	n = cruxd_topo_node(t->topo, addr, h ? h->name : NULL);
 	if (h)
 		h->node = n;
 	return n;
+}
+
+/* The view's hosts, for the decisions: realise finds their nodes from them. */
+static crux_status_t jobs_export_hosts(const struct cruxd_jobs *t, struct cruxd_hosts *out)
+{
+	if (t->nhosts > out->cap) {
+		struct crux_jv_host *nv = realloc(out->v, t->nhosts * sizeof(*nv));
+		if (!nv) {
+			out->n = 0;
+			return CRUX_ERR_NOMEM;
+		}
+		out->v = nv;
+		out->cap = t->nhosts;
+	}
+	for (size_t i = 0; i < t->nhosts; i++) {
+		out->v[i].addr = t->hosts[i].addr;
+		memcpy(out->v[i].name, t->hosts[i].name, sizeof(out->v[i].name));
+	}
+	out->n = t->nhosts;
+	return CRUX_OK;
 }
 
 /* Single-host view: a star of every host seen around one switch. */
@@ -831,17 +843,19 @@ static crux_status_t decide(struct cruxd_planner *pl, struct cruxd_decisions *ou
 crux_status_t cruxd_planner_plan(struct cruxd_planner *pl, const struct cruxd_overrides *ovr,
 				 uint64_t now, struct cruxd_decisions *out)
 {
-	crux_status_t st = CRUX_OK, dst;
+	crux_status_t st, dst;
 
 	pl->ovr = ovr;
-
+	st = jobs_export_hosts(&pl->jobs, &out->hosts);
 	life_cycle(pl, now);
 	guard_pass(pl, now);
 	if (pl->first_pass || pl->resched_pending) {
 		/* After a restart with nothing new: figures only, decisions stay. */
-		st = reschedule(pl, now, !pl->resched_pending);
-		if (st == CRUX_OK)
+		crux_status_t rst = reschedule(pl, now, !pl->resched_pending);
+		if (rst == CRUX_OK)
 			pl->resched_pending = false;
+		else
+			st = rst;
 		pl->first_pass = false;
 	}
 	dst = decide(pl, out);

@@ -56,12 +56,14 @@ crux_status_t cruxd_planner_take_view(struct cruxd_planner *pl, const struct cru
 /* Cluster mode: every job's start as Unix time in ms, where not set yet. */
 void cruxd_planner_stamp_wall(struct cruxd_planner *pl, uint64_t now, uint64_t wall_ms);
 /* Life cycle, the fairness guard, a reschedule when one is due; then the
- * decisions: the overrides (in their order), then every job (by key). */
+ * decisions: the overrides (in their order), then every job (by key), and
+ * the hosts of the view taken (out->hosts: realise finds their nodes). */
 crux_status_t cruxd_planner_plan(struct cruxd_planner *pl, const struct cruxd_overrides *ovr,
 				 uint64_t now, struct cruxd_decisions *out);
 /* Would a later plan decide something even if the view stayed the same? */
 bool cruxd_planner_due(const struct cruxd_planner *pl);
-/* A host's topology node (by address as text, else host name); -1: none. */
+/* A host's topology node (by address as text, else host name); -1: none.
+ * The cluster stage's, for the schedule's routes. */
 int cruxd_planner_node_of(struct cruxd_planner *pl, const struct crux_addr *addr);
 
 #endif /* CRUXD_PLANNER_H */

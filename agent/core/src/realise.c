@@ -29,9 +29,17 @@ void cruxd_rows_close(struct cruxd_rows *r)
 
 /* ---- probing wishes --------------------------------------------------------- */
 
+/* A host's node in the agent's topology, named as the plan's view names it
+ * (without a topology file no path count is expected: -1). */
+static int node_of(const struct cruxd_agent *a, const struct cruxd_hosts *hosts,
+		   const struct crux_addr *addr)
+{
+	return a->topo ? cruxd_topo_node(a->topo, addr, cruxd_hosts_name(hosts, addr)) : -1;
+}
+
 /* The peers this host's jobs send to (the prober keeps its own clock). */
 void cruxd_want_probes(struct cruxd_agent *a, const struct crux_job_view *v,
-		       const struct cruxd_overrides *local)
+		       const struct cruxd_hosts *hosts, const struct cruxd_overrides *local)
 {
 	if (!a->probe)
 		return;
@@ -42,11 +50,11 @@ void cruxd_want_probes(struct cruxd_agent *a, const struct crux_job_view *v,
 			if (!cruxd_addr_in(a->local, a->nlocal, &fl->src) || fl->dst.family == 0 ||
 			    cruxd_addr_in(a->local, a->nlocal, &fl->dst))
 				continue;
-			cruxd_probe_cache_want(a->probe, &fl->dst,
-					       (uint32_t)cruxd_expected_paths(
-						   a->topo, cruxd_planner_node_of(a->pl, &fl->src),
-						   cruxd_planner_node_of(a->pl, &fl->dst)),
-					       crux_now_ns());
+			cruxd_probe_cache_want(
+			    a->probe, &fl->dst,
+			    (uint32_t)cruxd_expected_paths(a->topo, node_of(a, hosts, &fl->src),
+							   node_of(a, hosts, &fl->dst)),
+			    crux_now_ns());
 		}
 	}
 	for (uint32_t i = 0; i < local->n; i++)
