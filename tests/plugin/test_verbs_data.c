@@ -754,6 +754,46 @@ static void test_ctrl_tick(void **state)
 }
 
 /*
+ * isend without the receiver's CTS returns at once, as NCCL's IB isend,
+ * and polls only on every VX_CTS_WAIT_POLL-th retry (here: the quiet
+ * progress calls counted by idle_ticks); a sender that only retries isend
+ * still sees its receiver go, as a remote error, not a hang.
+ */
+static void test_cts_wait_polls(void **state)
+{
+	static unsigned char sb[4096], rb[4096];
+	struct vx_comm *s = sc;
+	void *smr, *sreq = NULL;
+	cruxn_result_t res = CRUXN_SUCCESS;
+	uint32_t ticks;
+	(void)state;
+
+	send_one(sb, rb, 100, 1); /* set-up done at both ends */
+	assert_int_equal(cruxn_reg_mr(sc, sb, sizeof(sb), CRUXN_PTR_HOST, &smr), CRUXN_SUCCESS);
+	for (int k = 0; k < 20; k++)
+		s->b.ops->progress(&s->b);
+	assert_true(s->ctrl_quiet && cruxn_vx_lanes_settled(s));
+	s->cts_waits = 0;
+	ticks = s->idle_ticks;
+	for (unsigned k = 0; k < 2 * VX_CTS_WAIT_POLL; k++) {
+		assert_int_equal(cruxn_isend(sc, sb, 100, 0, smr, &sreq), CRUXN_SUCCESS);
+		assert_null(sreq); /* no receive posted */
+	}
+	assert_int_equal(s->idle_ticks - ticks, 2); /* two polls in 2 x VX_CTS_WAIT_POLL */
+	/* the receiver goes: retrying isend alone reports it */
+	cruxn_close_recv(rc);
+	rc = NULL;
+	for (int k = 0; k < 4000 && res == CRUXN_SUCCESS; k++) {
+		res = cruxn_isend(sc, sb, 100, 0, smr, &sreq);
+		if (res == CRUXN_SUCCESS)
+			assert_null(sreq);
+		usleep(500);
+	}
+	assert_int_equal(res, CRUXN_REMOTE_ERROR);
+	cruxn_dereg_mr(sc, smr);
+}
+
+/*
  * A single receive's size is the completion's byte_len (one WRITE WITH
  * IMMEDIATE per message, as NCCL's single-receive sends); a grouped receive
  * still gets each size written into its table before the data. Every size
@@ -1534,6 +1574,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_lane_close_fences_cts, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_ctrl_bell, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_ctrl_tick, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_cts_wait_polls, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_sizes_by_byte_len, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_receives_in_batches, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_warm_lane_return, setup, teardown),

@@ -584,18 +584,24 @@ static inline bool cts_posted(const struct vx_comm *c)
 
 /*
  * First in isend, as NCCL's IB isend: the receiver's CTS, and nothing else
- * when it is there. Without it, progress (a double in this process moves
- * only when called) and the lane under way, whose control and bounds go on
- * while the receiver is behind.
+ * when it is there. Without it NCCL's returns at once (the CTS arrives by
+ * RDMA, and test() polls); ours polls on every VX_CTS_WAIT_POLL-th retry
+ * (failures, and a double in this process that moves only when called),
+ * and on every one while a lane is under way, whose control and bounds go
+ * on while the receiver is behind.
  */
 static bool vx_peer_ready(struct cruxn_base *b)
 {
 	struct vx_comm *c = vx_of(b);
+	bool settled;
 
 	if (cts_posted(c))
 		return true;
+	settled = cruxn_vx_lanes_settled(c);
+	if (settled && (++c->cts_waits & (VX_CTS_WAIT_POLL - 1)) != 0)
+		return false;
 	(void)progress_once(c);
-	if (!cruxn_vx_lanes_settled(c) && !atomic_load(&c->b.error))
+	if (!settled && !atomic_load(&c->b.error))
 		(void)lane_ready(c); /* a lane the peer never answers fails after CRUX_TIMEOUT */
 	return cts_posted(c) && !atomic_load(&c->b.error);
 }

@@ -57,6 +57,9 @@
  */
 #define VX_CTRL_POLL_NS 10000000ull
 #define VX_CTRL_TICK	16u
+/* isend without the receiver's CTS polls on every this-many-th retry (a power of two) */
+#define VX_CTS_WAIT_POLL 4u
+_Static_assert((VX_CTS_WAIT_POLL & (VX_CTS_WAIT_POLL - 1)) == 0, "a power of two (a mask)");
 _Static_assert((VX_CTRL_TICK & (VX_CTRL_TICK - 1)) == 0, "a power of two (a mask)");
 /* the longest a message waits for a decision's lane that is not up yet */
 #define VX_HOLD_MAX_NS 1000000000ull
@@ -192,6 +195,7 @@ struct vx_comm {
 	 */
 	bool ctrl_quiet;
 	uint32_t idle_ticks; /* quiet progress calls: every VX_CTRL_TICK-th reads the clock */
+	uint32_t cts_waits;  /* sender: isends that found no CTS (VX_CTS_WAIT_POLL) */
 	/*
 	 * Control bells: each end counts the control messages (kind VX_LANE and
 	 * later) it wrote to the socket and writes the count by RDMA into the
