@@ -479,9 +479,19 @@ static inline __attribute__((always_inline)) bool progress_once(struct vx_comm *
 	err = atomic_load(&c->b.error);
 	if (!err)
 		n = cruxn_ibv_poll_cq(c->cq, 16, wc);
-	/* an error completion from a gone peer (gone_ns) clears ctrl_quiet for good */
-	look =
-	    !c->ctrl_quiet || cruxn_vx_bell_ahead(c) || (++c->idle_ticks & (VX_CTRL_TICK - 1)) == 0;
+	/*
+	 * An error completion from a gone peer (gone_ns) clears ctrl_quiet for
+	 * good. Quiet: the bell is looked at every VX_BELL_TICK-th call (a
+	 * control message waits that many polls at most), the clock every
+	 * VX_CTRL_TICK-th.
+	 */
+	if (!c->ctrl_quiet) {
+		look = true;
+	} else {
+		uint32_t t = ++c->idle_ticks;
+		look = (t & (VX_BELL_TICK - 1)) == 0 &&
+		       (cruxn_vx_bell_ahead(c) || (t & (VX_CTRL_TICK - 1)) == 0);
+	}
 	if (__builtin_expect(
 		n == 0 && !look && !err && (!c->b.is_send || cruxn_vx_lanes_settled(c)), 1))
 		return false;

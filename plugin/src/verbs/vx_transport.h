@@ -57,6 +57,10 @@
  */
 #define VX_CTRL_POLL_NS 10000000ull
 #define VX_CTRL_TICK	16u
+/* ... and the bell (the peer's count of control messages) every this-many-th */
+#define VX_BELL_TICK 4u
+_Static_assert((VX_BELL_TICK & (VX_BELL_TICK - 1)) == 0 && VX_CTRL_TICK % VX_BELL_TICK == 0,
+	       "powers of two, the clock's tick a bell tick");
 /* isend without the receiver's CTS polls on every this-many-th retry (a power of two) */
 #define VX_CTS_WAIT_POLL 4u
 _Static_assert((VX_CTS_WAIT_POLL & (VX_CTS_WAIT_POLL - 1)) == 0, "a power of two (a mask)");
@@ -194,7 +198,7 @@ struct vx_comm {
 	 * VX_CTRL_POLL_NS (false, as calloc leaves it: on every call).
 	 */
 	bool ctrl_quiet;
-	uint32_t idle_ticks; /* quiet progress calls: every VX_CTRL_TICK-th reads the clock */
+	uint32_t idle_ticks; /* quiet progress calls (VX_BELL_TICK, VX_CTRL_TICK) */
 	uint32_t cts_waits;  /* sender: isends that found no CTS (VX_CTS_WAIT_POLL) */
 	/*
 	 * Control bells: each end counts the control messages (kind VX_LANE and
