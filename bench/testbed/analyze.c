@@ -42,7 +42,7 @@
 
 #define TB_MAX_JOBS    16
 #define TB_MAX_RANKS   64
-#define TB_MAX_RUNS    32
+#define TB_MAX_RUNS    64
 #define TB_MAX_ARMS    4
 #define TB_MAX_BUCKETS 64
 #define TB_NAME	       32

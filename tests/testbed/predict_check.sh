@@ -54,6 +54,11 @@ for a, u in want.items():
     assert abs(r["reference_error"] - (r["reference_util"] / u - 1)) < 1e-9, r
     assert r["reference_within_10pct"] == (abs(r["reference_error"]) <= 0.10), r
 assert set(d["jobs"]) == {"gpt", "bert-a", "bert-b", "resnet"}, d["jobs"].keys()
+# the prediction of a median over the 3 runs, inside its own 5-95 % range; every figure counted
+for r in d["arms"].values():
+    lo, hi = r["reference_util_median_p5_p95"]
+    assert lo <= r["reference_util"] <= hi, r
+assert d["inside_model_p5_p95"]["of"] == 3 + 4 * 3, d["inside_model_p5_p95"]
 for n, arms in d["jobs"].items():
     for a, r in arms.items():
         assert r["measured_iter_s"] == 1.0 and r["reference_iter_s"] > 0, (n, a, r)
@@ -77,6 +82,20 @@ assert all(lat[n]["none"] > 0 for n in lat), lat
 assert lat["gpt"]["crux"] < 0.2 * lat["gpt"]["none"] and lat["bert-a"]["crux"] > 0 and lat["resnet"]["crux"] > 0, lat
 # more steps of fewer bytes wait more: the BERT-like job (8 buckets, 4 ranks) above the ResNet-like (4, 2)
 assert lat["bert-a"]["none"] > lat["resnet"]["none"], lat
+PY
+# a two-humped pool (half the draws collide): one run's median is either hump, the mean of the
+# medians between them (over 101 runs too: each median is one hump or the other); a pool with one
+# draw in 20 colliding keeps a 5-run median on the lower hump
+python3 - "$S/bench/testbed" <<'PY' || fail "median_of_runs"
+import sys
+sys.path.insert(0, sys.argv[1])
+from predict import median_of_runs
+m, lo, hi = median_of_runs([1.0] * 10 + [2.0] * 10, 1)
+assert (lo, hi) == (1.0, 2.0) and abs(m - 1.5) < 0.05, (m, lo, hi)
+m, lo, hi = median_of_runs([1.0] * 10 + [2.0] * 10, 101)
+assert abs(m - 1.5) < 0.05 and lo == 1.0 and hi == 2.0, (m, lo, hi)
+m, lo, hi = median_of_runs([1.0] * 19 + [2.0], 5)
+assert m < 1.01 and hi == 1.0, (m, lo, hi)
 PY
 python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/measured.json" --seeds 2 --phases 2 \
 	--standing-bytes 0 --out "$T/cal0.json" >"$T/log0" 2>&1 || { cat "$T/log0"; fail "--standing-bytes 0 exited non-zero"; }
