@@ -28,7 +28,12 @@
  * links, flows crossing the traffic of several higher jobs), to classify
  * where the two disagree.
  *
- * usage: sched-refcheck [CASES] [OUT.json] [CASE_SEED] [LEVELS] [ROWS.csv]
+ * With REFCACHE, the reference's answers are kept in that file and reused
+ * by a later run whose case and schedule are the same (a fingerprint of the
+ * jobs, paths and levels must match; otherwise the reference runs again), so
+ * a change of the evaluator alone is measured in seconds, not minutes.
+ *
+ * usage: sched-refcheck [CASES] [OUT.json] [CASE_SEED] [LEVELS] [ROWS.csv|-] [REFCACHE]
  */
 #include <math.h>
 #include <stdio.h>
@@ -309,6 +314,129 @@ static void ref_k(const struct crux_sched_jobs *js, struct crux_sched_schedule *
 		}
 		s->d[i].priority = k * s->d[i].intensity;
 	}
+}
+
+/*
+ * The reference's answers of one (case, schedule), in run order, cached
+ * between runs; fp fingerprints what the reference was given.
+ */
+struct refrec {
+	uint64_t fp;
+	double ur, uj, noise, horizon;
+	int starved, truncated;
+	size_t n;
+	double *Tr;
+};
+
+static struct {
+	struct refrec *v;
+	size_t n, cap, next, hits;
+	int dirty;
+} g_cache;
+
+static uint64_t fp_mix(uint64_t h, uint64_t x)
+{
+	h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+	return h * 0xff51afd7ed558ccdull;
+}
+
+static uint64_t fp_dbl(uint64_t h, double x)
+{
+	uint64_t u;
+
+	memcpy(&u, &x, sizeof(u));
+	return fp_mix(h, u);
+}
+
+static uint64_t fingerprint(const struct crux_sched_jobs *js, const struct crux_sched_schedule *s,
+			    uint64_t seed)
+{
+	uint64_t h = fp_mix(0, seed);
+
+	for (size_t i = 0; i < js->n; i++) {
+		const struct crux_sched_job *jb = &js->v[i];
+
+		h = fp_dbl(fp_dbl(fp_dbl(fp_mix(h, jb->id), jb->compute), jb->overlap), jb->work);
+		h = fp_mix(fp_mix(h, (uint64_t)s->d[i].level), jb->n_flows);
+		for (int f = 0; f < jb->n_flows; f++)
+			h = fp_dbl(fp_mix(fp_mix(fp_mix(h, (uint64_t)(int64_t)s->d[i].path[f]),
+						 (uint64_t)jb->flows[f].src),
+					  (uint64_t)jb->flows[f].dst),
+				   jb->flows[f].bytes);
+	}
+	return h;
+}
+
+static void cache_load(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	struct refrec r;
+
+	if (!f)
+		return; /* no cache yet: written at the end */
+	while (fread(&r, sizeof(r), 1, f) == 1) {
+		r.Tr = calloc(r.n ? r.n : 1, sizeof(double));
+		if (!r.Tr || fread(r.Tr, sizeof(double), r.n, f) != r.n)
+			die("the reference cache is damaged: delete it");
+		if (g_cache.n == g_cache.cap) {
+			g_cache.cap = g_cache.cap ? 2 * g_cache.cap : 1024;
+			g_cache.v = realloc(g_cache.v, g_cache.cap * sizeof(r));
+			if (!g_cache.v)
+				die("out of memory");
+		}
+		g_cache.v[g_cache.n++] = r;
+	}
+	fclose(f);
+}
+
+static void cache_save(const char *path)
+{
+	FILE *f;
+
+	if (!path || !g_cache.dirty)
+		return;
+	f = fopen(path, "wb");
+	if (!f)
+		die("cannot write the reference cache");
+	for (size_t i = 0; i < g_cache.n; i++)
+		if (fwrite(&g_cache.v[i], sizeof(g_cache.v[i]), 1, f) != 1 ||
+		    fwrite(g_cache.v[i].Tr, sizeof(double), g_cache.v[i].n, f) != g_cache.v[i].n)
+			die("cannot write the reference cache");
+	fclose(f);
+}
+
+/* The cached record for the next (case, schedule), or NULL where it must run. */
+static struct refrec *cache_next(uint64_t fp, size_t n)
+{
+	size_t i = g_cache.next++;
+
+	if (i < g_cache.n && g_cache.v[i].fp == fp && g_cache.v[i].n == n) {
+		g_cache.hits++;
+		return &g_cache.v[i];
+	}
+	return NULL;
+}
+
+static void cache_put(uint64_t fp, const struct refrec *r)
+{
+	size_t i = g_cache.next - 1;
+
+	if (i >= g_cache.cap) {
+		g_cache.cap = i + 1024;
+		g_cache.v = realloc(g_cache.v, g_cache.cap * sizeof(*r));
+		if (!g_cache.v)
+			die("out of memory");
+	}
+	while (g_cache.n <= i)
+		g_cache.v[g_cache.n++] = (struct refrec){0};
+	free(g_cache.v[i].Tr);
+	g_cache.v[i] = *r;
+	g_cache.v[i].fp = fp;
+	g_cache.v[i].Tr = malloc((r->n ? r->n : 1) * sizeof(double));
+	if (!g_cache.v[i].Tr)
+		die("out of memory");
+	memcpy(g_cache.v[i].Tr, r->Tr, r->n * sizeof(double));
+	g_cache.dirty = 1;
 }
 
 static void plan(struct crux_sched_topo *t, const struct crux_sched_jobs *js, enum sch k,
@@ -828,7 +956,11 @@ int main(int argc, char **argv)
 	g_levels = argc > 4 ? atoi(argv[4]) : 8;
 	FILE *cf = NULL;
 
-	if (argc > 5) {
+	const char *cache_path = argc > 6 ? argv[6] : NULL;
+
+	if (cache_path)
+		cache_load(cache_path);
+	if (argc > 5 && strcmp(argv[5], "-") != 0) {
 		cf = fopen(argv[5], "w");
 		if (!cf)
 			die("cannot write the CSV file");
@@ -863,18 +995,42 @@ int main(int argc, char **argv)
 			if (!Tr || crux_sched_schedule_new(js.v, js.n, g_levels, &s))
 				die("out of memory");
 			plan(t, &js, (enum sch)k, (uint64_t)c + 1, s);
-			reference(t, &js, s, (uint64_t)c + 1, &m[k], Tr, &rst);
-			if (k == S_CRUX || k == S_ONE) {
-				/* The reference against itself: other start phases. */
-				struct crux_sched_ref_params rp;
-				double u2;
+			uint64_t fp = fingerprint(&js, s, (uint64_t)c + 1);
+			struct refrec *hit = cache_next(fp, js.n);
+			double u2 = 0;
 
-				crux_sched_ref_params_default(&rp);
-				rp.seed = (uint64_t)c + 1000001;
-				if (crux_sched_reference(t, js.v, js.n, s, &rp, NULL, &u2, NULL))
-					die("reference failed");
-				push(&noise, (u2 - m[k].ur) / m[k].ur);
+			if (hit) {
+				m[k].ur = hit->ur;
+				m[k].uj = hit->uj;
+				u2 = hit->noise;
+				memcpy(Tr, hit->Tr, js.n * sizeof(double));
+				rst = (struct crux_sched_ref_stats){.starved = hit->starved,
+								    .truncated = hit->truncated,
+								    .horizon_s = hit->horizon};
+			} else {
+				reference(t, &js, s, (uint64_t)c + 1, &m[k], Tr, &rst);
+				if (k == S_CRUX || k == S_ONE) {
+					/* The reference against itself: other start phases. */
+					struct crux_sched_ref_params rp;
+
+					crux_sched_ref_params_default(&rp);
+					rp.seed = (uint64_t)c + 1000001;
+					if (crux_sched_reference(t, js.v, js.n, s, &rp, NULL, &u2,
+								 NULL))
+						die("reference failed");
+				}
+				if (cache_path)
+					cache_put(fp, &(struct refrec){.ur = m[k].ur,
+								       .uj = m[k].uj,
+								       .noise = u2,
+								       .horizon = rst.horizon_s,
+								       .starved = rst.starved,
+								       .truncated = rst.truncated,
+								       .n = js.n,
+								       .Tr = Tr});
 			}
+			if (k == S_CRUX || k == S_ONE)
+				push(&noise, (u2 - m[k].ur) / m[k].ur);
 			for (int md = 0; md < 2; md++) {
 				measure(t, &js, s, ev, md, &m[k], Tr, &rst, &a[md], multi_level(s),
 					single);
@@ -914,8 +1070,10 @@ int main(int argc, char **argv)
 
 	if (!jf)
 		die("cannot write the JSON file");
-	printf("evaluator vs reference, %d random cases x %d schedules (%.1f s)\n", cases, N_SCH,
-	       wall);
+	printf("evaluator vs reference, %d random cases x %d schedules (%.1f s; %zu of them "
+	       "from the reference cache)\n",
+	       cases, N_SCH, wall, g_cache.hits);
+	cache_save(cache_path);
 	print_row("reference vs itself", &noise);
 	printf("(crux-full and one-level schedules, other random start phases: the noise floor)\n");
 	printf("reference runs: %ld starved job-runs, %ld truncated runs; %ld jobs left out of the "

@@ -10,8 +10,13 @@
  * raised for all unfrozen jobs until a link fills (progressive filling, a
  * heap of link saturation points). Its communication then takes
  * tau = max_e M_e / lambda_j and its iteration T = max(c, (1-o)c + tau).
+ * The phase-aware model (default) refines tau: peers of a level meet only
+ * while they send (phase_aware_tau), and a job whose flows are each under at
+ * most one higher job is run against the higher jobs' send windows, reusing
+ * their gaps as the reference model does (gap_ratio).
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +36,15 @@ struct hent {
 	int link;
 	unsigned ver;
 };
+
+/* A higher job's traffic on one of a lower job's links: busy, it leaves 1 - frac. */
+struct gap_hi {
+	int job, link, smear; /* smear: it has level peers there (no gaps kept) */
+	double frac, dur;     /* dur: its window on this link */
+	unsigned char busy;
+};
+
+#define GAP_DRAWS 4 /* phase draws, as the reference's */
 
 struct crux_sched_eval {
 	/* Scratch reused between calls (sized by links / jobs / incidences). */
@@ -73,6 +87,21 @@ struct crux_sched_eval {
 	 * flows of the level's jobs sending at a random instant. */
 	double *wcnt, *mfs, *vfs;
 	int *lmark;
+	/* Gap reuse under higher levels: each job's busy window per phase draw
+	 * (start ph, length dur, period T as in T[]), and one job's scratch. */
+	double *gph, *gdur;
+	struct gap_hi *ghi;
+	size_t ghi_cap;
+	int *gjob;
+	unsigned char *gbusy, *gsmear; /* gsmear per incidence (jl.off) */
+	int *gpeer, *lj_k;	 /* per link: the level's jobs there; CSR entry -> incidence */
+	double *ginc_t, *gmax_t; /* a job's slowest flow alone: on each of its links, overall */
+	/* Jobs moved by higher traffic: when they sent, per draw (intervals
+	 * gts/gte from goff, gcnt of them, repeating every gspan from gt0). */
+	double *gts, *gte, *gt0, *gspan;
+	size_t *goff, *gcnt, gpool_n, gpool_cap, gpool_full;
+	double *grem, *ga;
+	size_t gf_cap;
 	double fin_wr, fin_gpus;
 	int cache_ok, cache_levels, cache_model;
 	size_t cache_n;
@@ -125,6 +154,24 @@ void crux_sched_eval_free(struct crux_sched_eval *ev)
 	free(ev->vfs);
 	free(ev->mfs);
 	free(ev->lmark);
+	free(ev->gph);
+	free(ev->gdur);
+	free(ev->ghi);
+	free(ev->gjob);
+	free(ev->gbusy);
+	free(ev->gsmear);
+	free(ev->gpeer);
+	free(ev->lj_k);
+	free(ev->ginc_t);
+	free(ev->gmax_t);
+	free(ev->gts);
+	free(ev->gte);
+	free(ev->gt0);
+	free(ev->gspan);
+	free(ev->goff);
+	free(ev->gcnt);
+	free(ev->grem);
+	free(ev->ga);
 	free(ev);
 }
 
@@ -205,6 +252,9 @@ static crux_status_t ev_size(struct crux_sched_eval *ev, size_t L, size_t n, siz
 		ENSURE(ev->slot, c, int);
 		ENSURE(ev->mfs, c, double);
 		ENSURE(ev->lmark, c, int);
+		ENSURE(ev->gpeer, c, int);
+		for (size_t l = ev->links_cap; l < c; l++)
+			ev->gpeer[l] = 0;
 		ENSURE(ev->vfs, c, double);
 		for (size_t l = ev->links_cap; l < c; l++)
 			ev->lmark[l] = -1;
@@ -224,8 +274,19 @@ static crux_status_t ev_size(struct crux_sched_eval *ev, size_t L, size_t n, siz
 		ENSURE(ev->tau, c, double);
 		ENSURE(ev->pmax, c, double);
 		ENSURE(ev->ptouch, c, int);
-		for (size_t i = ev->jobs_cap; i < c; i++)
+		ENSURE(ev->gph, c * GAP_DRAWS, double);
+		ENSURE(ev->gdur, c, double);
+		ENSURE(ev->gjob, c, int);
+		ENSURE(ev->gbusy, c, unsigned char);
+		ENSURE(ev->gmax_t, c, double);
+		ENSURE(ev->gt0, c * GAP_DRAWS, double);
+		ENSURE(ev->gspan, c * GAP_DRAWS, double);
+		ENSURE(ev->goff, c * GAP_DRAWS, size_t);
+		ENSURE(ev->gcnt, c * GAP_DRAWS, size_t);
+		for (size_t i = ev->jobs_cap; i < c; i++) {
 			ev->pmax[i] = -1;
+			ev->gbusy[i] = 0;
+		}
 		ev->jobs_cap = c;
 	}
 	if (inc + 1 > ev->inc_cap) {
@@ -236,6 +297,9 @@ static crux_status_t ev_size(struct crux_sched_eval *ev, size_t L, size_t n, siz
 		ENSURE(ev->lj_job, c, int);
 		ENSURE(ev->lj_bytes, c, double);
 		ENSURE(ev->wcnt, c, double);
+		ENSURE(ev->gsmear, c, unsigned char);
+		ENSURE(ev->lj_k, c, int);
+		ENSURE(ev->ginc_t, c, double);
 		ev->inc_cap = c;
 	}
 	if (L + 2 > ev->lj_off_cap) {
@@ -251,7 +315,8 @@ static int clamp_level(const struct crux_sched_schedule *s, int l)
 }
 
 /* Jobs on each link with their bytes (CSR over all jobs). */
-static void links_jobs(struct crux_sched_eval *ev, size_t L, size_t n, const struct job_links *jl)
+static void links_jobs(struct crux_sched_eval *ev, const struct crux_sched_topo *t, size_t L,
+		       size_t n, const struct job_links *jl)
 {
 	memset(ev->lj_off, 0, (L + 2) * sizeof(size_t));
 	for (size_t k = 0; k < jl->off[n]; k++)
@@ -263,6 +328,7 @@ static void links_jobs(struct crux_sched_eval *ev, size_t L, size_t n, const str
 			size_t q = ev->lj_off[jl->link[k] + 1]++;
 
 			ev->lj_job[q] = (int)i;
+			ev->lj_k[q] = (int)k;
 			ev->lj_bytes[q] = jl->bytes[k];
 		}
 	/* Flows of each job on each of its links: its weight there under
@@ -276,10 +342,33 @@ static void links_jobs(struct crux_sched_eval *ev, size_t L, size_t n, const str
 			for (size_t q = jl->fl_off[f]; q < jl->fl_off[f + 1]; q++)
 				ev->wcnt[ev->lmark[jl->fl_link[q]]] += 1;
 		for (size_t k = jl->off[i]; k < jl->off[i + 1]; k++) {
-			ev->lmark[jl->link[k]] = -1;
 			if (ev->wcnt[k] < 1)
 				ev->wcnt[k] = 1;
+			ev->ginc_t[k] = 0;
 		}
+		/* Each flow alone at its own max-min rate (per flow, as the
+		 * reference shares): a job's flows on a link end at different
+		 * times, so it holds each link for its own window. */
+		ev->gmax_t[i] = 0;
+		for (size_t f = jl->foff[i]; f < jl->foff[i + 1]; f++) {
+			double c = INFINITY;
+
+			for (size_t q = jl->fl_off[f]; q < jl->fl_off[f + 1]; q++) {
+				int l = jl->fl_link[q];
+
+				c = fmin(c, t->lbw[l] / ev->wcnt[ev->lmark[l]]);
+			}
+			double a = jl->fl_bytes[f] / c;
+
+			for (size_t q = jl->fl_off[f]; q < jl->fl_off[f + 1]; q++) {
+				size_t k = (size_t)ev->lmark[jl->fl_link[q]];
+
+				ev->ginc_t[k] = fmax(ev->ginc_t[k], a);
+			}
+			ev->gmax_t[i] = fmax(ev->gmax_t[i], a);
+		}
+		for (size_t k = jl->off[i]; k < jl->off[i + 1]; k++)
+			ev->lmark[jl->link[k]] = -1;
 	}
 }
 
@@ -509,6 +598,327 @@ static void phase_aware_tau(struct crux_sched_eval *ev, const struct crux_sched_
 		level_capacity(ev, t, jobs, s, jl, lo, hi, lev);
 }
 
+/* A uniform draw in [0, 1) per job and phase draw (splitmix64 of both). */
+static double gap_u(size_t j, int d)
+{
+	uint64_t z = (uint64_t)j * 0x9e3779b97f4a7c15ull + (uint64_t)d * 0xd1b54a32d192ed03ull +
+		     0x2545f4914f6cdd1dull;
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	z ^= z >> 31;
+	return (double)(z >> 11) * 0x1.0p-53;
+}
+
+#define GAP_ITERS  10	/* iterations of a job against the higher windows, per draw */
+#define GAP_WARM   3	/* of them left out: the job settles into the higher jobs' gaps */
+#define GAP_EVENTS 4096 /* per iteration; beyond it the job is starved there */
+
+/* Is higher job q sending at x (draw d)? *next: when that changes. */
+static int gap_busy(const struct crux_sched_eval *ev, int q, int d, double x, double dur,
+		    double *next)
+{
+	size_t i = (size_t)q * GAP_DRAWS + d;
+
+	if (ev->gcnt[i]) {
+		/* Its simulated sends, repeated every span. */
+		const double *st = ev->gts + ev->goff[i], *en = ev->gte + ev->goff[i];
+		double sp = ev->gspan[i], y = fmod(x - ev->gt0[i], sp);
+		size_t lo = 0, hi = ev->gcnt[i];
+
+		if (y < 0)
+			y += sp;
+		if (sp - y < 1e-9 * sp)
+			y = 0;
+		double base = x - y;
+
+		while (lo < hi) { /* first interval ending after y */
+			size_t m = (lo + hi) / 2;
+
+			if (en[m] - ev->gt0[i] <= y + 1e-12 * sp)
+				lo = m + 1;
+			else
+				hi = m;
+		}
+		if (lo == ev->gcnt[i]) {
+			*next = base + sp + (st[0] - ev->gt0[i]);
+			return 0;
+		}
+		if (st[lo] - ev->gt0[i] <= y + 1e-12 * sp) {
+			*next = base + (en[lo] - ev->gt0[i]);
+			return 1;
+		}
+		*next = base + (st[lo] - ev->gt0[i]);
+		return 0;
+	}
+	double T = ev->T[q], u = fmod(x - ev->gph[i], T);
+
+	if (u < 0)
+		u += T;
+	if (T - u < 1e-9 * T)
+		u = 0;
+	if (u < dur && dur - u > 1e-9 * T) {
+		*next = x + dur - u;
+		return 1;
+	}
+	*next = x + T - u;
+	return 0;
+}
+
+/* Appends a send interval of the job being simulated (merging a continued one). */
+static void gap_rec(struct crux_sched_eval *ev, size_t i, double a, double b)
+{
+	if (!(b > a))
+		return;
+	if (ev->gcnt[i] && ev->gte[ev->gpool_n - 1] >= a - 1e-15 * fabs(a)) {
+		ev->gte[ev->gpool_n - 1] = b;
+		return;
+	}
+	if (ev->gpool_n == ev->gpool_cap) {
+		size_t c = ev->gpool_cap ? 2 * ev->gpool_cap : 4096;
+		double *ns = realloc(ev->gts, c * sizeof(double)), *ne;
+
+		if (!ns)
+			return; /* the trace stays shorter: still valid intervals */
+		ev->gts = ns;
+		ne = realloc(ev->gte, c * sizeof(double));
+		if (!ne)
+			return;
+		ev->gte = ne;
+		ev->gpool_cap = c;
+	}
+	ev->gts[ev->gpool_n] = a;
+	ev->gte[ev->gpool_n++] = b;
+	ev->gcnt[i]++;
+}
+
+/* Flow f's rate now (bytes/s): the least, over its links, of what the
+ * higher jobs leave there (used[]: the free fraction), shared among the
+ * job's own flows on the link. */
+static double gap_rate(const struct crux_sched_eval *ev, const struct crux_sched_topo *t,
+		       const struct job_links *jl, size_t f)
+{
+	double r = INFINITY, lo = INFINITY;
+
+	for (size_t q = jl->fl_off[f]; q < jl->fl_off[f + 1]; q++) {
+		int l = jl->fl_link[q];
+
+		r = fmin(r, fmax(ev->used[l], 0) * t->lbw[l] / ev->wcnt[ev->lmark[l]]);
+		lo = fmin(lo, t->lbw[l]);
+	}
+	return r > 1e-12 * lo ? r : 0;
+}
+
+/*
+ * Job j (level lev, transfer time tau from the level's model) under the
+ * higher levels, as the reference runs it: each higher job sends in one
+ * window of its transfer time per iteration, taking its rate there of each
+ * of its links; j's flows move only in what those windows leave (a flow:
+ * its narrowest link's free fraction), so its compute may hide the higher
+ * jobs' windows and its transfers fill their gaps, or wait for the next.
+ * GAP_ITERS iterations from GAP_DRAWS start phases. Returns the simulated
+ * transfer time over the one at the higher jobs' average load (the
+ * residual), -1 without higher traffic; sets j's windows (gph) per draw.
+ */
+static double gap_ratio(struct crux_sched_eval *ev, const struct crux_sched_topo *t,
+			const struct crux_sched_job *jb, const struct crux_sched_schedule *s,
+			const struct job_links *jl, int j, int lev, double T, double *sendt)
+{
+	size_t nh = 0, nu = 0, f0 = jl->foff[j], nf = jl->foff[j + 1] - f0;
+	double s0 = (1.0 - jb->overlap) * jb->compute, avg = 0, sim = 0, send = 0;
+
+	for (size_t k = jl->off[j]; k < jl->off[j + 1]; k++) {
+		int l = jl->link[k];
+
+		ev->lmark[l] = (int)k;
+		for (size_t r = ev->lj_off[l]; r < ev->lj_off[l + 1]; r++) {
+			int q = ev->lj_job[r];
+
+			if (clamp_level(s, s->d[q].level) <= lev || !(ev->T[q] > 0) ||
+			    !(ev->gdur[q] > 0))
+				continue;
+			if (nh == ev->ghi_cap) {
+				size_t c = nh ? 2 * nh : 64;
+				struct gap_hi *g = realloc(ev->ghi, c * sizeof(*g));
+
+				if (!g)
+					goto out; /* no memory: the fluid answer stands */
+				ev->ghi = g;
+				ev->ghi_cap = c;
+			}
+			int kq = ev->lj_k[r];
+			double dur = ev->gdur[q];
+
+			if (!ev->gcnt[(size_t)q * GAP_DRAWS] && ev->gmax_t[q] > 0)
+				dur *= ev->ginc_t[kq] / ev->gmax_t[q];
+			if (ev->gsmear[kq])
+				ev->ghi[nh++] = (struct gap_hi){
+				    q, l, 1, ev->lj_bytes[r] / ev->T[q] / t->lbw[l], 0, 0};
+			else if (dur > 0)
+				ev->ghi[nh++] = (struct gap_hi){
+				    q, l, 0, ev->lj_bytes[r] / dur / t->lbw[l], dur, 0};
+			else
+				continue;
+			if (!ev->gbusy[q]) {
+				ev->gbusy[q] = 1;
+				ev->gjob[nu++] = q;
+			}
+		}
+	}
+	for (size_t u = 0; u < nu; u++)
+		ev->gbusy[ev->gjob[u]] = 0;
+	if (!nh || !nf)
+		goto out;
+	/* Only flows under at most one higher job each (several: see
+	 * phase_aware_tau's bound; their phases are not those of the windows). */
+	for (size_t f = 0; f < nf; f++) {
+		int one = -1;
+
+		for (size_t q = jl->fl_off[f0 + f]; q < jl->fl_off[f0 + f + 1]; q++)
+			for (size_t h = 0; h < nh; h++) {
+				if (ev->ghi[h].link != jl->fl_link[q])
+					continue;
+				if (one >= 0 && one != ev->ghi[h].job)
+					goto out;
+				one = ev->ghi[h].job;
+			}
+	}
+	if (nf > ev->gf_cap) {
+		double *a = realloc(ev->ga, nf * sizeof(double)), *r;
+
+		if (!a)
+			goto out;
+		ev->ga = a;
+		r = realloc(ev->grem, nf * sizeof(double));
+		if (!r)
+			goto out;
+		ev->grem = r;
+		ev->gf_cap = nf;
+	}
+	/* Each flow's time alone (the job's own flows on a link share it), and
+	 * at the average free fraction of its links. */
+	for (size_t f = 0; f < nf; f++) {
+		double c = INFINITY;
+
+		for (size_t q = jl->fl_off[f0 + f]; q < jl->fl_off[f0 + f + 1]; q++) {
+			int l = jl->fl_link[q];
+
+			c = fmin(c, fmax(ev->resid[l], RESIDUAL_FLOOR * t->lbw[l]) /
+					ev->wcnt[ev->lmark[l]]);
+		}
+		ev->ga[f] = jl->fl_bytes[f0 + f];
+		avg = fmax(avg, ev->ga[f] / c);
+	}
+	for (int d = 0; d < GAP_DRAWS; d++) {
+		double x = gap_u((size_t)j, d) * T, cs = x, acc = 0, sent = 0;
+		size_t ti = (size_t)j * GAP_DRAWS + d;
+
+		ev->gcnt[ti] = 0;
+		ev->goff[ti] = ev->gpool_n;
+		for (int it = 0; it < GAP_ITERS; it++) {
+			if (it == GAP_WARM)
+				ev->gt0[ti] = x;
+			double now = x + s0;
+			size_t left = nf;
+			int ev_n = 0;
+
+			cs = now;
+			for (size_t f = 0; f < nf; f++)
+				ev->grem[f] = ev->ga[f];
+			while (left && ev_n++ < GAP_EVENTS) {
+				double next = INFINITY, dt;
+
+				for (size_t h = 0; h < nh; h++) {
+					double nx;
+
+					if (ev->ghi[h].smear)
+						continue;
+					ev->ghi[h].busy = (unsigned char)gap_busy(
+					    ev, ev->ghi[h].job, d, now, ev->ghi[h].dur, &nx);
+					next = fmin(next, nx);
+				}
+				/* At least a step: a boundary lost to rounding moves on. */
+				next = fmax(next, now + 1e-9 * T);
+				for (size_t k = jl->off[j]; k < jl->off[j + 1]; k++)
+					ev->used[jl->link[k]] = 1;
+				for (size_t h = 0; h < nh; h++)
+					if (ev->ghi[h].smear || ev->ghi[h].busy)
+						ev->used[ev->ghi[h].link] -= ev->ghi[h].frac;
+				dt = next - now;
+				for (size_t f = 0; f < nf; f++) {
+					if (ev->grem[f] <= 0)
+						continue;
+					double fr = gap_rate(ev, t, jl, f0 + f);
+
+					if (fr > 0)
+						dt = fmin(dt, ev->grem[f] / fr);
+				}
+				int moving = 0;
+
+				for (size_t f = 0; f < nf; f++) {
+					if (ev->grem[f] <= 0)
+						continue;
+					double fr = gap_rate(ev, t, jl, f0 + f);
+
+					if (!(fr > 0))
+						continue;
+					moving = 1;
+					ev->grem[f] -= fr * dt;
+					if (ev->grem[f] <= 1e-9 * ev->ga[f]) {
+						ev->grem[f] = 0;
+						left--;
+					}
+				}
+				if (moving && it >= GAP_WARM) {
+					gap_rec(ev, ti, now, now + dt);
+					sent += dt;
+				}
+				now += dt;
+			}
+			if (left) {
+				/* Out of events: the rest at the pace so far (none: starved). */
+				double need = 0;
+
+				for (size_t f = 0; f < nf; f++)
+					if (ev->grem[f] > 0)
+						need = fmax(need,
+							    ev->ga[f] /
+								fmax(ev->ga[f] - ev->grem[f],
+								     RESIDUAL_FLOOR * ev->ga[f]));
+				now = cs + (now - cs) * need;
+			}
+			if (it >= GAP_WARM)
+				acc += now - cs;
+			x = fmax(x + jb->compute, now);
+		}
+		for (size_t u = 0; u < nu; u++)
+			ev->gbusy[ev->gjob[u]] = 0;
+		ev->gph[ti] = cs;
+		ev->gspan[ti] = x - ev->gt0[ti];
+		if (!(ev->gspan[ti] > 0))
+			ev->gcnt[ti] = 0;
+		send += sent / (GAP_ITERS - GAP_WARM);
+		sim += acc / (GAP_ITERS - GAP_WARM);
+	}
+	sim /= GAP_DRAWS;
+
+	/* Its rate while it sends: bytes over the time it moved (not waited). */
+	*sendt = send / GAP_DRAWS;
+out:
+	for (size_t k = jl->off[j]; k < jl->off[j + 1]; k++)
+		ev->lmark[jl->link[k]] = -1;
+	return avg > 0 && sim > 0 ? sim / avg : -1;
+}
+
+/* Windows of a job no higher traffic moves: a random phase per draw. */
+static void gap_free_phases(struct crux_sched_eval *ev, int j, double T)
+{
+	for (int d = 0; d < GAP_DRAWS; d++) {
+		ev->gph[(size_t)j * GAP_DRAWS + d] = gap_u((size_t)j, d) * T;
+		ev->gcnt[(size_t)j * GAP_DRAWS + d] = 0;
+	}
+}
+
 /* Counting sort of job indices by level, highest first (stable). */
 static void order_by_level(const struct crux_sched_schedule *s, size_t n, int *order)
 {
@@ -628,6 +1038,7 @@ crux_status_t crux_sched_evaluate_links(struct crux_sched_eval *ev, const struct
 {
 	const struct job_links jl = *jlp;
 	size_t L = (size_t)t->n_links, start = 0;
+	int full = 0;
 	crux_status_t st;
 	double work_rate = 0, gpus = 0;
 
@@ -659,8 +1070,10 @@ crux_status_t crux_sched_evaluate_links(struct crux_sched_eval *ev, const struct
 	ev->cache_ok = 0; /* again only once this call has succeeded */
 	order_by_level(s, n, ev->order);
 	if (phase)
-		links_jobs(ev, L, n, &jl);
-	if (r < K && !ev->snap_ok[r])
+		links_jobs(ev, t, L, n, &jl);
+	/* Resumed passes append their jobs' windows: a full pass now and then
+	 * keeps the pool bounded (the same answer either way). */
+	if (r < K && (!ev->snap_ok[r] || ev->gpool_n > 2 * ev->gpool_full + 65536))
 		r = K;
 	if (r < K) {
 		/* Jobs above r are where they were: start at the first job at or below it. */
@@ -678,6 +1091,8 @@ crux_status_t crux_sched_evaluate_links(struct crux_sched_eval *ev, const struct
 			ev->dem[l] = 0;
 		}
 		memset(ev->snap_ok, 0, sizeof(ev->snap_ok));
+		ev->gpool_n = 0;
+		full = 1;
 		r = K - 1;
 	}
 	/* Every level's reservation first; each level takes its own back below. */
@@ -812,8 +1227,54 @@ crux_status_t crux_sched_evaluate_links(struct crux_sched_eval *ev, const struct
 				}
 			}
 		}
-		if (phase)
+		if (phase) {
+			/* Where a job has level peers its windows are not its own:
+			 * lower levels see its average load there. */
+			for (int pass = 0; pass < 3; pass++)
+				for (size_t a = lo; a < hi; a++) {
+					int j = ev->order[a];
+
+					for (size_t k = jl.off[j]; k < jl.off[j + 1]; k++) {
+						int l = jl.link[k];
+
+						if (pass == 0)
+							ev->gpeer[l]++;
+						else if (pass == 1)
+							ev->gsmear[k] = ev->gpeer[l] > 1;
+						else
+							ev->gpeer[l] = 0;
+					}
+				}
 			phase_aware_tau(ev, t, jobs, s, &jl, lo, hi, lev);
+			for (size_t a = lo; a < hi; a++) {
+				int j = ev->order[a];
+				double tau = ev->tau[j], R = -1, sendt = 0;
+
+				if (jl.off[j + 1] > jl.off[j] && !shares)
+					R = gap_ratio(ev, t, &jobs[j], s, &jl, j, lev,
+						      job_T(&jobs[j], tau), &sendt);
+				if (R > 0) {
+					/* Gaps are capacity too, no more: on average the
+					 * job loads no link beyond what the levels above
+					 * leave (a finite run may phase better). */
+					double Tmin = 0,
+					       s0 = (1.0 - jobs[j].overlap) * jobs[j].compute;
+
+					for (size_t k = jl.off[j]; k < jl.off[j + 1]; k++)
+						Tmin = fmax(Tmin, jl.bytes[k] /
+								      fmax(ev->resid[jl.link[k]],
+									   RESIDUAL_FLOOR *
+									       t->lbw[jl.link[k]]));
+					ev->tau[j] = fmax(tau * R, Tmin - s0);
+				} else
+					gap_free_phases(ev, j, job_T(&jobs[j], tau));
+				ev->gdur[j] = jl.off[j + 1] > jl.off[j] ? ev->tau[j] : 0;
+				if (R > 0 && sendt > 0)
+					ev->gdur[j] = sendt;
+			}
+			if (hi - lo > 1)
+				level_capacity(ev, t, jobs, s, &jl, lo, hi, lev);
+		}
 		/* Iteration times, then this level's average load leaves the residual. */
 		for (size_t a = lo; a < hi; a++) {
 			int j = ev->order[a];
@@ -839,6 +1300,8 @@ crux_status_t crux_sched_evaluate_links(struct crux_sched_eval *ev, const struct
 		}
 		lo = hi;
 	}
+	if (full)
+		ev->gpool_full = ev->gpool_n;
 	ev->fin_wr = work_rate;
 	ev->fin_gpus = gpus;
 	for (size_t i = 0; i < n; i++)
