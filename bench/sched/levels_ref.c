@@ -15,6 +15,9 @@
  *    what the order loses;
  *  - the evaluator's best assignment, run in the reference (what a planner
  *    searching the evaluator would get);
+ *  - the evaluator's best among the assignments that keep Crux's order, run
+ *    in the reference (a planner that lets the evaluator choose only the
+ *    cuts of Crux's order);
  *  - the mean over all assignments (a random assignment, the floor).
  * Also: how often the reference's best keeps Crux's order, equals the
  * evaluator's best, and how many job pairs share a level in it and in
@@ -85,6 +88,8 @@ static int sharing_pairs(const int *lv)
 struct tot {
 	int cases, best_keeps_order, best_is_eval_best, share_best, share_crux;
 	double crux, keep_best, eval_best, mean, crux_eval; /* sums of % of the best */
+	double eval_keep;		       /* the evaluator's cuts of Crux's order */
+	int eval_keep_better, eval_keep_worse; /* than crux-full, by > 0.5 % */
 };
 
 static void run_case(uint64_t seed, int c, struct crux_sched_eval *ev, struct tot *a)
@@ -95,6 +100,7 @@ static void run_case(uint64_t seed, int c, struct crux_sched_eval *ev, struct to
 	struct crux_sched_schedule *s;
 	int rank[NJ], crux_lv[NJ], lv[NJ], best_code = 0, ebest_code = 0;
 	double T[NJ], ue, best = -1, ebest = -1, ur_ebest = 0, keep = -1, sum = 0, crux_ue;
+	double ekeep = -1, ur_ekeep = 0;
 	const char *msg = crux_bench_small_case(seed, NJ, &t, &js);
 
 	if (msg)
@@ -129,6 +135,10 @@ static void run_case(uint64_t seed, int c, struct crux_sched_eval *ev, struct to
 		}
 		if (keeps_order(rank, lv) && ur > keep)
 			keep = ur;
+		if (keeps_order(rank, lv) && ue > ekeep) {
+			ekeep = ue;
+			ur_ekeep = ur;
+		}
 	}
 	set_levels(s, best_code, lv);
 	a->cases++;
@@ -141,6 +151,9 @@ static void run_case(uint64_t seed, int c, struct crux_sched_eval *ev, struct to
 	a->eval_best += ur_ebest / best;
 	a->mean += sum / NLVL / best;
 	a->crux_eval += crux_ue / ebest;
+	a->eval_keep += ur_ekeep / best;
+	a->eval_keep_better += ur_ekeep > 1.005 * crux_ur;
+	a->eval_keep_worse += ur_ekeep < crux_ur / 1.005;
 	crux_sched_schedule_free(s);
 	crux_sched_jobs_free(&js);
 	crux_sched_topo_free(t);
@@ -181,11 +194,14 @@ int main(int argc, char **argv)
 	    "compression (cuts of its order) %.1f %% and the order %.1f %%\n"
 	    "  the reference's best keeps Crux's order in %d cases, is the evaluator's best in %d;"
 	    " job pairs sharing a level: %d in the reference's best, %d in Crux's\n"
-	    "  (crux-full is %.2f %% of the evaluator's best in the evaluator)  %.1f s\n",
+	    "  (crux-full is %.2f %% of the evaluator's best in the evaluator)  %.1f s\n"
+	    "  the evaluator choosing the cuts of Crux's order: %.2f %% (better than crux-full by "
+	    "> 0.5 %% in %d cases, worse in %d)\n",
 	    a.cases, 100 * crux, 100 * keep, 100 * a.eval_best / n, 100 * mean,
 	    100 * (crux - mean) / (1 - mean), 100 * (keep - crux) / (1 - crux),
 	    100 * (1 - keep) / (1 - crux), a.best_keeps_order, a.best_is_eval_best, a.share_best,
-	    a.share_crux, 100 * a.crux_eval / n, wall);
+	    a.share_crux, 100 * a.crux_eval / n, wall, 100 * a.eval_keep / n, a.eval_keep_better,
+	    a.eval_keep_worse);
 	FILE *f = fopen(out, "w");
 	struct crux_json j;
 
@@ -207,6 +223,11 @@ int main(int argc, char **argv)
 	field(&j, "missed_share_compression", (keep - crux) / (1 - crux));
 	field(&j, "missed_share_order", (1 - keep) / (1 - crux));
 	field(&j, "crux_full_of_eval_best_in_eval", a.crux_eval / n);
+	field(&j, "eval_cuts_of_crux_order_of_ref_best", a.eval_keep / n);
+	crux_json_key(&j, "eval_cuts_better_than_crux_full");
+	crux_json_i64(&j, a.eval_keep_better);
+	crux_json_key(&j, "eval_cuts_worse_than_crux_full");
+	crux_json_i64(&j, a.eval_keep_worse);
 	crux_json_key(&j, "ref_best_keeps_crux_order");
 	crux_json_i64(&j, a.best_keeps_order);
 	crux_json_key(&j, "ref_best_is_eval_best");
