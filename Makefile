@@ -11,7 +11,8 @@ CHECK      ?= 0
 SCENARIO   ?= mix
 MESON      ?= meson
 CRUX_FUZZ_SECONDS ?= 20
-export CRUX_FUZZ_SECONDS
+CRUX_FUZZ_SEED ?= 1
+export CRUX_FUZZ_SECONDS CRUX_FUZZ_SEED
 
 # Debian packages the build, the tests and the demo need.
 DEB_PACKAGES = gcc make pkg-config meson ninja-build libcmocka-dev libibverbs-dev \

@@ -117,6 +117,8 @@ crux_status_t crux_sched_evaluate_links(struct crux_sched_eval *ev, const struct
 /* 0: every reuse call makes a full pass (a benchmark's baseline); 1: default.
  * Process-wide, not thread-safe: for benchmarks and tests only. */
 void crux_sched_eval_set_resume(int on);
+/* Gap-reuse events ev has simulated since it was made: a bound tests check. */
+size_t crux_sched_eval_gap_events(const struct crux_sched_eval *ev);
 /* Finite, non-negative times, bytes and work; overlap in 0..1; hosts in range. */
 crux_status_t crux_sched_jobs_validate(const struct crux_sched_topo *t,
 				       const struct crux_sched_job *jobs, size_t n);
