@@ -615,6 +615,7 @@ static double gap_u(size_t j, int d)
 #define GAP_WARM   3	/* of them left out: the job settles into the higher jobs' gaps */
 #define GAP_EVENTS 4096 /* per iteration; beyond it the job is starved there */
 #define GAP_SPAN   64	/* higher periods one transfer may span before gaps average out */
+#define GAP_FAR	   1e6	/* a higher period over j's by more: its phase leaves j no precision */
 /* Events per job and evaluation, all draws: far above what a job that
  * phases into gaps takes (under 1,000 in sched-refcheck); a job that spends
  * them is starved or its periods are beyond double precision of each other,
@@ -758,7 +759,11 @@ static double gap_ratio(struct crux_sched_eval *ev, const struct crux_sched_topo
 
 			if (!ev->gcnt[(size_t)q * GAP_DRAWS] && ev->gmax_t[q] > 0)
 				dur *= ev->ginc_t[kq] / ev->gmax_t[q];
-			if (ev->gsmear[kq])
+			/* A window that fills its period, or a period so long that
+			 * j's steps are lost to rounding beside its phase: no gap to
+			 * phase into, its average load instead. */
+			if (ev->gsmear[kq] || dur >= (1 - 1e-9) * ev->T[q] ||
+			    ev->T[q] > GAP_FAR * T)
 				ev->ghi[nh++] = (struct gap_hi){
 				    q, l, 1, ev->lj_bytes[r] / ev->T[q] / t->lbw[l], 0, 0};
 			else if (dur > 0)
@@ -893,6 +898,12 @@ static double gap_ratio(struct crux_sched_eval *ev, const struct crux_sched_topo
 						ev->grem[f] = 0;
 						left--;
 					}
+				}
+				if (!moving && !isfinite(dt)) {
+					/* Starved with no window ahead to end it: the
+					 * higher load is constant, as the fluid answer. */
+					sim = 0;
+					goto out;
 				}
 				if (moving && it >= GAP_WARM) {
 					gap_rec(ev, ti, now, now + dt);
