@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "crux/hash.h"
 #include "sched_int.h"
 
 #define RESIDUAL_FLOOR 1e-6 /* of the link rate: starved, not divided by zero */
@@ -605,10 +606,7 @@ static double gap_u(size_t j, int d)
 	uint64_t z = (uint64_t)j * 0x9e3779b97f4a7c15ull + (uint64_t)d * 0xd1b54a32d192ed03ull +
 		     0x2545f4914f6cdd1dull;
 
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	z ^= z >> 31;
-	return (double)(z >> 11) * 0x1.0p-53;
+	return (double)(crux_mix64(z) >> 11) * 0x1.0p-53;
 }
 
 #define GAP_ITERS  10	/* iterations of a job against the higher windows, per draw */
@@ -927,8 +925,6 @@ static double gap_ratio(struct crux_sched_eval *ev, const struct crux_sched_topo
 				acc += now - cs;
 			x = fmax(x + jb->compute, now);
 		}
-		for (size_t u = 0; u < nu; u++)
-			ev->gbusy[ev->gjob[u]] = 0;
 		ev->gph[ti] = cs;
 		ev->gspan[ti] = x - ev->gt0[ti];
 		if (!(ev->gspan[ti] > 0))
