@@ -66,7 +66,7 @@ static void test_resume_matches_full(void **state)
 	(void)state;
 	assert_int_equal(crux_sched_topo_parse(leafspine, strlen(leafspine), "t", &t, &err),
 			 CRUX_OK);
-	for (int it = 0; it < 24; it++) {
+	for (int it = 0; it < 12; it++) {
 		struct crux_sched_jobs js;
 		struct crux_sched_params p;
 		struct crux_sched_schedule *s;
