@@ -7,6 +7,7 @@
  * of the windows it met), so its iteration time follows the reference's.
  * Before, such a job kept a fluid bound, off by more than 5 % for 105 of the
  * 255 jobs checked here (sched-refcheck: 283 of 2,200 schedules outside).
+ * Where the higher jobs' periods differ, the trace is longer (below).
  */
 /* cmocka.h needs these first. */
 #include <setjmp.h>
@@ -19,6 +20,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cases.h"
 #include "crux/sched.h"
@@ -81,10 +83,95 @@ static void test_several_higher_follow_reference(void **state)
 	assert_true(within * 100 >= n * 64);
 }
 
+/*
+ * Two top jobs on two links in a line, a middle job across both (its send
+ * trace follows both) and a low job across both under all three. The
+ * middle job's trace, repeated every span, is a whole number of one top
+ * period only and falls out of step with the other; a longer trace (more
+ * iterations where the higher periods differ) repeats less often.
+ */
+static const char line[] = "host a0 a1 b1 b2 c0 c2 d0 d2\nswitch s0 s1 s2\n"
+			   "link a0 s0 100\nlink c0 s0 100\nlink d0 s0 100\n"
+			   "link a1 s1 100\nlink b1 s1 100\n"
+			   "link b2 s2 100\nlink c2 s2 100\nlink d2 s2 100\n"
+			   "link s0 s1 100\nlink s1 s2 100\n";
+
+/* The low job's |evaluator / reference - 1| in one such case. */
+static double chain_error(uint64_t *seed)
+{
+	struct crux_sched_topo *t = NULL;
+	struct crux_sched_err err = {{0}};
+	struct crux_sched_jobs js;
+	struct crux_sched_schedule *s = NULL;
+	struct crux_sched_eval *ev = NULL;
+	struct crux_sched_ref_params rp;
+	double Te[4], Tr[4], ue, ur, c[4], b[4];
+	char jobs[512];
+	static const int lv[4] = {7, 7, 6, 5};
+
+	for (int i = 0; i < 4; i++) {
+		c[i] = 0.05 + 0.45 * (double)(crux_bench_rnd(seed) % 1000) / 1000;
+		b[i] = (0.2 + 2.0 * (double)(crux_bench_rnd(seed) % 1000) / 1000) * 1e9;
+	}
+	snprintf(jobs, sizeof(jobs),
+		 "job 0 hosts=a0,a1 compute=%.4f allreduce=%.4g\n"
+		 "job 1 hosts=b1,b2 compute=%.4f allreduce=%.4g\n"
+		 "job 2 hosts=c0,c2 compute=%.4f allreduce=%.4g\n"
+		 "job 3 hosts=d0,d2 compute=%.4f allreduce=%.4g\n",
+		 c[0], b[0], c[1], b[1], c[2], b[2], c[3], b[3]);
+	assert_int_equal(crux_sched_topo_parse(line, sizeof(line) - 1, "line", &t, &err), CRUX_OK);
+	crux_sched_jobs_init(&js);
+	assert_int_equal(crux_sched_jobs_parse(jobs, strlen(jobs), "jobs", t, &js, &err), CRUX_OK);
+	assert_int_equal(crux_sched_schedule_new(js.v, js.n, 8, &s), CRUX_OK);
+	assert_int_equal(crux_sched_paths_ecmp(t, js.v, js.n, 1, s), CRUX_OK);
+	for (size_t i = 0; i < js.n; i++)
+		s->d[i].level = lv[i];
+	s->eval_model = CRUX_SCHED_EVAL_PHASE_AWARE;
+	assert_int_equal(crux_sched_eval_new(&ev), CRUX_OK);
+	assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s, Te, &ue), CRUX_OK);
+	crux_sched_ref_params_default(&rp);
+	assert_int_equal(crux_sched_reference(t, js.v, js.n, s, &rp, Tr, &ur, NULL), CRUX_OK);
+	crux_sched_eval_free(ev);
+	crux_sched_schedule_free(s);
+	crux_sched_jobs_free(&js);
+	crux_sched_topo_free(t);
+	if (!(Tr[3] > 0) || Tr[3] > 20 * c[3])
+		return -1; /* starved in the reference: its time is a bound there */
+	return fabs(Te[3] / Tr[3] - 1);
+}
+
+static void test_mixed_periods_chain(void **state)
+{
+	uint64_t seed = 0xc4a1bull;
+	int n = 0, within = 0;
+	double sum = 0;
+
+	(void)state;
+	for (int k = 0; k < 60; k++) {
+		double e = chain_error(&seed);
+
+		if (e < 0)
+			continue;
+		n++;
+		sum += e;
+		within += e <= 0.1;
+	}
+	printf("low job under a traced job and two top jobs: %d of %d within 10 %% of the "
+	       "reference, mean error %.1f %%\n",
+	       within, n, 100 * sum / (n ? n : 1));
+	assert_true(n >= 30);
+	/* 21 of 49 within 10 %, mean 16.0 %; with every trace of 10
+	 * iterations: 16 of 49, 19.4 %. Still optimistic where the top
+	 * periods share no multiple (see agent/sched/README.md). */
+	assert_true(within >= 19);
+	assert_true(sum / n <= 0.18);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_several_higher_follow_reference),
+	    cmocka_unit_test(test_mixed_periods_chain),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
