@@ -161,7 +161,7 @@ static void test_mixed_periods_chain(void **state)
 	       within, n, 100 * sum / (n ? n : 1));
 	assert_true(n >= 30);
 	/* 21 of 49 within 10 %, mean 16.0 %; with every trace of 10
-	 * iterations: 16 of 49, 19.4 %. Still optimistic where the top
+	 * iterations: 16 of 49, 19.4 %. Still far off where the top
 	 * periods share no multiple (see agent/sched/README.md). */
 	assert_true(within >= 19);
 	assert_true(sum / n <= 0.18);

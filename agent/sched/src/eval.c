@@ -417,7 +417,7 @@ static double peer_share(double mu_all, double var_all, double p, double w)
  * 0.5 / 0.65 / 0.8 gave 78.7 / 80.4 / 80.5 % of schedules within +-5 %
  * (measured with a 12-point quadrature of the same expectation). With gap
  * reuse between levels, 0.8 leaves fewer schedules outside +-5 % (223
- * against 237; 250 / 271 on unseen cases) but the fairness guard, which
+ * against 237; seed 77: 250 against 271) but the fairness guard, which
  * plans with it, holds fewer jobs within the bound on the 2:1 Clos at 1.5
  * (sched-guard: 112 against 87 above it in the reference): kept at 0.7.
  */
@@ -641,12 +641,12 @@ static double gap_u(size_t j, int d)
 #define GAP_EVENTS 4096 /* per iteration; beyond it the job is starved there */
 #define GAP_SPAN   64	/* higher periods one transfer may span before gaps average out */
 #define GAP_FAR	   1e6	/* a higher period over j's by more: its phase leaves j no precision */
-/* GAP_ITERS where the higher windows are of jobs with different periods:
- * its trace, repeated every span, falls out of step with some of them (a
- * span can be a whole number of one period, not of all), so it records a
- * longer one that lower jobs repeat less often (sched-refcheck: 237 -> 218
- * schedules outside +-5 %; 30 or 40 iterations no better under the work
- * budget). */
+/* Iterations in place of GAP_ITERS where the higher windows are of jobs
+ * with different periods: the job's trace, repeated every span, falls out
+ * of step with some of them (a span can be a whole number of one period,
+ * not of all), so it records a longer one that lower jobs repeat less often
+ * (sched-refcheck: 237 -> 218 schedules outside +-5 %; 30 or 40 iterations
+ * no better under the work budget). */
 #define GAP_ITERS_MIXED 20
 /* Events per job and evaluation, all draws: half of sched-refcheck's jobs
  * take under 700, 90 % under 8,000 (a job under several higher jobs meets
