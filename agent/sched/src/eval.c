@@ -661,6 +661,15 @@ static double gap_u(size_t j, int d)
 #define GAP_WORK_BASE ((size_t)1 << 18)
 #define GAP_WORK_JOB  ((size_t)1024)
 
+/* How often higher job q's sends repeat in draw d: its trace's span where
+ * it was simulated, else its period. */
+static double gap_repeat(const struct crux_sched_eval *ev, int q, int d)
+{
+	size_t i = (size_t)q * GAP_DRAWS + d;
+
+	return ev->gcnt[i] ? ev->gspan[i] : ev->T[q];
+}
+
 /* Higher job h's load fraction on its link at x (draw d); *next: when that may change. */
 static double gap_load(const struct crux_sched_eval *ev, const struct gap_hi *h, int d, double x,
 		       double *next)
@@ -900,8 +909,7 @@ static double gap_ratio(struct crux_sched_eval *ev, const struct crux_sched_topo
 	for (size_t h = 0; h < nh && iters == GAP_ITERS; h++) {
 		if (ev->ghi[h].smear)
 			continue;
-		size_t iq = (size_t)ev->ghi[h].job * GAP_DRAWS;
-		double pq = ev->gcnt[iq] ? ev->gspan[iq] : ev->T[ev->ghi[h].job];
+		double pq = gap_repeat(ev, ev->ghi[h].job, 0);
 
 		if (p0 == 0)
 			p0 = pq;
@@ -1036,8 +1044,7 @@ static double gap_ratio(struct crux_sched_eval *ev, const struct crux_sched_topo
 				if (ev->ghi[h].smear)
 					continue;
 				int q = ev->ghi[h].job, lq = clamp_level(s, s->d[q].level);
-				size_t iq = (size_t)q * GAP_DRAWS + d;
-				double pq = ev->gcnt[iq] ? ev->gspan[iq] : ev->T[q];
+				double pq = gap_repeat(ev, q, d);
 
 				if (lq < la || (lq == la && pq > P)) {
 					la = lq;
