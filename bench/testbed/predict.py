@@ -206,7 +206,7 @@ def write_inputs(sc, mods, d, extra=None):
             lat = (extra or {}).get(job["name"], 0.0)
             j.write(f"job {k} hosts={','.join(job['hosts'])} gpus={n} "
                     f"compute={mo['compute_s'] + lat:g} work={n * mo['compute_s']:g} overlap=0 "
-                    f"allreduce={mo['grad_bytes']:.0f}\n")
+                    f"allreduce={mo['grad_bytes']:.0f} steps={max(ring_steps(mo, n), 1)}\n")
     return topo, jobs, ids
 
 

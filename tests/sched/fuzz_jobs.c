@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Fuzz target: the jobs parser against a fixed small Clos, then a full schedule. */
+/* Fuzz target: the jobs parser against a fixed small Clos, then a full schedule
+ * and, for a few jobs, the reference model on it (ring steps included). */
 #include <stddef.h>
 #include <stdint.h>
 
 #include "crux/sched.h"
+#include "crux/sched_ref.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -29,7 +31,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		crux_sched_params_default(&p);
 		p.levels = 3;
 		p.orders = 2;
-		(void)crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s);
+		if (crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s) == CRUX_OK &&
+		    js.n <= 8) {
+			struct crux_sched_ref_params rp;
+			double u;
+
+			crux_sched_ref_params_default(&rp);
+			rp.phases = 1;
+			rp.max_events = 20000; /* bounded: many steps stop here */
+			(void)crux_sched_reference(t, js.v, js.n, s, &rp, NULL, &u, NULL);
+		}
 		crux_sched_schedule_free(s);
 	}
 	crux_sched_jobs_free(&js);

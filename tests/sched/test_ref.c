@@ -273,6 +273,77 @@ static void test_overlap(void **state)
 	fx_free(&f);
 }
 
+/* A job with explicit flows between named hosts ("ab" = a to b). */
+static void job_flows(struct fx *f, uint64_t id, const char *const *pairs, int n, double bytes,
+		      double compute, double overlap, int steps)
+{
+	int hosts[8], nh = 0;
+	struct crux_sched_flow fl[8];
+
+	for (int k = 0; k < n; k++) {
+		int h[2];
+
+		for (int e = 0; e < 2; e++) {
+			char name[2] = {pairs[k][e], 0};
+			int q = 0;
+
+			h[e] = crux_sched_topo_find(f->t, name);
+			assert_true(h[e] >= 0);
+			while (q < nh && hosts[q] != h[e])
+				q++;
+			if (q == nh)
+				hosts[nh++] = h[e];
+		}
+		fl[k] = (struct crux_sched_flow){h[0], h[1], bytes};
+	}
+	struct crux_sched_job j = {.id = id,
+				   .gpus = nh,
+				   .n_hosts = nh,
+				   .hosts = hosts,
+				   .work = nh * compute,
+				   .compute = compute,
+				   .overlap = overlap,
+				   .steps = steps,
+				   .n_flows = n,
+				   .flows = fl};
+
+	assert_int_equal(crux_sched_jobs_add(&f->js, &j), CRUX_OK);
+}
+
+/*
+ * Ring steps: a part waits for its ring predecessor's previous part. Job 1
+ * is a two-host ring (a->b, b->a, 1 s of bytes each, 1 s compute overlapped)
+ * below two higher jobs that take b's downlink in odd seconds and a's in
+ * even ones. As one transfer each hop sends in its free second: T = 2 s. In
+ * 4 dependent steps a hop sends one part per free second and then waits for
+ * the other's (which waits for the next second): T = 4 s, by hand:
+ * a->b 4.25-4.5, b->a 5-5.5, a->b 6-6.5, b->a 7-7.5, a->b 8-8.25.
+ */
+static void test_ring_steps(void **state)
+{
+	(void)state;
+	struct fx f;
+	double T[3];
+
+	for (int steps = 0; steps <= 4; steps += 4) {
+		fx_init(&f);
+		job_flows(&f, 1, (const char *const[]){"ab", "ba"}, 2, 1e9, 1.0, 1.0, steps);
+		job_flows(&f, 2, (const char *const[]){"db"}, 1, 1e9, 1.0, 0.0, 0);
+		job_flows(&f, 3, (const char *const[]){"ea"}, 1, 1e9, 2.0, 1.0, 0);
+		levels(&f, 2, (int[]){0, 1, 1});
+		ref(&f, CRUX_SCHED_REF_PER_FLOW, 0, T, NULL);
+		NEAR(T[1], 2.0, 1e-6);
+		NEAR(T[2], 2.0, 1e-6);
+		NEAR(T[0], steps ? 4.0 : 2.0, 1e-6);
+		/* Alone, steps change nothing: 1 s of bytes per hop. */
+		levels(&f, 2, (int[]){1, 0, 0});
+		f.js.v[1].flows[0].bytes = f.js.v[2].flows[0].bytes = 0;
+		ref(&f, CRUX_SCHED_REF_PER_FLOW, 0, T, NULL);
+		NEAR(T[0], 1.0, 1e-6);
+		fx_free(&f);
+	}
+}
+
 static void test_bad_params_and_determinism(void **state)
 {
 	(void)state;
@@ -399,6 +470,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_per_flow_fairness),
 	    cmocka_unit_test(test_strict_and_shares),
 	    cmocka_unit_test(test_overlap),
+	    cmocka_unit_test(test_ring_steps),
 	    cmocka_unit_test(test_bad_params_and_determinism),
 	    cmocka_unit_test(test_plan_cli_reference),
 	};

@@ -624,7 +624,7 @@ static void test_jobs_errors(void **state)
 	struct crux_sched_err err;
 	const char *ok =
 	    "# ok\njob 1 hosts=h0,h1 compute=0.5 allreduce=1e9\n"
-	    "job 2 hosts=h0,h1 gpus=4 compute=1 work=2 overlap=0.25\nflow 2 h1 h0 5e8\n";
+	    "job 2 hosts=h0,h1 gpus=4 compute=1 work=2 overlap=0.25 steps=12\nflow 2 h1 h0 5e8\n";
 
 	crux_sched_jobs_init(&js);
 	assert_int_equal(crux_sched_jobs_parse(ok, strlen(ok), "ok.jobs", t, &js, &err), CRUX_OK);
@@ -635,6 +635,8 @@ static void test_jobs_errors(void **state)
 	/* ring: 2 (g-1)/g S per hop with g = 16 */
 	assert_true(fabs(js.v[0].flows[0].bytes - 2.0 * 15 / 16 * 1e9) < 1);
 	assert_int_equal(js.v[1].n_flows, 1);
+	assert_int_equal(js.v[0].steps, 0);
+	assert_int_equal(js.v[1].steps, 12);
 	crux_sched_jobs_free(&js);
 
 	expect_jobs_error(t, "job 1 hosts=h0,h2 compute=1 allreduce=1e9\n", "bad.jobs:1",
@@ -653,6 +655,10 @@ static void test_jobs_errors(void **state)
 	expect_jobs_error(t, "job 1 hosts=h0,h1 compute=1\nflow 1 h0 h1 -3\n", "bad.jobs:2",
 			  "bytes");
 	expect_jobs_error(t, "job 1 hosts=h0,h1 compute=1 speed=3\n", "bad.jobs:1", "unknown key");
+	expect_jobs_error(t, "job 1 hosts=h0,h1 compute=1 steps=0\n", "bad.jobs:1",
+			  "field 'steps': '0' must be an integer in 1..65536");
+	expect_jobs_error(t, "job 1 hosts=h0,h1 compute=1 steps=2.5\n", "bad.jobs:1", "steps");
+	expect_jobs_error(t, "job 1 hosts=h0,h1 compute=1 steps=65537\n", "bad.jobs:1", "steps");
 	crux_sched_topo_free(t);
 }
 

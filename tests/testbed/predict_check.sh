@@ -54,6 +54,10 @@ for a, u in want.items():
     assert abs(r["reference_error"] - (r["reference_util"] / u - 1)) < 1e-9, r
     assert r["reference_within_10pct"] == (abs(r["reference_error"]) <= 0.10), r
 assert set(d["jobs"]) == {"gpt", "bert-a", "bert-b", "resnet"}, d["jobs"].keys()
+# the model runs each all-reduce as its dependent ring steps: buckets x 2 (n - 1)
+for k, v in (("1", 42), ("2", 48), ("3", 48), ("4", 8)):
+    line = next(l for l in d["inputs"]["jobs"].splitlines() if l.startswith(f"job {k} "))
+    assert f" steps={v}" in line, line
 # the prediction of a median over the 3 runs, inside its own 5-95 % range; every figure counted
 for r in d["arms"].values():
     lo, hi = r["reference_util_median_p5_p95"]

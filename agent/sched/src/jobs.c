@@ -286,6 +286,17 @@ crux_status_t crux_sched_jobs_parse(const char *text, size_t len, const char *na
 					have_gpus = 1;
 					continue;
 				}
+				if (!strcmp(key, "steps")) {
+					uint64_t g;
+
+					if (parse_u64(val, &g) || g < 1 || g > CRUX_SCHED_MAX_STEPS)
+						PERR(
+						    "%s:%d: field 'steps': '%s' must be an integer "
+						    "in 1..%d (dependent steps per iteration)",
+						    name, lineno, val, CRUX_SCHED_MAX_STEPS);
+					j.steps = (int)g;
+					continue;
+				}
 				if (parse_num(val, &v) || v < 0)
 					PERR("%s:%d: field '%s': '%s' must be a finite number >= 0",
 					     name, lineno, key, val);
@@ -306,7 +317,8 @@ crux_status_t crux_sched_jobs_parse(const char *text, size_t len, const char *na
 					ring = v;
 				} else {
 					PERR("%s:%d: field '%s': unknown key; expected hosts, "
-					     "gpus, compute, work, overlap, iter or allreduce",
+					     "gpus, compute, work, overlap, iter, allreduce or "
+					     "steps",
 					     name, lineno, key);
 				}
 			}

@@ -20,14 +20,19 @@
 
 struct rflow {
 	int job;
-	double bytes, rem, rate;
+	double bytes, part, rem, rate; /* part: bytes of one of its job's steps */
 	int nl;
 	size_t l0; /* into the local link list */
 	int active;
+	int src, dst; /* hosts */
+	int pred;     /* the job's flow into this one's source (its ring predecessor), or -1 */
+	int done;     /* parts sent this iteration */
 };
 
 struct rjob {
 	int level, net;
+	int steps; /* parts per flow and iteration (1: one transfer) */
+	int nleft; /* flows with parts still to send this iteration */
 	double c, cstart, tiso, offset;
 	size_t f0, f1; /* flows [f0, f1) */
 	double it_start;
@@ -154,6 +159,9 @@ static crux_status_t ws_build(struct rws *w, struct crux_sched_topo *t,
 
 			F->job = (int)i;
 			F->bytes = jobs[i].flows[f].bytes;
+			F->src = jobs[i].flows[f].src;
+			F->dst = jobs[i].flows[f].dst;
+			F->pred = -1;
 			F->nl = nl;
 			F->l0 = k;
 			for (int a = 0; a < nl; a++) {
@@ -168,6 +176,17 @@ static crux_status_t ws_build(struct rws *w, struct crux_sched_topo *t,
 		}
 		J->f1 = q;
 		J->net = J->f1 > J->f0;
+		J->steps = jobs[i].steps > 1 ? jobs[i].steps : 1;
+		for (size_t a = J->f0; a < J->f1; a++)
+			w->f[a].part = w->f[a].bytes / J->steps;
+		/* A ring step needs the previous step's data from upstream:
+		 * the flow that delivers into this flow's source. */
+		for (size_t a = J->f0; J->steps > 1 && a < J->f1; a++)
+			for (size_t b = J->f0; b < J->f1; b++)
+				if (b != a && w->f[b].dst == w->f[a].src) {
+					w->f[a].pred = (int)b;
+					break;
+				}
 	}
 	free(map);
 	size_t U = w->nu ? w->nu : 1;
@@ -428,6 +447,23 @@ static void record_end(struct rjob *J, double now, double warm)
 	}
 }
 
+/* Starts every part whose flow is idle with parts left and whose ring
+ * predecessor has sent the part before it (its data is in). */
+static void next_parts(struct rws *w)
+{
+	for (size_t a = 0; a < w->nf; a++) {
+		struct rflow *F = &w->f[a];
+		struct rjob *J = &w->j[F->job];
+
+		if (F->active || !J->comm_on || F->done >= J->steps ||
+		    (F->pred >= 0 && w->f[F->pred].done < F->done))
+			continue;
+		F->active = 1;
+		F->rem = F->part;
+		J->nact++;
+	}
+}
+
 /* One run: every job's mean iteration time over [warm, H] into T[]. */
 static void run_once(struct rws *w, double warm, double H, uint64_t max_events, double *T,
 		     struct crux_sched_ref_stats *stats)
@@ -446,7 +482,7 @@ static void run_once(struct rws *w, double warm, double H, uint64_t max_events, 
 
 		J->it_start = J->offset;
 		J->comp_done = J->comm_on = 0;
-		J->nact = 0;
+		J->nact = J->nleft = 0;
 		J->cnt = 0;
 		J->first_end = J->last_end = 0;
 	}
@@ -468,12 +504,13 @@ static void run_once(struct rws *w, double warm, double H, uint64_t max_events, 
 					J->comm_on = 1;
 					for (size_t a = J->f0; a < J->f1; a++) {
 						w->f[a].active = 1;
-						w->f[a].rem = w->f[a].bytes;
+						w->f[a].done = 0;
+						w->f[a].rem = w->f[a].part;
 					}
-					J->nact = (int)(J->f1 - J->f0);
+					J->nact = J->nleft = (int)(J->f1 - J->f0);
 					dirty = 1;
 				}
-				if (J->comp_done && J->comm_on && !J->nact) {
+				if (J->comp_done && J->comm_on && !J->nleft) {
 					record_end(J, now, warm);
 					J->it_start = now;
 					J->comp_done = J->comm_on = 0;
@@ -512,20 +549,29 @@ static void run_once(struct rws *w, double warm, double H, uint64_t max_events, 
 			next = now;
 		double dt = next - now;
 
+		int parted = 0;
+
 		for (size_t a = 0; a < w->nf; a++) {
 			struct rflow *F = &w->f[a];
+			struct rjob *J = &w->j[F->job];
 
 			if (!F->active)
 				continue;
 			F->rem -= F->rate * dt;
-			if (F->rem <= DONE_EPS * F->bytes ||
+			if (F->rem <= DONE_EPS * F->part ||
 			    (F->rate > 0 && F->rem / F->rate <= tol)) {
 				F->active = 0;
 				F->rem = 0;
-				w->j[F->job].nact--;
+				J->nact--;
+				if (++F->done == J->steps)
+					J->nleft--;
+				else
+					parted = 1;
 				dirty = 1;
 			}
 		}
+		if (parted)
+			next_parts(w);
 		now = next;
 	}
 	stats->events += ev;

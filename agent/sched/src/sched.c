@@ -647,7 +647,8 @@ crux_status_t crux_sched_jobs_validate(const struct crux_sched_topo *t,
 
 		if (!isfinite(j->compute) || j->compute < 0 || !isfinite(j->work) || j->work < 0 ||
 		    !isfinite(j->overlap) || j->overlap < 0 || j->overlap > 1 || j->n_flows < 0 ||
-		    (j->n_flows && !j->flows) || j->gpus < 0)
+		    (j->n_flows && !j->flows) || j->gpus < 0 || j->steps < 0 ||
+		    j->steps > CRUX_SCHED_MAX_STEPS)
 			return CRUX_ERR_INVAL;
 		for (int f = 0; f < j->n_flows; f++) {
 			const struct crux_sched_flow *fl = &j->flows[f];

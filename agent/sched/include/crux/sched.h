@@ -24,6 +24,7 @@ extern "C" {
 #endif
 
 #define CRUX_SCHED_MAX_LEVELS  64
+#define CRUX_SCHED_MAX_STEPS   65536 /* a job's dependent communication steps */
 #define CRUX_SCHED_ERR_LEN     320
 #define CRUX_SCHED_DEF_LEVELS  8
 #define CRUX_SCHED_DEF_ORDERS  10
@@ -136,6 +137,11 @@ struct crux_sched_job {
 	int urgent;	       /* guard on: the job's mean slowdown is at the bound and the
 				* plans did not hold it there (its slowdown account); the
 				* guard holds it well below (crux_sched_guard) */
+	int steps;	       /* dependent steps of its communication per iteration (a ring
+				* all-reduce: 2 (n-1) per bucket): each flow carries its bytes
+				* in this many parts, a part after the flow's previous one
+				* and its ring predecessor's (the flow into its source);
+				* 0 or 1 = one transfer. Only the reference model reads it */
 	int n_flows;
 	struct crux_sched_flow *flows; /* one per ordered host pair, src != dst */
 };
