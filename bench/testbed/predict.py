@@ -54,6 +54,7 @@ testbed, met or not, and how far the measured figure is from the model's:
 import argparse
 import glob
 import json
+import math
 import os
 import random
 import re
@@ -552,6 +553,11 @@ def main():
         [r["reference_iter_s_median_p5_p95"] + [r["measured_iter_s"]] for j in rows["jobs"].values() for r in j.values()]
     inside = sum(1 for lo, hi, m in spread if None not in (lo, hi, m) and lo <= m <= hi)
     print(f"measured median inside the model's 5-95 % range of a median over as many runs: {inside} of {len(spread)}")
+    pa = per_assignment(applied)
+    if pa:
+        print(f"per level assignment (jobs with >= {pa['min_iterations']} iterations wholly under one): mean "
+              f"|log(model / measured)| weighted by iterations {pa['weighted_mean_abs_log_error']:.3f}, "
+              f"{pa['within_tolerance']} of {pa['of']} within +-10 %")
     for arm, cfgs in applied.items():
         print(f"{arm}: per level assignment (top level; share of the window): iteration measured (median of the "
               "iterations run wholly under it, count) / reference model")
@@ -574,7 +580,8 @@ def main():
                "command": f"python3 bench/testbed/predict.py --build BUILD --scenario {a.scenario} --measured "
                           f"{os.path.relpath(a.measured, os.path.join(HERE, '..', '..'))} --seeds {a.seeds}",
                "inputs": inputs, "within_tolerance": {"count": sum(allr), "of": len(allr)},
-               "inside_model_p5_p95": {"count": inside, "of": len(spread)}, **rows}
+               "inside_model_p5_p95": {"count": inside, "of": len(spread)},
+               "per_assignment": per_assignment(applied), **rows}
         with open(a.out, "w") as f:
             json.dump(res, f, indent=2)
         print(f"json: {a.out}")
@@ -607,6 +614,28 @@ def predict_only(a, sc, mods):
         print(f"iter {job['name']:8s} ({job['role']:4s}) " + "  ".join(f"{x} {t[x]:.3f}s" for x in t) +
               "  change " + " / ".join(f"{x} {(t[x] / t['none'] - 1) * 100:+.1f}%" for x in ("crux", "paths")))
     return 0
+
+
+def per_assignment(applied, min_iters=10):
+    """The model against the iterations run wholly under one level assignment: the mean of
+    |log(reference / measured)| over every (arm, assignment, job) with at least `min_iters`
+    such iterations, weighted by their count, and how many of them are within the tolerance.
+    None without applied levels."""
+    tot = w = within = n = 0
+    for cfgs in applied.values():
+        for c in cfgs:
+            for r in c["jobs"].values():
+                m, k = r.get("measured_iter_s"), r.get("measured_iterations") or 0
+                if not m or k < min_iters or not r.get("reference_iter_s"):
+                    continue
+                tot += abs(math.log(r["reference_iter_s"] / m)) * k
+                w += k
+                n += 1
+                within += abs(r["reference_iter_s"] / m - 1.0) <= TOL
+    if not w:
+        return None
+    return {"weighted_mean_abs_log_error": tot / w, "within_tolerance": within, "of": n,
+            "min_iterations": min_iters}
 
 
 def verdict(measured, rows):
