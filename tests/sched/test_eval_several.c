@@ -167,11 +167,61 @@ static void test_mixed_periods_chain(void **state)
 	assert_true(sum / n <= 0.18);
 }
 
+/*
+ * Where the gap simulation runs out of work (a job under several higher
+ * jobs meets every change of their traces), the whole iterations it ran
+ * stand; before, the job fell back to the fluid bound, whose floor misses
+ * the starvation the reference shows where the higher jobs interleave.
+ * Schedules of 8-10 jobs in random level orders, utilisation within 5 % of
+ * the reference: 203 of 300 (197 before).
+ */
+static int within_case(uint64_t seed, int nj)
+{
+	struct crux_sched_topo *t = NULL;
+	struct crux_sched_jobs js;
+	struct crux_sched_schedule *s = NULL;
+	struct crux_sched_params p;
+	struct crux_sched_eval *ev = NULL;
+	struct crux_sched_ref_params rp;
+	double Te[16], Tr[16], ue, ur;
+
+	assert_null(crux_bench_small_case(seed, nj, &t, &js));
+	crux_sched_params_default(&p);
+	p.levels = 8;
+	assert_int_equal(crux_sched_schedule_new(js.v, js.n, p.levels, &s), CRUX_OK);
+	assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s), CRUX_OK);
+	for (size_t i = 0; i < js.n; i++)
+		s->d[i].level = (int)(crux_bench_rnd(&seed) % 8);
+	s->eval_model = CRUX_SCHED_EVAL_PHASE_AWARE;
+	assert_int_equal(crux_sched_eval_new(&ev), CRUX_OK);
+	assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s, Te, &ue), CRUX_OK);
+	crux_sched_ref_params_default(&rp);
+	rp.seed = seed;
+	assert_int_equal(crux_sched_reference(t, js.v, js.n, s, &rp, Tr, &ur, NULL), CRUX_OK);
+	crux_sched_eval_free(ev);
+	crux_sched_schedule_free(s);
+	crux_sched_jobs_free(&js);
+	crux_sched_topo_free(t);
+	return fabs(ue / ur - 1) <= 0.05;
+}
+
+static void test_out_of_work_keeps_iterations(void **state)
+{
+	int within = 0;
+
+	(void)state;
+	for (uint64_t c = 0; c < 300; c++)
+		within += within_case(0x57a4e5ull + c * 104729, 8 + (int)(c % 3));
+	printf("random level orders: %d of 300 schedules within 5 %% of the reference\n", within);
+	assert_true(within >= 200);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_several_higher_follow_reference),
 	    cmocka_unit_test(test_mixed_periods_chain),
+	    cmocka_unit_test(test_out_of_work_keeps_iterations),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
