@@ -3,7 +3,8 @@
 """The testbed scenario described to the scheduling model, against the testbed.
 
 predict.py --build BUILD [--measured FILE] [--scenario NAME] [--seeds N]
-           [--phases N] [--out FILE] [--verdict [--check]]
+           [--phases N] [--applied-levels] [--per-run-paths] [--out FILE]
+           [--verdict [--check]]
 
 Reads the scenario from `bench/testbed/run.sh --print-scenario` (fabric, levels,
 weights, fairness bound, jobs and their hosts in ring order) and the emulated
@@ -28,6 +29,13 @@ model's error with the stack's decisions given, the planner's noise apart.
 It also prints, per level assignment, each job's iterations that ran wholly
 under it (median, count) beside the model's run of that assignment: where the
 mix's error comes from.
+
+With --per-run-paths each measured run is modelled once, on the spines its
+connections took (run.sh records them: sockpaths.py, the run's paths.txt; per
+flow the spine that carried most of its bytes, crux-plan --paths-given), and,
+with --applied-levels, on that run's own level assignments; the prediction is
+the median over the runs, and every run is also compared with its own model
+(`per_run`): what is left once the ECMP draw is the run's, not a sample.
 
 each with the testbed's level weights (HTB guaranteed shares) and fairness bound,
 over N ECMP seeds (the testbed hashes source ports: its paths are a draw too;
@@ -240,15 +248,18 @@ def queue_latency(sc, mods, run, ids, standing):
     return lat
 
 
-def plan_arm(build, sc, mods, d, arm, seed, phases, standing, given=None):
+def plan_arm(build, sc, mods, d, arm, seed, phases, standing, given=None, paths=None):
     """crux-plan for one arm and seed; with `standing` > 0 a second pass adds the
     ring steps' queueing latency found from the first pass's rates. `given`:
-    {job name: level} the agents applied, in place of the planner's."""
+    {job name: level} the agents applied, in place of the planner's; `paths`:
+    [(job name, src, dst, spine)] the spines a run's connections took."""
     topo, jobs, ids = write_inputs(sc, mods, d)
     args = arm_args(arm, sc)
+    num = {v: k for k, v in ids.items()}
     if given:
-        num = {v: k for k, v in ids.items()}
         args = args + ["--levels-given", ",".join(f"{num[n]}={lv}" for n, lv in sorted(given.items()))]
+    if paths:
+        args = args + ["--paths-given", ",".join(f"{num[n]}:{a}:{b}:{sp}" for n, a, b, sp in paths)]
     run = plan(build, topo, jobs, args, seed, phases)
     lat = {}
     if standing > 0:
@@ -315,7 +326,64 @@ def applied_levels(measured_path, sc, arm, step=0.05, samples=None, runs=None):
 
 
 def arm_runs(measured_path, arm):
-    return sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(measured_path)), f"run-{arm}-*")))
+    """The arm's run directories beside the result file, in run order (run-ARM-1, -2, ...)."""
+    def rep(p):
+        tail = p.rsplit("-", 1)[-1]
+        return (0, int(tail)) if tail.isdigit() else (1, 0)
+    return sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(measured_path)), f"run-{arm}-*")),
+                  key=lambda p: (rep(p), p))
+
+
+def run_paths(run_dir, sc):
+    """The spines one run's connections took (its paths.txt, written by sockpaths.py):
+    per job and cross-leaf flow (ring order: each rank to the next), the spine that
+    carried most of the flow's bytes, as [(job, src, dst, spine)], and the least
+    share of a flow's bytes on its spine (a paths-arm flow moves when cruxd rebinds
+    its port; the model keeps one path). None without the file or a flow's bytes."""
+    f = sc["fabric"]
+    hpl = f["hosts-per-leaf"]
+
+    def host(addr):  # fabric.sh: host h of leaf l at 198.18.l.(4h + 2)
+        o = addr.split(".")
+        return f"h{int(o[2]) * hpl + (int(o[3]) - 2) // 4}"
+    by = {}
+    try:
+        with open(os.path.join(run_dir, "paths.txt")) as fp:
+            for line in fp:
+                p = line.split()
+                if line.startswith("#") or len(p) != 8:
+                    continue
+                k = (p[0], host(p[2]), host(p[3]))
+                by.setdefault(k, {}).setdefault(p[6], 0)
+                by[k][p[6]] += int(p[7])
+    except (OSError, ValueError, IndexError):
+        return None
+    out, least = [], 1.0
+    leaf = {f"h{i}": i // hpl for i in range(f["leaves"] * hpl)}
+    for job in sc["jobs"]:
+        hs = job["hosts"]
+        for r in range(len(hs)):
+            a, b = hs[r], hs[(r + 1) % len(hs)]
+            if a == b or leaf[a] == leaf[b]:
+                continue
+            sp = by.get((job["name"], a, b))
+            if not sp or not sum(sp.values()):
+                return None
+            best = max(sp, key=sp.get)
+            least = min(least, sp[best] / sum(sp.values()))
+            out.append((job["name"], a, b, best))
+    return out, least
+
+
+def model_spines(run, ids):
+    """The spine of every cross-leaf flow in a crux-plan run's paths (what the model ran)."""
+    out = {}
+    for j in run.get("jobs", []):
+        for p in j.get("paths", []):
+            sp = [h for h in p.get("hops", []) if re.fullmatch(r"s\d+", h)]
+            if sp:
+                out[f"{ids[j['id']]} {p['src']}>{p['dst']}"] = sp[0]
+    return out
 
 
 def frange(a, b, step):
@@ -333,7 +401,7 @@ def mix_runs(parts):
            "gpu_util": sum(w * r["gpu_util"] for w, r in parts), "jobs": []}
     for j in first["jobs"]:
         js = [(w, next(x for x in r["jobs"] if x["id"] == j["id"])) for w, r in parts]
-        out["jobs"].append({"id": j["id"], "level": j["level"],
+        out["jobs"].append({"id": j["id"], "level": j["level"], "paths": j.get("paths", []),
                             "ref_iter_time": 1.0 / sum(w / x["ref_iter_time"] for w, x in js),
                             "iter_time": 1.0 / sum(w / x["iter_time"] for w, x in js),
                             "queue_latency_s": sum(w * x["queue_latency_s"] for w, x in js)})
@@ -356,24 +424,25 @@ def profiling_share(sc, prof, planned, ids):
     return min(max(w - start, 0.0) / (end - start), 1.0) if end > start else 0.0
 
 
-def predict_arm(a, sc, mods, d, arm, seed, tally):
+def predict_arm(a, sc, mods, d, arm, seed, tally, paths=None):
     """One seed's prediction of an arm: on the levels the runs held (tally), else the
     planner's, after the profiling window (every job on the top level) where it
-    reaches into the analysis window."""
+    reaches into the analysis window. `paths`: one run's spines (run_paths)."""
     if not tally:
-        run = plan_arm(a.build, sc, mods, d, arm, seed, a.phases, a.standing_bytes)
+        run = plan_arm(a.build, sc, mods, d, arm, seed, a.phases, a.standing_bytes, paths=paths)
         if arm == "none" or not sc.get("profile_window"):
             return run
         ids = write_inputs(sc, mods, d)[2]
         top = {j["name"]: sc["levels"] - 1 for j in sc["jobs"]}
-        prof = plan_arm(a.build, sc, mods, d, arm, seed, a.phases, a.standing_bytes, top)
+        prof = plan_arm(a.build, sc, mods, d, arm, seed, a.phases, a.standing_bytes, top, paths)
         p = profiling_share(sc, prof, run, ids)
         out = mix_runs([(p, prof), (1.0 - p, run)]) if p > 0 else run
         out["profiling_share"] = p
         return out
     total = sum(tally.values())
     cfgs = list(tally)
-    parts = [(tally[cfg] / total, plan_arm(a.build, sc, mods, d, arm, seed, a.phases, a.standing_bytes, dict(cfg)))
+    parts = [(tally[cfg] / total, plan_arm(a.build, sc, mods, d, arm, seed, a.phases, a.standing_bytes, dict(cfg),
+                                           paths))
              for cfg in cfgs]
     out = mix_runs(parts)
     out["configs"] = {cfg: {j["id"]: j["ref_iter_time"] for j in r["jobs"]} for cfg, (_, r) in zip(cfgs, parts)}
@@ -441,6 +510,10 @@ def main():
     ap.add_argument("--applied-levels", action="store_true",
                     help="the levels the agents applied (the level logs of the runs beside --measured), "
                          "not the planner's")
+    ap.add_argument("--per-run-paths", action="store_true",
+                    help="model each measured run once, on the spines its connections took (paths.txt in "
+                         "its run directory, run.sh writes it), not on --seeds ECMP draws; the prediction "
+                         "is the median over those runs")
     ap.add_argument("--out", default="")
     ap.add_argument("--verdict", action="store_true")
     ap.add_argument("--check", action="store_true")
@@ -467,7 +540,15 @@ def main():
     if not arms:
         die(f"{a.measured} has no arm none/crux/paths")
     rows = {"arms": {}, "jobs": {}}
-    applied = {}
+    applied, flow_share = {}, {}
+
+    def central(xs, n):
+        """The model's median of n runs: per run on its own spines (--per-run-paths;
+        range: the runs' least and most), else resampled from the ECMP draws."""
+        if not a.per_run_paths:
+            return median_of_runs(xs, n)
+        xs = [x for x in xs if x is not None]
+        return (med(xs), min(xs), max(xs)) if xs else (None, None, None)
     with tempfile.TemporaryDirectory() as d:
         topo, jobs, ids = write_inputs(sc, mods, d)
         inputs = {"topology": open(topo).read(), "jobs": open(jobs).read()}
@@ -478,19 +559,38 @@ def main():
             if a.applied_levels and arm != "none" and not tally:
                 die(f"--applied-levels: no level log for every run-{arm}-* beside {a.measured} "
                     "(cruxd.log or cruxd-h0.log with level lines, trainer logs with realtime_offset_ns)")
-            runs = [predict_arm(a, sc, mods, d, arm, s, tally) for s in range(1, a.seeds + 1)]
+            if a.per_run_paths:
+                runs, least = [], 1.0
+                for k, rd in enumerate(arm_runs(a.measured, arm), start=1):
+                    got = run_paths(rd, sc)
+                    if not got:
+                        die(f"--per-run-paths: {rd} has no paths.txt with every cross-leaf flow "
+                            "(run.sh writes it with sockpaths.py since 2026-11-27: rerun the set)")
+                    # with --applied-levels: this run's own level assignments
+                    own = applied_levels(a.measured, sc, arm, runs=[rd]) if tally else None
+                    runs.append(predict_arm(a, sc, mods, d, arm, k, own, got[0]))
+                    runs[-1]["paths_given"] = [list(x) for x in got[0]]
+                    runs[-1]["model_spines"] = model_spines(runs[-1], ids)
+                    least = min(least, got[1])
+                if not runs:
+                    die(f"--per-run-paths: no run-{arm}-* directory beside {a.measured}")
+                flow_share[arm] = least
+            else:
+                runs = [predict_arm(a, sc, mods, d, arm, s, tally) for s in range(1, a.seeds + 1)]
             if tally:
                 total = sum(tally.values())
+                # (per run on its own paths, a run models only the assignments it held)
                 applied[arm] = [{"levels": dict(cfg), "share": sec / total,
-                                 "jobs": {ids[i]: {"reference_iter_s": med([r["configs"][cfg][i] for r in runs]),
+                                 "jobs": {ids[i]: {"reference_iter_s": med([r["configs"].get(cfg, {}).get(i)
+                                                                            for r in runs]),
                                                    "measured_iter_s": med(samples.get((cfg, ids[i]), [])),
                                                    "measured_iterations": len(samples.get((cfg, ids[i]), []))}
-                                          for i in runs[0]["configs"][cfg]}}
+                                          for i in next(r["configs"][cfg] for r in runs if cfg in r["configs"])}}
                                 for cfg, sec in sorted(tally.items(), key=lambda x: -x[1])]
             m = measured["arms"][arm]
             nm = len(m["cluster_gpu_utilization"]["runs"])
-            ref_u, lo_u, hi_u = median_of_runs([r["ref_model"]["gpu_util"] for r in runs], nm)
-            ev_u = median_of_runs([r["gpu_util"] for r in runs], nm)[0]
+            ref_u, lo_u, hi_u = central([r["ref_model"]["gpu_util"] for r in runs], nm)
+            ev_u = central([r["gpu_util"] for r in runs], nm)[0]
             mu = med(m["cluster_gpu_utilization"]["runs"])
             rows["arms"][arm] = {"measured_util": mu, "measured_runs": nm,
                                  "reference_util": ref_u, "evaluator_util": ev_u,
@@ -503,6 +603,21 @@ def main():
                                  "levels": {ids[j["id"]]: sorted({jj["level"] for r2 in runs for jj in r2["jobs"]
                                                                   if jj["id"] == j["id"]})
                                             for j in runs[0]["jobs"]}}
+            if a.per_run_paths:
+                # Run by run: the model on a run's own spines against that run.
+                mr = m["cluster_gpu_utilization"]["runs"]
+                pr = [{"measured_util": x, "reference_util": r["ref_model"]["gpu_util"],
+                       "reference_error": err(r["ref_model"]["gpu_util"], x),
+                       "spines": {f"{n} {a_}>{b_}": sp for n, a_, b_, sp in r["paths_given"]},
+                       "model_spines": r.get("model_spines", {}),
+                       "jobs": {ids[jj["id"]]: {"reference_iter_s": jj["ref_iter_time"],
+                                                "measured_iter_s": (m["jobs"].get(ids[jj["id"]], {})
+                                                                    .get("iter_time_s", {}).get("runs") or
+                                                                    [None] * len(runs))[k]}
+                                for jj in r["jobs"]}}
+                      for k, (x, r) in enumerate(zip(mr, runs))]
+                rows["arms"][arm]["per_run"] = pr
+                rows["arms"][arm]["least_flow_share_on_its_spine"] = flow_share.get(arm)
             if arm in applied:
                 rows["arms"][arm]["levels"] = {n: sorted({c["levels"][n] for c in applied[arm]})
                                                for n in applied[arm][0]["levels"]}
@@ -514,9 +629,9 @@ def main():
                     continue
                 pool = [jj["ref_iter_time"] for r in runs for jj in r["jobs"] if jj["id"] == j["id"]]
                 nj = len(mj["iter_time_s"]["runs"])
-                ref_t, lo_t, hi_t = median_of_runs(pool, nj)
-                ev_t = median_of_runs([jj["iter_time"] for r in runs for jj in r["jobs"] if jj["id"] == j["id"]],
-                                      nj)[0]
+                ref_t, lo_t, hi_t = central(pool, nj)
+                ev_t = central([jj["iter_time"] for r in runs for jj in r["jobs"] if jj["id"] == j["id"]],
+                               nj)[0]
                 mt = med(mj["iter_time_s"]["runs"])
                 lat = med([jj["queue_latency_s"] for r in runs for jj in r["jobs"] if jj["id"] == j["id"]])
                 rows["jobs"].setdefault(name, {})[arm] = {
@@ -528,13 +643,15 @@ def main():
     # print the table
     def pct(x):
         return "   n/a" if x is None else f"{x * 100:+6.1f}%"
-    print(f"testbed '{a.scenario}' vs the scheduling model ({a.seeds} ECMP seeds, reference model with "
+    draws = "each run on the spines its connections took" if a.per_run_paths else f"{a.seeds} ECMP seeds"
+    print(f"testbed '{a.scenario}' vs the scheduling model ({draws}, reference model with "
           f"{a.phases} start phases, ring steps queued behind {a.standing_bytes:.0f} bytes per flow: "
           f"{standing_src}; levels: " +
           (", ".join(f"{x} as applied ({len(v)} assignments)" for x, v in applied.items()) or "as planned") +
           f"); measured: {a.measured}")
     print(f"{'':22s} {'measured':>9s} {'reference':>10s} {'err':>8s} {'evaluator':>10s} {'err':>8s}"
-          "  reference: 5-95 % of a median over as many runs")
+          + ("  reference: least-most over the runs" if a.per_run_paths else
+             "  reference: 5-95 % of a median over as many runs"))
     for arm, r in rows["arms"].items():
         lo, hi = r["reference_util_median_p5_p95"]
         print(f"util {arm:17s} {r['measured_util'] * 100:8.1f}% {r['reference_util'] * 100:9.1f}% "
@@ -553,6 +670,12 @@ def main():
         [r["reference_iter_s_median_p5_p95"] + [r["measured_iter_s"]] for j in rows["jobs"].values() for r in j.values()]
     inside = sum(1 for lo, hi, m in spread if None not in (lo, hi, m) and lo <= m <= hi)
     print(f"measured median inside the model's 5-95 % range of a median over as many runs: {inside} of {len(spread)}")
+    per_run = per_run_errors(rows) if a.per_run_paths else None
+    if per_run:
+        print(f"run by run (each run against the model on its own spines): mean |log(model / measured)| "
+              f"{per_run['weighted_mean_abs_log_error']:.3f}, {per_run['within_tolerance']} of {per_run['of']} "
+              f"figures within +-10 %; least share of a flow's bytes on its spine: " +
+              ", ".join(f"{x} {v * 100:.0f}%" for x, v in flow_share.items()))
     pa = per_assignment(applied)
     if pa:
         print(f"per level assignment (jobs with >= {pa['min_iterations']} iterations wholly under one): mean "
@@ -578,7 +701,10 @@ def main():
                "measured_file": os.path.relpath(a.measured, os.path.join(HERE, "..", "..")),
                "measured_scenario": measured.get("scenario"), "tolerance": TOL,
                "command": f"python3 bench/testbed/predict.py --build BUILD --scenario {a.scenario} --measured "
-                          f"{os.path.relpath(a.measured, os.path.join(HERE, '..', '..'))} --seeds {a.seeds}",
+                          f"{os.path.relpath(a.measured, os.path.join(HERE, '..', '..'))} --seeds {a.seeds}" +
+                          (" --applied-levels" if a.applied_levels else "") +
+                          (" --per-run-paths" if a.per_run_paths else ""),
+               "per_run_paths": a.per_run_paths, "per_run": per_run,
                "inputs": inputs, "within_tolerance": {"count": sum(allr), "of": len(allr)},
                "inside_model_p5_p95": {"count": inside, "of": len(spread)},
                "per_assignment": per_assignment(applied), **rows}
@@ -614,6 +740,23 @@ def predict_only(a, sc, mods):
         print(f"iter {job['name']:8s} ({job['role']:4s}) " + "  ".join(f"{x} {t[x]:.3f}s" for x in t) +
               "  change " + " / ".join(f"{x} {(t[x] / t['none'] - 1) * 100:+.1f}%" for x in ("crux", "paths")))
     return 0
+
+
+def per_run_errors(rows):
+    """Each run against the model on its own spines: mean |log(model / measured)| over
+    every run's utilisation and job iteration times, and how many are within the tolerance."""
+    tot = n = within = 0
+    for r in rows["arms"].values():
+        for pr in r.get("per_run", []):
+            pairs = [(pr["reference_util"], pr["measured_util"])] + \
+                [(j["reference_iter_s"], j["measured_iter_s"]) for j in pr["jobs"].values()]
+            for mo, me in pairs:
+                if not mo or not me:
+                    continue
+                tot += abs(math.log(mo / me))
+                n += 1
+                within += abs(mo / me - 1.0) <= TOL
+    return {"weighted_mean_abs_log_error": tot / n, "within_tolerance": within, "of": n} if n else None
 
 
 def per_assignment(applied, min_iters=10):

@@ -406,6 +406,19 @@ tcp_counters() {
 	echo "$rs $to"
 }
 
+# Every host's established TCP sockets with their trainer's pid and the bytes
+# each has sent (ss -tniHp), appended to the run's sockets.txt: sockpaths.py
+# turns the last sight of each into the spine its leaf hashed it onto.
+socket_snapshot() {
+	local dir="$1" h ns
+	for ((h = 0; h < LEAVES * HOSTS_PER_LEAF; h++)); do
+		ns="$(host_ns "h$h")"
+		[ -n "$ns" ] || continue
+		echo "## $(host_addr "h$h")"
+		ip netns exec "$ns" ss -tniHp state established 2>/dev/null
+	done >>"$dir/sockets.txt"
+}
+
 # Bytes each spine forwarded (every port's transmit counter, summed per spine namespace).
 spine_bytes() {
 	local s v out=""
@@ -495,6 +508,7 @@ run_one() {
 	mkdir -p "$dir/logs" "$shm"
 	chmod 0755 "$dir" "$shm"
 	: >"$dir/jobs.txt"
+	: >"$dir/pids.txt"
 	local tcp0 sp0
 	tcp0="$(tcp_counters)"
 	sp0="$(spine_bytes)"
@@ -579,6 +593,7 @@ run_one() {
 				--iters "$iters" --host "$h" --id-file "$dir/$name.id" \
 				--mark-iterations --log "$dir/logs/$name-r$r.log" 2>>"$dir/logs/$name-r$r.err" &
 			PIDS+=($!)
+			echo "$! $name $r $addr" >>"$dir/pids.txt"
 		done
 	done
 	# Progress: iterations of each job's rank 0, once a second.
@@ -604,6 +619,8 @@ run_one() {
 			printf '  %-14s %3ds %s\n' "$label" "$el" "$line"
 		fi
 		# The agent's view, every 5 s (jobs, intensities, levels): kept with the run.
+		# Every host's TCP sockets, every 5 s: the spine each connection took (sockpaths.py).
+		[ $((el % 5)) -eq 2 ] && socket_snapshot "$dir"
 		if [ "$arm" != none ] && [ -n "$CRUXCTL" ] && [ $((el % 5)) -eq 4 ]; then
 			if per_host "$arm"; then
 				cluster_status "$shm" >"$dir/status-$(printf %03d "$el").txt" 2>&1
@@ -657,6 +674,8 @@ run_one() {
 		[ "$nv" -eq "$nr" ] || { echo "$PROG: $label: not every rank used the verbs transport" >&2; return 1; }
 	fi
 	"$FABRIC" status --tag "$TAG" >"$dir/fabric-counters.txt" 2>&1 || true
+	python3 "$HERE/sockpaths.py" --state "$STATE" --prefix "$PFX" "$dir" ||
+		echo "$PROG: $label: could not say which spine each connection took" >&2
 	local spl="" s
 	local -a spa spb
 	read -r -a spa <<<"$sp0"

@@ -771,7 +771,8 @@ static void aggs_of(const char *buf, char *aggs, size_t cap)
 /*
  * --ecmp-paths keeps the plan's levels but puts every flow back on its ECMP
  * draw (what a fabric carries where the plan's paths are not bound: cruxd
- * without probing); --levels-given pins levels the plan would not choose.
+ * without probing); --levels-given pins levels the plan would not choose;
+ * --paths-given puts named flows on the path through a named node.
  */
 static void test_plan_cli_ecmp_given(void **state)
 {
@@ -828,6 +829,37 @@ static void test_plan_cli_ecmp_given(void **state)
 	assert_non_null(strstr(buf, "given twice"));
 	assert_int_equal(plan_run(dir, "--levels 2 --levels-given 11", buf, sizeof(buf)), 2);
 	assert_non_null(strstr(buf, "expected ID=LEVEL"));
+	/* Paths given (the spines a fabric hashed each connection onto): on
+	 * top of the ECMP draw, the named flows move and the others stay. */
+	assert_int_equal(plan_run(dir,
+				  "--levels 2 --seed 1 --policy ecmp --json --paths-given "
+				  "11:h0:h2:agg1,11:h2:h0:agg1,12:h1:h3:agg0",
+				  buf, sizeof(buf)),
+			 0);
+	aggs_of(buf, mixed, sizeof(mixed));
+	assert_string_equal(mixed, "1100");
+	assert_non_null(strstr(buf, "\"paths_given\":true"));
+	assert_int_equal(plan_run(dir,
+				  "--levels 2 --seed 1 --policy ecmp --json --paths-given "
+				  "12:h3:h1:agg1",
+				  buf, sizeof(buf)),
+			 0);
+	aggs_of(buf, mixed, sizeof(mixed));
+	assert_string_equal(mixed, "0011");
+	assert_int_equal(plan_run(dir, "--levels 2 --paths-given 11:h0:h2", buf, sizeof(buf)), 2);
+	assert_non_null(strstr(buf, "expected ID:SRC:DST:VIA, got '11:h0:h2'"));
+	assert_int_equal(plan_run(dir, "--levels 2 --paths-given 13:h0:h2:agg0", buf, sizeof(buf)),
+			 2);
+	assert_non_null(strstr(buf, "job 13 is not in the jobs file"));
+	assert_int_equal(plan_run(dir, "--levels 2 --paths-given 11:h0:h3:agg0", buf, sizeof(buf)),
+			 2);
+	assert_non_null(strstr(buf, "job 11 has no flow from h0 to h3"));
+	assert_int_equal(plan_run(dir, "--levels 2 --paths-given 11:h0:h2:tor0", buf, sizeof(buf)),
+			 2);
+	assert_non_null(strstr(buf, "name a node on exactly one of them"));
+	assert_int_equal(plan_run(dir, "--levels 2 --paths-given 11:hx:h2:agg0", buf, sizeof(buf)),
+			 2);
+	assert_non_null(strstr(buf, "'hx' is not a host of the topology"));
 	snprintf(path, sizeof(path), "%s/t.topo", dir);
 	unlink(path);
 	snprintf(path, sizeof(path), "%s/j.jobs", dir);

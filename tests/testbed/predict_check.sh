@@ -152,6 +152,62 @@ rc=$?
 [ $rc -eq 1 ] || fail "--check with a 5 % gain exited $rc: $(tail -n 1 "$T/v")"
 tail -n 1 "$T/v" | grep -qF "(>= +10%: NOT met" || fail "missed goal not named: $(tail -n 1 "$T/v")"
 
+# --per-run-paths: each run on the spines its connections took (paths.txt, sockpaths.py's
+# format: job rank src dst sport dport spine bytes, hosts by fabric address). Per arm run 1
+# puts every cross-leaf flow on spine s0, run 2 alternates s0 / s1, run 3 alternates the
+# other way; a flow split over two spines counts where most of its bytes went.
+python3 - "$S/bench/testbed" "$T/pr" "$T/measured.json" <<'PY' || fail "per-run paths fixture"
+import os, shutil, sys
+sys.path.insert(0, sys.argv[1])
+from predict import scenario
+root, measured = sys.argv[2], sys.argv[3]
+sc = scenario("default")
+hpl = sc["fabric"]["hosts-per-leaf"]
+def addr(h):
+    i = int(h[1:])
+    return f"198.18.{i // hpl}.{4 * (i % hpl) + 2}"
+os.makedirs(root)
+shutil.copy(measured, os.path.join(root, "testbed.json"))
+for arm in ("none", "crux", "paths"):
+    for run in (1, 2, 3):
+        d = os.path.join(root, f"run-{arm}-{run}")
+        os.makedirs(d)
+        k = 0
+        with open(os.path.join(d, "paths.txt"), "w") as f:
+            f.write("# job rank src dst sport dport spine bytes (sockpaths.py)\n")
+            for job in sc["jobs"]:
+                hs = job["hosts"]
+                for r in range(len(hs)):
+                    a, b = hs[r], hs[(r + 1) % len(hs)]
+                    if int(a[1:]) // hpl == int(b[1:]) // hpl:
+                        continue
+                    sp = 0 if run == 1 else (k + run) % 2
+                    k += 1
+                    f.write(f"{job['name']} {r} {addr(a)} {addr(b)} {40000 + k} 5000 s{sp} 9000000\n")
+                    f.write(f"{job['name']} {r} {addr(a)} {addr(b)} {50000 + k} 5001 s{1 - sp} 1000000\n")
+PY
+python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/pr/testbed.json" --phases 1 --standing-bytes 0 \
+	--per-run-paths --out "$T/calpr.json" >"$T/logpr" 2>&1 || { cat "$T/logpr"; fail "--per-run-paths exited non-zero"; }
+python3 - "$T/calpr.json" <<'PY' || fail "--per-run-paths: each run not modelled on its own spines"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["per_run_paths"] and d["per_run"]["of"] == 3 * 3 * (1 + 4), d["per_run"]
+for a, r in d["arms"].items():
+    pr = r["per_run"]
+    assert len(pr) == 3, (a, pr)
+    assert set(pr[0]["spines"].values()) == {"s0"}, pr[0]["spines"]
+    assert set(pr[1]["spines"].values()) == {"s0", "s1"}, pr[1]["spines"]
+    assert abs(r["least_flow_share_on_its_spine"] - 0.9) < 1e-9, r
+    # the model ran each flow on the spine the run's connections took
+    for x in pr:
+        assert x["model_spines"] == x["spines"] and len(x["spines"]) == 12, (a, x)
+    assert sorted([x["reference_util"] for x in pr])[1] == r["reference_util"], (a, r)
+assert "--per-run-paths" in d["command"], d["command"]
+PY
+rm "$T/pr/run-crux-2/paths.txt"
+python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/pr/testbed.json" --phases 1 --per-run-paths \
+	>"$T/bad" 2>&1
+[ $? -eq 2 ] && grep -q "run-crux-2 has no paths.txt" "$T/bad" || fail "a run without paths.txt: $(cat "$T/bad")"
 python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/none.json" >"$T/bad" 2>&1
 [ $? -eq 2 ] && grep -q "a result file of bench/testbed/run.sh" "$T/bad" || fail "a missing file: $(cat "$T/bad")"
 python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/measured.json" --seeds 0 >"$T/bad" 2>&1

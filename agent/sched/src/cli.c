@@ -21,6 +21,7 @@ static void usage(FILE *f, const char *prog)
 		"          [--max-slowdown X] [--level-weights W,W,...]\n"
 		"          [--reference [--ref-fairness flow|job] [--ref-phases N]] [--paper-k]\n"
 		"          [--ecmp-paths] [--levels-given ID=L,...]\n"
+		"          [--paths-given ID:SRC:DST:VIA,...]\n"
 		"  FILE for --topology: a topology file, lingjun:CSV or "
 		"clos2:TORS,AGGS,HOSTS_PER_TOR\n"
 		"  --max-slowdown X: no job's predicted iteration time above X times its\n"
@@ -39,7 +40,10 @@ static void usage(FILE *f, const char *prog)
 		"  ports); evaluator and reference model both\n"
 		"  --levels-given: these jobs on these levels (0 = lowest), whatever the\n"
 		"  policy plans for them (e.g. the levels an agent applied, from its log);\n"
-		"  the policy still plans the others and every path\n",
+		"  the policy still plans the others and every path\n"
+		"  --paths-given: job ID's flow from host SRC to host DST on its path through\n"
+		"  node VIA (e.g. the spine a fabric hashed that connection onto), after\n"
+		"  the plan and --ecmp-paths; the other flows keep their paths\n",
 		prog);
 }
 
@@ -160,6 +164,100 @@ out:
 	return rc;
 }
 
+/* A named node, for --paths-given: its index, or -1 with the fault printed. */
+static int given_node(const char *prog, const char *spec, struct crux_sched_topo *t,
+		      const char *name, int host)
+{
+	int nd = crux_sched_topo_find(t, name);
+
+	if (nd < 0 || (host && nd >= crux_sched_topo_n_hosts(t))) {
+		fprintf(stderr, "%s: --paths-given '%s': '%s' is not a %s of the topology\n", prog,
+			spec, name, host ? "host" : "node");
+		return -1;
+	}
+	return nd;
+}
+
+/* --paths-given: flows put on the candidate path through a named node. */
+static int give_paths(const char *prog, const char *spec, struct crux_sched_topo *t,
+		      const struct crux_sched_job *jobs, size_t n, struct crux_sched_schedule *s)
+{
+	char *dup = strdup(spec), *save = NULL, *tok;
+	int rc = -1;
+
+	if (!dup) {
+		fprintf(stderr, "%s: out of memory\n", prog);
+		return -1;
+	}
+	for (tok = strtok_r(dup, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char *f[4], *q = tok, whole[256];
+		int k = 0, src, dst, via, fl = -1, pi = -1, hits = 0;
+		uint64_t id;
+		size_t i;
+		struct crux_sched_path_set ps;
+
+		snprintf(whole, sizeof(whole), "%s", tok);
+		while (k < 4 && q) {
+			f[k++] = q;
+			q = strchr(q, ':');
+			if (q)
+				*q++ = '\0';
+		}
+		if (k != 4 || q) {
+			fprintf(stderr,
+				"%s: --paths-given '%s': expected ID:SRC:DST:VIA, got '%s'\n", prog,
+				spec, whole);
+			goto out;
+		}
+		if (crux_parse_u64("id", f[0], 0, UINT64_MAX, &id, NULL, 0)) {
+			fprintf(stderr, "%s: --paths-given '%s': '%s' is not a job id\n", prog,
+				spec, f[0]);
+			goto out;
+		}
+		for (i = 0; i < n && jobs[i].id != id; i++)
+			;
+		if (i == n) {
+			fprintf(stderr, "%s: --paths-given '%s': job %s is not in the jobs file\n",
+				prog, spec, f[0]);
+			goto out;
+		}
+		if ((src = given_node(prog, spec, t, f[1], 1)) < 0 ||
+		    (dst = given_node(prog, spec, t, f[2], 1)) < 0 ||
+		    (via = given_node(prog, spec, t, f[3], 0)) < 0)
+			goto out;
+		for (int g = 0; g < jobs[i].n_flows; g++)
+			if (jobs[i].flows[g].src == src && jobs[i].flows[g].dst == dst)
+				fl = g;
+		if (fl < 0 || crux_sched_topo_paths(t, src, dst, &ps)) {
+			fprintf(stderr,
+				"%s: --paths-given '%s': job %s has no flow from %s to %s\n", prog,
+				spec, f[0], f[1], f[2]);
+			goto out;
+		}
+		for (int x = 0; x < ps.n_paths; x++) {
+			int on = 0;
+
+			for (int e = ps.off[x]; e < ps.off[x + 1]; e++)
+				on |= t->lto[ps.links[e]] == via && via != dst;
+			if (on && !hits++)
+				pi = x;
+		}
+		if (hits != 1) {
+			fprintf(stderr,
+				"%s: --paths-given '%s': %s of the candidate paths from %s to %s "
+				"pass%s through %s: name a node on exactly one of them\n",
+				prog, spec, hits ? "several" : "none", f[1], f[2], hits ? "" : "es",
+				f[3]);
+			goto out;
+		}
+		s->d[i].path[fl] = pi;
+	}
+	rc = 0;
+out:
+	free(dup);
+	return rc;
+}
+
 int crux_sched_plan_cli(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -178,11 +276,12 @@ int crux_sched_plan_cli(int argc, char **argv)
 	    {"paper-k", no_argument, NULL, 'K'},
 	    {"ecmp-paths", no_argument, NULL, 'E'},
 	    {"levels-given", required_argument, NULL, 'G'},
+	    {"paths-given", required_argument, NULL, 'Q'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	const char *prog = argc > 0 ? argv[0] : "plan";
-	const char *topo_path = NULL, *jobs_path = NULL, *given = NULL;
+	const char *topo_path = NULL, *jobs_path = NULL, *given = NULL, *given_paths = NULL;
 	struct crux_sched_params p;
 	enum crux_sched_policy pol = CRUX_SCHED_CRUX_FULL;
 	struct crux_sched_topo *t = NULL;
@@ -277,6 +376,9 @@ int crux_sched_plan_cli(int argc, char **argv)
 		case 'G':
 			given = optarg;
 			break;
+		case 'Q':
+			given_paths = optarg;
+			break;
 		case 'F':
 			if (!strcmp(optarg, "flow")) {
 				rp.fairness = CRUX_SCHED_REF_PER_FLOW;
@@ -345,6 +447,10 @@ int crux_sched_plan_cli(int argc, char **argv)
 	 * draw every policy starts from: same seed, job, ends). */
 	if (!st && on_ecmp)
 		st = crux_sched_paths_ecmp(t, js.v, js.n, p.seed, s);
+	if (!st && given_paths && give_paths(prog, given_paths, t, js.v, js.n, s)) {
+		rc = 2;
+		goto out;
+	}
 	if (!st)
 		st = crux_sched_evaluate(ev, t, js.v, js.n, s, iter, &util);
 	rp.seed = p.seed;
@@ -388,6 +494,8 @@ int crux_sched_plan_cli(int argc, char **argv)
 		crux_json_bool(&j, p.correction);
 		crux_json_key(&j, "ecmp_paths");
 		crux_json_bool(&j, on_ecmp);
+		crux_json_key(&j, "paths_given");
+		crux_json_bool(&j, given_paths != NULL);
 		if (ref) {
 			crux_json_key(&j, "ref_model");
 			crux_json_obj(&j);
