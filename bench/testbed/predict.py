@@ -32,7 +32,8 @@ mix's error comes from.
 
 With --per-run-paths each measured run is modelled once, on the spines its
 connections took (run.sh records them: sockpaths.py, the run's paths.txt; per
-flow the spine that carried most of its bytes, crux-plan --paths-given), and,
+flow the spine that carried most of its bytes, crux-plan --paths-given; a flow
+with under --min-path-share of its bytes on that spine keeps the plan's path), and,
 with --applied-levels, on that run's own level assignments; the prediction is
 the median over the runs, and every run is also compared with its own model
 (`per_run`): what is left once the ECMP draw is the run's, not a sample.
@@ -334,7 +335,7 @@ def arm_runs(measured_path, arm):
                   key=lambda p: (rep(p), p))
 
 
-def run_paths(run_dir, sc):
+def run_paths(run_dir, sc, min_share=0.0):
     """The spines one run's connections took (its paths.txt, written by sockpaths.py):
     per job and cross-leaf flow (ring order: each rank to the next), the spine that
     carried most of the flow's bytes, as [(job, src, dst, spine)], and the least
@@ -370,8 +371,10 @@ def run_paths(run_dir, sc):
             if not sp or not sum(sp.values()):
                 return None
             best = max(sp, key=sp.get)
-            least = min(least, sp[best] / sum(sp.values()))
-            out.append((job["name"], a, b, best))
+            share = sp[best] / sum(sp.values())
+            least = min(least, share)
+            if share >= min_share:
+                out.append((job["name"], a, b, best))
     return out, least
 
 
@@ -514,6 +517,10 @@ def main():
                     help="model each measured run once, on the spines its connections took (paths.txt in "
                          "its run directory, run.sh writes it), not on --seeds ECMP draws; the prediction "
                          "is the median over those runs")
+    ap.add_argument("--min-path-share", type=float, default=0.9,
+                    help="with --per-run-paths, a flow keeps the plan's path unless one spine carried at least "
+                         "this share of its bytes (default 0.9: in a paths run cruxd moves flows between spines as "
+                         "it re-plans; one spine per flow describes such a flow worse than the plan does)")
     ap.add_argument("--out", default="")
     ap.add_argument("--verdict", action="store_true")
     ap.add_argument("--check", action="store_true")
@@ -562,7 +569,7 @@ def main():
             if a.per_run_paths:
                 runs, least = [], 1.0
                 for k, rd in enumerate(arm_runs(a.measured, arm), start=1):
-                    got = run_paths(rd, sc)
+                    got = run_paths(rd, sc, a.min_path_share)
                     if not got:
                         die(f"--per-run-paths: {rd} has no paths.txt with every cross-leaf flow "
                             "(run.sh writes it with sockpaths.py since 2026-11-27: rerun the set)")
@@ -673,7 +680,7 @@ def main():
     per_run = per_run_errors(rows) if a.per_run_paths else None
     if per_run:
         print(f"run by run (each run against the model on its own spines): mean |log(model / measured)| "
-              f"{per_run['weighted_mean_abs_log_error']:.3f}, {per_run['within_tolerance']} of {per_run['of']} "
+              f"{per_run['mean_abs_log_error']:.3f}, {per_run['within_tolerance']} of {per_run['of']} "
               f"figures within +-10 %; least share of a flow's bytes on its spine: " +
               ", ".join(f"{x} {v * 100:.0f}%" for x, v in flow_share.items()))
     pa = per_assignment(applied)
@@ -703,7 +710,10 @@ def main():
                "command": f"python3 bench/testbed/predict.py --build BUILD --scenario {a.scenario} --measured "
                           f"{os.path.relpath(a.measured, os.path.join(HERE, '..', '..'))} --seeds {a.seeds}" +
                           (" --applied-levels" if a.applied_levels else "") +
-                          (" --per-run-paths" if a.per_run_paths else ""),
+                          (" --per-run-paths" if a.per_run_paths else "") +
+                          (f" --min-path-share {a.min_path_share:g}"
+                           if a.per_run_paths and a.min_path_share != 0.9 else ""),
+               "min_path_share": a.min_path_share if a.per_run_paths else None,
                "per_run_paths": a.per_run_paths, "per_run": per_run,
                "inputs": inputs, "within_tolerance": {"count": sum(allr), "of": len(allr)},
                "inside_model_p5_p95": {"count": inside, "of": len(spread)},
@@ -756,7 +766,7 @@ def per_run_errors(rows):
                 tot += abs(math.log(mo / me))
                 n += 1
                 within += abs(mo / me - 1.0) <= TOL
-    return {"weighted_mean_abs_log_error": tot / n, "within_tolerance": within, "of": n} if n else None
+    return {"mean_abs_log_error": tot / n, "within_tolerance": within, "of": n} if n else None
 
 
 def per_assignment(applied, min_iters=10):
