@@ -618,9 +618,9 @@ run_one() {
 		elif [ $((el % 10)) -eq 0 ]; then
 			printf '  %-14s %3ds %s\n' "$label" "$el" "$line"
 		fi
-		# The agent's view, every 5 s (jobs, intensities, levels): kept with the run.
 		# Every host's TCP sockets, every 5 s: the spine each connection took (sockpaths.py).
 		[ $((el % 5)) -eq 2 ] && socket_snapshot "$dir"
+		# The agent's view, every 5 s (jobs, intensities, levels): kept with the run.
 		if [ "$arm" != none ] && [ -n "$CRUXCTL" ] && [ $((el % 5)) -eq 4 ]; then
 			if per_host "$arm"; then
 				cluster_status "$shm" >"$dir/status-$(printf %03d "$el").txt" 2>&1
