@@ -529,6 +529,8 @@ def main():
     a = ap.parse_args()
     if not 1 <= a.seeds <= 100:
         die(f"--seeds {a.seeds}: expected 1..100")
+    if not 0.0 <= a.min_path_share <= 1.0:
+        die(f"--min-path-share {a.min_path_share}: expected a share in 0..1")
     if not 0 <= a.phases <= 64:
         die(f"--phases {a.phases}: expected 0..64")
     sc = scenario(a.scenario)

@@ -214,6 +214,9 @@ d = json.load(open(sys.argv[1]))
 for a, r in d["arms"].items():
     assert all(x["spines"] == {} for x in r["per_run"]), (a, r["per_run"][0]["spines"])
 PY
+python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/pr/testbed.json" --per-run-paths \
+	--min-path-share 1.5 >"$T/bad" 2>&1
+[ $? -eq 2 ] && grep -q "expected a share in 0..1" "$T/bad" || fail "--min-path-share 1.5: $(cat "$T/bad")"
 rm "$T/pr/run-crux-2/paths.txt"
 python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/pr/testbed.json" --phases 1 --per-run-paths \
 	>"$T/bad" 2>&1
