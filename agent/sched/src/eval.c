@@ -793,7 +793,16 @@ static double gap_rate(const struct crux_sched_eval *ev, const struct crux_sched
 	return r > 1e-12 * lo ? r : 0;
 }
 
-/* Draws d.. of job j left unsimulated: no trace, a random phase each. */
+/* Job j's windows from draw d on: no trace, a random phase each (period T). */
+static void gap_free_phases(struct crux_sched_eval *ev, int j, double T, int d)
+{
+	for (; d < GAP_DRAWS; d++) {
+		ev->gph[(size_t)j * GAP_DRAWS + d] = gap_u((size_t)j, d) * T;
+		ev->gcnt[(size_t)j * GAP_DRAWS + d] = 0;
+	}
+}
+
+/* Draws d.. of job j left unsimulated (out of work). */
 static void gap_unsimulated(struct crux_sched_eval *ev, int j, double T, int d)
 {
 	size_t ti = (size_t)j * GAP_DRAWS + d;
@@ -801,10 +810,7 @@ static void gap_unsimulated(struct crux_sched_eval *ev, int j, double T, int d)
 	/* This draw's partial trace is the pool's tail: drop it. */
 	ev->gpool_n = ev->goff[ti];
 	ev->gfr_n = ev->gfoff[ti];
-	for (; d < GAP_DRAWS; d++) {
-		ev->gph[(size_t)j * GAP_DRAWS + d] = gap_u((size_t)j, d) * T;
-		ev->gcnt[(size_t)j * GAP_DRAWS + d] = 0;
-	}
+	gap_free_phases(ev, j, T, d);
 }
 
 /*
@@ -1118,15 +1124,6 @@ out:
 	for (size_t k = jl->off[j]; k < jl->off[j + 1]; k++)
 		ev->lmark[jl->link[k]] = -1;
 	return avg > 0 && sim > 0 ? sim / avg : -1;
-}
-
-/* Windows of a job no higher traffic moves: a random phase per draw. */
-static void gap_free_phases(struct crux_sched_eval *ev, int j, double T)
-{
-	for (int d = 0; d < GAP_DRAWS; d++) {
-		ev->gph[(size_t)j * GAP_DRAWS + d] = gap_u((size_t)j, d) * T;
-		ev->gcnt[(size_t)j * GAP_DRAWS + d] = 0;
-	}
 }
 
 /* Counting sort of job indices by level, highest first (stable). */
@@ -1488,7 +1485,7 @@ crux_status_t crux_sched_evaluate_links(struct crux_sched_eval *ev, const struct
 									       t->lbw[jl.link[k]]));
 					ev->tau[j] = fmax(ev->tau_nb[j] * R, Tmin - s0);
 				} else
-					gap_free_phases(ev, j, job_T(&jobs[j], tau));
+					gap_free_phases(ev, j, job_T(&jobs[j], tau), 0);
 				ev->gdur[j] = jl.off[j + 1] > jl.off[j] ? ev->tau[j] : 0;
 				if (R > 0 && sendt > 0)
 					ev->gdur[j] = sendt;
