@@ -57,7 +57,11 @@ testbed, met or not, and how far the measured figure is from the model's:
   utilisation >= +10 % over none (the best Crux arm); the high-intensity job's
   JCT <= -20 % (the best Crux arm); the paths arm >= the priorities arm where
   the model says paths matter (its paths arm predicted > 2 % above its crux
-  arm); the reference model within +-10 % of every arm's utilisation.
+  arm); the reference model within +-10 % of every arm's utilisation. That
+  last goal is judged on the model as the runs ran (each run on its own spines
+  and the agents' levels, as --per-run-paths --applied-levels) where the run
+  directories recorded them (run.sh does since 2026-11-27), with the a-priori
+  errors beside it; else a priori, saying why.
 --check: exit 1 when a goal is missed (make demo CHECK=1).
 """
 import argparse
@@ -499,6 +503,118 @@ def err(pred, meas):
     return pred / meas - 1.0
 
 
+class Missing(Exception):
+    """The run directories lack what a comparison needs (the message says what)."""
+
+
+def compare(a, sc, mods, measured, arms, per_run_paths, applied_on):
+    """The model against the measured medians, per arm and job: on ECMP draws and the
+    planner's levels, or (per_run_paths) each run on its own spines and (applied_on)
+    the agents' levels. Returns (rows, applied, flow_share, inputs)."""
+    rows = {"arms": {}, "jobs": {}}
+    applied, flow_share = {}, {}
+
+    def central(xs, n):
+        """The model's median of n runs: per run on its own spines (--per-run-paths;
+        range: the runs' least and most), else resampled from the ECMP draws."""
+        if not per_run_paths:
+            return median_of_runs(xs, n)
+        xs = [x for x in xs if x is not None]
+        return (med(xs), min(xs), max(xs)) if xs else (None, None, None)
+    with tempfile.TemporaryDirectory() as d:
+        topo, jobs, ids = write_inputs(sc, mods, d)
+        inputs = {"topology": open(topo).read(), "jobs": open(jobs).read()}
+        for arm in arms:
+            samples = {}
+            tally = applied_levels(a.measured, sc, arm, samples=samples) \
+                if arm != "none" and applied_on else None
+            if applied_on and arm != "none" and not tally:
+                raise Missing(f"--applied-levels: no level log for every run-{arm}-* beside {a.measured} "
+                              "(cruxd.log or cruxd-h0.log with level lines, trainer logs with realtime_offset_ns)")
+            if per_run_paths:
+                runs, least = [], 1.0
+                for k, rd in enumerate(arm_runs(a.measured, arm), start=1):
+                    got = run_paths(rd, sc, a.min_path_share)
+                    if not got:
+                        raise Missing(f"--per-run-paths: {rd} has no paths.txt with every cross-leaf flow "
+                            "(run.sh writes it with sockpaths.py since 2026-11-27: rerun the set)")
+                    # with --applied-levels: this run's own level assignments
+                    own = applied_levels(a.measured, sc, arm, runs=[rd]) if tally else None
+                    runs.append(predict_arm(a, sc, mods, d, arm, k, own, got[0]))
+                    runs[-1]["paths_given"] = [list(x) for x in got[0]]
+                    runs[-1]["model_spines"] = model_spines(runs[-1], ids)
+                    least = min(least, got[1])
+                if not runs:
+                    raise Missing(f"--per-run-paths: no run-{arm}-* directory beside {a.measured}")
+                flow_share[arm] = least
+            else:
+                runs = [predict_arm(a, sc, mods, d, arm, s, tally) for s in range(1, a.seeds + 1)]
+            if tally:
+                total = sum(tally.values())
+                # (per run on its own paths, a run models only the assignments it held)
+                applied[arm] = [{"levels": dict(cfg), "share": sec / total,
+                                 "jobs": {ids[i]: {"reference_iter_s": med([r["configs"].get(cfg, {}).get(i)
+                                                                            for r in runs]),
+                                                   "measured_iter_s": med(samples.get((cfg, ids[i]), [])),
+                                                   "measured_iterations": len(samples.get((cfg, ids[i]), []))}
+                                          for i in next(r["configs"][cfg] for r in runs if cfg in r["configs"])}}
+                                for cfg, sec in sorted(tally.items(), key=lambda x: -x[1])]
+            m = measured["arms"][arm]
+            nm = len(m["cluster_gpu_utilization"]["runs"])
+            ref_u, lo_u, hi_u = central([r["ref_model"]["gpu_util"] for r in runs], nm)
+            ev_u = central([r["gpu_util"] for r in runs], nm)[0]
+            mu = med(m["cluster_gpu_utilization"]["runs"])
+            rows["arms"][arm] = {"measured_util": mu, "measured_runs": nm,
+                                 "reference_util": ref_u, "evaluator_util": ev_u,
+                                 "reference_util_median_p5_p95": [lo_u, hi_u],
+                                 "reference_util_median_of_draws": med([r["ref_model"]["gpu_util"] for r in runs]),
+                                 "reference_error": err(ref_u, mu), "evaluator_error": err(ev_u, mu),
+                                 "reference_within_10pct": err(ref_u, mu) is not None and abs(err(ref_u, mu)) <= TOL,
+                                 "levels_source": "applied" if arm in applied else "planned",
+                                 "profiling_share": med([r.get("profiling_share") for r in runs]),
+                                 "levels": {ids[j["id"]]: sorted({jj["level"] for r2 in runs for jj in r2["jobs"]
+                                                                  if jj["id"] == j["id"]})
+                                            for j in runs[0]["jobs"]}}
+            if per_run_paths:
+                # Run by run: the model on a run's own spines against that run.
+                mr = m["cluster_gpu_utilization"]["runs"]
+                pr = [{"measured_util": x, "reference_util": r["ref_model"]["gpu_util"],
+                       "reference_error": err(r["ref_model"]["gpu_util"], x),
+                       "spines": {f"{n} {a_}>{b_}": sp for n, a_, b_, sp in r["paths_given"]},
+                       "model_spines": r.get("model_spines", {}),
+                       "jobs": {ids[jj["id"]]: {"reference_iter_s": jj["ref_iter_time"],
+                                                "measured_iter_s": (m["jobs"].get(ids[jj["id"]], {})
+                                                                    .get("iter_time_s", {}).get("runs") or
+                                                                    [None] * len(runs))[k]}
+                                for jj in r["jobs"]}}
+                      for k, (x, r) in enumerate(zip(mr, runs))]
+                rows["arms"][arm]["per_run"] = pr
+                rows["arms"][arm]["least_flow_share_on_its_spine"] = flow_share.get(arm)
+            if arm in applied:
+                rows["arms"][arm]["levels"] = {n: sorted({c["levels"][n] for c in applied[arm]})
+                                               for n in applied[arm][0]["levels"]}
+                rows["arms"][arm]["levels_applied"] = applied[arm]
+            for j in runs[0]["jobs"]:
+                name = ids[j["id"]]
+                mj = m["jobs"].get(name)
+                if not mj:
+                    continue
+                pool = [jj["ref_iter_time"] for r in runs for jj in r["jobs"] if jj["id"] == j["id"]]
+                nj = len(mj["iter_time_s"]["runs"])
+                ref_t, lo_t, hi_t = central(pool, nj)
+                ev_t = central([jj["iter_time"] for r in runs for jj in r["jobs"] if jj["id"] == j["id"]],
+                               nj)[0]
+                mt = med(mj["iter_time_s"]["runs"])
+                lat = med([jj["queue_latency_s"] for r in runs for jj in r["jobs"] if jj["id"] == j["id"]])
+                rows["jobs"].setdefault(name, {})[arm] = {
+                    "measured_iter_s": mt, "reference_iter_s": ref_t, "evaluator_iter_s": ev_t,
+                    "reference_iter_s_median_p5_p95": [lo_t, hi_t], "reference_iter_s_median_of_draws": med(pool),
+                    "queue_latency_s": lat,
+                    "reference_error": err(ref_t, mt), "evaluator_error": err(ev_t, mt),
+                    "reference_within_10pct": err(ref_t, mt) is not None and abs(err(ref_t, mt)) <= TOL}
+    return rows, applied, flow_share, inputs
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default=os.path.join(HERE, "..", "..", "build"))
@@ -548,107 +664,10 @@ def main():
     arms = [x for x in ("none", "crux", "paths") if x in measured.get("arms", {})]
     if not arms:
         die(f"{a.measured} has no arm none/crux/paths")
-    rows = {"arms": {}, "jobs": {}}
-    applied, flow_share = {}, {}
-
-    def central(xs, n):
-        """The model's median of n runs: per run on its own spines (--per-run-paths;
-        range: the runs' least and most), else resampled from the ECMP draws."""
-        if not a.per_run_paths:
-            return median_of_runs(xs, n)
-        xs = [x for x in xs if x is not None]
-        return (med(xs), min(xs), max(xs)) if xs else (None, None, None)
-    with tempfile.TemporaryDirectory() as d:
-        topo, jobs, ids = write_inputs(sc, mods, d)
-        inputs = {"topology": open(topo).read(), "jobs": open(jobs).read()}
-        for arm in arms:
-            samples = {}
-            tally = applied_levels(a.measured, sc, arm, samples=samples) \
-                if arm != "none" and a.applied_levels else None
-            if a.applied_levels and arm != "none" and not tally:
-                die(f"--applied-levels: no level log for every run-{arm}-* beside {a.measured} "
-                    "(cruxd.log or cruxd-h0.log with level lines, trainer logs with realtime_offset_ns)")
-            if a.per_run_paths:
-                runs, least = [], 1.0
-                for k, rd in enumerate(arm_runs(a.measured, arm), start=1):
-                    got = run_paths(rd, sc, a.min_path_share)
-                    if not got:
-                        die(f"--per-run-paths: {rd} has no paths.txt with every cross-leaf flow "
-                            "(run.sh writes it with sockpaths.py since 2026-11-27: rerun the set)")
-                    # with --applied-levels: this run's own level assignments
-                    own = applied_levels(a.measured, sc, arm, runs=[rd]) if tally else None
-                    runs.append(predict_arm(a, sc, mods, d, arm, k, own, got[0]))
-                    runs[-1]["paths_given"] = [list(x) for x in got[0]]
-                    runs[-1]["model_spines"] = model_spines(runs[-1], ids)
-                    least = min(least, got[1])
-                if not runs:
-                    die(f"--per-run-paths: no run-{arm}-* directory beside {a.measured}")
-                flow_share[arm] = least
-            else:
-                runs = [predict_arm(a, sc, mods, d, arm, s, tally) for s in range(1, a.seeds + 1)]
-            if tally:
-                total = sum(tally.values())
-                # (per run on its own paths, a run models only the assignments it held)
-                applied[arm] = [{"levels": dict(cfg), "share": sec / total,
-                                 "jobs": {ids[i]: {"reference_iter_s": med([r["configs"].get(cfg, {}).get(i)
-                                                                            for r in runs]),
-                                                   "measured_iter_s": med(samples.get((cfg, ids[i]), [])),
-                                                   "measured_iterations": len(samples.get((cfg, ids[i]), []))}
-                                          for i in next(r["configs"][cfg] for r in runs if cfg in r["configs"])}}
-                                for cfg, sec in sorted(tally.items(), key=lambda x: -x[1])]
-            m = measured["arms"][arm]
-            nm = len(m["cluster_gpu_utilization"]["runs"])
-            ref_u, lo_u, hi_u = central([r["ref_model"]["gpu_util"] for r in runs], nm)
-            ev_u = central([r["gpu_util"] for r in runs], nm)[0]
-            mu = med(m["cluster_gpu_utilization"]["runs"])
-            rows["arms"][arm] = {"measured_util": mu, "measured_runs": nm,
-                                 "reference_util": ref_u, "evaluator_util": ev_u,
-                                 "reference_util_median_p5_p95": [lo_u, hi_u],
-                                 "reference_util_median_of_draws": med([r["ref_model"]["gpu_util"] for r in runs]),
-                                 "reference_error": err(ref_u, mu), "evaluator_error": err(ev_u, mu),
-                                 "reference_within_10pct": err(ref_u, mu) is not None and abs(err(ref_u, mu)) <= TOL,
-                                 "levels_source": "applied" if arm in applied else "planned",
-                                 "profiling_share": med([r.get("profiling_share") for r in runs]),
-                                 "levels": {ids[j["id"]]: sorted({jj["level"] for r2 in runs for jj in r2["jobs"]
-                                                                  if jj["id"] == j["id"]})
-                                            for j in runs[0]["jobs"]}}
-            if a.per_run_paths:
-                # Run by run: the model on a run's own spines against that run.
-                mr = m["cluster_gpu_utilization"]["runs"]
-                pr = [{"measured_util": x, "reference_util": r["ref_model"]["gpu_util"],
-                       "reference_error": err(r["ref_model"]["gpu_util"], x),
-                       "spines": {f"{n} {a_}>{b_}": sp for n, a_, b_, sp in r["paths_given"]},
-                       "model_spines": r.get("model_spines", {}),
-                       "jobs": {ids[jj["id"]]: {"reference_iter_s": jj["ref_iter_time"],
-                                                "measured_iter_s": (m["jobs"].get(ids[jj["id"]], {})
-                                                                    .get("iter_time_s", {}).get("runs") or
-                                                                    [None] * len(runs))[k]}
-                                for jj in r["jobs"]}}
-                      for k, (x, r) in enumerate(zip(mr, runs))]
-                rows["arms"][arm]["per_run"] = pr
-                rows["arms"][arm]["least_flow_share_on_its_spine"] = flow_share.get(arm)
-            if arm in applied:
-                rows["arms"][arm]["levels"] = {n: sorted({c["levels"][n] for c in applied[arm]})
-                                               for n in applied[arm][0]["levels"]}
-                rows["arms"][arm]["levels_applied"] = applied[arm]
-            for j in runs[0]["jobs"]:
-                name = ids[j["id"]]
-                mj = m["jobs"].get(name)
-                if not mj:
-                    continue
-                pool = [jj["ref_iter_time"] for r in runs for jj in r["jobs"] if jj["id"] == j["id"]]
-                nj = len(mj["iter_time_s"]["runs"])
-                ref_t, lo_t, hi_t = central(pool, nj)
-                ev_t = central([jj["iter_time"] for r in runs for jj in r["jobs"] if jj["id"] == j["id"]],
-                               nj)[0]
-                mt = med(mj["iter_time_s"]["runs"])
-                lat = med([jj["queue_latency_s"] for r in runs for jj in r["jobs"] if jj["id"] == j["id"]])
-                rows["jobs"].setdefault(name, {})[arm] = {
-                    "measured_iter_s": mt, "reference_iter_s": ref_t, "evaluator_iter_s": ev_t,
-                    "reference_iter_s_median_p5_p95": [lo_t, hi_t], "reference_iter_s_median_of_draws": med(pool),
-                    "queue_latency_s": lat,
-                    "reference_error": err(ref_t, mt), "evaluator_error": err(ev_t, mt),
-                    "reference_within_10pct": err(ref_t, mt) is not None and abs(err(ref_t, mt)) <= TOL}
+    try:
+        rows, applied, flow_share, inputs = compare(a, sc, mods, measured, arms, a.per_run_paths, a.applied_levels)
+    except Missing as e:
+        die(str(e))
     # print the table
     def pct(x):
         return "   n/a" if x is None else f"{x * 100:+6.1f}%"
@@ -701,6 +720,22 @@ def main():
                 f"{n} " + (f"{r['measured_iter_s']:.3f}s ({r['measured_iterations']})"
                            if r["measured_iter_s"] else "-") + f" / {r['reference_iter_s']:.3f}s"
                 for n, r in c["jobs"].items()))
+    # The verdict judges the model on the stack's own decisions where the runs recorded
+    # them (each run on its spines and the agents' levels): the ECMP draw and the
+    # planner's noise apart; the a-priori prediction is reported beside it.
+    as_run, as_run_missing = None, None
+    if a.verdict:
+        if a.per_run_paths and a.applied_levels:
+            as_run = rows
+        else:
+            try:
+                as_run = compare(a, sc, mods, measured, arms, True, True)[0]
+            except Missing as e:
+                as_run_missing = str(e)
+        if as_run is not None and as_run is not rows:
+            print("as run (each run on its own spines, the agents' levels): util " + "  ".join(
+                f"{x} {r['reference_util'] * 100:.1f}% ({r['reference_error'] * 100:+.1f}%)"
+                for x, r in as_run["arms"].items()))
     if a.out:
         res = {"benchmark": "testbed-calibration",
                "what": "the testbed scenario described to crux-plan (reference model and evaluator) against the "
@@ -720,11 +755,15 @@ def main():
                "inputs": inputs, "within_tolerance": {"count": sum(allr), "of": len(allr)},
                "inside_model_p5_p95": {"count": inside, "of": len(spread)},
                "per_assignment": per_assignment(applied), **rows}
+        if as_run is not None:
+            res["as_run"] = {x: {k: r[k] for k in ("measured_util", "reference_util", "reference_error",
+                                                  "reference_within_10pct")}
+                             for x, r in as_run["arms"].items()}
         with open(a.out, "w") as f:
             json.dump(res, f, indent=2)
         print(f"json: {a.out}")
     if a.verdict:
-        line, missed = verdict(measured, rows)
+        line, missed = verdict(measured, rows, as_run, as_run_missing)
         line = line.replace("verdict:", f"verdict ({a.scenario}):", 1)
         print(line)
         if a.check and missed:
@@ -793,8 +832,10 @@ def per_assignment(applied, min_iters=10):
             "min_iterations": min_iters}
 
 
-def verdict(measured, rows):
-    """One line: each goal met or not, with the model's figure beside the measured one."""
+def verdict(measured, rows, as_run=None, as_run_missing=None):
+    """One line: each goal met or not, with the model's figure beside the measured one.
+    `as_run`: the comparison with each run on its own spines and levels; when given it
+    judges the model's accuracy, the a-priori figures (rows) stand beside it."""
     vs = measured.get("vs_baseline", {})
     arms = [x for x in ("crux", "paths") if x in vs and x in rows["arms"]]
     if not arms or "none" not in rows["arms"]:
@@ -809,10 +850,14 @@ def verdict(measured, rows):
     best = max(arms, key=lambda x: ug[x])
     ok = ug[best] >= 10
     missed |= not ok
+    run_gain = ""
+    if as_run and "none" in as_run["arms"] and all(x in as_run["arms"] for x in arms):
+        ra = {k: v["reference_util"] for k, v in as_run["arms"].items()}
+        run_gain = "; as run " + " / ".join(f"{(ra[x] / ra['none'] - 1) * 100:+.1f}%" for x in arms)
     parts.append("utilisation " + " / ".join(f"{x} {ug[x]:+.1f}%" for x in arms) +
                  f" (>= +10%: {'met' if ok else 'NOT met'}; model " +
                  " / ".join(f"{gain(x):+.1f}%" for x in arms) + ", off by " +
-                 " / ".join(f"{ug[x] - gain(x):+.1f}" for x in arms) + " points)")
+                 " / ".join(f"{ug[x] - gain(x):+.1f}" for x in arms) + f" points{run_gain})")
     jct = {x: vs[x]["best_high_intensity_jct_change_pct"] for x in arms}
     bj = min(arms, key=lambda x: jct[x])
     ok = jct[bj] <= -20
@@ -836,12 +881,18 @@ def verdict(measured, rows):
         else:
             parts.append(f"paths >= priorities: not judged (the model predicts no gain from paths: "
                          f"{gain('paths'):+.1f}% vs {gain('crux'):+.1f}%)")
-    inside = [x for x, r in rows["arms"].items() if r["reference_within_10pct"]]
-    ok = len(inside) == len(rows["arms"])
+    def errs(rs):
+        return ", ".join(f"{x} {r['reference_error'] * 100:+.0f}%" for x, r in rs["arms"].items())
+    judge = as_run or rows
+    inside = [x for x, r in judge["arms"].items() if r["reference_within_10pct"]]
+    ok = len(inside) == len(judge["arms"])
     missed |= not ok
+    if as_run:
+        how = f"as run, each run on its own spines and levels: {errs(as_run)}; a priori: {errs(rows)}"
+    else:
+        how = f"a priori: {errs(rows)}" + (f"; as run: not judged, {as_run_missing}" if as_run_missing else "")
     parts.append(f"model within +-10% of the utilisation: {'met' if ok else 'NOT met'} ({len(inside)} of "
-                 f"{len(rows['arms'])} arms: " + ", ".join(f"{x} {r['reference_error'] * 100:+.0f}%"
-                                                            for x, r in rows["arms"].items()) + ")")
+                 f"{len(judge['arms'])} arms {how})")
     return "verdict: " + "; ".join(parts), missed
 
 

@@ -217,6 +217,12 @@ PY
 python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/pr/testbed.json" --per-run-paths \
 	--min-path-share 1.5 >"$T/bad" 2>&1
 [ $? -eq 2 ] && grep -q "expected a share in 0..1" "$T/bad" || fail "--min-path-share 1.5: $(cat "$T/bad")"
+# --verdict beside runs with paths but no level logs: the accuracy goal judged a priori, and why
+python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/pr/testbed.json" --seeds 2 --phases 1 \
+	--standing-bytes 0 --verdict >"$T/vpr" 2>&1 || fail "--verdict beside runs without level logs: $(cat "$T/vpr")"
+tail -n 1 "$T/vpr" | grep -qF "arms a priori: none " || fail "verdict not judged a priori: $(tail -n 1 "$T/vpr")"
+tail -n 1 "$T/vpr" | grep -qF "as run: not judged, --applied-levels: no level log for every run-crux-*" ||
+	fail "verdict does not say why the runs were not modelled as run: $(tail -n 1 "$T/vpr")"
 rm "$T/pr/run-crux-2/paths.txt"
 python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/pr/testbed.json" --phases 1 --per-run-paths \
 	>"$T/bad" 2>&1
@@ -328,6 +334,32 @@ python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/lv/b/testbed.j
 	--out "$T/lv-p.json" >"$T/lvp" 2>&1 || fail "predict.py beside level logs exited $?"
 python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["arms"]["crux"]["levels_source"] == "planned", d["arms"]["crux"]' \
 	"$T/lv-p.json" || fail "without --applied-levels the level log was used"
+# --verdict beside runs that recorded their spines and levels (run A's level logs, run 1's
+# paths): the accuracy goal judged on each run modelled as it ran, the a-priori errors beside
+mkdir -p "$T/vr"
+cp "$T/measured.json" "$T/vr/testbed.json"
+for arm in none crux paths; do
+	if [ $arm = none ]; then mkdir -p "$T/vr/run-none-1"; else cp -r "$T/lv/a/run-$arm-1" "$T/vr/"; fi
+	cp "$T/pr/run-$arm-1/paths.txt" "$T/vr/run-$arm-1/" || fail "fixture: no paths.txt in run-$arm-1"
+done
+python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/vr/testbed.json" --seeds 2 --phases 1 \
+	--standing-bytes 0 --verdict --out "$T/vr.json" >"$T/vvr" 2>&1 || fail "--verdict as run exited $?: $(cat "$T/vvr")"
+last="$(tail -n 1 "$T/vvr")"
+for k in "arms as run, each run on its own spines and levels: none " "; a priori: none " "points; as run +"; do
+	grep -qF "$k" <<<"$last" || fail "verdict lacks '$k': $last"
+done
+python3 - "$T/vr.json" <<'PY' || fail "the as-run comparison is not in the result file"
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = d["as_run"]
+assert set(r) == {"none", "crux", "paths"}, r
+for a, x in r.items():
+    # one run per arm: its model against the arm's measured median
+    assert abs(x["reference_error"] - (x["reference_util"] / x["measured_util"] - 1)) < 1e-9, (a, x)
+    assert x["reference_within_10pct"] == (abs(x["reference_error"]) <= 0.10), (a, x)
+# the a-priori rows (ECMP draws, planned levels) stay the result file's main figures
+assert d["arms"]["crux"]["levels_source"] == "planned" and not d["per_run_paths"], d["arms"]["crux"]
+PY
 # a run without its agent's log: --applied-levels refuses, naming what is missing
 rm "$T/lv/b/run-paths-1/cruxd.log"
 python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/lv/b/testbed.json" --seeds 1 --phases 1 \
