@@ -3,7 +3,7 @@
 """The testbed scenario described to the scheduling model, against the testbed.
 
 predict.py --build BUILD [--measured FILE] [--scenario NAME] [--seeds N]
-           [--phases N] [--applied-levels] [--per-run-paths] [--out FILE]
+           [--phases N] [--applied-levels] [--per-run-paths [--path-windows]] [--out FILE]
            [--verdict [--check]]
 
 Reads the scenario from `bench/testbed/run.sh --print-scenario` (fabric, levels,
@@ -29,6 +29,11 @@ model's error with the stack's decisions given, the planner's noise apart.
 It also prints, per level assignment, each job's iterations that ran wholly
 under it (median, count) beside the model's run of that assignment: where the
 mix's error comes from.
+
+With --per-run-paths --path-windows a run is modelled on the spines of each of
+its 5-second windows in turn (paths-windows.txt: per window, each flow's spine
+by its bytes there), the figures mixed by the bytes sent in them: a paths run
+whose agent moved flows between spines as it re-planned.
 
 With --per-run-paths each measured run is modelled once, on the spines its
 connections took (run.sh records them: sockpaths.py, the run's paths.txt; per
@@ -58,8 +63,9 @@ testbed, met or not, and how far the measured figure is from the model's:
   JCT <= -20 % (the best Crux arm); the paths arm >= the priorities arm where
   the model says paths matter (its paths arm predicted > 2 % above its crux
   arm); the reference model within +-10 % of every arm's utilisation. That
-  last goal is judged on the model as the runs ran (each run on its own spines
-  and the agents' levels, as --per-run-paths --applied-levels) where the run
+  last goal is judged on the model as the runs ran (each run on its own spines,
+  window by window where sockpaths.py wrote them, and the agents' levels, as
+  --per-run-paths --path-windows --applied-levels) where the run
   directories recorded them (run.sh does since 2026-11-27), with the a-priori
   errors beside it; else a priori, saying why.
 --check: exit 1 when a goal is missed (make demo CHECK=1).
@@ -382,6 +388,50 @@ def run_paths(run_dir, sc, min_share=0.0):
     return out, least
 
 
+def run_path_windows(run_dir, sc, whole, most=8):
+    """The spines one run's flows took window by window (paths-windows.txt, written
+    by sockpaths.py: each 5-second snapshot's bytes per socket): per window, each
+    cross-leaf flow on the spine that carried most of its bytes in it (a flow silent
+    in a window: the spine of `whole`, run_paths' answer for the run, else the plan's),
+    windows holding the same spines merged, as [(share of the bytes, [(job, src, dst,
+    spine)])], the `most` largest, shares summing to 1. None without the file."""
+    hpl = sc["fabric"]["hosts-per-leaf"]
+
+    def host(addr):
+        o = addr.split(".")
+        return f"h{int(o[2]) * hpl + (int(o[3]) - 2) // 4}"
+    by, tot = {}, {}
+    try:
+        with open(os.path.join(run_dir, "paths-windows.txt")) as fp:
+            for line in fp:
+                p = line.split()
+                if line.startswith("#") or len(p) != 9:
+                    continue
+                w, k, b = int(p[0]), (p[1], host(p[3]), host(p[4])), int(p[8])
+                by.setdefault(w, {}).setdefault(k, {}).setdefault(p[7], 0)
+                by[w][k][p[7]] += b
+                tot[w] = tot.get(w, 0) + b
+    except (OSError, ValueError, IndexError):
+        return None
+    base = {(n, x, y): sp for n, x, y, sp in (whole[0] if whole else [])}
+    flows = list(base)
+    groups = {}
+    for w, ks in by.items():
+        if not tot[w]:
+            continue
+        asg = []
+        for k in flows:
+            sp = ks.get(k)
+            asg.append((*k, max(sp, key=sp.get) if sp else base[k]))
+        key = tuple(asg)
+        groups[key] = groups.get(key, 0) + tot[w]
+    if not groups:
+        return None
+    best = sorted(groups.items(), key=lambda x: -x[1])[:most]
+    total = sum(v for _, v in best)
+    return [(v / total, list(k)) for k, v in best]
+
+
 def model_spines(run, ids):
     """The spine of every cross-leaf flow in a crux-plan run's paths (what the model ran)."""
     out = {}
@@ -507,11 +557,13 @@ class Missing(Exception):
     """The run directories lack what a comparison needs (the message says what)."""
 
 
-def compare(a, sc, mods, measured, arms, per_run_paths, applied_on):
+def compare(a, sc, mods, measured, arms, per_run_paths, applied_on, windows=False):
     """The model against the measured medians, per arm and job: on ECMP draws and the
     planner's levels, or (per_run_paths) each run on its own spines and (applied_on)
-    the agents' levels. Returns (rows, applied, flow_share, inputs)."""
-    rows = {"arms": {}, "jobs": {}}
+    the agents' levels; with `windows`, each run on the spines of each of its
+    5-second windows in turn (weighed by the bytes sent in them). Returns (rows,
+    applied, flow_share, inputs)."""
+    rows = {"arms": {}, "jobs": {}, "path_windows": bool(per_run_paths and windows)}
     applied, flow_share = {}, {}
 
     def central(xs, n):
@@ -540,7 +592,22 @@ def compare(a, sc, mods, measured, arms, per_run_paths, applied_on):
                             "(run.sh writes it with sockpaths.py since 2026-11-27: rerun the set)")
                     # with --applied-levels: this run's own level assignments
                     own = applied_levels(a.measured, sc, arm, runs=[rd]) if tally else None
-                    runs.append(predict_arm(a, sc, mods, d, arm, k, own, got[0]))
+                    win = run_path_windows(rd, sc, run_paths(rd, sc, 0.0)) if windows else None
+                    if windows and not win:
+                        raise Missing(f"--path-windows: {rd} has no paths-windows.txt (sockpaths.py writes it "
+                                      "since 2026-11-27, second session: rerun the set)")
+                    if win:
+                        # each set of spines the run's windows held, by the bytes sent in them
+                        parts = [(w, predict_arm(a, sc, mods, d, arm, k, own, asg)) for w, asg in win]
+                        runs.append(mix_runs(parts))
+                        top = max(parts, key=lambda x: x[0])[1]
+                        if "configs" in top:
+                            runs[-1]["configs"] = top["configs"]
+                        runs[-1]["path_windows"] = [{"share": w, "spines": {f"{n} {x}>{y}": sp
+                                                                            for n, x, y, sp in asg}}
+                                                    for w, asg in win]
+                    else:
+                        runs.append(predict_arm(a, sc, mods, d, arm, k, own, got[0]))
                     runs[-1]["paths_given"] = [list(x) for x in got[0]]
                     runs[-1]["model_spines"] = model_spines(runs[-1], ids)
                     least = min(least, got[1])
@@ -582,6 +649,7 @@ def compare(a, sc, mods, measured, arms, per_run_paths, applied_on):
                        "reference_error": err(r["ref_model"]["gpu_util"], x),
                        "spines": {f"{n} {a_}>{b_}": sp for n, a_, b_, sp in r["paths_given"]},
                        "model_spines": r.get("model_spines", {}),
+                       "path_windows": r.get("path_windows"),
                        "jobs": {ids[jj["id"]]: {"reference_iter_s": jj["ref_iter_time"],
                                                 "measured_iter_s": (m["jobs"].get(ids[jj["id"]], {})
                                                                     .get("iter_time_s", {}).get("runs") or
@@ -633,6 +701,10 @@ def main():
                     help="model each measured run once, on the spines its connections took (paths.txt in "
                          "its run directory, run.sh writes it), not on --seeds ECMP draws; the prediction "
                          "is the median over those runs")
+    ap.add_argument("--path-windows", action="store_true",
+                    help="with --per-run-paths: each run on the spines of each of its 5-second windows in turn "
+                         "(paths-windows.txt; sockpaths.py writes it), weighed by the bytes sent in them, not on "
+                         "one spine per flow for the whole run")
     ap.add_argument("--min-path-share", type=float, default=0.9,
                     help="with --per-run-paths, a flow keeps the plan's path unless one spine carried at least "
                          "this share of its bytes (default 0.9: in a paths run cruxd moves flows between spines as "
@@ -645,6 +717,8 @@ def main():
     a = ap.parse_args()
     if not 1 <= a.seeds <= 100:
         die(f"--seeds {a.seeds}: expected 1..100")
+    if a.path_windows and not a.per_run_paths:
+        die("--path-windows: only with --per-run-paths (it models each run on its own windows)")
     if not 0.0 <= a.min_path_share <= 1.0:
         die(f"--min-path-share {a.min_path_share}: expected a share in 0..1")
     if not 0 <= a.phases <= 64:
@@ -665,13 +739,15 @@ def main():
     if not arms:
         die(f"{a.measured} has no arm none/crux/paths")
     try:
-        rows, applied, flow_share, inputs = compare(a, sc, mods, measured, arms, a.per_run_paths, a.applied_levels)
+        rows, applied, flow_share, inputs = compare(a, sc, mods, measured, arms, a.per_run_paths, a.applied_levels,
+                                                    a.path_windows)
     except Missing as e:
         die(str(e))
     # print the table
     def pct(x):
         return "   n/a" if x is None else f"{x * 100:+6.1f}%"
-    draws = "each run on the spines its connections took" if a.per_run_paths else f"{a.seeds} ECMP seeds"
+    draws = ("each run on the spines its connections took" +
+             (", window by window" if a.path_windows else "")) if a.per_run_paths else f"{a.seeds} ECMP seeds"
     print(f"testbed '{a.scenario}' vs the scheduling model ({draws}, reference model with "
           f"{a.phases} start phases, ring steps queued behind {a.standing_bytes:.0f} bytes per flow: "
           f"{standing_src}; levels: " +
@@ -725,13 +801,17 @@ def main():
     # planner's noise apart; the a-priori prediction is reported beside it.
     as_run, as_run_missing = None, None
     if a.verdict:
-        if a.per_run_paths and a.applied_levels:
+        if a.per_run_paths and a.applied_levels and a.path_windows:
             as_run = rows
         else:
-            try:
-                as_run = compare(a, sc, mods, measured, arms, True, True)[0]
-            except Missing as e:
-                as_run_missing = str(e)
+            # the runs' spines window by window where sockpaths.py wrote them, else per run
+            for win in (True, False):
+                try:
+                    as_run = compare(a, sc, mods, measured, arms, True, True, win)[0]
+                    as_run_missing = None
+                    break
+                except Missing as e:
+                    as_run_missing = str(e)
         if as_run is not None and as_run is not rows:
             print("as run (each run on its own spines, the agents' levels): util " + "  ".join(
                 f"{x} {r['reference_util'] * 100:.1f}% ({r['reference_error'] * 100:+.1f}%)"
@@ -748,6 +828,7 @@ def main():
                           f"{os.path.relpath(a.measured, os.path.join(HERE, '..', '..'))} --seeds {a.seeds}" +
                           (" --applied-levels" if a.applied_levels else "") +
                           (" --per-run-paths" if a.per_run_paths else "") +
+                          (" --path-windows" if a.path_windows else "") +
                           (f" --min-path-share {a.min_path_share:g}"
                            if a.per_run_paths and a.min_path_share != 0.9 else ""),
                "min_path_share": a.min_path_share if a.per_run_paths else None,
@@ -888,7 +969,8 @@ def verdict(measured, rows, as_run=None, as_run_missing=None):
     ok = len(inside) == len(judge["arms"])
     missed |= not ok
     if as_run:
-        how = f"as run, each run on its own spines and levels: {errs(as_run)}; a priori: {errs(rows)}"
+        how = ("as run, each run on its own spines" + (" window by window" if as_run.get("path_windows") else "") +
+               f" and levels: {errs(as_run)}; a priori: {errs(rows)}")
     else:
         how = f"a priori: {errs(rows)}" + (f"; as run: not judged, {as_run_missing}" if as_run_missing else "")
     parts.append(f"model within +-10% of the utilisation: {'met' if ok else 'NOT met'} ({len(inside)} of "

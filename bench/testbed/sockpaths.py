@@ -16,7 +16,14 @@ source port). It writes RUN_DIR/paths.txt, one line per socket:
 
 (src/dst: the fabric addresses, as the testbed's topology names its hosts;
 spine: the topology's spine node, s0, s1, ...). predict.py --per-run-paths
-models each run on the spines its connections actually took.
+models each run on the spines its connections actually took. And
+RUN_DIR/paths-windows.txt, the same per snapshot (run.sh takes one every 5 s):
+
+    window job rank src dst sport dport spine bytes
+
+bytes: what the socket's bytes_acked grew by since the snapshot before (window
+0: since the socket opened), so a flow that cruxd moves to another spine shows
+on which spine it sent in each window (predict.py --path-windows).
 
 usage: sockpaths.py --state /run/crux-testbedT --prefix cxtbT RUN_DIR
 """
@@ -50,16 +57,22 @@ def read_hosts(state):
 
 
 def read_sockets(path):
-    """(host address, pid, local, lport, peer, pport) -> the most bytes acked seen."""
-    best, host, key = {}, None, None
+    """(host address, pid, local, lport, peer, pport) -> the most bytes acked seen,
+    and per socket {snapshot: bytes acked then} (a snapshot begins each time the
+    first host's block comes round again)."""
+    best, seen, host, key, first, snap = {}, {}, None, None, None, -1
     try:
         f = open(path)
     except OSError:
-        return best  # no snapshot: a run shorter than the first one
+        return best, seen  # no snapshot: a run shorter than the first one
     with f:
         for line in f:
             if line.startswith("## "):
                 host, key = line.split()[1], None
+                if first is None:
+                    first = host
+                if host == first:
+                    snap += 1
                 continue
             m = SOCK.match(line)
             if m:
@@ -69,9 +82,21 @@ def read_sockets(path):
                 continue
             m = ACKED.search(line)
             if m and key is not None and line[:1].isspace():
-                best[key] = max(best[key], int(m.group(1)))
+                v = int(m.group(1))
+                best[key] = max(best[key], v)
+                seen.setdefault(key, {})[snap] = max(seen.get(key, {}).get(snap, 0), v)
                 key = None
-    return best
+    return best, seen
+
+
+def windows(seen):
+    """[(window, bytes sent since the socket's previous snapshot)] with bytes > 0."""
+    out, last = [], 0
+    for w in sorted(seen):
+        if seen[w] > last:
+            out.append((w, seen[w] - last))
+        last = max(last, seen[w])
+    return out
 
 
 def spine_of(leaf_ns, host_if, src, dst, sport, dport):
@@ -107,9 +132,9 @@ def main():
     for h in sorted(hosts, key=lambda x: int(x[1:])):
         per_leaf.setdefault(hosts[h][2], []).append(h)
     port = {h: f"h{i}" for hs in per_leaf.values() for i, h in enumerate(hs)}
-    rows, missed = [], 0
-    for (host, pid, local, lport, peer, pport), acked in sorted(read_sockets(
-            os.path.join(a.run_dir, "sockets.txt")).items()):
+    rows, wrows, missed = [], [], 0
+    best, seen = read_sockets(os.path.join(a.run_dir, "sockets.txt"))
+    for (host, pid, local, lport, peer, pport), acked in sorted(best.items()):
         if pid not in pids or host not in by_addr or peer not in by_addr:
             continue
         name, leaf = by_addr[host]
@@ -121,9 +146,14 @@ def main():
             continue
         job, rank = pids[pid]
         rows.append(f"{job} {rank} {local} {peer} {lport} {pport} {sp} {acked}")
+        for w, b in windows(seen.get((host, pid, local, lport, peer, pport), {})):
+            wrows.append((w, f"{job} {rank} {local} {peer} {lport} {pport} {sp} {b}"))
     with open(os.path.join(a.run_dir, "paths.txt"), "w") as f:
         f.write("# job rank src dst sport dport spine bytes (sockpaths.py)\n")
         f.write("".join(r + "\n" for r in rows))
+    with open(os.path.join(a.run_dir, "paths-windows.txt"), "w") as f:
+        f.write("# window job rank src dst sport dport spine bytes (sockpaths.py; bytes in the window)\n")
+        f.write("".join(f"{w} {r}\n" for w, r in sorted(wrows, key=lambda x: x[0])))
     if missed:
         print(f"sockpaths.py: {a.run_dir}: {missed} sockets whose spine the leaf did not say",
               file=sys.stderr)

@@ -185,6 +185,12 @@ for arm in ("none", "crux", "paths"):
                     k += 1
                     f.write(f"{job['name']} {r} {addr(a)} {addr(b)} {40000 + k} 5000 s{sp} 9500000\n")
                     f.write(f"{job['name']} {r} {addr(a)} {addr(b)} {50000 + k} 5001 s{1 - sp} 500000\n")
+                    # window by window: the first socket's bytes in window 0; in window 1 the
+                    # GPT-like job's flows on s1, every other flow on s0
+                    with open(os.path.join(d, "paths-windows.txt"), "a") as g:
+                        g.write(f"0 {job['name']} {r} {addr(a)} {addr(b)} {40000 + k} 5000 s{sp} 9500000\n")
+                        w1 = "s1" if job["name"] == "gpt" else "s0"
+                        g.write(f"1 {job['name']} {r} {addr(a)} {addr(b)} {50000 + k} 5001 {w1} 500000\n")
 PY
 python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/pr/testbed.json" --phases 1 --standing-bytes 0 \
 	--per-run-paths --out "$T/calpr.json" >"$T/logpr" 2>&1 || { cat "$T/logpr"; fail "--per-run-paths exited non-zero"; }
@@ -203,6 +209,45 @@ for a, r in d["arms"].items():
         assert x["model_spines"] == x["spines"] and len(x["spines"]) == 12, (a, x)
     assert sorted([x["reference_util"] for x in pr])[1] == r["reference_util"], (a, r)
 assert "--per-run-paths" in d["command"], d["command"]
+PY
+# --path-windows: each run on the spines of each window in turn, weighed by their bytes
+python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/pr/testbed.json" --phases 1 --standing-bytes 0 \
+	--per-run-paths --path-windows --out "$T/calpw.json" >"$T/logpw" 2>&1 ||
+	{ cat "$T/logpw"; fail "--path-windows exited non-zero"; }
+python3 - "$T/calpw.json" "$T/calpr.json" <<'PY' || fail "--path-windows: the windows not modelled"
+import json, sys
+d, whole = (json.load(open(f)) for f in sys.argv[1:])
+assert d["path_windows"] and "--path-windows" in d["command"], d["command"]
+for a, r in d["arms"].items():
+    pr, wr = r["per_run"], whole["arms"][a]["per_run"]
+    for k in (0, 1, 2):
+        pw = pr[k]["path_windows"]
+        assert [round(w["share"], 6) for w in pw] == [0.95, 0.05], (a, pw)
+        assert pw[0]["spines"] == pr[k]["spines"], (a, pw[0], pr[k]["spines"])
+        assert {f: v for f, v in pw[1]["spines"].items() if f.startswith("gpt ")} == \
+            {"gpt h3>h4": "s1", "gpt h7>h0": "s1"}, (a, pw[1])
+    # run 1 (every flow on s0, then the GPT-like job alone on s1 for 5 % of the bytes): a mix
+    # of the two sets, above the first alone
+    assert pr[0]["reference_util"] > wr[0]["reference_util"], (a, pr[0], wr[0])
+PY
+python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/pr/testbed.json" --path-windows >"$T/bad" 2>&1
+[ $? -eq 2 ] && grep -q "only with --per-run-paths" "$T/bad" || fail "--path-windows alone: $(cat "$T/bad")"
+# sockpaths.py: each socket's bytes per snapshot (two hosts, two snapshots) as windows
+python3 - "$S/bench/testbed" "$T/sockets.txt" <<'PY' || fail "sockpaths.py windows"
+import sys
+sys.path.insert(0, sys.argv[1])
+from sockpaths import read_sockets, windows
+sock = "0 0 {} users:((\"crux-tb-trainer\",pid={},fd=5))\n\t cubic bytes_acked:{} segs_out:9\n"
+with open(sys.argv[2], "w") as f:
+    for snap, (x, y) in enumerate(((100, 0), (300, 50))):
+        f.write("## 198.18.0.2\n" + sock.format("198.18.0.2:4000 198.18.1.2:5000", 11, x))
+        f.write("## 198.18.1.2\n" + (sock.format("198.18.1.2:4001 198.18.0.2:5001", 12, y) if y else ""))
+best, seen = read_sockets(sys.argv[2])
+a = ("198.18.0.2", 11, "198.18.0.2", 4000, "198.18.1.2", 5000)
+b = ("198.18.1.2", 12, "198.18.1.2", 4001, "198.18.0.2", 5001)
+assert best == {a: 300, b: 50}, best
+assert windows(seen[a]) == [(0, 100), (1, 200)], seen[a]
+assert windows(seen[b]) == [(1, 50)], seen[b]
 PY
 # a flow with under --min-path-share of its bytes on one spine keeps the plan's path
 python3 "$S/bench/testbed/predict.py" --build "$B" --measured "$T/pr/testbed.json" --phases 1 --standing-bytes 0 \
