@@ -345,6 +345,15 @@ def arm_runs(measured_path, arm):
                   key=lambda p: (rep(p), p))
 
 
+def table_rows(path, n):
+    """The rows of n fields of one of sockpaths.py's tables, its comments left out."""
+    with open(path) as fp:
+        for line in fp:
+            p = line.split()
+            if not line.startswith("#") and len(p) == n:
+                yield p
+
+
 def fabric_host(addr, hpl):
     """A host's name from its fabric address (fabric.sh: host h of leaf l at 198.18.l.(4h + 2))."""
     o = addr.split(".")
@@ -361,14 +370,10 @@ def run_paths(run_dir, sc, min_share=0.0):
     hpl = f["hosts-per-leaf"]
     by = {}
     try:
-        with open(os.path.join(run_dir, "paths.txt")) as fp:
-            for line in fp:
-                p = line.split()
-                if line.startswith("#") or len(p) != 8:
-                    continue
-                k = (p[0], fabric_host(p[2], hpl), fabric_host(p[3], hpl))
-                by.setdefault(k, {}).setdefault(p[6], 0)
-                by[k][p[6]] += int(p[7])
+        for p in table_rows(os.path.join(run_dir, "paths.txt"), 8):
+            k = (p[0], fabric_host(p[2], hpl), fabric_host(p[3], hpl))
+            by.setdefault(k, {}).setdefault(p[6], 0)
+            by[k][p[6]] += int(p[7])
     except (OSError, ValueError, IndexError):
         return None
     out, least = [], 1.0
@@ -400,15 +405,11 @@ def run_path_windows(run_dir, sc, whole, most=8):
     hpl = sc["fabric"]["hosts-per-leaf"]
     by, tot = {}, {}
     try:
-        with open(os.path.join(run_dir, "paths-windows.txt")) as fp:
-            for line in fp:
-                p = line.split()
-                if line.startswith("#") or len(p) != 9:
-                    continue
-                w, k, b = int(p[0]), (p[1], fabric_host(p[3], hpl), fabric_host(p[4], hpl)), int(p[8])
-                by.setdefault(w, {}).setdefault(k, {}).setdefault(p[7], 0)
-                by[w][k][p[7]] += b
-                tot[w] = tot.get(w, 0) + b
+        for p in table_rows(os.path.join(run_dir, "paths-windows.txt"), 9):
+            w, k, b = int(p[0]), (p[1], fabric_host(p[3], hpl), fabric_host(p[4], hpl)), int(p[8])
+            by.setdefault(w, {}).setdefault(k, {}).setdefault(p[7], 0)
+            by[w][k][p[7]] += b
+            tot[w] = tot.get(w, 0) + b
     except (OSError, ValueError, IndexError):
         return None
     base = {(n, x, y): sp for n, x, y, sp in (whole[0] if whole else [])}
