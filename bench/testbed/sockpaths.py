@@ -21,8 +21,8 @@ RUN_DIR/paths-windows.txt, the same per snapshot (run.sh takes one every 5 s):
 
     window job rank src dst sport dport spine bytes
 
-bytes: what the socket's bytes_acked grew by since the snapshot before (window
-0: since the socket opened), so a flow that cruxd moves to another spine shows
+bytes: what the socket's bytes_acked grew by since the snapshot before (in the
+first snapshot that shows it: since it opened), so a flow that cruxd moves to another spine shows
 on which spine it sent in each window (predict.py --path-windows).
 
 usage: sockpaths.py --state /run/crux-testbedT --prefix cxtbT RUN_DIR
