@@ -806,7 +806,7 @@ def main():
             # one spine per flow and run (--path-windows was no closer on the mix set of
             # 2026-11-27 15:02: 63 of 90 run figures within +-10 % against 66)
             try:
-                as_run = compare(a, sc, mods, measured, arms, True, True, a.path_windows)[0]
+                as_run = compare(a, sc, mods, measured, arms, True, True)[0]
             except Missing as e:
                 as_run_missing = str(e)
         if as_run is not None and as_run is not rows:
