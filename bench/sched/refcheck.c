@@ -33,7 +33,12 @@
  * jobs, paths and levels must match; otherwise the reference runs again), so
  * a change of the evaluator alone is measured in seconds, not minutes.
  *
+ * With --closed-form (last), a level's peers keep the evaluator's closed form
+ * (phase_aware_tau) instead of being run together (eval_peers.c): the
+ * accuracy of what cruxd falls back to where a group is too large to run.
+ *
  * usage: sched-refcheck [CASES] [OUT.json] [CASE_SEED] [LEVELS] [ROWS.csv|-] [REFCACHE]
+ *                       [--closed-form]
  */
 #include <math.h>
 #include <stdio.h>
@@ -953,6 +958,12 @@ int main(int argc, char **argv)
 	struct crux_sched_eval *ev;
 	uint64_t seed0 = argc > 3 ? strtoull(argv[3], NULL, 0) : 0x5eed2026, rs = seed0;
 
+	int closed = argc > 1 && !strcmp(argv[argc - 1], "--closed-form");
+
+	if (closed) {
+		argc--;
+		crux_sched_eval_set_peers(0);
+	}
 	g_levels = argc > 4 ? atoi(argv[4]) : 8;
 	FILE *cf = NULL;
 
@@ -1118,6 +1129,8 @@ int main(int argc, char **argv)
 	       "== evaluator, first model (all peers of a level at once; average "
 	       "load of the levels above) ==",
 	       &j);
+	crux_json_key(&j, "peers_run_together");
+	crux_json_bool(&j, !closed);
 	crux_json_key(&j, "evaluator_phase_aware");
 	report(&a[1], &a[0], "== evaluator, phase-aware model ==", &j);
 	crux_json_key(&j, "schedules_mean_ref_util");

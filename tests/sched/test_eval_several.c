@@ -25,6 +25,7 @@
 #include "cases.h"
 #include "crux/sched.h"
 #include "crux/sched_ref.h"
+#include "sched_int.h" /* crux_sched_eval_set_peers */
 
 /* One small case planned by Crux-full, then every job on a level of a
  * seeded random order (more jobs meet several higher ones than under Crux's
@@ -197,9 +198,10 @@ static void test_mixed_periods_chain(void **state)
  * stand; before, the job fell back to the fluid bound, whose floor misses
  * the starvation the reference shows where the higher jobs interleave.
  * Schedules of 8-10 jobs in random level orders, utilisation within 5 % of
- * the reference: 199 of 300 (197 before; 203 before the higher jobs were
+ * the reference: 198 of 300 (197 before; 203 before the higher jobs were
  * read in a traced job's frame, which gains on sched-refcheck's schedules,
- * 91.5 -> 92.8 %, and loses 4 of these).
+ * 91.5 -> 92.8 %, and loses 4 of these; 199 before a level's peers were run
+ * together, 92.8 -> 95.5 % there).
  */
 static int within_case(uint64_t seed, int nj)
 {
@@ -220,7 +222,93 @@ static void test_out_of_work_keeps_iterations(void **state)
 	for (uint64_t c = 0; c < 300; c++)
 		within += within_case(0x57a4e5ull + c * 104729, 8 + (int)(c % 3));
 	printf("random level orders: %d of 300 schedules within 5 %% of the reference\n", within);
-	assert_true(within >= 198);
+	assert_true(within >= 196);
+}
+
+/*
+ * One level: every job of a small case (or of the one shared link) on the
+ * same level, so each meets its peers only while both send and how often
+ * depends on how their phases settle. The evaluator runs such a group
+ * together (eval_peers.c); its closed form (a blend of peers sending
+ * independently and of their average load) was outside +-5 % of the
+ * reference on 22 % of sched-refcheck's one-link schedules. Three in four
+ * cases here are on one link, the others on a small Clos.
+ */
+static int one_level_within(uint64_t seed, int nj, int single, int peers)
+{
+	struct crux_sched_topo *t = NULL;
+	struct crux_sched_jobs js;
+	struct crux_sched_schedule *s = NULL;
+	struct crux_sched_params p;
+	struct crux_sched_eval *ev = NULL;
+	struct crux_sched_ref_params rp;
+	double ue, ur;
+
+	if (single) {
+		assert_null(crux_bench_single_link(&t));
+		crux_sched_jobs_init(&js);
+		for (int i = 0; i < nj; i++) {
+			/* Job i sends from 1-3 hosts of its own into h0 (the one
+			 * shared link), as sched-refcheck's one-link cases do. */
+			double c = crux_bench_urand(&seed, 0.05, 0.5);
+			double ov = crux_bench_rnd(&seed) % 2 ? crux_bench_urand(&seed, 0, 0.6) : 0;
+			int nf = 1 + (int)(crux_bench_rnd(&seed) % 3), hosts[4] = {0};
+			double per = crux_bench_urand(&seed, 0.1, 1.5) * c * 12.5e9 / nf;
+			struct crux_sched_flow fl[3];
+
+			for (int k = 0; k < nf; k++) {
+				hosts[1 + k] = 1 + (i * 3 + k) % 10;
+				fl[k] = (struct crux_sched_flow){hosts[1 + k], 0, per};
+			}
+			struct crux_sched_job jb = {.id = (uint64_t)i + 1,
+						    .compute = c,
+						    .overlap = ov,
+						    .gpus = 8 * (nf + 1),
+						    .work = 8 * (nf + 1) * c,
+						    .n_hosts = nf + 1,
+						    .hosts = hosts,
+						    .n_flows = nf,
+						    .flows = fl};
+
+			assert_int_equal(crux_sched_jobs_add(&js, &jb), CRUX_OK);
+		}
+	} else
+		assert_null(crux_bench_small_case(seed, nj, &t, &js));
+	crux_sched_params_default(&p);
+	p.levels = 8;
+	assert_int_equal(crux_sched_schedule_new(js.v, js.n, p.levels, &s), CRUX_OK);
+	assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s), CRUX_OK);
+	for (size_t i = 0; i < js.n; i++)
+		s->d[i].level = 0;
+	s->eval_model = CRUX_SCHED_EVAL_PHASE_AWARE;
+	assert_int_equal(crux_sched_eval_new(&ev), CRUX_OK);
+	crux_sched_eval_set_peers(peers);
+	assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s, NULL, &ue), CRUX_OK);
+	crux_sched_eval_set_peers(1);
+	crux_sched_eval_free(ev);
+	crux_sched_ref_params_default(&rp);
+	rp.seed = seed;
+	assert_int_equal(crux_sched_reference(t, js.v, js.n, s, &rp, NULL, &ur, NULL), CRUX_OK);
+	crux_sched_schedule_free(s);
+	crux_sched_jobs_free(&js);
+	crux_sched_topo_free(t);
+	return fabs(ue / ur - 1) <= 0.05;
+}
+
+static void test_one_level_peers_run_together(void **state)
+{
+	int within[2] = {0, 0};
+
+	(void)state;
+	for (int peers = 0; peers < 2; peers++)
+		for (uint64_t c = 0; c < 60; c++)
+			within[peers] += one_level_within(0x9ee75ull + c * 6151, 3 + (int)(c % 8),
+							  c % 4 != 0, peers);
+	printf("one level: %d of 60 schedules within 5 %% of the reference run together, "
+	       "%d with the closed form\n",
+	       within[1], within[0]);
+	/* 60 run together; the closed form: 48, so it fails this. */
+	assert_true(within[1] >= 56);
 }
 
 int main(void)
@@ -229,6 +317,7 @@ int main(void)
 	    cmocka_unit_test(test_several_higher_follow_reference),
 	    cmocka_unit_test(test_mixed_periods_chain),
 	    cmocka_unit_test(test_out_of_work_keeps_iterations),
+	    cmocka_unit_test(test_one_level_peers_run_together),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -19,6 +19,7 @@
 
 #include "crux/sched.h"
 #include "crux/sched_ref.h"
+#include "sched_int.h" /* crux_sched_eval_set_peers */
 
 static const char *g_plan_exe;
 
@@ -139,14 +140,24 @@ static void test_two_identical_jobs(void **state)
 	assert_int_equal(rs.starved, 0);
 	assert_int_equal(rs.truncated, 0);
 	NEAR(evalu(&f, CRUX_SCHED_EVAL_ALL_AT_ONCE), 1.0 / 3, 1e-9);
-	/* The phase-aware evaluator: T = 2.5192 (test_sched.c derives it), 39.7 %. */
+	/* The phase-aware evaluator's closed form for peers: T = 2.5192
+	 * (test_sched.c derives it), 39.7 %. */
+	crux_sched_eval_set_peers(0);
 	NEAR(evalu(&f, CRUX_SCHED_EVAL_PHASE_AWARE), 1 / 2.5191565, 1e-4);
+	crux_sched_eval_set_peers(1);
 	/* Random start phases: a phase offset d (0..1 s) persists under fair
 	 * sharing and gives T = 3 - d, so the mean lies strictly between. */
 	double u = ref(&f, CRUX_SCHED_REF_PER_FLOW, 8, T, &rs);
 
 	assert_true(u > 1.0 / 3 + 0.01 && u < 0.5 - 0.01);
 	NEAR(T[0], T[1], 1e-6);
+	/* By default the evaluator runs the two peers together (eval_peers.c)
+	 * from its own phase draws: the offset persists there too, so it lands
+	 * strictly between in step and interleaved, and both jobs alike. */
+	double e = evalu(&f, CRUX_SCHED_EVAL_PHASE_AWARE);
+
+	printf("two peers: evaluator %.4f, reference %.4f (8 phases)\n", e, u);
+	assert_true(e > 1.0 / 3 + 0.01 && e < 0.5 - 0.01);
 	/* Two levels, either order, any phase: the low job fills the high job's
 	 * compute gaps, they interleave and both run at 2 s (50 %). The first
 	 * model says 41.7 % (the low job sees the high one's average load, not

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "crux/sched.h"
+#include "sched_int.h" /* crux_sched_eval_set_peers */
 
 static const char *g_plan_exe;
 static const char *g_lingjun_csv;
@@ -356,11 +357,19 @@ static void test_eval_priority_vs_fair(void **state)
 	 * point is T = 2.51916 (the reference model: 33-50 % by phase, 37.1 %
 	 * over random phases; the average-load model alone said 2.618). */
 	s->eval_model = CRUX_SCHED_EVAL_PHASE_AWARE;
+	crux_sched_eval_set_peers(0);
 	assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s, T, &util), CRUX_OK);
 	double fix = 2.5191565;
 
 	assert_true(fabs(T[0] - fix) < 1e-4 && fabs(T[1] - fix) < 1e-4);
 	assert_true(fabs(util - (2 / fix + 2 / fix) / 4) < 1e-4);
+	/* By default the two peers are run together (eval_peers.c): a start
+	 * offset d persists under fair sharing (T = 3 - d for both, d drawn up
+	 * to the 1 s the later one's compute leaves), so 2 < T < 3, the same
+	 * for both. */
+	crux_sched_eval_set_peers(1);
+	assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s, T, &util), CRUX_OK);
+	assert_true(T[0] > 2.05 && T[0] < 2.95 && fabs(T[0] - T[1]) < 1e-9);
 	/* Job 1 above: T1 = 2 (alone), it loads the link 0.5 GB/s on average.
 	 * First model: job 2 gets the other half, comm 2 s, T2 = 3. Phase-aware:
 	 * job 2 sends in job 1's compute gaps (1 s free every 2 s), so it locks

@@ -114,6 +114,12 @@ struct crux_sched_eval {
 	double *grem, *ga, *grt;
 	size_t gf_cap;
 	size_t gap_events; /* events simulated since ev was made (tests read it) */
+	/* Peers run together (eval_peers.c): each job's group (union-find),
+	 * its members in turn, their times; pc_bad: the group meets a higher level. */
+	int *pc_par, *pc_next, *pc_head, *pc_mem;
+	double *pc_T0, *pc_tau;
+	unsigned char *pc_bad;
+	struct crux_sched_peers *peers;
 	double fin_wr, fin_gpus;
 	int cache_ok, cache_levels, cache_model;
 	size_t cache_n;
@@ -189,6 +195,14 @@ void crux_sched_eval_free(struct crux_sched_eval *ev)
 	free(ev->gcnt);
 	free(ev->grem);
 	free(ev->ga);
+	free(ev->pc_par);
+	free(ev->pc_next);
+	free(ev->pc_head);
+	free(ev->pc_mem);
+	free(ev->pc_T0);
+	free(ev->pc_tau);
+	free(ev->pc_bad);
+	crux_sched_peers_free(ev->peers);
 	free(ev);
 }
 
@@ -305,6 +319,13 @@ static crux_status_t ev_size(struct crux_sched_eval *ev, size_t L, size_t n, siz
 		ENSURE(ev->goff, c * GAP_DRAWS, size_t);
 		ENSURE(ev->gcnt, c * GAP_DRAWS, size_t);
 		ENSURE(ev->gfoff, c * GAP_DRAWS, size_t);
+		ENSURE(ev->pc_par, c, int);
+		ENSURE(ev->pc_next, c, int);
+		ENSURE(ev->pc_head, c, int);
+		ENSURE(ev->pc_mem, c, int);
+		ENSURE(ev->pc_T0, c, double);
+		ENSURE(ev->pc_tau, c, double);
+		ENSURE(ev->pc_bad, c, unsigned char);
 		for (size_t i = ev->jobs_cap; i < c; i++) {
 			ev->pmax[i] = -1;
 			ev->gbusy[i] = 0;
@@ -1184,6 +1205,79 @@ out:
 	return avg > 0 && sim > 0 ? sim / avg : -1;
 }
 
+static int pc_root(int *par, int j)
+{
+	while (par[j] != j) {
+		par[j] = par[par[j]];
+		j = par[j];
+	}
+	return j;
+}
+
+/*
+ * Groups of this level's jobs joined by shared links (touched[0..nt), the
+ * level's jobs on each from the filling), each run together where no higher
+ * level loads its links and the work left allows (eval_peers.c); the others
+ * keep phase_aware_tau's answer.
+ */
+static void level_peers(struct crux_sched_eval *ev, const struct crux_sched_topo *t,
+			const struct crux_sched_job *jobs, const struct job_links *jl, size_t lo,
+			size_t hi, size_t nt, size_t ninc)
+{
+	int *par = ev->pc_par;
+
+	for (size_t a = lo; a < hi; a++) {
+		int j = ev->order[a];
+
+		par[j] = j;
+		ev->pc_bad[j] = 0;
+		ev->pc_head[j] = -1;
+	}
+	for (size_t q = 0; q < nt; q++) {
+		size_t q0 = ev->loff[q], q1 = q + 1 < nt ? ev->loff[q + 1] : ninc;
+		int l = ev->touched[q], r0 = pc_root(par, ev->inc_job[q0]);
+
+		for (size_t r = q0 + 1; r < q1; r++) {
+			int x = pc_root(par, ev->inc_job[r]);
+
+			if (x != r0) {
+				par[x] = r0;
+				ev->pc_bad[r0] |= ev->pc_bad[x];
+			}
+		}
+		if (ev->resid[l] < t->lbw[l])
+			ev->pc_bad[r0] = 1;
+	}
+	/* Members of each group, listed from its root (last job first). */
+	for (size_t a = lo; a < hi; a++) {
+		int j = ev->order[a], r = pc_root(par, j);
+
+		if (jl->foff[j + 1] == jl->foff[j])
+			continue;
+		ev->pc_next[j] = ev->pc_head[r];
+		ev->pc_head[r] = j;
+	}
+	for (size_t a = lo; a < hi; a++) {
+		int r = ev->order[a];
+		size_t nc = 0;
+
+		if (par[r] != r || ev->pc_bad[r])
+			continue;
+		for (int j = ev->pc_head[r]; j >= 0; j = ev->pc_next[j]) {
+			ev->pc_mem[nc++] = j;
+			ev->pc_T0[j] = job_T(&jobs[j], ev->tau[j]);
+		}
+		if (nc < 2 || crux_sched_peers_run(&ev->peers, jobs, jl, ev->pc_mem, nc, ev->resid,
+						   ev->pc_T0, ev->lmark, &ev->gap_left, ev->pc_tau))
+			continue;
+		for (size_t i = 0; i < nc; i++) {
+			int j = ev->pc_mem[i];
+
+			ev->tau[j] = ev->tau_nb[j] = ev->pc_tau[i];
+		}
+	}
+}
+
 /* Counting sort of job indices by level, highest first (stable). */
 static void order_by_level(const struct crux_sched_schedule *s, size_t n, int *order)
 {
@@ -1254,6 +1348,14 @@ static void level_reserve(struct crux_sched_eval *ev, const struct crux_sched_to
 size_t crux_sched_eval_gap_events(const struct crux_sched_eval *ev)
 {
 	return ev->gap_events;
+}
+
+/* Peers of a level run together (level_peers); off: phase_aware_tau alone. */
+static int peers_on = 1;
+
+void crux_sched_eval_set_peers(int on)
+{
+	peers_on = on;
 }
 
 /* Benchmarks measure against a full pass every time (crux_sched_eval_set_resume). */
@@ -1522,6 +1624,8 @@ crux_status_t crux_sched_evaluate_links(struct crux_sched_eval *ev, const struct
 					}
 				}
 			phase_aware_tau(ev, t, jobs, s, &jl, lo, hi, lev);
+			if (!shares && hi - lo > 1 && peers_on)
+				level_peers(ev, t, jobs, &jl, lo, hi, nt, ninc);
 			for (size_t a = lo; a < hi; a++) {
 				int j = ev->order[a];
 				double tau = ev->tau[j], R = -1, sendt = 0;

@@ -117,6 +117,20 @@ crux_status_t crux_sched_evaluate_links(struct crux_sched_eval *ev, const struct
 /* 0: every reuse call makes a full pass (a benchmark's baseline); 1: default.
  * Process-wide, not thread-safe: for benchmarks and tests only. */
 void crux_sched_eval_set_resume(int on);
+/* 0: a level's peers keep the closed-form model (phase_aware_tau) instead of
+ * being run together (eval_peers.c); 1: default. Process-wide, not
+ * thread-safe: for benchmarks (sched-refcheck's fluid-only row) and tests. */
+void crux_sched_eval_set_peers(int on);
+/* A level's group of peers (comp[0..nc), no higher level on their links) run
+ * together as a fluid system at link rates cap[], each from its iteration
+ * time T0[] (its phase draws): 0 and each one's transfer time in tau[0..nc),
+ * or -1 (too much work for *work, starved, no memory): keep the closed form.
+ * lmark[] (per link, -1) is scratch, left as found; *p is kept between calls. */
+struct crux_sched_peers;
+int crux_sched_peers_run(struct crux_sched_peers **p, const struct crux_sched_job *jobs,
+			 const struct job_links *jl, const int *comp, size_t nc, const double *cap,
+			 const double *T0, int *lmark, size_t *work, double *tau);
+void crux_sched_peers_free(struct crux_sched_peers *p);
 /* Gap-reuse events ev has simulated since it was made: a bound tests check. */
 size_t crux_sched_eval_gap_events(const struct crux_sched_eval *ev);
 /* Finite, non-negative times, bytes and work; overlap in 0..1; hosts in range. */
