@@ -77,6 +77,8 @@ struct crux_sched_eval {
 	/* Gap reuse's work left in this evaluation (events x the windows and
 	 * flows each one visits), and at each snapshot. */
 	size_t gap_left, snap_gap[CRUX_SCHED_MAX_LEVELS];
+	/* The same for running level peers together (eval_peers.c). */
+	size_t peer_left, snap_peer[CRUX_SCHED_MAX_LEVELS];
 	size_t snap_cap;
 	unsigned char snap_ok[CRUX_SCHED_MAX_LEVELS];
 	int *prev;
@@ -687,6 +689,10 @@ static double gap_u(size_t j, int d)
  * from about 770 jobs the sum above is larger, so big clusters cost the same. */
 #define GAP_WORK_MIN ((size_t)1 << 20)
 
+#ifndef PEER_WORK
+#define PEER_WORK ((size_t)1 << 22)
+#endif
+
 /* How often higher job q's sends repeat in draw d: its trace's span where
  * it was simulated, else its period. */
 static double gap_repeat(const struct crux_sched_eval *ev, int q, int d)
@@ -1268,7 +1274,7 @@ static void level_peers(struct crux_sched_eval *ev, const struct crux_sched_topo
 			ev->pc_T0[j] = job_T(&jobs[j], ev->tau[j]);
 		}
 		if (nc < 2 || crux_sched_peers_run(&ev->peers, jobs, jl, ev->pc_mem, nc, ev->resid,
-						   ev->pc_T0, ev->lmark, &ev->gap_left, ev->pc_tau))
+						   ev->pc_T0, ev->lmark, &ev->peer_left, ev->pc_tau))
 			continue;
 		for (size_t i = 0; i < nc; i++) {
 			int j = ev->pc_mem[i];
@@ -1399,6 +1405,7 @@ static void snap_take(struct crux_sched_eval *ev, size_t L, int hi, int lo, doub
 		ev->snap_wr[x] = wr;
 		ev->snap_gpus[x] = g;
 		ev->snap_gap[x] = ev->gap_left;
+		ev->snap_peer[x] = ev->peer_left;
 		ev->snap_ok[x] = 1;
 	}
 }
@@ -1456,6 +1463,7 @@ crux_status_t crux_sched_evaluate_links(struct crux_sched_eval *ev, const struct
 		work_rate = ev->snap_wr[r];
 		gpus = ev->snap_gpus[r];
 		ev->gap_left = ev->snap_gap[r];
+		ev->peer_left = ev->snap_peer[r];
 		memset(ev->snap_ok, 0, (size_t)r + 1);
 	} else {
 		for (size_t l = 0; l < L; l++) {
@@ -1470,6 +1478,7 @@ crux_status_t crux_sched_evaluate_links(struct crux_sched_eval *ev, const struct
 		ev->gap_left = GAP_WORK_BASE + GAP_WORK_JOB * n;
 		if (ev->gap_left < GAP_WORK_MIN)
 			ev->gap_left = GAP_WORK_MIN;
+		ev->peer_left = PEER_WORK;
 		full = 1;
 		r = K - 1;
 	}

@@ -33,7 +33,7 @@ struct pflow {
 };
 
 struct pjob {
-	double c, s0, T0, it, comm0;
+	double c, s0, T0, iso, it, comm0; /* iso: its iteration alone */
 	int comp, comm, left;
 	size_t f0, f1;
 	double first, last, ctime, inv; /* inv: throughput summed over draws */
@@ -78,9 +78,9 @@ static int grow(void **a, size_t *cap, size_t need, size_t sz)
 
 /* Max-min per flow over the active flows: raise every unfrozen flow's rate
  * until a link fills, freeze the flows there, again. */
-static void peers_fill(struct crux_sched_peers *p, size_t nf, size_t nu)
+static size_t peers_fill(struct crux_sched_peers *p, size_t nf, size_t nu)
 {
-	size_t open = 0;
+	size_t open = 0, ops = nu + nf;
 
 	for (size_t u = 0; u < nu; u++) {
 		p->crem[u] = p->cap[u];
@@ -110,6 +110,7 @@ static void peers_fill(struct crux_sched_peers *p, size_t nf, size_t nu)
 			break;
 		if (x < 0)
 			x = 0;
+		ops += nu + nf;
 		for (size_t a = 0; a < nf; a++) {
 			struct pflow *F = &p->f[a];
 			int hit = 0;
@@ -129,8 +130,10 @@ static void peers_fill(struct crux_sched_peers *p, size_t nf, size_t nu)
 				p->crem[u] -= x;
 				p->nunf[u]--;
 			}
+			ops += (size_t)F->nl;
 		}
 	}
+	return ops;
 }
 
 int crux_sched_peers_run(struct crux_sched_peers **pp, const struct crux_sched_job *jobs,
@@ -180,7 +183,7 @@ int crux_sched_peers_run(struct crux_sched_peers **pp, const struct crux_sched_j
 		p->ucap = c;
 	}
 	/* Flows with their links numbered locally (lmark: global -> local). */
-	double tmax = 0;
+	double tmax = 0, tiso = 0;
 	size_t k = 0, q = 0;
 
 	for (size_t i = 0; i < nc; i++) {
@@ -190,6 +193,16 @@ int crux_sched_peers_run(struct crux_sched_peers **pp, const struct crux_sched_j
 		J->c = jobs[j].compute;
 		J->s0 = (1.0 - jobs[j].overlap) * jobs[j].compute;
 		J->T0 = T0[j];
+		double ci = 0;
+
+		for (size_t r = jl->off[j]; r < jl->off[j + 1]; r++)
+			ci = fmax(ci, jl->bytes[r] / cap[jl->link[r]]);
+		J->iso = crux_sched_isolated_iter(&jobs[j], ci);
+#ifndef PEER_BY_ISO
+#define PEER_BY_ISO 0
+#endif
+		if (PEER_BY_ISO)
+			tiso = fmax(tiso, J->iso);
 		J->f0 = q;
 		tmax = fmax(tmax, T0[j]);
 		for (size_t f = jl->foff[j]; f < jl->foff[j + 1]; f++) {
@@ -223,11 +236,12 @@ int crux_sched_peers_run(struct crux_sched_peers **pp, const struct crux_sched_j
 	for (size_t i = 0; i < nc; i++)
 		evs += PEER_DRAWS * (double)PEER_ITERS * tmax / fmax(p->j[i].T0, 1e-12 * tmax) *
 		       (double)(p->j[i].f1 - p->j[i].f0 + 2);
-	double cost = evs * (double)(ninc + nu);
+	double cost = evs * (double)(nc + nf + nu + ninc);
 
 	if (!(cost < (double)*work))
 		return -1;
-	double H = PEER_ITERS * tmax, warm = PEER_WARM * tmax;
+	double tw = PEER_BY_ISO ? tiso : tmax;
+	double H = PEER_ITERS * tw, warm = PEER_WARM * tw;
 	size_t maxev = (size_t)(4 * evs) + 64;
 
 	for (size_t i = 0; i < nc; i++) {
@@ -243,7 +257,7 @@ int crux_sched_peers_run(struct crux_sched_peers **pp, const struct crux_sched_j
 			uint64_t z = (uint64_t)comp[i] * 0x9e3779b97f4a7c15ull +
 				     (uint64_t)(d + 1) * 0xc2b2ae3d27d4eb4full;
 
-			J->it = (double)(crux_mix64(z) >> 11) * 0x1.0p-53 * J->T0;
+			J->it = (double)(crux_mix64(z) >> 11) * 0x1.0p-53 * (PEER_BY_ISO ? J->iso : J->T0);
 			J->comp = J->comm = 0;
 			J->left = 0;
 			J->cnt = J->ccnt = 0;
@@ -286,13 +300,14 @@ int crux_sched_peers_run(struct crux_sched_peers **pp, const struct crux_sched_j
 					}
 				}
 			}
-			if (++evn > maxev || (size_t)(nf + nu) > *work)
+			size_t ops = nc + nf;
+
+			if (dirty)
+				ops += peers_fill(p, nf, nu);
+			dirty = 0;
+			if (++evn > maxev || ops > *work)
 				goto out; /* out of work: the fluid answer stands */
-			*work -= nf + nu;
-			if (dirty) {
-				peers_fill(p, nf, nu);
-				dirty = 0;
-			}
+			*work -= ops;
 			double next = H;
 
 			for (size_t i = 0; i < nc; i++) {
