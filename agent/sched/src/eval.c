@@ -1273,8 +1273,9 @@ static void level_peers(struct crux_sched_eval *ev, const struct crux_sched_topo
 			ev->pc_mem[nc++] = j;
 			ev->pc_T0[j] = job_T(&jobs[j], ev->tau[j]);
 		}
-		if (nc < 2 || crux_sched_peers_run(&ev->peers, jobs, jl, ev->pc_mem, nc, ev->resid,
-						   ev->pc_T0, ev->lmark, &ev->peer_left, ev->pc_tau))
+		if (nc < 2 ||
+		    crux_sched_peers_run(&ev->peers, jobs, jl, ev->pc_mem, nc, ev->resid, ev->pc_T0,
+					 ev->lmark, &ev->peer_left, ev->pc_tau))
 			continue;
 		for (size_t i = 0; i < nc; i++) {
 			int j = ev->pc_mem[i];

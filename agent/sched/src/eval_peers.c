@@ -257,7 +257,8 @@ int crux_sched_peers_run(struct crux_sched_peers **pp, const struct crux_sched_j
 			uint64_t z = (uint64_t)comp[i] * 0x9e3779b97f4a7c15ull +
 				     (uint64_t)(d + 1) * 0xc2b2ae3d27d4eb4full;
 
-			J->it = (double)(crux_mix64(z) >> 11) * 0x1.0p-53 * (PEER_BY_ISO ? J->iso : J->T0);
+			J->it = (double)(crux_mix64(z) >> 11) * 0x1.0p-53 *
+				(PEER_BY_ISO ? J->iso : J->T0);
 			J->comp = J->comm = 0;
 			J->left = 0;
 			J->cnt = J->ccnt = 0;
