@@ -144,7 +144,7 @@ static void test_two_identical_jobs(void **state)
 	 * (test_sched.c derives it), 39.7 %. */
 	crux_sched_eval_set_peers(0);
 	NEAR(evalu(&f, CRUX_SCHED_EVAL_PHASE_AWARE), 1 / 2.5191565, 1e-4);
-	crux_sched_eval_set_peers(1);
+	crux_sched_eval_set_peers(2);
 	/* Random start phases: a phase offset d (0..1 s) persists under fair
 	 * sharing and gives T = 3 - d, so the mean lies strictly between. */
 	double u = ref(&f, CRUX_SCHED_REF_PER_FLOW, 8, T, &rs);

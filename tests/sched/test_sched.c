@@ -367,7 +367,7 @@ static void test_eval_priority_vs_fair(void **state)
 	 * offset d persists under fair sharing (T = 3 - d for both, d drawn up
 	 * to the 1 s the later one's compute leaves), so 2 < T < 3, the same
 	 * for both. */
-	crux_sched_eval_set_peers(1);
+	crux_sched_eval_set_peers(2);
 	assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s, T, &util), CRUX_OK);
 	assert_true(T[0] > 2.05 && T[0] < 2.95 && fabs(T[0] - T[1]) < 1e-9);
 	/* Job 1 above: T1 = 2 (alone), it loads the link 0.5 GB/s on average.

@@ -120,7 +120,8 @@ struct crux_sched_eval {
 	 * its members in turn, their times; pc_bad: the group meets a higher level. */
 	int *pc_par, *pc_next, *pc_head, *pc_mem;
 	double *pc_T0, *pc_tau;
-	unsigned char *pc_bad;
+	unsigned char *pc_bad, *pc_done; /* pc_done: run together, no gap_ratio */
+	int *pc_links;			 /* one group's links */
 	struct crux_sched_peers *peers;
 	double fin_wr, fin_gpus;
 	int cache_ok, cache_levels, cache_model;
@@ -204,6 +205,8 @@ void crux_sched_eval_free(struct crux_sched_eval *ev)
 	free(ev->pc_T0);
 	free(ev->pc_tau);
 	free(ev->pc_bad);
+	free(ev->pc_done);
+	free(ev->pc_links);
 	crux_sched_peers_free(ev->peers);
 	free(ev);
 }
@@ -287,6 +290,7 @@ static crux_status_t ev_size(struct crux_sched_eval *ev, size_t L, size_t n, siz
 		ENSURE(ev->lmark, c, int);
 		ENSURE(ev->gpeer, c, int);
 		ENSURE(ev->gld, c, double);
+		ENSURE(ev->pc_links, c, int);
 		for (size_t l = ev->links_cap; l < c; l++) {
 			ev->gpeer[l] = 0;
 			ev->gld[l] = 0;
@@ -328,6 +332,7 @@ static crux_status_t ev_size(struct crux_sched_eval *ev, size_t L, size_t n, siz
 		ENSURE(ev->pc_T0, c, double);
 		ENSURE(ev->pc_tau, c, double);
 		ENSURE(ev->pc_bad, c, unsigned char);
+		ENSURE(ev->pc_done, c, unsigned char);
 		for (size_t i = ev->jobs_cap; i < c; i++) {
 			ev->pmax[i] = -1;
 			ev->gbusy[i] = 0;
@@ -1220,15 +1225,148 @@ static int pc_root(int *par, int j)
 	return j;
 }
 
+/* Peers of a level run together (level_peers): 2 (default) every group, 1
+ * only groups no higher level meets, 0 none (phase_aware_tau alone). */
+static int peers_on = 2;
+
+void crux_sched_eval_set_peers(int on)
+{
+	peers_on = on;
+}
+
+/* The higher levels on one group's links (level_peers), read as gap_ratio
+ * reads them for one job. */
+struct peers_ctx {
+	struct crux_sched_eval *ev;
+	const struct crux_sched_schedule *s;
+	size_t nh, nl; /* entries in ghi, links in pc_links */
+	int d;
+	double x;
+};
+
+static double peers_hi_at(void *c, int d, double x)
+{
+	struct peers_ctx *pc = c;
+	struct crux_sched_eval *ev = pc->ev;
+	double next = INFINITY;
+
+	if (d != pc->d || x < pc->x) {
+		/* A new draw: its windows and frames. */
+		for (size_t h = 0; h < pc->nh; h++)
+			ev->ghi[h].nx = -INFINITY;
+		gap_anchor(ev, pc->s, pc->nh, d);
+		pc->d = d;
+	}
+	pc->x = x;
+	for (size_t u = 0; u < pc->nl; u++)
+		ev->used[ev->pc_links[u]] = 1;
+	for (size_t h = 0; h < pc->nh; h++) {
+		struct gap_hi *g = &ev->ghi[h];
+
+		if (g->smear) {
+			ev->used[g->link] -= g->frac;
+			continue;
+		}
+		if (x >= g->nx) {
+			double nx;
+
+			g->cur = gap_load_framed(ev, g, d, x, &nx);
+			g->nx = nx;
+		}
+		ev->used[g->link] -= g->cur;
+		next = fmin(next, g->nx);
+	}
+	return next;
+}
+
+/* The higher jobs on the links of group mem[0..nc) (level lev) into ghi,
+ * a link's together, as gap_ratio takes them for one job; their count, or
+ * -1 without memory. The group's links go to pc_links (*nl). */
+static long peers_higher(struct crux_sched_eval *ev, const struct crux_sched_topo *t,
+			 const struct crux_sched_schedule *s, const struct job_links *jl, size_t nc,
+			 int lev, double T, size_t *nl)
+{
+	size_t nh = 0, nlk = 0;
+	long rc = 0;
+
+	for (size_t i = 0; i < nc; i++) {
+		int j = ev->pc_mem[i];
+
+		for (size_t k = jl->off[j]; k < jl->off[j + 1]; k++) {
+			int l = jl->link[k];
+
+			if (ev->gpeer[l])
+				continue;
+			ev->gpeer[l] = 1;
+			ev->pc_links[nlk++] = l;
+			for (size_t r = ev->lj_off[l]; r < ev->lj_off[l + 1]; r++) {
+				int q = ev->lj_job[r];
+
+				if (clamp_level(s, s->d[q].level) <= lev || !(ev->T[q] > 0) ||
+				    !(ev->gdur[q] > 0))
+					continue;
+				if (nh == ev->ghi_cap) {
+					size_t c = nh ? 2 * nh : 64;
+					struct gap_hi *g = realloc(ev->ghi, c * sizeof(*g));
+
+					if (!g) {
+						rc = -1;
+						goto out;
+					}
+					ev->ghi = g;
+					ev->ghi_cap = c;
+				}
+				int kq = ev->lj_k[r];
+				int kx = kq - (int)jl->off[q],
+				    nk = (int)(jl->off[q + 1] - jl->off[q]);
+				double dur = ev->gdur[q];
+
+				if (!ev->gcnt[(size_t)q * GAP_DRAWS] && ev->gmax_t[q] > 0)
+					dur *= ev->ginc_t[kq] / ev->gmax_t[q];
+				if (ev->gsmear[kq] || dur >= (1 - 1e-9) * ev->T[q] ||
+				    ev->T[q] > GAP_FAR * T)
+					ev->ghi[nh++] = (struct gap_hi){
+					    q,	l, 1, ev->lj_bytes[r] / ev->T[q] / t->lbw[l],
+					    0,	0, 0, kx,
+					    nk, -1};
+				else if (dur > 0)
+					ev->ghi[nh++] = (struct gap_hi){
+					    q,	l,  0, ev->lj_bytes[r] / dur / t->lbw[l], dur, 0, 0,
+					    kx, nk, -1};
+			}
+		}
+	}
+	rc = (long)nh;
+out:
+	for (size_t u = 0; u < nlk; u++)
+		ev->gpeer[ev->pc_links[u]] = 0;
+	*nl = nlk;
+	return rc;
+}
+
+/* One interval of a group member's trace into the pool (level_peers). */
+struct peers_put {
+	struct crux_sched_eval *ev;
+	size_t ti, nk;
+};
+
+static void peers_put_one(void *c, double a, double b, const double *ld)
+{
+	struct peers_put *pp = c;
+
+	gap_rec(pp->ev, pp->ti, a, b, ld, pp->nk);
+}
+
 /*
  * Groups of this level's jobs joined by shared links (touched[0..nt), the
- * level's jobs on each from the filling), each run together where no higher
- * level loads its links and the work left allows (eval_peers.c); the others
- * keep phase_aware_tau's answer.
+ * level's jobs on each from the filling), each run together under what the
+ * higher levels leave of its links where the work left allows
+ * (eval_peers.c); the others keep phase_aware_tau's answer.
  */
 static void level_peers(struct crux_sched_eval *ev, const struct crux_sched_topo *t,
-			const struct crux_sched_job *jobs, const struct job_links *jl, size_t lo,
-			size_t hi, size_t nt, size_t ninc)
+			const struct crux_sched_job *jobs, const struct crux_sched_schedule *s,
+			const struct job_links *jl, size_t lo, size_t hi, size_t nt, size_t ninc,
+			int lev)
 {
 	int *par = ev->pc_par;
 
@@ -1265,22 +1403,50 @@ static void level_peers(struct crux_sched_eval *ev, const struct crux_sched_topo
 	}
 	for (size_t a = lo; a < hi; a++) {
 		int r = ev->order[a];
-		size_t nc = 0;
+		size_t nc = 0, nl = 0;
+		double Tmin = INFINITY;
 
-		if (par[r] != r || ev->pc_bad[r])
+		if (par[r] != r)
 			continue;
 		for (int j = ev->pc_head[r]; j >= 0; j = ev->pc_next[j]) {
 			ev->pc_mem[nc++] = j;
 			ev->pc_T0[j] = job_T(&jobs[j], ev->tau[j]);
+			Tmin = fmin(Tmin, ev->pc_T0[j]);
 		}
-		if (nc < 2 ||
-		    crux_sched_peers_run(&ev->peers, jobs, jl, ev->pc_mem, nc, ev->resid, ev->pc_T0,
-					 ev->lmark, &ev->peer_left, ev->pc_tau))
+		if (nc < 2)
 			continue;
+		struct peers_ctx pc = {ev, s, 0, 0, -1, 0};
+		struct crux_sched_peers_hi h = {peers_hi_at, &pc, ev->used};
+		long nh = 0;
+
+		if (ev->pc_bad[r] &&
+		    (peers_on < 2 || (nh = peers_higher(ev, t, s, jl, nc, lev, Tmin, &nl)) < 0))
+			continue;
+		pc.nh = (size_t)nh;
+		pc.nl = nl;
+		if (crux_sched_peers_run(&ev->peers, jobs, jl, ev->pc_mem, nc, t->lbw, ev->pc_T0,
+					 nh > 0 ? &h : NULL, ev->lmark, &ev->peer_left, ev->pc_tau))
+			continue;
+		double t0, span;
+
+		crux_sched_peers_window(ev->peers, &t0, &span);
 		for (size_t i = 0; i < nc; i++) {
 			int j = ev->pc_mem[i];
+			struct peers_put pp = {ev, 0, jl->off[j + 1] - jl->off[j]};
 
 			ev->tau[j] = ev->tau_nb[j] = ev->pc_tau[i];
+			ev->pc_done[j] = 1;
+			/* Its sends in each draw, for the levels below (as
+			 * gap_ratio leaves a job's), repeating every span. */
+			for (int d = 0; d < GAP_DRAWS; d++) {
+				pp.ti = (size_t)j * GAP_DRAWS + d;
+				ev->gcnt[pp.ti] = 0;
+				ev->goff[pp.ti] = ev->gpool_n;
+				ev->gfoff[pp.ti] = ev->gfr_n;
+				crux_sched_peers_trace(ev->peers, i, d, peers_put_one, &pp);
+				ev->gt0[pp.ti] = ev->gph[pp.ti] = t0;
+				ev->gspan[pp.ti] = span;
+			}
 		}
 	}
 }
@@ -1355,14 +1521,6 @@ static void level_reserve(struct crux_sched_eval *ev, const struct crux_sched_to
 size_t crux_sched_eval_gap_events(const struct crux_sched_eval *ev)
 {
 	return ev->gap_events;
-}
-
-/* Peers of a level run together (level_peers); off: phase_aware_tau alone. */
-static int peers_on = 1;
-
-void crux_sched_eval_set_peers(int on)
-{
-	peers_on = on;
 }
 
 /* Benchmarks measure against a full pass every time (crux_sched_eval_set_resume). */
@@ -1634,12 +1792,20 @@ crux_status_t crux_sched_evaluate_links(struct crux_sched_eval *ev, const struct
 					}
 				}
 			phase_aware_tau(ev, t, jobs, s, &jl, lo, hi, lev);
+			for (size_t a = lo; a < hi; a++)
+				ev->pc_done[ev->order[a]] = 0;
 			if (!shares && hi - lo > 1 && peers_on)
-				level_peers(ev, t, jobs, &jl, lo, hi, nt, ninc);
+				level_peers(ev, t, jobs, s, &jl, lo, hi, nt, ninc, lev);
 			for (size_t a = lo; a < hi; a++) {
 				int j = ev->order[a];
 				double tau = ev->tau[j], R = -1, sendt = 0;
 
+				if (ev->pc_done[j]) {
+					/* Run with its peers: its time and its trace
+					 * are set (level_peers). */
+					ev->gdur[j] = tau;
+					continue;
+				}
 				if (jl.off[j + 1] > jl.off[j] && !shares)
 					R = gap_ratio(ev, t, &jobs[j], s, &jl, j, lev,
 						      job_T(&jobs[j], tau), &sendt);

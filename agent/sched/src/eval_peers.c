@@ -21,8 +21,8 @@
 #include "sched_int.h"
 
 #define PEER_DRAWS 4  /* start-phase draws, averaged */
-#define PEER_ITERS 16 /* horizon, in the group's longest iteration */
-#define PEER_WARM  4  /* of it left out while phases settle */
+#define PEER_ITERS 10 /* horizon, in the group's longest iteration (GAP_ITERS) */
+#define PEER_WARM  3  /* of it left out while phases settle (GAP_WARM) */
 #define PEER_DONE  1e-9
 
 struct pflow {
@@ -33,7 +33,8 @@ struct pflow {
 };
 
 struct pjob {
-	double c, s0, T0, iso, it, comm0; /* iso: its iteration alone */
+	double c, s0, T0, it, comm0;
+	size_t k0, nk; /* its links: mk[k0 .. k0 + nk) */
 	int comp, comm, left;
 	size_t f0, f1;
 	double first, last, ctime, inv; /* inv: throughput summed over draws */
@@ -43,9 +44,16 @@ struct pjob {
 struct crux_sched_peers {
 	struct pflow *f;
 	struct pjob *j;
-	int *lk, *ul, *nunf;
-	double *cap, *crem;
-	size_t fcap, jcap, kcap, ucap;
+	int *lk, *ul, *nunf, *mk;
+	double *cap, *crem, *full, *ld;
+	size_t fcap, jcap, kcap, ucap, mkcap;
+	/* Sends after the warm-up, every draw: member rm, draw rd, from ra to
+	 * rb, its load fraction on each of its links from rl (rld). */
+	double *ra, *rb, *rld;
+	int *rm, *rd;
+	size_t *rl;
+	size_t rn, rcap, rldn, rldcap;
+	double warm, H; /* the window recorded */
 };
 
 void crux_sched_peers_free(struct crux_sched_peers *p)
@@ -59,6 +67,15 @@ void crux_sched_peers_free(struct crux_sched_peers *p)
 	free(p->nunf);
 	free(p->cap);
 	free(p->crem);
+	free(p->mk);
+	free(p->full);
+	free(p->ld);
+	free(p->ra);
+	free(p->rb);
+	free(p->rld);
+	free(p->rm);
+	free(p->rd);
+	free(p->rl);
 	free(p);
 }
 
@@ -136,9 +153,91 @@ static size_t peers_fill(struct crux_sched_peers *p, size_t nf, size_t nu)
 	return ops;
 }
 
+/* Room for one more record and nk more loads; -1 without memory. */
+static int rec_room(struct crux_sched_peers *p, size_t nk)
+{
+	if (p->rn == p->rcap) {
+		size_t c = p->rcap ? 2 * p->rcap : 256;
+		double *a = realloc(p->ra, c * sizeof(double)), *b;
+		int *m, *d;
+		size_t *l;
+
+		if (!a)
+			return -1;
+		p->ra = a;
+		if (!(b = realloc(p->rb, c * sizeof(double))))
+			return -1;
+		p->rb = b;
+		if (!(m = realloc(p->rm, c * sizeof(int))))
+			return -1;
+		p->rm = m;
+		if (!(d = realloc(p->rd, c * sizeof(int))))
+			return -1;
+		p->rd = d;
+		if (!(l = realloc(p->rl, c * sizeof(size_t))))
+			return -1;
+		p->rl = l;
+		p->rcap = c;
+	}
+	return grow((void **)&p->rld, &p->rldcap, p->rldn + nk, sizeof(double));
+}
+
+/* Records every member's sends over [a, b) of draw d: its own load fraction
+ * on each of its links (its trace, for the levels below); -1 without memory. */
+static int peers_rec(struct crux_sched_peers *p, size_t nc, int d, double a, double b)
+{
+	for (size_t i = 0; i < nc; i++) {
+		const struct pjob *J = &p->j[i];
+		int any = 0;
+
+		for (size_t x = J->f0; x < J->f1; x++) {
+			const struct pflow *F = &p->f[x];
+
+			if (!F->on || !(F->rate > 0))
+				continue;
+			any = 1;
+			for (int y = 0; y < F->nl; y++) {
+				int u = p->lk[F->l0 + (size_t)y];
+
+				p->ld[u] += F->rate / p->full[u];
+			}
+		}
+		if (any && rec_room(p, J->nk))
+			return -1;
+		if (any) {
+			p->ra[p->rn] = a;
+			p->rb[p->rn] = b;
+			p->rm[p->rn] = (int)i;
+			p->rd[p->rn] = d;
+			p->rl[p->rn++] = p->rldn;
+			for (size_t k = 0; k < J->nk; k++)
+				p->rld[p->rldn++] = p->ld[p->mk[J->k0 + k]];
+		}
+		for (size_t x = J->f0; x < J->f1; x++)
+			for (int y = 0; y < p->f[x].nl; y++)
+				p->ld[p->lk[p->f[x].l0 + (size_t)y]] = 0;
+	}
+	return 0;
+}
+
+void crux_sched_peers_window(const struct crux_sched_peers *p, double *t0, double *span)
+{
+	*t0 = p->warm;
+	*span = p->H - p->warm;
+}
+
+void crux_sched_peers_trace(const struct crux_sched_peers *p, size_t i, int d,
+			    void (*put)(void *ctx, double a, double b, const double *ld), void *ctx)
+{
+	for (size_t r = 0; r < p->rn; r++)
+		if (p->rm[r] == (int)i && p->rd[r] == d)
+			put(ctx, p->ra[r], p->rb[r], p->rld + p->rl[r]);
+}
+
 int crux_sched_peers_run(struct crux_sched_peers **pp, const struct crux_sched_job *jobs,
 			 const struct job_links *jl, const int *comp, size_t nc, const double *cap,
-			 const double *T0, int *lmark, size_t *work, double *tau)
+			 const double *T0, const struct crux_sched_peers_hi *hi, int *lmark,
+			 size_t *work, double *tau)
 {
 	struct crux_sched_peers *p = *pp;
 	size_t nf = 0, ninc = 0, nu = 0;
@@ -180,10 +279,18 @@ int crux_sched_peers_run(struct crux_sched_peers **pp, const struct crux_sched_j
 		if (!b)
 			return -1;
 		p->crem = b;
+		b = realloc(p->full, c * sizeof(double));
+		if (!b)
+			return -1;
+		p->full = b;
+		b = realloc(p->ld, c * sizeof(double));
+		if (!b)
+			return -1;
+		p->ld = b;
 		p->ucap = c;
 	}
 	/* Flows with their links numbered locally (lmark: global -> local). */
-	double tmax = 0, tiso = 0;
+	double tmax = 0;
 	size_t k = 0, q = 0;
 
 	for (size_t i = 0; i < nc; i++) {
@@ -193,16 +300,6 @@ int crux_sched_peers_run(struct crux_sched_peers **pp, const struct crux_sched_j
 		J->c = jobs[j].compute;
 		J->s0 = (1.0 - jobs[j].overlap) * jobs[j].compute;
 		J->T0 = T0[j];
-		double ci = 0;
-
-		for (size_t r = jl->off[j]; r < jl->off[j + 1]; r++)
-			ci = fmax(ci, jl->bytes[r] / cap[jl->link[r]]);
-		J->iso = crux_sched_isolated_iter(&jobs[j], ci);
-#ifndef PEER_BY_ISO
-#define PEER_BY_ISO 0
-#endif
-		if (PEER_BY_ISO)
-			tiso = fmax(tiso, J->iso);
 		J->f0 = q;
 		tmax = fmax(tmax, T0[j]);
 		for (size_t f = jl->foff[j]; f < jl->foff[j + 1]; f++) {
@@ -225,8 +322,31 @@ int crux_sched_peers_run(struct crux_sched_peers **pp, const struct crux_sched_j
 		}
 		J->f1 = q;
 	}
-	for (size_t u = 0; u < nu; u++)
+	/* Each member's links (in its own order, as its trace's columns). */
+	size_t nmk = 0;
+
+	for (size_t i = 0; i < nc; i++)
+		nmk += jl->off[comp[i] + 1] - jl->off[comp[i]];
+	if (grow((void **)&p->mk, &p->mkcap, nmk + 1, sizeof(int))) {
+		for (size_t u = 0; u < nu; u++)
+			lmark[p->ul[u]] = -1;
+		return -1;
+	}
+	nmk = 0;
+	for (size_t i = 0; i < nc; i++) {
+		int j = comp[i];
+
+		p->j[i].k0 = nmk;
+		p->j[i].nk = jl->off[j + 1] - jl->off[j];
+		for (size_t r = jl->off[j]; r < jl->off[j + 1]; r++)
+			p->mk[nmk++] = lmark[jl->link[r]];
+	}
+	for (size_t u = 0; u < nu; u++) {
 		lmark[p->ul[u]] = -1;
+		p->full[u] = p->cap[u];
+		p->ld[u] = 0;
+	}
+	p->rn = p->rldn = 0;
 	if (!(tmax > 0) || !isfinite(tmax))
 		return -1;
 	/* Work: every event visits every flow's links; about two events per
@@ -240,8 +360,10 @@ int crux_sched_peers_run(struct crux_sched_peers **pp, const struct crux_sched_j
 
 	if (!(cost < (double)*work))
 		return -1;
-	double tw = PEER_BY_ISO ? tiso : tmax;
-	double H = PEER_ITERS * tw, warm = PEER_WARM * tw;
+	double H = PEER_ITERS * tmax, warm = PEER_WARM * tmax;
+
+	p->warm = warm;
+	p->H = H;
 	size_t maxev = (size_t)(4 * evs) + 64;
 
 	for (size_t i = 0; i < nc; i++) {
@@ -257,8 +379,7 @@ int crux_sched_peers_run(struct crux_sched_peers **pp, const struct crux_sched_j
 			uint64_t z = (uint64_t)comp[i] * 0x9e3779b97f4a7c15ull +
 				     (uint64_t)(d + 1) * 0xc2b2ae3d27d4eb4full;
 
-			J->it = (double)(crux_mix64(z) >> 11) * 0x1.0p-53 *
-				(PEER_BY_ISO ? J->iso : J->T0);
+			J->it = (double)(crux_mix64(z) >> 11) * 0x1.0p-53 * J->T0;
 			J->comp = J->comm = 0;
 			J->left = 0;
 			J->cnt = J->ccnt = 0;
@@ -267,6 +388,7 @@ int crux_sched_peers_run(struct crux_sched_peers **pp, const struct crux_sched_j
 		for (size_t a = 0; a < nf; a++)
 			p->f[a].on = 0;
 		int dirty = 1;
+		double hnext = -INFINITY; /* when the higher levels' load may change */
 
 		while (now < H) {
 			double tol = 1e-12 * fmax(1.0, now);
@@ -303,13 +425,21 @@ int crux_sched_peers_run(struct crux_sched_peers **pp, const struct crux_sched_j
 			}
 			size_t ops = nc + nf;
 
+			if (hi && now >= hnext) {
+				/* At least a step: a boundary lost to rounding moves on. */
+				hnext = fmax(hi->at(hi->ctx, d, now), now + 1e-9 * tmax);
+				for (size_t u = 0; u < nu; u++)
+					p->cap[u] = p->full[u] * fmax(hi->free[p->ul[u]], 0);
+				ops += nu;
+				dirty = 1;
+			}
 			if (dirty)
 				ops += peers_fill(p, nf, nu);
 			dirty = 0;
 			if (++evn > maxev || ops > *work)
 				goto out; /* out of work: the fluid answer stands */
 			*work -= ops;
-			double next = H;
+			double next = hi ? fmin(H, hnext) : H;
 
 			for (size_t i = 0; i < nc; i++) {
 				const struct pjob *J = &p->j[i];
@@ -324,6 +454,8 @@ int crux_sched_peers_run(struct crux_sched_peers **pp, const struct crux_sched_j
 					next = fmin(next, now + p->f[a].rem / p->f[a].rate);
 			double dt = fmax(next - now, 0);
 
+			if (next > warm && dt > 0 && peers_rec(p, nc, d, fmax(now, warm), next))
+				goto out;
 			for (size_t a = 0; a < nf; a++) {
 				struct pflow *F = &p->f[a];
 

@@ -117,19 +117,37 @@ crux_status_t crux_sched_evaluate_links(struct crux_sched_eval *ev, const struct
 /* 0: every reuse call makes a full pass (a benchmark's baseline); 1: default.
  * Process-wide, not thread-safe: for benchmarks and tests only. */
 void crux_sched_eval_set_resume(int on);
-/* 0: a level's peers keep the closed-form model (phase_aware_tau) instead of
- * being run together (eval_peers.c); 1: default. Process-wide, not
- * thread-safe: for benchmarks (sched-refcheck's fluid-only row) and tests. */
+/* 2 (default): a level's groups of peers are run together (eval_peers.c)
+ * under what the higher levels leave; 1: only groups no higher level meets;
+ * 0: none, the closed form (phase_aware_tau). Process-wide, not
+ * thread-safe: for benchmarks (sched-refcheck --closed-form) and tests. */
 void crux_sched_eval_set_peers(int on);
-/* A level's group of peers (comp[0..nc), no higher level on their links) run
- * together as a fluid system at link rates cap[], each from its iteration
+/* A level's group of peers (comp[0..nc)) run together as a fluid system at
+ * link rates cap[] (times what higher levels leave, hi, unless NULL), each
+ * from its iteration
  * time T0[] (its phase draws): 0 and each one's transfer time in tau[0..nc),
  * or -1 (too much work for *work, starved, no memory): keep the closed form.
  * lmark[] (per link, -1) is scratch, left as found; *p is kept between calls. */
 struct crux_sched_peers;
+/* Higher levels on the group's links: at() sets free[l], the fraction of each
+ * of those links they leave at x in phase draw d, and returns when that may
+ * change next. */
+struct crux_sched_peers_hi {
+	double (*at)(void *ctx, int d, double x);
+	void *ctx;
+	const double *free;
+};
 int crux_sched_peers_run(struct crux_sched_peers **p, const struct crux_sched_job *jobs,
 			 const struct job_links *jl, const int *comp, size_t nc, const double *cap,
-			 const double *T0, int *lmark, size_t *work, double *tau);
+			 const double *T0, const struct crux_sched_peers_hi *hi, int *lmark,
+			 size_t *work, double *tau);
+/* After a run that returned 0: member i's sends in draw d after the warm-up
+ * (the window crux_sched_peers_window gives), in time order, each its load
+ * fraction on each of its links (jl->off order) over [a, b). */
+void crux_sched_peers_window(const struct crux_sched_peers *p, double *t0, double *span);
+void crux_sched_peers_trace(const struct crux_sched_peers *p, size_t i, int d,
+			    void (*put)(void *ctx, double a, double b, const double *ld),
+			    void *ctx);
 void crux_sched_peers_free(struct crux_sched_peers *p);
 /* Gap-reuse events ev has simulated since it was made: a bound tests check. */
 size_t crux_sched_eval_gap_events(const struct crux_sched_eval *ev);
