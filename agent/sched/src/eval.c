@@ -11,9 +11,11 @@
  * heap of link saturation points). Its communication then takes
  * tau = max_e M_e / lambda_j and its iteration T = max(c, (1-o)c + tau).
  * The phase-aware model (default) refines tau: peers of a level meet only
- * while they send (phase_aware_tau), and a job whose flows are each under at
- * most one higher job is run against the higher jobs' send windows, reusing
- * their gaps as the reference model does (gap_ratio).
+ * while they send (phase_aware_tau, a closed form), a group of peers joined
+ * by shared links is run together where the work bound allows
+ * (level_peers, eval_peers.c), and a job alone on its level's links is run
+ * against the higher jobs' send windows and traces, reusing their gaps as
+ * the reference model does (gap_ratio).
  */
 #include <math.h>
 #include <stdint.h>

@@ -2,15 +2,17 @@
 /*
  * Peers of one level, run together (the phase-aware evaluator, eval.c).
  *
- * Jobs of one level that share links, with no higher level on any of those
- * links, meet only while they send, and how often they meet depends on how
- * their phases settle against each other: no closed form gets that right
- * (the blend in phase_aware_tau leaves a level's peers the largest class of
- * schedules outside +-5 % of the reference). A group small enough for the
- * work left is run as a fluid system instead: each job computes, then sends
- * every flow of its step; the active flows share each link max-min per flow;
- * an iteration ends when both are done. A few start-phase draws, the first
- * iterations left out, the mean communication time per iteration kept.
+ * Jobs of one level that share links meet only while they send, and how
+ * often depends on how their phases settle against each other: no closed
+ * form gets that right (the blend in phase_aware_tau left a level's peers
+ * the largest class of schedules outside +-5 % of the reference). A group
+ * small enough for the work left is run as a fluid system instead: each job
+ * computes, then sends every flow of its step; the active flows share each
+ * link max-min per flow in what the higher levels leave of it at that
+ * instant (their windows and traces, through crux_sched_peers_hi); an
+ * iteration ends when both are done. A few start-phase draws, the first
+ * iterations left out; each job keeps its mean iteration time and its sends
+ * per link (its trace, which the levels below read).
  */
 #include <math.h>
 #include <stdint.h>
@@ -20,7 +22,9 @@
 #include "crux/hash.h"
 #include "sched_int.h"
 
-#define PEER_DRAWS 4  /* start-phase draws, averaged */
+/* Start-phase draws, averaged; eval.c reads draw d of a member's trace, so
+ * there are as many as its GAP_DRAWS. */
+#define PEER_DRAWS 4
 #define PEER_ITERS 10 /* horizon, in the group's longest iteration (GAP_ITERS) */
 #define PEER_WARM  3  /* of it left out while phases settle (GAP_WARM) */
 #define PEER_DONE  1e-9
