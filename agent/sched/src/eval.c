@@ -904,6 +904,49 @@ static void gap_unsimulated(struct crux_sched_eval *ev, int j, double T, int d)
 }
 
 /*
+ * The jobs above level lev on link l into ghi[*nh..] (a job of period T
+ * reads them): each sends in one window of its transfer time per period
+ * (its share of the link then), or as its trace says where it has one; a
+ * window that fills its period, one with level peers on the link (no
+ * window of its own there), or a period so long that the lower job's steps
+ * are lost to rounding beside its phase counts as its average load.
+ * -1 without memory.
+ */
+static int gap_hi_link(struct crux_sched_eval *ev, const struct crux_sched_topo *t,
+		       const struct crux_sched_schedule *s, const struct job_links *jl, int l,
+		       int lev, double T, size_t *nh)
+{
+	for (size_t r = ev->lj_off[l]; r < ev->lj_off[l + 1]; r++) {
+		int q = ev->lj_job[r];
+
+		if (clamp_level(s, s->d[q].level) <= lev || !(ev->T[q] > 0) || !(ev->gdur[q] > 0))
+			continue;
+		if (*nh == ev->ghi_cap) {
+			size_t c = *nh ? 2 * *nh : 64;
+			struct gap_hi *g = realloc(ev->ghi, c * sizeof(*g));
+
+			if (!g)
+				return -1;
+			ev->ghi = g;
+			ev->ghi_cap = c;
+		}
+		int kq = ev->lj_k[r];
+		int kx = kq - (int)jl->off[q], nk = (int)(jl->off[q + 1] - jl->off[q]);
+		double dur = ev->gdur[q];
+
+		if (!ev->gcnt[(size_t)q * GAP_DRAWS] && ev->gmax_t[q] > 0)
+			dur *= ev->ginc_t[kq] / ev->gmax_t[q];
+		if (ev->gsmear[kq] || dur >= (1 - 1e-9) * ev->T[q] || ev->T[q] > GAP_FAR * T)
+			ev->ghi[(*nh)++] = (struct gap_hi){
+			    q, l, 1, ev->lj_bytes[r] / ev->T[q] / t->lbw[l], 0, 0, 0, kx, nk, -1};
+		else if (dur > 0)
+			ev->ghi[(*nh)++] = (struct gap_hi){
+			    q, l, 0, ev->lj_bytes[r] / dur / t->lbw[l], dur, 0, 0, kx, nk, -1};
+	}
+	return 0;
+}
+
+/*
  * Job j (level lev, transfer time tau from the level's model) under the
  * higher levels, as the reference runs it: each higher job sends in one
  * window of its transfer time per iteration, taking its rate there of each
@@ -929,42 +972,16 @@ static double gap_ratio(struct crux_sched_eval *ev, const struct crux_sched_topo
 		int l = jl->link[k];
 
 		ev->lmark[l] = (int)k;
-		for (size_t r = ev->lj_off[l]; r < ev->lj_off[l + 1]; r++) {
-			int q = ev->lj_job[r];
+		size_t h0 = nh;
 
-			if (clamp_level(s, s->d[q].level) <= lev || !(ev->T[q] > 0) ||
-			    !(ev->gdur[q] > 0))
-				continue;
-			if (nh == ev->ghi_cap) {
-				size_t c = nh ? 2 * nh : 64;
-				struct gap_hi *g = realloc(ev->ghi, c * sizeof(*g));
+		if (gap_hi_link(ev, t, s, jl, l, lev, T, &nh)) {
+			for (size_t u = 0; u < nu; u++)
+				ev->gbusy[ev->gjob[u]] = 0;
+			goto out; /* no memory: the fluid answer stands */
+		}
+		for (; h0 < nh; h0++) {
+			int q = ev->ghi[h0].job;
 
-				if (!g)
-					goto out; /* no memory: the fluid answer stands */
-				ev->ghi = g;
-				ev->ghi_cap = c;
-			}
-			int kq = ev->lj_k[r];
-			double dur = ev->gdur[q];
-
-			if (!ev->gcnt[(size_t)q * GAP_DRAWS] && ev->gmax_t[q] > 0)
-				dur *= ev->ginc_t[kq] / ev->gmax_t[q];
-			/* A window that fills its period, or a period so long that
-			 * j's steps are lost to rounding beside its phase: no gap to
-			 * phase into, its average load instead. */
-			int kx = kq - (int)jl->off[q], nk = (int)(jl->off[q + 1] - jl->off[q]);
-
-			if (ev->gsmear[kq] || dur >= (1 - 1e-9) * ev->T[q] ||
-			    ev->T[q] > GAP_FAR * T)
-				ev->ghi[nh++] = (struct gap_hi){
-				    q,	l,  1, ev->lj_bytes[r] / ev->T[q] / t->lbw[l], 0, 0, 0,
-				    kx, nk, -1};
-			else if (dur > 0)
-				ev->ghi[nh++] = (struct gap_hi){
-				    q,	l,  0, ev->lj_bytes[r] / dur / t->lbw[l], dur, 0, 0,
-				    kx, nk, -1};
-			else
-				continue;
 			if (!ev->gbusy[q]) {
 				ev->gbusy[q] = 1;
 				ev->gjob[nu++] = q;
@@ -1301,40 +1318,9 @@ static long peers_higher(struct crux_sched_eval *ev, const struct crux_sched_top
 				continue;
 			ev->gpeer[l] = 1;
 			ev->pc_links[nlk++] = l;
-			for (size_t r = ev->lj_off[l]; r < ev->lj_off[l + 1]; r++) {
-				int q = ev->lj_job[r];
-
-				if (clamp_level(s, s->d[q].level) <= lev || !(ev->T[q] > 0) ||
-				    !(ev->gdur[q] > 0))
-					continue;
-				if (nh == ev->ghi_cap) {
-					size_t c = nh ? 2 * nh : 64;
-					struct gap_hi *g = realloc(ev->ghi, c * sizeof(*g));
-
-					if (!g) {
-						rc = -1;
-						goto out;
-					}
-					ev->ghi = g;
-					ev->ghi_cap = c;
-				}
-				int kq = ev->lj_k[r];
-				int kx = kq - (int)jl->off[q],
-				    nk = (int)(jl->off[q + 1] - jl->off[q]);
-				double dur = ev->gdur[q];
-
-				if (!ev->gcnt[(size_t)q * GAP_DRAWS] && ev->gmax_t[q] > 0)
-					dur *= ev->ginc_t[kq] / ev->gmax_t[q];
-				if (ev->gsmear[kq] || dur >= (1 - 1e-9) * ev->T[q] ||
-				    ev->T[q] > GAP_FAR * T)
-					ev->ghi[nh++] = (struct gap_hi){
-					    q,	l, 1, ev->lj_bytes[r] / ev->T[q] / t->lbw[l],
-					    0,	0, 0, kx,
-					    nk, -1};
-				else if (dur > 0)
-					ev->ghi[nh++] = (struct gap_hi){
-					    q,	l,  0, ev->lj_bytes[r] / dur / t->lbw[l], dur, 0, 0,
-					    kx, nk, -1};
+			if (gap_hi_link(ev, t, s, jl, l, lev, T, &nh)) {
+				rc = -1;
+				goto out;
 			}
 		}
 	}
