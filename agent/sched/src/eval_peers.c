@@ -45,18 +45,25 @@ struct pjob {
 	long cnt, ccnt;
 };
 
+/* One member's sends over [a, b) in draw d; its loads from rld[l]. */
+struct prec {
+	double a, b;
+	int m, d;
+	size_t l;
+};
+
 struct crux_sched_peers {
 	struct pflow *f;
 	struct pjob *j;
 	int *lk, *ul, *nunf, *mk;
 	double *cap, *crem, *full, *ld;
 	size_t fcap, jcap, kcap, ucap, mkcap;
-	/* Sends after the warm-up, every draw: member rm, draw rd, from ra to
-	 * rb, its load fraction on each of its links from rl (rld). */
-	double *ra, *rb, *rld;
-	int *rm, *rd;
-	size_t *rl;
-	size_t rn, rcap, rldn, rldcap;
+	/* Sends after the warm-up, every draw, in time order (rec, rld); by
+	 * member and draw once the run is done: rord[roff[i * PEER_DRAWS + d] ..). */
+	struct prec *rec;
+	double *rld;
+	size_t *rord, *roff;
+	size_t rn, rcap, rldn, rldcap, rordcap, roffcap;
 	double warm, H; /* the window recorded */
 };
 
@@ -74,12 +81,10 @@ void crux_sched_peers_free(struct crux_sched_peers *p)
 	free(p->mk);
 	free(p->full);
 	free(p->ld);
-	free(p->ra);
-	free(p->rb);
+	free(p->rec);
 	free(p->rld);
-	free(p->rm);
-	free(p->rd);
-	free(p->rl);
+	free(p->rord);
+	free(p->roff);
 	free(p);
 }
 
@@ -157,35 +162,6 @@ static size_t peers_fill(struct crux_sched_peers *p, size_t nf, size_t nu)
 	return ops;
 }
 
-/* Room for one more record and nk more loads; -1 without memory. */
-static int rec_room(struct crux_sched_peers *p, size_t nk)
-{
-	if (p->rn == p->rcap) {
-		size_t c = p->rcap ? 2 * p->rcap : 256;
-		double *a = realloc(p->ra, c * sizeof(double)), *b;
-		int *m, *d;
-		size_t *l;
-
-		if (!a)
-			return -1;
-		p->ra = a;
-		if (!(b = realloc(p->rb, c * sizeof(double))))
-			return -1;
-		p->rb = b;
-		if (!(m = realloc(p->rm, c * sizeof(int))))
-			return -1;
-		p->rm = m;
-		if (!(d = realloc(p->rd, c * sizeof(int))))
-			return -1;
-		p->rd = d;
-		if (!(l = realloc(p->rl, c * sizeof(size_t))))
-			return -1;
-		p->rl = l;
-		p->rcap = c;
-	}
-	return grow((void **)&p->rld, &p->rldcap, p->rldn + nk, sizeof(double));
-}
-
 /* Records every member's sends over [a, b) of draw d: its own load fraction
  * on each of its links (its trace, for the levels below); -1 without memory. */
 static int peers_rec(struct crux_sched_peers *p, size_t nc, int d, double a, double b)
@@ -206,14 +182,11 @@ static int peers_rec(struct crux_sched_peers *p, size_t nc, int d, double a, dou
 				p->ld[u] += F->rate / p->full[u];
 			}
 		}
-		if (any && rec_room(p, J->nk))
+		if (any && (grow((void **)&p->rec, &p->rcap, p->rn + 1, sizeof(*p->rec)) ||
+			    grow((void **)&p->rld, &p->rldcap, p->rldn + J->nk, sizeof(double))))
 			return -1;
 		if (any) {
-			p->ra[p->rn] = a;
-			p->rb[p->rn] = b;
-			p->rm[p->rn] = (int)i;
-			p->rd[p->rn] = d;
-			p->rl[p->rn++] = p->rldn;
+			p->rec[p->rn++] = (struct prec){a, b, (int)i, d, p->rldn};
 			for (size_t k = 0; k < J->nk; k++)
 				p->rld[p->rldn++] = p->ld[p->mk[J->k0 + k]];
 		}
@@ -233,9 +206,13 @@ void crux_sched_peers_window(const struct crux_sched_peers *p, double *t0, doubl
 void crux_sched_peers_trace(const struct crux_sched_peers *p, size_t i, int d,
 			    void (*put)(void *ctx, double a, double b, const double *ld), void *ctx)
 {
-	for (size_t r = 0; r < p->rn; r++)
-		if (p->rm[r] == (int)i && p->rd[r] == d)
-			put(ctx, p->ra[r], p->rb[r], p->rld + p->rl[r]);
+	size_t k = i * PEER_DRAWS + (size_t)d;
+
+	for (size_t x = p->roff[k]; x < p->roff[k + 1]; x++) {
+		const struct prec *r = &p->rec[p->rord[x]];
+
+		put(ctx, r->a, r->b, p->rld + r->l);
+	}
 }
 
 int crux_sched_peers_run(struct crux_sched_peers **pp, const struct crux_sched_job *jobs,
@@ -500,6 +477,23 @@ int crux_sched_peers_run(struct crux_sched_peers **pp, const struct crux_sched_j
 
 		tau[i] = T > J->c * (1 + 1e-9) ? T - J->s0 : fmin(tau[i], J->c - J->s0);
 	}
+	/* The records by member and draw, each in time order (a counting sort),
+	 * so that reading every member's trace is one pass, not one per member. */
+	size_t nkey = nc * PEER_DRAWS;
+
+	if (grow((void **)&p->roff, &p->roffcap, nkey + 1, sizeof(size_t)) ||
+	    grow((void **)&p->rord, &p->rordcap, p->rn + 1, sizeof(size_t)))
+		goto out;
+	memset(p->roff, 0, (nkey + 1) * sizeof(size_t));
+	for (size_t r = 0; r < p->rn; r++)
+		p->roff[(size_t)p->rec[r].m * PEER_DRAWS + (size_t)p->rec[r].d + 1]++;
+	for (size_t k = 0; k < nkey; k++)
+		p->roff[k + 1] += p->roff[k];
+	for (size_t r = 0; r < p->rn; r++)
+		p->rord[p->roff[(size_t)p->rec[r].m * PEER_DRAWS + (size_t)p->rec[r].d]++] = r;
+	for (size_t k = nkey; k > 0; k--)
+		p->roff[k] = p->roff[k - 1];
+	p->roff[0] = 0;
 	rc = 0;
 out:
 	return rc;
