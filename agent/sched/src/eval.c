@@ -658,10 +658,13 @@ static void phase_aware_tau(struct crux_sched_eval *ev, const struct crux_sched_
 		level_capacity(ev, t, jobs, s, jl, lo, hi, lev);
 }
 
-/* A uniform draw in [0, 1) per job and phase draw (splitmix64 of both). */
-static double gap_u(size_t j, int d)
+/* A uniform draw in [0, 1) per job and phase draw (splitmix64 of both). The
+ * job is known by its id, not its index: a job's phases, and so its answer,
+ * do not depend on where it sits in the list or on which other jobs are in it
+ * (crux_sched_compress_refine evaluates a component as a cluster of its own). */
+static double gap_u(uint64_t key, int d)
 {
-	uint64_t z = (uint64_t)j * 0x9e3779b97f4a7c15ull + (uint64_t)d * 0xd1b54a32d192ed03ull +
+	uint64_t z = key * 0x9e3779b97f4a7c15ull + (uint64_t)d * 0xd1b54a32d192ed03ull +
 		     0x2545f4914f6cdd1dull;
 
 	return (double)(crux_mix64(z) >> 11) * 0x1.0p-53;
@@ -884,23 +887,23 @@ static double gap_rate(const struct crux_sched_eval *ev, const struct crux_sched
 }
 
 /* Job j's windows from draw d on: no trace, a random phase each (period T). */
-static void gap_free_phases(struct crux_sched_eval *ev, int j, double T, int d)
+static void gap_free_phases(struct crux_sched_eval *ev, int j, uint64_t key, double T, int d)
 {
 	for (; d < GAP_DRAWS; d++) {
-		ev->gph[(size_t)j * GAP_DRAWS + d] = gap_u((size_t)j, d) * T;
+		ev->gph[(size_t)j * GAP_DRAWS + d] = gap_u(key, d) * T;
 		ev->gcnt[(size_t)j * GAP_DRAWS + d] = 0;
 	}
 }
 
 /* Draws d.. of job j left unsimulated (out of work). */
-static void gap_unsimulated(struct crux_sched_eval *ev, int j, double T, int d)
+static void gap_unsimulated(struct crux_sched_eval *ev, int j, uint64_t key, double T, int d)
 {
 	size_t ti = (size_t)j * GAP_DRAWS + d;
 
 	/* This draw's partial trace is the pool's tail: drop it. */
 	ev->gpool_n = ev->goff[ti];
 	ev->gfr_n = ev->gfoff[ti];
-	gap_free_phases(ev, j, T, d);
+	gap_free_phases(ev, j, key, T, d);
 }
 
 /*
@@ -1052,7 +1055,7 @@ static double gap_ratio(struct crux_sched_eval *ev, const struct crux_sched_topo
 	size_t budget = GAP_BUDGET / GAP_ITERS * (size_t)iters;
 
 	for (int d = 0; d < GAP_DRAWS; d++) {
-		double x = gap_u((size_t)j, d) * T, cs = x, acc = 0, sent = 0, sent0 = 0;
+		double x = gap_u(jb->id, d) * T, cs = x, acc = 0, sent = 0, sent0 = 0;
 		size_t ti = (size_t)j * GAP_DRAWS + d;
 
 		ev->gcnt[ti] = 0;
@@ -1084,7 +1087,7 @@ static double gap_ratio(struct crux_sched_eval *ev, const struct crux_sched_topo
 						send += sent0 / (it - GAP_WARM);
 						used++;
 					}
-					gap_unsimulated(ev, j, T, d);
+					gap_unsimulated(ev, j, jb->id, T, d);
 					if (!used) {
 						sim = 0;
 						goto out;
@@ -1811,7 +1814,8 @@ crux_status_t crux_sched_evaluate_links(struct crux_sched_eval *ev, const struct
 									       t->lbw[jl.link[k]]));
 					ev->tau[j] = fmax(ev->tau_nb[j] * R, Tmin - s0);
 				} else
-					gap_free_phases(ev, j, job_T(&jobs[j], tau), 0);
+					gap_free_phases(ev, j, jobs[j].id, job_T(&jobs[j], tau),
+							0);
 				ev->gdur[j] = jl.off[j + 1] > jl.off[j] ? ev->tau[j] : 0;
 				if (R > 0 && sendt > 0)
 					ev->gdur[j] = sendt;

@@ -357,7 +357,7 @@ int crux_sched_peers_run(struct crux_sched_peers **pp, const struct crux_sched_j
 
 		for (size_t i = 0; i < nc; i++) {
 			struct pjob *J = &p->j[i];
-			uint64_t z = (uint64_t)comp[i] * 0x9e3779b97f4a7c15ull +
+			uint64_t z = jobs[comp[i]].id * 0x9e3779b97f4a7c15ull +
 				     (uint64_t)(d + 1) * 0xc2b2ae3d27d4eb4full;
 
 			J->it = (double)(crux_mix64(z) >> 11) * 0x1.0p-53 * J->T0;
