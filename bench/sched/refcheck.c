@@ -21,7 +21,8 @@
  * the paper's correction factor (P = k I), k from pair runs in the reference,
  * a random and the reversed order, one level (Crux's paths), ECMP paths
  * (Crux's priority and Max-K-Cut), Sincronia's rank mapping (Crux's paths
- * and order); and the baselines TACCL*, Sincronia and ECMP.
+ * and order), Max-K-Cut's levels without the evaluator's refinement; and
+ * the baselines TACCL*, Sincronia and ECMP.
  *
  * With ROWS.csv, one row per job and schedule (what the two models say and
  * how the job meets other jobs: peers on its level, higher jobs on its
@@ -36,9 +37,11 @@
  * With --closed-form (last), a level's peers keep the evaluator's closed form
  * (phase_aware_tau) instead of being run together (eval_peers.c): the
  * accuracy of what cruxd falls back to where a group is too large to run.
+ * --refine-gain=X sets every Crux schedule's refine_gain (default the
+ * library's); crux-max-k-cut is crux-full without it (Max-K-Cut's levels).
  *
  * usage: sched-refcheck [CASES] [OUT.json] [CASE_SEED] [LEVELS] [ROWS.csv|-] [REFCACHE]
- *                       [--closed-form]
+ *                       [--closed-form] [--refine-gain=X]
  */
 #include <math.h>
 #include <stdio.h>
@@ -64,13 +67,16 @@ enum sch {
 	S_REFK,	      /* crux paths, P = k I with k from the reference model's pair runs */
 	S_ECMP_PATHS, /* Crux's priority and Max-K-Cut on ECMP paths */
 	S_RANKMAP,    /* Crux's paths and order, Sincronia's rank mapping (crux-ps-pa) */
+	S_MAXKCUT,    /* crux-full without the evaluator's refinement: Max-K-Cut's levels */
 	N_SCH
 };
-static const char *const sch_name[N_SCH] = {
-    "crux-full", "crux-paper-k", "random-order", "reversed-order",  "one-level",    "taccl",
-    "sincronia", "ecmp",	 "crux-ref-k",	 "crux-ecmp-paths", "crux-rank-map"};
+static const char *const sch_name[N_SCH] = {"crux-full",       "crux-paper-k",	"random-order",
+					    "reversed-order",  "one-level",	"taccl",
+					    "sincronia",       "ecmp",		"crux-ref-k",
+					    "crux-ecmp-paths", "crux-rank-map", "crux-max-k-cut"};
 
-static int g_levels = 8; /* K of every schedule (argument 4) */
+static int g_levels = 8;			     /* K of every schedule (argument 4) */
+static double g_refine = CRUX_SCHED_DEF_REFINE_GAIN; /* crux-full's (--refine-gain=X) */
 
 __attribute__((noreturn)) static void die(const char *what)
 {
@@ -149,6 +155,7 @@ struct acc {
 	struct vec by_topo[2][2];     /* [single link][multi-level] */
 	struct vec by_topo_job[2][2]; /* the same against the per-job reference */
 	struct vec sch_e[N_SCH], sch_r[N_SCH];
+	struct vec sch_err[N_SCH]; /* utilisation error per schedule kind */
 	long pairs, agree, pairs_all, agree_all;
 	long starved, truncated, starved_jobs;
 	struct vec gain[N_SCH]; /* per case, reference: crux-full / schedule - 1 */
@@ -410,7 +417,9 @@ static void cache_save(const char *path)
 	fclose(f);
 }
 
-/* The cached record for the next (case, schedule), or NULL where it must run. */
+/* The cached record for the next (case, schedule), or NULL where it must run:
+ * first the record at the same position, else any with the same fingerprint
+ * (a run with other schedules still finds the ones it shares). */
 static struct refrec *cache_next(uint64_t fp, size_t n)
 {
 	size_t i = g_cache.next++;
@@ -419,12 +428,19 @@ static struct refrec *cache_next(uint64_t fp, size_t n)
 		g_cache.hits++;
 		return &g_cache.v[i];
 	}
+	for (size_t k = 0; k < g_cache.n; k++) {
+		if (g_cache.v[k].fp == fp && g_cache.v[k].n == n && g_cache.v[k].Tr) {
+			g_cache.hits++;
+			return &g_cache.v[k];
+		}
+	}
 	return NULL;
 }
 
+/* New records go at the end, so none that a later lookup may find is lost. */
 static void cache_put(uint64_t fp, const struct refrec *r)
 {
-	size_t i = g_cache.next - 1;
+	size_t i = g_cache.n;
 
 	if (i >= g_cache.cap) {
 		g_cache.cap = i + 1024;
@@ -432,9 +448,7 @@ static void cache_put(uint64_t fp, const struct refrec *r)
 		if (!g_cache.v)
 			die("out of memory");
 	}
-	while (g_cache.n <= i)
-		g_cache.v[g_cache.n++] = (struct refrec){0};
-	free(g_cache.v[i].Tr);
+	g_cache.n++;
 	g_cache.v[i] = *r;
 	g_cache.v[i].fp = fp;
 	g_cache.v[i].Tr = malloc((r->n ? r->n : 1) * sizeof(double));
@@ -453,14 +467,17 @@ static void plan(struct crux_sched_topo *t, const struct crux_sched_jobs *js, en
 	p.levels = g_levels;
 	p.seed = seed;
 	static const enum crux_sched_policy pol[N_SCH] = {
-	    CRUX_SCHED_CRUX_FULL, CRUX_SCHED_CRUX_FULL, CRUX_SCHED_CRUX_FULL, CRUX_SCHED_CRUX_FULL,
-	    CRUX_SCHED_CRUX_FULL, CRUX_SCHED_TACCL,	CRUX_SCHED_SINCRONIA, CRUX_SCHED_ECMP,
-	    CRUX_SCHED_CRUX_FULL, CRUX_SCHED_CRUX_FULL, CRUX_SCHED_CRUX_PS_PA};
+	    CRUX_SCHED_CRUX_FULL, CRUX_SCHED_CRUX_FULL,	 CRUX_SCHED_CRUX_FULL,
+	    CRUX_SCHED_CRUX_FULL, CRUX_SCHED_CRUX_FULL,	 CRUX_SCHED_TACCL,
+	    CRUX_SCHED_SINCRONIA, CRUX_SCHED_ECMP,	 CRUX_SCHED_CRUX_FULL,
+	    CRUX_SCHED_CRUX_FULL, CRUX_SCHED_CRUX_PS_PA, CRUX_SCHED_CRUX_FULL};
 
 	p.correction = k == S_NOK;
+	p.refine_gain = k == S_MAXKCUT ? 0 : g_refine;
 	if (crux_sched_run(t, js->v, js->n, &p, pol[k], s))
 		die("policy failed");
-	if (k == S_CRUX || k == S_NOK || (k >= S_TACCL && k <= S_ECMP) || k == S_RANKMAP)
+	if (k == S_CRUX || k == S_NOK || (k >= S_TACCL && k <= S_ECMP) || k == S_RANKMAP ||
+	    k == S_MAXKCUT)
 		return;
 	if (k == S_ECMP_PATHS) {
 		if (crux_sched_paths_ecmp(t, js->v, js->n, seed, s) ||
@@ -468,14 +485,16 @@ static void plan(struct crux_sched_topo *t, const struct crux_sched_jobs *js, en
 		    crux_sched_priority_plain(js->v, js->n, s))
 			die("ECMP paths failed");
 		crux_sched_rank(s);
-		if (crux_sched_compress(t, js->v, js->n, &p, s))
+		if (crux_sched_compress(t, js->v, js->n, &p, s) ||
+		    crux_sched_compress_refine(t, js->v, js->n, &p, s))
 			die("compress failed");
 		return;
 	}
 	if (k == S_REFK) {
 		ref_k(js, s);
 		crux_sched_rank(s);
-		if (crux_sched_compress(t, js->v, js->n, &p, s))
+		if (crux_sched_compress(t, js->v, js->n, &p, s) ||
+		    crux_sched_compress_refine(t, js->v, js->n, &p, s))
 			die("compress failed");
 		return;
 	}
@@ -492,7 +511,8 @@ static void plan(struct crux_sched_topo *t, const struct crux_sched_jobs *js, en
 		s->d[i].priority = k == S_RANDOM ? crux_bench_urand(&r, 0, 1) : 1.0 / (P + 1e-12);
 	}
 	crux_sched_rank(s);
-	if (crux_sched_compress(t, js->v, js->n, &p, s))
+	if (crux_sched_compress(t, js->v, js->n, &p, s) ||
+	    crux_sched_compress_refine(t, js->v, js->n, &p, s))
 		die("compress failed");
 }
 
@@ -904,10 +924,10 @@ static void report(struct acc *a, struct acc *a0, const char *label, struct crux
 	       "separates by > 1%% (%.1f%% of all %ld pairs, ties within 1%%)\n",
 	       100.0 * (double)a->agree / (double)(a->pairs ? a->pairs : 1), a->pairs,
 	       100.0 * (double)a->agree_all / (double)a->pairs_all, a->pairs_all);
-	printf("%-16s %10s %10s\n", "schedule", "eval util", "ref util");
+	printf("%-16s %10s %10s %10s\n", "schedule", "eval util", "ref util", "within5%");
 	for (int k = 0; k < N_SCH; k++)
-		printf("%-16s %9.2f%% %9.2f%%\n", sch_name[k], 100 * mean(&a->sch_e[k]),
-		       100 * mean(&a0->sch_r[k]));
+		printf("%-16s %9.2f%% %9.2f%% %9.1f%%\n", sch_name[k], 100 * mean(&a->sch_e[k]),
+		       100 * mean(&a0->sch_r[k]), 100 * share_within(&a->sch_err[k], 0.05));
 	crux_json_obj(j);
 	crux_json_key(j, "util_error");
 	crux_json_obj(j);
@@ -946,6 +966,13 @@ static void report(struct acc *a, struct acc *a0, const char *label, struct crux
 		crux_json_numf(j, "%.5f", mean(&a->sch_e[k]));
 	}
 	crux_json_end_obj(j);
+	crux_json_key(j, "within_5pct_by_schedule");
+	crux_json_obj(j);
+	for (int k = 0; k < N_SCH; k++) {
+		crux_json_key(j, sch_name[k]);
+		crux_json_numf(j, "%.4f", share_within(&a->sch_err[k], 0.05));
+	}
+	crux_json_end_obj(j);
 	crux_json_end_obj(j);
 }
 
@@ -958,11 +985,23 @@ int main(int argc, char **argv)
 	struct crux_sched_eval *ev;
 	uint64_t seed0 = argc > 3 ? strtoull(argv[3], NULL, 0) : 0x5eed2026, rs = seed0;
 
-	int closed = argc > 1 && !strcmp(argv[argc - 1], "--closed-form");
+	int closed = 0;
 
-	if (closed) {
-		argc--;
-		crux_sched_eval_set_peers(0);
+	/* Options after the positional arguments. */
+	while (argc > 1 && !strncmp(argv[argc - 1], "--", 2)) {
+		const char *o = argv[--argc];
+		char *end;
+
+		if (!strcmp(o, "--closed-form")) {
+			closed = 1;
+			crux_sched_eval_set_peers(0);
+		} else if (!strncmp(o, "--refine-gain=", 14)) {
+			g_refine = strtod(o + 14, &end);
+			if (*end || !(g_refine >= 0) || g_refine > 1)
+				die("--refine-gain=X: X must be a fraction in 0..1");
+		} else {
+			die("unknown option (--closed-form, --refine-gain=X)");
+		}
 	}
 	g_levels = argc > 4 ? atoi(argv[4]) : 8;
 	FILE *cf = NULL;
@@ -1046,6 +1085,7 @@ int main(int argc, char **argv)
 				measure(t, &js, s, ev, md, &m[k], Tr, &rst, &a[md], multi_level(s),
 					single);
 				push(&a[md].sch_e[k], m[k].ue);
+				push(&a[md].sch_err[k], (m[k].ue - m[k].ur) / m[k].ur);
 			}
 			push(&a[0].sch_r[k], m[k].ur);
 			rows(cf, t, &js, s, ev, &m[k], Tr, rst.horizon_s, c, k, single);
@@ -1098,6 +1138,8 @@ int main(int argc, char **argv)
 	crux_json_str(&j, "sched-refcheck");
 	crux_json_key(&j, "levels");
 	crux_json_i64(&j, g_levels);
+	crux_json_key(&j, "refine_gain");
+	crux_json_num(&j, g_refine);
 	crux_json_key(&j, "cases");
 	crux_json_i64(&j, cases);
 	crux_json_key(&j, "schedules");

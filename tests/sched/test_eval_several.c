@@ -48,6 +48,7 @@ static void rcase_run_k(struct rcase *c, uint64_t seed, int nj, int K)
 	assert_null(crux_bench_small_case(seed, nj, &c->t, &c->js));
 	crux_sched_params_default(&p);
 	p.levels = 8;
+	p.refine_gain = 0; /* only the paths are kept: the levels are drawn below */
 	assert_int_equal(crux_sched_schedule_new(c->js.v, c->js.n, p.levels, &c->s), CRUX_OK);
 	assert_int_equal(crux_sched_run(c->t, c->js.v, c->js.n, &p, CRUX_SCHED_CRUX_FULL, c->s),
 			 CRUX_OK);
@@ -285,6 +286,7 @@ static int one_level_within(uint64_t seed, int nj, int single, int peers)
 		assert_null(crux_bench_small_case(seed, nj, &t, &js));
 	crux_sched_params_default(&p);
 	p.levels = 8;
+	p.refine_gain = 0; /* only the paths are kept: one level below */
 	assert_int_equal(crux_sched_schedule_new(js.v, js.n, p.levels, &s), CRUX_OK);
 	assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s), CRUX_OK);
 	for (size_t i = 0; i < js.n; i++)

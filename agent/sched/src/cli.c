@@ -20,6 +20,7 @@ static void usage(FILE *f, const char *prog)
 		"          [--policy crux|crux-ps-pa|crux-pa|sincronia|varys|taccl|ecmp] [--json]\n"
 		"          [--max-slowdown X] [--level-weights W,W,...]\n"
 		"          [--reference [--ref-fairness flow|job] [--ref-phases N]] [--paper-k]\n"
+		"          [--refine-gain X]\n"
 		"          [--ecmp-paths] [--levels-given ID=L,...]\n"
 		"          [--paths-given ID:SRC:DST:VIA,...]\n"
 		"  FILE for --topology: a topology file, lingjun:CSV or "
@@ -34,6 +35,9 @@ static void usage(FILE *f, const char *prog)
 		"  start together; default 4) and print its iteration times and utilisation\n"
 		"  --paper-k: rank by P = k I with the paper's correction factor (default\n"
 		"  P = I: k lowers utilisation in the reference model, sched-refcheck)\n"
+		"  --refine-gain X: after Max-K-Cut, move a job to another level within\n"
+		"  the priority order where the evaluator gains more than the fraction X\n"
+		"  (crux policy; default 0.01; 0 = Max-K-Cut's levels as they are)\n"
 		"  --ecmp-paths: the plan's levels on the ECMP paths the flows hash to, not\n"
 		"  on its own paths: what a fabric carries where the plan's paths are not\n"
 		"  bound (cruxd without probing plans Crux-full, but its routes carry no\n"
@@ -274,6 +278,7 @@ int crux_sched_plan_cli(int argc, char **argv)
 	    {"ref-fairness", required_argument, NULL, 'F'},
 	    {"ref-phases", required_argument, NULL, 'P'},
 	    {"paper-k", no_argument, NULL, 'K'},
+	    {"refine-gain", required_argument, NULL, 'r'},
 	    {"ecmp-paths", no_argument, NULL, 'E'},
 	    {"levels-given", required_argument, NULL, 'G'},
 	    {"paths-given", required_argument, NULL, 'Q'},
@@ -370,6 +375,17 @@ int crux_sched_plan_cli(int argc, char **argv)
 		case 'K':
 			p.correction = 1;
 			break;
+		case 'r': {
+			char msg[160];
+
+			if (crux_parse_double("--refine-gain", optarg, 0, 1, &p.refine_gain, msg,
+					      sizeof(msg))) {
+				fprintf(stderr, "%s: %s (a fraction, e.g. 0.01; 0 = off)\n", prog,
+					msg);
+				return 2;
+			}
+			break;
+		}
 		case 'E':
 			on_ecmp = 1;
 			break;
@@ -492,6 +508,10 @@ int crux_sched_plan_cli(int argc, char **argv)
 		crux_json_i64(&j, s->guard_infeasible);
 		crux_json_key(&j, "correction");
 		crux_json_bool(&j, p.correction);
+		crux_json_key(&j, "refine_gain");
+		crux_json_num(&j, p.refine_gain);
+		crux_json_key(&j, "refine_moves");
+		crux_json_i64(&j, s->refine_moves);
 		crux_json_key(&j, "ecmp_paths");
 		crux_json_bool(&j, on_ecmp);
 		crux_json_key(&j, "paths_given");

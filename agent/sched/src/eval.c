@@ -1814,8 +1814,7 @@ crux_status_t crux_sched_evaluate_links(struct crux_sched_eval *ev, const struct
 									       t->lbw[jl.link[k]]));
 					ev->tau[j] = fmax(ev->tau_nb[j] * R, Tmin - s0);
 				} else
-					gap_free_phases(ev, j, jobs[j].id, job_T(&jobs[j], tau),
-							0);
+					gap_free_phases(ev, j, jobs[j].id, job_T(&jobs[j], tau), 0);
 				ev->gdur[j] = jl.off[j + 1] > jl.off[j] ? ev->tau[j] : 0;
 				if (R > 0 && sendt > 0)
 					ev->gdur[j] = sendt;

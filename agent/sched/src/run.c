@@ -26,6 +26,8 @@ crux_status_t crux_sched_run(struct crux_sched_topo *t, const struct crux_sched_
 	if (st)
 		return st;
 	s->cut_weight = 0;
+	s->refine_moves = 0;
+	s->refine_evals = 0;
 	s->reference = -1;
 	for (size_t i = 0; i < n; i++) {
 		s->d[i].k = 1;
@@ -51,9 +53,11 @@ crux_status_t crux_sched_run(struct crux_sched_topo *t, const struct crux_sched_
 		if (st)
 			return st;
 		crux_sched_rank(s);
-		if (pol == CRUX_SCHED_CRUX_FULL)
+		if (pol == CRUX_SCHED_CRUX_FULL) {
 			st = crux_sched_compress(t, jobs, n, p, s);
-		else
+			if (!st)
+				st = crux_sched_compress_refine(t, jobs, n, p, s);
+		} else
 			crux_sched_compress_rank(s);
 		return st ? st : crux_sched_guard(t, jobs, n, p, s);
 	case CRUX_SCHED_SINCRONIA:

@@ -23,6 +23,7 @@ void crux_sched_params_default(struct crux_sched_params *p)
 	p->eval_model = CRUX_SCHED_EVAL_PHASE_AWARE;
 	p->correction = 0;
 	p->guard_enforce_all = 0;
+	p->refine_gain = CRUX_SCHED_DEF_REFINE_GAIN;
 }
 
 static const char *const policy_names[CRUX_SCHED_N_POLICIES] = {
@@ -121,6 +122,8 @@ crux_status_t crux_sched_schedule_copy(struct crux_sched_schedule *dst,
 	dst->guard_infeasible = src->guard_infeasible;
 	dst->reference = src->reference;
 	dst->cut_weight = src->cut_weight;
+	dst->refine_moves = src->refine_moves;
+	dst->refine_evals = src->refine_evals;
 	return CRUX_OK;
 }
 

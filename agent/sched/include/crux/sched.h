@@ -29,6 +29,14 @@ extern "C" {
 #define CRUX_SCHED_DEF_LEVELS  8
 #define CRUX_SCHED_DEF_ORDERS  10
 #define CRUX_SCHED_DEF_MAXPATH 16
+/* Compression refined by the evaluator (crux_sched_compress_refine): on
+ * contention components of up to MAX_JOBS jobs, at most MAX_EVALS
+ * evaluations each and MAX_WORK job-evaluations (a component's jobs times
+ * its evaluations) per plan, whatever the cluster's size. */
+#define CRUX_SCHED_REFINE_MAX_JOBS  64
+#define CRUX_SCHED_REFINE_MAX_EVALS 256
+#define CRUX_SCHED_REFINE_MAX_WORK  2048
+#define CRUX_SCHED_DEF_REFINE_GAIN  0.01
 
 /* Filled with a one-line message (file, line, field, fix) when a call fails. */
 struct crux_sched_err {
@@ -214,6 +222,8 @@ struct crux_sched_schedule {
 	/* Contention DAG of the last crux_sched_compress (statistics). */
 	size_t dag_edges;
 	int dag_components, dag_largest; /* components with edges; nodes in the largest */
+	/* crux_sched_compress_refine: level moves kept, evaluations made. */
+	int refine_moves, refine_evals;
 };
 
 /* Allocate a schedule shaped for the jobs (paths -1, levels 0). */
@@ -260,6 +270,12 @@ struct crux_sched_params {
 	 * version); 0 (default): jobs no schedule can hold are reported and
 	 * bounded at what they can get (crux_sched_guard). */
 	int guard_enforce_all;
+	/* Crux-full: after Max-K-Cut, a job moves to another level that keeps
+	 * the priority order valid where the evaluator predicts a utilisation
+	 * higher by more than this fraction (crux_sched_compress_refine); 0 =
+	 * Max-K-Cut's levels as they are. Default CRUX_SCHED_DEF_REFINE_GAIN:
+	 * judged by the reference model it gains (bench sched-refcheck). */
+	double refine_gain;
 };
 void crux_sched_params_default(struct crux_sched_params *p);
 
@@ -305,6 +321,14 @@ void crux_sched_rank(struct crux_sched_schedule *s);
 crux_status_t crux_sched_compress(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 				  size_t n, const struct crux_sched_params *p,
 				  struct crux_sched_schedule *s);
+/* Moves of single jobs between the levels Max-K-Cut gave, within the
+ * priority order, kept where the evaluator gains > p->refine_gain; each
+ * contention component of up to CRUX_SCHED_REFINE_MAX_JOBS jobs on its own
+ * (larger ones keep Max-K-Cut's levels; no-op at 0). */
+crux_status_t crux_sched_compress_refine(struct crux_sched_topo *t,
+					 const struct crux_sched_job *jobs, size_t n,
+					 const struct crux_sched_params *p,
+					 struct crux_sched_schedule *s);
 /* Rank mappings: level = max(K-1-rank, 0) (Sincronia) and equal-size blocks (Varys). */
 void crux_sched_compress_rank(struct crux_sched_schedule *s);
 void crux_sched_compress_balanced(struct crux_sched_schedule *s);

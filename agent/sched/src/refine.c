@@ -1,0 +1,286 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Compression refined by the evaluator (issue 26 item 3): after Max-K-Cut,
+ * each job may move to another level that keeps the priority order valid
+ * (never above a higher-ranked job it shares a link with, never below a
+ * lower-ranked one), when the evaluator predicts a higher utilisation by more
+ * than p->refine_gain. Only the cuts of Crux's order move, never the order:
+ * a free search over levels lands where the evaluator errs in its favour
+ * (the level polish measured in agent/sched/README.md lost in the reference
+ * model; these moves win there, bench sched-refcheck's crux-refined).
+ *
+ * Jobs that share no link do not meet in the evaluator, so each connected
+ * component of the contention graph is refined on its own, as a cluster of
+ * its jobs only: a move costs an evaluation of its component, not of the
+ * cluster. Components of more than CRUX_SCHED_REFINE_MAX_JOBS jobs keep
+ * Max-K-Cut's levels; each component stops after CRUX_SCHED_REFINE_MAX_EVALS
+ * evaluations, and the plan after CRUX_SCHED_REFINE_MAX_WORK job-evaluations
+ * (components in job-index order; the later ones keep Max-K-Cut's levels),
+ * which bounds what it adds to a plan of any size.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched_int.h"
+
+#define REFINE_PASSES 3
+
+/* One component as a cluster of its own. */
+struct refine_c {
+	struct crux_sched_job *jobs;
+	struct crux_sched_schedule *s;
+	struct job_links jl;
+	double *T;
+	unsigned char nb[CRUX_SCHED_REFINE_MAX_JOBS * CRUX_SCHED_REFINE_MAX_JOBS];
+	size_t n;
+	int evals;
+	long work; /* job-evaluations left to the plan */
+};
+
+/* Where a job at level a and at level b stand against each neighbour (below,
+ * level with, above): the same everywhere means the same schedule to the
+ * evaluator. */
+static int same_position(const struct refine_c *c, size_t v, int a, int b)
+{
+	for (size_t u = 0; u < c->n; u++) {
+		if (!c->nb[v * c->n + u])
+			continue;
+		int lu = c->s->d[u].level;
+
+		if ((a > lu) - (a < lu) != (b > lu) - (b < lu))
+			return 0;
+	}
+	return 1;
+}
+
+static crux_status_t refine_eval(struct refine_c *c, struct crux_sched_eval *ev,
+				 struct crux_sched_topo *t, double *util)
+{
+	/* The first evaluation of a component is a full pass (new jobs on ev). */
+	int reuse = c->evals > 0;
+
+	c->evals++;
+	c->work -= (long)c->n;
+	return crux_sched_evaluate_links(ev, t, c->jobs, c->n, c->s, &c->jl, reuse, c->T, util);
+}
+
+/* Local search over one component (levels in c->s, ranks global). */
+static int refine_can(const struct refine_c *c)
+{
+	return c->evals < CRUX_SCHED_REFINE_MAX_EVALS && c->work >= (long)c->n;
+}
+
+static crux_status_t refine_component(struct refine_c *c, struct crux_sched_eval *ev,
+				      struct crux_sched_topo *t, double gain, int *moves)
+{
+	size_t n = c->n;
+	int K = c->s->levels;
+	double u0;
+	crux_status_t st;
+
+	for (size_t a = 0; a < n; a++)
+		for (size_t b = a + 1; b < n; b++) {
+			int share = 0;
+
+			for (size_t x = c->jl.off[a]; x < c->jl.off[a + 1] && !share; x++)
+				for (size_t y = c->jl.off[b]; y < c->jl.off[b + 1] && !share; y++)
+					share = c->jl.link[x] == c->jl.link[y];
+			c->nb[a * n + b] = c->nb[b * n + a] = (unsigned char)share;
+		}
+	if (!refine_can(c))
+		return CRUX_OK;
+	st = refine_eval(c, ev, t, &u0);
+	if (st)
+		return st;
+	for (int pass = 0; pass < REFINE_PASSES; pass++) {
+		int moved = 0;
+
+		/* Members are in rank order: a job's higher-ranked neighbours come first. */
+		for (size_t v = 0; v < n && refine_can(c); v++) {
+			int lo = 0, hi = K - 1, cur = c->s->d[v].level, best_l = cur;
+			double best_u = u0 * (1 + gain);
+
+			/* Levels that keep the order valid with every neighbour: [lo, hi]. */
+			for (size_t u = 0; u < n; u++) {
+				if (!c->nb[v * n + u])
+					continue;
+				if (u < v && c->s->d[u].level < hi)
+					hi = c->s->d[u].level;
+				if (u > v && c->s->d[u].level > lo)
+					lo = c->s->d[u].level;
+			}
+			for (int L = lo; L <= hi && refine_can(c); L++) {
+				int seen = same_position(c, v, L, cur);
+				double u;
+
+				for (int q = lo; q < L && !seen; q++)
+					seen = same_position(c, v, L, q);
+				if (seen)
+					continue;
+				c->s->d[v].level = L;
+				st = refine_eval(c, ev, t, &u);
+				c->s->d[v].level = cur;
+				if (st)
+					return st;
+				if (u > best_u) {
+					best_u = u;
+					best_l = L;
+				}
+			}
+			if (best_l != cur) {
+				c->s->d[v].level = best_l;
+				u0 = best_u;
+				moved = 1;
+				(*moves)++;
+			}
+		}
+		if (!moved)
+			break;
+	}
+	return CRUX_OK;
+}
+
+/* Component members[0..cn) (in rank order) as a cluster of their own. */
+static crux_status_t refine_build(struct refine_c *c, struct crux_sched_topo *t,
+				  const struct crux_sched_job *jobs,
+				  const struct crux_sched_schedule *s, const int *members,
+				  size_t cn)
+{
+	crux_status_t st;
+
+	c->n = cn;
+	c->evals = 0;
+	for (size_t a = 0; a < cn; a++)
+		c->jobs[a] = jobs[members[a]];
+	st = crux_sched_schedule_new(c->jobs, cn, s->levels, &c->s);
+	if (st)
+		return st;
+	c->s->eval_model = s->eval_model;
+	memcpy(c->s->share, s->share, sizeof(c->s->share));
+	for (size_t a = 0; a < cn; a++) {
+		const struct crux_sched_decision *d = &s->d[members[a]];
+		int *p = c->s->d[a].path;
+
+		memcpy(p, d->path, (size_t)jobs[members[a]].n_flows * sizeof(int));
+		c->s->d[a] = *d;
+		c->s->d[a].path = p;
+	}
+	return crux_sched_job_links_build(t, c->jobs, cn, c->s, &c->jl);
+}
+
+static void refine_unbuild(struct refine_c *c)
+{
+	crux_sched_job_links_free(&c->jl);
+	memset(&c->jl, 0, sizeof(c->jl));
+	crux_sched_schedule_free(c->s);
+	c->s = NULL;
+}
+
+/* Insertion sort by rank (components are at most CRUX_SCHED_REFINE_MAX_JOBS). */
+static void sort_by_rank(int *m, size_t cn, const struct crux_sched_schedule *s)
+{
+	for (size_t i = 1; i < cn; i++)
+		for (size_t j = i; j > 0 && s->d[m[j - 1]].rank > s->d[m[j]].rank; j--) {
+			int x = m[j];
+
+			m[j] = m[j - 1];
+			m[j - 1] = x;
+		}
+}
+
+crux_status_t crux_sched_compress_refine(struct crux_sched_topo *t,
+					 const struct crux_sched_job *jobs, size_t n,
+					 const struct crux_sched_params *p,
+					 struct crux_sched_schedule *s)
+{
+	struct job_links jl = {0};
+	struct refine_c *c = NULL;
+	struct crux_sched_eval *ev = NULL;
+	size_t *loff = NULL;
+	int *ljob = NULL, *comp = NULL, *queue = NULL, L = t->n_links;
+	crux_status_t st;
+
+	if (!(p->refine_gain > 0) || s->levels < 2 || n < 2)
+		return CRUX_OK;
+	st = crux_sched_job_links_build(t, jobs, n, s, &jl);
+	if (st)
+		return st;
+	st = CRUX_ERR_NOMEM;
+	loff = calloc((size_t)L + 2, sizeof(size_t));
+	ljob = malloc((jl.off[n] ? jl.off[n] : 1) * sizeof(int));
+	comp = malloc(n * sizeof(int));
+	queue = malloc(n * sizeof(int));
+	c = calloc(1, sizeof(*c));
+	if (c)
+		c->work = CRUX_SCHED_REFINE_MAX_WORK;
+	if (!loff || !ljob || !comp || !queue || !c || crux_sched_eval_new(&ev))
+		goto out;
+	c->jobs = malloc(CRUX_SCHED_REFINE_MAX_JOBS * sizeof(*c->jobs));
+	c->T = malloc(CRUX_SCHED_REFINE_MAX_JOBS * sizeof(double));
+	if (!c->jobs || !c->T)
+		goto out;
+	/* Jobs on each link (CSR), for the components. */
+	for (size_t k = 0; k < jl.off[n]; k++)
+		loff[jl.link[k] + 1]++;
+	for (int l = 0; l < L; l++)
+		loff[l + 1] += loff[l];
+	{
+		size_t *fill = malloc(((size_t)L + 1) * sizeof(size_t));
+
+		if (!fill)
+			goto out;
+		memcpy(fill, loff, ((size_t)L + 1) * sizeof(size_t));
+		for (size_t i = 0; i < n; i++)
+			for (size_t k = jl.off[i]; k < jl.off[i + 1]; k++)
+				ljob[fill[jl.link[k]]++] = (int)i;
+		free(fill);
+	}
+	for (size_t i = 0; i < n; i++)
+		comp[i] = -1;
+	for (size_t root = 0; root < n; root++) {
+		size_t qh = 0, qt = 0;
+
+		if (comp[root] >= 0)
+			continue;
+		comp[root] = (int)root;
+		queue[qt++] = (int)root;
+		while (qh < qt) {
+			int v = queue[qh++];
+
+			for (size_t k = jl.off[v]; k < jl.off[v + 1]; k++)
+				for (size_t q = loff[jl.link[k]]; q < loff[jl.link[k] + 1]; q++)
+					if (comp[ljob[q]] < 0) {
+						comp[ljob[q]] = (int)root;
+						queue[qt++] = ljob[q];
+					}
+		}
+		if (qt < 2 || qt > CRUX_SCHED_REFINE_MAX_JOBS || c->work < (long)qt)
+			continue;
+		sort_by_rank(queue, qt, s);
+		st = refine_build(c, t, jobs, s, queue, qt);
+		if (!st)
+			st = refine_component(c, ev, t, p->refine_gain, &s->refine_moves);
+		if (!st)
+			for (size_t a = 0; a < qt; a++)
+				s->d[queue[a]].level = c->s->d[a].level;
+		s->refine_evals += c->evals;
+		refine_unbuild(c);
+		if (st)
+			goto out;
+	}
+	st = CRUX_OK;
+out:
+	crux_sched_eval_free(ev);
+	crux_sched_job_links_free(&jl);
+	if (c) {
+		free(c->jobs);
+		free(c->T);
+		free(c);
+	}
+	free(loff);
+	free(ljob);
+	free(comp);
+	free(queue);
+	return st;
+}
