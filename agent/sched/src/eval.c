@@ -408,16 +408,16 @@ static void links_jobs(struct crux_sched_eval *ev, const struct crux_sched_topo 
 			for (size_t q = jl->fl_off[f]; q < jl->fl_off[f + 1]; q++) {
 				int l = jl->fl_link[q];
 
-				c = fmin(c, t->lbw[l] / ev->wcnt[ev->lmark[l]]);
+				c = crux_dmin(c, t->lbw[l] / ev->wcnt[ev->lmark[l]]);
 			}
 			double a = jl->fl_bytes[f] / c;
 
 			for (size_t q = jl->fl_off[f]; q < jl->fl_off[f + 1]; q++) {
 				size_t k = (size_t)ev->lmark[jl->fl_link[q]];
 
-				ev->ginc_t[k] = fmax(ev->ginc_t[k], a);
+				ev->ginc_t[k] = crux_dmax(ev->ginc_t[k], a);
 			}
-			ev->gmax_t[i] = fmax(ev->gmax_t[i], a);
+			ev->gmax_t[i] = crux_dmax(ev->gmax_t[i], a);
 		}
 		for (size_t k = jl->off[i]; k < jl->off[i + 1]; k++)
 			ev->lmark[jl->link[k]] = -1;
@@ -434,10 +434,10 @@ static void links_jobs(struct crux_sched_eval *ev, const struct crux_sched_topo 
  */
 static double peer_share(double mu_all, double var_all, double p, double w)
 {
-	double mu = fmax(mu_all - p * w, 0), var = fmax(var_all - p * (1 - p) * w * w, 0);
+	double mu = crux_dmax(mu_all - p * w, 0), var = crux_dmax(var_all - p * (1 - p) * w * w, 0);
 	double d = w + mu;
 
-	return fmin(w / d + w * var / (d * d * d), 1.0);
+	return crux_dmin(w / d + w * var / (d * d * d), 1.0);
 }
 
 /*
@@ -456,14 +456,14 @@ static double peer_share(double mu_all, double var_all, double p, double w)
 /* A job's iteration with this transfer time, and the share of it spent sending. */
 static double job_T(const struct crux_sched_job *jb, double tau)
 {
-	return fmax(jb->compute, (1.0 - jb->overlap) * jb->compute + tau);
+	return crux_dmax(jb->compute, (1.0 - jb->overlap) * jb->compute + tau);
 }
 
 static double busy_frac(const struct crux_sched_job *jb, double tau)
 {
 	double T = job_T(jb, tau);
 
-	return T > 0 ? fmin(tau / T, 1.0) : 0;
+	return T > 0 ? crux_dmin(tau / T, 1.0) : 0;
 }
 
 /*
@@ -495,7 +495,7 @@ static void level_capacity(struct crux_sched_eval *ev, const struct crux_sched_t
 
 		for (size_t k0 = jl->off[j0]; k0 < jl->off[j0 + 1]; k0++) {
 			int l = jl->link[k0];
-			double cap = fmax(ev->avail[l], RESIDUAL_FLOOR * t->lbw[l]);
+			double cap = crux_dmax(ev->avail[l], RESIDUAL_FLOOR * t->lbw[l]);
 			double r = ev->used[l] / cap;
 
 			if (!(r > 1 + 1e-12))
@@ -513,7 +513,7 @@ static void level_capacity(struct crux_sched_eval *ev, const struct crux_sched_t
 					ev->used[jl->link[k]] -=
 					    jl->bytes[k] / T - jl->bytes[k] / Tn;
 			}
-			ev->used[l] = fmin(ev->used[l], cap);
+			ev->used[l] = crux_dmin(ev->used[l], cap);
 		}
 	}
 }
@@ -588,13 +588,13 @@ static void phase_aware_tau(struct crux_sched_eval *ev, const struct crux_sched_
 					    peer_share(ev->mfs[l], ev->vfs[l], p, ev->wcnt[k]);
 					/* The average-load model: peers take their mean load. */
 					double own = T > 0 ? jl->bytes[k] / T : 0;
-					double gs = fmax(ev->avail[l] - (ev->used[l] - own), 0) /
+					double gs = crux_dmax(ev->avail[l] - (ev->used[l] - own), 0) /
 						    ev->avail[l];
 					double av =
 					    ev->avail[l] * (PEER_INDEP * g + (1 - PEER_INDEP) * gs);
 					double fl = RESIDUAL_FLOOR * t->lbw[l];
 
-					tv = fmax(tv, jl->bytes[k] / (av > fl ? av : fl));
+					tv = crux_dmax(tv, jl->bytes[k] / (av > fl ? av : fl));
 				}
 				double mm = ev->maxm[j] / ev->lambda[j];
 				double nt = tv < mm ? tv : mm;
@@ -602,7 +602,7 @@ static void phase_aware_tau(struct crux_sched_eval *ev, const struct crux_sched_
 				/* Damped: the peers' loads move with these times. */
 				double nx = 0.5 * (ev->tau[j] + nt);
 
-				moved = fmax(moved, fabs(nx - ev->tau[j]) / fmax(nx, 1e-300));
+				moved = crux_dmax(moved, fabs(nx - ev->tau[j]) / crux_dmax(nx, 1e-300));
 				ev->tau[j] = nx;
 			}
 			if (moved < 1e-6)
@@ -624,7 +624,7 @@ static void phase_aware_tau(struct crux_sched_eval *ev, const struct crux_sched_
 			for (size_t q = jl->fl_off[f]; q < jl->fl_off[f + 1]; q++) {
 				int l = jl->fl_link[q];
 
-				cmin = fmin(cmin, t->lbw[l]);
+				cmin = crux_dmin(cmin, t->lbw[l]);
 				for (size_t r = ev->lj_off[l]; r < ev->lj_off[l + 1]; r++) {
 					int k = ev->lj_job[r];
 
@@ -634,14 +634,14 @@ static void phase_aware_tau(struct crux_sched_eval *ev, const struct crux_sched_
 
 					if (ev->pmax[k] < 0)
 						ev->ptouch[np++] = k;
-					ev->pmax[k] = fmax(ev->pmax[k], x);
+					ev->pmax[k] = crux_dmax(ev->pmax[k], x);
 				}
 			}
 			double prod = 1;
 
 			for (size_t q = 0; q < np; q++) {
 				pen += ev->pmax[ev->ptouch[q]];
-				prod *= 1 - fmin(ev->pmax[ev->ptouch[q]], 1);
+				prod *= 1 - crux_dmin(ev->pmax[ev->ptouch[q]], 1);
 				ev->pmax[ev->ptouch[q]] = -1;
 			}
 			if (np < 2)
@@ -649,9 +649,9 @@ static void phase_aware_tau(struct crux_sched_eval *ev, const struct crux_sched_
 			/* Never below the square of what independent senders would
 			 * leave (their busy times overlapping at random), the
 			 * floor the reference shows where the sum exceeds 1. */
-			double free_frac = fmax(fmax(1.0 - pen, prod * prod), RESIDUAL_FLOOR);
+			double free_frac = crux_dmax(crux_dmax(1.0 - pen, prod * prod), RESIDUAL_FLOOR);
 
-			ev->tau[j] = fmax(ev->tau[j], jl->fl_bytes[f] / (cmin * free_frac));
+			ev->tau[j] = crux_dmax(ev->tau[j], jl->fl_bytes[f] / (cmin * free_frac));
 		}
 	}
 	if (hi - lo > 1)
@@ -815,7 +815,7 @@ static double gap_load_framed(const struct crux_sched_eval *ev, const struct gap
 	if (sp - y < 1e-9 * sp)
 		y = 0;
 	v = gap_load(ev, h, d, ev->gt0[i] + y, &nx);
-	*next = x + fmin(nx - (ev->gt0[i] + y), sp - y);
+	*next = x + crux_dmin(nx - (ev->gt0[i] + y), sp - y);
 	return v;
 }
 
@@ -880,8 +880,8 @@ static double gap_rate(const struct crux_sched_eval *ev, const struct crux_sched
 	for (size_t q = jl->fl_off[f]; q < jl->fl_off[f + 1]; q++) {
 		int l = jl->fl_link[q];
 
-		r = fmin(r, fmax(ev->used[l], 0) * t->lbw[l] / ev->wcnt[ev->lmark[l]]);
-		lo = fmin(lo, t->lbw[l]);
+		r = crux_dmin(r, crux_dmax(ev->used[l], 0) * t->lbw[l] / ev->wcnt[ev->lmark[l]]);
+		lo = crux_dmin(lo, t->lbw[l]);
 	}
 	return r > 1e-12 * lo ? r : 0;
 }
@@ -1021,11 +1021,11 @@ static double gap_ratio(struct crux_sched_eval *ev, const struct crux_sched_topo
 		for (size_t q = jl->fl_off[f0 + f]; q < jl->fl_off[f0 + f + 1]; q++) {
 			int l = jl->fl_link[q];
 
-			c = fmin(c, fmax(ev->resid[l], RESIDUAL_FLOOR * t->lbw[l]) /
+			c = crux_dmin(c, crux_dmax(ev->resid[l], RESIDUAL_FLOOR * t->lbw[l]) /
 					ev->wcnt[ev->lmark[l]]);
 		}
 		ev->ga[f] = jl->fl_bytes[f0 + f];
-		avg = fmax(avg, ev->ga[f] / c);
+		avg = crux_dmax(avg, ev->ga[f] / c);
 	}
 	/* A transfer over many higher periods meets their average load, within
 	 * one window (1/GAP_SPAN): the fluid answer stands, and the events it
@@ -1034,7 +1034,7 @@ static double gap_ratio(struct crux_sched_eval *ev, const struct crux_sched_topo
 
 	for (size_t h = 0; h < nh; h++)
 		if (!ev->ghi[h].smear)
-			Tw = fmax(Tw, ev->T[ev->ghi[h].job]);
+			Tw = crux_dmax(Tw, ev->T[ev->ghi[h].job]);
 	if (Tw > 0 && !(avg <= GAP_SPAN * Tw))
 		goto out;
 	/* Higher windows of several periods (or trace spans): more iterations,
@@ -1108,10 +1108,10 @@ static double gap_ratio(struct crux_sched_eval *ev, const struct crux_sched_topo
 						    gap_load_framed(ev, &ev->ghi[h], d, now, &nx);
 						ev->ghi[h].nx = nx;
 					}
-					next = fmin(next, ev->ghi[h].nx);
+					next = crux_dmin(next, ev->ghi[h].nx);
 				}
 				/* At least a step: a boundary lost to rounding moves on. */
-				next = fmax(next, now + 1e-9 * T);
+				next = crux_dmax(next, now + 1e-9 * T);
 				for (size_t k = jl->off[j]; k < jl->off[j + 1]; k++)
 					ev->used[jl->link[k]] = 1;
 				for (size_t h = 0; h < nh; h++)
@@ -1122,7 +1122,7 @@ static double gap_ratio(struct crux_sched_eval *ev, const struct crux_sched_topo
 					ev->grt[f] =
 					    ev->grem[f] > 0 ? gap_rate(ev, t, jl, f0 + f) : 0;
 					if (ev->grt[f] > 0)
-						dt = fmin(dt, ev->grem[f] / ev->grt[f]);
+						dt = crux_dmin(dt, ev->grem[f] / ev->grt[f]);
 				}
 				int moving = 0;
 
@@ -1170,15 +1170,15 @@ static double gap_ratio(struct crux_sched_eval *ev, const struct crux_sched_topo
 
 				for (size_t f = 0; f < nf; f++)
 					if (ev->grem[f] > 0)
-						need = fmax(need,
+						need = crux_dmax(need,
 							    ev->ga[f] /
-								fmax(ev->ga[f] - ev->grem[f],
+								crux_dmax(ev->ga[f] - ev->grem[f],
 								     RESIDUAL_FLOOR * ev->ga[f]));
 				now = cs + (now - cs) * need;
 			}
 			if (it >= GAP_WARM)
 				acc += now - cs;
-			x = fmax(x + jb->compute, now);
+			x = crux_dmax(x + jb->compute, now);
 		}
 		ev->gph[ti] = cs;
 		ev->gspan[ti] = x - ev->gt0[ti];
@@ -1296,7 +1296,7 @@ static double peers_hi_at(void *c, int d, double x)
 			g->nx = nx;
 		}
 		ev->used[g->link] -= g->cur;
-		next = fmin(next, g->nx);
+		next = crux_dmin(next, g->nx);
 	}
 	return next;
 }
@@ -1402,7 +1402,7 @@ static void level_peers(struct crux_sched_eval *ev, const struct crux_sched_topo
 		for (int j = ev->pc_head[r]; j >= 0; j = ev->pc_next[j]) {
 			ev->pc_mem[nc++] = j;
 			ev->pc_T0[j] = job_T(&jobs[j], ev->tau[j]);
-			Tmin = fmin(Tmin, ev->pc_T0[j]);
+			Tmin = crux_dmin(Tmin, ev->pc_T0[j]);
 		}
 		if (nc < 2)
 			continue;
@@ -1490,7 +1490,7 @@ static void level_reserve(struct crux_sched_eval *ev, const struct crux_sched_to
 		double tau = 0;
 
 		for (size_t k = jl->off[j]; k < jl->off[j + 1]; k++)
-			tau = fmax(tau, jl->bytes[k] / t->lbw[jl->link[k]]);
+			tau = crux_dmax(tau, jl->bytes[k] / t->lbw[jl->link[k]]);
 		double T = crux_sched_isolated_iter(&jobs[j], tau);
 
 		for (size_t k = jl->off[j]; k < jl->off[j + 1]; k++) {
@@ -1504,7 +1504,7 @@ static void level_reserve(struct crux_sched_eval *ev, const struct crux_sched_to
 	for (size_t q = 0; q < nt; q++) {
 		int l = ev->rtouch[q];
 
-		ev->below[l] += sign * fmin(share * t->lbw[l], ev->dem[l]);
+		ev->below[l] += sign * crux_dmin(share * t->lbw[l], ev->dem[l]);
 		ev->dem[l] = 0;
 	}
 }
@@ -1808,11 +1808,11 @@ crux_status_t crux_sched_evaluate_links(struct crux_sched_eval *ev, const struct
 					       s0 = (1.0 - jobs[j].overlap) * jobs[j].compute;
 
 					for (size_t k = jl.off[j]; k < jl.off[j + 1]; k++)
-						Tmin = fmax(Tmin, jl.bytes[k] /
-								      fmax(ev->resid[jl.link[k]],
+						Tmin = crux_dmax(Tmin, jl.bytes[k] /
+								      crux_dmax(ev->resid[jl.link[k]],
 									   RESIDUAL_FLOOR *
 									       t->lbw[jl.link[k]]));
-					ev->tau[j] = fmax(ev->tau_nb[j] * R, Tmin - s0);
+					ev->tau[j] = crux_dmax(ev->tau_nb[j] * R, Tmin - s0);
 				} else
 					gap_free_phases(ev, j, jobs[j].id, job_T(&jobs[j], tau), 0);
 				ev->gdur[j] = jl.off[j + 1] > jl.off[j] ? ev->tau[j] : 0;
@@ -1831,7 +1831,7 @@ crux_status_t crux_sched_evaluate_links(struct crux_sched_eval *ev, const struct
 			if (jl.off[j + 1] > jl.off[j]) {
 				double tau = phase ? ev->tau[j] : ev->maxm[j] / ev->lambda[j];
 
-				T = fmax(jb->compute, start + tau);
+				T = crux_dmax(jb->compute, start + tau);
 				for (size_t k = jl.off[j]; k < jl.off[j + 1]; k++) {
 					int m = jl.link[k];
 

@@ -282,7 +282,7 @@ int crux_sched_peers_run(struct crux_sched_peers **pp, const struct crux_sched_j
 		J->s0 = (1.0 - jobs[j].overlap) * jobs[j].compute;
 		J->T0 = T0[j];
 		J->f0 = q;
-		tmax = fmax(tmax, T0[j]);
+		tmax = crux_dmax(tmax, T0[j]);
 		for (size_t f = jl->foff[j]; f < jl->foff[j + 1]; f++) {
 			struct pflow *F = &p->f[q++];
 
@@ -335,7 +335,7 @@ int crux_sched_peers_run(struct crux_sched_peers **pp, const struct crux_sched_j
 	double evs = 0;
 
 	for (size_t i = 0; i < nc; i++)
-		evs += PEER_DRAWS * (double)PEER_ITERS * tmax / fmax(p->j[i].T0, 1e-12 * tmax) *
+		evs += PEER_DRAWS * (double)PEER_ITERS * tmax / crux_dmax(p->j[i].T0, 1e-12 * tmax) *
 		       (double)(p->j[i].f1 - p->j[i].f0 + 2);
 	double cost = evs * (double)(nc + nf + nu + ninc);
 
@@ -372,7 +372,7 @@ int crux_sched_peers_run(struct crux_sched_peers **pp, const struct crux_sched_j
 		double hnext = -INFINITY; /* when the higher levels' load may change */
 
 		while (now < H) {
-			double tol = 1e-12 * fmax(1.0, now);
+			double tol = 1e-12 * crux_dmax(1.0, now);
 
 			for (int again = 1, g = 0; again && g < 4; g++) {
 				again = 0;
@@ -408,9 +408,9 @@ int crux_sched_peers_run(struct crux_sched_peers **pp, const struct crux_sched_j
 
 			if (hi && now >= hnext) {
 				/* At least a step: a boundary lost to rounding moves on. */
-				hnext = fmax(hi->at(hi->ctx, d, now), now + 1e-9 * tmax);
+				hnext = crux_dmax(hi->at(hi->ctx, d, now), now + 1e-9 * tmax);
 				for (size_t u = 0; u < nu; u++)
-					p->cap[u] = p->full[u] * fmax(hi->free[p->ul[u]], 0);
+					p->cap[u] = p->full[u] * crux_dmax(hi->free[p->ul[u]], 0);
 				ops += nu;
 				dirty = 1;
 			}
@@ -420,22 +420,22 @@ int crux_sched_peers_run(struct crux_sched_peers **pp, const struct crux_sched_j
 			if (++evn > maxev || ops > *work)
 				goto out; /* out of work: the fluid answer stands */
 			*work -= ops;
-			double next = hi ? fmin(H, hnext) : H;
+			double next = hi ? crux_dmin(H, hnext) : H;
 
 			for (size_t i = 0; i < nc; i++) {
 				const struct pjob *J = &p->j[i];
 
 				if (!J->comp)
-					next = fmin(next, J->it + J->c);
+					next = crux_dmin(next, J->it + J->c);
 				if (!J->comm)
-					next = fmin(next, J->it + J->s0);
+					next = crux_dmin(next, J->it + J->s0);
 			}
 			for (size_t a = 0; a < nf; a++)
 				if (p->f[a].on && p->f[a].rate > 0)
-					next = fmin(next, now + p->f[a].rem / p->f[a].rate);
-			double dt = fmax(next - now, 0);
+					next = crux_dmin(next, now + p->f[a].rem / p->f[a].rate);
+			double dt = crux_dmax(next - now, 0);
 
-			if (next > warm && dt > 0 && peers_rec(p, nc, d, fmax(now, warm), next))
+			if (next > warm && dt > 0 && peers_rec(p, nc, d, crux_dmax(now, warm), next))
 				goto out;
 			for (size_t a = 0; a < nf; a++) {
 				struct pflow *F = &p->f[a];
@@ -475,7 +475,7 @@ int crux_sched_peers_run(struct crux_sched_peers **pp, const struct crux_sched_j
 		const struct pjob *J = &p->j[i];
 		double T = PEER_DRAWS / J->inv;
 
-		tau[i] = T > J->c * (1 + 1e-9) ? T - J->s0 : fmin(tau[i], J->c - J->s0);
+		tau[i] = T > J->c * (1 + 1e-9) ? T - J->s0 : crux_dmin(tau[i], J->c - J->s0);
 	}
 	/* The records by member and draw, each in time order (a counting sort),
 	 * so that reading every member's trace is one pass, not one per member. */
