@@ -588,8 +588,9 @@ static void phase_aware_tau(struct crux_sched_eval *ev, const struct crux_sched_
 					    peer_share(ev->mfs[l], ev->vfs[l], p, ev->wcnt[k]);
 					/* The average-load model: peers take their mean load. */
 					double own = T > 0 ? jl->bytes[k] / T : 0;
-					double gs = crux_dmax(ev->avail[l] - (ev->used[l] - own), 0) /
-						    ev->avail[l];
+					double gs =
+					    crux_dmax(ev->avail[l] - (ev->used[l] - own), 0) /
+					    ev->avail[l];
 					double av =
 					    ev->avail[l] * (PEER_INDEP * g + (1 - PEER_INDEP) * gs);
 					double fl = RESIDUAL_FLOOR * t->lbw[l];
@@ -602,7 +603,8 @@ static void phase_aware_tau(struct crux_sched_eval *ev, const struct crux_sched_
 				/* Damped: the peers' loads move with these times. */
 				double nx = 0.5 * (ev->tau[j] + nt);
 
-				moved = crux_dmax(moved, fabs(nx - ev->tau[j]) / crux_dmax(nx, 1e-300));
+				moved =
+				    crux_dmax(moved, fabs(nx - ev->tau[j]) / crux_dmax(nx, 1e-300));
 				ev->tau[j] = nx;
 			}
 			if (moved < 1e-6)
@@ -649,7 +651,8 @@ static void phase_aware_tau(struct crux_sched_eval *ev, const struct crux_sched_
 			/* Never below the square of what independent senders would
 			 * leave (their busy times overlapping at random), the
 			 * floor the reference shows where the sum exceeds 1. */
-			double free_frac = crux_dmax(crux_dmax(1.0 - pen, prod * prod), RESIDUAL_FLOOR);
+			double free_frac =
+			    crux_dmax(crux_dmax(1.0 - pen, prod * prod), RESIDUAL_FLOOR);
 
 			ev->tau[j] = crux_dmax(ev->tau[j], jl->fl_bytes[f] / (cmin * free_frac));
 		}
@@ -1022,7 +1025,7 @@ static double gap_ratio(struct crux_sched_eval *ev, const struct crux_sched_topo
 			int l = jl->fl_link[q];
 
 			c = crux_dmin(c, crux_dmax(ev->resid[l], RESIDUAL_FLOOR * t->lbw[l]) /
-					ev->wcnt[ev->lmark[l]]);
+					     ev->wcnt[ev->lmark[l]]);
 		}
 		ev->ga[f] = jl->fl_bytes[f0 + f];
 		avg = crux_dmax(avg, ev->ga[f] / c);
@@ -1170,10 +1173,11 @@ static double gap_ratio(struct crux_sched_eval *ev, const struct crux_sched_topo
 
 				for (size_t f = 0; f < nf; f++)
 					if (ev->grem[f] > 0)
-						need = crux_dmax(need,
-							    ev->ga[f] /
-								crux_dmax(ev->ga[f] - ev->grem[f],
-								     RESIDUAL_FLOOR * ev->ga[f]));
+						need = crux_dmax(
+						    need,
+						    ev->ga[f] /
+							crux_dmax(ev->ga[f] - ev->grem[f],
+								  RESIDUAL_FLOOR * ev->ga[f]));
 				now = cs + (now - cs) * need;
 			}
 			if (it >= GAP_WARM)
@@ -1808,10 +1812,11 @@ crux_status_t crux_sched_evaluate_links(struct crux_sched_eval *ev, const struct
 					       s0 = (1.0 - jobs[j].overlap) * jobs[j].compute;
 
 					for (size_t k = jl.off[j]; k < jl.off[j + 1]; k++)
-						Tmin = crux_dmax(Tmin, jl.bytes[k] /
-								      crux_dmax(ev->resid[jl.link[k]],
-									   RESIDUAL_FLOOR *
-									       t->lbw[jl.link[k]]));
+						Tmin = crux_dmax(
+						    Tmin, jl.bytes[k] /
+							      crux_dmax(ev->resid[jl.link[k]],
+									RESIDUAL_FLOOR *
+									    t->lbw[jl.link[k]]));
 					ev->tau[j] = crux_dmax(ev->tau_nb[j] * R, Tmin - s0);
 				} else
 					gap_free_phases(ev, j, jobs[j].id, job_T(&jobs[j], tau), 0);

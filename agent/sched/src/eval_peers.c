@@ -335,8 +335,8 @@ int crux_sched_peers_run(struct crux_sched_peers **pp, const struct crux_sched_j
 	double evs = 0;
 
 	for (size_t i = 0; i < nc; i++)
-		evs += PEER_DRAWS * (double)PEER_ITERS * tmax / crux_dmax(p->j[i].T0, 1e-12 * tmax) *
-		       (double)(p->j[i].f1 - p->j[i].f0 + 2);
+		evs += PEER_DRAWS * (double)PEER_ITERS * tmax /
+		       crux_dmax(p->j[i].T0, 1e-12 * tmax) * (double)(p->j[i].f1 - p->j[i].f0 + 2);
 	double cost = evs * (double)(nc + nf + nu + ninc);
 
 	if (!(cost < (double)*work))
@@ -435,7 +435,8 @@ int crux_sched_peers_run(struct crux_sched_peers **pp, const struct crux_sched_j
 					next = crux_dmin(next, now + p->f[a].rem / p->f[a].rate);
 			double dt = crux_dmax(next - now, 0);
 
-			if (next > warm && dt > 0 && peers_rec(p, nc, d, crux_dmax(now, warm), next))
+			if (next > warm && dt > 0 &&
+			    peers_rec(p, nc, d, crux_dmax(now, warm), next))
 				goto out;
 			for (size_t a = 0; a < nf; a++) {
 				struct pflow *F = &p->f[a];
