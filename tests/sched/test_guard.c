@@ -583,6 +583,9 @@ static void plan_eval(struct crux_sched_topo *t, const struct crux_sched_jobs *j
 	crux_sched_params_default(&p);
 	p.eval_model = CRUX_SCHED_EVAL_ALL_AT_ONCE; /* the hand-computed cases */
 	p.correction = 1;			    /* were made with the paper's k */
+	/* and Max-K-Cut's levels: what the guard starts from (the refinement is
+	 * off with the guard on), so the unguarded plan is that too. */
+	p.refine_gain = 0;
 	p.levels = levels;
 	p.max_slowdown = bound;
 	assert_int_equal(crux_sched_schedule_new(js->v, js->n, p.levels, &s), CRUX_OK);

@@ -155,7 +155,7 @@ static void test_refine_wins_in_reference(void **state)
 	assert_true(sb > sa);
 }
 
-/* Off at 0, one level, or one job: nothing evaluated, levels as given. */
+/* Off at 0, one level, or with the guard on: nothing evaluated. */
 static void test_refine_noop_cases(void **state)
 {
 	(void)state;
@@ -172,6 +172,20 @@ static void test_refine_noop_cases(void **state)
 	assert_int_equal(crux_sched_compress_refine(a.t, a.js.v, a.js.n, &p, a.s), CRUX_OK);
 	assert_int_equal(a.s->refine_evals, 0);
 	plan_free(&a);
+	/* The fairness guard on: Max-K-Cut's levels go to the guard as they are. */
+	for (int cs = 0; cs < 10; cs++) {
+		struct plan b;
+		struct crux_sched_params q;
+
+		plan(&b, 0x3e11 + (uint64_t)cs, 6, 4, 0.01);
+		crux_sched_params_default(&q);
+		q.levels = 4;
+		q.max_slowdown = 2;
+		assert_int_equal(crux_sched_run(b.t, b.js.v, b.js.n, &q, CRUX_SCHED_CRUX_FULL, b.s),
+				 CRUX_OK);
+		assert_int_equal(b.s->refine_evals, 0);
+		plan_free(&b);
+	}
 }
 
 /* The evaluator's answer for a job does not depend on its place in the list

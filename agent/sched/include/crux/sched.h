@@ -324,7 +324,8 @@ crux_status_t crux_sched_compress(struct crux_sched_topo *t, const struct crux_s
 /* Moves of single jobs between the levels Max-K-Cut gave, within the
  * priority order, kept where the evaluator gains > p->refine_gain; each
  * contention component of up to CRUX_SCHED_REFINE_MAX_JOBS jobs on its own
- * (larger ones keep Max-K-Cut's levels; no-op at 0). */
+ * (larger ones keep Max-K-Cut's levels; no-op at 0 and with the fairness
+ * guard on, p->max_slowdown > 0). */
 crux_status_t crux_sched_compress_refine(struct crux_sched_topo *t,
 					 const struct crux_sched_job *jobs, size_t n,
 					 const struct crux_sched_params *p,
