@@ -71,12 +71,13 @@ static crux_status_t refine_eval(struct refine_c *c, struct crux_sched_eval *ev,
 	return crux_sched_evaluate_links(ev, t, c->jobs, c->n, c->s, &c->jl, reuse, c->T, util);
 }
 
-/* Local search over one component (levels in c->s, ranks global). */
+/* Whether the component's and the plan's budgets allow one more evaluation. */
 static int refine_can(const struct refine_c *c)
 {
 	return c->evals < CRUX_SCHED_REFINE_MAX_EVALS && c->work >= (long)c->n;
 }
 
+/* Local search over one component (levels in c->s; members in rank order). */
 static crux_status_t refine_component(struct refine_c *c, struct crux_sched_eval *ev,
 				      struct crux_sched_topo *t, double gain, int *moves)
 {
