@@ -455,6 +455,33 @@ static int cmp_int(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+crux_status_t crux_sched_link_jobs(const struct job_links *jl, size_t n, int L, size_t **loff,
+				   int **ljob)
+{
+	size_t *off = calloc((size_t)L + 2, sizeof(size_t)), *fill = NULL;
+	int *jb = malloc((jl->off[n] ? jl->off[n] : 1) * sizeof(int));
+
+	if (off && jb)
+		fill = malloc(((size_t)L + 1) * sizeof(size_t));
+	if (!fill) {
+		free(off);
+		free(jb);
+		return CRUX_ERR_NOMEM;
+	}
+	for (size_t k = 0; k < jl->off[n]; k++)
+		off[jl->link[k] + 1]++;
+	for (int l = 0; l < L; l++)
+		off[l + 1] += off[l];
+	memcpy(fill, off, ((size_t)L + 1) * sizeof(size_t));
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = jl->off[i]; k < jl->off[i + 1]; k++)
+			jb[fill[jl->link[k]]++] = (int)i;
+	free(fill);
+	*loff = off;
+	*ljob = jb;
+	return CRUX_OK;
+}
+
 crux_status_t crux_sched_compress(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 				  size_t n, const struct crux_sched_params *p,
 				  struct crux_sched_schedule *s)
@@ -480,8 +507,6 @@ crux_status_t crux_sched_compress(struct crux_sched_topo *t, const struct crux_s
 	if (st)
 		return st;
 	st = CRUX_ERR_NOMEM;
-	loff = calloc((size_t)L + 2, sizeof(size_t));
-	ljob = malloc((jl.off[n] ? jl.off[n] : 1) * sizeof(int));
 	stamp = malloc((n ? n : 1) * sizeof(int));
 	aoff = malloc((n + 1) * sizeof(int));
 	comp = malloc((n ? n : 1) * sizeof(int));
@@ -489,24 +514,10 @@ crux_status_t crux_sched_compress(struct crux_sched_topo *t, const struct crux_s
 	byrank = malloc((n ? n : 1) * sizeof(int));
 	local = malloc((n ? n : 1) * sizeof(int));
 	lv = malloc((n ? n : 1) * sizeof(int));
-	if (!loff || !ljob || !stamp || !aoff || !comp || !queue || !byrank || !local || !lv)
+	if (!stamp || !aoff || !comp || !queue || !byrank || !local || !lv ||
+	    crux_sched_link_jobs(&jl, n, L, &loff, &ljob))
 		goto out;
-	/* Jobs on each link, then each job's distinct neighbours (undirected). */
-	for (size_t k = 0; k < jl.off[n]; k++)
-		loff[jl.link[k] + 1]++;
-	for (int l = 0; l < L; l++)
-		loff[l + 1] += loff[l];
-	{
-		size_t *fill = malloc(((size_t)L + 1) * sizeof(size_t));
-
-		if (!fill)
-			goto out;
-		memcpy(fill, loff, ((size_t)L + 1) * sizeof(size_t));
-		for (size_t i = 0; i < n; i++)
-			for (size_t k = jl.off[i]; k < jl.off[i + 1]; k++)
-				ljob[fill[jl.link[k]]++] = (int)i;
-		free(fill);
-	}
+	/* Each job's distinct neighbours (undirected), through the jobs on its links. */
 	for (size_t i = 0; i < n; i++)
 		stamp[i] = -1;
 	aoff[0] = 0;

@@ -214,35 +214,18 @@ crux_status_t crux_sched_compress_refine(struct crux_sched_topo *t,
 	if (st)
 		return st;
 	st = CRUX_ERR_NOMEM;
-	loff = calloc((size_t)L + 2, sizeof(size_t));
-	ljob = malloc((jl.off[n] ? jl.off[n] : 1) * sizeof(int));
 	comp = malloc(n * sizeof(int));
 	queue = malloc(n * sizeof(int));
 	c = calloc(1, sizeof(*c));
 	if (c)
 		c->work = CRUX_SCHED_REFINE_MAX_WORK;
-	if (!loff || !ljob || !comp || !queue || !c || crux_sched_eval_new(&ev))
+	if (!comp || !queue || !c || crux_sched_eval_new(&ev) ||
+	    crux_sched_link_jobs(&jl, n, L, &loff, &ljob))
 		goto out;
 	c->jobs = malloc(CRUX_SCHED_REFINE_MAX_JOBS * sizeof(*c->jobs));
 	c->T = malloc(CRUX_SCHED_REFINE_MAX_JOBS * sizeof(double));
 	if (!c->jobs || !c->T)
 		goto out;
-	/* Jobs on each link (CSR), for the components. */
-	for (size_t k = 0; k < jl.off[n]; k++)
-		loff[jl.link[k] + 1]++;
-	for (int l = 0; l < L; l++)
-		loff[l + 1] += loff[l];
-	{
-		size_t *fill = malloc(((size_t)L + 1) * sizeof(size_t));
-
-		if (!fill)
-			goto out;
-		memcpy(fill, loff, ((size_t)L + 1) * sizeof(size_t));
-		for (size_t i = 0; i < n; i++)
-			for (size_t k = jl.off[i]; k < jl.off[i + 1]; k++)
-				ljob[fill[jl.link[k]]++] = (int)i;
-		free(fill);
-	}
 	for (size_t i = 0; i < n; i++)
 		comp[i] = -1;
 	for (size_t root = 0; root < n; root++) {

@@ -113,6 +113,10 @@ crux_status_t crux_sched_job_links_build(struct crux_sched_topo *t,
 					 const struct crux_sched_schedule *s,
 					 struct job_links *out);
 void crux_sched_job_links_free(struct job_links *jl);
+/* The jobs on each of the topology's L links (CSR: link l's jobs are
+ * ljob[loff[l] .. loff[l + 1])), from jl's links of n jobs. */
+crux_status_t crux_sched_link_jobs(const struct job_links *jl, size_t n, int L, size_t **loff,
+				   int **ljob);
 /*
  * crux_sched_evaluate on links built for s's paths (levels may differ): for
  * callers that evaluate many level assignments of one set of valid jobs.
