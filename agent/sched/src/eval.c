@@ -913,9 +913,13 @@ static void gap_unsimulated(struct crux_sched_eval *ev, int j, uint64_t key, dou
  * The jobs above level lev on link l into ghi[*nh..] (a job of period T
  * reads them): each sends in one window of its transfer time per period
  * (its share of the link then), or as its trace says where it has one; a
- * window that fills its period, one with level peers on the link (no
- * window of its own there), or a period so long that the lower job's steps
- * are lost to rounding beside its phase counts as its average load.
+ * window that fills its period, one with level peers on the link that were
+ * not run with it (no window of its own there), or a period so long that
+ * the lower job's steps are lost to rounding beside its phase counts as its
+ * average load. A job run with its peers (level_peers) is read from its
+ * trace on every link: it holds its own load there, shared links included
+ * (averaged there, a lower flow got the mean even in the group's gaps and
+ * never waited for its sends: sched-refcheck 91.6 -> 97.3 % within +-5 %).
  * -1 without memory.
  */
 static int gap_hi_link(struct crux_sched_eval *ev, const struct crux_sched_topo *t,
@@ -942,7 +946,8 @@ static int gap_hi_link(struct crux_sched_eval *ev, const struct crux_sched_topo 
 
 		if (!ev->gcnt[(size_t)q * GAP_DRAWS] && ev->gmax_t[q] > 0)
 			dur *= ev->ginc_t[kq] / ev->gmax_t[q];
-		if (ev->gsmear[kq] || dur >= (1 - 1e-9) * ev->T[q] || ev->T[q] > GAP_FAR * T)
+		if ((ev->gsmear[kq] && !ev->pc_done[q]) || dur >= (1 - 1e-9) * ev->T[q] ||
+		    ev->T[q] > GAP_FAR * T)
 			ev->ghi[(*nh)++] = (struct gap_hi){
 			    q, l, 1, ev->lj_bytes[r] / ev->T[q] / t->lbw[l], 0, 0, 0, kx, nk, -1};
 		else if (dur > 0)
@@ -1770,7 +1775,8 @@ crux_status_t crux_sched_evaluate_links(struct crux_sched_eval *ev, const struct
 		}
 		if (phase) {
 			/* Where a job has level peers its windows are not its own:
-			 * lower levels see its average load there. */
+			 * lower levels see its average load there, unless the
+			 * group is run together below (its traces then). */
 			for (int pass = 0; pass < 3; pass++)
 				for (size_t a = lo; a < hi; a++) {
 					int j = ev->order[a];
