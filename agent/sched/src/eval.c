@@ -946,8 +946,7 @@ static int gap_hi_link(struct crux_sched_eval *ev, const struct crux_sched_topo 
 
 		if (!ev->gcnt[(size_t)q * GAP_DRAWS] && ev->gmax_t[q] > 0)
 			dur *= ev->ginc_t[kq] / ev->gmax_t[q];
-		if ((ev->gsmear[kq] && !ev->pc_done[q]) || dur >= (1 - 1e-9) * ev->T[q] ||
-		    ev->T[q] > GAP_FAR * T)
+		if (ev->gsmear[kq] || dur >= (1 - 1e-9) * ev->T[q] || ev->T[q] > GAP_FAR * T)
 			ev->ghi[(*nh)++] = (struct gap_hi){
 			    q, l, 1, ev->lj_bytes[r] / ev->T[q] / t->lbw[l], 0, 0, 0, kx, nk, -1};
 		else if (dur > 0)
@@ -1436,6 +1435,9 @@ static void level_peers(struct crux_sched_eval *ev, const struct crux_sched_topo
 
 			ev->tau[j] = ev->tau_nb[j] = ev->pc_tau[i];
 			ev->pc_done[j] = 1;
+			/* Its trace holds its own load on every link, shared
+			 * ones too: not averaged there (gap_hi_link). */
+			memset(ev->gsmear + jl->off[j], 0, jl->off[j + 1] - jl->off[j]);
 			/* Its sends in each draw, for the levels below (as
 			 * gap_ratio leaves a job's), repeating every span. */
 			for (int d = 0; d < GAP_DRAWS; d++) {
@@ -1776,7 +1778,7 @@ crux_status_t crux_sched_evaluate_links(struct crux_sched_eval *ev, const struct
 		if (phase) {
 			/* Where a job has level peers its windows are not its own:
 			 * lower levels see its average load there, unless the
-			 * group is run together below (its traces then). */
+			 * group is run together below (level_peers clears it). */
 			for (int pass = 0; pass < 3; pass++)
 				for (size_t a = lo; a < hi; a++) {
 					int j = ev->order[a];
