@@ -197,13 +197,17 @@ level_soak() {
 		agent=$!
 		sleep 1
 	fi
-	CRUX_SHM_DIR="$W/shm" "$CTL" set --job gpucheck --level 0 --timeout 600 >"$lp.ctl.log" 2>&1
+	# --timeout only for the file table: with a running agent cruxctl refuses it
+	# (the agent keeps the heartbeat), and the level never moves
+	local -a tmo=(--timeout 600)
+	[ "$kind" = agent ] && tmo=()
+	CRUX_SHM_DIR="$W/shm" "$CTL" set --job gpucheck --level 0 "${tmo[@]}" >"$lp.ctl.log" 2>&1
 	crux_env bash -c "$(declare -f launch); GC='$GC' W='$W'; launch 2 '$lp' -- soak --bytes 64M --seconds ${CRUX_GPU_SOAK_S:-15}" &
 	local job=$! third=$(( ${CRUX_GPU_SOAK_S:-15} / 3 ))
 	sleep $((third + 3))
-	CRUX_SHM_DIR="$W/shm" "$CTL" set --job gpucheck --level 3 --timeout 600 >>"$lp.ctl.log" 2>&1
+	CRUX_SHM_DIR="$W/shm" "$CTL" set --job gpucheck --level 3 "${tmo[@]}" >>"$lp.ctl.log" 2>&1
 	sleep "$third"
-	CRUX_SHM_DIR="$W/shm" "$CTL" set --job gpucheck --level 1 --timeout 600 >>"$lp.ctl.log" 2>&1
+	CRUX_SHM_DIR="$W/shm" "$CTL" set --job gpucheck --level 1 "${tmo[@]}" >>"$lp.ctl.log" 2>&1
 	for s in $(seq 1 $((third + 3))); do
 		sleep 1
 		CRUX_SHM_DIR="$W/shm" "$CTL" --json status >"$d/status.$s.json" 2>>"$lp.ctl.log"
