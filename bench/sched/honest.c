@@ -53,8 +53,10 @@ enum mech {
 	PA_PAPER_K,
 	PA_SINCRONIA,
 	PA_VARYS,
-	PA_RANDOM,   /* calibration: the floor of the priorities' gap */
-	PA_REVERSED, /* calibration */
+	PA_RANDOM,    /* calibration: the floor of the priorities' gap */
+	PA_REVERSED,  /* calibration */
+	PA_MOVE,      /* P = I, then moves in the order the evaluator keeps */
+	PA_EVAL_BEST, /* calibration: the order of the evaluator's best assignment */
 	CP_CRUX,
 	CP_SINCRONIA,
 	CP_VARYS,
@@ -74,6 +76,8 @@ static const char *const mech_name[N_MECH] = {
     "priority/varys",
     "priority/random",
     "priority/reversed",
+    "priority/move-search",
+    "priority/evaluator-best",
     "compression/crux",
     "compression/sincronia",
     "compression/varys",
@@ -83,8 +87,8 @@ static const char *const mech_name[N_MECH] = {
 };
 /* The floor each row's gap is measured from. */
 static const int mech_floor[N_MECH] = {
-    PS_ECMP,	  PS_ECMP,	PS_ECMP,      PA_RANDOM,    PA_RANDOM,
-    PA_RANDOM,	  PA_RANDOM,	PA_RANDOM,    PA_RANDOM,    CP_ONE_LEVEL,
+    PS_ECMP,	  PS_ECMP,	PS_ECMP,      PA_RANDOM,    PA_RANDOM,	  PA_RANDOM,
+    PA_RANDOM,	  PA_RANDOM,	PA_RANDOM,    PA_RANDOM,    PA_RANDOM,	  CP_ONE_LEVEL,
     CP_ONE_LEVEL, CP_ONE_LEVEL, CP_ONE_LEVEL, CP_ONE_LEVEL, CP_ONE_LEVEL,
 };
 
@@ -244,6 +248,62 @@ static double best_valid(struct ctx *c, const struct crux_sched_schedule *s, int
 	return best;
 }
 
+/* Ranks from an order (ord[r]: the job at rank r). */
+static void set_ranks(struct crux_sched_schedule *s, const int *ord)
+{
+	for (int r = 0; r < NJ; r++)
+		s->d[ord[r]].rank = r;
+}
+
+/*
+ * An order search the agent could afford: from P = I, move one job to
+ * another place in the order where the best valid assignment improves in
+ * the evaluator, until no move does (a swap of two jobs alone missed orders
+ * that need a third to move with them). Leaves the ranks in s; returns the
+ * best value, its code in *code_out.
+ */
+static double move_search(struct ctx *c, struct crux_sched_schedule *s, const double *prio,
+			  int *code_out)
+{
+	int ord[NJ];
+	double best;
+
+	for (int j = 0; j < NJ; j++)
+		s->d[j].priority = prio[j];
+	crux_sched_rank(s);
+	for (int j = 0; j < NJ; j++)
+		ord[s->d[j].rank] = j;
+	best = best_valid(c, s, code_out);
+	for (int pass = 0, moved = 1; moved && pass < 4 * NJ; pass++) {
+		moved = 0;
+		for (int from = 0; from < NJ; from++)
+			for (int to = 0; to < NJ; to++) {
+				int o[NJ], code, x = 0;
+
+				if (to == from)
+					continue;
+				for (int r = 0; r < NJ; r++)
+					if (r != from)
+						o[x++] = ord[r];
+				memmove(o + to + 1, o + to, (size_t)(NJ - 1 - to) * sizeof(int));
+				o[to] = ord[from];
+				set_ranks(s, o);
+				double u = best_valid(c, s, &code);
+
+				if (u > best * (1 + 1e-9)) {
+					best = u;
+					*code_out = code;
+					memcpy(ord, o, sizeof(o));
+					moved = 1;
+				}
+			}
+	}
+	set_ranks(s, ord);
+	for (int j = 0; j < NJ; j++)
+		s->d[j].priority = NJ - s->d[j].rank;
+	return best;
+}
+
 static void perms(struct ctx *c)
 {
 	int a[NJ] = {0, 1, 2, 3, 4}, n = 0;
@@ -341,6 +401,7 @@ int main(int argc, char **argv)
 		/* The table at the optimum's paths. */
 		copy_paths(&c, c.s3, c.opt);
 		all_levels(&c, c.s3, c.U, &code);
+		int eval_best = code;
 		for (int j = 0; j < NJ; j++)
 			c.mask[j] = job_mask(&c, c.opt, j);
 		for (int m = 0; m < N_MECH; m++) {
@@ -401,6 +462,14 @@ int main(int argc, char **argv)
 			}
 			score[m][cs] = sum / reps;
 		}
+		score[PA_MOVE][cs] = move_search(&c, c.s3, crux_p, &code);
+		set_levels(c.s3, code);
+		crux_sched_schedule_copy(keep[PA_MOVE], c.s3);
+		/* Every assignment respects some order (jobs by level): the evaluator's
+		 * best is the ceiling of any order it would choose. */
+		score[PA_EVAL_BEST][cs] = c.U[eval_best];
+		set_levels(c.s3, eval_best);
+		crux_sched_schedule_copy(keep[PA_EVAL_BEST], c.s3);
 		/* Compression at the optimum's paths: the best order on 5 levels. */
 		copy_paths(&c, c.s5, c.opt);
 		int bp = 0;
