@@ -39,9 +39,13 @@
  * accuracy of what cruxd falls back to where a group is too large to run.
  * --refine-gain=X sets every Crux schedule's refine_gain (default the
  * library's); crux-max-k-cut is crux-full without it (Max-K-Cut's levels).
+ * --refine-keep-order keeps the refinement within each schedule's priority
+ * order (crux_sched_params.refine_free 0; the library's default moves a job
+ * to any level). The random and reversed orders are always refined within
+ * their orders, so those rows still measure an order.
  *
  * usage: sched-refcheck [CASES] [OUT.json] [CASE_SEED] [LEVELS] [ROWS.csv|-] [REFCACHE]
- *                       [--closed-form] [--refine-gain=X]
+ *                       [--closed-form] [--refine-gain=X] [--refine-keep-order]
  */
 #include <math.h>
 #include <stdio.h>
@@ -77,6 +81,7 @@ static const char *const sch_name[N_SCH] = {"crux-full",       "crux-paper-k",	"
 
 static int g_levels = 8;			     /* K of every schedule (argument 4) */
 static double g_refine = CRUX_SCHED_DEF_REFINE_GAIN; /* crux-full's (--refine-gain=X) */
+static int g_free = -1; /* crux-full's refine_free: -1 the library's default */
 
 __attribute__((noreturn)) static void die(const char *what)
 {
@@ -474,6 +479,12 @@ static void plan(struct crux_sched_topo *t, const struct crux_sched_jobs *js, en
 
 	p.correction = k == S_NOK;
 	p.refine_gain = k == S_MAXKCUT ? 0 : g_refine;
+	/* The order rows keep their orders (a free refinement would undo what
+	 * they measure); every other Crux schedule refines as crux-full does. */
+	if (g_free >= 0)
+		p.refine_free = g_free;
+	if (k == S_RANDOM || k == S_REVERSED)
+		p.refine_free = 0;
 	if (crux_sched_run(t, js->v, js->n, &p, pol[k], s))
 		die("policy failed");
 	if (k == S_CRUX || k == S_NOK || (k >= S_TACCL && k <= S_ECMP) || k == S_RANKMAP ||
@@ -999,8 +1010,10 @@ int main(int argc, char **argv)
 			g_refine = strtod(o + 14, &end);
 			if (*end || !(g_refine >= 0) || g_refine > 1)
 				die("--refine-gain=X: X must be a fraction in 0..1");
+		} else if (!strcmp(o, "--refine-keep-order")) {
+			g_free = 0;
 		} else {
-			die("unknown option (--closed-form, --refine-gain=X)");
+			die("unknown option (--closed-form, --refine-gain=X, --refine-keep-order)");
 		}
 	}
 	g_levels = argc > 4 ? atoi(argv[4]) : 8;
@@ -1140,6 +1153,13 @@ int main(int argc, char **argv)
 	crux_json_i64(&j, g_levels);
 	crux_json_key(&j, "refine_gain");
 	crux_json_num(&j, g_refine);
+	crux_json_key(&j, "refine_free");
+	{
+		struct crux_sched_params dp;
+
+		crux_sched_params_default(&dp);
+		crux_json_i64(&j, g_free >= 0 ? g_free : dp.refine_free);
+	}
 	crux_json_key(&j, "cases");
 	crux_json_i64(&j, cases);
 	crux_json_key(&j, "schedules");

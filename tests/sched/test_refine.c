@@ -26,7 +26,8 @@ struct plan {
 	struct crux_sched_schedule *s;
 };
 
-static void plan(struct plan *c, uint64_t seed, int nj, int K, double gain)
+/* free_order: crux_sched_params.refine_free (-1: the library's default). */
+static void plan_with(struct plan *c, uint64_t seed, int nj, int K, double gain, int free_order)
 {
 	struct crux_sched_params p;
 
@@ -35,9 +36,16 @@ static void plan(struct plan *c, uint64_t seed, int nj, int K, double gain)
 	crux_sched_params_default(&p);
 	p.levels = K;
 	p.refine_gain = gain;
+	if (free_order >= 0)
+		p.refine_free = free_order;
 	assert_int_equal(crux_sched_schedule_new(c->js.v, c->js.n, K, &c->s), CRUX_OK);
 	assert_int_equal(crux_sched_run(c->t, c->js.v, c->js.n, &p, CRUX_SCHED_CRUX_FULL, c->s),
 			 CRUX_OK);
+}
+
+static void plan(struct plan *c, uint64_t seed, int nj, int K, double gain)
+{
+	plan_with(c, seed, nj, K, gain, -1);
 }
 
 static void plan_free(struct plan *c)
@@ -81,9 +89,9 @@ static double eval_util(struct plan *c)
 	return u;
 }
 
-/* Same paths and order as Max-K-Cut's plan; levels only move within the
- * order (no job above a higher-ranked job it shares a link with), and the
- * evaluator's utilisation never falls. */
+/* Kept to the order (refine_free 0): same paths and order as Max-K-Cut's
+ * plan; levels only move within the order (no job above a higher-ranked job
+ * it shares a link with), and the evaluator's utilisation never falls. */
 static void test_refine_keeps_order_and_paths(void **state)
 {
 	(void)state;
@@ -94,7 +102,7 @@ static void test_refine_keeps_order_and_paths(void **state)
 		int nj = 4 + cs % 6;
 
 		plan(&a, 0x3e11 + (uint64_t)cs, nj, 3 + cs % 4, 0);
-		plan(&b, 0x3e11 + (uint64_t)cs, nj, 3 + cs % 4, 0.01);
+		plan_with(&b, 0x3e11 + (uint64_t)cs, nj, 3 + cs % 4, 0.01, 0);
 		assert_int_equal(a.s->refine_evals, 0);
 		assert_true(b.s->refine_evals <= CRUX_SCHED_REFINE_MAX_WORK);
 		moved += b.s->refine_moves;
@@ -118,10 +126,12 @@ static void test_refine_keeps_order_and_paths(void **state)
 }
 
 /* Judged by the reference model (per flow, 2 phase draws), the refined levels
- * beat Max-K-Cut's alone: in sched-refcheck's 200 cases 55 better and 2
- * worse by > 1 %, +0.97 % per case (K = 8). Here: 40 optimality cases at
- * K = 3 (21 better, 0 worse; 17 / 2 before a group's traces were read on
- * every link). Fails on Max-K-Cut alone (refine_gain 0: no case differs). */
+ * (the library's default, free of the order) beat Max-K-Cut's alone: in
+ * sched-refcheck's 200 cases 70 better and 3 worse by > 1 %, +1.45 % per
+ * case (K = 8; kept to the order 55 / 2, +0.97 %). Here: 40 optimality cases
+ * at K = 3 (23 better, 1 worse; kept to the order 21 / 0, and 17 / 2 before a
+ * group's traces were read on every link). Fails on Max-K-Cut alone
+ * (refine_gain 0: no case differs). */
 static void test_refine_wins_in_reference(void **state)
 {
 	(void)state;
@@ -153,6 +163,80 @@ static void test_refine_wins_in_reference(void **state)
 		      "%+.2f %%\n",
 		      better, worse, 100 * (sb / sa - 1));
 	assert_true(better >= 2 * worse + 3);
+	assert_true(sb > sa);
+}
+
+/* Free of the order (refine_free 1): same paths and ranks as Max-K-Cut's
+ * plan, the evaluator's utilisation never falls, and some job does end
+ * above a higher-ranked job it shares a link with (else the freedom is
+ * never used and this is the test above). */
+static void test_refine_free_moves_past_the_order(void **state)
+{
+	(void)state;
+	int past = 0;
+
+	for (int cs = 0; cs < 30; cs++) {
+		struct plan a, b;
+		int nj = 4 + cs % 6;
+
+		plan(&a, 0x3e11 + (uint64_t)cs, nj, 3 + cs % 4, 0);
+		plan_with(&b, 0x3e11 + (uint64_t)cs, nj, 3 + cs % 4, 0.01, 1);
+		assert_true(b.s->refine_evals <= CRUX_SCHED_REFINE_MAX_WORK);
+		for (size_t i = 0; i < a.js.n; i++) {
+			assert_int_equal(a.s->d[i].rank, b.s->d[i].rank);
+			for (int f = 0; f < a.js.v[i].n_flows; f++)
+				assert_int_equal(a.s->d[i].path[f], b.s->d[i].path[f]);
+			for (size_t k = 0; k < a.js.n; k++)
+				past += b.s->d[i].rank < b.s->d[k].rank &&
+					b.s->d[i].level < b.s->d[k].level &&
+					share_link(b.t, &b.js, b.s, i, k);
+		}
+		assert_true(eval_util(&b) >= eval_util(&a) * (1 - 1e-9));
+		plan_free(&a);
+		plan_free(&b);
+	}
+	print_message("free refinement: %d job pairs against the order in 30 cases\n", past);
+	assert_true(past > 0);
+}
+
+/* Judged by the reference model, the refinement free of the order beats the
+ * one kept to it. sched-refcheck (200 cases, crux-full against Max-K-Cut
+ * alone, per case): K = 8 +1.45 % (70 better / 3 worse by > 1 %) against
+ * +0.97 % (55 / 2) kept to the order; held-out seed 77 +1.24 % (59 / 10)
+ * against +0.90 % (45 / 4); K = 3 +1.92 % (92 / 3) against +1.54 % (83 / 3).
+ * Here, the 40 cases of the test above: 8 better, 3 worse, +0.23 %. Fails
+ * where the two are the same search (no case differs). */
+static void test_refine_free_wins_in_reference(void **state)
+{
+	(void)state;
+	int better = 0, worse = 0;
+	double sa = 0, sb = 0;
+
+	for (int cs = 0; cs < NCASES; cs++) {
+		struct plan a, b;
+		struct crux_sched_ref_params rp;
+		double ua, ub;
+
+		plan_with(&a, 0x7ef1 + (uint64_t)cs, 5 + cs % 4, 3, CRUX_SCHED_DEF_REFINE_GAIN, 0);
+		plan_with(&b, 0x7ef1 + (uint64_t)cs, 5 + cs % 4, 3, CRUX_SCHED_DEF_REFINE_GAIN, 1);
+		crux_sched_ref_params_default(&rp);
+		rp.phases = 2;
+		rp.seed = (uint64_t)cs + 1;
+		assert_int_equal(
+		    crux_sched_reference(a.t, a.js.v, a.js.n, a.s, &rp, NULL, &ua, NULL), CRUX_OK);
+		assert_int_equal(
+		    crux_sched_reference(b.t, b.js.v, b.js.n, b.s, &rp, NULL, &ub, NULL), CRUX_OK);
+		better += ub > ua * 1.01;
+		worse += ub < ua / 1.01;
+		sa += ua;
+		sb += ub;
+		plan_free(&a);
+		plan_free(&b);
+	}
+	print_message("free vs kept to the order, reference: %d better, %d worse by > 1 %%, mean "
+		      "%+.2f %%\n",
+		      better, worse, 100 * (sb / sa - 1));
+	assert_true(better > worse);
 	assert_true(sb > sa);
 }
 
@@ -239,6 +323,8 @@ int main(void)
 	    cmocka_unit_test(test_eval_order_invariant),
 	    cmocka_unit_test(test_refine_keeps_order_and_paths),
 	    cmocka_unit_test(test_refine_wins_in_reference),
+	    cmocka_unit_test(test_refine_free_moves_past_the_order),
+	    cmocka_unit_test(test_refine_free_wins_in_reference),
 	    cmocka_unit_test(test_refine_noop_cases),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -484,7 +484,9 @@ static void test_validity_and_determinism(void **state)
 		}
 	}
 	/* Crux compression is valid: if two jobs share a link, the higher-P job's
-	 * level is not lower. */
+	 * level is not lower (with the refinement kept to the order; the default
+	 * free one may put a job above a higher-ranked one, test_refine.c). */
+	p.refine_free = 0;
 	assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, a), CRUX_OK);
 	int L = crux_sched_topo_n_links(t);
 	unsigned char *use = calloc(js.n * (size_t)L, 1);
@@ -717,6 +719,19 @@ static void test_plan_cli(void **state)
 	assert_non_null(strstr(buf, "\"hops\":[\"h0\",\"tor0\",\"agg"));
 	/* The two jobs get different aggregation switches (least congested). */
 	assert_true((strstr(buf, "agg0") != NULL) && (strstr(buf, "agg1") != NULL));
+	/* The refinement is free of the order unless asked to keep it. */
+	assert_non_null(strstr(buf, "\"refine_free\":true"));
+	snprintf(
+	    cmd, sizeof(cmd),
+	    "'%s' --topology '%s' --jobs '%s' --levels 2 --refine-keep-order --json > '%s' 2>&1",
+	    g_plan_exe, topo, jobs, out);
+	assert_int_equal(system(cmd), 0);
+	f = fopen(out, "r");
+	assert_non_null(f);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	assert_non_null(strstr(buf, "\"refine_free\":false"));
 	/* A bad jobs file: exit 1 and the message names file and line. */
 	write_file(jobs, "job 11 hosts=h0,h7 compute=0.2\n");
 	snprintf(cmd, sizeof(cmd), "'%s' --topology '%s' --jobs '%s' > '%s' 2>&1", g_plan_exe, topo,

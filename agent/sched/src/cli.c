@@ -20,7 +20,7 @@ static void usage(FILE *f, const char *prog)
 		"          [--policy crux|crux-ps-pa|crux-pa|sincronia|varys|taccl|ecmp] [--json]\n"
 		"          [--max-slowdown X] [--level-weights W,W,...]\n"
 		"          [--reference [--ref-fairness flow|job] [--ref-phases N]] [--paper-k]\n"
-		"          [--refine-gain X]\n"
+		"          [--refine-gain X] [--refine-keep-order]\n"
 		"          [--ecmp-paths] [--levels-given ID=L,...]\n"
 		"          [--paths-given ID:SRC:DST:VIA,...]\n"
 		"  FILE for --topology: a topology file, lingjun:CSV or "
@@ -35,10 +35,13 @@ static void usage(FILE *f, const char *prog)
 		"  start together; default 4) and print its iteration times and utilisation\n"
 		"  --paper-k: rank by P = k I with the paper's correction factor (default\n"
 		"  P = I: k lowers utilisation in the reference model, sched-refcheck)\n"
-		"  --refine-gain X: after Max-K-Cut, move a job to another level within\n"
-		"  the priority order where the evaluator gains more than the fraction X\n"
-		"  (crux policy; default 0.01; 0 = Max-K-Cut's levels as they are; not\n"
-		"  with --max-slowdown, where the guard takes Max-K-Cut's levels)\n"
+		"  --refine-gain X: after Max-K-Cut, move a job to another level where the\n"
+		"  evaluator gains more than the fraction X (crux policy; default 0.01;\n"
+		"  0 = Max-K-Cut's levels as they are; not with --max-slowdown, where the\n"
+		"  guard takes Max-K-Cut's levels)\n"
+		"  --refine-keep-order: the refinement moves a job only within the priority\n"
+		"  order (never above a higher-ranked job it shares a link with); default:\n"
+		"  any level, which the reference model judges better\n"
 		"  --ecmp-paths: the plan's levels on the ECMP paths the flows hash to, not\n"
 		"  on its own paths: what a fabric carries where the plan's paths are not\n"
 		"  bound (cruxd without probing plans Crux-full, but its routes carry no\n"
@@ -280,6 +283,7 @@ int crux_sched_plan_cli(int argc, char **argv)
 	    {"ref-phases", required_argument, NULL, 'P'},
 	    {"paper-k", no_argument, NULL, 'K'},
 	    {"refine-gain", required_argument, NULL, 'r'},
+	    {"refine-keep-order", no_argument, NULL, 'O'},
 	    {"ecmp-paths", no_argument, NULL, 'E'},
 	    {"levels-given", required_argument, NULL, 'G'},
 	    {"paths-given", required_argument, NULL, 'Q'},
@@ -387,6 +391,9 @@ int crux_sched_plan_cli(int argc, char **argv)
 			}
 			break;
 		}
+		case 'O':
+			p.refine_free = 0;
+			break;
 		case 'E':
 			on_ecmp = 1;
 			break;
@@ -511,6 +518,8 @@ int crux_sched_plan_cli(int argc, char **argv)
 		crux_json_bool(&j, p.correction);
 		crux_json_key(&j, "refine_gain");
 		crux_json_num(&j, p.refine_gain);
+		crux_json_key(&j, "refine_free");
+		crux_json_bool(&j, p.refine_free);
 		crux_json_key(&j, "refine_moves");
 		crux_json_i64(&j, s->refine_moves);
 		crux_json_key(&j, "ecmp_paths");

@@ -276,6 +276,11 @@ struct crux_sched_params {
 	 * Max-K-Cut's levels as they are. Default CRUX_SCHED_DEF_REFINE_GAIN:
 	 * judged by the reference model it gains (bench sched-refcheck). */
 	double refine_gain;
+	/* 1 (default): the refinement may move a job to any level, the priority
+	 * order notwithstanding (a local search over level assignments in the
+	 * evaluator); 0: only the cuts of the order move. Judged by the
+	 * reference model the free search wins (bench sched-refcheck). */
+	int refine_free;
 };
 void crux_sched_params_default(struct crux_sched_params *p);
 
@@ -321,8 +326,9 @@ void crux_sched_rank(struct crux_sched_schedule *s);
 crux_status_t crux_sched_compress(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 				  size_t n, const struct crux_sched_params *p,
 				  struct crux_sched_schedule *s);
-/* Moves of single jobs between the levels Max-K-Cut gave, within the
- * priority order, kept where the evaluator gains > p->refine_gain; each
+/* Moves of single jobs between the levels Max-K-Cut gave (to any level, or
+ * within the priority order where p->refine_free is 0), kept where the
+ * evaluator gains > p->refine_gain; each
  * contention component of up to CRUX_SCHED_REFINE_MAX_JOBS jobs on its own
  * (larger ones keep Max-K-Cut's levels; no-op at 0 and with the fairness
  * guard on, p->max_slowdown > 0). */
