@@ -125,6 +125,42 @@ static void test_refine_keeps_order_and_paths(void **state)
 	assert_true(moved > 0); /* the test means something */
 }
 
+/* Plan a (gain ga, refine_free fa; -1 the default) against plan b on the 40
+ * optimality cases at K = 3, both run in the reference (per flow, 2 draws):
+ * cases where b is better / worse by > 1 %, and the summed utilisations. */
+struct ref_cmp {
+	int better, worse;
+	double sa, sb;
+};
+
+static struct ref_cmp ref_compare(double ga, int fa, double gb, int fb)
+{
+	struct ref_cmp r = {0, 0, 0, 0};
+
+	for (int cs = 0; cs < NCASES; cs++) {
+		struct plan a, b;
+		struct crux_sched_ref_params rp;
+		double ua, ub;
+
+		plan_with(&a, 0x7ef1 + (uint64_t)cs, 5 + cs % 4, 3, ga, fa);
+		plan_with(&b, 0x7ef1 + (uint64_t)cs, 5 + cs % 4, 3, gb, fb);
+		crux_sched_ref_params_default(&rp);
+		rp.phases = 2;
+		rp.seed = (uint64_t)cs + 1;
+		assert_int_equal(
+		    crux_sched_reference(a.t, a.js.v, a.js.n, a.s, &rp, NULL, &ua, NULL), CRUX_OK);
+		assert_int_equal(
+		    crux_sched_reference(b.t, b.js.v, b.js.n, b.s, &rp, NULL, &ub, NULL), CRUX_OK);
+		r.better += ub > ua * 1.01;
+		r.worse += ub < ua / 1.01;
+		r.sa += ua;
+		r.sb += ub;
+		plan_free(&a);
+		plan_free(&b);
+	}
+	return r;
+}
+
 /* Judged by the reference model (per flow, 2 phase draws), the refined levels
  * (the library's default, free of the order) beat Max-K-Cut's alone: in
  * sched-refcheck's 200 cases 70 better and 3 worse by > 1 %, +1.45 % per
@@ -135,35 +171,13 @@ static void test_refine_keeps_order_and_paths(void **state)
 static void test_refine_wins_in_reference(void **state)
 {
 	(void)state;
-	int better = 0, worse = 0;
-	double sa = 0, sb = 0;
+	struct ref_cmp r = ref_compare(0, -1, CRUX_SCHED_DEF_REFINE_GAIN, -1);
 
-	for (int cs = 0; cs < NCASES; cs++) {
-		struct plan a, b;
-		struct crux_sched_ref_params rp;
-		double ua, ub;
-
-		plan(&a, 0x7ef1 + (uint64_t)cs, 5 + cs % 4, 3, 0);
-		plan(&b, 0x7ef1 + (uint64_t)cs, 5 + cs % 4, 3, CRUX_SCHED_DEF_REFINE_GAIN);
-		crux_sched_ref_params_default(&rp);
-		rp.phases = 2;
-		rp.seed = (uint64_t)cs + 1;
-		assert_int_equal(
-		    crux_sched_reference(a.t, a.js.v, a.js.n, a.s, &rp, NULL, &ua, NULL), CRUX_OK);
-		assert_int_equal(
-		    crux_sched_reference(b.t, b.js.v, b.js.n, b.s, &rp, NULL, &ub, NULL), CRUX_OK);
-		better += ub > ua * 1.01;
-		worse += ub < ua / 1.01;
-		sa += ua;
-		sb += ub;
-		plan_free(&a);
-		plan_free(&b);
-	}
 	print_message("refined vs Max-K-Cut, reference: %d better, %d worse by > 1 %%, mean "
 		      "%+.2f %%\n",
-		      better, worse, 100 * (sb / sa - 1));
-	assert_true(better >= 2 * worse + 3);
-	assert_true(sb > sa);
+		      r.better, r.worse, 100 * (r.sb / r.sa - 1));
+	assert_true(r.better >= 2 * r.worse + 3);
+	assert_true(r.sb > r.sa);
 }
 
 /* Free of the order (refine_free 1): same paths and ranks as Max-K-Cut's
@@ -209,35 +223,14 @@ static void test_refine_free_moves_past_the_order(void **state)
 static void test_refine_free_wins_in_reference(void **state)
 {
 	(void)state;
-	int better = 0, worse = 0;
-	double sa = 0, sb = 0;
+	struct ref_cmp r =
+	    ref_compare(CRUX_SCHED_DEF_REFINE_GAIN, 0, CRUX_SCHED_DEF_REFINE_GAIN, 1);
 
-	for (int cs = 0; cs < NCASES; cs++) {
-		struct plan a, b;
-		struct crux_sched_ref_params rp;
-		double ua, ub;
-
-		plan_with(&a, 0x7ef1 + (uint64_t)cs, 5 + cs % 4, 3, CRUX_SCHED_DEF_REFINE_GAIN, 0);
-		plan_with(&b, 0x7ef1 + (uint64_t)cs, 5 + cs % 4, 3, CRUX_SCHED_DEF_REFINE_GAIN, 1);
-		crux_sched_ref_params_default(&rp);
-		rp.phases = 2;
-		rp.seed = (uint64_t)cs + 1;
-		assert_int_equal(
-		    crux_sched_reference(a.t, a.js.v, a.js.n, a.s, &rp, NULL, &ua, NULL), CRUX_OK);
-		assert_int_equal(
-		    crux_sched_reference(b.t, b.js.v, b.js.n, b.s, &rp, NULL, &ub, NULL), CRUX_OK);
-		better += ub > ua * 1.01;
-		worse += ub < ua / 1.01;
-		sa += ua;
-		sb += ub;
-		plan_free(&a);
-		plan_free(&b);
-	}
 	print_message("free vs kept to the order, reference: %d better, %d worse by > 1 %%, mean "
 		      "%+.2f %%\n",
-		      better, worse, 100 * (sb / sa - 1));
-	assert_true(better > worse);
-	assert_true(sb > sa);
+		      r.better, r.worse, 100 * (r.sb / r.sa - 1));
+	assert_true(r.better > r.worse);
+	assert_true(r.sb > r.sa);
 }
 
 /* Off at 0, one level, or with the guard on: nothing evaluated. */

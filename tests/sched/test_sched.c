@@ -684,6 +684,18 @@ static void write_file(const char *path, const char *text)
 	fclose(f);
 }
 
+/* The file a command wrote, as a string in buf. */
+static void read_out(const char *path, char *buf, size_t cap)
+{
+	FILE *f = fopen(path, "r");
+
+	assert_non_null(f);
+	size_t n = fread(buf, 1, cap - 1, f);
+
+	fclose(f);
+	buf[n] = '\0';
+}
+
 static void test_plan_cli(void **state)
 {
 	(void)state;
@@ -706,13 +718,7 @@ static void test_plan_cli(void **state)
 	snprintf(cmd, sizeof(cmd), "'%s' --topology '%s' --jobs '%s' --levels 2 --json > '%s' 2>&1",
 		 g_plan_exe, topo, jobs, out);
 	assert_int_equal(system(cmd), 0);
-	FILE *f = fopen(out, "r");
-
-	assert_non_null(f);
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-
-	fclose(f);
-	buf[n] = '\0';
+	read_out(out, buf, sizeof(buf));
 	assert_non_null(strstr(buf, "\"policy\":\"crux\""));
 	assert_non_null(strstr(buf, "\"id\":11"));
 	assert_non_null(strstr(buf, "\"id\":12"));
@@ -726,11 +732,7 @@ static void test_plan_cli(void **state)
 	    "'%s' --topology '%s' --jobs '%s' --levels 2 --refine-keep-order --json > '%s' 2>&1",
 	    g_plan_exe, topo, jobs, out);
 	assert_int_equal(system(cmd), 0);
-	f = fopen(out, "r");
-	assert_non_null(f);
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
+	read_out(out, buf, sizeof(buf));
 	assert_non_null(strstr(buf, "\"refine_free\":false"));
 	/* A bad jobs file: exit 1 and the message names file and line. */
 	write_file(jobs, "job 11 hosts=h0,h7 compute=0.2\n");
@@ -739,11 +741,7 @@ static void test_plan_cli(void **state)
 	int rc = system(cmd);
 
 	assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
-	f = fopen(out, "r");
-	assert_non_null(f);
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
+	read_out(out, buf, sizeof(buf));
 	assert_non_null(strstr(buf, "j.jobs:1"));
 	assert_non_null(strstr(buf, "unknown host 'h7'"));
 	/* Usage errors exit 2. */
