@@ -81,7 +81,7 @@ static const char *const sch_name[N_SCH] = {"crux-full",       "crux-paper-k",	"
 
 static int g_levels = 8;			     /* K of every schedule (argument 4) */
 static double g_refine = CRUX_SCHED_DEF_REFINE_GAIN; /* crux-full's (--refine-gain=X) */
-static int g_free = -1; /* crux-full's refine_free: -1 the library's default */
+static int g_free = -1; /* the Crux schedules' refine_free: -1 the library's default */
 
 __attribute__((noreturn)) static void die(const char *what)
 {
