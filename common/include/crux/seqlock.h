@@ -73,7 +73,9 @@ typedef void (*crux_seq_read_fn)(const void *region, uint64_t seq, void *arg);
  * switched banks since; NULL: 'rec' itself), whose first member is its
  * crux_seq_t, and lets 'read' copy out of it. What 'read' sees may be torn:
  * it must stay in bounds whatever it reads, and its result may be used only
- * when this returns CRUX_OK. CRUX_ERR_BUSY after 'retries' attempts. Inlined
+ * when this returns CRUX_OK. A read counts only when 'pick' still returns the
+ * region afterwards, so successive reads never go back a generation.
+ * CRUX_ERR_BUSY after 'retries' attempts. Inlined
  * so that the data path's lookups make no indirect calls.
  */
 static inline __attribute__((always_inline)) crux_status_t
@@ -89,9 +91,22 @@ crux_seq_read(const void *rec, crux_seq_pick_fn pick, crux_seq_read_fn read, voi
 			continue;
 		}
 		read(region, s, arg);
-		if (crux_seq_read_ok(seq, s))
+		if (!crux_seq_read_ok(seq, s)) {
+			crux_seq_relax();
+			continue;
+		}
+		/*
+		 * A reader preempted between pick and its counter load can find
+		 * the bank it picked rewritten and consistent again before the
+		 * writer made it active: a generation the record does not show
+		 * yet, followed by an older one on the next read. Accept only
+		 * the bank that is still the one to read.
+		 */
+		if (!pick)
 			return CRUX_OK;
-		crux_seq_relax();
+		atomic_thread_fence(memory_order_acquire);
+		if (pick(rec) == region)
+			return CRUX_OK;
 	}
 	return CRUX_ERR_BUSY;
 }
