@@ -942,6 +942,74 @@ static void test_bound_random(void **state)
 	crux_sched_topo_free(t);
 }
 
+/*
+ * A job the guard gives up, held at no guard's worst slowdown rather than
+ * spending the others' bounds on it (first evaluator model, K = 2, bound
+ * 1.5). Three jobs on the star: 0 (h1 -> h2, 1.4 GB, 1.3 s compute), 1 (h0 ->
+ * h3, 0.9 GB, 1.4 s), 2 (h0 -> h2, 1.5 GB, 1.8 s, 75 % overlap); alone 2.375
+ * / 1.95 / 1.95 s. No assignment of the two levels holds all three within
+ * 1.5 (checked here by enumeration), and the average-load estimate reports
+ * none. Giving job 2 up freely made job 0 worse than without a guard, so the
+ * guard used to fall back to enforcing every bound, which left job 2 at
+ * 1.77x unreported. Now job 2 is reported and held at the unguarded worst
+ * (1.77x), and jobs 0 and 1 are within 1.5.
+ */
+static void test_give_up_held_at_unguarded_worst(void **state)
+{
+	struct crux_sched_topo *t = topo();
+	struct crux_sched_jobs js;
+	struct crux_sched_params p;
+	struct crux_sched_schedule *s0, *s1;
+	struct crux_sched_eval *ev;
+	double T0[3], T1[3], iso[3], u;
+	int holds_all = 0;
+
+	(void)state;
+	crux_sched_jobs_init(&js);
+	add_job_o(&js, 1, 1, 2, 1.4e9, 2, 1.3, 0.25);
+	add_job_o(&js, 2, 0, 3, 0.9e9, 7, 1.4, 0.25);
+	add_job_o(&js, 3, 0, 2, 1.5e9, 4, 1.8, 0.75);
+	for (int i = 0; i < 3; i++)
+		iso[i] = crux_sched_isolated_iter(&js.v[i], js.v[i].flows[0].bytes / 1e9);
+	crux_sched_params_default(&p);
+	p.eval_model = CRUX_SCHED_EVAL_ALL_AT_ONCE;
+	p.refine_gain = 0;
+	p.levels = 2;
+	assert_int_equal(crux_sched_eval_new(&ev), CRUX_OK);
+	assert_int_equal(crux_sched_schedule_new(js.v, js.n, p.levels, &s0), CRUX_OK);
+	assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s0), CRUX_OK);
+	assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s0, T0, &u), CRUX_OK);
+	p.max_slowdown = 1.5;
+	assert_int_equal(crux_sched_schedule_new(js.v, js.n, p.levels, &s1), CRUX_OK);
+	assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s1), CRUX_OK);
+	assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s1, T1, &u), CRUX_OK);
+	assert_int_equal(s1->guard_infeasible, 1);
+	assert_int_equal(s1->d[2].infeasible, 1);
+	assert_int_equal(s1->guard_violators, 0);
+	assert_true(T1[0] <= 1.5 * iso[0] * (1 + 1e-9));
+	assert_true(T1[1] <= 1.5 * iso[1] * (1 + 1e-9));
+	assert_true(worst(&js, T1) <= worst(&js, T0) * (1 + 1e-9));
+	assert_true(fabs(T1[2] / iso[2] - worst(&js, T0)) < 1e-6);
+	/* The report is true: no assignment of the two levels holds all three. */
+	for (int a = 0; a < 8; a++) {
+		double T[3];
+		int ok = 1;
+
+		for (int i = 0; i < 3; i++)
+			s1->d[i].level = (a >> i) & 1;
+		assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s1, T, &u), CRUX_OK);
+		for (int i = 0; i < 3; i++)
+			ok &= T[i] <= 1.5 * iso[i] * (1 + 1e-9);
+		holds_all += ok;
+	}
+	assert_int_equal(holds_all, 0);
+	crux_sched_eval_free(ev);
+	crux_sched_schedule_free(s0);
+	crux_sched_schedule_free(s1);
+	crux_sched_jobs_free(&js);
+	crux_sched_topo_free(t);
+}
+
 /* Equal weights alone keep the light job far from starvation. */
 static void test_shares_in_run(void **state)
 {
@@ -1016,6 +1084,7 @@ int main(void)
 	    cmocka_unit_test(test_fill_from_bottom),
 	    cmocka_unit_test(test_fill_gives_up),
 	    cmocka_unit_test(test_bound_random),
+	    cmocka_unit_test(test_give_up_held_at_unguarded_worst),
 	    cmocka_unit_test(test_shares_in_run),
 	    cmocka_unit_test(test_plan_options),
 	};

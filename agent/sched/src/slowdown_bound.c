@@ -6,6 +6,7 @@
  * job.
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,9 @@
 #define FILL_EVALS   96
 #define FILL_JOBS    256
 #define FILL_GIVE_UP 3 /* jobs it may give up on top of the estimate's */
+/* Bounds tried for the given-up jobs when giving them up freely would make
+ * the worst job worse than no guard: geometric steps up to that worst. */
+#define HOLD_STEPS 2
 
 crux_status_t crux_sched_slowdown_parse(const char *text, double *out, struct crux_sched_err *err)
 {
@@ -1022,10 +1026,11 @@ static crux_status_t guard_main(struct crux_sched_topo *t, const struct crux_sch
 				struct crux_sched_schedule *s);
 
 /* s evaluated: the highest slowdown of any job (T over its isolated time) and
- * (left, may be NULL) the jobs not in inf above their own bound. */
+ * (left, may be NULL) the jobs not in inf above their own bound. With
+ * 'unreport', a job in inf that s holds within its bound leaves inf. */
 static crux_status_t guard_worst_abs(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 				     size_t n, double bound, const struct crux_sched_schedule *s,
-				     const unsigned char *inf, double *worst, int *left)
+				     unsigned char *inf, int unreport, double *worst, int *left)
 {
 	struct guard_ws w;
 	double util;
@@ -1040,6 +1045,8 @@ static crux_status_t guard_worst_abs(struct crux_sched_topo *t, const struct cru
 		for (size_t i = 0; i < n; i++) {
 			if (w.iso[i] > 0)
 				*worst = fmax(*worst, w.T[i] / w.iso[i]);
+			if (unreport && inf[i] && !over_bound(&w, i))
+				inf[i] = 0;
 			if (left)
 				*left += !inf[i] && over_bound(&w, i);
 		}
@@ -1053,7 +1060,7 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
 			       struct crux_sched_schedule *s)
 {
 	struct crux_sched_job *tmp = NULL;
-	struct crux_sched_schedule *orig = NULL;
+	struct crux_sched_schedule *orig = NULL, *best = NULL;
 	unsigned char *inf = NULL, *extra = NULL;
 	double *relax = NULL, worst0 = 0, worst1 = 0;
 	int count = 0, left = 0, extras = 0;
@@ -1076,7 +1083,7 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
 	if (!st)
 		st = crux_sched_schedule_copy(orig, s);
 	if (!st)
-		st = guard_worst_abs(t, jobs, n, p->max_slowdown, s, inf, &worst0, NULL);
+		st = guard_worst_abs(t, jobs, n, p->max_slowdown, s, inf, 0, &worst0, NULL);
 	if (st)
 		goto out;
 	/* The others keep their bounds; the infeasible ones get what they can. */
@@ -1093,9 +1100,54 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
 		inf[i] |= extra[i];
 	}
 	if (!st)
-		st = guard_worst_abs(t, jobs, n, p->max_slowdown, s, inf, &worst1, &left);
-	/* Never a worse worst job than no guard: else the guard as without the
-	 * estimate (the estimate's report stays). */
+		st = guard_worst_abs(t, jobs, n, p->max_slowdown, s, inf, 0, &worst1, &left);
+	/*
+	 * Never a worse worst job than no guard. First the jobs given up are
+	 * held at a bound between their own and that worst slowdown, then at
+	 * that worst itself (their report stays), every other job at its bound;
+	 * the first plan that holds the others is kept, else the one that
+	 * leaves the fewest above. If every such plan is still worse than no
+	 * guard, the guard as without the estimate (the estimate's report stays).
+	 */
+	if (!st && (count || extras) && worst1 > worst0 * (1 + GUARD_EPS)) {
+		double wb = INFINITY;
+		int lb = INT_MAX;
+
+		st = crux_sched_schedule_new(jobs, n, s->levels, &best);
+		for (int k = 0; !st && k < HOLD_STEPS && lb > 0; k++) {
+			double w2;
+			int l2;
+
+			memcpy(tmp, jobs, n * sizeof(*tmp));
+			for (size_t i = 0; i < n; i++) {
+				double b = tmp[i].slowdown_bound > 0 ? tmp[i].slowdown_bound
+								     : p->max_slowdown;
+
+				if (!inf[i])
+					continue;
+				/* geometric steps from b to worst0: the last is worst0 */
+				b *= pow(fmax(worst0 / b, 1), (double)(k + 1) / HOLD_STEPS);
+				tmp[i].slowdown_bound = fmin(b, CRUX_SCHED_MAX_SLOWDOWN_LIMIT);
+				tmp[i].urgent = 0;
+			}
+			st = crux_sched_schedule_copy(s, orig);
+			if (!st)
+				st = guard_main(t, tmp, n, p, NULL, NULL, s);
+			if (!st)
+				st = guard_worst_abs(t, jobs, n, p->max_slowdown, s, inf, 0, &w2,
+						     &l2);
+			if (!st && w2 <= worst0 * (1 + GUARD_EPS) && l2 < lb) {
+				wb = w2;
+				lb = l2;
+				st = crux_sched_schedule_copy(best, s);
+			}
+		}
+		if (!st && lb < INT_MAX) {
+			worst1 = wb;
+			left = lb;
+			st = crux_sched_schedule_copy(s, best);
+		}
+	}
 	if (!st && (count || extras) && worst1 > worst0 * (1 + GUARD_EPS)) {
 		for (size_t i = 0; i < n; i++) {
 			inf[i] &= !extra[i];
@@ -1105,8 +1157,12 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
 		if (!st)
 			st = guard_main(t, jobs, n, p, NULL, NULL, s);
 		if (!st)
-			st = guard_worst_abs(t, jobs, n, p->max_slowdown, s, inf, &worst1, &left);
+			st =
+			    guard_worst_abs(t, jobs, n, p->max_slowdown, s, inf, 0, &worst1, &left);
 	}
+	/* A job the plan holds within its bound after all is not reported. */
+	if (!st && (count || extras))
+		st = guard_worst_abs(t, jobs, n, p->max_slowdown, s, inf, 1, &worst1, &left);
 	if (!st) {
 		s->guard_violators = left;
 		for (size_t i = 0; i < n; i++) {
@@ -1116,6 +1172,7 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
 	}
 out:
 	crux_sched_schedule_free(orig);
+	crux_sched_schedule_free(best);
 	free(tmp);
 	free(inf);
 	free(extra);
