@@ -1123,12 +1123,13 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
 				double b = tmp[i].slowdown_bound > 0 ? tmp[i].slowdown_bound
 								     : p->max_slowdown;
 
-				if (!inf[i])
-					continue;
-				/* geometric steps from b to worst0: the last is worst0 */
-				b *= pow(fmax(worst0 / b, 1), (double)(k + 1) / HOLD_STEPS);
-				tmp[i].slowdown_bound = fmin(b, CRUX_SCHED_MAX_SLOWDOWN_LIMIT);
-				tmp[i].urgent = 0;
+				if (inf[i]) {
+					/* geometric steps from b to worst0: the last is worst0 */
+					b *= pow(fmax(worst0 / b, 1), (double)(k + 1) / HOLD_STEPS);
+					tmp[i].slowdown_bound =
+					    fmin(b, CRUX_SCHED_MAX_SLOWDOWN_LIMIT);
+					tmp[i].urgent = 0;
+				}
 			}
 			st = crux_sched_schedule_copy(s, orig);
 			if (!st)
