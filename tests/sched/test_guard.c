@@ -1010,6 +1010,73 @@ static void test_give_up_held_at_unguarded_worst(void **state)
 	crux_sched_topo_free(t);
 }
 
+/*
+ * A hold plan that leaves a held job above its bound. The estimate reports
+ * job 2 (no assignment of three levels holds all three); giving it up freely
+ * would be worse than no guard, and the best hold plan put every job on the
+ * top level: job 2 reported at 1.83x, job 1 at 1.84x unreported (a violator),
+ * utilisation 0.969. The next round gives job 1 up too and finds a plan with
+ * fewer jobs above their bound at a higher utilisation: job 1 is reported at
+ * no guard's worst (4.11x, what the steps allow it), jobs 0 and 2 are within
+ * 1.5 (job 2 is no longer reported) and the unguarded utilisation (1.035)
+ * is kept.
+ */
+static void test_hold_round_gives_up_violator(void **state)
+{
+	struct crux_sched_topo *t = topo();
+	struct crux_sched_jobs js;
+	struct crux_sched_params p;
+	struct crux_sched_schedule *s0, *s1;
+	struct crux_sched_eval *ev;
+	double T0[3], T1[3], iso[3], u0, u1;
+	int holds_all = 0;
+
+	(void)state;
+	crux_sched_jobs_init(&js);
+	add_job_o(&js, 1, 2, 3, 0.2e9, 4.2, 1.1, 0.75);
+	add_job_o(&js, 2, 2, 3, 1.5e9, 2.6, 0.8, 0.25);
+	add_job_o(&js, 3, 1, 3, 1.4e9, 4.6, 0.5, 0);
+	for (int i = 0; i < 3; i++)
+		iso[i] = crux_sched_isolated_iter(&js.v[i], js.v[i].flows[0].bytes / 1e9);
+	crux_sched_params_default(&p);
+	p.refine_gain = 0;
+	p.levels = 3;
+	assert_int_equal(crux_sched_eval_new(&ev), CRUX_OK);
+	assert_int_equal(crux_sched_schedule_new(js.v, js.n, p.levels, &s0), CRUX_OK);
+	assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s0), CRUX_OK);
+	assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s0, T0, &u0), CRUX_OK);
+	p.max_slowdown = 1.5;
+	assert_int_equal(crux_sched_schedule_new(js.v, js.n, p.levels, &s1), CRUX_OK);
+	assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s1), CRUX_OK);
+	assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s1, T1, &u1), CRUX_OK);
+	assert_int_equal(s1->guard_violators, 0);
+	assert_int_equal(s1->guard_infeasible, 1);
+	for (int i = 0; i < 3; i++)
+		if (!s1->d[i].infeasible)
+			assert_true(T1[i] <= 1.5 * iso[i] * (1 + 1e-9));
+	assert_true(over(&js, T1, 1.5) <= 1);
+	assert_true(worst(&js, T1) <= worst(&js, T0) * (1 + 1e-9));
+	assert_true(u1 >= u0 * (1 - 1e-9));
+	/* The report is true: no assignment of the three levels holds all three. */
+	for (int a = 0; a < 27; a++) {
+		double T[3], u;
+		int ok = 1;
+
+		for (int i = 0, x = a; i < 3; i++, x /= 3)
+			s1->d[i].level = x % 3;
+		assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s1, T, &u), CRUX_OK);
+		for (int i = 0; i < 3; i++)
+			ok &= T[i] <= 1.5 * iso[i] * (1 + 1e-9);
+		holds_all += ok;
+	}
+	assert_int_equal(holds_all, 0);
+	crux_sched_eval_free(ev);
+	crux_sched_schedule_free(s0);
+	crux_sched_schedule_free(s1);
+	crux_sched_jobs_free(&js);
+	crux_sched_topo_free(t);
+}
+
 /* Equal weights alone keep the light job far from starvation. */
 static void test_shares_in_run(void **state)
 {
@@ -1085,6 +1152,7 @@ int main(void)
 	    cmocka_unit_test(test_fill_gives_up),
 	    cmocka_unit_test(test_bound_random),
 	    cmocka_unit_test(test_give_up_held_at_unguarded_worst),
+	    cmocka_unit_test(test_hold_round_gives_up_violator),
 	    cmocka_unit_test(test_shares_in_run),
 	    cmocka_unit_test(test_plan_options),
 	};

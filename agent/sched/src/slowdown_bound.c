@@ -38,6 +38,10 @@
 /* Bounds tried for the given-up jobs when giving them up freely would make
  * the worst job worse than no guard: geometric steps up to that worst. */
 #define HOLD_STEPS 2
+/* Rounds of the hold step: a job its best plan still leaves above its bound
+ * is given up with the others for the next round (reported, held at the
+ * same steps), so that a plan need not spend the rest's bounds on it. */
+#define HOLD_ROUNDS 3
 
 crux_status_t crux_sched_slowdown_parse(const char *text, double *out, struct crux_sched_err *err)
 {
@@ -1025,33 +1029,70 @@ static crux_status_t guard_main(struct crux_sched_topo *t, const struct crux_sch
 				const unsigned char *gave_up, unsigned char *extra,
 				struct crux_sched_schedule *s);
 
-/* s evaluated: the highest slowdown of any job (T over its isolated time) and
- * (left, may be NULL) the jobs not in inf above their own bound. With
- * 'unreport', a job in inf that s holds within its bound leaves inf. */
+/* A plan as the guard weighs it against no guard. */
+struct guard_abs {
+	double worst; /* the highest slowdown of any job (T over its isolated time) */
+	double util;  /* predicted utilisation */
+	int left;     /* jobs not reported above their own bound */
+	int over;     /* jobs above their own bound, reported or not */
+};
+
+/* s evaluated into a; above (may be NULL) marks the jobs a->left counts.
+ * With 'unreport', a job in inf that s holds within its bound leaves inf. */
 static crux_status_t guard_worst_abs(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 				     size_t n, double bound, const struct crux_sched_schedule *s,
-				     unsigned char *inf, int unreport, double *worst, int *left)
+				     unsigned char *inf, int unreport, struct guard_abs *a,
+				     unsigned char *above)
 {
 	struct guard_ws w;
-	double util;
 	crux_status_t st = guard_ws_init(&w, t, jobs, n, bound, s);
 
 	if (!st)
-		st = crux_sched_evaluate_links(w.ev, t, jobs, n, s, &w.jl, 0, w.T, &util);
+		st = crux_sched_evaluate_links(w.ev, t, jobs, n, s, &w.jl, 0, w.T, &a->util);
 	if (!st) {
-		*worst = 0;
-		if (left)
-			*left = 0;
+		a->worst = 0;
+		a->left = 0;
+		a->over = 0;
 		for (size_t i = 0; i < n; i++) {
+			int o = over_bound(&w, i);
+
 			if (w.iso[i] > 0)
-				*worst = fmax(*worst, w.T[i] / w.iso[i]);
-			if (unreport && inf[i] && !over_bound(&w, i))
+				a->worst = fmax(a->worst, w.T[i] / w.iso[i]);
+			if (unreport && inf[i] && !o)
 				inf[i] = 0;
-			if (left)
-				*left += !inf[i] && over_bound(&w, i);
+			a->left += !inf[i] && o;
+			a->over += o;
+			if (above)
+				above[i] = !inf[i] && o;
 		}
 	}
 	guard_ws_free(&w);
+	return st;
+}
+
+/* One hold plan into s, from orig: the jobs in inf at a bound a share 'frac'
+ * of the way, geometrically, from their own to worst0 (tmp: scratch). */
+static crux_status_t guard_hold(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+				size_t n, const struct crux_sched_params *p,
+				const unsigned char *inf, double worst0, double frac,
+				const struct crux_sched_schedule *orig, struct crux_sched_job *tmp,
+				struct crux_sched_schedule *s)
+{
+	crux_status_t st;
+
+	memcpy(tmp, jobs, n * sizeof(*tmp));
+	for (size_t i = 0; i < n; i++) {
+		double b = tmp[i].slowdown_bound > 0 ? tmp[i].slowdown_bound : p->max_slowdown;
+
+		if (!inf[i])
+			continue;
+		b *= pow(fmax(worst0 / b, 1), frac);
+		tmp[i].slowdown_bound = fmin(b, CRUX_SCHED_MAX_SLOWDOWN_LIMIT);
+		tmp[i].urgent = 0;
+	}
+	st = crux_sched_schedule_copy(s, orig);
+	if (!st)
+		st = guard_main(t, tmp, n, p, NULL, NULL, s);
 	return st;
 }
 
@@ -1061,9 +1102,10 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
 {
 	struct crux_sched_job *tmp = NULL;
 	struct crux_sched_schedule *orig = NULL, *best = NULL;
-	unsigned char *inf = NULL, *extra = NULL;
-	double *relax = NULL, worst0 = 0, worst1 = 0;
-	int count = 0, left = 0, extras = 0;
+	unsigned char *inf = NULL, *extra = NULL, *above = NULL, *inf_b = NULL;
+	double *relax = NULL, worst0 = 0;
+	struct guard_abs a0, a1;
+	int count = 0, extras = 0;
 	crux_status_t st;
 
 	s->guard_infeasible = 0;
@@ -1083,9 +1125,10 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
 	if (!st)
 		st = crux_sched_schedule_copy(orig, s);
 	if (!st)
-		st = guard_worst_abs(t, jobs, n, p->max_slowdown, s, inf, 0, &worst0, NULL);
+		st = guard_worst_abs(t, jobs, n, p->max_slowdown, s, inf, 0, &a0, NULL);
 	if (st)
 		goto out;
+	worst0 = a0.worst;
 	/* The others keep their bounds; the infeasible ones get what they can. */
 	memcpy(tmp, jobs, n * sizeof(*tmp));
 	for (size_t i = 0; i < n; i++) {
@@ -1100,56 +1143,73 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
 		inf[i] |= extra[i];
 	}
 	if (!st)
-		st = guard_worst_abs(t, jobs, n, p->max_slowdown, s, inf, 0, &worst1, &left);
+		st = guard_worst_abs(t, jobs, n, p->max_slowdown, s, inf, 0, &a1, NULL);
 	/*
 	 * Never a worse worst job than no guard. First the jobs given up are
 	 * held at a bound between their own and that worst slowdown, then at
 	 * that worst itself (their report stays), every other job at its bound;
 	 * the first plan that holds the others is kept, else the one that
-	 * leaves the fewest above. If every such plan is still worse than no
-	 * guard, the guard as without the estimate (the estimate's report stays).
+	 * leaves the fewest above. Where the best such plan leaves jobs above,
+	 * those are given up too and the steps run again (HOLD_ROUNDS); such a
+	 * plan is kept only where fewer jobs in all end above their bound, or
+	 * as many at a higher predicted utilisation: a plan that only moves a
+	 * job from the violators to the report is not one. If every such plan
+	 * is still worse than no guard, the guard as without the estimate (the
+	 * estimate's report stays).
 	 */
-	if (!st && (count || extras) && worst1 > worst0 * (1 + GUARD_EPS)) {
-		double wb = INFINITY;
-		int lb = INT_MAX;
+	if (!st && (count || extras) && a1.worst > worst0 * (1 + GUARD_EPS)) {
+		struct guard_abs ab = {INFINITY, 0, INT_MAX, INT_MAX};
 
 		st = crux_sched_schedule_new(jobs, n, s->levels, &best);
-		for (int k = 0; !st && k < HOLD_STEPS && lb > 0; k++) {
-			double w2;
-			int l2;
+		above = malloc(n);
+		inf_b = malloc(n);
+		if (!st && !(above && inf_b))
+			st = CRUX_ERR_NOMEM;
+		for (int r = 0; !st && r < HOLD_ROUNDS && ab.left > 0; r++) {
+			int found = 0;
 
-			memcpy(tmp, jobs, n * sizeof(*tmp));
-			for (size_t i = 0; i < n; i++) {
-				double b = tmp[i].slowdown_bound > 0 ? tmp[i].slowdown_bound
-								     : p->max_slowdown;
+			if (r > 0) {
+				/* the best plan's jobs left above join the given-up */
+				memcpy(inf, inf_b, n);
+				for (size_t i = 0; i < n; i++)
+					inf[i] |= above[i];
+			}
+			for (int k = 0; !st && k < HOLD_STEPS && ab.left > 0; k++) {
+				struct guard_abs a2;
 
-				if (inf[i]) {
-					/* geometric steps from b to worst0: the last is worst0 */
-					b *= pow(fmax(worst0 / b, 1), (double)(k + 1) / HOLD_STEPS);
-					tmp[i].slowdown_bound =
-					    fmin(b, CRUX_SCHED_MAX_SLOWDOWN_LIMIT);
-					tmp[i].urgent = 0;
+				st = guard_hold(t, jobs, n, p, inf, worst0,
+						(double)(k + 1) / HOLD_STEPS, orig, tmp, s);
+				if (!st)
+					st = guard_worst_abs(t, jobs, n, p->max_slowdown, s, inf, 0,
+							     &a2, NULL);
+				if (st || a2.worst > worst0 * (1 + GUARD_EPS))
+					continue;
+				if (r == 0 ? a2.left < ab.left
+					   : a2.over < ab.over ||
+						 (a2.over == ab.over &&
+						  a2.util > ab.util * (1 + GUARD_EPS))) {
+					ab = a2;
+					found = 1;
+					st = crux_sched_schedule_copy(best, s);
+					memcpy(inf_b, inf, n);
 				}
 			}
-			st = crux_sched_schedule_copy(s, orig);
-			if (!st)
-				st = guard_main(t, tmp, n, p, NULL, NULL, s);
-			if (!st)
-				st = guard_worst_abs(t, jobs, n, p->max_slowdown, s, inf, 0, &w2,
-						     &l2);
-			if (!st && w2 <= worst0 * (1 + GUARD_EPS) && l2 < lb) {
-				wb = w2;
-				lb = l2;
-				st = crux_sched_schedule_copy(best, s);
+			if (st || !found)
+				break; /* nothing better this round: no further one */
+			if (ab.left > 0) {
+				st = guard_worst_abs(t, jobs, n, p->max_slowdown, best, inf_b, 0,
+						     &ab, above);
+				for (size_t i = 0; !st && i < n; i++)
+					extra[i] |= above[i];
 			}
 		}
-		if (!st && lb < INT_MAX) {
-			worst1 = wb;
-			left = lb;
+		if (!st && ab.left < INT_MAX) {
+			a1 = ab;
+			memcpy(inf, inf_b, n);
 			st = crux_sched_schedule_copy(s, best);
 		}
 	}
-	if (!st && (count || extras) && worst1 > worst0 * (1 + GUARD_EPS)) {
+	if (!st && (count || extras) && a1.worst > worst0 * (1 + GUARD_EPS)) {
 		for (size_t i = 0; i < n; i++) {
 			inf[i] &= !extra[i];
 			extra[i] = 0;
@@ -1158,14 +1218,13 @@ crux_status_t crux_sched_guard(struct crux_sched_topo *t, const struct crux_sche
 		if (!st)
 			st = guard_main(t, jobs, n, p, NULL, NULL, s);
 		if (!st)
-			st =
-			    guard_worst_abs(t, jobs, n, p->max_slowdown, s, inf, 0, &worst1, &left);
+			st = guard_worst_abs(t, jobs, n, p->max_slowdown, s, inf, 0, &a1, NULL);
 	}
 	/* A job the plan holds within its bound after all is not reported. */
 	if (!st && (count || extras))
-		st = guard_worst_abs(t, jobs, n, p->max_slowdown, s, inf, 1, &worst1, &left);
+		st = guard_worst_abs(t, jobs, n, p->max_slowdown, s, inf, 1, &a1, NULL);
 	if (!st) {
-		s->guard_violators = left;
+		s->guard_violators = a1.left;
 		for (size_t i = 0; i < n; i++) {
 			s->d[i].infeasible = inf[i];
 			s->guard_infeasible += inf[i];
@@ -1177,6 +1236,8 @@ out:
 	free(tmp);
 	free(inf);
 	free(extra);
+	free(above);
+	free(inf_b);
 	free(relax);
 	return st;
 }
