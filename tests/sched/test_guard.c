@@ -942,6 +942,75 @@ static void test_bound_random(void **state)
 	crux_sched_topo_free(t);
 }
 
+/* The three single-flow jobs of js planned without and with the bound 1.5 (p
+ * otherwise as given): each plan's schedule, predicted times and utilisation. */
+struct guard_pair {
+	struct crux_sched_topo *t;
+	struct crux_sched_eval *ev;
+	struct crux_sched_jobs js;
+	struct crux_sched_schedule *s0, *s1;
+	double T0[3], T1[3], iso[3], u0, u1;
+};
+
+/* p: the defaults, Max-K-Cut's levels (K of them) as the guard takes them. */
+static void guard_pair_init(struct guard_pair *g, struct crux_sched_params *p, int K)
+{
+	crux_sched_params_default(p);
+	p->refine_gain = 0;
+	p->levels = K;
+	g->t = topo();
+	assert_int_equal(crux_sched_eval_new(&g->ev), CRUX_OK);
+	crux_sched_jobs_init(&g->js);
+}
+
+static void guard_pair_run(struct guard_pair *g, struct crux_sched_params *p)
+{
+	struct crux_sched_topo *t = g->t;
+	struct crux_sched_eval *ev = g->ev;
+	const struct crux_sched_jobs *js = &g->js;
+
+	for (int i = 0; i < 3; i++)
+		g->iso[i] = crux_sched_isolated_iter(&js->v[i], js->v[i].flows[0].bytes / 1e9);
+	assert_int_equal(crux_sched_schedule_new(js->v, js->n, p->levels, &g->s0), CRUX_OK);
+	assert_int_equal(crux_sched_run(t, js->v, js->n, p, CRUX_SCHED_CRUX_FULL, g->s0), CRUX_OK);
+	assert_int_equal(crux_sched_evaluate(ev, t, js->v, js->n, g->s0, g->T0, &g->u0), CRUX_OK);
+	p->max_slowdown = 1.5;
+	assert_int_equal(crux_sched_schedule_new(js->v, js->n, p->levels, &g->s1), CRUX_OK);
+	assert_int_equal(crux_sched_run(t, js->v, js->n, p, CRUX_SCHED_CRUX_FULL, g->s1), CRUX_OK);
+	assert_int_equal(crux_sched_evaluate(ev, t, js->v, js->n, g->s1, g->T1, &g->u1), CRUX_OK);
+}
+
+/* Assignments of K levels to the three jobs (s's paths; s is overwritten)
+ * that hold every job within 1.5 in the evaluator. */
+static int assignments_holding_all(struct crux_sched_topo *t, struct crux_sched_eval *ev,
+				   const struct crux_sched_jobs *js, struct crux_sched_schedule *s,
+				   int K, const double *iso)
+{
+	int holds_all = 0;
+
+	for (int a = 0; a < K * K * K; a++) {
+		double T[3], u;
+		int ok = 1;
+
+		for (int i = 0, x = a; i < 3; i++, x /= K)
+			s->d[i].level = x % K;
+		assert_int_equal(crux_sched_evaluate(ev, t, js->v, js->n, s, T, &u), CRUX_OK);
+		for (int i = 0; i < 3; i++)
+			ok &= T[i] <= 1.5 * iso[i] * (1 + 1e-9);
+		holds_all += ok;
+	}
+	return holds_all;
+}
+
+static void guard_pair_free(struct guard_pair *g)
+{
+	crux_sched_schedule_free(g->s0);
+	crux_sched_schedule_free(g->s1);
+	crux_sched_eval_free(g->ev);
+	crux_sched_jobs_free(&g->js);
+	crux_sched_topo_free(g->t);
+}
+
 /*
  * A job the guard gives up, held at no guard's worst slowdown rather than
  * spending the others' bounds on it (first evaluator model, K = 2, bound
@@ -956,58 +1025,26 @@ static void test_bound_random(void **state)
  */
 static void test_give_up_held_at_unguarded_worst(void **state)
 {
-	struct crux_sched_topo *t = topo();
-	struct crux_sched_jobs js;
 	struct crux_sched_params p;
-	struct crux_sched_schedule *s0, *s1;
-	struct crux_sched_eval *ev;
-	double T0[3], T1[3], iso[3], u;
-	int holds_all = 0;
+	struct guard_pair g;
 
 	(void)state;
-	crux_sched_jobs_init(&js);
-	add_job_o(&js, 1, 1, 2, 1.4e9, 2, 1.3, 0.25);
-	add_job_o(&js, 2, 0, 3, 0.9e9, 7, 1.4, 0.25);
-	add_job_o(&js, 3, 0, 2, 1.5e9, 4, 1.8, 0.75);
-	for (int i = 0; i < 3; i++)
-		iso[i] = crux_sched_isolated_iter(&js.v[i], js.v[i].flows[0].bytes / 1e9);
-	crux_sched_params_default(&p);
+	guard_pair_init(&g, &p, 2);
+	add_job_o(&g.js, 1, 1, 2, 1.4e9, 2, 1.3, 0.25);
+	add_job_o(&g.js, 2, 0, 3, 0.9e9, 7, 1.4, 0.25);
+	add_job_o(&g.js, 3, 0, 2, 1.5e9, 4, 1.8, 0.75);
 	p.eval_model = CRUX_SCHED_EVAL_ALL_AT_ONCE;
-	p.refine_gain = 0;
-	p.levels = 2;
-	assert_int_equal(crux_sched_eval_new(&ev), CRUX_OK);
-	assert_int_equal(crux_sched_schedule_new(js.v, js.n, p.levels, &s0), CRUX_OK);
-	assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s0), CRUX_OK);
-	assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s0, T0, &u), CRUX_OK);
-	p.max_slowdown = 1.5;
-	assert_int_equal(crux_sched_schedule_new(js.v, js.n, p.levels, &s1), CRUX_OK);
-	assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s1), CRUX_OK);
-	assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s1, T1, &u), CRUX_OK);
-	assert_int_equal(s1->guard_infeasible, 1);
-	assert_int_equal(s1->d[2].infeasible, 1);
-	assert_int_equal(s1->guard_violators, 0);
-	assert_true(T1[0] <= 1.5 * iso[0] * (1 + 1e-9));
-	assert_true(T1[1] <= 1.5 * iso[1] * (1 + 1e-9));
-	assert_true(worst(&js, T1) <= worst(&js, T0) * (1 + 1e-9));
-	assert_true(fabs(T1[2] / iso[2] - worst(&js, T0)) < 1e-6);
+	guard_pair_run(&g, &p);
+	assert_int_equal(g.s1->guard_infeasible, 1);
+	assert_int_equal(g.s1->d[2].infeasible, 1);
+	assert_int_equal(g.s1->guard_violators, 0);
+	assert_true(g.T1[0] <= 1.5 * g.iso[0] * (1 + 1e-9));
+	assert_true(g.T1[1] <= 1.5 * g.iso[1] * (1 + 1e-9));
+	assert_true(worst(&g.js, g.T1) <= worst(&g.js, g.T0) * (1 + 1e-9));
+	assert_true(fabs(g.T1[2] / g.iso[2] - worst(&g.js, g.T0)) < 1e-6);
 	/* The report is true: no assignment of the two levels holds all three. */
-	for (int a = 0; a < 8; a++) {
-		double T[3];
-		int ok = 1;
-
-		for (int i = 0; i < 3; i++)
-			s1->d[i].level = (a >> i) & 1;
-		assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s1, T, &u), CRUX_OK);
-		for (int i = 0; i < 3; i++)
-			ok &= T[i] <= 1.5 * iso[i] * (1 + 1e-9);
-		holds_all += ok;
-	}
-	assert_int_equal(holds_all, 0);
-	crux_sched_eval_free(ev);
-	crux_sched_schedule_free(s0);
-	crux_sched_schedule_free(s1);
-	crux_sched_jobs_free(&js);
-	crux_sched_topo_free(t);
+	assert_int_equal(assignments_holding_all(g.t, g.ev, &g.js, g.s1, 2, g.iso), 0);
+	guard_pair_free(&g);
 }
 
 /*
@@ -1023,58 +1060,26 @@ static void test_give_up_held_at_unguarded_worst(void **state)
  */
 static void test_hold_round_gives_up_violator(void **state)
 {
-	struct crux_sched_topo *t = topo();
-	struct crux_sched_jobs js;
 	struct crux_sched_params p;
-	struct crux_sched_schedule *s0, *s1;
-	struct crux_sched_eval *ev;
-	double T0[3], T1[3], iso[3], u0, u1;
-	int holds_all = 0;
+	struct guard_pair g;
 
 	(void)state;
-	crux_sched_jobs_init(&js);
-	add_job_o(&js, 1, 2, 3, 0.2e9, 4.2, 1.1, 0.75);
-	add_job_o(&js, 2, 2, 3, 1.5e9, 2.6, 0.8, 0.25);
-	add_job_o(&js, 3, 1, 3, 1.4e9, 4.6, 0.5, 0);
+	guard_pair_init(&g, &p, 3);
+	add_job_o(&g.js, 1, 2, 3, 0.2e9, 4.2, 1.1, 0.75);
+	add_job_o(&g.js, 2, 2, 3, 1.5e9, 2.6, 0.8, 0.25);
+	add_job_o(&g.js, 3, 1, 3, 1.4e9, 4.6, 0.5, 0);
+	guard_pair_run(&g, &p);
+	assert_int_equal(g.s1->guard_violators, 0);
+	assert_int_equal(g.s1->guard_infeasible, 1);
 	for (int i = 0; i < 3; i++)
-		iso[i] = crux_sched_isolated_iter(&js.v[i], js.v[i].flows[0].bytes / 1e9);
-	crux_sched_params_default(&p);
-	p.refine_gain = 0;
-	p.levels = 3;
-	assert_int_equal(crux_sched_eval_new(&ev), CRUX_OK);
-	assert_int_equal(crux_sched_schedule_new(js.v, js.n, p.levels, &s0), CRUX_OK);
-	assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s0), CRUX_OK);
-	assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s0, T0, &u0), CRUX_OK);
-	p.max_slowdown = 1.5;
-	assert_int_equal(crux_sched_schedule_new(js.v, js.n, p.levels, &s1), CRUX_OK);
-	assert_int_equal(crux_sched_run(t, js.v, js.n, &p, CRUX_SCHED_CRUX_FULL, s1), CRUX_OK);
-	assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s1, T1, &u1), CRUX_OK);
-	assert_int_equal(s1->guard_violators, 0);
-	assert_int_equal(s1->guard_infeasible, 1);
-	for (int i = 0; i < 3; i++)
-		if (!s1->d[i].infeasible)
-			assert_true(T1[i] <= 1.5 * iso[i] * (1 + 1e-9));
-	assert_true(over(&js, T1, 1.5) <= 1);
-	assert_true(worst(&js, T1) <= worst(&js, T0) * (1 + 1e-9));
-	assert_true(u1 >= u0 * (1 - 1e-9));
+		if (!g.s1->d[i].infeasible)
+			assert_true(g.T1[i] <= 1.5 * g.iso[i] * (1 + 1e-9));
+	assert_true(over(&g.js, g.T1, 1.5) <= 1);
+	assert_true(worst(&g.js, g.T1) <= worst(&g.js, g.T0) * (1 + 1e-9));
+	assert_true(g.u1 >= g.u0 * (1 - 1e-9));
 	/* The report is true: no assignment of the three levels holds all three. */
-	for (int a = 0; a < 27; a++) {
-		double T[3], u;
-		int ok = 1;
-
-		for (int i = 0, x = a; i < 3; i++, x /= 3)
-			s1->d[i].level = x % 3;
-		assert_int_equal(crux_sched_evaluate(ev, t, js.v, js.n, s1, T, &u), CRUX_OK);
-		for (int i = 0; i < 3; i++)
-			ok &= T[i] <= 1.5 * iso[i] * (1 + 1e-9);
-		holds_all += ok;
-	}
-	assert_int_equal(holds_all, 0);
-	crux_sched_eval_free(ev);
-	crux_sched_schedule_free(s0);
-	crux_sched_schedule_free(s1);
-	crux_sched_jobs_free(&js);
-	crux_sched_topo_free(t);
+	assert_int_equal(assignments_holding_all(g.t, g.ev, &g.js, g.s1, 3, g.iso), 0);
+	guard_pair_free(&g);
 }
 
 /* Equal weights alone keep the light job far from starvation. */
