@@ -20,12 +20,17 @@
  * (components in job-index order; the later ones keep Max-K-Cut's levels),
  * which bounds what it adds to a plan of any size.
  *
- * Not with the fairness guard on (p->max_slowdown): the guard, which runs
+ * Not before the fairness guard (p->max_slowdown): the guard, which runs
  * next, then spends other jobs' gain undoing the moves, and more jobs end
  * above their bound (sched-guard, 2:1 Clos at 1.5: 73 held jobs above it in
  * the reference with the refinement, 39 without; a variant that kept only
- * moves leaving the jobs no further above their bounds: 75).
+ * moves leaving the jobs no further above their bounds: 75). After it
+ * (crux_sched_guard_refine) the same search runs with every job capped at
+ * the larger of its bound and its time in the guard's plan: the guard's
+ * lifts and holds buy the bounds with gain a move of a job it never had to
+ * lift can give back.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +38,15 @@
 #include "sched_int.h"
 
 #define REFINE_PASSES 3
+/*
+ * Guarded: a move may bring a job within its bound no nearer to it than this
+ * fraction below (unless it is there already). The evaluator errs for some
+ * jobs under several higher ones; moves up to the bound itself let the
+ * reference find more held jobs above it (sched-guard, main case seed: 2:1
+ * Clos at 3, 5 -> 6; one link at 1.5, 1 -> 2), at 0.1 none more, most of
+ * the gain kept (chosen on the main seed; seed 77 held out).
+ */
+#define GUARD_REFINE_MARGIN 0.1
 
 /* One component as a cluster of its own. */
 struct refine_c {
@@ -44,6 +58,13 @@ struct refine_c {
 	size_t n;
 	int evals;
 	long work; /* job-evaluations left to the plan */
+	/* Guarded (after the guard): per member its cap on the iteration time
+	 * (set from the first evaluation), its bound times its isolated time;
+	 * 'top' the highest level a move may take, 'pin' members never moved.
+	 * lim NULL: unguarded. */
+	double *lim, *held;
+	unsigned char pin[CRUX_SCHED_REFINE_MAX_JOBS];
+	int top;
 };
 
 /* Where a job at level a and at level b stand against each neighbour (below,
@@ -73,6 +94,15 @@ static crux_status_t refine_eval(struct refine_c *c, struct crux_sched_eval *ev,
 	return crux_sched_evaluate_links(ev, t, c->jobs, c->n, c->s, &c->jl, reuse, c->T, util);
 }
 
+/* Guarded: every member within its cap after the last evaluation. */
+static int refine_within(const struct refine_c *c)
+{
+	for (size_t a = 0; c->lim && a < c->n; a++)
+		if (c->T[a] > c->lim[a])
+			return 0;
+	return 1;
+}
+
 /* Whether the component's and the plan's budgets allow one more evaluation. */
 static int refine_can(const struct refine_c *c)
 {
@@ -85,7 +115,6 @@ static crux_status_t refine_component(struct refine_c *c, struct crux_sched_eval
 				      int *moves)
 {
 	size_t n = c->n;
-	int K = c->s->levels;
 	double u0;
 	crux_status_t st;
 
@@ -103,13 +132,19 @@ static crux_status_t refine_component(struct refine_c *c, struct crux_sched_eval
 	st = refine_eval(c, ev, t, &u0);
 	if (st)
 		return st;
+	/* Guarded: no job beyond its bound or, above it already, beyond its time now. */
+	for (size_t a = 0; c->lim && a < n; a++)
+		c->lim[a] = crux_dmax(c->held[a] * (1 - GUARD_REFINE_MARGIN), c->T[a]) * (1 + 1e-9);
 	for (int pass = 0; pass < REFINE_PASSES; pass++) {
 		int moved = 0;
 
 		/* Members are in rank order: a job's higher-ranked neighbours come first. */
 		for (size_t v = 0; v < n && refine_can(c); v++) {
-			int lo = 0, hi = K - 1, cur = c->s->d[v].level, best_l = cur;
+			int lo = 0, hi = c->top, cur = c->s->d[v].level, best_l = cur;
 			double best_u = u0 * (1 + gain);
+
+			if (c->pin[v] || cur > c->top)
+				continue;
 
 			/* Levels it may take: all, or (kept to the order) those that keep
 			 * the order valid with every neighbour: [lo, hi]. */
@@ -134,7 +169,7 @@ static crux_status_t refine_component(struct refine_c *c, struct crux_sched_eval
 				c->s->d[v].level = cur;
 				if (st)
 					return st;
-				if (u > best_u) {
+				if (u > best_u && refine_within(c)) {
 					best_u = u;
 					best_l = L;
 				}
@@ -200,20 +235,92 @@ static void sort_by_rank(int *m, size_t cn, const struct crux_sched_schedule *s)
 		}
 }
 
-crux_status_t crux_sched_compress_refine(struct crux_sched_topo *t,
-					 const struct crux_sched_job *jobs, size_t n,
-					 const struct crux_sched_params *p,
-					 struct crux_sched_schedule *s)
+/* Guarded: each job's bound times its isolated time, as the guard takes them
+ * (the caller's isolated time, else alone on its paths). */
+static void refine_guard_held(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+			      size_t n, const struct crux_sched_params *p,
+			      const struct job_links *jl, double *held)
+{
+	for (size_t i = 0; i < n; i++) {
+		double b = jobs[i].slowdown_bound, iso = jobs[i].iso_time, tau = 0;
+
+		if (!(isfinite(b) && b >= 1))
+			b = p->max_slowdown;
+		if (!(iso > 0 && isfinite(iso))) {
+			for (size_t k = jl->off[i]; k < jl->off[i + 1]; k++)
+				tau = crux_dmax(tau, jl->bytes[k] / t->lbw[jl->link[k]]);
+			iso = crux_sched_isolated_iter(&jobs[i], tau);
+		}
+		held[i] = b * iso;
+	}
+}
+
+/*
+ * Guarded, where a job moved: the whole plan with the guard's levels (T0)
+ * and with the moves (T1). Where the components, each evaluated on its own,
+ * let a job past its cap in the whole plan, or the whole plan lost, the
+ * guard's levels come back. Then the guard's counts: violators, and
+ * reported jobs now held within their bound.
+ */
+static crux_status_t refine_guard_check(struct crux_sched_eval *ev, struct crux_sched_topo *t,
+					const struct crux_sched_job *jobs, size_t n,
+					const struct job_links *jl, double *T0, const int *lev0,
+					const double *held, int moves0,
+					struct crux_sched_schedule *s)
+{
+	double *T1 = malloc(n * sizeof(double)), u0 = 0, u1 = 0;
+	int *lev1 = malloc(n * sizeof(int)), keep = 1;
+	crux_status_t st = T1 && lev1 ? CRUX_OK : CRUX_ERR_NOMEM;
+
+	for (size_t i = 0; !st && i < n; i++) {
+		lev1[i] = s->d[i].level;
+		s->d[i].level = lev0[i];
+	}
+	if (!st)
+		st = crux_sched_evaluate_links(ev, t, jobs, n, s, jl, 0, T0, &u0);
+	for (size_t i = 0; !st && i < n; i++)
+		s->d[i].level = lev1[i];
+	if (!st)
+		st = crux_sched_evaluate_links(ev, t, jobs, n, s, jl, 0, T1, &u1);
+	for (size_t i = 0; !st && i < n; i++)
+		keep &= !(T1[i] > crux_dmax(held[i], T0[i]) * (1 + 1e-9));
+	if (st || !keep || !(u1 >= u0)) {
+		for (size_t i = 0; lev1 && i < n; i++)
+			s->d[i].level = lev0[i];
+		if (T1)
+			memcpy(T1, T0, n * sizeof(double));
+		s->refine_moves = moves0;
+	}
+	if (!st) {
+		s->guard_violators = 0;
+		s->guard_infeasible = 0;
+		for (size_t i = 0; i < n; i++) {
+			int over = T1[i] > held[i] * (1 + 1e-9);
+
+			if (s->d[i].infeasible && !over)
+				s->d[i].infeasible = 0;
+			s->guard_violators += !s->d[i].infeasible && over;
+			s->guard_infeasible += s->d[i].infeasible;
+		}
+	}
+	free(T1);
+	free(lev1);
+	return st;
+}
+
+static crux_status_t refine_plan(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+				 size_t n, const struct crux_sched_params *p, int guarded,
+				 struct crux_sched_schedule *s)
 {
 	struct job_links jl = {0};
 	struct refine_c *c = NULL;
 	struct crux_sched_eval *ev = NULL;
 	size_t *loff = NULL;
-	int *ljob = NULL, *comp = NULL, *queue = NULL, L = t->n_links;
+	int *ljob = NULL, *comp = NULL, *queue = NULL, *lev0 = NULL, L = t->n_links, top;
+	double *T0 = NULL, *held = NULL;
+	int moves0 = s->refine_moves;
 	crux_status_t st;
 
-	if (!(p->refine_gain > 0) || p->max_slowdown > 0 || s->levels < 2 || n < 2)
-		return CRUX_OK;
 	st = crux_sched_job_links_build(t, jobs, n, s, &jl);
 	if (st)
 		return st;
@@ -230,6 +337,23 @@ crux_status_t crux_sched_compress_refine(struct crux_sched_topo *t,
 	c->T = malloc(CRUX_SCHED_REFINE_MAX_JOBS * sizeof(double));
 	if (!c->jobs || !c->T)
 		goto out;
+	top = s->levels - 1;
+	if (guarded) {
+		c->lim = malloc(CRUX_SCHED_REFINE_MAX_JOBS * sizeof(double));
+		c->held = malloc(CRUX_SCHED_REFINE_MAX_JOBS * sizeof(double));
+		T0 = malloc(n * sizeof(double));
+		held = malloc(n * sizeof(double));
+		lev0 = malloc(n * sizeof(int));
+		if (!c->lim || !c->held || !T0 || !held || !lev0)
+			goto out;
+		/* The top level is the urgent jobs' where there are any (as in the guard). */
+		for (size_t i = 0; i < n; i++)
+			if (jobs[i].urgent)
+				top = s->levels - 2;
+		refine_guard_held(t, jobs, n, p, &jl, held);
+		for (size_t i = 0; i < n; i++)
+			lev0[i] = s->d[i].level;
+	}
 	for (size_t i = 0; i < n; i++)
 		comp[i] = -1;
 	for (size_t root = 0; root < n; root++) {
@@ -253,8 +377,13 @@ crux_status_t crux_sched_compress_refine(struct crux_sched_topo *t,
 			continue;
 		sort_by_rank(queue, qt, s);
 		st = refine_build(c, t, jobs, s, queue, qt);
+		c->top = top;
+		for (size_t a = 0; guarded && a < qt; a++) {
+			c->held[a] = held[queue[a]];
+			c->pin[a] = jobs[queue[a]].urgent != 0;
+		}
 		if (!st)
-			st = refine_component(c, ev, t, p->refine_gain, p->refine_free,
+			st = refine_component(c, ev, t, p->refine_gain, guarded || p->refine_free,
 					      &s->refine_moves);
 		if (!st)
 			for (size_t a = 0; a < qt; a++)
@@ -264,18 +393,45 @@ crux_status_t crux_sched_compress_refine(struct crux_sched_topo *t,
 		if (st)
 			goto out;
 	}
-	st = CRUX_OK;
+	st = guarded && s->refine_moves > moves0
+		 ? refine_guard_check(ev, t, jobs, n, &jl, T0, lev0, held, moves0, s)
+		 : CRUX_OK;
 out:
 	crux_sched_eval_free(ev);
 	crux_sched_job_links_free(&jl);
 	if (c) {
 		free(c->jobs);
 		free(c->T);
+		free(c->lim);
+		free(c->held);
 		free(c);
 	}
+	free(T0);
+	free(held);
+	free(lev0);
 	free(loff);
 	free(ljob);
 	free(comp);
 	free(queue);
 	return st;
+}
+
+crux_status_t crux_sched_compress_refine(struct crux_sched_topo *t,
+					 const struct crux_sched_job *jobs, size_t n,
+					 const struct crux_sched_params *p,
+					 struct crux_sched_schedule *s)
+{
+	if (!(p->refine_gain > 0) || p->max_slowdown > 0 || s->levels < 2 || n < 2)
+		return CRUX_OK;
+	return refine_plan(t, jobs, n, p, 0, s);
+}
+
+crux_status_t crux_sched_guard_refine(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+				      size_t n, const struct crux_sched_params *p,
+				      struct crux_sched_schedule *s)
+{
+	if (!(p->refine_gain > 0) || !(p->max_slowdown > 0) || p->guard_enforce_all ||
+	    s->levels < 2 || n < 2)
+		return CRUX_OK;
+	return refine_plan(t, jobs, n, p, 1, s);
 }

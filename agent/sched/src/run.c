@@ -59,7 +59,12 @@ crux_status_t crux_sched_run(struct crux_sched_topo *t, const struct crux_sched_
 				st = crux_sched_compress_refine(t, jobs, n, p, s);
 		} else
 			crux_sched_compress_rank(s);
-		return st ? st : crux_sched_guard(t, jobs, n, p, s);
+		if (!st)
+			st = crux_sched_guard(t, jobs, n, p, s);
+		/* What the guard's lifts cost, won back where no bound suffers. */
+		if (!st && pol == CRUX_SCHED_CRUX_FULL)
+			st = crux_sched_guard_refine(t, jobs, n, p, s);
+		return st;
 	case CRUX_SCHED_SINCRONIA:
 		st = crux_sched_prio_sincronia(t, jobs, n, s);
 		if (st)

@@ -331,11 +331,21 @@ crux_status_t crux_sched_compress(struct crux_sched_topo *t, const struct crux_s
  * evaluator gains > p->refine_gain; each
  * contention component of up to CRUX_SCHED_REFINE_MAX_JOBS jobs on its own
  * (larger ones keep Max-K-Cut's levels; no-op at 0 and with the fairness
- * guard on, p->max_slowdown > 0). */
+ * guard on, p->max_slowdown > 0: crux_sched_guard_refine runs after it). */
 crux_status_t crux_sched_compress_refine(struct crux_sched_topo *t,
 					 const struct crux_sched_job *jobs, size_t n,
 					 const struct crux_sched_params *p,
 					 struct crux_sched_schedule *s);
+/* The same moves after the fairness guard (p->max_slowdown > 0, not
+ * p->guard_enforce_all), each kept only where no job's predicted iteration
+ * time passes the larger of its bound and its time in the guard's plan
+ * (urgent jobs stay put, the top level stays theirs); the guard's levels
+ * come back where the whole plan, evaluated at once, breaks that or loses.
+ * Updates guard_violators and guard_infeasible (a reported job now within
+ * its bound is no longer reported). Crux-full runs it after the guard. */
+crux_status_t crux_sched_guard_refine(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+				      size_t n, const struct crux_sched_params *p,
+				      struct crux_sched_schedule *s);
 /* Rank mappings: level = max(K-1-rank, 0) (Sincronia) and equal-size blocks (Varys). */
 void crux_sched_compress_rank(struct crux_sched_schedule *s);
 void crux_sched_compress_balanced(struct crux_sched_schedule *s);
