@@ -18,7 +18,9 @@
  * unguarded Crux-full, and per bound B Crux-full@B (jobs no schedule can hold
  * reported: crux_sched_guard) and Crux-full@B/e (every bound enforced, the
  * guard's first version). Every schedule runs in the evaluator and in the
- * reference (per-flow max-min, strict priority, 2 random phases). A job is
+ * reference (per-flow max-min, strict priority, 2 random phases); @B/r is
+ * @B with the refinement again after the guard (crux_sched_guard_refine,
+ * off by default). A job is
  * "feasible" when Crux-full@B did not report it; per fabric and bound:
  * feasible jobs above B (evaluator; reference, beyond B x 1.02 for its own
  * noise), the worst slowdown of a feasible job, the jobs reported, and the
@@ -27,7 +29,13 @@
  * the estimate against an enumeration of every assignment of 4 levels on
  * Crux-full's paths in the evaluator: a case where it reports a job though
  * some assignment holds every job within B would be a false report; one
- * where it reports nothing though none does is a limit it missed.
+ * where it reports nothing though none does is a limit it missed. The same
+ * enumeration gives a ceiling for the guard's gain: per bound, the assignment
+ * of the highest predicted utilisation among those holding every job the
+ * guard did not report within B (a reported one within no guard's worst
+ * slowdown), run in the reference too, against the guard's plans (@B, @B/r)
+ * on the same cases. It is a ceiling of level assignments on Crux-full's paths with 4
+ * levels only: the guard has 8 and may move paths, so it can pass it.
  *
  * usage: sched-guard [CASES_PER_FABRIC] [OUT.json] [CASE_SEED]
  */
@@ -47,13 +55,14 @@
 #define REF_TOL	    1.02 /* the reference's own noise on one job's time */
 #define ENUM_JOBS   6	 /* cases this small get the enumeration */
 #define ENUM_LEVELS 4
+#define N_GV	    3 /* guard variants per bound: @B, @B/e (enforce all), @B/r (refined) */
 
 static const char *const topo_name[N_TOPO] = {"clos2-2to1", "dsided", "single-link"};
 static const double bounds[N_BOUND] = {1.5, 3};
 
 /* Schedules of a case: 0 TACCL*, 1 one level, 2 crux-full, then per bound @B, @B/e. */
-enum { V_TACCL, V_ONE, V_FULL, V_GUARD, V_ENFORCE, N_V = V_GUARD + 2 * N_BOUND };
-#define V_OF(b, e) (V_GUARD + 2 * (b) + (e))
+enum { V_TACCL, V_ONE, V_FULL, V_GUARD, N_V = V_GUARD + N_GV * N_BOUND };
+#define V_OF(b, e) (V_GUARD + N_GV * (b) + (e))
 
 __attribute__((noreturn)) static void die(const char *what)
 {
@@ -185,8 +194,9 @@ static void plan(struct crux_sched_topo *t, const struct crux_sched_jobs *js, in
 
 	crux_sched_params_default(&p);
 	if (v >= V_GUARD) {
-		p.max_slowdown = bounds[(v - V_GUARD) / 2];
-		p.guard_enforce_all = (v - V_GUARD) % 2;
+		p.max_slowdown = bounds[(v - V_GUARD) / N_GV];
+		p.guard_enforce_all = (v - V_GUARD) % N_GV == 1;
+		p.guard_refine = (v - V_GUARD) % N_GV == 2;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &a);
 	if (crux_sched_run(t, js->v, js->n, &p,
@@ -199,6 +209,30 @@ static void plan(struct crux_sched_topo *t, const struct crux_sched_jobs *js, in
 			s->d[i].level = 0;
 }
 
+/* A copy of s0 for the enumeration (ENUM_LEVELS levels); *total: the
+ * number of its level assignments. */
+static struct crux_sched_schedule *enum_start(const struct crux_sched_jobs *js,
+					      const struct crux_sched_schedule *s0, long *total)
+{
+	struct crux_sched_schedule *s;
+
+	if (crux_sched_schedule_new(js->v, js->n, ENUM_LEVELS, &s) ||
+	    crux_sched_schedule_copy(s, s0))
+		die("out of memory");
+	s->levels = ENUM_LEVELS;
+	*total = 1;
+	for (size_t i = 0; i < js->n; i++)
+		*total *= ENUM_LEVELS;
+	return s;
+}
+
+/* Assignment number 'code' onto s (job i's level: digit i in base ENUM_LEVELS). */
+static void enum_set(struct crux_sched_schedule *s, size_t n, long code)
+{
+	for (size_t i = 0; i < n; i++, code /= ENUM_LEVELS)
+		s->d[i].level = (int)(code % ENUM_LEVELS);
+}
+
 /*
  * The enumeration: is there an assignment of ENUM_LEVELS levels on s's paths
  * under which the evaluator keeps every job within bound x its isolated time?
@@ -207,23 +241,16 @@ static int some_assignment_holds(struct crux_sched_topo *t, const struct crux_sc
 				 const struct crux_sched_schedule *s0, struct crux_sched_eval *ev,
 				 double bound, const double *iso)
 {
-	struct crux_sched_schedule *s;
 	size_t n = js->n;
 	double T[ENUM_JOBS], u;
-	long total = 1;
+	long total;
+	struct crux_sched_schedule *s = enum_start(js, s0, &total);
 	int found = 0;
 
-	if (crux_sched_schedule_new(js->v, n, ENUM_LEVELS, &s) || crux_sched_schedule_copy(s, s0))
-		die("out of memory");
-	s->levels = ENUM_LEVELS;
-	for (size_t i = 0; i < n; i++)
-		total *= ENUM_LEVELS;
 	for (long code = 0; code < total && !found; code++) {
-		long x = code;
 		int ok = 1;
 
-		for (size_t i = 0; i < n; i++, x /= ENUM_LEVELS)
-			s->d[i].level = (int)(x % ENUM_LEVELS);
+		enum_set(s, n, code);
 		if (crux_sched_evaluate(ev, t, js->v, n, s, T, &u))
 			die("evaluate failed");
 		for (size_t i = 0; i < n && ok; i++)
@@ -243,12 +270,126 @@ struct tally {
 	double guard_ms;
 };
 
+/* The enumeration's ceiling, summed over the cases where some assignment
+ * holds the guard's held jobs: TACCL*, crux-full, crux-full@B, crux-full@B/r,
+ * the best such assignment (C_*). */
+enum { C_TACCL, C_FULL, C_GUARD, C_REFINED, C_BEST, N_C };
+struct ceiling {
+	long cases, ge_best[2], best_above_r, above_r[2]; /* [0] @B, [1] @B/r */
+	double u_e[N_C], u_r[N_C];
+};
+
 struct fab {
-	double u_e[3], u_r[3];	    /* summed: TACCL*, one level, crux-full */
-	struct tally v[N_BOUND][3]; /* crux-full, @B, @B/e */
+	struct ceiling ceil[N_BOUND];
+	double u_e[3], u_r[3];		   /* summed: TACCL*, one level, crux-full */
+	struct tally v[N_BOUND][1 + N_GV]; /* crux-full, @B, @B/e, @B/r */
 	long cases, enum_cases[N_BOUND], false_report[N_BOUND], missed[N_BOUND],
 	    agree_infeasible[N_BOUND], agree_feasible[N_BOUND];
 };
+
+/*
+ * Per bound b, the assignment of ENUM_LEVELS levels on s0's paths with the
+ * highest predicted utilisation among those keeping every job within
+ * bound x iso, or, for one the guard reported (inf[b]), within no guard's
+ * worst slowdown (worst0) where that is higher: levels into best[b] (the
+ * utilisation into ub[b], -1 where no assignment holds). Every assignment is
+ * evaluated once for both bounds.
+ */
+static void best_holding(struct crux_sched_topo *t, const struct crux_sched_jobs *js,
+			 const struct crux_sched_schedule *s0, struct crux_sched_eval *ev,
+			 const double *iso, int inf[N_BOUND][12], double worst0,
+			 int best[N_BOUND][ENUM_JOBS], double ub[N_BOUND])
+{
+	size_t n = js->n;
+	double T[ENUM_JOBS], u;
+	long total;
+	struct crux_sched_schedule *s = enum_start(js, s0, &total);
+
+	for (int b = 0; b < N_BOUND; b++)
+		ub[b] = -1;
+	for (long code = 0; code < total; code++) {
+		enum_set(s, n, code);
+		if (crux_sched_evaluate(ev, t, js->v, n, s, T, &u))
+			die("evaluate failed");
+		for (int b = 0; b < N_BOUND; b++) {
+			int ok = u > ub[b];
+
+			for (size_t i = 0; i < n && ok; i++) {
+				double cap = inf[b][i] ? fmax(bounds[b], worst0) : bounds[b];
+
+				ok = js->v[i].n_flows == 0 || T[i] <= cap * iso[i] * (1 + 1e-9);
+			}
+			if (!ok)
+				continue;
+			ub[b] = u;
+			for (size_t i = 0; i < n; i++)
+				best[b][i] = s->d[i].level;
+		}
+	}
+	crux_sched_schedule_free(s);
+}
+
+/* Held jobs (not reported) above bound x iso x REF_TOL in the reference. */
+static long held_above(const struct crux_sched_jobs *js, const int *inf, const double *Tr,
+		       const double *iso_r, double bound)
+{
+	long c = 0;
+
+	for (size_t i = 0; i < js->n; i++)
+		c += js->v[i].n_flows && !inf[i] && Tr[i] > bound * iso_r[i] * REF_TOL;
+	return c;
+}
+
+/* The ceiling of one case: the best holding assignment in both models, beside
+ * TACCL*, crux-full and the guard's plan (ue, ur: per schedule of the case). */
+static void ceiling_case(struct crux_sched_topo *t, const struct crux_sched_jobs *js,
+			 struct crux_sched_schedule *const *s, struct crux_sched_eval *ev,
+			 const double *iso_e, const double *iso_r, int inf[N_BOUND][12],
+			 const double *ue, const double *ur, double Te[N_V][12], double Tr[N_V][12],
+			 struct fab *f, uint64_t cseed)
+{
+	int best[N_BOUND][ENUM_JOBS];
+	double ub[N_BOUND], worst0 = 0;
+
+	for (size_t i = 0; i < js->n; i++)
+		if (js->v[i].n_flows)
+			worst0 = fmax(worst0, Te[V_FULL][i] / iso_e[i]);
+	best_holding(t, js, s[V_FULL], ev, iso_e, inf, worst0, best, ub);
+	for (int b = 0; b < N_BOUND; b++) {
+		struct ceiling *c = &f->ceil[b];
+		struct crux_sched_schedule *sb;
+		struct crux_sched_ref_params rp;
+		double Tb[12], urb;
+		int v = V_OF(b, 0), vr = V_OF(b, 2);
+
+		if (ub[b] < 0)
+			continue;
+		long total;
+
+		sb = enum_start(js, s[V_FULL], &total);
+		for (size_t i = 0; i < js->n; i++)
+			sb->d[i].level = best[b][i];
+		ref_params(&rp, cseed);
+		if (crux_sched_reference(t, js->v, js->n, sb, &rp, Tb, &urb, NULL))
+			die("reference failed");
+		crux_sched_schedule_free(sb);
+		c->cases++;
+		c->best_above_r += held_above(js, inf[b], Tb, iso_r, bounds[b]);
+		for (int g = 0; g < 2; g++) {
+			int vg = g ? vr : v;
+
+			c->ge_best[g] += ue[vg] >= ub[b] * (1 - 1e-9);
+			c->above_r[g] += held_above(js, inf[b], Tr[vg], iso_r, bounds[b]);
+		}
+		const double e[N_C] = {ue[V_TACCL], ue[V_FULL], ue[v], ue[vr], ub[b]};
+		const double r[N_C] = {ur[V_TACCL], ur[V_FULL], ur[v], ur[vr], urb};
+
+		for (int k = 0; k < N_C; k++) {
+			c->u_e[k] += e[k];
+			c->u_r[k] += r[k];
+		}
+	}
+}
 
 static void tally(struct tally *a, const struct crux_sched_jobs *js, const int *inf,
 		  const double *Te, const double *Tr, const double *iso_e, const double *iso_r,
@@ -331,6 +472,51 @@ static void json_tally(struct crux_json *j, const struct tally *a, const struct 
 	crux_json_end_obj(j);
 }
 
+/* The ceiling's sums as shares of crux-full's gain over TACCL*. */
+static void json_ceiling(struct crux_json *j, const struct ceiling *c)
+{
+	static const char *const name[N_C] = {"taccl", "crux_full", "guard", "guard_refined",
+					      "best"};
+
+	crux_json_key(j, "ceiling");
+	crux_json_obj(j);
+	crux_json_key(j, "cases");
+	crux_json_i64(j, c->cases);
+	crux_json_key(j, "levels");
+	crux_json_i64(j, ENUM_LEVELS);
+	for (int k = 0; k < N_C; k++) {
+		char key[48];
+
+		snprintf(key, sizeof(key), "util_%s_eval", name[k]);
+		crux_json_key(j, key);
+		crux_json_numf(j, "%.6f", c->cases ? c->u_e[k] / (double)c->cases : 0);
+		snprintf(key, sizeof(key), "util_%s_ref", name[k]);
+		crux_json_key(j, key);
+		crux_json_numf(j, "%.6f", c->cases ? c->u_r[k] / (double)c->cases : 0);
+	}
+	for (int k = C_GUARD; k < N_C; k++) {
+		char key[48];
+
+		snprintf(key, sizeof(key), "gain_kept_%s_eval", name[k]);
+		crux_json_key(j, key);
+		json_share(j, kept(c->u_e[k], c->u_e[C_FULL], c->u_e[C_TACCL]));
+		snprintf(key, sizeof(key), "gain_kept_%s_ref", name[k]);
+		crux_json_key(j, key);
+		json_share(j, kept(c->u_r[k], c->u_r[C_FULL], c->u_r[C_TACCL]));
+	}
+	crux_json_key(j, "guard_at_or_above_best_eval");
+	crux_json_i64(j, c->ge_best[0]);
+	crux_json_key(j, "guard_refined_at_or_above_best_eval");
+	crux_json_i64(j, c->ge_best[1]);
+	crux_json_key(j, "held_above_bound_ref_best");
+	crux_json_i64(j, c->best_above_r);
+	crux_json_key(j, "held_above_bound_ref_guard");
+	crux_json_i64(j, c->above_r[0]);
+	crux_json_key(j, "held_above_bound_ref_guard_refined");
+	crux_json_i64(j, c->above_r[1]);
+	crux_json_end_obj(j);
+}
+
 static void run_case(struct crux_sched_topo *t, int kind, uint64_t *rs, struct fab *f,
 		     struct crux_sched_eval *ev, uint64_t cseed)
 {
@@ -361,7 +547,7 @@ static void run_case(struct crux_sched_topo *t, int kind, uint64_t *rs, struct f
 	for (int b = 0; b < N_BOUND; b++) {
 		for (size_t i = 0; i < js.n; i++)
 			inf[b][i] = s[V_OF(b, 0)]->d[i].infeasible;
-		for (int k = 0; k < 3; k++) {
+		for (int k = 0; k < 1 + N_GV; k++) {
 			int v = k == 0 ? V_FULL : V_OF(b, k - 1);
 			struct tally *a = &f->v[b][k];
 
@@ -381,6 +567,8 @@ static void run_case(struct crux_sched_topo *t, int kind, uint64_t *rs, struct f
 		f->agree_infeasible[b] += rep && !holds;
 		f->agree_feasible[b] += !rep && holds;
 	}
+	if (js.n <= ENUM_JOBS)
+		ceiling_case(t, &js, s, ev, iso_e, iso_r, inf, ue, ur, Te, Tr, f, cseed);
 	for (int v = 0; v < N_V; v++)
 		crux_sched_schedule_free(s[v]);
 	crux_sched_jobs_free(&js);
@@ -388,7 +576,8 @@ static void run_case(struct crux_sched_topo *t, int kind, uint64_t *rs, struct f
 
 static void print_fab(int k, const struct fab *f)
 {
-	static const char *const var[3] = {"crux-full", "crux-full@B", "crux-full@B/e"};
+	static const char *const var[1 + N_GV] = {"crux-full", "crux-full@B", "crux-full@B/e",
+						  "crux-full@B/r"};
 
 	printf("%s (%ld cases): utilisation TACCL* %.2f / %.2f %%, one level %.2f / %.2f %%, "
 	       "crux-full %.2f / %.2f %% (evaluator / reference)\n",
@@ -401,7 +590,21 @@ static void print_fab(int k, const struct fab *f)
 		       "infeasible, %ld both feasible, %ld false reports, %ld missed\n",
 		       bounds[b], f->enum_cases[b], ENUM_JOBS, f->agree_infeasible[b],
 		       f->agree_feasible[b], f->false_report[b], f->missed[b]);
-		for (int v = 0; v < 3; v++) {
+		const struct ceiling *c = &f->ceil[b];
+
+		printf("    ceiling (%ld cases: the best of %d levels on Crux-full's paths holding "
+		       "the held jobs): gain kept vs TACCL* (evaluator / reference) best %.1f / "
+		       "%.1f %%, @B %.1f / %.1f %%, @B/r %.1f / %.1f %%; at or above the best: @B "
+		       "%ld, @B/r %ld; held jobs above B in the reference: best %ld, @B %ld, @B/r "
+		       "%ld\n",
+		       c->cases, ENUM_LEVELS, 100 * kept(c->u_e[C_BEST], c->u_e[C_FULL], c->u_e[0]),
+		       100 * kept(c->u_r[C_BEST], c->u_r[C_FULL], c->u_r[0]),
+		       100 * kept(c->u_e[C_GUARD], c->u_e[C_FULL], c->u_e[0]),
+		       100 * kept(c->u_r[C_GUARD], c->u_r[C_FULL], c->u_r[0]),
+		       100 * kept(c->u_e[C_REFINED], c->u_e[C_FULL], c->u_e[0]),
+		       100 * kept(c->u_r[C_REFINED], c->u_r[C_FULL], c->u_r[0]), c->ge_best[0],
+		       c->ge_best[1], c->best_above_r, c->above_r[0], c->above_r[1]);
+		for (int v = 0; v < 1 + N_GV; v++) {
 			const struct tally *a = &f->v[b][v];
 
 			printf("    %-14s reported %3ld/%4ld  feasible above B: %3ld eval %3ld ref"
@@ -445,7 +648,8 @@ int main(int argc, char **argv)
 	double wall = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
 	FILE *jf = fopen(out, "w");
 	struct crux_json j;
-	static const char *const var[3] = {"crux_full", "guard_report", "guard_enforce_all"};
+	static const char *const var[1 + N_GV] = {"crux_full", "guard_report", "guard_enforce_all",
+						  "guard_refined"};
 
 	if (!jf)
 		die("cannot write the JSON file");
@@ -497,7 +701,8 @@ int main(int argc, char **argv)
 			crux_json_key(&j, "missed");
 			crux_json_i64(&j, f->missed[b]);
 			crux_json_end_obj(&j);
-			for (int v = 0; v < 3; v++) {
+			json_ceiling(&j, &f->ceil[b]);
+			for (int v = 0; v < 1 + N_GV; v++) {
 				crux_json_key(&j, var[v]);
 				json_tally(&j, &f->v[b][v], f);
 			}

@@ -519,7 +519,8 @@ def plan(build, topo, jobs, args, seed, phases):
 def arm_args(arm, sc):
     w = ",".join(str(x) for x in sc.get("weights", []))
     common = ["--levels", str(sc["levels"])] + (["--level-weights", w] if w else []) + \
-        (["--max-slowdown", f"{sc['max_slowdown']:g}"] if sc.get("max_slowdown", 0) > 0 else [])
+        (["--max-slowdown", f"{sc['max_slowdown']:g}"] if sc.get("max_slowdown", 0) > 0 else []) + \
+        (["--guard-refine"] if sc.get("guard_refine") else [])
     if arm == "none":
         return ["--policy", "ecmp", "--levels", "1"]
     if arm == "crux":
@@ -693,6 +694,9 @@ def main():
                     help="bytes each flow keeps queued at a shared bottleneck (default: measured by the runs "
                          "of --measured when their directories are there, else the stack's measured value; "
                          "0: a pure fluid model)")
+    ap.add_argument("--guard-refine", action="store_true",
+                    help="the Crux arms' plans with crux-plan --guard-refine (the refinement again after "
+                         "the fairness guard; cruxd does not run it)")
     ap.add_argument("--applied-levels", action="store_true",
                     help="the levels the agents applied (the level logs of the runs beside --measured), "
                          "not the planner's")
@@ -723,6 +727,7 @@ def main():
     if not 0 <= a.phases <= 64:
         die(f"--phases {a.phases}: expected 0..64")
     sc = scenario(a.scenario)
+    sc["guard_refine"] = a.guard_refine
     mods = models(a.build)
     standing_src = "given"
     if a.standing_bytes < 0:
@@ -823,6 +828,7 @@ def main():
                "measured_scenario": measured.get("scenario"), "tolerance": TOL,
                "command": f"python3 bench/testbed/predict.py --build BUILD --scenario {a.scenario} --measured "
                           f"{os.path.relpath(a.measured, os.path.join(HERE, '..', '..'))} --seeds {a.seeds}" +
+                          (" --guard-refine" if a.guard_refine else "") +
                           (" --applied-levels" if a.applied_levels else "") +
                           (" --per-run-paths" if a.per_run_paths else "") +
                           (" --path-windows" if a.path_windows else "") +

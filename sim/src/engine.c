@@ -335,6 +335,7 @@ crux_status_t crux_sim_engine_new(const struct crux_sim_config *cfg, struct sim_
 	e->params.seed = cfg->seed;
 	e->params.max_slowdown = cfg->max_slowdown;
 	e->params.guard_enforce_all = cfg->guard_enforce_all;
+	e->params.guard_refine = cfg->guard_refine;
 	if (cfg->eval_model != CRUX_SCHED_EVAL_PHASE_AWARE &&
 	    cfg->eval_model != CRUX_SCHED_EVAL_ALL_AT_ONCE) {
 		snprintf(err, errlen, "eval_model %d: expected 0 (phase-aware) or 1 (all-at-once)",

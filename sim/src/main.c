@@ -31,6 +31,7 @@ struct run_spec {
 	double promote;	     /* promotion by measurement at this bound; 0 = off */
 	int per_plan;	     /* "/p": the bound on every plan, not each job's mean */
 	int enforce_all;     /* "/e": every bound enforced, no feasibility estimate */
+	int guard_refine;    /* "/r": the refinement again after the guard */
 };
 
 struct cli {
@@ -83,7 +84,8 @@ static void usage(FILE *f)
 	    "                  of each job, e.g. crux-full@2; /p: on every plan instead),\n"
 	    "                  NAME~BOUND (cruxd's promotion by measured slowdown, per event)\n"
 	    "                  and /w for --level-weights (crux-full@2/w); /e: the guard\n"
-	    "                  enforces every bound, without reporting infeasible jobs\n"
+	    "                  enforces every bound, without reporting infeasible jobs;\n"
+	    "                  /r: the refinement again after the guard (crux-full@1.5/r)\n"
 	    "  --level-weights W,W,...  one weight per level, lowest first (guaranteed\n"
 	    "                  share weight/sum; default CRUX_LEVEL_WEIGHTS, else 1 per level)\n"
 	    "                  CRUX_MAX_SLOWDOWN, when set, bounds the Crux policies named\n"
@@ -218,11 +220,11 @@ static int parse_spec(const char *tok, struct run_spec *out)
 {
 	char name[64], *at, *w, *tl;
 	enum crux_sim_policy p;
-	struct run_spec r = {0, 0, 0, 0, 0, 0};
+	struct run_spec r = {0, 0, 0, 0, 0, 0, 0};
 
 	snprintf(name, sizeof(name), "%s", tok);
-	/* Suffixes /w, /p and /e, in any order. */
-	for (int k = 0; k < 3; k++) {
+	/* Suffixes /w, /p, /e and /r, in any order. */
+	for (int k = 0; k < 4; k++) {
 		size_t len = strlen(name);
 
 		w = len > 2 ? name + len - 2 : NULL;
@@ -232,6 +234,8 @@ static int parse_spec(const char *tok, struct run_spec *out)
 			r.per_plan = 1;
 		else if (w && !strcmp(w, "/e"))
 			r.enforce_all = 1;
+		else if (w && !strcmp(w, "/r"))
+			r.guard_refine = 1;
 		else
 			break;
 		*w = 0;
@@ -273,6 +277,13 @@ static int parse_spec(const char *tok, struct run_spec *out)
 			tok);
 		return -1;
 	}
+	if (r.guard_refine && (!(r.max_slowdown > 0) || p != CRUX_SIM_CRUX_FULL || r.enforce_all)) {
+		fprintf(stderr,
+			"crux-sim: --policy: '%s': /r refines Crux-full's plan after the guard "
+			"and needs a bound, without /e, e.g. crux-full@1.5/r\n",
+			tok);
+		return -1;
+	}
 	if (r.per_plan && !(r.max_slowdown > 0)) {
 		fprintf(stderr,
 			"crux-sim: --policy: '%s': /p bounds every plan's prediction and "
@@ -298,7 +309,7 @@ static int parse_policies(struct cli *c, const char *v)
 			for (int p = 0; p < CRUX_SIM_N_POLICIES; p++) {
 				if (c->n_policies == MAX_RUNS)
 					break;
-				c->specs[c->n_policies++] = (struct run_spec){p, 0, 0, 0, 0, 0};
+				c->specs[c->n_policies++] = (struct run_spec){p, 0, 0, 0, 0, 0, 0};
 			}
 			continue;
 		}
@@ -660,6 +671,7 @@ static int cmd_run(struct cli *c)
 		cfg.promote_bound = rs->promote;
 		cfg.per_plan = rs->per_plan;
 		cfg.guard_enforce_all = rs->enforce_all;
+		cfg.guard_refine = rs->guard_refine;
 		if (rs->weighted) {
 			cfg.n_weights = c->n_weights ? c->n_weights : cfg.levels;
 			for (uint32_t l = 0; l < cfg.n_weights; l++)
@@ -850,7 +862,7 @@ int main(int argc, char **argv)
 	memset(&c, 0, sizeof(c));
 	crux_sim_workload_defaults(&c.wp);
 	crux_sim_config_defaults(&c.cfg);
-	c.specs[0] = (struct run_spec){CRUX_SIM_CRUX_FULL, 0, 0, 0, 0, 0};
+	c.specs[0] = (struct run_spec){CRUX_SIM_CRUX_FULL, 0, 0, 0, 0, 0, 0};
 	c.n_policies = 1;
 	c.progress = -1;
 	c.slice_s = 21600;

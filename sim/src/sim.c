@@ -48,6 +48,8 @@ void crux_sim_label(const struct crux_sim_config *c, char *buf, size_t len)
 		n += snprintf(buf + n, len - (size_t)n, "/p");
 	if (n >= 0 && (size_t)n < len && c->max_slowdown > 0 && c->guard_enforce_all)
 		n += snprintf(buf + n, len - (size_t)n, "/e");
+	if (n >= 0 && (size_t)n < len && c->max_slowdown > 0 && c->guard_refine)
+		n += snprintf(buf + n, len - (size_t)n, "/r");
 	if (n >= 0 && (size_t)n < len && c->n_weights > 0)
 		snprintf(buf + n, len - (size_t)n, "/w");
 }

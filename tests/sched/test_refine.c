@@ -39,6 +39,7 @@ static void plan_full(struct plan *c, uint64_t seed, int nj, int K, double gain,
 	p.levels = K;
 	p.refine_gain = gain;
 	p.max_slowdown = bound;
+	p.guard_refine = 1; /* off by default; nothing without a bound */
 	if (free_order >= 0)
 		p.refine_free = free_order;
 	assert_int_equal(crux_sched_schedule_new(c->js.v, c->js.n, K, &c->s), CRUX_OK);
@@ -266,7 +267,8 @@ static void test_refine_noop_cases(void **state)
 	plan_free(&a);
 	/* The fairness guard on: Max-K-Cut's levels go to the guard as they are
 	 * (crux_sched_guard_refine runs after it), and the guarded refinement
-	 * does nothing without the guard, at gain 0 or for the guard's first
+	 * is off by default and does nothing without the guard, at gain 0 or for
+	 * the guard's first
 	 * version (every bound enforced). */
 	for (int cs = 0; cs < 10; cs++) {
 		struct plan b;
@@ -279,6 +281,10 @@ static void test_refine_noop_cases(void **state)
 		b.s->refine_evals = 0;
 		assert_int_equal(crux_sched_compress_refine(b.t, b.js.v, b.js.n, &q, b.s), CRUX_OK);
 		assert_int_equal(b.s->refine_evals, 0);
+		assert_int_equal(q.guard_refine, 0); /* off by default */
+		assert_int_equal(crux_sched_guard_refine(b.t, b.js.v, b.js.n, &q, b.s), CRUX_OK);
+		assert_int_equal(b.s->refine_evals, 0);
+		q.guard_refine = 1;
 		q.guard_enforce_all = 1;
 		assert_int_equal(crux_sched_guard_refine(b.t, b.js.v, b.js.n, &q, b.s), CRUX_OK);
 		q.guard_enforce_all = 0;

@@ -734,6 +734,15 @@ static void test_plan_cli(void **state)
 	assert_int_equal(system(cmd), 0);
 	read_out(out, buf, sizeof(buf));
 	assert_non_null(strstr(buf, "\"refine_free\":false"));
+	/* The refinement after the guard: off unless asked for. */
+	assert_non_null(strstr(buf, "\"guard_refine\":false"));
+	snprintf(cmd, sizeof(cmd),
+		 "'%s' --topology '%s' --jobs '%s' --levels 2 --max-slowdown 1.5 --guard-refine "
+		 "--json > '%s' 2>&1",
+		 g_plan_exe, topo, jobs, out);
+	assert_int_equal(system(cmd), 0);
+	read_out(out, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "\"guard_refine\":true"));
 	/* A bad jobs file: exit 1 and the message names file and line. */
 	write_file(jobs, "job 11 hosts=h0,h7 compute=0.2\n");
 	snprintf(cmd, sizeof(cmd), "'%s' --topology '%s' --jobs '%s' > '%s' 2>&1", g_plan_exe, topo,

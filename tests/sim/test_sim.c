@@ -287,6 +287,13 @@ static void test_guard_bound(void **state)
 	assert_int_equal(r->infeasible_jobs, 0);
 	crux_sim_result_free(r);
 	c.guard_enforce_all = 0;
+	/* "/r": the refinement after the guard; the light job stays reported. */
+	c.guard_refine = 1;
+	assert_int_equal(crux_sim_run(t, &c, &r, err, sizeof(err)), CRUX_OK);
+	assert_string_equal(r->label, "crux-full@1.2/r");
+	assert_int_equal(r->jobs[1].infeasible, 1);
+	crux_sim_result_free(r);
+	c.guard_refine = 0;
 	c.max_slowdown = 2;
 	/* Weights must match the levels. */
 	c.n_weights = 3;

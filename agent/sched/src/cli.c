@@ -20,7 +20,7 @@ static void usage(FILE *f, const char *prog)
 		"          [--policy crux|crux-ps-pa|crux-pa|sincronia|varys|taccl|ecmp] [--json]\n"
 		"          [--max-slowdown X] [--level-weights W,W,...]\n"
 		"          [--reference [--ref-fairness flow|job] [--ref-phases N]] [--paper-k]\n"
-		"          [--refine-gain X] [--refine-keep-order]\n"
+		"          [--refine-gain X] [--refine-keep-order] [--guard-refine]\n"
 		"          [--ecmp-paths] [--levels-given ID=L,...]\n"
 		"          [--paths-given ID:SRC:DST:VIA,...]\n"
 		"  FILE for --topology: a topology file, lingjun:CSV or "
@@ -39,6 +39,8 @@ static void usage(FILE *f, const char *prog)
 		"  evaluator gains more than the fraction X (crux policy; default 0.01;\n"
 		"  0 = Max-K-Cut's levels as they are; not with --max-slowdown, where the\n"
 		"  guard takes Max-K-Cut's levels)\n"
+		"  --guard-refine: with --max-slowdown, the same moves after the guard, no\n"
+		"  job past 0.9x its bound (or its time in the guard's plan if higher)\n"
 		"  --refine-keep-order: the refinement moves a job only within the priority\n"
 		"  order (never above a higher-ranked job it shares a link with); default:\n"
 		"  any level, which the reference model judges better\n"
@@ -284,6 +286,7 @@ int crux_sched_plan_cli(int argc, char **argv)
 	    {"paper-k", no_argument, NULL, 'K'},
 	    {"refine-gain", required_argument, NULL, 'r'},
 	    {"refine-keep-order", no_argument, NULL, 'O'},
+	    {"guard-refine", no_argument, NULL, 'g'},
 	    {"ecmp-paths", no_argument, NULL, 'E'},
 	    {"levels-given", required_argument, NULL, 'G'},
 	    {"paths-given", required_argument, NULL, 'Q'},
@@ -393,6 +396,9 @@ int crux_sched_plan_cli(int argc, char **argv)
 		}
 		case 'O':
 			p.refine_free = 0;
+			break;
+		case 'g':
+			p.guard_refine = 1;
 			break;
 		case 'E':
 			on_ecmp = 1;
@@ -520,6 +526,8 @@ int crux_sched_plan_cli(int argc, char **argv)
 		crux_json_num(&j, p.refine_gain);
 		crux_json_key(&j, "refine_free");
 		crux_json_bool(&j, p.refine_free);
+		crux_json_key(&j, "guard_refine");
+		crux_json_bool(&j, p.guard_refine);
 		crux_json_key(&j, "refine_moves");
 		crux_json_i64(&j, s->refine_moves);
 		crux_json_key(&j, "ecmp_paths");

@@ -24,11 +24,14 @@
  * next, then spends other jobs' gain undoing the moves, and more jobs end
  * above their bound (sched-guard, 2:1 Clos at 1.5: 73 held jobs above it in
  * the reference with the refinement, 39 without; a variant that kept only
- * moves leaving the jobs no further above their bounds: 75). After it
- * (crux_sched_guard_refine) the same search runs with every job capped at
- * the larger of its bound and its time in the guard's plan: the guard's
- * lifts and holds buy the bounds with gain a move of a job it never had to
- * lift can give back.
+ * moves leaving the jobs no further above their bounds: 75). After it, on
+ * request (p->guard_refine: crux_sched_guard_refine), the same search runs
+ * with every job capped at the larger of its bound and its time in the
+ * guard's plan: the guard's lifts and holds buy the bounds with gain a move
+ * of a job it never had to lift can give back. Not by default: the testbed's
+ * model (bench/testbed/predict.py) finds it loses where the flows do not take
+ * the planned paths (cruxd without probing) and where a shared level's
+ * standing queue delays every ring step, neither of which the evaluator sees.
  */
 #include <math.h>
 #include <stdint.h>
@@ -430,8 +433,8 @@ crux_status_t crux_sched_guard_refine(struct crux_sched_topo *t, const struct cr
 				      size_t n, const struct crux_sched_params *p,
 				      struct crux_sched_schedule *s)
 {
-	if (!(p->refine_gain > 0) || !(p->max_slowdown > 0) || p->guard_enforce_all ||
-	    s->levels < 2 || n < 2)
+	if (!p->guard_refine || !(p->refine_gain > 0) || !(p->max_slowdown > 0) ||
+	    p->guard_enforce_all || s->levels < 2 || n < 2)
 		return CRUX_OK;
 	return refine_plan(t, jobs, n, p, 1, s);
 }

@@ -61,7 +61,8 @@ crux_status_t crux_sched_run(struct crux_sched_topo *t, const struct crux_sched_
 			crux_sched_compress_rank(s);
 		if (!st)
 			st = crux_sched_guard(t, jobs, n, p, s);
-		/* What the guard's lifts cost, won back where no bound suffers. */
+		/* On request (p->guard_refine): what the guard's lifts cost, won back
+		 * where no bound suffers. */
 		if (!st && pol == CRUX_SCHED_CRUX_FULL)
 			st = crux_sched_guard_refine(t, jobs, n, p, s);
 		return st;

@@ -25,6 +25,7 @@ void crux_sched_params_default(struct crux_sched_params *p)
 	p->guard_enforce_all = 0;
 	p->refine_gain = CRUX_SCHED_DEF_REFINE_GAIN;
 	p->refine_free = 1;
+	p->guard_refine = 0;
 }
 
 static const char *const policy_names[CRUX_SCHED_N_POLICIES] = {

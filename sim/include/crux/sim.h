@@ -127,6 +127,9 @@ struct crux_sim_config {
 	/* 1 ("/e"): the guard enforces every bound, without reporting the jobs
 	 * no schedule can hold (its first version). */
 	int guard_enforce_all;
+	/* 1 ("/r"): Crux-full's refinement again after the guard, every job
+	 * capped below its bound (crux_sched_guard_refine). */
+	int guard_refine;
 	uint32_t n_weights;
 	double weight[CRUX_SIM_MAX_WEIGHTS];
 	/* cruxd's promotion by measurement replayed per event (bound; 0 = off). */

@@ -281,6 +281,12 @@ struct crux_sched_params {
 	 * evaluator); 0: only the cuts of the order move. Judged by the
 	 * reference model the free search wins (bench sched-refcheck). */
 	int refine_free;
+	/* 1: after the fairness guard, the refinement again with every job capped
+	 * below its bound (crux_sched_guard_refine); 0 (default): the guard's
+	 * plan as it is. Judged by the reference model it keeps more of the gain
+	 * (bench sched-guard); the testbed's model finds it loses where flows do
+	 * not take the planned paths or a shared level's queue delays them. */
+	int guard_refine;
 };
 void crux_sched_params_default(struct crux_sched_params *p);
 
@@ -331,18 +337,19 @@ crux_status_t crux_sched_compress(struct crux_sched_topo *t, const struct crux_s
  * evaluator gains > p->refine_gain; each
  * contention component of up to CRUX_SCHED_REFINE_MAX_JOBS jobs on its own
  * (larger ones keep Max-K-Cut's levels; no-op at 0 and with the fairness
- * guard on, p->max_slowdown > 0: crux_sched_guard_refine runs after it). */
+ * guard on, p->max_slowdown > 0: crux_sched_guard_refine may run after it). */
 crux_status_t crux_sched_compress_refine(struct crux_sched_topo *t,
 					 const struct crux_sched_job *jobs, size_t n,
 					 const struct crux_sched_params *p,
 					 struct crux_sched_schedule *s);
-/* The same moves after the fairness guard (p->max_slowdown > 0, not
- * p->guard_enforce_all), each kept only where no job's predicted iteration
+/* The same moves after the fairness guard (p->guard_refine, p->max_slowdown
+ * > 0, not p->guard_enforce_all), each kept only where no job's predicted iteration
  * time passes the larger of its bound and its time in the guard's plan
  * (urgent jobs stay put, the top level stays theirs); the guard's levels
  * come back where the whole plan, evaluated at once, breaks that or loses.
  * Updates guard_violators and guard_infeasible (a reported job now within
- * its bound is no longer reported). Crux-full runs it after the guard. */
+ * its bound is no longer reported). Crux-full runs it after the guard where
+ * p->guard_refine is set. */
 crux_status_t crux_sched_guard_refine(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 				      size_t n, const struct crux_sched_params *p,
 				      struct crux_sched_schedule *s);
