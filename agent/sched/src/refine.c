@@ -33,7 +33,6 @@
  * the planned paths (cruxd without probing) and where a shared level's
  * standing queue delays every ring step, neither of which the evaluator sees.
  */
-#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,23 +238,14 @@ static void sort_by_rank(int *m, size_t cn, const struct crux_sched_schedule *s)
 }
 
 /* Guarded: each job's bound times its isolated time, as the guard takes them
- * (the caller's isolated time, else alone on its paths). */
+ * (iso: scratch of n). */
 static void refine_guard_held(struct crux_sched_topo *t, const struct crux_sched_job *jobs,
 			      size_t n, const struct crux_sched_params *p,
-			      const struct job_links *jl, double *held)
+			      const struct job_links *jl, double *held, double *iso)
 {
-	for (size_t i = 0; i < n; i++) {
-		double b = jobs[i].slowdown_bound, iso = jobs[i].iso_time, tau = 0;
-
-		if (!(isfinite(b) && b >= 1))
-			b = p->max_slowdown;
-		if (!(iso > 0 && isfinite(iso))) {
-			for (size_t k = jl->off[i]; k < jl->off[i + 1]; k++)
-				tau = crux_dmax(tau, jl->bytes[k] / t->lbw[jl->link[k]]);
-			iso = crux_sched_isolated_iter(&jobs[i], tau);
-		}
-		held[i] = b * iso;
-	}
+	crux_sched_guard_bounds(t, jobs, n, jl, p->max_slowdown, held, iso);
+	for (size_t i = 0; i < n; i++)
+		held[i] *= iso[i];
 }
 
 /*
@@ -353,7 +343,7 @@ static crux_status_t refine_plan(struct crux_sched_topo *t, const struct crux_sc
 		for (size_t i = 0; i < n; i++)
 			if (jobs[i].urgent)
 				top = s->levels - 2;
-		refine_guard_held(t, jobs, n, p, &jl, held);
+		refine_guard_held(t, jobs, n, p, &jl, held, T0); /* T0: scratch until the check */
 		for (size_t i = 0; i < n; i++)
 			lev0[i] = s->d[i].level;
 	}

@@ -115,6 +115,12 @@ crux_status_t crux_sched_job_links_build(struct crux_sched_topo *t,
 void crux_sched_job_links_free(struct job_links *jl);
 /* The jobs on each of the topology's L links (CSR: link l's jobs are
  * ljob[loff[l] .. loff[l + 1])), from jl's links of n jobs. */
+/* The guard's bound (its own slowdown_bound, else 'bound') and isolated time
+ * (the caller's iso_time, else alone on its paths at full link rates) of each
+ * of n jobs, on jl's links. */
+void crux_sched_guard_bounds(const struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+			     size_t n, const struct job_links *jl, double bound, double *bnd,
+			     double *iso);
 crux_status_t crux_sched_link_jobs(const struct job_links *jl, size_t n, int L, size_t **loff,
 				   int **ljob);
 /*

@@ -236,21 +236,27 @@ static crux_status_t guard_ws_init(struct guard_ws *w, struct crux_sched_topo *t
 	for (size_t i = 0; i < n; i++)
 		for (size_t k = w->jl.off[i]; k < w->jl.off[i + 1]; k++)
 			w->ljob[w->loff[w->jl.link[k] + 1]++] = (int)i;
-	/* Isolated: the caller's figure, else alone on its paths at full link rates. */
+	crux_sched_guard_bounds(t, jobs, n, &w->jl, bound, w->bnd, w->iso);
+	return CRUX_OK;
+}
+
+void crux_sched_guard_bounds(const struct crux_sched_topo *t, const struct crux_sched_job *jobs,
+			     size_t n, const struct job_links *jl, double bound, double *bnd,
+			     double *iso)
+{
 	for (size_t i = 0; i < n; i++) {
 		double tau = 0, b = jobs[i].slowdown_bound;
 
-		w->bnd[i] = isfinite(b) && b >= 1 ? b : bound;
+		bnd[i] = isfinite(b) && b >= 1 ? b : bound;
 
 		if (jobs[i].iso_time > 0 && isfinite(jobs[i].iso_time)) {
-			w->iso[i] = jobs[i].iso_time;
+			iso[i] = jobs[i].iso_time;
 			continue;
 		}
-		for (size_t k = w->jl.off[i]; k < w->jl.off[i + 1]; k++)
-			tau = fmax(tau, w->jl.bytes[k] / t->lbw[w->jl.link[k]]);
-		w->iso[i] = crux_sched_isolated_iter(&jobs[i], tau);
+		for (size_t k = jl->off[i]; k < jl->off[i + 1]; k++)
+			tau = fmax(tau, jl->bytes[k] / t->lbw[jl->link[k]]);
+		iso[i] = crux_sched_isolated_iter(&jobs[i], tau);
 	}
-	return CRUX_OK;
 }
 
 static int over_bound(const struct guard_ws *w, size_t i)

@@ -343,7 +343,8 @@ crux_status_t crux_sched_compress_refine(struct crux_sched_topo *t,
 					 const struct crux_sched_params *p,
 					 struct crux_sched_schedule *s);
 /* The same moves after the fairness guard (p->guard_refine, p->max_slowdown
- * > 0, not p->guard_enforce_all), each kept only where no job's predicted iteration
+ * > 0, not p->guard_enforce_all; to any level, whatever p->refine_free),
+ * each kept only where no job's predicted iteration
  * time passes the larger of its bound and its time in the guard's plan
  * (urgent jobs stay put, the top level stays theirs); the guard's levels
  * come back where the whole plan, evaluated at once, breaks that or loses.
