@@ -26,11 +26,13 @@
  *    the 243 level assignments at the optimum's paths, run in the reference.
  *
  * usage: sched-optimality-honest [CASES] [OUT.json] [FMAX] [REFCASES]
+ *        sched-optimality-honest --paths-search [CASES] [OUT.json] [REFCASES]
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cases.h"
 #include "crux/json.h"
@@ -345,11 +347,249 @@ static double ref_util(struct ctx *c, const struct crux_sched_schedule *s, uint6
 	return u;
 }
 
+/* The optimum into c->opt (paths and levels): every path choice per flow when
+ * the case has at most flow_max two-path flows, else per job (*per_job = 1). */
+static double optimum(struct ctx *c, int flow_max, int *per_job)
+{
+	int code, opt_code = 0;
+	uint64_t nv, bestv = 0;
+	double opt = -1;
+
+	*per_job = c->nf > flow_max;
+	nv = *per_job ? (1ULL << NJ) : (1ULL << c->nf);
+	for (uint64_t v = 0; v < nv; v++) {
+		set_paths(c, c->s3, v, *per_job);
+		double u = all_levels(c, c->s3, NULL, &code);
+
+		if (u > opt) {
+			opt = u;
+			bestv = v;
+			opt_code = code;
+		}
+	}
+	set_paths(c, c->opt, bestv, *per_job);
+	set_levels(c->opt, opt_code);
+	return opt;
+}
+
+/* The reference's best of the 243 level assignments at the optimum's paths. */
+static double ref_best_at_opt(struct ctx *c, uint64_t seed)
+{
+	double rbest = 0;
+
+	copy_paths(c, c->s3, c->opt);
+	for (int cd = 0; cd < NLVL; cd++) {
+		set_levels(c->s3, cd);
+		rbest = fmax(rbest, ref_util(c, c->s3, seed));
+	}
+	return rbest;
+}
+
 static int cmp_dbl(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
 
 	return (x > y) - (x < y);
+}
+
+/*
+ * --paths-search: how far a search over paths goes beyond Crux's greedy
+ * selection (the paths row closes about 70 % of the ECMP -> optimum gap).
+ * From Crux's paths, first-improvement flips of two-path flows, one at a time
+ * (flip1) or one or two at a time (flip2), each candidate scored as cruxd
+ * would score it: Crux-full's levels on those paths (P = I, Max-K-Cut, the
+ * evaluator's refinement) in the evaluator. Every row is then judged as the
+ * paths row is: the best of the 243 level assignments on its paths, run in
+ * the reference too.
+ */
+enum { PX_ECMP, PX_CRUX, PX_FLIP1, PX_FLIP2, N_PX };
+static const char *const px_name[N_PX] = {"paths/ecmp", "paths/crux", "paths/crux+flip1",
+					  "paths/crux+flip2"};
+
+/* Crux-full's levels on s's paths; the evaluator's utilisation. */
+static double full_levels(struct ctx *c, const struct crux_sched_params *p,
+			  struct crux_sched_schedule *s)
+{
+	if (crux_sched_intensity(c->t, c->js.v, c->js.n, s) ||
+	    crux_sched_priority_plain(c->js.v, c->js.n, s))
+		die("priority failed");
+	crux_sched_rank(s);
+	if (crux_sched_compress(c->t, c->js.v, c->js.n, p, s) ||
+	    crux_sched_compress_refine(c->t, c->js.v, c->js.n, p, s))
+		die("compress failed");
+	return util(c, s);
+}
+
+static double flip_search(struct ctx *c, const struct crux_sched_params *p,
+			  struct crux_sched_schedule *s, int width, long *evals)
+{
+	double best = full_levels(c, p, s);
+
+	++*evals;
+	for (int pass = 0, moved = 1; moved && pass < 10; pass++) {
+		moved = 0;
+		for (int a = 0; a < c->nf; a++)
+			for (int b = a; b < (width > 1 ? c->nf : a + 1); b++) {
+				int *pa = &s->d[c->fj[a]].path[c->ff[a]];
+				int *pb = &s->d[c->fj[b]].path[c->ff[b]];
+
+				*pa ^= 1;
+				if (b != a)
+					*pb ^= 1;
+				double u = full_levels(c, p, s);
+
+				++*evals;
+				if (u > best * (1 + 1e-9)) {
+					best = u;
+					moved = 1;
+					continue;
+				}
+				*pa ^= 1;
+				if (b != a)
+					*pb ^= 1;
+			}
+	}
+	full_levels(c, p, s);
+	return best;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int paths_search(int argc, char **argv)
+{
+	int cases = argc > 1 ? atoi(argv[1]) : 40;
+	const char *out = argc > 2 ? argv[2] : "bench/results/sched-paths-search.json";
+	int refcases = argc > 3 ? atoi(argv[3]) : cases, nref = 0, per_job_cases = 0;
+	static struct ctx c;
+	struct crux_sched_schedule *keep[N_PX] = {0};
+	double *score[N_PX], *rscore[N_PX], secs[N_PX] = {0};
+	long evals[N_PX] = {0};
+	struct crux_sched_params p;
+
+	if (cases < 1 || refcases < 0)
+		die("usage: --paths-search [CASES >= 1] [OUT.json] [REFCASES >= 0]");
+	for (int m = 0; m < N_PX; m++)
+		if (!(score[m] = calloc((size_t)cases, sizeof(double))) ||
+		    !(rscore[m] = calloc((size_t)cases, sizeof(double))))
+			die("out of memory");
+	if (crux_sched_eval_new(&c.ev))
+		die("out of memory");
+	crux_sched_params_default(&p);
+	p.levels = K3;
+	for (int cs = 0; cs < cases; cs++) {
+		int per_job, code;
+
+		gen_case(&c, 0xc0ffee + (uint64_t)cs * 7919);
+		p.seed = (uint64_t)cs + 1;
+		double found = optimum(&c, 10, &per_job);
+
+		per_job_cases += per_job;
+		for (int m = 0; m < N_PX; m++) {
+			double t0 = now_s();
+
+			crux_sched_schedule_free(keep[m]);
+			if (crux_sched_schedule_new(c.js.v, c.js.n, K3, &keep[m]) ||
+			    crux_sched_run(c.t, c.js.v, c.js.n, &p,
+					   m == PX_ECMP ? CRUX_SCHED_ECMP : CRUX_SCHED_CRUX_PS_PA,
+					   c.s3))
+				die("run failed");
+			if (m == PX_FLIP1 || m == PX_FLIP2)
+				flip_search(&c, &p, c.s3, m == PX_FLIP2 ? 2 : 1, &evals[m]);
+			secs[m] += now_s() - t0;
+			score[m][cs] = all_levels(&c, c.s3, NULL, &code);
+			set_levels(c.s3, code);
+			crux_sched_schedule_copy(keep[m], c.s3);
+			found = fmax(found, score[m][cs]);
+		}
+		for (int m = 0; m < N_PX; m++)
+			score[m][cs] /= found;
+		if (cs < refcases) {
+			double rbest = ref_best_at_opt(&c, (uint64_t)cs + 1);
+
+			for (int m = 0; m < N_PX; m++) {
+				rscore[m][nref] = ref_util(&c, keep[m], (uint64_t)cs + 1);
+				rbest = fmax(rbest, rscore[m][nref]);
+			}
+			for (int m = 0; m < N_PX; m++)
+				rscore[m][nref] /= rbest;
+			nref++;
+		}
+		free_case(&c);
+		fprintf(stderr, "sched-optimality-honest --paths-search: %d/%d cases\n", cs + 1,
+			cases);
+	}
+	FILE *jf = fopen(out, "w");
+
+	if (!jf)
+		die("cannot write the JSON file");
+	struct crux_json j;
+
+	crux_json_init(&j, jf);
+	crux_json_obj(&j);
+	crux_json_field_str(&j, "benchmark", "sched-optimality-honest --paths-search");
+	crux_json_field_i64(&j, "cases", cases);
+	crux_json_field_i64(&j, "cases_per_job_optimum", per_job_cases);
+	crux_json_field_i64(&j, "reference_cases", nref);
+	crux_json_field_str(&j, "score",
+			    "best of 243 level assignments on the row's paths (evaluator), "
+			    "over the optimum per flow; reference: that schedule over the "
+			    "reference's best at the optimum's paths");
+	crux_json_field_str(&j, "floor", px_name[PX_ECMP]);
+	crux_json_key(&j, "rows");
+	crux_json_obj(&j);
+	printf("%d cases (%d with a per-job optimum), reference on %d\n", cases, per_job_cases,
+	       nref);
+	printf("%-20s %8s %9s | %8s %9s | %10s %9s\n", "row", "mean%", "gap_clsd", "ref%",
+	       "gap_clsd", "s/case", "evals");
+	double mean[N_PX], rmean[N_PX];
+
+	for (int m = 0; m < N_PX; m++) {
+		double a = 0, r = 0;
+
+		for (int i = 0; i < cases; i++)
+			a += score[m][i];
+		for (int i = 0; i < nref; i++)
+			r += rscore[m][i];
+		mean[m] = 100 * a / cases;
+		rmean[m] = nref ? 100 * r / nref : NAN;
+	}
+	for (int m = 0; m < N_PX; m++) {
+		double gap = 100 - mean[PX_ECMP] > 1e-9
+				 ? (mean[m] - mean[PX_ECMP]) / (100 - mean[PX_ECMP])
+				 : NAN;
+		double rgap = 100 - rmean[PX_ECMP] > 1e-9
+				  ? (rmean[m] - rmean[PX_ECMP]) / (100 - rmean[PX_ECMP])
+				  : NAN;
+
+		printf("%-20s %8.2f %8.1f%% | %8.2f %8.1f%% | %10.3f %9.1f\n", px_name[m], mean[m],
+		       100 * gap, rmean[m], 100 * rgap, secs[m] / cases, (double)evals[m] / cases);
+		crux_json_key(&j, px_name[m]);
+		crux_json_obj(&j);
+		crux_json_field_numf(&j, "mean", "%.4f", mean[m]);
+		crux_json_field_numf(&j, "gap_closed", "%.4f", isfinite(gap) ? gap : -1);
+		crux_json_field_numf(&j, "ref_mean", "%.4f", isfinite(rmean[m]) ? rmean[m] : -1);
+		crux_json_field_numf(&j, "ref_gap_closed", "%.4f", isfinite(rgap) ? rgap : -1);
+		crux_json_field_numf(&j, "seconds_per_case", "%.4f", secs[m] / cases);
+		crux_json_field_numf(&j, "evaluations_per_case", "%.1f", (double)evals[m] / cases);
+		crux_json_end_obj(&j);
+	}
+	crux_json_end_obj(&j);
+	crux_json_end_obj(&j);
+	crux_json_done(&j);
+	fclose(jf);
+	for (int m = 0; m < N_PX; m++) {
+		crux_sched_schedule_free(keep[m]);
+		free(score[m]);
+		free(rscore[m]);
+	}
+	crux_sched_eval_free(c.ev);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -364,6 +604,8 @@ int main(int argc, char **argv)
 	int exact_cases = 0, heuristic = 0, per_job_cases = 0, nref = 0;
 	struct crux_sched_params p;
 
+	if (argc > 1 && !strcmp(argv[1], "--paths-search"))
+		return paths_search(argc - 1, argv + 1);
 	if (cases < 1 || flow_max < 0 || flow_max > 20 || refcases < 0)
 		die("usage: [CASES >= 1] [OUT.json] [FMAX 0..20] [REFCASES >= 0]");
 	for (int m = 0; m < N_MECH; m++)
@@ -378,24 +620,9 @@ int main(int argc, char **argv)
 	for (int cs = 0; cs < cases; cs++) {
 		gen_case(&c, 0xc0ffee + (uint64_t)cs * 7919);
 		p.seed = (uint64_t)cs + 1;
-		/* The optimum: per flow when small enough, else per job. */
-		int per_job = c.nf > flow_max, code;
-		uint64_t nv = per_job ? (1ULL << NJ) : (1ULL << c.nf), bestv = 0;
-		double opt = -1;
-		int opt_code = 0;
+		int per_job, code;
+		double opt = optimum(&c, flow_max, &per_job);
 
-		for (uint64_t v = 0; v < nv; v++) {
-			set_paths(&c, c.s3, v, per_job);
-			double u = all_levels(&c, c.s3, NULL, &code);
-
-			if (u > opt) {
-				opt = u;
-				bestv = v;
-				opt_code = code;
-			}
-		}
-		set_paths(&c, c.opt, bestv, per_job);
-		set_levels(c.opt, opt_code);
 		exact_cases += !per_job;
 		per_job_cases += per_job;
 		/* The table at the optimum's paths. */
@@ -523,13 +750,8 @@ int main(int argc, char **argv)
 		/* The reference's judgement: the best level assignment at the
 		 * optimum's paths run in the reference, against each schedule. */
 		if (cs < refcases) {
-			double rbest = 0;
+			double rbest = ref_best_at_opt(&c, (uint64_t)cs + 1);
 
-			copy_paths(&c, c.s3, c.opt);
-			for (int cd = 0; cd < NLVL; cd++) {
-				set_levels(c.s3, cd);
-				rbest = fmax(rbest, ref_util(&c, c.s3, (uint64_t)cs + 1));
-			}
 			for (int m = 0; m < N_MECH; m++)
 				rscore[m][nref] = ref_util(&c, keep[m], (uint64_t)cs + 1);
 			for (int m = 0; m < N_MECH; m++)
