@@ -6,7 +6,7 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
-# The sanitizer build is unoptimised and instrumented: the planner tests run 5-8x slower there
+# The sanitizer build is unoptimised and instrumented: the planner tests run several times slower there
 # (sched-refine: 52 s plain, over 300 s under ASan on a loaded 2-core machine), so their hang
 # guards are stretched rather than tuned to one machine's speed.
 ASAN_TIMEOUT_MULTIPLIER ?= 3
