@@ -395,63 +395,18 @@ static int cmp_dbl(const void *a, const void *b)
 /*
  * --paths-search: how far a search over paths goes beyond Crux's greedy
  * selection (the paths row closes about 70 % of the ECMP -> optimum gap).
- * From Crux's paths, first-improvement flips of two-path flows, one at a time
- * (flip1) or one or two at a time (flip2), each candidate scored as cruxd
- * would score it: Crux-full's levels on those paths (P = I, Max-K-Cut, the
- * evaluator's refinement) in the evaluator. Every row is then judged as the
- * paths row is: the best of the 243 level assignments on its paths, run in
- * the reference too.
+ * From Crux's paths, the planner's search (crux_sched_paths_search): flips of
+ * two-path flows, one at a time (search1) or one or two at a time (search2),
+ * first improvement, each candidate scored as the planner scores it: by
+ * default Max-K-Cut's levels on those paths, the refinement once at the end;
+ * -full: Crux-full's levels for every candidate (P = I, Max-K-Cut, the
+ * evaluator's refinement; the twentieth round's flip1 / flip2 rows). Every row is then judged as
+ * the paths row is: the best of the 243 level assignments on its paths, run in the reference too.
  */
-enum { PX_ECMP, PX_CRUX, PX_FLIP1, PX_FLIP2, N_PX };
-static const char *const px_name[N_PX] = {"paths/ecmp", "paths/crux", "paths/crux+flip1",
-					  "paths/crux+flip2"};
-
-/* Crux-full's levels on s's paths; the evaluator's utilisation. */
-static double full_levels(struct ctx *c, const struct crux_sched_params *p,
-			  struct crux_sched_schedule *s)
-{
-	if (crux_sched_intensity(c->t, c->js.v, c->js.n, s) ||
-	    crux_sched_priority_plain(c->js.v, c->js.n, s))
-		die("priority failed");
-	crux_sched_rank(s);
-	if (crux_sched_compress(c->t, c->js.v, c->js.n, p, s) ||
-	    crux_sched_compress_refine(c->t, c->js.v, c->js.n, p, s))
-		die("compress failed");
-	return util(c, s);
-}
-
-static double flip_search(struct ctx *c, const struct crux_sched_params *p,
-			  struct crux_sched_schedule *s, int width, long *evals)
-{
-	double best = full_levels(c, p, s);
-
-	++*evals;
-	for (int pass = 0, moved = 1; moved && pass < 10; pass++) {
-		moved = 0;
-		for (int a = 0; a < c->nf; a++)
-			for (int b = a; b < (width > 1 ? c->nf : a + 1); b++) {
-				int *pa = &s->d[c->fj[a]].path[c->ff[a]];
-				int *pb = &s->d[c->fj[b]].path[c->ff[b]];
-
-				*pa ^= 1;
-				if (b != a)
-					*pb ^= 1;
-				double u = full_levels(c, p, s);
-
-				++*evals;
-				if (u > best * (1 + 1e-9)) {
-					best = u;
-					moved = 1;
-					continue;
-				}
-				*pa ^= 1;
-				if (b != a)
-					*pb ^= 1;
-			}
-	}
-	full_levels(c, p, s);
-	return best;
-}
+enum { PX_ECMP, PX_CRUX, PX_FLIP1, PX_FLIP2, PX_FLIP1_FULL, PX_FLIP2_FULL, N_PX };
+static const char *const px_name[N_PX] = {"paths/ecmp",		"paths/crux",
+					  "paths/search1",	"paths/search2",
+					  "paths/search1-full", "paths/search2-full"};
 
 static double now_s(void)
 {
@@ -486,6 +441,7 @@ static int paths_search(int argc, char **argv)
 	int cases = argc > 1 ? atoi(argv[1]) : 40;
 	const char *out = argc > 2 ? argv[2] : "bench/results/sched-paths-search.json";
 	int refcases = argc > 3 ? atoi(argv[3]) : cases, nref = 0, per_job_cases = 0, heuristic = 0;
+	int first = argc > 4 ? atoi(argv[4]) : 0; /* held-out cases: from this one on */
 	static struct ctx c;
 	struct crux_sched_schedule *keep[N_PX] = {0};
 	double *score[N_PX], *rscore[N_PX], secs[N_PX] = {0};
@@ -493,8 +449,8 @@ static int paths_search(int argc, char **argv)
 	long evals[N_PX] = {0};
 	struct crux_sched_params p;
 
-	if (cases < 1 || refcases < 0)
-		die("usage: --paths-search [CASES >= 1] [OUT.json] [REFCASES >= 0]");
+	if (cases < 1 || refcases < 0 || first < 0)
+		die("usage: --paths-search [CASES >= 1] [OUT.json] [REFCASES >= 0] [FIRST >= 0]");
 	for (int m = 0; m < N_PX; m++)
 		if (!(score[m] = calloc((size_t)cases, sizeof(double))) ||
 		    !(rscore[m] = calloc((size_t)cases, sizeof(double))))
@@ -506,8 +462,10 @@ static int paths_search(int argc, char **argv)
 	for (int cs = 0; cs < cases; cs++) {
 		int per_job, code;
 
-		gen_case(&c, 0xc0ffee + (uint64_t)cs * 7919);
-		p.seed = (uint64_t)cs + 1;
+		uint64_t k = (uint64_t)first + (uint64_t)cs;
+
+		gen_case(&c, 0xc0ffee + k * 7919);
+		p.seed = k + 1;
 		double opt = optimum(&c, 10, &per_job), found = opt;
 
 		per_job_cases += per_job;
@@ -516,14 +474,20 @@ static int paths_search(int argc, char **argv)
 			double t0 = now_s();
 
 			crux_sched_schedule_free(keep[m]);
+			/* The planner's own search (crux_sched_paths_search). */
+			p.paths_search = m == PX_FLIP2 || m == PX_FLIP2_FULL   ? 2
+					 : m == PX_FLIP1 || m == PX_FLIP1_FULL ? 1
+									       : 0;
+			p.paths_search_full = m == PX_FLIP1_FULL || m == PX_FLIP2_FULL;
 			if (crux_sched_schedule_new(c.js.v, c.js.n, K3, &keep[m]) ||
 			    crux_sched_run(c.t, c.js.v, c.js.n, &p,
-					   m == PX_ECMP ? CRUX_SCHED_ECMP : CRUX_SCHED_CRUX_PS_PA,
+					   m == PX_ECMP	    ? CRUX_SCHED_ECMP
+					   : p.paths_search ? CRUX_SCHED_CRUX_FULL
+							    : CRUX_SCHED_CRUX_PS_PA,
 					   c.s3))
 				die("run failed");
-			if (m == PX_FLIP1 || m == PX_FLIP2)
-				flip_search(&c, &p, c.s3, m == PX_FLIP2 ? 2 : 1, &evals[m]);
 			secs[m] += now_s() - t0;
+			evals[m] += c.s3->paths_evals;
 			score[m][cs] = all_levels(&c, c.s3, NULL, &code);
 			set_levels(c.s3, code);
 			crux_sched_schedule_copy(keep[m], c.s3);
@@ -533,10 +497,10 @@ static int paths_search(int argc, char **argv)
 		for (int m = 0; m < N_PX; m++)
 			score[m][cs] /= found;
 		if (cs < refcases) {
-			double rbest = ref_best_at_opt(&c, (uint64_t)cs + 1);
+			double rbest = ref_best_at_opt(&c, k + 1);
 
 			for (int m = 0; m < N_PX; m++) {
-				rscore[m][nref] = ref_util(&c, keep[m], (uint64_t)cs + 1);
+				rscore[m][nref] = ref_util(&c, keep[m], k + 1);
 				rbest = fmax(rbest, rscore[m][nref]);
 			}
 			for (int m = 0; m < N_PX; m++)
@@ -557,6 +521,7 @@ static int paths_search(int argc, char **argv)
 	crux_json_obj(&j);
 	crux_json_field_str(&j, "benchmark", "sched-optimality-honest --paths-search");
 	crux_json_field_i64(&j, "cases", cases);
+	crux_json_field_i64(&j, "first_case", first);
 	crux_json_field_i64(&j, "cases_per_job_optimum", per_job_cases);
 	crux_json_field_i64(&j, "cases_heuristic_denominator", heuristic);
 	crux_json_field_i64(&j, "reference_cases", nref);

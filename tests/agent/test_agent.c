@@ -995,6 +995,14 @@ static void test_config_strict(void **state)
 	t->env.kv[t->env.n - 1].v = "1,2,3,4";
 	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_OK);
 	assert_true(c.guard.bound == 3);
+	/* The search over paths: off by default, 0..2 only, and the error names it. */
+	assert_int_equal(c.paths_search, 0);
+	tset(t, "CRUX_AGENT_PATHS_SEARCH", "3");
+	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_ERR_INVAL);
+	assert_non_null(strstr(err, "CRUX_AGENT_PATHS_SEARCH"));
+	t->env.kv[t->env.n - 1].v = "2";
+	assert_int_equal(cruxd_config_env(tgetenv, &t->env, &c, err, sizeof(err)), CRUX_OK);
+	assert_int_equal(c.paths_search, 2);
 }
 
 int main(void)

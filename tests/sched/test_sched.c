@@ -743,12 +743,29 @@ static void test_plan_cli(void **state)
 	assert_int_equal(system(cmd), 0);
 	read_out(out, buf, sizeof(buf));
 	assert_non_null(strstr(buf, "\"guard_refine\":true"));
+	/* The search over paths: off unless asked for; 0..2 only. */
+	assert_non_null(strstr(buf, "\"paths_search\":0"));
+	assert_non_null(strstr(buf, "\"paths_evals\":0"));
+	snprintf(cmd, sizeof(cmd),
+		 "'%s' --topology '%s' --jobs '%s' --levels 2 --paths-search 2 --json > '%s' 2>&1",
+		 g_plan_exe, topo, jobs, out);
+	assert_int_equal(system(cmd), 0);
+	read_out(out, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "\"paths_search\":2"));
+	assert_non_null(strstr(buf, "\"paths_search_full\":false"));
+	assert_null(strstr(buf, "\"paths_evals\":0"));
+	snprintf(cmd, sizeof(cmd), "'%s' --topology '%s' --jobs '%s' --paths-search 3 > '%s' 2>&1",
+		 g_plan_exe, topo, jobs, out);
+	int rc = system(cmd);
+
+	assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
+	read_out(out, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "--paths-search '3'"));
 	/* A bad jobs file: exit 1 and the message names file and line. */
 	write_file(jobs, "job 11 hosts=h0,h7 compute=0.2\n");
 	snprintf(cmd, sizeof(cmd), "'%s' --topology '%s' --jobs '%s' > '%s' 2>&1", g_plan_exe, topo,
 		 jobs, out);
-	int rc = system(cmd);
-
+	rc = system(cmd);
 	assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
 	read_out(out, buf, sizeof(buf));
 	assert_non_null(strstr(buf, "j.jobs:1"));

@@ -360,6 +360,10 @@ crux_status_t cruxd_config_env(crux_getenv_fn fn, void *arg, struct cruxd_config
 	if (st != CRUX_OK)
 		return st;
 	c.seed = (uint64_t)v;
+	st = crux_env_int(fn, arg, "CRUX_AGENT_PATHS_SEARCH", 0, 0, 2, &v, err, errlen);
+	if (st != CRUX_OK)
+		return st;
+	c.paths_search = (int)v;
 	st = crux_env_bool(fn, arg, "CRUX_PROBE", true, &b, err, errlen);
 	if (st != CRUX_OK)
 		return st;

@@ -641,6 +641,7 @@ static crux_status_t reschedule(struct cruxd_planner *pl, uint64_t now, bool kee
 		crux_sched_params_default(&p);
 		p.levels = (int)pl->cfg->settings.nlevels;
 		p.seed = pl->cfg->seed;
+		p.paths_search = pl->cfg->paths_search;
 		guard_params(pl, &p);
 		st = crux_sched_schedule_new(js.v, js.n, p.levels, &s);
 		if (st != CRUX_OK)
@@ -650,6 +651,9 @@ static crux_status_t reschedule(struct cruxd_planner *pl, uint64_t now, bool kee
 			crux_err("scheduling failed: %s", crux_status_str(st));
 			goto out;
 		}
+		if (p.paths_search)
+			crux_debug("paths search: %d move(s) kept of %d candidate plan(s)",
+				   s->paths_moves, s->paths_evals);
 		if (s->guard_lifts || s->guard_violators)
 			crux_info(
 			    "fairness guard: the planner lifted %d level(s) to keep predicted "

@@ -21,6 +21,7 @@ static void usage(FILE *f, const char *prog)
 		"          [--max-slowdown X] [--level-weights W,W,...]\n"
 		"          [--reference [--ref-fairness flow|job] [--ref-phases N]] [--paper-k]\n"
 		"          [--refine-gain X] [--refine-keep-order] [--guard-refine]\n"
+		"          [--paths-search 0|1|2 [--paths-search-full]]\n"
 		"          [--ecmp-paths] [--levels-given ID=L,...]\n"
 		"          [--paths-given ID:SRC:DST:VIA,...]\n"
 		"  FILE for --topology: a topology file, lingjun:CSV or "
@@ -41,6 +42,12 @@ static void usage(FILE *f, const char *prog)
 		"  guard takes Max-K-Cut's levels)\n"
 		"  --guard-refine: with --max-slowdown, the same moves after the guard, no\n"
 		"  job past 0.9x its bound (or its time in the guard's plan if higher)\n"
+		"  --paths-search N: crux policy, after the levels: move one (1) or one or\n"
+		"  two (2) flows at a time to other candidate paths, each candidate planned\n"
+		"  again with Max-K-Cut's levels, kept where the evaluator gains, the\n"
+		"  refinement once at the end (default 0 = the greedy paths)\n"
+		"  --paths-search-full: every candidate planned with the refinement too\n"
+		"  (about 15 times the cost)\n"
 		"  --refine-keep-order: the refinement moves a job only within the priority\n"
 		"  order (never above a higher-ranked job it shares a link with); default:\n"
 		"  any level, which the reference model judges better\n"
@@ -287,6 +294,8 @@ int crux_sched_plan_cli(int argc, char **argv)
 	    {"refine-gain", required_argument, NULL, 'r'},
 	    {"refine-keep-order", no_argument, NULL, 'O'},
 	    {"guard-refine", no_argument, NULL, 'g'},
+	    {"paths-search", required_argument, NULL, 'S'},
+	    {"paths-search-full", no_argument, NULL, 'U'},
 	    {"ecmp-paths", no_argument, NULL, 'E'},
 	    {"levels-given", required_argument, NULL, 'G'},
 	    {"paths-given", required_argument, NULL, 'Q'},
@@ -399,6 +408,20 @@ int crux_sched_plan_cli(int argc, char **argv)
 			break;
 		case 'g':
 			p.guard_refine = 1;
+			break;
+		case 'S':
+			if (parse_long(optarg, 0, 2, &v)) {
+				fprintf(
+				    stderr,
+				    "%s: --paths-search '%s': expected 0 (off), 1 (one flow at a "
+				    "time) or 2 (one or two)\n",
+				    prog, optarg);
+				return 2;
+			}
+			p.paths_search = (int)v;
+			break;
+		case 'U':
+			p.paths_search_full = 1;
 			break;
 		case 'E':
 			on_ecmp = 1;
@@ -530,6 +553,14 @@ int crux_sched_plan_cli(int argc, char **argv)
 		crux_json_bool(&j, p.guard_refine);
 		crux_json_key(&j, "refine_moves");
 		crux_json_i64(&j, s->refine_moves);
+		crux_json_key(&j, "paths_search");
+		crux_json_i64(&j, p.paths_search);
+		crux_json_key(&j, "paths_search_full");
+		crux_json_bool(&j, p.paths_search_full);
+		crux_json_key(&j, "paths_moves");
+		crux_json_i64(&j, s->paths_moves);
+		crux_json_key(&j, "paths_evals");
+		crux_json_i64(&j, s->paths_evals);
 		crux_json_key(&j, "ecmp_paths");
 		crux_json_bool(&j, on_ecmp);
 		crux_json_key(&j, "paths_given");
@@ -620,6 +651,11 @@ int crux_sched_plan_cli(int argc, char **argv)
 			       "%.2f%%\n",
 			       (unsigned long long)js.v[s->reference].id, s->cut_weight,
 			       100 * util);
+		if (p.paths_search > 0)
+			printf("paths search (%s%s): %d moves kept of %d candidate plans\n",
+			       p.paths_search > 1 ? "one or two flows" : "one flow",
+			       p.paths_search_full ? ", every candidate refined" : "",
+			       s->paths_moves, s->paths_evals);
 		if (p.max_slowdown > 0)
 			printf("slowdown bound %g: %d level lifts, %d jobs still above it, %d jobs "
 			       "no schedule can hold within it (reported, marked *)\n",

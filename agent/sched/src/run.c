@@ -14,6 +14,7 @@ crux_status_t crux_sched_run(struct crux_sched_topo *t, const struct crux_sched_
 	crux_status_t st;
 
 	if (s->n_jobs != n || p->levels < 1 || p->levels > CRUX_SCHED_MAX_LEVELS || p->orders < 1 ||
+	    p->paths_search < 0 || p->paths_search > 2 ||
 	    (p->eval_model != CRUX_SCHED_EVAL_PHASE_AWARE &&
 	     p->eval_model != CRUX_SCHED_EVAL_ALL_AT_ONCE))
 		return CRUX_ERR_INVAL;
@@ -28,6 +29,8 @@ crux_status_t crux_sched_run(struct crux_sched_topo *t, const struct crux_sched_
 	s->cut_weight = 0;
 	s->refine_moves = 0;
 	s->refine_evals = 0;
+	s->paths_moves = 0;
+	s->paths_evals = 0;
 	s->reference = -1;
 	for (size_t i = 0; i < n; i++) {
 		s->d[i].k = 1;
@@ -41,6 +44,19 @@ crux_status_t crux_sched_run(struct crux_sched_topo *t, const struct crux_sched_
 		return st;
 	switch (pol) {
 	case CRUX_SCHED_CRUX_FULL:
+		st = crux_sched_paths_select(t, jobs, n, NULL, s);
+		if (!st)
+			st = crux_sched_levels_full(t, jobs, n, p, s);
+		/* On request (p->paths_search): the greedy paths searched further. */
+		if (!st)
+			st = crux_sched_paths_search(t, jobs, n, p, s);
+		if (!st)
+			st = crux_sched_guard(t, jobs, n, p, s);
+		/* On request (p->guard_refine): what the guard's lifts cost, won back
+		 * where no bound suffers. */
+		if (!st)
+			st = crux_sched_guard_refine(t, jobs, n, p, s);
+		return st;
 	case CRUX_SCHED_CRUX_PS_PA:
 		st = crux_sched_paths_select(t, jobs, n, NULL, s);
 		if (!st)
@@ -53,19 +69,8 @@ crux_status_t crux_sched_run(struct crux_sched_topo *t, const struct crux_sched_
 		if (st)
 			return st;
 		crux_sched_rank(s);
-		if (pol == CRUX_SCHED_CRUX_FULL) {
-			st = crux_sched_compress(t, jobs, n, p, s);
-			if (!st)
-				st = crux_sched_compress_refine(t, jobs, n, p, s);
-		} else
-			crux_sched_compress_rank(s);
-		if (!st)
-			st = crux_sched_guard(t, jobs, n, p, s);
-		/* On request (p->guard_refine): what the guard's lifts cost, won back
-		 * where no bound suffers. */
-		if (!st && pol == CRUX_SCHED_CRUX_FULL)
-			st = crux_sched_guard_refine(t, jobs, n, p, s);
-		return st;
+		crux_sched_compress_rank(s);
+		return crux_sched_guard(t, jobs, n, p, s);
 	case CRUX_SCHED_SINCRONIA:
 		st = crux_sched_prio_sincronia(t, jobs, n, s);
 		if (st)

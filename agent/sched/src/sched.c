@@ -26,6 +26,8 @@ void crux_sched_params_default(struct crux_sched_params *p)
 	p->refine_gain = CRUX_SCHED_DEF_REFINE_GAIN;
 	p->refine_free = 1;
 	p->guard_refine = 0;
+	p->paths_search = 0;
+	p->paths_search_full = 0;
 }
 
 static const char *const policy_names[CRUX_SCHED_N_POLICIES] = {
@@ -126,6 +128,8 @@ crux_status_t crux_sched_schedule_copy(struct crux_sched_schedule *dst,
 	dst->cut_weight = src->cut_weight;
 	dst->refine_moves = src->refine_moves;
 	dst->refine_evals = src->refine_evals;
+	dst->paths_moves = src->paths_moves;
+	dst->paths_evals = src->paths_evals;
 	return CRUX_OK;
 }
 

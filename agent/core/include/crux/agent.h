@@ -41,6 +41,7 @@ struct cruxd_config {
 	double link_gbps;	    /* host link rate in the single-host view; clamp bound */
 	double max_iter_s;	    /* longest plausible iteration (clamp) */
 	uint64_t seed;
+	int paths_search; /* CRUX_AGENT_PATHS_SEARCH: crux_sched_params.paths_search (0 = off) */
 	bool probe;
 	struct cruxd_probe_cache_config probe_cfg;
 	struct cruxd_guard_config guard; /* CRUX_MAX_SLOWDOWN, CRUX_GUARD_AGE, CRUX_GUARD_HOLD */
