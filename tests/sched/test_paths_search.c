@@ -110,9 +110,8 @@ static void test_paths_search_params(void **state)
 		p.levels = 3;
 		p.paths_search = bad;
 		assert_int_equal(crux_sched_schedule_new(b.js.v, b.js.n, 3, &b.s), CRUX_OK);
-		assert_int_equal(
-		    crux_sched_run(b.t, b.js.v, b.js.n, &p, CRUX_SCHED_CRUX_FULL, b.s),
-		    CRUX_ERR_INVAL);
+		assert_int_equal(crux_sched_run(b.t, b.js.v, b.js.n, &p, CRUX_SCHED_CRUX_FULL, b.s),
+				 CRUX_ERR_INVAL);
 		assert_int_equal(crux_sched_paths_search(b.t, b.js.v, b.js.n, &p, b.s),
 				 CRUX_ERR_INVAL);
 		plan_free(&b);
@@ -140,7 +139,8 @@ static void check_plan(struct plan *g, struct plan *x, int cs, double *ug, doubl
 			const struct crux_sched_flow *fl = &x->js.v[i].flows[f];
 			struct crux_sched_path_set ps;
 
-			assert_int_equal(crux_sched_topo_paths(x->t, fl->src, fl->dst, &ps), CRUX_OK);
+			assert_int_equal(crux_sched_topo_paths(x->t, fl->src, fl->dst, &ps),
+					 CRUX_OK);
 			assert_true(x->s->d[i].path[f] >= 0 && x->s->d[i].path[f] < ps.n_paths);
 		}
 	assert_int_equal(crux_sched_schedule_new(x->js.v, x->js.n, 3, &y), CRUX_OK);

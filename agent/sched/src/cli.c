@@ -47,7 +47,7 @@ static void usage(FILE *f, const char *prog)
 		"  again with Max-K-Cut's levels, kept where the evaluator gains, the\n"
 		"  refinement once at the end (default 0 = the greedy paths)\n"
 		"  --paths-search-full: every candidate planned with the refinement too\n"
-		"  (about 15 times the cost)\n"
+		"  (about 17 times the cost)\n"
 		"  --refine-keep-order: the refinement moves a job only within the priority\n"
 		"  order (never above a higher-ranked job it shares a link with); default:\n"
 		"  any level, which the reference model judges better\n"

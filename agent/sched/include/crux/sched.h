@@ -299,13 +299,13 @@ struct crux_sched_params {
 	 * one flow (1) or one or two flows (2) at a time to other candidates,
 	 * each candidate planned again (P, Max-K-Cut, the refinement) and kept
 	 * where the evaluator gains (crux_sched_paths_search); 0 (default): the
-	 * greedy paths. Judged by the reference model, 2 closes 94 % of the
-	 * ECMP -> optimum gap against the greedy paths' 69 % (bench
+	 * greedy paths. Judged by the reference model, 2 closes 95 % of the
+	 * ECMP -> optimum gap against the greedy paths' 67 % (bench
 	 * sched-optimality-honest --paths-search), at the cost of one plan per
 	 * candidate. */
 	int paths_search;
-	/* 1: every candidate of the search planned with the refinement too (the
-	 * bench's 94 %, about 15 times the cost); 0 (default): Max-K-Cut's
+	/* 1: every candidate of the search planned with the refinement too
+	 * (about 17 times the cost; 90 % of that gap); 0 (default): Max-K-Cut's
 	 * levels per candidate, the refinement once on the searched paths. */
 	int paths_search_full;
 };
