@@ -403,7 +403,7 @@ static int cmp_dbl(const void *a, const void *b)
  * evaluator's refinement; the twentieth round's flip1 / flip2 rows). Every row is then judged as
  * the paths row is: the best of the 243 level assignments on its paths, run in the reference too.
  */
-enum { PX_ECMP, PX_CRUX, PX_FLIP1, PX_FLIP2, PX_FLIP1_FULL, PX_FLIP2_FULL, N_PX };
+enum { PX_ECMP, PX_CRUX, PX_SEARCH1, PX_SEARCH2, PX_SEARCH1_FULL, PX_SEARCH2_FULL, N_PX };
 static const char *const px_name[N_PX] = {"paths/ecmp",		"paths/crux",
 					  "paths/search1",	"paths/search2",
 					  "paths/search1-full", "paths/search2-full"};
@@ -475,10 +475,10 @@ static int paths_search(int argc, char **argv)
 
 			crux_sched_schedule_free(keep[m]);
 			/* The planner's own search (crux_sched_paths_search). */
-			p.paths_search = m == PX_FLIP2 || m == PX_FLIP2_FULL   ? 2
-					 : m == PX_FLIP1 || m == PX_FLIP1_FULL ? 1
-									       : 0;
-			p.paths_search_full = m == PX_FLIP1_FULL || m == PX_FLIP2_FULL;
+			p.paths_search = m == PX_SEARCH2 || m == PX_SEARCH2_FULL   ? 2
+					 : m == PX_SEARCH1 || m == PX_SEARCH1_FULL ? 1
+										   : 0;
+			p.paths_search_full = m == PX_SEARCH1_FULL || m == PX_SEARCH2_FULL;
 			if (crux_sched_schedule_new(c.js.v, c.js.n, K3, &keep[m]) ||
 			    crux_sched_run(c.t, c.js.v, c.js.n, &p,
 					   m == PX_ECMP	    ? CRUX_SCHED_ECMP

@@ -44,12 +44,9 @@ crux_status_t crux_sched_levels_full(struct crux_sched_topo *t, const struct cru
 	crux_status_t st = crux_sched_intensity(t, jobs, n, s);
 
 	if (!st)
-		st = p->correction ? crux_sched_correction(jobs, n, s)
-				   : crux_sched_priority_plain(jobs, n, s);
-	if (st)
-		return st;
-	crux_sched_rank(s);
-	st = crux_sched_compress(t, jobs, n, p, s);
+		st = crux_sched_prioritise(jobs, n, p, s);
+	if (!st)
+		st = crux_sched_compress(t, jobs, n, p, s);
 	if (!st)
 		st = crux_sched_compress_refine(t, jobs, n, p, s);
 	return st;

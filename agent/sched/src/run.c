@@ -7,6 +7,18 @@
 
 #include "sched_int.h"
 
+crux_status_t crux_sched_prioritise(const struct crux_sched_job *jobs, size_t n,
+				    const struct crux_sched_params *p,
+				    struct crux_sched_schedule *s)
+{
+	crux_status_t st = p->correction ? crux_sched_correction(jobs, n, s)
+					 : crux_sched_priority_plain(jobs, n, s);
+
+	if (!st)
+		crux_sched_rank(s);
+	return st;
+}
+
 crux_status_t crux_sched_run(struct crux_sched_topo *t, const struct crux_sched_job *jobs, size_t n,
 			     const struct crux_sched_params *p, enum crux_sched_policy pol,
 			     struct crux_sched_schedule *s)
@@ -64,11 +76,9 @@ crux_status_t crux_sched_run(struct crux_sched_topo *t, const struct crux_sched_
 		/* fall through */
 	case CRUX_SCHED_CRUX_PA:
 		if (!st)
-			st = p->correction ? crux_sched_correction(jobs, n, s)
-					   : crux_sched_priority_plain(jobs, n, s);
+			st = crux_sched_prioritise(jobs, n, p, s);
 		if (st)
 			return st;
-		crux_sched_rank(s);
 		crux_sched_compress_rank(s);
 		return crux_sched_guard(t, jobs, n, p, s);
 	case CRUX_SCHED_SINCRONIA:

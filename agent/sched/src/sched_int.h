@@ -93,6 +93,11 @@ crux_status_t crux_sched_read_file_text(const char *path, char **text, size_t *l
 #define MAX_TOKENS 4096
 int crux_sched_split_tokens(char *line, char **tok, int max);
 
+/* The Crux policies' priority step: P = I (k I with p->correction), then ranks. */
+crux_status_t crux_sched_prioritise(const struct crux_sched_job *jobs, size_t n,
+				    const struct crux_sched_params *p,
+				    struct crux_sched_schedule *s);
+
 /* Links of flow f of job i on the schedule's chosen path (count, pointer). */
 crux_status_t crux_sched_flow_links(struct crux_sched_topo *t, const struct crux_sched_job *job,
 				    int f, int path_idx, const int **links, int *n_links);
