@@ -7,18 +7,6 @@
 
 #include "sched_int.h"
 
-crux_status_t crux_sched_prioritise(const struct crux_sched_job *jobs, size_t n,
-				    const struct crux_sched_params *p,
-				    struct crux_sched_schedule *s)
-{
-	crux_status_t st = p->correction ? crux_sched_correction(jobs, n, s)
-					 : crux_sched_priority_plain(jobs, n, s);
-
-	if (!st)
-		crux_sched_rank(s);
-	return st;
-}
-
 crux_status_t crux_sched_run(struct crux_sched_topo *t, const struct crux_sched_job *jobs, size_t n,
 			     const struct crux_sched_params *p, enum crux_sched_policy pol,
 			     struct crux_sched_schedule *s)

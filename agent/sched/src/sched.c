@@ -595,6 +595,18 @@ void crux_sched_rank(struct crux_sched_schedule *s)
 	free(ord);
 }
 
+crux_status_t crux_sched_prioritise(const struct crux_sched_job *jobs, size_t n,
+				    const struct crux_sched_params *p,
+				    struct crux_sched_schedule *s)
+{
+	crux_status_t st = p->correction ? crux_sched_correction(jobs, n, s)
+					 : crux_sched_priority_plain(jobs, n, s);
+
+	if (!st)
+		crux_sched_rank(s);
+	return st;
+}
+
 void crux_sched_compress_rank(struct crux_sched_schedule *s)
 {
 	for (size_t i = 0; i < s->n_jobs; i++) {
